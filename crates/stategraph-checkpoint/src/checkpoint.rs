@@ -1,0 +1,325 @@
+//! The checkpoint: a snapshot of every channel after a super-step.
+
+use std::collections::BTreeMap;
+
+use crate::config::CheckpointConfig;
+use crate::id::{now_iso, uuid6};
+use crate::metadata::CheckpointMetadata;
+use crate::serializer::SerdeError;
+use crate::value::{Map, Value};
+use crate::version::{ChannelVersion, ChannelVersions};
+use crate::writes::PendingWrite;
+
+/// The checkpoint format version LangGraph writes today.
+pub const LATEST_VERSION: i64 = 4;
+
+/// LangGraph's `Checkpoint`: channel values, their versions, and which versions each node has
+/// seen. Field names and the stored layout are LangGraph's (reference §1.1).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checkpoint {
+    /// Format version (4 today; stored as given).
+    pub v: i64,
+    /// The checkpoint id: a time-ordered UUIDv6 (see [`crate::checkpoint_id`]).
+    pub id: String,
+    /// Creation time, ISO-8601.
+    pub ts: String,
+    /// Channel → value. Empty channels are absent.
+    pub channel_values: BTreeMap<String, Value>,
+    /// Channel → version, for every channel ever written.
+    pub channel_versions: ChannelVersions,
+    /// Node → channel → the version that node last consumed.
+    pub versions_seen: BTreeMap<String, ChannelVersions>,
+    /// Channels updated by the step that produced this checkpoint (`None` for update/fork).
+    pub updated_channels: Option<Vec<String>>,
+    /// Sends pending for the next step, in checkpoints older than v4 (`None` when absent).
+    pub pending_sends: Option<Vec<Value>>,
+    /// Keys this version does not know, kept so that a rewrite loses nothing.
+    pub extra: Vec<(String, Value)>,
+}
+
+impl Default for Checkpoint {
+    fn default() -> Self {
+        Self::empty()
+    }
+}
+
+impl Checkpoint {
+    /// LangGraph's `empty_checkpoint()`: version 4, a fresh id (clock sequence −2), now.
+    pub fn empty() -> Self {
+        Self {
+            v: LATEST_VERSION,
+            id: uuid6(Some(-2)),
+            ts: now_iso(),
+            channel_values: BTreeMap::new(),
+            channel_versions: BTreeMap::new(),
+            versions_seen: BTreeMap::new(),
+            updated_channels: None,
+            pending_sends: None,
+            extra: Vec::new(),
+        }
+    }
+
+    /// The checkpoint as the msgpack map LangGraph stores, keys in Python's order:
+    /// `v, ts, id, channel_values, channel_versions, versions_seen, updated_channels`.
+    pub fn to_value(&self) -> Value {
+        self.to_value_with(&self.channel_values)
+    }
+
+    /// Like [`Checkpoint::to_value`], with other channel values (savers that store values
+    /// apart from the checkpoint pass a subset or none).
+    pub fn to_value_with(&self, channel_values: &BTreeMap<String, Value>) -> Value {
+        let mut m = Map::with_capacity(8);
+        m.insert("v", Value::Int(self.v));
+        m.insert("ts", self.ts.as_str());
+        m.insert("id", self.id.as_str());
+        m.insert(
+            "channel_values",
+            channel_values
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.clone()))
+                .collect::<Map>(),
+        );
+        m.insert(
+            "channel_versions",
+            versions_to_value(&self.channel_versions),
+        );
+        m.insert(
+            "versions_seen",
+            self.versions_seen
+                .iter()
+                .map(|(k, v)| (k.as_str(), versions_to_value(v)))
+                .collect::<Map>(),
+        );
+        if let Some(sends) = &self.pending_sends {
+            m.insert("pending_sends", Value::List(sends.clone()));
+        }
+        m.insert(
+            "updated_channels",
+            self.updated_channels
+                .as_ref()
+                .map(|u| Value::List(u.iter().map(|c| Value::from(c.as_str())).collect())),
+        );
+        for (k, v) in &self.extra {
+            m.insert(k.as_str(), v.clone());
+        }
+        Value::Map(m)
+    }
+
+    /// Reads a checkpoint from its stored map. Missing optional keys take LangGraph's
+    /// defaults; a key with the wrong shape is an error naming its path.
+    pub fn from_value(value: Value) -> Result<Self, SerdeError> {
+        let Value::Map(map) = value else {
+            return Err(shape("", format!("expected a map, found {}", value.kind())));
+        };
+        let mut cp = Checkpoint {
+            v: 1,
+            id: String::new(),
+            ts: String::new(),
+            channel_values: BTreeMap::new(),
+            channel_versions: BTreeMap::new(),
+            versions_seen: BTreeMap::new(),
+            updated_channels: None,
+            pending_sends: None,
+            extra: Vec::new(),
+        };
+        let mut has_id = false;
+        for (k, v) in map {
+            let Value::Str(key) = k else {
+                return Err(shape("", format!("non-string key {k}")));
+            };
+            match key.as_str() {
+                "v" => {
+                    cp.v = v.as_i64().ok_or_else(|| {
+                        shape("v", format!("expected an int, found {}", v.kind()))
+                    })?;
+                }
+                "id" => {
+                    cp.id = expect_str(v, "id")?;
+                    has_id = true;
+                }
+                "ts" => cp.ts = expect_str(v, "ts")?,
+                "channel_values" => {
+                    for (ch, val) in expect_map(v, "channel_values")? {
+                        let ch = key_str(ch, "channel_values")?;
+                        cp.channel_values.insert(ch, val);
+                    }
+                }
+                "channel_versions" => {
+                    cp.channel_versions = versions_from_value(v, "channel_versions")?
+                }
+                "versions_seen" => {
+                    for (node, seen) in expect_map(v, "versions_seen")? {
+                        let node = key_str(node, "versions_seen")?;
+                        let path = format!("versions_seen.{node}");
+                        let versions = versions_from_value(seen, &path)?;
+                        cp.versions_seen.insert(node, versions);
+                    }
+                }
+                "updated_channels" => {
+                    cp.updated_channels = match v {
+                        Value::Null => None,
+                        Value::List(items) => Some(
+                            items
+                                .into_iter()
+                                .enumerate()
+                                .map(|(i, c)| expect_str(c, &format!("updated_channels[{i}]")))
+                                .collect::<Result<_, _>>()?,
+                        ),
+                        other => {
+                            return Err(shape(
+                                "updated_channels",
+                                format!("expected a list or null, found {}", other.kind()),
+                            ));
+                        }
+                    };
+                }
+                "pending_sends" => {
+                    cp.pending_sends = match v {
+                        Value::Null => None,
+                        Value::List(items) => Some(items),
+                        other => {
+                            return Err(shape(
+                                "pending_sends",
+                                format!("expected a list, found {}", other.kind()),
+                            ));
+                        }
+                    };
+                }
+                _ => cp.extra.push((key, v)),
+            }
+        }
+        if !has_id {
+            return Err(shape("id", "missing checkpoint id".to_owned()));
+        }
+        Ok(cp)
+    }
+}
+
+fn shape(path: &str, message: String) -> SerdeError {
+    SerdeError::Shape {
+        path: path.to_owned(),
+        message,
+    }
+}
+
+fn expect_str(v: Value, path: &str) -> Result<String, SerdeError> {
+    match v {
+        Value::Str(s) => Ok(s),
+        other => Err(shape(
+            path,
+            format!("expected a string, found {}", other.kind()),
+        )),
+    }
+}
+
+fn expect_map(v: Value, path: &str) -> Result<Map, SerdeError> {
+    match v {
+        Value::Map(m) => Ok(m),
+        other => Err(shape(
+            path,
+            format!("expected a map, found {}", other.kind()),
+        )),
+    }
+}
+
+fn key_str(k: Value, path: &str) -> Result<String, SerdeError> {
+    match k {
+        Value::Str(s) => Ok(s),
+        other => Err(shape(path, format!("non-string key {other}"))),
+    }
+}
+
+fn versions_to_value(versions: &ChannelVersions) -> Value {
+    Value::Map(
+        versions
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.to_value()))
+            .collect(),
+    )
+}
+
+fn versions_from_value(v: Value, path: &str) -> Result<ChannelVersions, SerdeError> {
+    let mut out = BTreeMap::new();
+    for (k, ver) in expect_map(v, path)? {
+        let k = key_str(k, path)?;
+        let version = ChannelVersion::from_value(&ver).ok_or_else(|| {
+            shape(
+                &format!("{path}.{k}"),
+                format!(
+                    "expected a version (int, float or str), found {}",
+                    ver.kind()
+                ),
+            )
+        })?;
+        out.insert(k, version);
+    }
+    Ok(out)
+}
+
+/// A checkpoint as a saver returns it: where it is, what it holds, its metadata, its parent,
+/// and the writes stored against it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckpointTuple {
+    /// The address of this checkpoint (with `checkpoint_id` set).
+    pub config: CheckpointConfig,
+    /// The checkpoint, channel values fully reassembled.
+    pub checkpoint: Checkpoint,
+    /// Its metadata.
+    pub metadata: CheckpointMetadata,
+    /// The parent checkpoint's address, or `None` for the first checkpoint.
+    pub parent_config: Option<CheckpointConfig>,
+    /// Writes stored against this checkpoint, in LangGraph's order (task path, task id, idx).
+    pub pending_writes: Vec<PendingWrite>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_keeps_unknown_keys() {
+        let mut cp = Checkpoint::empty();
+        cp.channel_values.insert("foo".into(), "a".into());
+        cp.channel_versions
+            .insert("foo".into(), "00000000000000000000000000000002.0.5".into());
+        cp.versions_seen.insert(
+            "node".into(),
+            BTreeMap::from([("foo".to_owned(), ChannelVersion::Int(1))]),
+        );
+        cp.updated_channels = Some(vec!["foo".into()]);
+        cp.extra.push(("future_key".into(), Value::Int(9)));
+        let back = Checkpoint::from_value(cp.to_value()).unwrap();
+        assert_eq!(back, cp);
+    }
+
+    #[test]
+    fn key_order_matches_python() {
+        let cp = Checkpoint::empty();
+        let Value::Map(m) = cp.to_value() else {
+            panic!()
+        };
+        let keys: Vec<_> = m
+            .iter()
+            .map(|(k, _)| k.as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "v",
+                "ts",
+                "id",
+                "channel_values",
+                "channel_versions",
+                "versions_seen",
+                "updated_channels"
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_shapes_name_their_path() {
+        let v = crate::value!({"id": "x", "channel_versions": {"foo": [1]}});
+        let err = Checkpoint::from_value(v).unwrap_err();
+        assert_eq!(err.path(), Some("channel_versions.foo"));
+    }
+}

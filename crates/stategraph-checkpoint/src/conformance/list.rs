@@ -1,0 +1,188 @@
+//! `list`: searching checkpoints.
+
+use super::*;
+use crate::{CheckpointSource::*, ListOptions};
+
+/// LangGraph's list fixture: 4 chained checkpoints with sources input, loop, input, loop at
+/// steps 0–3. Returns the thread and the ids, oldest first.
+async fn four(saver: &dyn CheckpointSaver) -> (String, Vec<String>) {
+    let t = thread();
+    let mut parent = config(&t);
+    let mut ids = Vec::new();
+    for (step, source) in [Input, Loop, Input, Loop].into_iter().enumerate() {
+        let cp = checkpoint(
+            &[("step", Value::Int(step as i64))],
+            &[("step", step as i64 + 1)],
+        );
+        parent = put(saver, &parent, &cp, &metadata(source, step as i64)).await;
+        ids.push(cp.id);
+    }
+    (t, ids)
+}
+
+async fn list(saver: &dyn CheckpointSaver, options: ListOptions) -> Vec<CheckpointTuple> {
+    saver.list(&options).await.expect("list")
+}
+
+pub async fn list_all(saver: &dyn CheckpointSaver) {
+    let (t, _) = four(saver).await;
+    assert_eq!(list(saver, ListOptions::thread(&t)).await.len(), 4);
+}
+
+pub async fn list_by_thread(saver: &dyn CheckpointSaver) {
+    let (t, _) = four(saver).await;
+    assert!(list(saver, ListOptions::thread(thread())).await.is_empty());
+    assert_eq!(list(saver, ListOptions::thread(&t)).await.len(), 4);
+}
+
+pub async fn list_by_namespace(saver: &dyn CheckpointSaver) {
+    let t = thread();
+    empty(saver, &config(&t)).await;
+    empty(saver, &config(&t).with_ns("child:1")).await;
+    assert_eq!(list(saver, ListOptions::thread(&t).ns("")).await.len(), 1);
+    let child = list(saver, ListOptions::thread(&t).ns("child:1")).await;
+    assert_eq!(child.len(), 1);
+    assert_eq!(child[0].config.checkpoint_ns, "child:1");
+    assert_eq!(
+        list(saver, ListOptions::thread(&t)).await.len(),
+        2,
+        "no ns: every namespace"
+    );
+}
+
+pub async fn list_ordering(saver: &dyn CheckpointSaver) {
+    let (t, mut put_ids) = four(saver).await;
+    put_ids.reverse();
+    assert_eq!(ids(&list(saver, ListOptions::thread(&t)).await), put_ids);
+}
+
+pub async fn list_metadata_filter_single_key(saver: &dyn CheckpointSaver) {
+    let (t, _) = four(saver).await;
+    let hits = list(saver, ListOptions::thread(&t).filter("source", "input")).await;
+    assert_eq!(hits.len(), 2);
+    assert!(hits.iter().all(|h| h.metadata.source == Some(Input)));
+}
+
+pub async fn list_metadata_filter_step(saver: &dyn CheckpointSaver) {
+    let (t, ids) = four(saver).await;
+    let hits = list(saver, ListOptions::thread(&t).filter("step", 1)).await;
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].checkpoint.id, ids[1]);
+}
+
+pub async fn list_metadata_filter_multiple_keys(saver: &dyn CheckpointSaver) {
+    let t = thread();
+    for (source, step) in [(Input, 1), (Loop, 1), (Input, 2)] {
+        put(
+            saver,
+            &config(&t),
+            &checkpoint(&[], &[]),
+            &metadata(source, step),
+        )
+        .await;
+    }
+    let hits = list(
+        saver,
+        ListOptions::thread(&t)
+            .filter("source", "input")
+            .filter("step", 2),
+    )
+    .await;
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].metadata.step, Some(2));
+}
+
+pub async fn list_metadata_filter_no_match(saver: &dyn CheckpointSaver) {
+    let (t, _) = four(saver).await;
+    let hits = list(
+        saver,
+        ListOptions::thread(&t)
+            .filter("source", "update")
+            .filter("step", 99),
+    )
+    .await;
+    assert!(hits.is_empty());
+}
+
+pub async fn list_metadata_custom_keys(saver: &dyn CheckpointSaver) {
+    let t = thread();
+    let tagged = metadata(Loop, 0)
+        .with("score", 42)
+        .with("run_id", "run-abc");
+    put(saver, &config(&t), &checkpoint(&[], &[]), &tagged).await;
+    put(
+        saver,
+        &config(&t),
+        &checkpoint(&[], &[]),
+        &metadata(Loop, 1).with("score", 7),
+    )
+    .await;
+    let hits = list(saver, ListOptions::thread(&t).filter("score", 42)).await;
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].metadata.run_id(), Some("run-abc"));
+}
+
+pub async fn list_before(saver: &dyn CheckpointSaver) {
+    let (t, ids) = four(saver).await;
+    let hits = list(saver, ListOptions::thread(&t).before(ids[2].clone())).await;
+    assert_eq!(super::ids(&hits), [ids[1].clone(), ids[0].clone()]);
+}
+
+pub async fn list_limit(saver: &dyn CheckpointSaver) {
+    let (t, _) = four(saver).await;
+    assert_eq!(list(saver, ListOptions::thread(&t).limit(1)).await.len(), 1);
+    assert_eq!(list(saver, ListOptions::thread(&t).limit(2)).await.len(), 2);
+}
+
+pub async fn list_limit_plus_before(saver: &dyn CheckpointSaver) {
+    let (t, ids) = four(saver).await;
+    let hits = list(
+        saver,
+        ListOptions::thread(&t).before(ids[3].clone()).limit(1),
+    )
+    .await;
+    assert_eq!(super::ids(&hits), [ids[2].clone()]);
+}
+
+pub async fn list_combined_thread_and_filter(saver: &dyn CheckpointSaver) {
+    let (t, _) = four(saver).await;
+    four(saver).await; // another thread that must not leak in
+    let hits = list(saver, ListOptions::thread(&t).filter("source", "loop")).await;
+    assert_eq!(hits.len(), 2);
+    assert!(hits.iter().all(|h| h.config.thread_id == t));
+}
+
+pub async fn list_empty_result(saver: &dyn CheckpointSaver) {
+    four(saver).await;
+    let hits = list(
+        saver,
+        ListOptions::thread(thread()).filter("source", "input"),
+    )
+    .await;
+    assert!(hits.is_empty());
+}
+
+pub async fn list_includes_pending_writes(saver: &dyn CheckpointSaver) {
+    let t = thread();
+    let c = empty(saver, &config(&t)).await;
+    write(saver, &c, "ch", "val").await;
+    let hits = list(saver, ListOptions::thread(&t)).await;
+    assert_eq!(hits.len(), 1);
+    let writes = &hits[0].pending_writes;
+    assert_eq!(writes.len(), 1);
+    assert_eq!(
+        (writes[0].channel.as_str(), &writes[0].value),
+        ("ch", &Value::from("val"))
+    );
+}
+
+pub async fn list_multiple_namespaces(saver: &dyn CheckpointSaver) {
+    let t = thread();
+    for ns in ["", "child:1", "child:2"] {
+        empty(saver, &config(&t).with_ns(ns)).await;
+    }
+    let root = list(saver, ListOptions::thread(&t).ns("")).await;
+    assert_eq!(root.len(), 1);
+    assert_eq!(root[0].config.checkpoint_ns, "");
+    assert_eq!(list(saver, ListOptions::thread(&t)).await.len(), 3);
+}

@@ -1,0 +1,166 @@
+//! The error type of every checkpoint and store operation.
+
+use std::fmt;
+
+use crate::serializer::SerdeError;
+
+/// A boxed error from a backend driver.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Where in the stored data a problem was found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Location {
+    /// The thread.
+    pub thread_id: String,
+    /// The namespace (`""` at the root).
+    pub checkpoint_ns: String,
+    /// The checkpoint, when one is concerned.
+    pub checkpoint_id: Option<String>,
+    /// The channel, when one is concerned.
+    pub channel: Option<String>,
+    /// The task whose write is concerned.
+    pub task_id: Option<String>,
+    /// What was being read: `checkpoint`, `metadata`, `write`, `blob`.
+    pub part: &'static str,
+}
+
+impl Location {
+    /// A location in checkpoint `checkpoint_id` of `thread_id`/`checkpoint_ns`.
+    pub fn checkpoint(thread_id: &str, checkpoint_ns: &str, checkpoint_id: &str) -> Self {
+        Self {
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: checkpoint_ns.to_owned(),
+            checkpoint_id: Some(checkpoint_id.to_owned()),
+            channel: None,
+            task_id: None,
+            part: "checkpoint",
+        }
+    }
+
+    /// The same location, narrowed to `part`.
+    pub fn part(mut self, part: &'static str) -> Self {
+        self.part = part;
+        self
+    }
+
+    /// The same location, narrowed to `channel`.
+    pub fn channel(mut self, channel: impl Into<String>) -> Self {
+        self.channel = Some(channel.into());
+        self
+    }
+
+    /// The same location, narrowed to a write of `task_id`.
+    pub fn task(mut self, task_id: impl Into<String>) -> Self {
+        self.task_id = Some(task_id.into());
+        self
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.part)?;
+        if let Some(ch) = &self.channel {
+            write!(f, " of channel `{ch}`")?;
+        }
+        if let Some(task) = &self.task_id {
+            write!(f, " written by task {task}")?;
+        }
+        if let Some(id) = &self.checkpoint_id {
+            write!(f, " in checkpoint {id}")?;
+        }
+        write!(f, " of thread `{}`", self.thread_id)?;
+        if !self.checkpoint_ns.is_empty() {
+            write!(f, " (namespace `{}`)", self.checkpoint_ns)?;
+        }
+        Ok(())
+    }
+}
+
+/// Every failure of a saver or store, as a matchable variant. The variants are part of the
+/// contract: the conformance suites assert them.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Something addressed does not exist.
+    #[error("not found: {what}")]
+    NotFound {
+        /// What was looked for.
+        what: String,
+    },
+    /// The operation conflicts with the stored state (e.g. copying onto a non-empty thread).
+    #[error("conflict: {message}")]
+    Conflict {
+        /// What conflicted.
+        message: String,
+    },
+    /// The caller passed something invalid.
+    #[error("invalid {what}: {message}")]
+    InvalidInput {
+        /// Which argument or field.
+        what: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// Stored bytes could not be decoded, or a value could not be encoded.
+    #[error("cannot decode {location}: {source}")]
+    Serialization {
+        /// Where the bad bytes are.
+        location: Box<Location>,
+        /// The serializer's error (with byte offset and path when known).
+        #[source]
+        source: SerdeError,
+    },
+    /// The backend does not implement this optional operation (see [`crate::Capabilities`]).
+    #[error("{backend} does not support {operation}")]
+    Unsupported {
+        /// The operation.
+        operation: &'static str,
+        /// The saver or store.
+        backend: &'static str,
+    },
+    /// The database or driver failed.
+    #[error("{backend} error: {message}")]
+    Backend {
+        /// The saver or store.
+        backend: &'static str,
+        /// What failed.
+        message: String,
+        /// The driver's error.
+        #[source]
+        source: Option<BoxError>,
+    },
+}
+
+impl Error {
+    /// A serialization error at `location`.
+    pub fn serialization(location: Location, source: SerdeError) -> Self {
+        Error::Serialization {
+            location: Box::new(location),
+            source,
+        }
+    }
+
+    /// A backend error wrapping a driver error.
+    pub fn backend(
+        backend: &'static str,
+        message: impl Into<String>,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Error::Backend {
+            backend,
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// An invalid-input error.
+    pub fn invalid(what: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::InvalidInput {
+            what: what.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Result with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,78 @@
+//! The persistence core of stategraph: LangGraph's checkpoint data model, the
+//! [`CheckpointSaver`] trait every backend implements, the LangGraph-compatible
+//! [`JsonPlusSerializer`], the [`InMemorySaver`], and (feature `conformance`) the shared
+//! conformance suite every backend runs.
+//!
+//! Everything here follows LangGraph's storage format, so a checkpoint written by stategraph
+//! can be read by Python LangGraph and the other way round:
+//! - [`Checkpoint`] has LangGraph's fields (`v`, `id`, `ts`, `channel_values`,
+//!   `channel_versions`, `versions_seen`, `updated_channels`) and is stored as the same
+//!   msgpack map;
+//! - checkpoint ids are time-ordered UUIDv6 strings ([`checkpoint_id`]) and channel versions
+//!   are LangGraph's zero-padded strings ([`next_version`]);
+//! - [`Value`] is the msgpack data model, with Python objects (LangChain messages, datetimes,
+//!   pydantic models) kept as [`Ext`] values that re-encode to the very same bytes.
+//!
+//! ```
+//! use stategraph_checkpoint::*;
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let saver = InMemorySaver::new();
+//! let thread = CheckpointConfig::new("thread-1");
+//!
+//! // A first checkpoint, as a graph's input step would write it.
+//! let mut cp = Checkpoint::empty();
+//! cp.id = checkpoint_id(-1);
+//! cp.channel_values.insert("__start__".into(), value!({"foo": ""}));
+//! let version = saver.get_next_version(None);
+//! cp.channel_versions.insert("__start__".into(), version.clone());
+//! let new_versions = cp.channel_versions.clone();
+//! let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);
+//! let stored = saver.put(&thread, &cp, &meta, &new_versions).await?;
+//!
+//! // A task's writes, saved as soon as it finishes.
+//! saver
+//!     .put_writes(&stored, &[("foo".into(), "a".into())], "task-1", "~__pregel_pull, node_a")
+//!     .await?;
+//!
+//! let latest = saver.get_tuple(&thread).await?.expect("the thread has a checkpoint");
+//! assert_eq!(latest.checkpoint.id, cp.id);
+//! assert_eq!(latest.metadata.step, Some(-1));
+//! assert_eq!(latest.pending_writes[0].value, Value::from("a"));
+//! # Ok::<(), Error>(()) }).unwrap();
+//! ```
+
+mod checkpoint;
+mod config;
+mod error;
+mod id;
+mod memory;
+mod metadata;
+pub mod prune;
+mod saver;
+mod serializer;
+pub mod value;
+mod version;
+mod writes;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
+pub use checkpoint::{Checkpoint, CheckpointTuple, LATEST_VERSION};
+pub use config::{CHECKPOINT_ID, CHECKPOINT_NS, CheckpointConfig, NS_END, NS_SEP, THREAD_ID};
+pub use error::{BoxError, Error, Location, Result};
+pub use id::{checkpoint_id, format_uuid, iso_from_unix_micros, now_iso, uuid6};
+pub use memory::InMemorySaver;
+pub use metadata::{CheckpointMetadata, CheckpointSource};
+pub use saver::{
+    Capabilities, CheckpointSaver, ListOptions, PruneStrategy, validate_put, validate_put_writes,
+};
+pub use serializer::{JsonPlusSerializer, SerdeError, Serializer, tags};
+pub use value::{Ext, ExtCode, Map, PyObject, Value};
+pub use version::{ChannelVersion, ChannelVersions, next_version};
+pub use writes::{
+    NULL_TASK_ID, PendingWrite, all_special, channels, sort_writes, special_write_idx, write_idx,
+};
+
+#[doc(hidden)]
+pub use serde_json as __serde_json;

@@ -1,0 +1,408 @@
+//! `InMemorySaver`: checkpoints in process memory, laid out like LangGraph's.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+
+use crate::checkpoint::{Checkpoint, CheckpointTuple};
+use crate::config::CheckpointConfig;
+use crate::error::{Error, Result};
+use crate::metadata::CheckpointMetadata;
+use crate::prune::{PruneRow, plan_keep_latest};
+use crate::saver::{
+    Capabilities, CheckpointSaver, ListOptions, PruneStrategy, validate_put, validate_put_writes,
+};
+use crate::value::Value;
+use crate::version::ChannelVersions;
+use crate::writes::{PendingWrite, all_special, sort_writes, write_idx};
+
+/// Keeps checkpoints in memory, for tests and short-lived programs.
+///
+/// The layout follows LangGraph's `InMemorySaver`: a checkpoint is stored without its values,
+/// and each channel value is stored once per (thread, namespace, channel, version), written
+/// only when the version is in `new_versions`. So it behaves exactly like the database savers,
+/// including what happens when `new_versions` is incomplete.
+///
+/// ```
+/// # use stategraph_checkpoint::*;
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let saver = InMemorySaver::new();
+/// let mut cp = Checkpoint::empty();
+/// cp.channel_values.insert("foo".into(), "bar".into());
+/// cp.channel_versions.insert("foo".into(), ChannelVersion::Int(1));
+/// let versions = cp.channel_versions.clone();
+/// let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);
+/// let config = saver.put(&CheckpointConfig::new("t1"), &cp, &meta, &versions).await?;
+/// let tuple = saver.get_tuple(&config).await?.expect("stored");
+/// assert_eq!(tuple.checkpoint.channel_values["foo"], Value::from("bar"));
+/// # Ok::<(), Error>(()) }).unwrap();
+/// ```
+#[derive(Debug, Default)]
+pub struct InMemorySaver {
+    inner: Mutex<Inner>,
+}
+
+type NsMap = BTreeMap<String, BTreeMap<String, Stored>>;
+/// (thread, ns, checkpoint id).
+type CheckpointKey = (String, String, String);
+/// (task id, idx) → write.
+type TaskWrites = BTreeMap<(String, i64), PendingWrite>;
+
+#[derive(Debug, Default, Clone)]
+struct Inner {
+    /// thread → namespace → checkpoint id → checkpoint.
+    storage: HashMap<String, NsMap>,
+    /// (thread, ns, checkpoint id) → (task id, idx) → write.
+    writes: HashMap<CheckpointKey, TaskWrites>,
+    /// (thread, ns, channel, version) → value, or `None` for "no value at this version".
+    blobs: HashMap<(String, String, String, String), Option<Value>>,
+}
+
+#[derive(Debug, Clone)]
+struct Stored {
+    /// The checkpoint without channel values.
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    parent: Option<String>,
+}
+
+impl InMemorySaver {
+    /// An empty saver.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // No code path panics while holding the lock, so a poisoned lock still holds
+        // consistent data.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Inner {
+    fn tuple(&self, thread: &str, ns: &str, id: &str, stored: &Stored) -> CheckpointTuple {
+        let mut checkpoint = stored.checkpoint.clone();
+        for (channel, version) in &checkpoint.channel_versions {
+            let key = (
+                thread.to_owned(),
+                ns.to_owned(),
+                channel.clone(),
+                version.to_string(),
+            );
+            if let Some(Some(v)) = self.blobs.get(&key) {
+                checkpoint.channel_values.insert(channel.clone(), v.clone());
+            }
+        }
+        let mut pending_writes: Vec<PendingWrite> = self
+            .writes
+            .get(&(thread.to_owned(), ns.to_owned(), id.to_owned()))
+            .map(|w| w.values().cloned().collect())
+            .unwrap_or_default();
+        sort_writes(&mut pending_writes);
+        let config = CheckpointConfig::new(thread)
+            .with_ns(ns)
+            .with_checkpoint_id(id);
+        CheckpointTuple {
+            config,
+            checkpoint,
+            metadata: stored.metadata.clone(),
+            parent_config: stored.parent.as_ref().map(|p| {
+                CheckpointConfig::new(thread)
+                    .with_ns(ns)
+                    .with_checkpoint_id(p)
+            }),
+            pending_writes,
+        }
+    }
+
+    fn remove_checkpoint(&mut self, thread: &str, ns: &str, id: &str) {
+        if let Some(cps) = self.storage.get_mut(thread).and_then(|nss| nss.get_mut(ns)) {
+            cps.remove(id);
+        }
+        self.writes
+            .remove(&(thread.to_owned(), ns.to_owned(), id.to_owned()));
+    }
+
+    /// Drops blobs of `thread` that no remaining checkpoint references, and empty maps.
+    fn collect_garbage(&mut self, thread: &str) {
+        let mut referenced = BTreeSet::new();
+        if let Some(nss) = self.storage.get_mut(thread) {
+            nss.retain(|_, cps| !cps.is_empty());
+            for (ns, cps) in nss.iter() {
+                for s in cps.values() {
+                    for (ch, v) in &s.checkpoint.channel_versions {
+                        referenced.insert((ns.clone(), ch.clone(), v.to_string()));
+                    }
+                }
+            }
+            if nss.is_empty() {
+                self.storage.remove(thread);
+            }
+        }
+        self.blobs.retain(|(t, ns, ch, v), _| {
+            t != thread || referenced.contains(&(ns.clone(), ch.clone(), v.clone()))
+        });
+    }
+}
+
+#[async_trait]
+impl CheckpointSaver for InMemorySaver {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+
+    async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
+        let inner = self.lock();
+        let Some(cps) = inner
+            .storage
+            .get(&config.thread_id)
+            .and_then(|nss| nss.get(&config.checkpoint_ns))
+        else {
+            return Ok(None);
+        };
+        let found = match &config.checkpoint_id {
+            Some(id) => cps.get_key_value(id),
+            None => cps.iter().next_back(),
+        };
+        Ok(found.map(|(id, s)| inner.tuple(&config.thread_id, &config.checkpoint_ns, id, s)))
+    }
+
+    async fn list(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>> {
+        let inner = self.lock();
+        let mut hits: Vec<(&str, &str, &str, &Stored)> = Vec::new();
+        for (thread, nss) in &inner.storage {
+            if options.thread_id.as_ref().is_some_and(|t| t != thread) {
+                continue;
+            }
+            for (ns, cps) in nss {
+                if options.checkpoint_ns.as_ref().is_some_and(|n| n != ns) {
+                    continue;
+                }
+                for (id, stored) in cps {
+                    if options.checkpoint_id.as_ref().is_some_and(|c| c != id)
+                        || options.before.as_ref().is_some_and(|b| id >= b)
+                        || !stored.metadata.matches(&options.filter)
+                    {
+                        continue;
+                    }
+                    hits.push((thread, ns, id, stored));
+                }
+            }
+        }
+        hits.sort_by(|a, b| b.2.cmp(a.2).then_with(|| a.0.cmp(b.0)));
+        hits.truncate(options.limit.unwrap_or(usize::MAX));
+        Ok(hits
+            .into_iter()
+            .map(|(t, ns, id, s)| inner.tuple(t, ns, id, s))
+            .collect())
+    }
+
+    async fn put(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        new_versions: &ChannelVersions,
+    ) -> Result<CheckpointConfig> {
+        validate_put(config, checkpoint)?;
+        let thread = &config.thread_id;
+        let ns = &config.checkpoint_ns;
+        let mut inner = self.lock();
+        for (channel, version) in new_versions {
+            let key = (
+                thread.clone(),
+                ns.clone(),
+                channel.clone(),
+                version.to_string(),
+            );
+            inner
+                .blobs
+                .insert(key, checkpoint.channel_values.get(channel).cloned());
+        }
+        let mut bare = checkpoint.clone();
+        bare.channel_values.clear();
+        inner
+            .storage
+            .entry(thread.clone())
+            .or_default()
+            .entry(ns.clone())
+            .or_default()
+            .insert(
+                checkpoint.id.clone(),
+                Stored {
+                    checkpoint: bare,
+                    metadata: metadata.clone(),
+                    parent: config.checkpoint_id.clone(),
+                },
+            );
+        Ok(CheckpointConfig::new(thread.clone())
+            .with_ns(ns.clone())
+            .with_checkpoint_id(checkpoint.id.clone()))
+    }
+
+    async fn put_writes(
+        &self,
+        config: &CheckpointConfig,
+        writes: &[(String, Value)],
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<()> {
+        let checkpoint_id = validate_put_writes(config)?;
+        let replace = all_special(writes);
+        let mut inner = self.lock();
+        let stored = inner
+            .writes
+            .entry((
+                config.thread_id.clone(),
+                config.checkpoint_ns.clone(),
+                checkpoint_id.to_owned(),
+            ))
+            .or_default();
+        for (position, (channel, value)) in writes.iter().enumerate() {
+            let idx = write_idx(channel, position);
+            let key = (task_id.to_owned(), idx);
+            if !replace && stored.contains_key(&key) {
+                continue;
+            }
+            stored.insert(
+                key,
+                PendingWrite {
+                    task_id: task_id.to_owned(),
+                    channel: channel.clone(),
+                    value: value.clone(),
+                    task_path: task_path.to_owned(),
+                    idx,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        let mut inner = self.lock();
+        inner.storage.remove(thread_id);
+        inner.writes.retain(|(t, _, _), _| t != thread_id);
+        inner.blobs.retain(|(t, _, _, _), _| t != thread_id);
+        Ok(())
+    }
+
+    async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
+        if run_ids.is_empty() {
+            return Ok(());
+        }
+        let mut inner = self.lock();
+        let mut doomed = Vec::new();
+        for (thread, nss) in &inner.storage {
+            for (ns, cps) in nss {
+                for (id, s) in cps {
+                    if s.metadata
+                        .run_id()
+                        .is_some_and(|r| run_ids.iter().any(|x| x == r))
+                    {
+                        doomed.push((thread.clone(), ns.clone(), id.clone()));
+                    }
+                }
+            }
+        }
+        let threads: BTreeSet<String> = doomed.iter().map(|d| d.0.clone()).collect();
+        for (t, ns, id) in &doomed {
+            inner.remove_checkpoint(t, ns, id);
+        }
+        for t in threads {
+            inner.collect_garbage(&t);
+        }
+        Ok(())
+    }
+
+    async fn copy_thread(&self, source: &str, target: &str) -> Result<()> {
+        let mut inner = self.lock();
+        let Some(nss) = inner.storage.get(source).cloned() else {
+            return Err(Error::NotFound {
+                what: format!("thread `{source}` to copy"),
+            });
+        };
+        if inner.storage.contains_key(target) {
+            return Err(Error::Conflict {
+                message: format!("copy_thread target `{target}` already has checkpoints"),
+            });
+        }
+        let writes: Vec<_> = inner
+            .writes
+            .iter()
+            .filter(|((t, _, _), _)| t == source)
+            .map(|((_, ns, id), w)| {
+                let w: BTreeMap<_, _> = w.clone();
+                ((target.to_owned(), ns.clone(), id.clone()), w)
+            })
+            .collect();
+        let blobs: Vec<_> = inner
+            .blobs
+            .iter()
+            .filter(|((t, _, _, _), _)| t == source)
+            .map(|((_, ns, ch, v), b)| {
+                (
+                    (target.to_owned(), ns.clone(), ch.clone(), v.clone()),
+                    b.clone(),
+                )
+            })
+            .collect();
+        inner.storage.insert(target.to_owned(), nss);
+        inner.writes.extend(writes);
+        inner.blobs.extend(blobs);
+        Ok(())
+    }
+
+    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
+        let mut inner = self.lock();
+        // Plan every thread first, so that a refused thread leaves all of them untouched.
+        let mut plans = Vec::new();
+        for thread in thread_ids {
+            if strategy == PruneStrategy::Delete {
+                continue;
+            }
+            let rows: Vec<PruneRow> = inner
+                .storage
+                .get(thread)
+                .into_iter()
+                .flat_map(|nss| nss.iter())
+                .flat_map(|(ns, cps)| {
+                    cps.iter().map(|(id, s)| PruneRow {
+                        checkpoint_ns: ns.clone(),
+                        checkpoint_id: id.clone(),
+                        metadata: s.metadata.clone(),
+                    })
+                })
+                .collect();
+            plans.push((thread, plan_keep_latest(thread, &rows)?));
+        }
+        if strategy == PruneStrategy::Delete {
+            for thread in thread_ids {
+                inner.storage.remove(thread);
+                inner.writes.retain(|(t, _, _), _| t != thread);
+                inner.blobs.retain(|(t, _, _, _), _| t != thread);
+            }
+            return Ok(());
+        }
+        for (thread, plan) in plans {
+            for (ns, id) in &plan.delete {
+                inner.remove_checkpoint(thread, ns, id);
+            }
+            if let Some(nss) = inner.storage.get_mut(thread) {
+                for (ns, cps) in nss.iter_mut() {
+                    for s in cps.values_mut() {
+                        if plan.parent_deleted(ns, s.parent.as_deref()) {
+                            s.parent = None;
+                        }
+                    }
+                }
+            }
+            inner.collect_garbage(thread);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,246 @@
+//! The `CheckpointSaver` trait: how a thread's checkpoints and pending writes are stored.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use serde_json::Value as Json;
+
+use crate::checkpoint::{Checkpoint, CheckpointTuple};
+use crate::config::CheckpointConfig;
+use crate::error::{Error, Result};
+use crate::metadata::CheckpointMetadata;
+use crate::value::Value;
+use crate::version::{ChannelVersion, ChannelVersions, next_version};
+
+/// Which checkpoints [`CheckpointSaver::list`] returns. Every field narrows the result;
+/// the default lists everything.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ListOptions {
+    /// Only this thread.
+    pub thread_id: Option<String>,
+    /// Only this namespace (`None`: every namespace).
+    pub checkpoint_ns: Option<String>,
+    /// Only this checkpoint.
+    pub checkpoint_id: Option<String>,
+    /// Metadata keys that must all be equal (a `null` also matches a missing key).
+    pub filter: serde_json::Map<String, Json>,
+    /// Only checkpoints whose id is lower (older) than this one.
+    pub before: Option<String>,
+    /// At most this many, newest first.
+    pub limit: Option<usize>,
+}
+
+impl ListOptions {
+    /// Every checkpoint of every thread.
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// Every checkpoint of `thread_id`, in every namespace.
+    pub fn thread(thread_id: impl Into<String>) -> Self {
+        Self {
+            thread_id: Some(thread_id.into()),
+            ..Self::default()
+        }
+    }
+
+    /// What LangGraph's `list(config)` means for a config: its thread, its namespace, and its
+    /// checkpoint id if set.
+    pub fn from_config(config: &CheckpointConfig) -> Self {
+        Self {
+            thread_id: Some(config.thread_id.clone()),
+            checkpoint_ns: Some(config.checkpoint_ns.clone()),
+            checkpoint_id: config.checkpoint_id.clone(),
+            ..Self::default()
+        }
+    }
+
+    /// Narrows to namespace `ns`.
+    pub fn ns(mut self, ns: impl Into<String>) -> Self {
+        self.checkpoint_ns = Some(ns.into());
+        self
+    }
+
+    /// Adds a metadata filter key.
+    pub fn filter(mut self, key: impl Into<String>, value: impl Into<Json>) -> Self {
+        self.filter.insert(key.into(), value.into());
+        self
+    }
+
+    /// Only checkpoints older than `checkpoint_id`.
+    pub fn before(mut self, checkpoint_id: impl Into<String>) -> Self {
+        self.before = Some(checkpoint_id.into());
+        self
+    }
+
+    /// At most `n` results.
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
+        self
+    }
+}
+
+/// What [`CheckpointSaver::prune`] keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum PruneStrategy {
+    /// Keep the newest checkpoint of every namespace, with its writes; drop the rest.
+    #[default]
+    KeepLatest,
+    /// Drop the threads entirely.
+    Delete,
+}
+
+/// The optional operations a saver implements. The conformance suite runs the matching cases
+/// for every declared capability, and checks that undeclared ones fail with
+/// [`Error::Unsupported`] — nothing is skipped silently.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Capabilities {
+    /// [`CheckpointSaver::delete_for_runs`].
+    pub delete_for_runs: bool,
+    /// [`CheckpointSaver::copy_thread`].
+    pub copy_thread: bool,
+    /// [`CheckpointSaver::prune`].
+    pub prune: bool,
+}
+
+impl Capabilities {
+    /// Every optional operation.
+    pub const ALL: Capabilities = Capabilities {
+        delete_for_runs: true,
+        copy_thread: true,
+        prune: true,
+    };
+}
+
+/// Stores checkpoints and pending writes: LangGraph's `BaseCheckpointSaver`, async.
+///
+/// # Contract
+/// (each point is a case of the shared conformance suite, `conformance` feature)
+/// - [`put`](Self::put) stores `checkpoint` under `config.thread_id` / `config.checkpoint_ns`,
+///   with `config.checkpoint_id` (if any) as its parent, and returns the config addressing the
+///   new checkpoint. Values of channels not in `new_versions` may be taken from the stored
+///   value of the same (channel, version), as LangGraph's blob-based savers do.
+/// - [`put_writes`](Self::put_writes) stores writes against `config.checkpoint_id` (required),
+///   each at `idx` = its position, or the fixed negative index of a special channel
+///   (`__error__` −1, `__scheduled__` −2, `__interrupt__` −3, `__resume__` −4). If every write
+///   is special the call replaces rows with the same (task, idx); otherwise existing rows win.
+/// - [`get_tuple`](Self::get_tuple) returns that checkpoint, or the newest of the
+///   (thread, namespace) without an id, or `None`; pending writes in (task path, task id, idx)
+///   order.
+/// - [`list`](Self::list) returns newest first (checkpoint id descending).
+/// - Errors are typed: bad arguments are [`Error::InvalidInput`], undecodable rows
+///   [`Error::Serialization`] naming thread, checkpoint and channel, optional operations a
+///   backend lacks [`Error::Unsupported`].
+#[async_trait]
+pub trait CheckpointSaver: Send + Sync + fmt::Debug {
+    /// A short name for errors and logs (`memory`, `sqlite`, …).
+    fn name(&self) -> &'static str;
+
+    /// Which optional operations this saver implements.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    /// The checkpoint `config` addresses (the latest of its namespace without an id).
+    async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>>;
+
+    /// Checkpoints matching `options`, newest first.
+    async fn list(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>>;
+
+    /// Stores a checkpoint; `config.checkpoint_id` is its parent. Returns its address.
+    async fn put(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        new_versions: &ChannelVersions,
+    ) -> Result<CheckpointConfig>;
+
+    /// Stores the writes of task `task_id` (path `task_path`) against `config.checkpoint_id`.
+    async fn put_writes(
+        &self,
+        config: &CheckpointConfig,
+        writes: &[(String, Value)],
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<()>;
+
+    /// Removes every checkpoint, write and blob of a thread, in every namespace. Deleting a
+    /// thread that does not exist is not an error.
+    async fn delete_thread(&self, thread_id: &str) -> Result<()>;
+
+    /// Removes the checkpoints whose `metadata.run_id` is one of `run_ids`, with their writes.
+    async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
+        let _ = run_ids;
+        Err(self.unsupported("delete_for_runs"))
+    }
+
+    /// Copies every checkpoint, write and blob of `source` (all namespaces, same checkpoint
+    /// ids) to the new thread `target`. `NotFound` if `source` has nothing, `Conflict` if
+    /// `target` already has checkpoints.
+    async fn copy_thread(&self, source: &str, target: &str) -> Result<()> {
+        let _ = (source, target);
+        Err(self.unsupported("copy_thread"))
+    }
+
+    /// Drops old checkpoints of `thread_ids` according to `strategy`.
+    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
+        let _ = (thread_ids, strategy);
+        Err(self.unsupported("prune"))
+    }
+
+    /// The version that follows `current` (LangGraph's `get_next_version`).
+    fn get_next_version(&self, current: Option<&ChannelVersion>) -> ChannelVersion {
+        next_version(current)
+    }
+
+    /// The checkpoint `config` addresses, without metadata and writes.
+    async fn get(&self, config: &CheckpointConfig) -> Result<Option<Checkpoint>> {
+        Ok(self.get_tuple(config).await?.map(|t| t.checkpoint))
+    }
+
+    /// The [`Error::Unsupported`] for `operation` on this saver.
+    fn unsupported(&self, operation: &'static str) -> Error {
+        Error::Unsupported {
+            operation,
+            backend: self.name(),
+        }
+    }
+}
+
+/// Checks the arguments every `put` needs.
+pub fn validate_put(config: &CheckpointConfig, checkpoint: &Checkpoint) -> Result<()> {
+    if config.thread_id.is_empty() {
+        return Err(Error::invalid(
+            "config.thread_id",
+            "a thread id is required",
+        ));
+    }
+    if checkpoint.id.is_empty() {
+        return Err(Error::invalid(
+            "checkpoint.id",
+            "a checkpoint id is required",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the arguments every `put_writes` needs and returns the checkpoint id.
+pub fn validate_put_writes(config: &CheckpointConfig) -> Result<&str> {
+    if config.thread_id.is_empty() {
+        return Err(Error::invalid(
+            "config.thread_id",
+            "a thread id is required",
+        ));
+    }
+    config.checkpoint_id.as_deref().ok_or_else(|| {
+        Error::invalid(
+            "config.checkpoint_id",
+            format!(
+                "put_writes on thread `{}` needs the checkpoint the writes belong to",
+                config.thread_id
+            ),
+        )
+    })
+}

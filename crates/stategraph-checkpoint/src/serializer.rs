@@ -1,0 +1,180 @@
+//! The `Serializer` trait and LangGraph's default `JsonPlusSerializer`.
+//!
+//! A serializer turns a [`Value`] into `(type_tag, bytes)` and back. The tags and the byte
+//! layouts are LangGraph's, so a row written by either side can be read by the other.
+
+use std::fmt;
+
+use crate::value::{DecodeError, DecodeLimits, Value, decode_with_limits, encode};
+
+/// The type tags LangGraph writes next to serialized bytes.
+pub mod tags {
+    /// msgpack bytes (the default for every value except the ones below).
+    pub const MSGPACK: &str = "msgpack";
+    /// Python `None`; the bytes are empty.
+    pub const NULL: &str = "null";
+    /// Python `bytes`, stored raw.
+    pub const BYTES: &str = "bytes";
+    /// Python `bytearray`, stored raw.
+    pub const BYTEARRAY: &str = "bytearray";
+    /// The legacy pre-msgpack JSON format (read only).
+    pub const JSON: &str = "json";
+    /// Python pickle (LangGraph's opt-in fallback; cannot be read outside Python).
+    pub const PICKLE: &str = "pickle";
+    /// Marks "this channel had no value" in blob tables.
+    pub const EMPTY: &str = "empty";
+}
+
+/// A serialization failure, before any location (thread, checkpoint, channel) is attached.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SerdeError {
+    /// The bytes are not valid for their type tag.
+    #[error("invalid `{tag}` data: {source}")]
+    Decode {
+        /// The type tag the bytes were stored under.
+        tag: String,
+        /// The decoder's error, with byte offset and path.
+        #[source]
+        source: DecodeError,
+    },
+    /// The type tag is not one this serializer knows.
+    #[error("unknown serialization type `{0}`")]
+    UnknownType(String),
+    /// The type tag is known but cannot be decoded here.
+    #[error("`{tag}` data cannot be decoded: {reason}")]
+    Unsupported {
+        /// The type tag.
+        tag: String,
+        /// Why, and what to do instead.
+        reason: String,
+    },
+    /// Structurally valid bytes whose content does not have the expected shape.
+    #[error("invalid value at `{path}`: {message}")]
+    Shape {
+        /// Where inside the value, e.g. `channel_versions.foo`.
+        path: String,
+        /// What was expected.
+        message: String,
+    },
+}
+
+impl SerdeError {
+    /// The path inside the value where decoding failed, if known.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            SerdeError::Decode { source, .. } => Some(&source.path),
+            SerdeError::Shape { path, .. } => Some(path),
+            _ => None,
+        }
+    }
+}
+
+/// Turns values into typed bytes and back; LangGraph's `SerializerProtocol`.
+pub trait Serializer: Send + Sync + fmt::Debug {
+    /// Serializes `value`, returning its type tag and bytes.
+    fn dumps_typed(&self, value: &Value) -> Result<(String, Vec<u8>), SerdeError>;
+    /// Deserializes bytes stored under `type_tag`.
+    fn loads_typed(&self, type_tag: &str, data: &[u8]) -> Result<Value, SerdeError>;
+}
+
+/// LangGraph's default serializer: `null` for `None`, `bytes` for top-level bytes, msgpack
+/// (with LangGraph's ext types kept as [`crate::Ext`]) for everything else; reads the legacy
+/// `json` tag and `bytearray`. Decoding is strict and bounded by [`DecodeLimits`].
+#[derive(Debug, Clone, Default)]
+pub struct JsonPlusSerializer {
+    limits: DecodeLimits,
+}
+
+impl JsonPlusSerializer {
+    /// A serializer with the default decoding limits.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A serializer with custom decoding limits.
+    pub fn with_limits(limits: DecodeLimits) -> Self {
+        Self { limits }
+    }
+}
+
+impl Serializer for JsonPlusSerializer {
+    fn dumps_typed(&self, value: &Value) -> Result<(String, Vec<u8>), SerdeError> {
+        Ok(match value {
+            Value::Null => (tags::NULL.to_owned(), Vec::new()),
+            Value::Bytes(b) => (tags::BYTES.to_owned(), b.clone()),
+            other => (tags::MSGPACK.to_owned(), encode(other)),
+        })
+    }
+
+    fn loads_typed(&self, type_tag: &str, data: &[u8]) -> Result<Value, SerdeError> {
+        match type_tag {
+            tags::NULL => Ok(Value::Null),
+            tags::BYTES | tags::BYTEARRAY => Ok(Value::Bytes(data.to_vec())),
+            tags::MSGPACK => {
+                decode_with_limits(data, self.limits).map_err(|source| SerdeError::Decode {
+                    tag: type_tag.to_owned(),
+                    source,
+                })
+            }
+            tags::JSON => serde_json::from_slice::<serde_json::Value>(data)
+                .map(Value::from)
+                .map_err(|e| SerdeError::Shape {
+                    path: String::new(),
+                    message: format!("invalid legacy JSON: {e}"),
+                }),
+            tags::PICKLE => Err(SerdeError::Unsupported {
+                tag: type_tag.to_owned(),
+                reason: "Python pickle can only be read by Python; re-save the thread without \
+                         LangGraph's pickle_fallback"
+                    .to_owned(),
+            }),
+            other => Err(SerdeError::UnknownType(other.to_owned())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_follow_langgraph() {
+        let s = JsonPlusSerializer::new();
+        assert_eq!(
+            s.dumps_typed(&Value::Null).unwrap(),
+            ("null".into(), vec![])
+        );
+        assert_eq!(
+            s.dumps_typed(&Value::Bytes(vec![1, 2])).unwrap(),
+            ("bytes".into(), vec![1, 2])
+        );
+        assert_eq!(s.dumps_typed(&Value::Int(1)).unwrap().0, "msgpack");
+        assert_eq!(
+            s.loads_typed("bytearray", &[3]).unwrap(),
+            Value::Bytes(vec![3])
+        );
+    }
+
+    #[test]
+    fn unknown_and_pickle_tags_are_typed_errors() {
+        let s = JsonPlusSerializer::new();
+        assert_eq!(
+            s.loads_typed("cbor", &[]).unwrap_err(),
+            SerdeError::UnknownType("cbor".into())
+        );
+        assert!(matches!(
+            s.loads_typed("pickle", &[0x80]).unwrap_err(),
+            SerdeError::Unsupported { .. }
+        ));
+    }
+
+    #[test]
+    fn legacy_json_is_readable() {
+        let s = JsonPlusSerializer::new();
+        assert_eq!(
+            s.loads_typed("json", br#"{"a": [1, "x"]}"#).unwrap(),
+            crate::value!({"a": [1, "x"]})
+        );
+    }
+}

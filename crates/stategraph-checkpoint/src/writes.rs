@@ -1,0 +1,77 @@
+//! Pending writes: what tasks wrote to channels, stored as each task finishes.
+
+use crate::value::Value;
+
+/// The task id of writes that belong to no task (input, `update_state`, `Command`, resume).
+pub const NULL_TASK_ID: &str = "00000000-0000-0000-0000-000000000000";
+
+/// Reserved channel names that appear in pending writes.
+pub mod channels {
+    /// A task's error, as its `repr()` string (idx −1).
+    pub const ERROR: &str = "__error__";
+    /// Reserved by LangGraph (idx −2).
+    pub const SCHEDULED: &str = "__scheduled__";
+    /// Interrupts raised by a task (idx −3).
+    pub const INTERRUPT: &str = "__interrupt__";
+    /// Resume values (idx −4).
+    pub const RESUME: &str = "__resume__";
+    /// Marks a task that finished without output.
+    pub const NO_WRITES: &str = "__no_writes__";
+    /// The topic channel of pending `Send` packets.
+    pub const TASKS: &str = "__pregel_tasks";
+    /// Marks a failed task routed to an error handler.
+    pub const ERROR_SOURCE_NODE: &str = "__error_source_node__";
+    /// The graph's input channel.
+    pub const START: &str = "__start__";
+    /// The virtual end node.
+    pub const END: &str = "__end__";
+}
+
+/// LangGraph's `WRITES_IDX_MAP`: the fixed negative index of a special channel's write.
+pub fn special_write_idx(channel: &str) -> Option<i64> {
+    match channel {
+        channels::ERROR => Some(-1),
+        channels::SCHEDULED => Some(-2),
+        channels::INTERRUPT => Some(-3),
+        channels::RESUME => Some(-4),
+        _ => None,
+    }
+}
+
+/// The `idx` a write at `position` in a `put_writes` call is stored under.
+pub fn write_idx(channel: &str, position: usize) -> i64 {
+    special_write_idx(channel).unwrap_or_else(|| i64::try_from(position).unwrap_or(i64::MAX))
+}
+
+/// Whether every write of a `put_writes` call is special, in which case the call replaces
+/// earlier rows with the same key instead of leaving them in place.
+pub fn all_special(writes: &[(String, Value)]) -> bool {
+    writes.iter().all(|(c, _)| special_write_idx(c).is_some())
+}
+
+/// One stored write.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingWrite {
+    /// The task that wrote it ([`NULL_TASK_ID`] for writes of no task).
+    pub task_id: String,
+    /// The channel written.
+    pub channel: String,
+    /// The value written.
+    pub value: Value,
+    /// The writing task's path, e.g. `~__pregel_pull, node_a` (`""` for no task).
+    pub task_path: String,
+    /// Position in the task's writes, or the fixed negative index of a special channel.
+    pub idx: i64,
+}
+
+impl PendingWrite {
+    /// LangGraph's `writes_sort_key`: `(task_path, task_id, idx)`.
+    pub fn sort_key(&self) -> (&str, &str, i64) {
+        (&self.task_path, &self.task_id, self.idx)
+    }
+}
+
+/// Sorts writes into LangGraph's order (task path, task id, idx).
+pub fn sort_writes(writes: &mut [PendingWrite]) {
+    writes.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+}

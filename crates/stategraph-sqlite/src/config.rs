@@ -1,0 +1,174 @@
+//! Opening a SQLite saver: path or URL, durability and connection settings.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use stategraph_checkpoint::{Error, JsonPlusSerializer, Result, Serializer};
+
+use crate::saver::SqliteSaver;
+
+/// SQLite's `synchronous` setting: how often the database waits for the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    /// Never wait: fastest, may lose recent commits (never corrupts) on power loss or OS crash.
+    Off,
+    /// With WAL, wait only at WAL checkpoints: a process crash loses nothing; a power loss
+    /// may lose the last commits.
+    Normal,
+    /// Wait on every commit (SQLite's and Python's default): nothing committed is ever lost.
+    #[default]
+    Full,
+}
+
+impl Synchronous {
+    pub(crate) fn pragma(self) -> &'static str {
+        match self {
+            Self::Off => "OFF",
+            Self::Normal => "NORMAL",
+            Self::Full => "FULL",
+        }
+    }
+}
+
+/// Where the database lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Location {
+    File(PathBuf),
+    Memory,
+}
+
+/// Builds a [`SqliteSaver`].
+#[derive(Clone, Debug)]
+pub struct SqliteConfig {
+    pub(crate) location: Location,
+    pub(crate) synchronous: Synchronous,
+    pub(crate) max_readers: usize,
+    pub(crate) busy_timeout_ms: u32,
+    pub(crate) serializer: Arc<dyn Serializer>,
+}
+
+impl SqliteConfig {
+    /// A database file at `path` (created if missing).
+    pub fn file(path: impl AsRef<Path>) -> Self {
+        Self::with_location(Location::File(path.as_ref().to_path_buf()))
+    }
+
+    /// A private in-memory database.
+    pub fn memory() -> Self {
+        Self::with_location(Location::Memory)
+    }
+
+    fn with_location(location: Location) -> Self {
+        Self {
+            location,
+            synchronous: Synchronous::default(),
+            max_readers: 4,
+            busy_timeout_ms: 5_000,
+            serializer: Arc::new(JsonPlusSerializer::new()),
+        }
+    }
+
+    /// Parses a database URL: `sqlite:PATH`, `sqlite://PATH` (`sqlite:///abs/path` for an
+    /// absolute path) or `sqlite::memory:`. An optional `?synchronous=off|normal|full` query
+    /// sets [`Synchronous`].
+    pub fn from_url(url: &str) -> Result<Self> {
+        let rest = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+            .ok_or_else(|| {
+                Error::invalid(
+                    "database URL",
+                    format!("`{url}` is not a sqlite URL (expected sqlite:PATH or sqlite://PATH)"),
+                )
+            })?;
+        let (path, query) = match rest.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (rest, None),
+        };
+        if path.is_empty() {
+            return Err(Error::invalid(
+                "database URL",
+                format!("`{url}` has no path"),
+            ));
+        }
+        let mut config = if path == ":memory:" {
+            Self::memory()
+        } else {
+            Self::file(path)
+        };
+        for pair in query.into_iter().flat_map(|q| q.split('&')) {
+            match pair.split_once('=') {
+                Some(("synchronous", v)) => {
+                    config.synchronous = match v.to_ascii_lowercase().as_str() {
+                        "off" => Synchronous::Off,
+                        "normal" => Synchronous::Normal,
+                        "full" => Synchronous::Full,
+                        other => {
+                            return Err(Error::invalid(
+                                "database URL",
+                                format!("synchronous={other} (expected off, normal or full)"),
+                            ));
+                        }
+                    };
+                }
+                _ => {
+                    return Err(Error::invalid(
+                        "database URL",
+                        format!("unknown parameter `{pair}` in `{url}` (known: synchronous)"),
+                    ));
+                }
+            }
+        }
+        Ok(config)
+    }
+
+    /// Sets the `synchronous` level (default [`Synchronous::Full`]).
+    pub fn synchronous(mut self, level: Synchronous) -> Self {
+        self.synchronous = level;
+        self
+    }
+
+    /// How many read connections may be kept open (default 4; at least 1).
+    pub fn max_readers(mut self, n: usize) -> Self {
+        self.max_readers = n.max(1);
+        self
+    }
+
+    /// How long to wait for another process's lock before failing (default 5 s).
+    pub fn busy_timeout_ms(mut self, ms: u32) -> Self {
+        self.busy_timeout_ms = ms;
+        self
+    }
+
+    /// The serializer for checkpoints and writes (default [`JsonPlusSerializer`]).
+    pub fn serializer(mut self, serializer: Arc<dyn Serializer>) -> Self {
+        self.serializer = serializer;
+        self
+    }
+
+    /// Opens the database and creates LangGraph's tables if they are missing.
+    pub fn open(self) -> Result<SqliteSaver> {
+        SqliteSaver::open_with(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let c = SqliteConfig::from_url("sqlite:data/x.db").unwrap();
+        assert_eq!(c.location, Location::File("data/x.db".into()));
+        let c = SqliteConfig::from_url("sqlite:///tmp/x.db?synchronous=normal").unwrap();
+        assert_eq!(c.location, Location::File("/tmp/x.db".into()));
+        assert_eq!(c.synchronous, Synchronous::Normal);
+        let c = SqliteConfig::from_url("sqlite::memory:").unwrap();
+        assert_eq!(c.location, Location::Memory);
+        assert!(matches!(
+            SqliteConfig::from_url("postgres://x").unwrap_err(),
+            Error::InvalidInput { .. }
+        ));
+        assert!(SqliteConfig::from_url("sqlite:x.db?cache=shared").is_err());
+    }
+}

@@ -1,0 +1,39 @@
+//! The embedded default backend of stategraph: [`SqliteSaver`], a [`CheckpointSaver`] on
+//! bundled SQLite that uses LangGraph's own SQLite schema and byte formats, so Python
+//! LangGraph (`langgraph-checkpoint-sqlite`) and stategraph can read and continue each other's
+//! threads in one database file.
+//!
+//! - WAL mode; one writer connection plus a pool of readers; all database work runs on
+//!   tokio's blocking pool, so async tasks never block on disk.
+//! - Every optional operation is implemented: `copy_thread`, `prune`, `delete_for_runs`.
+//! - Corrupt rows produce [`Error::Serialization`](stategraph_checkpoint::Error) naming the
+//!   thread, checkpoint and channel.
+//!
+//! ```
+//! use stategraph_checkpoint::*;
+//! use stategraph_sqlite::SqliteSaver;
+//!
+//! # tokio::runtime::Builder::new_multi_thread().build().unwrap().block_on(async {
+//! # let dir = std::env::temp_dir().join(format!("sg-doc-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir).unwrap();
+//! let saver = SqliteSaver::from_url(&format!("sqlite:{}", dir.join("threads.sqlite").display()))?;
+//! let mut cp = Checkpoint::empty();
+//! cp.channel_values.insert("foo".into(), "bar".into());
+//! cp.channel_versions.insert("foo".into(), saver.get_next_version(None));
+//! let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);
+//! let config = saver.put(&CheckpointConfig::new("t1"), &cp, &meta, &cp.channel_versions).await?;
+//! let back = saver.get_tuple(&config).await?.expect("stored");
+//! assert_eq!(back.checkpoint, cp);
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! # Ok::<(), Error>(()) }).unwrap();
+//! ```
+
+mod config;
+mod error;
+mod saver;
+mod schema;
+
+pub use config::{SqliteConfig, Synchronous};
+pub use saver::SqliteSaver;
+#[doc(no_inline)]
+pub use stategraph_checkpoint::CheckpointSaver;

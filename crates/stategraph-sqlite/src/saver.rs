@@ -1,0 +1,713 @@
+//! `SqliteSaver`: LangGraph's SQLite checkpointer, in Rust.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use rusqlite::{
+    Connection, OpenFlags, OptionalExtension, Transaction, params, types::Value as Sql,
+};
+use stategraph_checkpoint::prune::{PruneRow, plan_keep_latest};
+use stategraph_checkpoint::{
+    Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
+    CheckpointSaver, CheckpointTuple, Error, ListOptions, Location, PendingWrite, PruneStrategy,
+    Result, SerdeError, Serializer, Value, all_special, sort_writes, validate_put,
+    validate_put_writes, write_idx,
+};
+
+use crate::config::{self, SqliteConfig};
+use crate::error::{db, join};
+use crate::schema;
+
+/// Stores checkpoints in a SQLite database, in LangGraph's own schema and byte formats, so
+/// that Python's `SqliteSaver` and this one can share a file.
+///
+/// One writer connection (SQLite allows one writer at a time) and a small pool of reader
+/// connections (WAL lets them read while the writer writes); every database call runs on
+/// tokio's blocking pool, never on the async threads.
+#[derive(Clone)]
+pub struct SqliteSaver {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    writer: Mutex<Connection>,
+    /// Idle reader connections; empty and unused for in-memory databases.
+    readers: Mutex<Vec<Connection>>,
+    config: SqliteConfig,
+}
+
+impl fmt::Debug for SqliteSaver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteSaver")
+            .field("location", &self.inner.config.location)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Connections stay consistent even if a panic happened elsewhere while one was held:
+    // SQLite rolls back any open transaction when its handle is next used.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl SqliteSaver {
+    /// Opens (creating if needed) the database file at `path`.
+    pub fn open(path: impl AsRef<std::path::Path>) -> Result<Self> {
+        SqliteConfig::file(path).open()
+    }
+
+    /// Opens the database a `sqlite:` URL names (see [`SqliteConfig::from_url`]).
+    pub fn from_url(url: &str) -> Result<Self> {
+        SqliteConfig::from_url(url)?.open()
+    }
+
+    /// A private in-memory database.
+    pub fn in_memory() -> Result<Self> {
+        SqliteConfig::memory().open()
+    }
+
+    /// A builder with every setting.
+    pub fn builder(path: impl AsRef<std::path::Path>) -> SqliteConfig {
+        SqliteConfig::file(path)
+    }
+
+    pub(crate) fn open_with(config: SqliteConfig) -> Result<Self> {
+        let writer = open_connection(&config, false)?;
+        schema::setup(&writer).map_err(db("creating the checkpoint tables"))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                writer: Mutex::new(writer),
+                readers: Mutex::new(Vec::new()),
+                config,
+            }),
+        })
+    }
+
+    /// Runs `f` on the writer connection, on the blocking pool.
+    async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection, &dyn Serializer) -> Result<T> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            let mut conn = lock(&inner.writer);
+            f(&mut conn, inner.config.serializer.as_ref())
+        })
+        .await
+        .map_err(join)?
+    }
+
+    /// Runs `f` on a reader connection (the writer for in-memory databases), on the blocking
+    /// pool.
+    async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection, &dyn Serializer) -> Result<T> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            let serializer = inner.config.serializer.as_ref();
+            if inner.config.location == config::Location::Memory {
+                let mut conn = lock(&inner.writer);
+                return f(&mut conn, serializer);
+            }
+            let pooled = lock(&inner.readers).pop();
+            let mut conn = match pooled {
+                Some(c) => c,
+                None => open_connection(&inner.config, true)?,
+            };
+            let out = f(&mut conn, serializer);
+            let mut idle = lock(&inner.readers);
+            if idle.len() < inner.config.max_readers {
+                idle.push(conn);
+            }
+            out
+        })
+        .await
+        .map_err(join)?
+    }
+}
+
+fn open_connection(config: &SqliteConfig, read_only: bool) -> Result<Connection> {
+    let conn = match &config.location {
+        config::Location::Memory => Connection::open_in_memory(),
+        config::Location::File(path) => {
+            let flags = if read_only {
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            } else {
+                OpenFlags::SQLITE_OPEN_READ_WRITE
+                    | OpenFlags::SQLITE_OPEN_CREATE
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            };
+            Connection::open_with_flags(path, flags)
+        }
+    }
+    .map_err(db("opening the database"))?;
+    conn.busy_timeout(std::time::Duration::from_millis(u64::from(
+        config.busy_timeout_ms,
+    )))
+    .map_err(db("setting busy_timeout"))?;
+    if !read_only && config.location != config::Location::Memory {
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(db("enabling WAL"))?;
+    }
+    conn.pragma_update(None, "synchronous", config.synchronous.pragma())
+        .map_err(db("setting synchronous"))?;
+    Ok(conn)
+}
+
+/// The columns every checkpoint query selects, in this order.
+const CHECKPOINT_COLUMNS: &str =
+    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata";
+
+/// One raw `checkpoints` row.
+struct Row {
+    thread_id: String,
+    checkpoint_ns: String,
+    checkpoint_id: String,
+    parent: Option<String>,
+    type_tag: Option<String>,
+    checkpoint: Option<Vec<u8>>,
+    metadata: Option<Vec<u8>>,
+}
+
+impl Row {
+    fn from_sql(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            thread_id: r.get(0)?,
+            checkpoint_ns: r.get(1)?,
+            checkpoint_id: r.get(2)?,
+            parent: r.get(3)?,
+            type_tag: r.get(4)?,
+            checkpoint: r.get(5)?,
+            metadata: r.get(6)?,
+        })
+    }
+
+    fn location(&self) -> Location {
+        Location::checkpoint(&self.thread_id, &self.checkpoint_ns, &self.checkpoint_id)
+    }
+
+    /// Decodes the row and loads its writes.
+    fn into_tuple(self, conn: &Connection, serde: &dyn Serializer) -> Result<CheckpointTuple> {
+        let loc = self.location();
+        let tag = self.type_tag.as_deref().ok_or_else(|| {
+            Error::serialization(loc.clone(), SerdeError::UnknownType("NULL".into()))
+        })?;
+        let bytes = self.checkpoint.as_deref().unwrap_or_default();
+        let value = serde
+            .loads_typed(tag, bytes)
+            .map_err(|e| located(loc.clone(), e))?;
+        let checkpoint = Checkpoint::from_value(value).map_err(|e| located(loc.clone(), e))?;
+        let metadata = decode_metadata(self.metadata.as_deref(), &loc)?;
+        let pending_writes = load_writes(
+            conn,
+            serde,
+            &self.thread_id,
+            &self.checkpoint_ns,
+            &self.checkpoint_id,
+        )?;
+        let config = CheckpointConfig::new(self.thread_id.clone())
+            .with_ns(self.checkpoint_ns.clone())
+            .with_checkpoint_id(self.checkpoint_id);
+        let parent_config = self.parent.filter(|p| !p.is_empty()).map(|p| {
+            CheckpointConfig::new(self.thread_id)
+                .with_ns(self.checkpoint_ns)
+                .with_checkpoint_id(p)
+        });
+        Ok(CheckpointTuple {
+            config,
+            checkpoint,
+            metadata,
+            parent_config,
+            pending_writes,
+        })
+    }
+}
+
+/// Attaches a location to a serializer error, naming the channel when the failure is inside
+/// one (`channel_values.<channel>…`).
+fn located(loc: Location, e: SerdeError) -> Error {
+    let channel = e
+        .path()
+        .and_then(|p| p.strip_prefix("channel_values."))
+        .map(|rest| rest.split(['.', '[']).next().unwrap_or(rest).to_owned());
+    let loc = match channel {
+        Some(ch) => loc.channel(ch),
+        None => loc,
+    };
+    Error::serialization(loc, e)
+}
+
+fn decode_metadata(bytes: Option<&[u8]>, loc: &Location) -> Result<CheckpointMetadata> {
+    let Some(bytes) = bytes else {
+        return Ok(CheckpointMetadata::default());
+    };
+    let json: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+        Error::serialization(
+            loc.clone().part("metadata"),
+            SerdeError::Shape {
+                path: String::new(),
+                message: format!("invalid JSON: {e}"),
+            },
+        )
+    })?;
+    CheckpointMetadata::from_json(json).map_err(|e| {
+        Error::serialization(
+            loc.clone().part("metadata"),
+            SerdeError::Shape {
+                path: String::new(),
+                message: e.to_string(),
+            },
+        )
+    })
+}
+
+fn load_writes(
+    conn: &Connection,
+    serde: &dyn Serializer,
+    thread_id: &str,
+    ns: &str,
+    checkpoint_id: &str,
+) -> Result<Vec<PendingWrite>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT task_id, channel, type, value, task_path, idx FROM writes \
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
+        )
+        .map_err(db("reading writes"))?;
+    let rows = stmt
+        .query_map(params![thread_id, ns, checkpoint_id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Option<String>>(2)?,
+                r.get::<_, Option<Vec<u8>>>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, i64>(5)?,
+            ))
+        })
+        .map_err(db("reading writes"))?;
+    let mut writes = Vec::new();
+    for row in rows {
+        let (task_id, channel, tag, value, task_path, idx) = row.map_err(db("reading writes"))?;
+        let loc = Location::checkpoint(thread_id, ns, checkpoint_id)
+            .part("write")
+            .channel(channel.clone())
+            .task(task_id.clone());
+        let tag = tag.ok_or_else(|| {
+            Error::serialization(loc.clone(), SerdeError::UnknownType("NULL".into()))
+        })?;
+        let value = serde
+            .loads_typed(&tag, value.as_deref().unwrap_or_default())
+            .map_err(|e| Error::serialization(loc, e))?;
+        writes.push(PendingWrite {
+            task_id,
+            channel,
+            value,
+            task_path,
+            idx,
+        });
+    }
+    sort_writes(&mut writes);
+    Ok(writes)
+}
+
+/// Metadata filter keys become a JSON path; LangGraph allows only these characters.
+fn valid_filter_key(key: &str) -> bool {
+    !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// Builds the WHERE clause of `list` and its parameters.
+fn list_query(options: &ListOptions) -> Result<(String, Vec<Sql>)> {
+    let mut clauses = Vec::new();
+    let mut args: Vec<Sql> = Vec::new();
+    if let Some(t) = &options.thread_id {
+        clauses.push("thread_id = ?".to_owned());
+        args.push(Sql::Text(t.clone()));
+    }
+    if let Some(ns) = &options.checkpoint_ns {
+        clauses.push("checkpoint_ns = ?".to_owned());
+        args.push(Sql::Text(ns.clone()));
+    }
+    if let Some(id) = &options.checkpoint_id {
+        clauses.push("checkpoint_id = ?".to_owned());
+        args.push(Sql::Text(id.clone()));
+    }
+    for (key, want) in &options.filter {
+        if !valid_filter_key(key) {
+            return Err(Error::invalid(
+                "metadata filter key",
+                format!("`{key}` (allowed: letters, digits, `_`, `.`, `-`)"),
+            ));
+        }
+        let path = format!("json_extract(CAST(metadata AS TEXT), '$.{key}')");
+        match want {
+            serde_json::Value::Null => clauses.push(format!("{path} IS NULL")),
+            serde_json::Value::Bool(b) => {
+                clauses.push(format!("{path} = ?"));
+                args.push(Sql::Integer(i64::from(*b)));
+            }
+            serde_json::Value::Number(n) => {
+                clauses.push(format!("{path} = ?"));
+                args.push(match n.as_i64() {
+                    Some(i) => Sql::Integer(i),
+                    None => Sql::Real(n.as_f64().unwrap_or(f64::NAN)),
+                });
+            }
+            serde_json::Value::String(s) => {
+                clauses.push(format!("{path} = ?"));
+                args.push(Sql::Text(s.clone()));
+            }
+            other => {
+                clauses.push(format!("{path} = json(?)"));
+                args.push(Sql::Text(other.to_string()));
+            }
+        }
+    }
+    if let Some(before) = &options.before {
+        clauses.push("checkpoint_id < ?".to_owned());
+        args.push(Sql::Text(before.clone()));
+    }
+    let mut sql = format!("SELECT {CHECKPOINT_COLUMNS} FROM checkpoints");
+    if !clauses.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&clauses.join(" AND "));
+    }
+    sql.push_str(" ORDER BY checkpoint_id DESC");
+    if let Some(limit) = options.limit {
+        sql.push_str(" LIMIT ?");
+        args.push(Sql::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
+    }
+    Ok((sql, args))
+}
+
+fn delete_thread_in(tx: &Transaction<'_>, thread_id: &str) -> Result<()> {
+    tx.execute("DELETE FROM checkpoints WHERE thread_id = ?1", [thread_id])
+        .map_err(db("deleting checkpoints"))?;
+    tx.execute("DELETE FROM writes WHERE thread_id = ?1", [thread_id])
+        .map_err(db("deleting writes"))?;
+    Ok(())
+}
+
+fn prune_keep_latest(tx: &Transaction<'_>, thread_id: &str) -> Result<()> {
+    let mut rows = Vec::new();
+    let mut parents = Vec::new();
+    {
+        let mut stmt = tx
+            .prepare(
+                "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata \
+                 FROM checkpoints WHERE thread_id = ?1",
+            )
+            .map_err(db("reading checkpoints to prune"))?;
+        let mut q = stmt
+            .query([thread_id])
+            .map_err(db("reading checkpoints to prune"))?;
+        while let Some(r) = q.next().map_err(db("reading checkpoints to prune"))? {
+            let ns: String = r.get(0).map_err(db("reading checkpoints to prune"))?;
+            let id: String = r.get(1).map_err(db("reading checkpoints to prune"))?;
+            let parent: Option<String> = r.get(2).map_err(db("reading checkpoints to prune"))?;
+            let meta: Option<Vec<u8>> = r.get(3).map_err(db("reading checkpoints to prune"))?;
+            let loc = Location::checkpoint(thread_id, &ns, &id);
+            let metadata = decode_metadata(meta.as_deref(), &loc)?;
+            parents.push((ns.clone(), id.clone(), parent));
+            rows.push(PruneRow {
+                checkpoint_ns: ns,
+                checkpoint_id: id,
+                metadata,
+            });
+        }
+    }
+    let plan = plan_keep_latest(thread_id, &rows)?;
+    for (ns, id) in &plan.delete {
+        tx.execute(
+            "DELETE FROM writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
+            params![thread_id, ns, id],
+        )
+        .map_err(db("pruning writes"))?;
+        tx.execute(
+            "DELETE FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
+            params![thread_id, ns, id],
+        )
+        .map_err(db("pruning checkpoints"))?;
+    }
+    for (ns, id, parent) in &parents {
+        if plan.keep.contains(&(ns.clone(), id.clone()))
+            && plan.parent_deleted(ns, parent.as_deref())
+        {
+            tx.execute(
+                "UPDATE checkpoints SET parent_checkpoint_id = NULL \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
+                params![thread_id, ns, id],
+            )
+            .map_err(db("unlinking pruned parents"))?;
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl CheckpointSaver for SqliteSaver {
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+
+    async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
+        let config = config.clone();
+        self.read(move |conn, serde| {
+            let tx = conn.transaction().map_err(db("starting a read"))?;
+            let row = match &config.checkpoint_id {
+                Some(id) => tx
+                    .prepare_cached(&format!(
+                        "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints \
+                         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"
+                    ))
+                    .and_then(|mut s| {
+                        s.query_row(
+                            params![config.thread_id, config.checkpoint_ns, id],
+                            Row::from_sql,
+                        )
+                        .optional()
+                    }),
+                None => tx
+                    .prepare_cached(&format!(
+                        "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints \
+                         WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
+                         ORDER BY checkpoint_id DESC LIMIT 1"
+                    ))
+                    .and_then(|mut s| {
+                        s.query_row(
+                            params![config.thread_id, config.checkpoint_ns],
+                            Row::from_sql,
+                        )
+                        .optional()
+                    }),
+            }
+            .map_err(db("reading a checkpoint"))?;
+            row.map(|r| r.into_tuple(&tx, serde)).transpose()
+        })
+        .await
+    }
+
+    async fn list(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>> {
+        let (sql, args) = list_query(options)?;
+        self.read(move |conn, serde| {
+            let tx = conn.transaction().map_err(db("starting a read"))?;
+            let rows: Vec<Row> = {
+                let mut stmt = tx.prepare(&sql).map_err(db("listing checkpoints"))?;
+                let mapped = stmt
+                    .query_map(rusqlite::params_from_iter(args), Row::from_sql)
+                    .map_err(db("listing checkpoints"))?;
+                mapped
+                    .collect::<rusqlite::Result<_>>()
+                    .map_err(db("listing checkpoints"))?
+            };
+            rows.into_iter().map(|r| r.into_tuple(&tx, serde)).collect()
+        })
+        .await
+    }
+
+    async fn put(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        _new_versions: &ChannelVersions,
+    ) -> Result<CheckpointConfig> {
+        validate_put(config, checkpoint)?;
+        let (tag, bytes) = self
+            .inner
+            .config
+            .serializer
+            .dumps_typed(&checkpoint.to_value())
+            .map_err(|e| {
+                Error::serialization(
+                    Location::checkpoint(&config.thread_id, &config.checkpoint_ns, &checkpoint.id),
+                    e,
+                )
+            })?;
+        let meta = metadata.to_python_json_bytes();
+        let parent = config.checkpoint_id.clone();
+        let out = CheckpointConfig::new(config.thread_id.clone())
+            .with_ns(config.checkpoint_ns.clone())
+            .with_checkpoint_id(checkpoint.id.clone());
+        let row = out.clone();
+        self.write(move |conn, _| {
+            conn.prepare_cached(
+                "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, \
+                 parent_checkpoint_id, type, checkpoint, metadata) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    row.thread_id,
+                    row.checkpoint_ns,
+                    row.checkpoint_id,
+                    parent,
+                    tag,
+                    bytes,
+                    meta
+                ])
+            })
+            .map_err(db("storing a checkpoint"))?;
+            Ok(())
+        })
+        .await?;
+        Ok(out)
+    }
+
+    async fn put_writes(
+        &self,
+        config: &CheckpointConfig,
+        writes: &[(String, Value)],
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<()> {
+        let checkpoint_id = validate_put_writes(config)?.to_owned();
+        let serde = &self.inner.config.serializer;
+        let mut rows = Vec::with_capacity(writes.len());
+        for (position, (channel, value)) in writes.iter().enumerate() {
+            let (tag, bytes) = serde.dumps_typed(value).map_err(|e| {
+                Error::serialization(
+                    Location::checkpoint(&config.thread_id, &config.checkpoint_ns, &checkpoint_id)
+                        .part("write")
+                        .channel(channel.clone())
+                        .task(task_id),
+                    e,
+                )
+            })?;
+            rows.push((write_idx(channel, position), channel.clone(), tag, bytes));
+        }
+        let sql = if all_special(writes) {
+            "INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, \
+             task_path, idx, channel, type, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+        } else {
+            "INSERT OR IGNORE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, \
+             task_path, idx, channel, type, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+        };
+        let (thread_id, ns) = (config.thread_id.clone(), config.checkpoint_ns.clone());
+        let (task_id, task_path) = (task_id.to_owned(), task_path.to_owned());
+        self.write(move |conn, _| {
+            let tx = conn.transaction().map_err(db("starting a write"))?;
+            {
+                let mut stmt = tx.prepare_cached(sql).map_err(db("storing writes"))?;
+                for (idx, channel, tag, bytes) in &rows {
+                    stmt.execute(params![
+                        thread_id,
+                        ns,
+                        checkpoint_id,
+                        task_id,
+                        task_path,
+                        idx,
+                        channel,
+                        tag,
+                        bytes
+                    ])
+                    .map_err(db("storing writes"))?;
+                }
+            }
+            tx.commit().map_err(db("committing writes"))
+        })
+        .await
+    }
+
+    async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        let thread_id = thread_id.to_owned();
+        self.write(move |conn, _| {
+            let tx = conn.transaction().map_err(db("starting a delete"))?;
+            delete_thread_in(&tx, &thread_id)?;
+            tx.commit().map_err(db("committing a delete"))
+        })
+        .await
+    }
+
+    async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
+        if run_ids.is_empty() {
+            return Ok(());
+        }
+        let ids = serde_json::to_string(run_ids).unwrap_or_else(|_| "[]".into());
+        self.write(move |conn, _| {
+            let tx = conn.transaction().map_err(db("starting a delete"))?;
+            const DOOMED: &str = "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints \
+                WHERE json_extract(CAST(metadata AS TEXT), '$.run_id') IN (SELECT value FROM json_each(?1))";
+            tx.execute(
+                &format!(
+                    "DELETE FROM writes WHERE (thread_id, checkpoint_ns, checkpoint_id) IN ({DOOMED})"
+                ),
+                [&ids],
+            )
+            .map_err(db("deleting writes of runs"))?;
+            tx.execute(
+                "DELETE FROM checkpoints WHERE json_extract(CAST(metadata AS TEXT), '$.run_id') \
+                 IN (SELECT value FROM json_each(?1))",
+                [&ids],
+            )
+            .map_err(db("deleting checkpoints of runs"))?;
+            tx.commit().map_err(db("committing a delete"))
+        })
+        .await
+    }
+
+    async fn copy_thread(&self, source: &str, target: &str) -> Result<()> {
+        let (source, target) = (source.to_owned(), target.to_owned());
+        self.write(move |conn, _| {
+            let tx = conn.transaction().map_err(db("starting a copy"))?;
+            let exists = |t: &str| -> Result<bool> {
+                tx.prepare_cached("SELECT 1 FROM checkpoints WHERE thread_id = ?1 LIMIT 1")
+                    .and_then(|mut s| s.exists([t]))
+                    .map_err(db("checking a thread"))
+            };
+            if !exists(&source)? {
+                return Err(Error::NotFound {
+                    what: format!("thread `{source}` to copy"),
+                });
+            }
+            if exists(&target)? {
+                return Err(Error::Conflict {
+                    message: format!("copy_thread target `{target}` already has checkpoints"),
+                });
+            }
+            tx.execute(
+                "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, \
+                 parent_checkpoint_id, type, checkpoint, metadata) \
+                 SELECT ?2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, \
+                 metadata FROM checkpoints WHERE thread_id = ?1",
+                params![source, target],
+            )
+            .map_err(db("copying checkpoints"))?;
+            tx.execute(
+                "INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, \
+                 idx, channel, type, value) SELECT ?2, checkpoint_ns, checkpoint_id, task_id, \
+                 task_path, idx, channel, type, value FROM writes WHERE thread_id = ?1",
+                params![source, target],
+            )
+            .map_err(db("copying writes"))?;
+            tx.commit().map_err(db("committing a copy"))
+        })
+        .await
+    }
+
+    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
+        let thread_ids = thread_ids.to_vec();
+        self.write(move |conn, _| {
+            // One transaction for all threads: a refused thread leaves every thread untouched.
+            let tx = conn.transaction().map_err(db("starting a prune"))?;
+            for thread in &thread_ids {
+                match strategy {
+                    PruneStrategy::Delete => delete_thread_in(&tx, thread)?,
+                    _ => prune_keep_latest(&tx, thread)?,
+                }
+            }
+            tx.commit().map_err(db("committing a prune"))
+        })
+        .await
+    }
+}

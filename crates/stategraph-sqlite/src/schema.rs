@@ -1,0 +1,47 @@
+//! LangGraph's SQLite schema (langgraph-checkpoint-sqlite 3.1.x), created idempotently.
+//!
+//! The tables are exactly the ones Python's `SqliteSaver.setup()` creates, so one database
+//! file can be shared with Python LangGraph. There is no migrations table: like Python, we
+//! create what is missing and add the `task_path` column to files written by older versions.
+
+use rusqlite::Connection;
+
+/// `checkpoints`: one row per checkpoint; the whole checkpoint (values included) is one
+/// serialized blob and the metadata is JSON text stored as a blob.
+const CREATE_CHECKPOINTS: &str = "CREATE TABLE IF NOT EXISTS checkpoints (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    parent_checkpoint_id TEXT,
+    type TEXT,
+    checkpoint BLOB,
+    metadata BLOB,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+)";
+
+/// `writes`: one row per pending write.
+const CREATE_WRITES: &str = "CREATE TABLE IF NOT EXISTS writes (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL DEFAULT '',
+    checkpoint_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    task_path TEXT NOT NULL DEFAULT '',
+    idx INTEGER NOT NULL,
+    channel TEXT NOT NULL,
+    type TEXT,
+    value BLOB,
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+)";
+
+/// Creates the tables if they are missing and upgrades pre-`task_path` files.
+pub(crate) fn setup(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(CREATE_CHECKPOINTS)?;
+    conn.execute_batch(CREATE_WRITES)?;
+    let has_task_path = conn
+        .prepare("SELECT 1 FROM pragma_table_info('writes') WHERE name = 'task_path'")?
+        .exists([])?;
+    if !has_task_path {
+        conn.execute_batch("ALTER TABLE writes ADD COLUMN task_path TEXT NOT NULL DEFAULT ''")?;
+    }
+    Ok(())
+}
