@@ -162,6 +162,21 @@ fn open_connection(config: &SqliteConfig, read_only: bool) -> Result<Connection>
 const CHECKPOINT_COLUMNS: &str =
     "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata";
 
+/// A BLOB column that may also hold TEXT (SQLite does not enforce column types, and other
+/// writers, or hand edits, may store text): both are read as bytes.
+fn bytes_column(r: &rusqlite::Row<'_>, idx: usize) -> rusqlite::Result<Option<Vec<u8>>> {
+    use rusqlite::types::ValueRef;
+    match r.get_ref(idx)? {
+        ValueRef::Null => Ok(None),
+        ValueRef::Blob(b) | ValueRef::Text(b) => Ok(Some(b.to_vec())),
+        other => Err(rusqlite::Error::InvalidColumnType(
+            idx,
+            "a blob column".into(),
+            other.data_type(),
+        )),
+    }
+}
+
 /// One raw `checkpoints` row.
 struct Row {
     thread_id: String,
@@ -181,8 +196,8 @@ impl Row {
             checkpoint_id: r.get(2)?,
             parent: r.get(3)?,
             type_tag: r.get(4)?,
-            checkpoint: r.get(5)?,
-            metadata: r.get(6)?,
+            checkpoint: bytes_column(r, 5)?,
+            metadata: bytes_column(r, 6)?,
         })
     }
 
@@ -284,7 +299,7 @@ fn load_writes(
                 r.get::<_, String>(0)?,
                 r.get::<_, String>(1)?,
                 r.get::<_, Option<String>>(2)?,
-                r.get::<_, Option<Vec<u8>>>(3)?,
+                bytes_column(r, 3)?,
                 r.get::<_, String>(4)?,
                 r.get::<_, i64>(5)?,
             ))
@@ -412,7 +427,7 @@ fn prune_keep_latest(tx: &Transaction<'_>, thread_id: &str) -> Result<()> {
             let ns: String = r.get(0).map_err(db("reading checkpoints to prune"))?;
             let id: String = r.get(1).map_err(db("reading checkpoints to prune"))?;
             let parent: Option<String> = r.get(2).map_err(db("reading checkpoints to prune"))?;
-            let meta: Option<Vec<u8>> = r.get(3).map_err(db("reading checkpoints to prune"))?;
+            let meta = bytes_column(r, 3).map_err(db("reading checkpoints to prune"))?;
             let loc = Location::checkpoint(thread_id, &ns, &id);
             let metadata = decode_metadata(meta.as_deref(), &loc)?;
             parents.push((ns.clone(), id.clone(), parent));

@@ -1,1 +1,92 @@
-//! placeholder
+//! # stategraph
+//!
+//! LangGraph's stateful graph runtime in Rust, with its persistence layer at the centre: every
+//! super-step of a graph is checkpointed into a *thread*, in LangGraph's own storage format, so
+//! Python LangGraph and stategraph can share one database.
+//!
+//! This crate is the one to depend on. It re-exports the checkpoint core
+//! ([`stategraph_checkpoint`]) and, behind one feature each, the backends:
+//!
+//! | feature | backend | URL |
+//! | --- | --- | --- |
+//! | `sqlite` (default) | [`SqliteSaver`] | `sqlite:PATH`, `sqlite://PATH`, `sqlite::memory:` |
+//!
+//! [`open_saver`] picks the backend from a database URL; `memory:` gives an [`InMemorySaver`].
+//!
+//! ```
+//! use stategraph::prelude::*;
+//!
+//! # tokio::runtime::Builder::new_multi_thread().build().unwrap().block_on(async {
+//! let saver = stategraph::open_saver("sqlite::memory:")?;
+//! let mut cp = Checkpoint::empty();
+//! cp.channel_values.insert("greeting".into(), "hello".into());
+//! cp.channel_versions.insert("greeting".into(), saver.get_next_version(None));
+//! let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);
+//! let at = saver.put(&CheckpointConfig::new("t1"), &cp, &meta, &cp.channel_versions).await?;
+//! assert_eq!(saver.get_tuple(&at).await?.map(|t| t.checkpoint), Some(cp));
+//! # Ok::<(), stategraph::Error>(()) }).unwrap();
+//! ```
+
+use std::sync::Arc;
+
+pub use stategraph_checkpoint::*;
+#[cfg(feature = "sqlite")]
+pub use stategraph_sqlite::{SqliteConfig, SqliteSaver, Synchronous};
+
+/// The names most programs need, in one import.
+pub mod prelude {
+    pub use stategraph_checkpoint::{
+        Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource,
+        CheckpointTuple, InMemorySaver, ListOptions, Value, value,
+    };
+    #[cfg(feature = "sqlite")]
+    pub use stategraph_sqlite::SqliteSaver;
+}
+
+/// Opens the checkpoint saver a database URL names.
+///
+/// `memory:` is an [`InMemorySaver`]; `sqlite:` URLs need the `sqlite` feature (on by default).
+/// An unknown scheme, or one whose feature is off, is an [`Error::InvalidInput`] that says so.
+pub fn open_saver(url: &str) -> Result<Arc<dyn CheckpointSaver>> {
+    let scheme = url.split(':').next().unwrap_or_default();
+    match scheme {
+        "memory" => Ok(Arc::new(InMemorySaver::new())),
+        #[cfg(feature = "sqlite")]
+        "sqlite" => Ok(Arc::new(SqliteSaver::from_url(url)?)),
+        #[cfg(not(feature = "sqlite"))]
+        "sqlite" => Err(missing_feature(scheme)),
+        "postgres" | "postgresql" | "mysql" | "redis" => Err(missing_feature(scheme)),
+        _ => Err(Error::invalid(
+            "database URL",
+            format!(
+                "`{url}`: unknown scheme (expected memory:, sqlite:, postgres://, mysql:// or redis://)"
+            ),
+        )),
+    }
+}
+
+fn missing_feature(scheme: &str) -> Error {
+    Error::invalid(
+        "database URL",
+        format!("`{scheme}:` URLs need a stategraph backend feature that this build lacks"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemes() {
+        assert_eq!(open_saver("memory:").unwrap().name(), "memory");
+        assert_eq!(open_saver("sqlite::memory:").unwrap().name(), "sqlite");
+        assert!(matches!(
+            open_saver("ftp://x"),
+            Err(Error::InvalidInput { .. })
+        ));
+        assert!(matches!(
+            open_saver("postgres://x"),
+            Err(Error::InvalidInput { .. })
+        ));
+    }
+}

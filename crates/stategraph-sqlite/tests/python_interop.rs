@@ -1,0 +1,274 @@
+//! Interop with Python LangGraph on one SQLite file, both directions.
+//!
+//! - `reads_a_file_written_by_python`: `tests/fixtures/langgraph_1_2_22.sqlite` was written by
+//!   langgraph 1.2.22 + langgraph-checkpoint-sqlite 3.1.2 (`scripts/interop/gen_sqlite_fixture.py`,
+//!   which also wrote `langgraph_1_2_22.expected.json`: what Python's `SqliteSaver.list` reports).
+//!   Every checkpoint, metadata field, parent link and pending write must come back equal, and
+//!   every value must re-encode to the bytes Python's serializer produces for it.
+//! - `python_reads_a_file_written_by_stategraph`: we write a thread, Python's `SqliteSaver.list`
+//!   reads it (`scripts/interop/dump_sqlite.py`), and it must report exactly what we stored.
+//!
+//! The second test needs the pinned Python environment (`scripts/python-env.sh`, which
+//! `scripts/test.sh` runs); it fails, never skips, when that is missing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value as Json, json};
+use stategraph_checkpoint::{
+    Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource,
+    CheckpointTuple, Ext, ExtCode, JsonPlusSerializer, ListOptions, NULL_TASK_ID, PyObject,
+    Serializer, Value, checkpoint_id, value,
+};
+use stategraph_sqlite::SqliteSaver;
+
+fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn typed(serde: &dyn Serializer, v: &Value) -> Json {
+    let (tag, bytes) = serde.dumps_typed(v).unwrap();
+    json!({"type": tag, "hex": hex(&bytes)})
+}
+
+fn config_json(c: &CheckpointConfig) -> Json {
+    json!({
+        "thread_id": c.thread_id,
+        "checkpoint_ns": c.checkpoint_ns,
+        "checkpoint_id": c.checkpoint_id,
+    })
+}
+
+/// A tuple in the shape `dump_sqlite.py` prints.
+fn dump(t: &CheckpointTuple) -> Json {
+    let serde = JsonPlusSerializer::new();
+    let cp = &t.checkpoint;
+    let versions = |v: &stategraph_checkpoint::ChannelVersions| -> Json {
+        v.iter()
+            .map(|(k, v)| (k.clone(), v.to_json()))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    json!({
+        "config": config_json(&t.config),
+        "parent_config": t.parent_config.as_ref().map(config_json),
+        "metadata": t.metadata.to_json(),
+        "checkpoint": {
+            "v": cp.v,
+            "id": cp.id,
+            "ts": cp.ts,
+            "channel_versions": versions(&cp.channel_versions),
+            "versions_seen": cp.versions_seen.iter()
+                .map(|(k, v)| (k.clone(), versions(v)))
+                .collect::<serde_json::Map<_, _>>(),
+            "updated_channels": cp.updated_channels,
+        },
+        "channel_values": cp.channel_values.iter()
+            .map(|(k, v)| (k.clone(), typed(&serde, v)))
+            .collect::<serde_json::Map<_, _>>(),
+        "pending_writes": t.pending_writes.iter()
+            .map(|w| json!([w.task_id, w.channel, typed(&serde, &w.value)]))
+            .collect::<Vec<_>>(),
+    })
+}
+
+/// Drops the human-only `repr` fields of Python's dump.
+fn strip_repr(j: &mut Json) {
+    match j {
+        Json::Object(o) => {
+            o.remove("repr");
+            o.values_mut().for_each(strip_repr);
+        }
+        Json::Array(a) => a.iter_mut().for_each(strip_repr),
+        _ => {}
+    }
+}
+
+fn copy_fixture(name: &str, dir: &Path) -> PathBuf {
+    let src = manifest_dir().join("tests/fixtures").join(name);
+    let dst = dir.join(name);
+    std::fs::copy(&src, &dst).unwrap_or_else(|e| panic!("fixture {}: {e}", src.display()));
+    dst
+}
+
+fn assert_same(ours: &[Json], theirs: &[Json]) {
+    assert_eq!(ours.len(), theirs.len(), "number of checkpoints");
+    for (o, t) in ours.iter().zip(theirs) {
+        assert_eq!(
+            o, t,
+            "checkpoint {} differs:\nours:   {o:#}\ntheirs: {t:#}",
+            t["config"]["checkpoint_id"]
+        );
+    }
+}
+
+#[tokio::test]
+async fn reads_a_file_written_by_python() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = copy_fixture("langgraph_1_2_22.sqlite", dir.path());
+    let expected_path = manifest_dir().join("tests/fixtures/langgraph_1_2_22.expected.json");
+    let mut expected: Json =
+        serde_json::from_slice(&std::fs::read(&expected_path).unwrap()).unwrap();
+    strip_repr(&mut expected);
+    let theirs = expected["tuples"].as_array().unwrap().clone();
+    assert!(theirs.len() > 20, "the fixture covers many checkpoints");
+
+    let saver = SqliteSaver::open(&db).unwrap();
+    let ours: Vec<Json> = saver
+        .list(&ListOptions::all())
+        .await
+        .unwrap()
+        .iter()
+        .map(dump)
+        .collect();
+    assert_same(&ours, &theirs);
+
+    // get_tuple agrees with list, for every checkpoint and for "latest".
+    for t in &theirs {
+        let c = &t["config"];
+        let config = CheckpointConfig::new(c["thread_id"].as_str().unwrap())
+            .with_ns(c["checkpoint_ns"].as_str().unwrap())
+            .with_checkpoint_id(c["checkpoint_id"].as_str().unwrap());
+        assert_eq!(&dump(&saver.get_tuple(&config).await.unwrap().unwrap()), t);
+    }
+}
+
+/// The Python interpreter of the pinned environment.
+fn python() -> PathBuf {
+    let candidate = std::env::var_os("STATEGRAPH_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                .join(".cache/stategraph/py-venv/bin/python")
+        });
+    assert!(
+        candidate.exists(),
+        "Python LangGraph is not installed at {}: run `scripts/python-env.sh` (scripts/test.sh \
+         does) or set STATEGRAPH_PYTHON",
+        candidate.display()
+    );
+    candidate
+}
+
+fn python_dump(db: &Path) -> Vec<Json> {
+    let script = manifest_dir().join("../../scripts/interop/dump_sqlite.py");
+    let out = Command::new(python())
+        .arg(&script)
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "dump_sqlite.py failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut j: Json = serde_json::from_slice(&out.stdout).unwrap();
+    strip_repr(&mut j);
+    j["tuples"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn python_reads_a_file_written_by_stategraph() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("ours.sqlite");
+    let saver = SqliteSaver::open(&db).unwrap();
+    let thread = CheckpointConfig::new("from-rust");
+    let human = Value::Ext(Ext::from_py_object(
+        ExtCode::PydanticV2,
+        &PyObject::new(
+            "langchain_core.messages.human",
+            "HumanMessage",
+            value!({"content": "héllo ✓", "additional_kwargs": {}, "response_metadata": {},
+                    "type": "human", "name": null, "id": "h1"}),
+        )
+        .with_method("model_validate_json"),
+    ));
+    let mut at = thread.clone();
+    let mut versions = stategraph_checkpoint::ChannelVersions::new();
+    for step in -1..=2 {
+        let mut cp = Checkpoint::empty();
+        cp.id = checkpoint_id(step);
+        let next = saver.get_next_version(versions.values().max());
+        for ch in ["foo", "messages", "when"] {
+            versions.insert(ch.into(), next.clone());
+        }
+        cp.channel_values
+            .insert("foo".into(), Value::from(format!("step {step}")));
+        cp.channel_values
+            .insert("messages".into(), Value::List(vec![human.clone(); 2]));
+        cp.channel_values.insert(
+            "when".into(),
+            Value::py_datetime("2026-11-22T10:07:00.334735+00:00"),
+        );
+        cp.channel_values
+            .insert("nums".into(), value!([1, -2, 3.5, null, {"k": [true]}]));
+        versions.insert("nums".into(), next.clone());
+        cp.channel_versions = versions.clone();
+        cp.versions_seen
+            .insert("__input__".into(), Default::default());
+        cp.updated_channels = Some(vec!["foo".into(), "messages".into()]);
+        let source = if step < 0 {
+            CheckpointSource::Input
+        } else {
+            CheckpointSource::Loop
+        };
+        let meta = CheckpointMetadata::new(source, step).with("user_id", "u-1");
+        at = saver
+            .put(&at, &cp, &meta, &cp.channel_versions)
+            .await
+            .unwrap();
+        saver
+            .put_writes(
+                &at,
+                &[("foo".into(), "w".into()), ("bar".into(), value!(["x"]))],
+                "task-a",
+                "~__pregel_pull, a",
+            )
+            .await
+            .unwrap();
+        saver
+            .put_writes(
+                &at,
+                &[("__interrupt__".into(), value!([{"value": "ok?"}]))],
+                "task-b",
+                "~__pregel_pull, b",
+            )
+            .await
+            .unwrap();
+        saver
+            .put_writes(
+                &at,
+                &[("__resume__".into(), "yes".into())],
+                NULL_TASK_ID,
+                "",
+            )
+            .await
+            .unwrap();
+    }
+    let child = saver
+        .put(
+            &thread.clone().with_ns("sub:abc"),
+            &Checkpoint::empty(),
+            &CheckpointMetadata::new(CheckpointSource::Input, -1),
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(child.checkpoint_ns, "sub:abc");
+
+    let ours: Vec<Json> = saver
+        .list(&ListOptions::all())
+        .await
+        .unwrap()
+        .iter()
+        .map(dump)
+        .collect();
+    assert_eq!(ours.len(), 5);
+    assert_same(&ours, &python_dump(&db));
+}

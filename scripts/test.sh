@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: sets up what the tests need (idempotently; a second run skips
+# everything already done), then runs every unit, integration, conformance, interop and doc
+# test of the workspace.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Build outside the clone so that a fresh clone (CI) reuses the compiled dependencies.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/stategraph/target}"
+
+# Python LangGraph (pinned) for the interop tests.
+STATEGRAPH_PYTHON="$(scripts/python-env.sh | tail -n 1)"
+export STATEGRAPH_PYTHON
+
+cargo test --workspace "$@"
