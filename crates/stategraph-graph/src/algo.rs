@@ -1,0 +1,345 @@
+//! The Pregel algorithm's pure parts, bit-compatible with LangGraph: task ids and paths, which
+//! nodes run, how a step's writes are applied, and what a checkpoint stores.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use stategraph_checkpoint::{
+    ChannelVersion, ChannelVersions, Checkpoint, Value, channels as reserved, checkpoint_id,
+    format_uuid, now_iso,
+};
+
+use crate::channel::{Channel, ChannelSpec};
+use crate::error::GraphError;
+
+/// Live channels by name.
+pub(crate) type Channels = BTreeMap<String, Channel>;
+
+/// How the next channel version is computed (the checkpointer's `get_next_version`).
+pub(crate) type NextVersion = dyn Fn(Option<&ChannelVersion>) -> ChannelVersion;
+
+/// `"__pregel_pull"`: a task triggered by channel versions.
+pub(crate) const PULL: &str = "__pregel_pull";
+/// The pseudo-task name of graph input.
+pub(crate) const INPUT: &str = "__input__";
+/// The pseudo-task name of `update_state`, and the versions_seen key of interrupts.
+pub(crate) const INTERRUPT: &str = "__interrupt__";
+
+/// LangGraph's task id: xxh3-128 of the checkpoint id's 16 bytes followed by `parts`,
+/// formatted 8-4-4-4-12 (not an RFC UUID).
+pub(crate) fn task_id(checkpoint_id: &str, parts: &[&str]) -> String {
+    let mut bytes: Vec<u8> = Vec::with_capacity(64);
+    let hex: String = checkpoint_id.chars().filter(|c| *c != '-').collect();
+    match decode_hex(&hex) {
+        Some(raw) => bytes.extend(raw),
+        // Foreign ids that are not UUIDs: hash their text instead (LangGraph would fail).
+        None => bytes.extend(checkpoint_id.as_bytes()),
+    }
+    for p in parts {
+        bytes.extend(p.as_bytes());
+    }
+    format_uuid(xxhash_rust::xxh3::xxh3_128(&bytes))
+}
+
+fn decode_hex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// A task's path: `("__pregel_pull", node)` → `~__pregel_pull, node`.
+pub(crate) fn task_path_str(path: &[String]) -> String {
+    format!("~{}", path.join(", "))
+}
+
+/// A task of one super-step.
+#[derive(Clone, Debug)]
+pub(crate) struct Task {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) path: Vec<String>,
+    pub(crate) triggers: Vec<String>,
+    pub(crate) writes: Vec<(String, Value)>,
+}
+
+impl Task {
+    pub(crate) fn path_str(&self) -> String {
+        task_path_str(&self.path)
+    }
+}
+
+/// A node as the algorithm sees it: its name and trigger channels.
+pub(crate) struct NodeTriggers<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) triggers: &'a [String],
+}
+
+/// Whether `version` is newer than what a node has seen (missing: the null version).
+fn is_newer(version: Option<&ChannelVersion>, seen: Option<&ChannelVersion>) -> bool {
+    let Some(v) = version else {
+        return false;
+    };
+    match seen {
+        Some(s) => v > s,
+        None => match v {
+            ChannelVersion::Str(s) => !s.is_empty(),
+            ChannelVersion::Int(i) => *i > 0,
+            ChannelVersion::Float(f) => *f > 0.0,
+        },
+    }
+}
+
+/// LangGraph's `prepare_next_tasks` for edge-triggered (PULL) tasks: a node runs if one of
+/// its trigger channels is available with a version newer than the node has seen.
+/// `candidates` (sorted node names) narrows the nodes considered, as the loop does with the
+/// nodes subscribed to the last step's updated channels.
+pub(crate) fn prepare_pull_tasks(
+    checkpoint: &Checkpoint,
+    channels: &Channels,
+    nodes: &[NodeTriggers<'_>],
+    step: i64,
+    ns: &str,
+    candidates: Option<&BTreeSet<String>>,
+) -> Vec<Task> {
+    if checkpoint.channel_versions.is_empty() {
+        return Vec::new();
+    }
+    let step_str = step.to_string();
+    let mut ordered: Vec<&NodeTriggers<'_>> = nodes.iter().collect();
+    if let Some(c) = candidates {
+        ordered.retain(|n| c.contains(n.name));
+        ordered.sort_by(|a, b| a.name.cmp(b.name));
+    }
+    let mut tasks = Vec::new();
+    for node in ordered {
+        let seen = checkpoint.versions_seen.get(node.name);
+        let fired = node.triggers.iter().any(|ch| {
+            channels.get(ch).is_some_and(Channel::is_available)
+                && match seen {
+                    None => true,
+                    Some(seen) => is_newer(checkpoint.channel_versions.get(ch), seen.get(ch)),
+                }
+        });
+        if !fired {
+            continue;
+        }
+        let mut triggers: Vec<String> = node.triggers.to_vec();
+        triggers.sort();
+        let task_ns = if ns.is_empty() {
+            node.name.to_owned()
+        } else {
+            format!("{ns}|{}", node.name)
+        };
+        let mut parts: Vec<&str> = vec![&task_ns, &step_str, node.name, PULL];
+        parts.extend(triggers.iter().map(String::as_str));
+        tasks.push(Task {
+            id: task_id(&checkpoint.id, &parts),
+            name: node.name.to_owned(),
+            path: vec![PULL.to_owned(), node.name.to_owned()],
+            triggers,
+            writes: Vec::new(),
+        });
+    }
+    tasks
+}
+
+/// Channel writes LangGraph never applies to channels (control and bookkeeping writes).
+fn is_reserved_write(channel: &str) -> bool {
+    matches!(
+        channel,
+        reserved::NO_WRITES
+            | "__pregel_push"
+            | reserved::RESUME
+            | reserved::INTERRUPT
+            | "__return__"
+            | reserved::ERROR
+            | reserved::ERROR_SOURCE_NODE
+    )
+}
+
+/// LangGraph's `apply_writes`: marks triggers seen, consumes them, applies every task's writes
+/// (tasks sorted by path), moves every changed channel to one new version, clears ephemeral
+/// values after a real step. Returns the channels updated (and still available).
+pub(crate) fn apply_writes(
+    checkpoint: &mut Checkpoint,
+    channels: &mut Channels,
+    tasks: &[&Task],
+    next_version: Option<&NextVersion>,
+    trigger_channels: &BTreeSet<String>,
+) -> Result<BTreeSet<String>, GraphError> {
+    let mut tasks: Vec<&Task> = tasks.to_vec();
+    tasks.sort_by_key(|t| t.path_str());
+    let bump_step = tasks.iter().any(|t| !t.triggers.is_empty());
+    for task in &tasks {
+        let seen = checkpoint
+            .versions_seen
+            .entry(task.name.clone())
+            .or_default();
+        for ch in &task.triggers {
+            if let Some(v) = checkpoint.channel_versions.get(ch) {
+                seen.insert(ch.clone(), v.clone());
+            }
+        }
+    }
+    let version = next_version.map(|f| f(checkpoint.channel_versions.values().max()));
+    let bump = |versions: &mut ChannelVersions, ch: &str| {
+        if let Some(v) = &version {
+            versions.insert(ch.to_owned(), v.clone());
+        }
+    };
+    let consumed: BTreeSet<&String> = tasks
+        .iter()
+        .flat_map(|t| t.triggers.iter())
+        .filter(|ch| !is_reserved_write(ch))
+        .collect();
+    for ch in consumed {
+        if let Some(c) = channels.get_mut(ch.as_str())
+            && c.consume()
+        {
+            bump(&mut checkpoint.channel_versions, ch);
+        }
+    }
+    let mut by_channel: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+    let mut order: Vec<&str> = Vec::new();
+    for task in &tasks {
+        for (ch, v) in &task.writes {
+            if is_reserved_write(ch) {
+                continue;
+            }
+            if !channels.contains_key(ch.as_str()) {
+                return Err(GraphError::InvalidUpdate {
+                    channel: ch.clone(),
+                    message: format!(
+                        "task `{}` wrote to a channel the graph does not have",
+                        task.name
+                    ),
+                });
+            }
+            let slot = by_channel.entry(ch.as_str()).or_default();
+            if slot.is_empty() {
+                order.push(ch.as_str());
+            }
+            slot.push(v.clone());
+        }
+    }
+    let mut updated = BTreeSet::new();
+    for ch in order {
+        let values = by_channel.remove(ch).unwrap_or_default();
+        if let Some(c) = channels.get_mut(ch)
+            && c.update(ch, values)?
+        {
+            bump(&mut checkpoint.channel_versions, ch);
+            if c.is_available() {
+                updated.insert(ch.to_owned());
+            }
+        }
+    }
+    if bump_step {
+        for (ch, c) in channels.iter_mut() {
+            if c.is_available() && !updated.contains(ch) && c.update(ch, Vec::new())? {
+                bump(&mut checkpoint.channel_versions, ch);
+                if c.is_available() {
+                    updated.insert(ch.clone());
+                }
+            }
+        }
+    }
+    // `finish()` is a no-op for every channel kind this engine creates (LangGraph uses it for
+    // deferred nodes); `trigger_channels` marks where that check would go.
+    let _ = trigger_channels;
+    Ok(updated)
+}
+
+/// LangGraph's `create_checkpoint`: the channels' stored values (only channels that have a
+/// version), a new id for `step`, and the sorted updated channels.
+pub(crate) fn create_checkpoint(
+    base: &Checkpoint,
+    channels: Option<&Channels>,
+    step: i64,
+    updated_channels: Option<&BTreeSet<String>>,
+) -> Checkpoint {
+    let channel_values = match channels {
+        None => base.channel_values.clone(),
+        Some(chs) => chs
+            .iter()
+            .filter(|(k, _)| base.channel_versions.contains_key(*k))
+            .filter_map(|(k, c)| c.checkpoint().map(|v| (k.clone(), v)))
+            .collect(),
+    };
+    Checkpoint {
+        v: stategraph_checkpoint::LATEST_VERSION,
+        id: checkpoint_id(step),
+        ts: now_iso(),
+        channel_values,
+        channel_versions: base.channel_versions.clone(),
+        versions_seen: base.versions_seen.clone(),
+        updated_channels: updated_channels.map(|u| u.iter().cloned().collect()),
+        pending_sends: None,
+        extra: Vec::new(),
+    }
+}
+
+/// Restores live channels from a checkpoint.
+pub(crate) fn channels_from_checkpoint(
+    specs: &[(String, ChannelSpec)],
+    checkpoint: &Checkpoint,
+) -> Channels {
+    specs
+        .iter()
+        .map(|(k, spec)| {
+            (
+                k.clone(),
+                spec.create(checkpoint.channel_values.get(k).cloned()),
+            )
+        })
+        .collect()
+}
+
+/// `get_new_channel_versions`: the versions that moved since the previous saved checkpoint.
+pub(crate) fn new_versions(
+    previous: &ChannelVersions,
+    current: &ChannelVersions,
+) -> ChannelVersions {
+    current
+        .iter()
+        .filter(|(k, v)| previous.get(*k).is_none_or(|p| *v > p))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// Which nodes each channel triggers.
+pub(crate) fn trigger_map(nodes: &[NodeTriggers<'_>]) -> HashMap<String, Vec<String>> {
+    let mut m: HashMap<String, Vec<String>> = HashMap::new();
+    for n in nodes {
+        for t in n.triggers {
+            m.entry(t.clone()).or_default().push(n.name.to_owned());
+        }
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_id_matches_langgraph() {
+        // Verified with Python LangGraph (reference §6.3).
+        let id = task_id(
+            "1f1e65c8-9911-650d-8001-38d122a7c1d3",
+            &["node_b", "2", "node_b", PULL, "branch:to:node_b"],
+        );
+        assert_eq!(id, "49072b71-e9e1-2ed4-3868-9a6b0b5622de");
+    }
+
+    #[test]
+    fn task_paths() {
+        assert_eq!(
+            task_path_str(&[PULL.to_owned(), "node_a".to_owned()]),
+            "~__pregel_pull, node_a"
+        );
+    }
+}

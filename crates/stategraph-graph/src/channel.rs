@@ -1,0 +1,319 @@
+//! Channels: where state lives between super-steps, with LangGraph's update semantics.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+
+use stategraph_checkpoint::{Ext, ExtCode, Value};
+
+use crate::error::GraphError;
+
+/// Combines the current value of a channel with one update.
+pub type ReducerFn = dyn Fn(Value, Value) -> Result<Value, String> + Send + Sync;
+
+/// A named reducer (LangGraph's `BinaryOperatorAggregate` operator).
+#[derive(Clone)]
+pub struct Reducer {
+    name: &'static str,
+    op: Arc<ReducerFn>,
+    default: Option<Value>,
+}
+
+impl fmt::Debug for Reducer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Reducer({})", self.name)
+    }
+}
+
+impl Reducer {
+    /// A reducer from a function. `default` is the value the channel holds before any write
+    /// (Python initialises the aggregate with the type's empty value: `[]`, `{}`, `0`, `""`).
+    pub fn new(
+        name: &'static str,
+        default: Option<Value>,
+        op: impl Fn(Value, Value) -> Result<Value, String> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            name,
+            op: Arc::new(op),
+            default,
+        }
+    }
+
+    /// List concatenation (`operator.add` on lists); starts from `[]`.
+    pub fn append() -> Self {
+        Self::new("append", Some(Value::List(Vec::new())), |cur, upd| {
+            match (cur, upd) {
+                (Value::List(mut a), Value::List(b)) => {
+                    a.extend(b);
+                    Ok(Value::List(a))
+                }
+                (Value::List(_), other) => {
+                    Err(format!("append expects a list, got {}", other.kind()))
+                }
+                (other, _) => Err(format!("append on a non-list value ({})", other.kind())),
+            }
+        })
+    }
+
+    /// Numeric addition (`operator.add` on numbers); starts from `0`.
+    pub fn add() -> Self {
+        Self::new("add", Some(Value::Int(0)), |cur, upd| match (cur, upd) {
+            (Value::Int(a), Value::Int(b)) => a
+                .checked_add(b)
+                .map(Value::Int)
+                .ok_or_else(|| "integer overflow".to_owned()),
+            (Value::Float(a), Value::Float(b)) => Ok(Value::Float(a + b)),
+            (Value::Int(a), Value::Float(b)) => Ok(Value::Float(a as f64 + b)),
+            (Value::Float(a), Value::Int(b)) => Ok(Value::Float(a + b as f64)),
+            (Value::Str(a), Value::Str(b)) => Ok(Value::Str(a + &b)),
+            (a, b) => Err(format!("cannot add {} and {}", a.kind(), b.kind())),
+        })
+    }
+
+    /// Dict merge (`operator.or_` on dicts); starts from `{}`.
+    pub fn merge() -> Self {
+        Self::new(
+            "merge",
+            Some(Value::Map(Default::default())),
+            |cur, upd| match (cur, upd) {
+                (Value::Map(mut a), Value::Map(b)) => {
+                    for (k, v) in b {
+                        a.insert(k, v);
+                    }
+                    Ok(Value::Map(a))
+                }
+                (a, b) => Err(format!("cannot merge {} with {}", a.kind(), b.kind())),
+            },
+        )
+    }
+
+    /// The reducer's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    pub(crate) fn apply(&self, cur: Value, upd: Value) -> Result<Value, String> {
+        (self.op)(cur, upd)
+    }
+}
+
+/// What kind of channel a state key (or an internal channel) is.
+#[derive(Clone, Debug)]
+pub enum ChannelSpec {
+    /// Keeps the last value; more than one write in a step is an error.
+    LastValue,
+    /// Folds every write into the current value with a reducer.
+    Reducer(Reducer),
+    /// Holds a value for one step only. With `guard`, more than one write per step is an error.
+    Ephemeral {
+        /// Reject more than one write per step.
+        guard: bool,
+    },
+    /// Collects values (LangGraph's `Topic`); without `accumulate` it is emptied every step.
+    Topic {
+        /// Keep values across steps.
+        accumulate: bool,
+    },
+    /// Waits until every named source has written (a join edge).
+    NamedBarrier(BTreeSet<String>),
+}
+
+impl ChannelSpec {
+    /// An empty channel of this kind, or one restored from its checkpointed value.
+    pub(crate) fn create(&self, stored: Option<Value>) -> Channel {
+        match self {
+            ChannelSpec::LastValue => Channel::LastValue(stored),
+            ChannelSpec::Reducer(r) => Channel::Reducer {
+                value: stored.or_else(|| r.default.clone()),
+                reducer: r.clone(),
+            },
+            ChannelSpec::Ephemeral { guard } => Channel::Ephemeral {
+                value: stored,
+                guard: *guard,
+            },
+            ChannelSpec::Topic { accumulate } => Channel::Topic {
+                values: match stored {
+                    Some(Value::List(l)) => l,
+                    Some(other) => vec![other],
+                    None => Vec::new(),
+                },
+                accumulate: *accumulate,
+            },
+            ChannelSpec::NamedBarrier(names) => Channel::Barrier {
+                names: names.clone(),
+                seen: stored.map(names_of).unwrap_or_default(),
+            },
+        }
+    }
+}
+
+/// Reads a stored set of names: a Python `set` ext (`["builtins", "set", [..]]`) or a list.
+fn names_of(v: Value) -> BTreeSet<String> {
+    let items = match v {
+        Value::Ext(e) => match e.py_object() {
+            Ok(Some(obj)) => obj.data,
+            _ => Value::Null,
+        },
+        other => other,
+    };
+    match items {
+        Value::List(l) => l
+            .into_iter()
+            .filter_map(|x| x.as_str().map(str::to_owned))
+            .collect(),
+        _ => BTreeSet::new(),
+    }
+}
+
+/// A live channel during a run.
+#[derive(Clone, Debug)]
+pub(crate) enum Channel {
+    LastValue(Option<Value>),
+    Reducer {
+        value: Option<Value>,
+        reducer: Reducer,
+    },
+    Ephemeral {
+        value: Option<Value>,
+        guard: bool,
+    },
+    Topic {
+        values: Vec<Value>,
+        accumulate: bool,
+    },
+    Barrier {
+        names: BTreeSet<String>,
+        seen: BTreeSet<String>,
+    },
+}
+
+impl Channel {
+    /// The current value, if any.
+    pub(crate) fn get(&self) -> Option<Value> {
+        match self {
+            Channel::LastValue(v) | Channel::Ephemeral { value: v, .. } => v.clone(),
+            Channel::Reducer { value, .. } => value.clone(),
+            Channel::Topic { values, .. } => {
+                (!values.is_empty()).then(|| Value::List(values.clone()))
+            }
+            Channel::Barrier { names, seen } => (names == seen).then_some(Value::Null),
+        }
+    }
+
+    /// Whether the channel holds a value nodes can read (and be triggered by).
+    pub(crate) fn is_available(&self) -> bool {
+        match self {
+            Channel::LastValue(v) | Channel::Ephemeral { value: v, .. } => v.is_some(),
+            Channel::Reducer { value, .. } => value.is_some(),
+            Channel::Topic { values, .. } => !values.is_empty(),
+            Channel::Barrier { names, seen } => names == seen,
+        }
+    }
+
+    /// Applies one step's writes; returns whether the channel changed.
+    pub(crate) fn update(&mut self, name: &str, values: Vec<Value>) -> Result<bool, GraphError> {
+        let invalid = |message: String| GraphError::InvalidUpdate {
+            channel: name.to_owned(),
+            message,
+        };
+        match self {
+            Channel::LastValue(cur) => match values.len() {
+                0 => Ok(false),
+                1 => {
+                    *cur = values.into_iter().next();
+                    Ok(true)
+                }
+                n => Err(invalid(format!(
+                    "can receive only one value per step, got {n}; use a reducer to combine \
+                     concurrent writes"
+                ))),
+            },
+            Channel::Reducer { value, reducer } => {
+                if values.is_empty() {
+                    return Ok(false);
+                }
+                let mut iter = values.into_iter();
+                let mut acc = match value.take() {
+                    Some(v) => v,
+                    None => iter.next().unwrap_or_default(),
+                };
+                for v in iter {
+                    acc = reducer.apply(acc, v).map_err(&invalid)?;
+                }
+                *value = Some(acc);
+                Ok(true)
+            }
+            Channel::Ephemeral { value, guard } => {
+                if values.is_empty() {
+                    return Ok(value.take().is_some());
+                }
+                if *guard && values.len() > 1 {
+                    return Err(invalid(format!(
+                        "can receive only one value per step, got {}",
+                        values.len()
+                    )));
+                }
+                *value = values.into_iter().last();
+                Ok(true)
+            }
+            Channel::Topic {
+                values: cur,
+                accumulate,
+            } => {
+                let mut changed = false;
+                if !*accumulate && !cur.is_empty() {
+                    cur.clear();
+                    changed = true;
+                }
+                for v in values {
+                    match v {
+                        Value::List(l) => cur.extend(l),
+                        other => cur.push(other),
+                    }
+                    changed = true;
+                }
+                Ok(changed)
+            }
+            Channel::Barrier { names, seen } => {
+                let mut changed = false;
+                for v in values {
+                    let Some(n) = v.as_str() else {
+                        return Err(invalid(format!("expected a node name, got {v}")));
+                    };
+                    if !names.contains(n) {
+                        return Err(invalid(format!("`{n}` is not one of {names:?}")));
+                    }
+                    changed |= seen.insert(n.to_owned());
+                }
+                Ok(changed)
+            }
+        }
+    }
+
+    /// Marks the value as read by the node it triggered; returns whether that changed it.
+    pub(crate) fn consume(&mut self) -> bool {
+        match self {
+            Channel::Barrier { names, seen } if names == seen => {
+                seen.clear();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The value stored in a checkpoint (`None`: nothing stored).
+    pub(crate) fn checkpoint(&self) -> Option<Value> {
+        match self {
+            Channel::LastValue(v) | Channel::Ephemeral { value: v, .. } => v.clone(),
+            Channel::Reducer { value, .. } => value.clone(),
+            Channel::Topic { values, .. } => Some(Value::List(values.clone())),
+            Channel::Barrier { seen, .. } => Some(Value::Ext(Ext::python(
+                ExtCode::ConstructorSingleArg,
+                "builtins",
+                "set",
+                Value::List(seen.iter().map(|s| Value::from(s.as_str())).collect()),
+            ))),
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! `CompiledGraph`: a validated graph, ready to run, with its checkpointer.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use stategraph_checkpoint::{CheckpointSaver, CheckpointTuple, NULL_TASK_ID, Value, channels};
+
+use crate::algo::{
+    self, Channels, INPUT, NodeTriggers, Task, apply_writes, channels_from_checkpoint,
+    prepare_pull_tasks,
+};
+use crate::channel::ChannelSpec;
+use crate::config::{PregelTask, RunConfig, StateSnapshot};
+use crate::error::{GraphError, NodeError};
+use crate::graph::{Branch, END, branch_channel};
+use crate::node::NodeFn;
+use crate::state::{Schema, State, Values};
+
+/// A node of the compiled graph: a user node, or the built-in `__start__` (`run: None`).
+pub(crate) struct PregelNode<S: State> {
+    pub(crate) name: String,
+    pub(crate) triggers: Vec<String>,
+    pub(crate) run: Option<NodeFn<S>>,
+}
+
+/// What a node writes besides its state update: edge triggers, join marks, branches.
+pub(crate) struct Edges<S: State> {
+    /// `(channel, value)`: `None` writes a null (`branch:to:X`), `Some(name)` a join mark.
+    pub(crate) writes: Vec<(String, Option<String>)>,
+    pub(crate) branches: Vec<Branch<S>>,
+}
+
+impl<S: State> Default for Edges<S> {
+    fn default() -> Self {
+        Self {
+            writes: Vec::new(),
+            branches: Vec::new(),
+        }
+    }
+}
+
+/// A compiled graph: run it with [`invoke`](Self::invoke), inspect and edit its threads with
+/// [`get_state`](Self::get_state), [`get_state_history`](Self::get_state_history) and
+/// [`update_state`](Self::update_state).
+pub struct CompiledGraph<S: State> {
+    pub(crate) schema: Schema,
+    pub(crate) channel_specs: Vec<(String, ChannelSpec)>,
+    pub(crate) nodes: Vec<PregelNode<S>>,
+    pub(crate) edges: HashMap<String, Edges<S>>,
+    pub(crate) checkpointer: Option<Arc<dyn CheckpointSaver>>,
+    pub(crate) trigger_channels: BTreeSet<String>,
+    pub(crate) trigger_to_nodes: HashMap<String, Vec<String>>,
+}
+
+impl<S: State> fmt::Debug for CompiledGraph<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompiledGraph")
+            .field(
+                "nodes",
+                &self.nodes.iter().map(|n| &n.name).collect::<Vec<_>>(),
+            )
+            .field("checkpointer", &self.checkpointer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: State> CompiledGraph<S> {
+    pub(crate) fn new(
+        schema: Schema,
+        channel_specs: Vec<(String, ChannelSpec)>,
+        nodes: Vec<PregelNode<S>>,
+        edges: HashMap<String, Edges<S>>,
+    ) -> Self {
+        let triggers: Vec<NodeTriggers<'_>> = nodes
+            .iter()
+            .map(|n| NodeTriggers {
+                name: &n.name,
+                triggers: &n.triggers,
+            })
+            .collect();
+        let trigger_to_nodes = algo::trigger_map(&triggers);
+        let trigger_channels = trigger_to_nodes.keys().cloned().collect();
+        Self {
+            schema,
+            channel_specs,
+            nodes,
+            edges,
+            checkpointer: None,
+            trigger_channels,
+            trigger_to_nodes,
+        }
+    }
+
+    /// Attaches a checkpointer: every super-step of every run is then saved to its thread.
+    pub fn with_checkpointer(mut self, saver: Arc<dyn CheckpointSaver>) -> Self {
+        self.checkpointer = Some(saver);
+        self
+    }
+
+    /// The checkpointer, if one is attached.
+    pub fn checkpointer(&self) -> Option<&Arc<dyn CheckpointSaver>> {
+        self.checkpointer.as_ref()
+    }
+
+    pub(crate) fn node_triggers(&self) -> Vec<NodeTriggers<'_>> {
+        self.nodes
+            .iter()
+            .map(|n| NodeTriggers {
+                name: &n.name,
+                triggers: &n.triggers,
+            })
+            .collect()
+    }
+
+    pub(crate) fn saver(&self) -> Result<&Arc<dyn CheckpointSaver>, GraphError> {
+        self.checkpointer.as_ref().ok_or_else(|| {
+            GraphError::InvalidConfig("this graph was compiled without a checkpointer".into())
+        })
+    }
+
+    pub(crate) fn thread_of<'a>(&self, config: &'a RunConfig) -> Result<&'a str, GraphError> {
+        config.thread_id.as_deref().ok_or_else(|| {
+            GraphError::InvalidConfig(
+                "a checkpointer is attached, so the config needs a `thread_id`".into(),
+            )
+        })
+    }
+
+    /// The state keys' current values.
+    pub(crate) fn read_values(&self, channels: &Channels) -> Values {
+        self.schema
+            .keys()
+            .filter_map(|k| {
+                channels
+                    .get(k)
+                    .filter(|c| c.is_available())
+                    .and_then(|c| c.get())
+                    .map(|v| (k.to_owned(), v))
+            })
+            .collect()
+    }
+
+    /// The writes a node produces besides its update: edge triggers and joins, then
+    /// branches evaluated on the state with `own` (its state writes) applied.
+    pub(crate) fn edge_writes(
+        &self,
+        node: &str,
+        channels: &Channels,
+        own: &[(String, Value)],
+    ) -> Result<Vec<(String, Value)>, NodeError> {
+        let Some(edges) = self.edges.get(node) else {
+            return Ok(Vec::new());
+        };
+        let mut out: Vec<(String, Value)> = edges
+            .writes
+            .iter()
+            .map(|(ch, v)| (ch.clone(), v.clone().map_or(Value::Null, Value::from)))
+            .collect();
+        if edges.branches.is_empty() {
+            return Ok(out);
+        }
+        // A fresh view: this node's own writes applied to copies of the channels it wrote.
+        let mut fresh = channels.clone();
+        let mut grouped: Vec<(&str, Vec<Value>)> = Vec::new();
+        for (ch, v) in own {
+            match grouped.iter_mut().find(|(c, _)| c == ch) {
+                Some((_, vals)) => vals.push(v.clone()),
+                None => grouped.push((ch, vec![v.clone()])),
+            }
+        }
+        for (ch, vals) in grouped {
+            if let Some(c) = fresh.get_mut(ch) {
+                c.update(ch, vals).map_err(NodeError::from)?;
+            }
+        }
+        let state = S::from_values(&self.read_values(&fresh)).map_err(NodeError::from)?;
+        for branch in &edges.branches {
+            for key in (branch.path)(&state)? {
+                let dest = match &branch.path_map {
+                    Some(m) => m.get(&key).cloned().ok_or_else(|| {
+                        NodeError::new(format!(
+                            "conditional edge from `{node}` returned `{key}`, which is not in its \
+                             path map"
+                        ))
+                    })?,
+                    None => key,
+                };
+                if dest == END {
+                    continue;
+                }
+                if !self.nodes.iter().any(|n| n.name == dest) {
+                    return Err(NodeError::new(format!(
+                        "conditional edge from `{node}` chose unknown node `{dest}`"
+                    )));
+                }
+                out.push((branch_channel(&dest), Value::Null));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Validates a node's state writes: every key must be a state key.
+    pub(crate) fn check_state_writes(&self, writes: &[(String, Value)]) -> Result<(), GraphError> {
+        for (k, _) in writes {
+            if !self.schema.contains(k) {
+                return Err(GraphError::InvalidUpdate {
+                    channel: k.clone(),
+                    message: format!(
+                        "not a key of the state (keys: {})",
+                        self.schema.keys().collect::<Vec<_>>().join(", ")
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The state of a thread at its latest checkpoint, or at `config.checkpoint_id`.
+    pub async fn get_state(&self, config: &RunConfig) -> Result<StateSnapshot, GraphError> {
+        let saver = self.saver()?;
+        let thread = self.thread_of(config)?;
+        let saved = saver.get_tuple(&config.checkpoint_config(thread)).await?;
+        match saved {
+            None => Ok(StateSnapshot {
+                values: Values::new(),
+                next: Vec::new(),
+                config: None,
+                metadata: None,
+                created_at: None,
+                parent_config: None,
+                tasks: Vec::new(),
+            }),
+            Some(t) => self.snapshot(t, config.checkpoint_id.is_none()),
+        }
+    }
+
+    /// Every checkpoint of a thread, newest first (optionally filtered, before an id, limited).
+    pub async fn get_state_history(
+        &self,
+        config: &RunConfig,
+        options: stategraph_checkpoint::ListOptions,
+    ) -> Result<Vec<StateSnapshot>, GraphError> {
+        let saver = self.saver()?;
+        let thread = self.thread_of(config)?;
+        let mut options = options;
+        options.thread_id = Some(thread.to_owned());
+        options.checkpoint_ns = Some(config.checkpoint_ns.clone());
+        if options.checkpoint_id.is_none() {
+            options.checkpoint_id.clone_from(&config.checkpoint_id);
+        }
+        saver
+            .list(&options)
+            .await?
+            .into_iter()
+            .map(|t| self.snapshot(t, false))
+            .collect()
+    }
+
+    /// LangGraph's `_prepare_state_snapshot`. `live` (latest state) applies the writes of
+    /// finished tasks and drops them from `next`.
+    pub(crate) fn snapshot(
+        &self,
+        saved: CheckpointTuple,
+        live: bool,
+    ) -> Result<StateSnapshot, GraphError> {
+        let mut checkpoint = saved.checkpoint;
+        let mut channels = channels_from_checkpoint(&self.channel_specs, &checkpoint);
+        let null_writes: Vec<(String, Value)> = saved
+            .pending_writes
+            .iter()
+            .filter(|w| w.task_id == NULL_TASK_ID)
+            .map(|w| (w.channel.clone(), w.value.clone()))
+            .collect();
+        if !null_writes.is_empty() {
+            let input = Task {
+                id: NULL_TASK_ID.to_owned(),
+                name: INPUT.to_owned(),
+                path: Vec::new(),
+                triggers: Vec::new(),
+                writes: null_writes,
+            };
+            apply_writes(
+                &mut checkpoint,
+                &mut channels,
+                &[&input],
+                None,
+                &self.trigger_channels,
+            )?;
+        }
+        let step = saved.metadata.step.unwrap_or(-1) + 1;
+        let mut tasks = prepare_pull_tasks(
+            &checkpoint,
+            &channels,
+            &self.node_triggers(),
+            step,
+            &saved.config.checkpoint_ns,
+            None,
+        );
+        let mut errors: HashMap<String, String> = HashMap::new();
+        let mut results: HashMap<String, Vec<(String, Value)>> = HashMap::new();
+        for w in &saved.pending_writes {
+            if w.channel == channels::ERROR {
+                errors.insert(
+                    w.task_id.clone(),
+                    w.value.as_str().unwrap_or_default().to_owned(),
+                );
+            } else if !matches!(w.channel.as_str(), channels::INTERRUPT | channels::RESUME) {
+                results
+                    .entry(w.task_id.clone())
+                    .or_default()
+                    .push((w.channel.clone(), w.value.clone()));
+            }
+        }
+        let snapshot_tasks: Vec<PregelTask> = tasks
+            .iter()
+            .map(|t| PregelTask {
+                id: t.id.clone(),
+                name: t.name.clone(),
+                path: t.path.clone(),
+                error: errors.get(&t.id).cloned(),
+                result: results.get(&t.id).map(|w| {
+                    w.iter()
+                        .filter(|(k, _)| self.schema.contains(k))
+                        .cloned()
+                        .collect()
+                }),
+            })
+            .collect();
+        if live {
+            for t in &mut tasks {
+                if let Some(w) = results.get(&t.id) {
+                    t.writes.clone_from(w);
+                }
+            }
+            let done: Vec<&Task> = tasks.iter().filter(|t| !t.writes.is_empty()).collect();
+            if !done.is_empty() {
+                apply_writes(
+                    &mut checkpoint,
+                    &mut channels,
+                    &done,
+                    None,
+                    &self.trigger_channels,
+                )?;
+            }
+        }
+        Ok(StateSnapshot {
+            values: self.read_values(&channels),
+            next: tasks
+                .iter()
+                .filter(|t| t.writes.is_empty())
+                .map(|t| t.name.clone())
+                .collect(),
+            config: Some(saved.config),
+            metadata: Some(saved.metadata),
+            created_at: Some(checkpoint.ts.clone()),
+            parent_config: saved.parent_config,
+            tasks: snapshot_tasks,
+        })
+    }
+}

@@ -1,0 +1,165 @@
+//! Run configuration and state snapshots.
+
+use serde_json::{Value as Json, json};
+use stategraph_checkpoint::{CheckpointConfig, CheckpointMetadata};
+
+use crate::state::Values;
+
+/// LangGraph's default recursion limit (super-steps per run).
+pub const DEFAULT_RECURSION_LIMIT: usize = 25;
+
+/// The config of one run or state query: which thread and checkpoint, plus free keys.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunConfig {
+    /// The thread (required when a checkpointer is attached).
+    pub thread_id: Option<String>,
+    /// The namespace (`""` for the root graph).
+    pub checkpoint_ns: String,
+    /// A checkpoint to start from / read (default: the latest).
+    pub checkpoint_id: Option<String>,
+    /// Other `configurable` keys, visible to nodes; str/int/float/bool ones are copied into
+    /// checkpoint metadata, as LangGraph does.
+    pub configurable: serde_json::Map<String, Json>,
+    /// Run metadata, copied into checkpoint metadata like `configurable`.
+    pub metadata: serde_json::Map<String, Json>,
+    /// Maximum super-steps per run.
+    pub recursion_limit: usize,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self {
+            thread_id: None,
+            checkpoint_ns: String::new(),
+            checkpoint_id: None,
+            configurable: serde_json::Map::new(),
+            metadata: serde_json::Map::new(),
+            recursion_limit: DEFAULT_RECURSION_LIMIT,
+        }
+    }
+}
+
+impl RunConfig {
+    /// A config for `thread_id`.
+    pub fn thread(thread_id: impl Into<String>) -> Self {
+        Self {
+            thread_id: Some(thread_id.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Pins a checkpoint.
+    pub fn with_checkpoint_id(mut self, id: impl Into<String>) -> Self {
+        self.checkpoint_id = Some(id.into());
+        self
+    }
+
+    /// Adds a `configurable` key.
+    pub fn with_configurable(mut self, key: impl Into<String>, value: impl Into<Json>) -> Self {
+        self.configurable.insert(key.into(), value.into());
+        self
+    }
+
+    /// Sets the recursion limit.
+    pub fn with_recursion_limit(mut self, limit: usize) -> Self {
+        self.recursion_limit = limit;
+        self
+    }
+
+    /// The checkpoint address this config names.
+    pub(crate) fn checkpoint_config(&self, thread_id: &str) -> CheckpointConfig {
+        CheckpointConfig {
+            thread_id: thread_id.to_owned(),
+            checkpoint_ns: self.checkpoint_ns.clone(),
+            checkpoint_id: self.checkpoint_id.clone(),
+        }
+    }
+
+    /// LangGraph's `get_checkpoint_metadata`: config keys merged into checkpoint metadata.
+    pub(crate) fn merge_into_metadata(&self, metadata: &mut CheckpointMetadata) {
+        const EXCLUDED: [&str; 9] = [
+            "thread_id",
+            "checkpoint_id",
+            "checkpoint_ns",
+            "checkpoint_map",
+            "langgraph_step",
+            "langgraph_node",
+            "langgraph_triggers",
+            "langgraph_path",
+            "langgraph_checkpoint_ns",
+        ];
+        let taken = ["source", "step", "parents"];
+        for (k, v) in self.metadata.iter().chain(self.configurable.iter()) {
+            if taken.contains(&k.as_str())
+                || metadata.extra.contains_key(k)
+                || k.starts_with("__")
+                || EXCLUDED.contains(&k.as_str())
+            {
+                continue;
+            }
+            let v = match v {
+                Json::String(s) => Json::String(s.replace('\u{0}', "")),
+                Json::Number(_) | Json::Bool(_) => v.clone(),
+                _ => continue,
+            };
+            metadata.extra.insert(k.clone(), v);
+        }
+    }
+}
+
+/// A task of a snapshot: a node scheduled to run from that checkpoint.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PregelTask {
+    /// Task id.
+    pub id: String,
+    /// Node name.
+    pub name: String,
+    /// Task path, e.g. `("__pregel_pull", "node_a")`.
+    pub path: Vec<String>,
+    /// The error the task failed with, if it did.
+    pub error: Option<String>,
+    /// The task's writes, mapped to state keys, if it finished.
+    pub result: Option<Values>,
+}
+
+/// The state of a thread at one checkpoint (LangGraph's `StateSnapshot`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StateSnapshot {
+    /// State values.
+    pub values: Values,
+    /// Nodes that will run next.
+    pub next: Vec<String>,
+    /// The checkpoint's address.
+    pub config: Option<CheckpointConfig>,
+    /// Its metadata.
+    pub metadata: Option<CheckpointMetadata>,
+    /// When it was written.
+    pub created_at: Option<String>,
+    /// Its parent's address.
+    pub parent_config: Option<CheckpointConfig>,
+    /// The tasks of the next step.
+    pub tasks: Vec<PregelTask>,
+}
+
+impl StateSnapshot {
+    /// LangGraph's JSON shape: `values, next, config, metadata, created_at, parent_config,
+    /// tasks[{id, name, error, interrupts}]`.
+    pub fn to_json(&self) -> Json {
+        json!({
+            "values": self.values.iter()
+                .map(|(k, v)| (k.clone(), v.to_json()))
+                .collect::<serde_json::Map<_, _>>(),
+            "next": self.next,
+            "config": self.config.as_ref().map(CheckpointConfig::to_json),
+            "metadata": self.metadata.as_ref().map(CheckpointMetadata::to_json),
+            "created_at": self.created_at,
+            "parent_config": self.parent_config.as_ref().map(CheckpointConfig::to_json),
+            "tasks": self.tasks.iter().map(|t| json!({
+                "id": t.id,
+                "name": t.name,
+                "error": t.error,
+                "interrupts": [],
+            })).collect::<Vec<_>>(),
+        })
+    }
+}

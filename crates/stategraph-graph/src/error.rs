@@ -1,0 +1,133 @@
+//! The engine's error type.
+
+/// Everything that can go wrong building or running a graph.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GraphError {
+    /// The graph definition is invalid (unknown node, unreachable node, …).
+    #[error("invalid graph: {0}")]
+    InvalidGraph(String),
+    /// A write that a channel cannot accept (two values into a last-value channel in one
+    /// step, a reducer that fails, an update for a key the state does not have).
+    #[error("invalid update for channel `{channel}`: {message}")]
+    InvalidUpdate {
+        /// The channel.
+        channel: String,
+        /// Why.
+        message: String,
+    },
+    /// The graph ran more super-steps than the recursion limit allows.
+    #[error(
+        "recursion limit of {limit} reached without hitting a stop condition; raise \
+         `recursion_limit` in the run config if the graph really needs more steps"
+    )]
+    RecursionLimit {
+        /// The limit in force.
+        limit: usize,
+    },
+    /// A node failed; its error is stored in the thread as the task's `__error__` write.
+    #[error("node `{node}` (task {task_id}) failed: {message}")]
+    NodeFailed {
+        /// The node.
+        node: String,
+        /// The task id.
+        task_id: String,
+        /// The node's error.
+        message: String,
+    },
+    /// A Rust value could not be turned into a channel value.
+    #[error("cannot encode {what}: {message}")]
+    Encode {
+        /// The Rust type.
+        what: String,
+        /// Why.
+        message: String,
+    },
+    /// A channel value could not be read as the state's Rust type.
+    #[error("state key `{key}` does not match its Rust type: {message}")]
+    Decode {
+        /// The state key.
+        key: String,
+        /// Why.
+        message: String,
+    },
+    /// The run configuration is unusable (no thread id with a checkpointer, …).
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+    /// The checkpointer failed.
+    #[error(transparent)]
+    Checkpoint(#[from] stategraph_checkpoint::Error),
+}
+
+/// A node's failure, as a node returns it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct NodeError {
+    /// Python-style `repr` of the error, stored in the `__error__` write: `ValueError('boom')`.
+    pub message: String,
+}
+
+impl NodeError {
+    /// An error with this message, stored as `NodeError('message')`.
+    pub fn new(message: impl Into<String>) -> Self {
+        let message = message.into();
+        Self {
+            message: format!("NodeError({})", py_repr_str(&message)),
+        }
+    }
+
+    /// An error stored exactly as `repr` (e.g. `ValueError('boom')`).
+    pub fn from_repr(repr: impl Into<String>) -> Self {
+        Self {
+            message: repr.into(),
+        }
+    }
+}
+
+impl From<GraphError> for NodeError {
+    fn from(e: GraphError) -> Self {
+        NodeError::new(e.to_string())
+    }
+}
+
+/// Python's `repr` of a string (single quotes unless the text contains one and no double quote).
+pub(crate) fn py_repr_str(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repr_like_python() {
+        assert_eq!(py_repr_str("boom"), "'boom'");
+        assert_eq!(py_repr_str("it's"), "\"it's\"");
+        assert_eq!(py_repr_str("a\nb"), "'a\\nb'");
+        assert_eq!(NodeError::new("boom").message, "NodeError('boom')");
+    }
+}

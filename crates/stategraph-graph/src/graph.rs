@@ -1,0 +1,298 @@
+//! `StateGraph`: declaring nodes and edges, and compiling them into a runnable graph.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::channel::ChannelSpec;
+use crate::compiled::{CompiledGraph, Edges, PregelNode};
+use crate::error::{GraphError, NodeError};
+use crate::node::{BranchFn, NodeContext, NodeFn, NodeOutput, node_fn};
+use crate::state::{Schema, State};
+
+/// The virtual first node: edges from `START` choose the entry nodes.
+pub const START: &str = "__start__";
+/// The virtual last node: an edge to `END` finishes that path.
+pub const END: &str = "__end__";
+
+/// A conditional edge: a routing function plus an optional map from its results to nodes.
+pub(crate) struct Branch<S: State> {
+    pub(crate) path: BranchFn<S>,
+    pub(crate) path_map: Option<BTreeMap<String, String>>,
+}
+
+impl<S: State> Clone for Branch<S> {
+    fn clone(&self) -> Self {
+        Self {
+            path: Arc::clone(&self.path),
+            path_map: self.path_map.clone(),
+        }
+    }
+}
+
+/// Declares a graph over state `S`: nodes that return partial updates, and the edges between
+/// them. [`compile`](Self::compile) validates it.
+pub struct StateGraph<S: State> {
+    schema: Schema,
+    nodes: Vec<(String, NodeFn<S>)>,
+    edges: Vec<(String, String)>,
+    joins: Vec<(Vec<String>, String)>,
+    branches: Vec<(String, Branch<S>)>,
+}
+
+impl<S: State> Default for StateGraph<S> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<S: State> StateGraph<S> {
+    /// A graph over `S`'s own schema.
+    pub fn new() -> Self {
+        Self::with_schema(S::schema())
+    }
+
+    /// A graph over an explicit schema (for [`crate::DynState`]).
+    pub fn with_schema(schema: Schema) -> Self {
+        Self {
+            schema,
+            nodes: Vec::new(),
+            edges: Vec::new(),
+            joins: Vec::new(),
+            branches: Vec::new(),
+        }
+    }
+
+    /// Adds a node: an async function of the shared state snapshot and the node context,
+    /// returning an update (or anything convertible into [`NodeOutput`]).
+    pub fn add_node<F, Fut, O>(&mut self, name: impl Into<String>, f: F) -> &mut Self
+    where
+        F: Fn(Arc<S>, NodeContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, NodeError>> + Send + 'static,
+        O: Into<NodeOutput<S::Update>>,
+    {
+        self.nodes.push((name.into(), node_fn(f)));
+        self
+    }
+
+    /// Adds an edge: after `from` runs, `to` runs in the next step (`START`/`END` allowed).
+    pub fn add_edge(&mut self, from: impl Into<String>, to: impl Into<String>) -> &mut Self {
+        self.edges.push((from.into(), to.into()));
+        self
+    }
+
+    /// Adds a join edge: `to` runs once every node of `from` has run.
+    pub fn add_join<I, T>(&mut self, from: I, to: impl Into<String>) -> &mut Self
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        self.joins
+            .push((from.into_iter().map(Into::into).collect(), to.into()));
+        self
+    }
+
+    /// Adds a conditional edge from `from`: `path` sees the state with `from`'s update applied
+    /// and returns route keys; `path_map` (if given) maps keys to node names or `END`.
+    pub fn add_conditional_edges<F>(
+        &mut self,
+        from: impl Into<String>,
+        path: F,
+        path_map: Option<BTreeMap<String, String>>,
+    ) -> &mut Self
+    where
+        F: Fn(&S) -> Result<Vec<String>, NodeError> + Send + Sync + 'static,
+    {
+        self.branches.push((
+            from.into(),
+            Branch {
+                path: Arc::new(path),
+                path_map,
+            },
+        ));
+        self
+    }
+
+    /// Validates the graph and builds its channels and Pregel nodes.
+    pub fn compile(&self) -> Result<CompiledGraph<S>, GraphError> {
+        let names: Vec<&str> = self.nodes.iter().map(|(n, _)| n.as_str()).collect();
+        let known: BTreeSet<&str> = names.iter().copied().collect();
+        self.validate(&names, &known)?;
+
+        let mut channels: Vec<(String, ChannelSpec)> = self.schema.keys.clone();
+        channels.push((START.to_owned(), ChannelSpec::Ephemeral { guard: true }));
+        let mut pregel: Vec<PregelNode<S>> = Vec::new();
+        let mut edges: HashMap<String, Edges<S>> = HashMap::new();
+        for (name, f) in &self.nodes {
+            channels.push((
+                branch_channel(name),
+                ChannelSpec::Ephemeral { guard: false },
+            ));
+            pregel.push(PregelNode {
+                name: name.clone(),
+                triggers: vec![branch_channel(name)],
+                run: Some(Arc::clone(f)),
+            });
+        }
+        for (from, to) in &self.edges {
+            if to != END {
+                edges
+                    .entry(from.clone())
+                    .or_default()
+                    .writes
+                    .push((branch_channel(to), None));
+            }
+        }
+        for (from, to) in &self.joins {
+            let channel = format!("join:{}:{to}", from.join("+"));
+            channels.push((
+                channel.clone(),
+                ChannelSpec::NamedBarrier(from.iter().cloned().collect()),
+            ));
+            if let Some(node) = pregel.iter_mut().find(|n| n.name == *to) {
+                node.triggers.push(channel.clone());
+            }
+            for f in from {
+                edges
+                    .entry(f.clone())
+                    .or_default()
+                    .writes
+                    .push((channel.clone(), Some(f.clone())));
+            }
+        }
+        for (from, branch) in &self.branches {
+            edges
+                .entry(from.clone())
+                .or_default()
+                .branches
+                .push(branch.clone());
+        }
+        channels.push((
+            stategraph_checkpoint::channels::TASKS.to_owned(),
+            ChannelSpec::Topic { accumulate: false },
+        ));
+        pregel.insert(
+            0,
+            PregelNode {
+                name: START.to_owned(),
+                triggers: vec![START.to_owned()],
+                run: None,
+            },
+        );
+        Ok(CompiledGraph::new(
+            self.schema.clone(),
+            channels,
+            pregel,
+            edges,
+        ))
+    }
+
+    fn validate(&self, names: &[&str], known: &BTreeSet<&str>) -> Result<(), GraphError> {
+        let invalid = |m: String| Err(GraphError::InvalidGraph(m));
+        let mut seen = BTreeSet::new();
+        for n in names {
+            if *n == START || *n == END {
+                return invalid(format!("`{n}` is reserved and cannot be a node name"));
+            }
+            if n.is_empty() || n.contains([':', '|']) {
+                return invalid(format!(
+                    "node name `{n}` must be non-empty and contain neither `:` nor `|` \
+                     (they separate checkpoint namespaces)"
+                ));
+            }
+            if self.schema.contains(n) {
+                return invalid(format!(
+                    "`{n}` is already a state key; node names must differ"
+                ));
+            }
+            if !seen.insert(*n) {
+                return invalid(format!("node `{n}` is added twice"));
+            }
+        }
+        let is_source = |s: &str| s == START || known.contains(s);
+        let is_target = |t: &str| t == END || known.contains(t);
+        for (from, to) in &self.edges {
+            if !is_source(from) {
+                return invalid(format!("edge {from} → {to}: unknown source node `{from}`"));
+            }
+            if !is_target(to) {
+                return invalid(format!("edge {from} → {to}: unknown target node `{to}`"));
+            }
+            if to == START {
+                return invalid(format!("edge {from} → {START}: START cannot be a target"));
+            }
+        }
+        for (from, to) in &self.joins {
+            for f in from {
+                if !known.contains(f.as_str()) {
+                    return invalid(format!("join into `{to}`: unknown source node `{f}`"));
+                }
+            }
+            if !known.contains(to.as_str()) {
+                return invalid(format!("join edge: unknown target node `{to}`"));
+            }
+        }
+        for (from, branch) in &self.branches {
+            if !is_source(from) {
+                return invalid(format!("conditional edge from unknown node `{from}`"));
+            }
+            for target in branch.path_map.iter().flat_map(|m| m.values()) {
+                if !is_target(target) {
+                    return invalid(format!(
+                        "conditional edge from `{from}`: unknown target node `{target}`"
+                    ));
+                }
+            }
+        }
+        // Entry point and reachability.
+        let mut reach: BTreeSet<&str> = BTreeSet::new();
+        let mut frontier = vec![START];
+        while let Some(n) = frontier.pop() {
+            let mut next: Vec<&str> = Vec::new();
+            next.extend(
+                self.edges
+                    .iter()
+                    .filter(|(f, _)| f == n)
+                    .map(|(_, t)| t.as_str()),
+            );
+            next.extend(
+                self.joins
+                    .iter()
+                    .filter(|(f, _)| f.iter().any(|x| x == n))
+                    .map(|(_, t)| t.as_str()),
+            );
+            for (f, b) in &self.branches {
+                if f == n {
+                    match &b.path_map {
+                        Some(m) => next.extend(m.values().map(String::as_str)),
+                        // Without a path map any node may be chosen.
+                        None => next.extend(names.iter().copied()),
+                    }
+                }
+            }
+            for t in next {
+                if t != END && reach.insert(t) {
+                    frontier.push(t);
+                }
+            }
+        }
+        let has_entry = self.edges.iter().any(|(f, _)| f == START)
+            || self.branches.iter().any(|(f, _)| f == START);
+        if !has_entry {
+            return invalid(format!(
+                "the graph has no entry point: add an edge from START (`{START}`) to a node"
+            ));
+        }
+        if let Some(n) = names.iter().find(|n| !reach.contains(**n)) {
+            return invalid(format!(
+                "node `{n}` can never run: no edge from START leads to it"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The trigger channel of a node.
+pub(crate) fn branch_channel(node: &str) -> String {
+    format!("branch:to:{node}")
+}

@@ -1,0 +1,48 @@
+//! The graph engine of stategraph: [`StateGraph`] to declare nodes and edges over a state of
+//! channels, and [`CompiledGraph`] to run it as Pregel super-steps, checkpointing every step
+//! into a thread exactly as LangGraph does (same channels, versions, task ids, checkpoints and
+//! pending writes), so that Python LangGraph can read and continue the same threads.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use stategraph_checkpoint::{InMemorySaver, Map, Value, value};
+//! use stategraph_graph::{DynState, END, Reducer, RunConfig, START, Schema, StateGraph};
+//!
+//! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+//! let schema = Schema::new().last_value("foo").reducer("bar", Reducer::append());
+//! let mut graph = StateGraph::<DynState>::with_schema(schema);
+//! graph.add_node("node_a", |_s: Arc<DynState>, _ctx| async {
+//!     Ok(Map::from_iter([("foo", value!("a")), ("bar", value!(["a"]))]))
+//! });
+//! graph.add_node("node_b", |_s: Arc<DynState>, _ctx| async {
+//!     Ok(Map::from_iter([("foo", value!("b")), ("bar", value!(["b"]))]))
+//! });
+//! graph.add_edge(START, "node_a").add_edge("node_a", "node_b").add_edge("node_b", END);
+//! let graph = graph.compile()?.with_checkpointer(Arc::new(InMemorySaver::new()));
+//!
+//! let config = RunConfig::thread("1");
+//! let input = Map::from_iter([("foo", value!("")), ("bar", value!([]))]);
+//! let out = graph.invoke(Some(input), config.clone()).await?;
+//! assert_eq!(out["bar"], value!(["a", "b"]));
+//! let history = graph.get_state_history(&config, Default::default()).await?;
+//! assert_eq!(history.len(), 4); // input, then one checkpoint per super-step
+//! # Ok::<(), stategraph_graph::GraphError>(()) }).unwrap();
+//! ```
+
+mod algo;
+mod channel;
+mod compiled;
+mod config;
+mod error;
+mod graph;
+mod node;
+mod run;
+mod state;
+
+pub use channel::{ChannelSpec, Reducer, ReducerFn};
+pub use compiled::CompiledGraph;
+pub use config::{DEFAULT_RECURSION_LIMIT, PregelTask, RunConfig, StateSnapshot};
+pub use error::{GraphError, NodeError};
+pub use graph::{END, START, StateGraph};
+pub use node::{NodeContext, NodeFuture, NodeOutput};
+pub use state::{DynState, Schema, State, Values, from_value, to_value};

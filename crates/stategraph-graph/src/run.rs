@@ -1,0 +1,396 @@
+//! The Pregel loop: super-steps, each checkpointed exactly when LangGraph checkpoints.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use stategraph_checkpoint::{
+    ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
+    CheckpointSaver, CheckpointSource, Map, PendingWrite, Value, channels as reserved,
+};
+use tokio::task::JoinSet;
+
+use crate::algo::{
+    Channels, INPUT, INTERRUPT, Task, apply_writes, channels_from_checkpoint, create_checkpoint,
+    new_versions, prepare_pull_tasks,
+};
+use crate::compiled::CompiledGraph;
+use crate::config::RunConfig;
+use crate::error::{GraphError, NodeError};
+use crate::graph::START;
+use crate::node::{NodeContext, NodeOutput};
+use crate::state::{State, Values};
+
+/// A finished node: its task's index and what it returned.
+type TaskOutcome<S> = (usize, Result<NodeOutput<<S as State>::Update>, NodeError>);
+
+/// The mutable state of one run.
+struct Run<'g, S: State> {
+    graph: &'g CompiledGraph<S>,
+    config: Arc<RunConfig>,
+    saver: Option<Arc<dyn CheckpointSaver>>,
+    checkpoint: Checkpoint,
+    channels: Channels,
+    step: i64,
+    /// Where the next checkpoint is put: the thread, namespace and (as parent) current id.
+    checkpoint_config: CheckpointConfig,
+    previous_versions: ChannelVersions,
+    pending_writes: Vec<PendingWrite>,
+    updated_channels: Option<BTreeSet<String>>,
+    parents: std::collections::BTreeMap<String, String>,
+}
+
+impl<S: State> CompiledGraph<S> {
+    /// Runs the graph on `input` (or, with `None`, resumes the thread from its checkpoint)
+    /// and returns the final state values.
+    pub async fn invoke(
+        &self,
+        input: Option<S::Update>,
+        config: RunConfig,
+    ) -> Result<Values, GraphError> {
+        let mut run = self.start(config).await?;
+        match input {
+            Some(update) => run.first_input(update).await?,
+            None => run.first_resume()?,
+        }
+        run.run_loop().await?;
+        Ok(self.read_values(&run.channels))
+    }
+
+    async fn start(&self, config: RunConfig) -> Result<Run<'_, S>, GraphError> {
+        let saver = self.checkpointer.clone();
+        let (saved, checkpoint_config) = match &saver {
+            Some(s) => {
+                let thread = self.thread_of(&config)?;
+                let cc = config.checkpoint_config(thread);
+                (s.get_tuple(&cc).await?, cc)
+            }
+            None => (None, CheckpointConfig::default()),
+        };
+        let (checkpoint, step, checkpoint_config, pending_writes, previous_versions) = match saved {
+            Some(t) => (
+                t.checkpoint.clone(),
+                t.metadata.step.unwrap_or(-1) + 1,
+                t.config,
+                t.pending_writes,
+                t.checkpoint.channel_versions,
+            ),
+            None => (
+                Checkpoint::empty(),
+                -1,
+                CheckpointConfig {
+                    checkpoint_id: None,
+                    ..checkpoint_config
+                },
+                Vec::new(),
+                ChannelVersions::new(),
+            ),
+        };
+        let channels = channels_from_checkpoint(&self.channel_specs, &checkpoint);
+        Ok(Run {
+            graph: self,
+            config: Arc::new(config),
+            saver,
+            checkpoint,
+            channels,
+            step,
+            checkpoint_config,
+            previous_versions,
+            pending_writes,
+            updated_channels: None,
+            parents: Default::default(),
+        })
+    }
+}
+
+impl<S: State> Run<'_, S> {
+    /// `apply_writes` with the saver's version scheme (integers without a saver).
+    fn apply(&mut self, tasks: &[&Task]) -> Result<BTreeSet<String>, GraphError> {
+        let saver = self.saver.clone();
+        let next = move |cur: Option<&ChannelVersion>| match &saver {
+            Some(s) => s.get_next_version(cur),
+            None => ChannelVersion::Int(cur.map_or(0, ChannelVersion::counter) + 1),
+        };
+        apply_writes(
+            &mut self.checkpoint,
+            &mut self.channels,
+            tasks,
+            Some(&next),
+            &self.graph.trigger_channels,
+        )
+    }
+
+    /// New input: discard the tasks pending on the loaded checkpoint, write the input to
+    /// `__start__`, save the `input` checkpoint.
+    async fn first_input(&mut self, update: S::Update) -> Result<(), GraphError> {
+        let writes = S::input_writes(update)?;
+        self.graph.check_state_writes(&writes)?;
+        let input: Map = writes.into_iter().collect();
+        let discard = prepare_pull_tasks(
+            &self.checkpoint,
+            &self.channels,
+            &self.graph.node_triggers(),
+            self.step,
+            &self.checkpoint_config.checkpoint_ns,
+            None,
+        );
+        let input_task = Task {
+            id: String::new(),
+            name: INPUT.to_owned(),
+            path: Vec::new(),
+            triggers: Vec::new(),
+            writes: vec![(START.to_owned(), Value::Map(input))],
+        };
+        let mut all: Vec<&Task> = discard.iter().collect();
+        all.push(&input_task);
+        let updated = self.apply(&all)?;
+        self.updated_channels = Some(updated);
+        self.pending_writes.clear();
+        self.put_checkpoint(CheckpointSource::Input).await
+    }
+
+    /// No input: continue from the loaded checkpoint, applying writes that belong to no task.
+    fn first_resume(&mut self) -> Result<(), GraphError> {
+        if self.checkpoint.channel_versions.is_empty() {
+            return Err(GraphError::InvalidConfig(
+                "no input was given and the thread has no checkpoint to resume from".into(),
+            ));
+        }
+        let null_writes: Vec<(String, Value)> = self
+            .pending_writes
+            .iter()
+            .filter(|w| w.task_id == stategraph_checkpoint::NULL_TASK_ID)
+            .map(|w| (w.channel.clone(), w.value.clone()))
+            .collect();
+        if !null_writes.is_empty() {
+            let task = Task {
+                id: String::new(),
+                name: INPUT.to_owned(),
+                path: Vec::new(),
+                triggers: Vec::new(),
+                writes: null_writes,
+            };
+            self.apply(&[&task])?;
+        }
+        let seen = self.checkpoint.channel_versions.clone();
+        self.checkpoint
+            .versions_seen
+            .insert(INTERRUPT.to_owned(), seen);
+        Ok(())
+    }
+
+    /// LangGraph's `_put_checkpoint`: create the next checkpoint from the channels, save it
+    /// with the versions that moved, and advance the step.
+    async fn put_checkpoint(&mut self, source: CheckpointSource) -> Result<(), GraphError> {
+        self.checkpoint = create_checkpoint(
+            &self.checkpoint,
+            Some(&self.channels),
+            self.step,
+            self.updated_channels.as_ref(),
+        );
+        let mut metadata = CheckpointMetadata::new(source, self.step);
+        metadata.parents = Some(self.parents.clone());
+        self.config.merge_into_metadata(&mut metadata);
+        if let Some(saver) = &self.saver {
+            let versions = self.checkpoint.channel_versions.clone();
+            let changed = new_versions(&self.previous_versions, &versions);
+            self.previous_versions = versions;
+            let stored = saver
+                .put(
+                    &self.checkpoint_config,
+                    &self.checkpoint,
+                    &metadata,
+                    &changed,
+                )
+                .await?;
+            self.checkpoint_config = stored;
+        }
+        self.step += 1;
+        Ok(())
+    }
+
+    async fn run_loop(&mut self) -> Result<(), GraphError> {
+        let stop = self.step + i64::try_from(self.config.recursion_limit).unwrap_or(i64::MAX);
+        loop {
+            let candidates = self.updated_channels.as_ref().map(|u| {
+                u.iter()
+                    .filter_map(|ch| self.graph.trigger_to_nodes.get(ch))
+                    .flatten()
+                    .cloned()
+                    .collect::<BTreeSet<String>>()
+            });
+            let mut tasks = prepare_pull_tasks(
+                &self.checkpoint,
+                &self.channels,
+                &self.graph.node_triggers(),
+                self.step,
+                &self.checkpoint_config.checkpoint_ns,
+                candidates.as_ref(),
+            );
+            if tasks.is_empty() {
+                return Ok(());
+            }
+            if self.step > stop {
+                return Err(GraphError::RecursionLimit {
+                    limit: self.config.recursion_limit,
+                });
+            }
+            self.reuse_finished_writes(&mut tasks);
+            self.execute(&mut tasks).await?;
+            let refs: Vec<&Task> = tasks.iter().collect();
+            self.updated_channels = Some(self.apply(&refs)?);
+            self.pending_writes.clear();
+            self.put_checkpoint(CheckpointSource::Loop).await?;
+        }
+    }
+
+    /// Tasks that already finished on this checkpoint (their writes are saved) are not run
+    /// again: their saved writes are reused.
+    fn reuse_finished_writes(&self, tasks: &mut [Task]) {
+        if self.pending_writes.is_empty() {
+            return;
+        }
+        for task in tasks.iter_mut() {
+            let writes: Vec<(String, Value)> = self
+                .pending_writes
+                .iter()
+                .filter(|w| w.task_id == task.id)
+                .map(|w| (w.channel.clone(), w.value.clone()))
+                .collect();
+            let finished = writes.iter().any(|(ch, _)| {
+                !matches!(
+                    ch.as_str(),
+                    reserved::ERROR
+                        | reserved::ERROR_SOURCE_NODE
+                        | reserved::INTERRUPT
+                        | reserved::RESUME
+                )
+            });
+            if finished {
+                task.writes = writes;
+            }
+        }
+    }
+
+    /// Runs every task without writes concurrently; saves each task's writes as it finishes.
+    async fn execute(&mut self, tasks: &mut [Task]) -> Result<(), GraphError> {
+        let values = self.graph.read_values(&self.channels);
+        let mut state: Option<Arc<S>> = None;
+        let mut set: JoinSet<TaskOutcome<S>> = JoinSet::new();
+        let mut first_error: Option<GraphError> = None;
+        for (i, task) in tasks.iter_mut().enumerate() {
+            if !task.writes.is_empty() {
+                continue;
+            }
+            if task.name == START {
+                let result = self.start_writes();
+                self.finish_task(task, result, &mut first_error).await?;
+                continue;
+            }
+            let Some(run) = self
+                .graph
+                .nodes
+                .iter()
+                .find(|n| n.name == task.name)
+                .and_then(|n| n.run.clone())
+            else {
+                continue;
+            };
+            let s = match &state {
+                Some(s) => Arc::clone(s),
+                None => {
+                    let s = Arc::new(S::from_values(&values)?);
+                    state = Some(Arc::clone(&s));
+                    s
+                }
+            };
+            let ctx = NodeContext {
+                node: task.name.clone(),
+                task_id: task.id.clone(),
+                step: self.step,
+                config: Arc::clone(&self.config),
+            };
+            set.spawn(async move { (i, run(s, ctx).await) });
+        }
+        while let Some(joined) = set.join_next().await {
+            let (i, output) = joined.map_err(|e| GraphError::NodeFailed {
+                node: "?".into(),
+                task_id: "?".into(),
+                message: format!("the task panicked or was cancelled: {e}"),
+            })?;
+            let result = output.and_then(|o| self.node_writes(&tasks[i].name, o));
+            self.finish_task(&mut tasks[i], result, &mut first_error)
+                .await?;
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// The writes of the built-in `__start__` node: each input key, then the START edges.
+    fn start_writes(&self) -> Result<Vec<(String, Value)>, NodeError> {
+        let mut writes = Vec::new();
+        if let Some(Value::Map(input)) = self.channels.get(START).and_then(|c| c.get()) {
+            for (k, v) in input {
+                if let Value::Str(k) = k {
+                    writes.push((k, v));
+                }
+            }
+        }
+        let edges = self.graph.edge_writes(START, &self.channels, &writes)?;
+        writes.extend(edges);
+        Ok(writes)
+    }
+
+    /// A node's output as channel writes: its state update, then its edges.
+    fn node_writes(
+        &self,
+        node: &str,
+        output: NodeOutput<S::Update>,
+    ) -> Result<Vec<(String, Value)>, NodeError> {
+        let mut writes = match output {
+            NodeOutput::Update(u) => S::into_writes(u).map_err(NodeError::from)?,
+            NodeOutput::Empty => Vec::new(),
+        };
+        self.graph
+            .check_state_writes(&writes)
+            .map_err(NodeError::from)?;
+        let edges = self.graph.edge_writes(node, &self.channels, &writes)?;
+        writes.extend(edges);
+        Ok(writes)
+    }
+
+    /// Records a task's outcome and saves it against the current checkpoint.
+    async fn finish_task(
+        &mut self,
+        task: &mut Task,
+        result: Result<Vec<(String, Value)>, NodeError>,
+        first_error: &mut Option<GraphError>,
+    ) -> Result<(), GraphError> {
+        let writes = match result {
+            Ok(w) if w.is_empty() => vec![(reserved::NO_WRITES.to_owned(), Value::Null)],
+            Ok(w) => w,
+            Err(e) => {
+                if first_error.is_none() {
+                    *first_error = Some(GraphError::NodeFailed {
+                        node: task.name.clone(),
+                        task_id: task.id.clone(),
+                        message: e.message.clone(),
+                    });
+                }
+                vec![(reserved::ERROR.to_owned(), Value::Str(e.message))]
+            }
+        };
+        if let Some(saver) = &self.saver
+            && self.checkpoint_config.checkpoint_id.is_some()
+        {
+            saver
+                .put_writes(&self.checkpoint_config, &writes, &task.id, &task.path_str())
+                .await?;
+        }
+        if writes.iter().any(|(c, _)| c != reserved::ERROR) {
+            task.writes = writes;
+        }
+        Ok(())
+    }
+}
