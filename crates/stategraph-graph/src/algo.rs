@@ -15,7 +15,7 @@ use crate::error::GraphError;
 pub(crate) type Channels = BTreeMap<String, Channel>;
 
 /// How the next channel version is computed (the checkpointer's `get_next_version`).
-pub(crate) type NextVersion = dyn Fn(Option<&ChannelVersion>) -> ChannelVersion;
+pub(crate) type NextVersion<'a> = dyn Fn(Option<&ChannelVersion>) -> ChannelVersion + 'a;
 
 /// `"__pregel_pull"`: a task triggered by channel versions.
 pub(crate) const PULL: &str = "__pregel_pull";
@@ -167,7 +167,7 @@ pub(crate) fn apply_writes(
     checkpoint: &mut Checkpoint,
     channels: &mut Channels,
     tasks: &[&Task],
-    next_version: Option<&NextVersion>,
+    next_version: Option<&NextVersion<'_>>,
     trigger_channels: &BTreeSet<String>,
 ) -> Result<BTreeSet<String>, GraphError> {
     let mut tasks: Vec<&Task> = tasks.to_vec();

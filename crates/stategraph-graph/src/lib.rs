@@ -38,6 +38,7 @@ mod graph;
 mod node;
 mod run;
 mod state;
+mod update;
 
 pub use channel::{ChannelSpec, Reducer, ReducerFn};
 pub use compiled::CompiledGraph;
@@ -46,3 +47,4 @@ pub use error::{GraphError, NodeError};
 pub use graph::{END, START, StateGraph};
 pub use node::{NodeContext, NodeFuture, NodeOutput};
 pub use state::{DynState, Schema, State, Values, from_value, to_value};
+pub use update::AS_COPY;

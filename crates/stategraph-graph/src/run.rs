@@ -50,7 +50,7 @@ impl<S: State> CompiledGraph<S> {
         let mut run = self.start(config).await?;
         match input {
             Some(update) => run.first_input(update).await?,
-            None => run.first_resume()?,
+            None => run.first_resume().await?,
         }
         run.run_loop().await?;
         Ok(self.read_values(&run.channels))
@@ -149,7 +149,12 @@ impl<S: State> Run<'_, S> {
     }
 
     /// No input: continue from the loaded checkpoint, applying writes that belong to no task.
-    fn first_resume(&mut self) -> Result<(), GraphError> {
+    ///
+    /// With an explicit `checkpoint_id` this is a replay (time travel): finished tasks run
+    /// again instead of reusing their saved writes, and unless the checkpoint is the thread's
+    /// latest `update`/`fork` checkpoint, a `fork` copy is written first so the replay forms a
+    /// new branch next to the old one.
+    async fn first_resume(&mut self) -> Result<(), GraphError> {
         if self.checkpoint.channel_versions.is_empty() {
             return Err(GraphError::InvalidConfig(
                 "no input was given and the thread has no checkpoint to resume from".into(),
@@ -175,6 +180,38 @@ impl<S: State> Run<'_, S> {
         self.checkpoint
             .versions_seen
             .insert(INTERRUPT.to_owned(), seen);
+        if self.config.checkpoint_id.is_some() {
+            self.replay().await?;
+        }
+        Ok(())
+    }
+
+    async fn replay(&mut self) -> Result<(), GraphError> {
+        // Stored writes of the addressed checkpoint are not reused: everything re-runs.
+        self.pending_writes.clear();
+        let Some(saver) = self.saver.clone() else {
+            return Ok(());
+        };
+        let here = self.checkpoint_config.clone();
+        let latest = saver
+            .get_tuple(&CheckpointConfig {
+                checkpoint_id: None,
+                ..here.clone()
+            })
+            .await?;
+        let this = saver.get_tuple(&here).await?;
+        let superseded =
+            latest.is_none_or(|l| Some(&l.checkpoint.id) != here.checkpoint_id.as_ref());
+        let source = this.and_then(|t| t.metadata.source);
+        if superseded
+            || matches!(
+                source,
+                Some(CheckpointSource::Input | CheckpointSource::Loop)
+            )
+        {
+            self.updated_channels = None;
+            self.put_checkpoint(CheckpointSource::Fork).await?;
+        }
         Ok(())
     }
 

@@ -1,0 +1,211 @@
+//! update_state, as_node, replay and forks: the branch tree LangGraph builds.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+use stategraph_checkpoint::{
+    CheckpointSaver, CheckpointSource, InMemorySaver, ListOptions, Map, value,
+};
+use stategraph_graph::{
+    CompiledGraph, DynState, END, GraphError, Reducer, RunConfig, START, Schema, StateGraph,
+};
+
+struct Counted {
+    graph: CompiledGraph<DynState>,
+    saver: Arc<dyn CheckpointSaver>,
+    a: Arc<AtomicUsize>,
+    b: Arc<AtomicUsize>,
+}
+
+fn seed() -> Counted {
+    let saver: Arc<dyn CheckpointSaver> = Arc::new(InMemorySaver::new());
+    let (a, b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let schema = Schema::new()
+        .last_value("foo")
+        .reducer("bar", Reducer::append());
+    let mut g = StateGraph::<DynState>::with_schema(schema);
+    let ca = Arc::clone(&a);
+    g.add_node("node_a", move |_s: Arc<DynState>, _c| {
+        ca.fetch_add(1, SeqCst);
+        async {
+            Ok(Map::from_iter([
+                ("foo", value!("a")),
+                ("bar", value!(["a"])),
+            ]))
+        }
+    });
+    let cb = Arc::clone(&b);
+    g.add_node("node_b", move |_s: Arc<DynState>, _c| {
+        cb.fetch_add(1, SeqCst);
+        async {
+            Ok(Map::from_iter([
+                ("foo", value!("b")),
+                ("bar", value!(["b"])),
+            ]))
+        }
+    });
+    g.add_edge(START, "node_a")
+        .add_edge("node_a", "node_b")
+        .add_edge("node_b", END);
+    let graph = g.compile().unwrap().with_checkpointer(Arc::clone(&saver));
+    Counted { graph, saver, a, b }
+}
+
+fn input() -> Option<Map> {
+    Some(Map::from_iter([("foo", value!("")), ("bar", value!([]))]))
+}
+
+#[tokio::test]
+async fn update_state_goes_through_the_reducers() {
+    let s = seed();
+    let config = RunConfig::thread("t");
+    s.graph.invoke(input(), config.clone()).await.unwrap();
+    let before = s.graph.get_state(&config).await.unwrap();
+    let update = Map::from_iter([("foo", value!(2)), ("bar", value!(["b"]))]);
+    let at = s
+        .graph
+        .update_state(&config, Some(update), None)
+        .await
+        .unwrap();
+    let state = s.graph.get_state(&config).await.unwrap();
+    assert_eq!(state.values["foo"], value!(2), "last value: overwritten");
+    assert_eq!(
+        state.values["bar"],
+        value!(["a", "b", "b"]),
+        "append: appended"
+    );
+    assert!(
+        state.next.is_empty(),
+        "as node_b (the default), whose edge goes to END"
+    );
+    let meta = state.metadata.unwrap();
+    assert_eq!(meta.source, Some(CheckpointSource::Update));
+    assert_eq!(meta.step, Some(3));
+    assert_eq!(state.config.unwrap(), at);
+    assert_eq!(state.parent_config, before.config);
+    assert_eq!(
+        s.graph
+            .get_state_history(&config, ListOptions::default())
+            .await
+            .unwrap()
+            .len(),
+        5
+    );
+}
+
+#[tokio::test]
+async fn as_node_decides_what_runs_next() {
+    let s = seed();
+    let config = RunConfig::thread("t");
+    s.graph.invoke(input(), config.clone()).await.unwrap();
+    let update = Map::from_iter([("foo", value!("x"))]);
+    s.graph
+        .update_state(&config, Some(update), Some("node_a"))
+        .await
+        .unwrap();
+    let state = s.graph.get_state(&config).await.unwrap();
+    assert_eq!(state.next, ["node_b"]);
+    assert_eq!(state.values["foo"], value!("x"));
+    // Resuming runs node_b only.
+    let out = s.graph.invoke(None, config.clone()).await.unwrap();
+    assert_eq!((s.a.load(SeqCst), s.b.load(SeqCst)), (1, 2));
+    assert_eq!(out["foo"], value!("b"));
+    assert_eq!(out["bar"], value!(["a", "b", "b"]));
+}
+
+#[tokio::test]
+async fn default_as_node_rules() {
+    let s = seed();
+    let config = RunConfig::thread("fresh");
+    // A thread no node ran on: the update is applied as graph input (START's edges).
+    s.graph
+        .update_state(&config, Some(Map::from_iter([("foo", value!("i"))])), None)
+        .await
+        .unwrap();
+    assert_eq!(s.graph.get_state(&config).await.unwrap().next, ["node_a"]);
+    let err = s
+        .graph
+        .update_state(&config, Some(Map::new()), Some("nope"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, GraphError::InvalidUpdate { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn replay_from_the_middle_reruns_only_later_nodes_and_branches() {
+    let s = seed();
+    let config = RunConfig::thread("t");
+    s.graph.invoke(input(), config.clone()).await.unwrap();
+    let history = s
+        .graph
+        .get_state_history(&config, ListOptions::default())
+        .await
+        .unwrap();
+    // newest first: step 2, 1, 0, -1; step 1's next is node_b.
+    let middle = history[1].config.clone().unwrap();
+    let old_head = history[0].config.clone().unwrap();
+    assert_eq!(history[1].next, ["node_b"]);
+    let replay = config
+        .clone()
+        .with_checkpoint_id(middle.checkpoint_id.clone().unwrap());
+    let out = s.graph.invoke(None, replay).await.unwrap();
+    assert_eq!(
+        (s.a.load(SeqCst), s.b.load(SeqCst)),
+        (1, 2),
+        "only node_b ran again"
+    );
+    assert_eq!(out["bar"], value!(["a", "b"]));
+
+    // The branch tree: middle ┬→ old head (kept)
+    //                         └→ fork → new loop checkpoint (latest)
+    let all = s.saver.list(&ListOptions::thread("t")).await.unwrap();
+    assert_eq!(all.len(), 6);
+    let children: Vec<_> = all
+        .iter()
+        .filter(|t| t.parent_config.as_ref() == Some(&middle))
+        .collect();
+    assert_eq!(children.len(), 2);
+    assert!(children.iter().any(|c| c.config == old_head));
+    let fork = children.iter().find(|c| c.config != old_head).unwrap();
+    assert_eq!(fork.metadata.source, Some(CheckpointSource::Fork));
+    assert_eq!(fork.metadata.step, Some(2));
+    let latest = s.graph.get_state(&config).await.unwrap();
+    assert_eq!(latest.parent_config.as_ref(), Some(&fork.config));
+    assert_eq!(latest.metadata.unwrap().step, Some(3));
+    assert_eq!(latest.values["foo"], value!("b"));
+}
+
+#[tokio::test]
+async fn updating_an_old_checkpoint_forks_the_thread() {
+    let s = seed();
+    let config = RunConfig::thread("t");
+    s.graph.invoke(input(), config.clone()).await.unwrap();
+    let history = s
+        .graph
+        .get_state_history(&config, ListOptions::default())
+        .await
+        .unwrap();
+    let step0 = history[2].config.clone().unwrap(); // next: node_a
+    let at = config
+        .clone()
+        .with_checkpoint_id(step0.checkpoint_id.clone().unwrap());
+    let new = s
+        .graph
+        .update_state(
+            &at,
+            Some(Map::from_iter([("foo", value!("z"))])),
+            Some("node_a"),
+        )
+        .await
+        .unwrap();
+    let forked = s.graph.get_state(&config).await.unwrap();
+    assert_eq!(forked.config.as_ref(), Some(&new));
+    assert_eq!(forked.parent_config.as_ref(), Some(&step0));
+    assert_eq!(forked.next, ["node_b"]);
+    assert_eq!(forked.values["bar"], value!([]));
+    let out = s.graph.invoke(None, config.clone()).await.unwrap();
+    assert_eq!(out["bar"], value!(["b"]));
+    assert_eq!((s.a.load(SeqCst), s.b.load(SeqCst)), (1, 2));
+}
