@@ -88,6 +88,16 @@ impl Reducer {
         )
     }
 
+    /// LangGraph's `add_messages`: merge message lists by id (replace, remove, append);
+    /// starts from `[]`.
+    pub fn add_messages() -> Self {
+        Self::new(
+            "add_messages",
+            Some(Value::List(Vec::new())),
+            crate::messages::add_messages,
+        )
+    }
+
     /// The reducer's name.
     pub fn name(&self) -> &'static str {
         self.name

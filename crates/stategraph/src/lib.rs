@@ -30,6 +30,16 @@
 use std::sync::Arc;
 
 pub use stategraph_checkpoint::*;
+/// `#[derive(State)]`: one channel per field, per-field reducers, a generated update type.
+pub use stategraph_derive::State;
+/// The graph engine (also re-exported at the top level).
+pub use stategraph_graph as graph;
+/// The state trait `#[derive(State)]` implements.
+pub use stategraph_graph::State;
+pub use stategraph_graph::{
+    AS_COPY, ChannelSpec, CompiledGraph, DynState, END, GraphError, NodeContext, NodeError,
+    NodeOutput, PregelTask, Reducer, RunConfig, START, Schema, StateGraph, StateSnapshot, Values,
+};
 #[cfg(feature = "sqlite")]
 pub use stategraph_sqlite::{SqliteConfig, SqliteSaver, Synchronous};
 
@@ -38,6 +48,11 @@ pub mod prelude {
     pub use stategraph_checkpoint::{
         Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource,
         CheckpointTuple, InMemorySaver, ListOptions, Value, value,
+    };
+    pub use stategraph_derive::State;
+    pub use stategraph_graph::{
+        CompiledGraph, DynState, END, NodeContext, NodeError, Reducer, RunConfig, START, Schema,
+        State, StateGraph,
     };
     #[cfg(feature = "sqlite")]
     pub use stategraph_sqlite::SqliteSaver;

@@ -10,6 +10,7 @@ mod decode;
 mod encode;
 mod ext;
 mod json;
+mod serde_impl;
 
 pub use decode::{DecodeError, DecodeErrorKind, DecodeLimits, decode, decode_with_limits};
 pub use encode::{encode, encode_into};

@@ -1,4 +1,4 @@
-//! Run with `cargo run -p stategraph --example quickstart [-- --db URL]`.
+//! Run with `cargo run -p stategraph --example saver_api [-- --db URL]`.
 //!
 //! Walks through the persistence layer on the embedded SQLite default: writes the four
 //! checkpoints LangGraph's 2-node docs example produces (input, then one per super-step, each
@@ -23,20 +23,20 @@ async fn main() -> ExitCode {
 
 async fn run() -> stategraph::Result<()> {
     let mut args = std::env::args().skip(1);
-    let mut url = "sqlite:quickstart.sqlite".to_owned();
+    let mut url = "sqlite:saver_api.sqlite".to_owned();
     while let Some(a) = args.next() {
         match (a.as_str(), args.next()) {
             ("--db", Some(u)) => url = u,
             _ => {
                 return Err(stategraph::Error::invalid(
                     "arguments",
-                    "usage: quickstart [--db URL]",
+                    "usage: saver_api [--db URL]",
                 ));
             }
         }
     }
     let saver = stategraph::open_saver(&url)?;
-    let thread = format!("quickstart-{}", stategraph::uuid6(None));
+    let thread = format!("saver-api-{}", stategraph::uuid6(None));
 
     // Step -1: the input checkpoint, then steps 0..2 as node_a and node_b run.
     // (source, step, channel values, the task that runs next and what it writes)

@@ -1,0 +1,191 @@
+//! `#[derive(State)]`: turns a struct into a stategraph state — one channel per field, a
+//! reducer per field, and a generated partial-update type.
+//!
+//! ```ignore
+//! use stategraph::State;
+//!
+//! #[derive(State, Clone, Debug, Default)]
+//! struct Seed {
+//!     foo: String,              // last value wins (the default)
+//!     #[reducer(append)]
+//!     bar: Vec<String>,         // lists are concatenated
+//! }
+//! // Generated: `SeedUpdate { foo: Option<String>, bar: Option<Vec<String>> }` with a setter
+//! // per field: `SeedUpdate::default().foo("a").bar(vec!["a".into()])`.
+//! ```
+//!
+//! Reducers: `append` (list concatenation), `add` (numbers), `merge` (maps),
+//! `add_messages` (LangGraph's id-based message merge), or `custom = path::to::fn` for any
+//! `fn(T, T) -> T`. Field types must implement `serde::Serialize`, `DeserializeOwned` and
+//! `Default` (a key without a value reads as the default). The generated code refers to the
+//! `stategraph` crate.
+
+use proc_macro::TokenStream;
+use proc_macro2::{Span, TokenStream as Tokens};
+use quote::{format_ident, quote};
+use syn::{Data, DeriveInput, Fields, Ident, Path, parse_macro_input, spanned::Spanned};
+
+/// Derives `stategraph::State` for a struct with named fields. See the crate docs.
+#[proc_macro_derive(State, attributes(reducer))]
+pub fn derive_state(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    match expand(&input) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+enum ReducerKind {
+    LastValue,
+    Builtin(Ident),
+    Custom(Path),
+}
+
+fn reducer_of(field: &syn::Field) -> syn::Result<ReducerKind> {
+    let mut kind = ReducerKind::LastValue;
+    for attr in &field.attrs {
+        if !attr.path().is_ident("reducer") {
+            continue;
+        }
+        attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("custom") {
+                let value = meta.value()?;
+                kind = ReducerKind::Custom(value.parse()?);
+                return Ok(());
+            }
+            let Some(ident) = meta.path.get_ident() else {
+                return Err(meta.error("expected a reducer name"));
+            };
+            match ident.to_string().as_str() {
+                "append" | "add" | "merge" | "add_messages" => {
+                    kind = ReducerKind::Builtin(ident.clone());
+                    Ok(())
+                }
+                other => Err(meta.error(format!(
+                    "unknown reducer `{other}` (expected append, add, merge, add_messages or \
+                     custom = path::to::fn)"
+                ))),
+            }
+        })?;
+    }
+    Ok(kind)
+}
+
+fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
+    let Data::Struct(data) = &input.data else {
+        return Err(syn::Error::new(
+            input.span(),
+            "#[derive(State)] needs a struct with named fields",
+        ));
+    };
+    let Fields::Named(fields) = &data.fields else {
+        return Err(syn::Error::new(
+            input.span(),
+            "#[derive(State)] needs a struct with named fields",
+        ));
+    };
+    if !input.generics.params.is_empty() {
+        return Err(syn::Error::new(
+            input.generics.span(),
+            "#[derive(State)] does not support generic structs",
+        ));
+    }
+    let krate = quote!(::stategraph);
+    let name = &input.ident;
+    let vis = &input.vis;
+    let update = format_ident!("{}Update", name);
+
+    let mut schema = Vec::new();
+    let mut reads = Vec::new();
+    let mut writes = Vec::new();
+    let mut update_fields = Vec::new();
+    let mut setters = Vec::new();
+    for field in &fields.named {
+        let Some(ident) = &field.ident else { continue };
+        let ty = &field.ty;
+        let key = ident.to_string();
+        let key_lit = syn::LitStr::new(&key, Span::call_site());
+        let spec = match reducer_of(field)? {
+            ReducerKind::LastValue => quote!(schema = schema.last_value(#key_lit);),
+            ReducerKind::Builtin(r) => {
+                quote!(schema = schema.reducer(#key_lit, #krate::graph::Reducer::#r());)
+            }
+            ReducerKind::Custom(f) => quote! {
+                schema = schema.reducer(
+                    #key_lit,
+                    #krate::graph::Reducer::new(stringify!(#f), None, |cur, upd| {
+                        let cur: #ty = #krate::graph::from_value(#key_lit, &cur)
+                            .map_err(|e| e.to_string())?;
+                        let upd: #ty = #krate::graph::from_value(#key_lit, &upd)
+                            .map_err(|e| e.to_string())?;
+                        #krate::graph::to_value(&#f(cur, upd)).map_err(|e| e.to_string())
+                    }),
+                );
+            },
+        };
+        schema.push(spec);
+        reads.push(quote! {
+            #ident: match values.get(#key_lit) {
+                Some(v) => #krate::graph::from_value(#key_lit, v)?,
+                None => ::core::default::Default::default(),
+            },
+        });
+        writes.push(quote! {
+            if let Some(v) = update.#ident {
+                writes.push((#key_lit.to_owned(), #krate::graph::to_value(&v)?));
+            }
+        });
+        let doc = format!("New value (or reducer input) for `{key}`.");
+        update_fields.push(quote! {
+            #[doc = #doc]
+            pub #ident: ::core::option::Option<#ty>,
+        });
+        let setter_doc = format!("Sets `{key}`.");
+        setters.push(quote! {
+            #[doc = #setter_doc]
+            pub fn #ident(mut self, value: impl ::core::convert::Into<#ty>) -> Self {
+                self.#ident = Some(value.into());
+                self
+            }
+        });
+    }
+    let update_doc = format!("A partial update of [`{name}`]: `None` fields are not written.");
+    Ok(quote! {
+        #[doc = #update_doc]
+        #[derive(Clone, Debug, Default)]
+        #vis struct #update {
+            #(#update_fields)*
+        }
+
+        impl #update {
+            #(#setters)*
+        }
+
+        impl #krate::graph::State for #name {
+            type Update = #update;
+
+            fn schema() -> #krate::graph::Schema {
+                let mut schema = #krate::graph::Schema::new();
+                #(#schema)*
+                schema
+            }
+
+            fn from_values(
+                values: &#krate::graph::Values,
+            ) -> ::core::result::Result<Self, #krate::graph::GraphError> {
+                Ok(Self { #(#reads)* })
+            }
+
+            fn into_writes(
+                update: #update,
+            ) -> ::core::result::Result<
+                ::std::vec::Vec<(::std::string::String, #krate::Value)>,
+                #krate::graph::GraphError,
+            > {
+                let mut writes = ::std::vec::Vec::new();
+                #(#writes)*
+                Ok(writes)
+            }
+        }
+    })
+}

@@ -1,0 +1,151 @@
+//! LangGraph's `add_messages` reducer on stored message values.
+//!
+//! Messages are maps (`{"type": "human", "content": …, "id": …}`) or LangChain message objects
+//! (ext values, as Python stores them). The merge is by id: an incoming message whose id is
+//! already present replaces it in place, a `RemoveMessage` removes it (the id
+//! `__remove_all__` clears everything before it), anything else is appended. Messages without
+//! an id get a fresh uuid4, as in LangGraph.
+
+use stategraph_checkpoint::{Ext, ExtCode, Value, format_uuid};
+
+/// The id that makes a `RemoveMessage` clear the whole history.
+pub const REMOVE_ALL_MESSAGES: &str = "__remove_all__";
+
+fn uuid4() -> String {
+    let raw = fastrand::u128(..);
+    let v = (raw & !(0xF_u128 << 76)) | (0x4_u128 << 76);
+    let v = (v & !(0x3_u128 << 62)) | (0x2_u128 << 62);
+    format_uuid(v)
+}
+
+/// The id of a message value, if it has one.
+pub(crate) fn message_id(m: &Value) -> Option<String> {
+    match m {
+        Value::Map(map) => map.get("id").and_then(Value::as_str).map(str::to_owned),
+        Value::Ext(e) => e
+            .py_object()
+            .ok()
+            .flatten()
+            .and_then(|o| o.data.as_map()?.get("id")?.as_str().map(str::to_owned)),
+        _ => None,
+    }
+}
+
+fn is_remove(m: &Value) -> bool {
+    match m {
+        Value::Map(map) => map.get("type").and_then(Value::as_str) == Some("remove"),
+        Value::Ext(e) => e
+            .py_object()
+            .ok()
+            .flatten()
+            .is_some_and(|o| o.class == "RemoveMessage"),
+        _ => false,
+    }
+}
+
+fn with_id(m: Value, id: String) -> Value {
+    match m {
+        Value::Map(mut map) => {
+            map.insert("id", id);
+            Value::Map(map)
+        }
+        Value::Ext(e) => match e.py_object() {
+            Ok(Some(mut obj)) => {
+                if let Value::Map(data) = &mut obj.data {
+                    data.insert("id", id);
+                }
+                let code = e.ext_code().unwrap_or(ExtCode::PydanticV2);
+                Value::Ext(Ext::from_py_object(code, &obj))
+            }
+            _ => Value::Ext(e),
+        },
+        other => other,
+    }
+}
+
+fn as_list(v: Value) -> Vec<Value> {
+    match v {
+        Value::List(l) => l,
+        Value::Null => Vec::new(),
+        other => vec![other],
+    }
+}
+
+fn ensure_ids(list: Vec<Value>) -> Vec<Value> {
+    list.into_iter()
+        .map(|m| match message_id(&m) {
+            Some(_) => m,
+            None => with_id(m, uuid4()),
+        })
+        .collect()
+}
+
+/// `add_messages(left, right)`.
+pub(crate) fn add_messages(left: Value, right: Value) -> Result<Value, String> {
+    let left = ensure_ids(as_list(left));
+    let mut right = ensure_ids(as_list(right));
+    if let Some(pos) = right
+        .iter()
+        .rposition(|m| is_remove(m) && message_id(m).as_deref() == Some(REMOVE_ALL_MESSAGES))
+    {
+        return Ok(Value::List(right.split_off(pos + 1)));
+    }
+    let mut merged = left;
+    let mut remove = Vec::new();
+    for m in right {
+        let id = message_id(&m).unwrap_or_default();
+        match merged
+            .iter()
+            .position(|x| message_id(x).as_deref() == Some(id.as_str()))
+        {
+            Some(i) if is_remove(&m) => remove.push(i),
+            Some(i) => merged[i] = m,
+            None if is_remove(&m) => {
+                return Err(format!(
+                    "attempting to delete a message with an id that doesn't exist ('{id}')"
+                ));
+            }
+            None => merged.push(m),
+        }
+    }
+    let out = merged
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !remove.contains(i))
+        .map(|(_, m)| m)
+        .collect();
+    Ok(Value::List(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stategraph_checkpoint::value;
+
+    #[test]
+    fn merge_replace_remove() {
+        let left = value!([{"type": "human", "content": "hi", "id": "1"}, {"type": "ai", "content": "yo", "id": "2"}]);
+        let right = value!([{"type": "ai", "content": "hello", "id": "2"}, {"type": "human", "content": "new", "id": "3"}]);
+        let out = add_messages(left, right).unwrap();
+        assert_eq!(
+            out,
+            value!([{"type": "human", "content": "hi", "id": "1"}, {"type": "ai", "content": "hello", "id": "2"}, {"type": "human", "content": "new", "id": "3"}])
+        );
+        let out = add_messages(out, value!([{"type": "remove", "id": "1"}])).unwrap();
+        assert_eq!(out.as_list().unwrap().len(), 2);
+        assert!(add_messages(out.clone(), value!({"type": "remove", "id": "nope"})).is_err());
+        let cleared = add_messages(out, value!([{"type": "remove", "id": "__remove_all__"}, {"type": "human", "content": "x", "id": "9"}])).unwrap();
+        assert_eq!(
+            cleared,
+            value!([{"type": "human", "content": "x", "id": "9"}])
+        );
+    }
+
+    #[test]
+    fn missing_ids_are_assigned() {
+        let out = add_messages(value!([]), value!({"type": "human", "content": "hi"})).unwrap();
+        let id = message_id(&out.as_list().unwrap()[0]).unwrap();
+        assert_eq!(id.len(), 36);
+        assert_eq!(&id[14..15], "4");
+    }
+}

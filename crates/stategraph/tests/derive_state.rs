@@ -1,0 +1,236 @@
+//! `#[derive(State)]`: typed states store exactly what the dynamic state (and Python) stores.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use stategraph::prelude::*;
+use stategraph::{CheckpointSaver, Map, Value};
+
+#[derive(State, Clone, Debug, Default)]
+struct Seed {
+    foo: String,
+    #[reducer(append)]
+    bar: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+struct Doc {
+    title: String,
+    score: i64,
+}
+
+fn longest(a: String, b: String) -> String {
+    if b.len() > a.len() { b } else { a }
+}
+
+#[derive(State, Clone, Debug, Default)]
+struct Rich {
+    #[reducer(add)]
+    count: i64,
+    #[reducer(custom = longest)]
+    longest: String,
+    doc: Option<Doc>,
+    #[reducer(add_messages)]
+    messages: Vec<Value>,
+}
+
+async fn stored_values(saver: &Arc<InMemorySaver>, thread: &str) -> Vec<Value> {
+    let mut tuples = saver.list(&ListOptions::thread(thread)).await.unwrap();
+    tuples.reverse();
+    tuples
+        .into_iter()
+        .map(|t| Value::Map(t.checkpoint.channel_values.into_iter().collect()))
+        .collect()
+}
+
+#[tokio::test]
+async fn typed_and_dynamic_states_store_the_same_checkpoints() {
+    let saver = Arc::new(InMemorySaver::new());
+    let mut typed = StateGraph::<Seed>::new();
+    typed.add_node("node_a", |_s: Arc<Seed>, _c| async {
+        Ok(SeedUpdate::default().foo("a").bar(vec!["a".to_owned()]))
+    });
+    typed.add_node("node_b", |s: Arc<Seed>, _c| async move {
+        assert_eq!(s.bar, ["a"], "node_b sees node_a's update");
+        Ok(SeedUpdate::default().foo("b").bar(vec!["b".to_owned()]))
+    });
+    typed
+        .add_edge(START, "node_a")
+        .add_edge("node_a", "node_b")
+        .add_edge("node_b", END);
+    let typed = typed.compile().unwrap().with_checkpointer(saver.clone());
+    typed
+        .invoke(
+            Some(SeedUpdate::default().foo("").bar(Vec::<String>::new())),
+            RunConfig::thread("typed"),
+        )
+        .await
+        .unwrap();
+
+    let schema = Schema::new()
+        .last_value("foo")
+        .reducer("bar", Reducer::append());
+    let mut dynamic = StateGraph::<DynState>::with_schema(schema);
+    dynamic.add_node("node_a", |_s: Arc<DynState>, _c| async {
+        Ok(Map::from_iter([
+            ("foo", value!("a")),
+            ("bar", value!(["a"])),
+        ]))
+    });
+    dynamic.add_node("node_b", |_s: Arc<DynState>, _c| async {
+        Ok(Map::from_iter([
+            ("foo", value!("b")),
+            ("bar", value!(["b"])),
+        ]))
+    });
+    dynamic
+        .add_edge(START, "node_a")
+        .add_edge("node_a", "node_b")
+        .add_edge("node_b", END);
+    let dynamic = dynamic.compile().unwrap().with_checkpointer(saver.clone());
+    let input = Map::from_iter([("foo", value!("")), ("bar", value!([]))]);
+    dynamic
+        .invoke(Some(input), RunConfig::thread("dyn"))
+        .await
+        .unwrap();
+
+    assert_eq!(
+        stored_values(&saver, "typed").await,
+        stored_values(&saver, "dyn").await
+    );
+}
+
+#[tokio::test]
+async fn reducers_custom_types_and_messages() {
+    let saver = Arc::new(InMemorySaver::new());
+    let mut g = StateGraph::<Rich>::new();
+    g.add_node("one", |_s: Arc<Rich>, _c| async {
+        Ok(RichUpdate::default()
+            .count(2)
+            .longest("abc")
+            .doc(Some(Doc {
+                title: "t".into(),
+                score: 7,
+            }))
+            .messages(vec![value!({"type": "human", "content": "hi", "id": "m1"})]))
+    });
+    g.add_node("two", |s: Arc<Rich>, _c| async move {
+        assert_eq!(s.doc.as_ref().map(|d| d.score), Some(7));
+        Ok(RichUpdate::default().count(3).longest("ab").messages(vec![
+            value!({"type": "human", "content": "hi, edited", "id": "m1"}),
+            value!({"type": "ai", "content": "hello", "id": "m2"}),
+        ]))
+    });
+    g.add_edge(START, "one").add_edge("one", "two");
+    let g = g.compile().unwrap().with_checkpointer(saver.clone());
+    let out = g
+        .invoke(Some(RichUpdate::default().count(1)), RunConfig::thread("r"))
+        .await
+        .unwrap();
+    assert_eq!(out["count"], value!(6));
+    assert_eq!(out["longest"], value!("abc"));
+    assert_eq!(
+        out["doc"],
+        value!({"title": "t", "score": 7}),
+        "structs are stored as maps"
+    );
+    assert_eq!(
+        out["messages"],
+        value!([{"type": "human", "content": "hi, edited", "id": "m1"}, {"type": "ai", "content": "hello", "id": "m2"}])
+    );
+}
+
+#[tokio::test]
+async fn conditional_edges_and_joins() {
+    #[derive(State, Clone, Debug, Default)]
+    struct Route {
+        #[reducer(append)]
+        log: Vec<String>,
+        go_left: bool,
+    }
+    let mut g = StateGraph::<Route>::new();
+    for name in ["decide", "left", "right", "a", "b", "join"] {
+        g.add_node(name, move |_s: Arc<Route>, _c| async move {
+            Ok(RouteUpdate::default().log(vec![name.to_owned()]))
+        });
+    }
+    g.add_edge(START, "decide");
+    g.add_conditional_edges(
+        "decide",
+        |s: &Route| Ok(vec![if s.go_left { "l".into() } else { "r".into() }]),
+        Some(
+            [
+                ("l".to_owned(), "left".to_owned()),
+                ("r".to_owned(), "right".to_owned()),
+            ]
+            .into(),
+        ),
+    );
+    g.add_edge("left", "a")
+        .add_edge("left", "b")
+        .add_join(["a", "b"], "join");
+    g.add_edge("right", END).add_edge("join", END);
+    let g = g
+        .compile()
+        .unwrap()
+        .with_checkpointer(Arc::new(InMemorySaver::new()));
+    let out = g
+        .invoke(
+            Some(RouteUpdate::default().go_left(true)),
+            RunConfig::thread("l"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out["log"], value!(["decide", "left", "a", "b", "join"]));
+    let out = g
+        .invoke(
+            Some(RouteUpdate::default().go_left(false)),
+            RunConfig::thread("r"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out["log"], value!(["decide", "right"]));
+}
+
+#[tokio::test]
+async fn fifty_parallel_nodes_run_concurrently() {
+    #[derive(State, Clone, Debug, Default)]
+    struct Fan {
+        #[reducer(add)]
+        done: i64,
+    }
+    let mut g = StateGraph::<Fan>::new();
+    g.add_node("fan", |_s: Arc<Fan>, _c| async { Ok(FanUpdate::default()) });
+    g.add_edge(START, "fan");
+    let names: Vec<String> = (0..50).map(|i| format!("w{i:02}")).collect();
+    for n in &names {
+        g.add_node(n.clone(), |_s: Arc<Fan>, _c| async {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            Ok(FanUpdate::default().done(1))
+        });
+        g.add_edge("fan", n.clone());
+    }
+    g.add_join(names.clone(), "end_node");
+    g.add_node("end_node", |s: Arc<Fan>, _c| async move {
+        assert_eq!(s.done, 50);
+        Ok(FanUpdate::default())
+    });
+    let g = g
+        .compile()
+        .unwrap()
+        .with_checkpointer(Arc::new(InMemorySaver::new()));
+    let started = std::time::Instant::now();
+    let out = g
+        .invoke(Some(FanUpdate::default()), RunConfig::thread("f"))
+        .await
+        .unwrap();
+    // Sequential execution would take 2.5 s; only a generous bound is asserted here.
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(out["done"], value!(50));
+}
