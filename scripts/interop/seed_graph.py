@@ -1,0 +1,97 @@
+"""The seeds' 2-node graph (and a routing variant) in Python LangGraph, on a SQLite file.
+
+Usage: python seed_graph.py DB GRAPH THREAD ACTION...
+
+GRAPH: `seed` (START → node_a → node_b → END, foo last value, bar list with operator.add) or
+`route` (START → decide → left|right by a conditional edge on `go_left`, then END).
+ACTIONS, in order: `run` (invoke with the graph's standard input), `resume` (invoke(None)),
+`history` (print get_state_history as JSON), `state` (print get_state as JSON).
+
+Used by the Rust interop tests to compare Python's view of threads stategraph wrote with
+Python's own runs, and to continue those threads from Python.
+"""
+
+import json
+import operator
+import sqlite3
+import sys
+from typing import Annotated
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+
+class Seed(TypedDict):
+    foo: str
+    bar: Annotated[list[str], operator.add]
+
+
+class Route(TypedDict):
+    log: Annotated[list[str], operator.add]
+    go_left: bool
+
+
+def build(name, saver):
+    if name == "seed":
+        g = StateGraph(Seed)
+        g.add_node("node_a", lambda s: {"foo": "a", "bar": ["a"]})
+        g.add_node("node_b", lambda s: {"foo": "b", "bar": ["b"]})
+        g.add_edge(START, "node_a")
+        g.add_edge("node_a", "node_b")
+        g.add_edge("node_b", END)
+        return g.compile(checkpointer=saver), {"foo": "", "bar": []}
+    if name == "route":
+        g = StateGraph(Route)
+        for n in ["decide", "left", "right"]:
+            g.add_node(n, (lambda n: lambda s: {"log": [n]})(n))
+        g.add_edge(START, "decide")
+        g.add_conditional_edges("decide", lambda s: "l" if s["go_left"] else "r", {"l": "left", "r": "right"})
+        g.add_edge("left", END)
+        g.add_edge("right", END)
+        return g.compile(checkpointer=saver), {"log": [], "go_left": True}
+    raise SystemExit(f"unknown graph {name}")
+
+
+def snapshot(s):
+    def cfg(c):
+        if c is None:
+            return None
+        c = c["configurable"]
+        return {k: c.get(k) for k in ("thread_id", "checkpoint_ns", "checkpoint_id")}
+
+    return {
+        "values": s.values,
+        "next": list(s.next),
+        "config": cfg(s.config),
+        "metadata": s.metadata,
+        "created_at": s.created_at,
+        "parent_config": cfg(s.parent_config),
+        "tasks": [{"id": t.id, "name": t.name, "error": t.error} for t in s.tasks],
+    }
+
+
+def main(db, graph_name, thread, actions):
+    conn = sqlite3.connect(db, check_same_thread=False)
+    graph, std_input = build(graph_name, SqliteSaver(conn))
+    config = {"configurable": {"thread_id": thread}}
+    out = {}
+    for action in actions:
+        if action == "run":
+            graph.invoke(std_input, config)
+        elif action == "resume":
+            graph.invoke(None, config)
+        elif action == "history":
+            out["history"] = [snapshot(s) for s in graph.get_state_history(config)]
+        elif action == "state":
+            out["state"] = snapshot(graph.get_state(config))
+        else:
+            raise SystemExit(f"unknown action {action}")
+    conn.close()
+    json.dump(out, sys.stdout, ensure_ascii=False)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 5:
+        sys.exit(__doc__)
+    main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:])

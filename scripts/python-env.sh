@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Creates (once) the Python environment the interop tests and the benchmark comparison use:
+# Python LangGraph and its savers at pinned versions, in a venv outside the clone. A second
+# run finds the stamp and does nothing. Prints the venv's python as its last line.
+set -euo pipefail
+
+VENV="${STATEGRAPH_PY_VENV:-$HOME/.cache/stategraph/py-venv}"
+REQUIREMENTS=(
+  "langgraph==1.2.22"
+  "langgraph-checkpoint==4.3.2"
+  "langgraph-checkpoint-sqlite==3.1.2"
+  "langgraph-checkpoint-postgres==3.2.0"
+  "langchain-core==1.7.2"
+  "ormsgpack==1.13.1"
+  "psycopg[binary]==3.2.10"
+)
+STAMP="$VENV/.stategraph-requirements"
+WANT="$(printf '%s\n' "${REQUIREMENTS[@]}")"
+
+if [[ -x "$VENV/bin/python" && -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]]; then
+  echo "python env: up to date ($VENV)" >&2
+else
+  echo "python env: installing into $VENV" >&2
+  python3 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${REQUIREMENTS[@]}" >&2
+  printf '%s' "$WANT" > "$STAMP"
+fi
+echo "$VENV/bin/python"
