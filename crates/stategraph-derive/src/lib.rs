@@ -1,7 +1,10 @@
 //! `#[derive(State)]`: turns a struct into a stategraph state — one channel per field, a
 //! reducer per field, and a generated partial-update type.
 //!
-//! ```ignore
+//! (A proc-macro crate cannot run its own examples; this one runs as the crate-level example
+//! of `stategraph`.)
+//!
+//! ```text
 //! use stategraph::State;
 //!
 //! #[derive(State, Clone, Debug, Default)]

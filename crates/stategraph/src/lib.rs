@@ -13,6 +13,40 @@
 //!
 //! [`open_saver`] picks the backend from a database URL; `memory:` gives an [`InMemorySaver`].
 //!
+//! A graph over a typed state, checkpointed on SQLite:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use stategraph::prelude::*;
+//!
+//! #[derive(State, Clone, Debug, Default)]
+//! struct Seed {
+//!     foo: String,        // last value wins
+//!     #[reducer(append)]
+//!     bar: Vec<String>,   // lists are concatenated
+//! }
+//!
+//! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+//! let mut graph = StateGraph::<Seed>::new();
+//! graph.add_node("node_a", |_s: Arc<Seed>, _ctx| async {
+//!     Ok(SeedUpdate::default().foo("a").bar(vec!["a".to_owned()]))
+//! });
+//! graph.add_node("node_b", |s: Arc<Seed>, _ctx| async move {
+//!     Ok(SeedUpdate::default().foo(format!("{}b", s.foo)).bar(vec!["b".to_owned()]))
+//! });
+//! graph.add_edge(START, "node_a").add_edge("node_a", "node_b").add_edge("node_b", END);
+//! let graph = graph.compile()?.with_checkpointer(stategraph::open_saver("sqlite::memory:")?);
+//!
+//! let config = RunConfig::thread("1");
+//! let input = SeedUpdate::default().foo("").bar(Vec::<String>::new());
+//! let out = graph.invoke(Some(input), config.clone()).await?;
+//! assert_eq!(out["bar"], value!(["a", "b"]));
+//! assert_eq!(graph.get_state_history(&config, Default::default()).await?.len(), 4);
+//! # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+//! ```
+//!
+//! The checkpoint layer on its own:
+//!
 //! ```
 //! use stategraph::prelude::*;
 //!

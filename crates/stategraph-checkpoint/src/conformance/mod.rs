@@ -4,7 +4,7 @@
 //!
 //! A backend runs all of it with one macro line in an integration test:
 //!
-//! ```ignore
+//! ```text
 //! async fn fixture() -> stategraph_checkpoint::conformance::Fixture {
 //!     Fixture::new(MySaver::connect(...).await)
 //! }
