@@ -2,8 +2,11 @@
 
 Usage: python seed_graph.py DB GRAPH THREAD ACTION...
 
-GRAPH: `seed` (START → node_a → node_b → END, foo last value, bar list with operator.add) or
-`route` (START → decide → left|right by a conditional edge on `go_left`, then END).
+GRAPH: `seed` (START → node_a → node_b → END, foo last value, bar list with operator.add),
+`route` (START → decide → left|right by a conditional edge on `go_left`, then END), `sends`
+(a conditional edge from START sends one `Send("worker", {"item": i})` per item; workers
+append `item * 10` to `done`) or `command` (START → router, which returns
+`Command(update={"log": ["router"]}, goto="right")`).
 ACTIONS, in order: `run` (invoke with the graph's standard input), `resume` (invoke(None)),
 `history` (print get_state_history as JSON), `state` (print get_state as JSON).
 
@@ -19,6 +22,7 @@ from typing import Annotated
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, Send
 from typing_extensions import TypedDict
 
 
@@ -32,7 +36,25 @@ class Route(TypedDict):
     go_left: bool
 
 
+class Work(TypedDict, total=False):
+    items: list[int]
+    done: Annotated[list[int], operator.add]
+    item: int
+
+
 def build(name, saver):
+    if name == "sends":
+        g = StateGraph(Work)
+        g.add_node("worker", lambda s: {"done": [s["item"] * 10]})
+        g.add_conditional_edges(START, lambda s: [Send("worker", {"item": i}) for i in s["items"]])
+        return g.compile(checkpointer=saver), {"items": [1, 2, 3], "done": []}
+    if name == "command":
+        g = StateGraph(Route)
+        g.add_node("router", lambda s: Command(update={"log": ["router"]}, goto="right"))
+        for n in ["left", "right"]:
+            g.add_node(n, (lambda n: lambda s: {"log": [n]})(n))
+        g.add_edge(START, "router")
+        return g.compile(checkpointer=saver), {"log": [], "go_left": False}
     if name == "seed":
         g = StateGraph(Seed)
         g.add_node("node_a", lambda s: {"foo": "a", "bar": ["a"]})

@@ -63,6 +63,8 @@ pub(crate) struct Task {
     pub(crate) path: Vec<String>,
     pub(crate) triggers: Vec<String>,
     pub(crate) writes: Vec<(String, Value)>,
+    /// A `Send`'s argument: the task's whole input instead of the state.
+    pub(crate) input: Option<Value>,
 }
 
 impl Task {
@@ -141,8 +143,76 @@ pub(crate) fn prepare_pull_tasks(
             path: vec![PULL.to_owned(), node.name.to_owned()],
             triggers,
             writes: Vec::new(),
+            input: None,
         });
     }
+    tasks
+}
+
+/// `"__pregel_push"`: a task created by a `Send`.
+pub(crate) const PUSH: &str = "__pregel_push";
+
+/// LangGraph's PUSH tasks: one per `Send` packet in `__pregel_tasks`, in order, for nodes that
+/// exist.
+pub(crate) fn prepare_push_tasks(
+    checkpoint: &Checkpoint,
+    channels: &Channels,
+    node_names: &[&str],
+    step: i64,
+    ns: &str,
+) -> Vec<Task> {
+    let Some(Value::List(packets)) = channels
+        .get(reserved::TASKS)
+        .filter(|c| c.is_available())
+        .and_then(Channel::get)
+    else {
+        return Vec::new();
+    };
+    let step_str = step.to_string();
+    let mut tasks = Vec::new();
+    for (idx, packet) in packets.iter().enumerate() {
+        let Some((node, arg)) = crate::node::parse_send(packet) else {
+            continue;
+        };
+        if !node_names.contains(&node.as_str()) {
+            continue;
+        }
+        let task_ns = if ns.is_empty() {
+            node.clone()
+        } else {
+            format!("{ns}|{node}")
+        };
+        let idx_str = idx.to_string();
+        let id = task_id(
+            &checkpoint.id,
+            &[&task_ns, &step_str, &node, PUSH, &idx_str],
+        );
+        tasks.push(Task {
+            id,
+            name: node,
+            path: vec![PUSH.to_owned(), format!("{idx:010}"), format!("{:010}", 0)],
+            triggers: vec![PUSH.to_owned()],
+            writes: Vec::new(),
+            input: Some(arg),
+        });
+    }
+    tasks
+}
+
+/// PUSH tasks, then PULL tasks: everything that runs in `step`.
+pub(crate) fn prepare_next_tasks(
+    checkpoint: &Checkpoint,
+    channels: &Channels,
+    nodes: &[NodeTriggers<'_>],
+    step: i64,
+    ns: &str,
+    candidates: Option<&BTreeSet<String>>,
+) -> Vec<Task> {
+    let names: Vec<&str> = nodes.iter().map(|n| n.name).collect();
+    let mut tasks = prepare_push_tasks(checkpoint, channels, &names, step, ns);
+    tasks.extend(prepare_pull_tasks(
+        checkpoint, channels, nodes, step, ns, candidates,
+    ));
     tasks
 }
 
@@ -333,6 +403,16 @@ mod tests {
             &["node_b", "2", "node_b", PULL, "branch:to:node_b"],
         );
         assert_eq!(id, "49072b71-e9e1-2ed4-3868-9a6b0b5622de");
+    }
+
+    #[test]
+    fn push_task_id_matches_langgraph() {
+        // From the fixture written by Python: Send to `worker`, packet 0, checkpoint step 0.
+        let id = task_id(
+            "1f1e66f1-c5c8-6784-8000-44fdec84abc5",
+            &["worker", "1", "worker", PUSH, "0"],
+        );
+        assert_eq!(id, "bee19556-3da7-f9ee-cb65-c62735e38e7c");
     }
 
     #[test]

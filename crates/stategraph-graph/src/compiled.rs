@@ -1,20 +1,20 @@
 //! `CompiledGraph`: a validated graph, ready to run, with its checkpointer.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
-use stategraph_checkpoint::{CheckpointSaver, CheckpointTuple, NULL_TASK_ID, Value, channels};
+use stategraph_checkpoint::{CheckpointSaver, CheckpointTuple, Map, NULL_TASK_ID, Value, channels};
 
 use crate::algo::{
     self, Channels, INPUT, NodeTriggers, Task, apply_writes, channels_from_checkpoint,
-    prepare_pull_tasks,
+    prepare_next_tasks,
 };
 use crate::channel::ChannelSpec;
 use crate::config::{PregelTask, RunConfig, StateSnapshot};
 use crate::error::{GraphError, NodeError};
-use crate::graph::{Branch, END, branch_channel};
-use crate::node::NodeFn;
+use crate::graph::{Branch, END, START, branch_channel};
+use crate::node::{Goto, NodeFn, send_value};
 use crate::state::{Schema, State, Values};
 
 /// A node of the compiled graph: a user node, or the built-in `__start__` (`run: None`).
@@ -176,28 +176,62 @@ impl<S: State> CompiledGraph<S> {
         }
         let state = S::from_values(&self.read_values(&fresh)).map_err(NodeError::from)?;
         for branch in &edges.branches {
-            for key in (branch.path)(&state)? {
-                let dest = match &branch.path_map {
-                    Some(m) => m.get(&key).cloned().ok_or_else(|| {
-                        NodeError::new(format!(
-                            "conditional edge from `{node}` returned `{key}`, which is not in its \
-                             path map"
-                        ))
-                    })?,
-                    None => key,
-                };
-                if dest == END {
-                    continue;
+            let routes = (branch.path)(&state)?;
+            out.extend(self.goto_writes(node, routes, branch.path_map.as_ref())?);
+        }
+        Ok(out)
+    }
+
+    /// Writes for routes: `branch:to:X` for a node (through `path_map` if given; nothing for
+    /// `END`), a `__pregel_tasks` packet for a `Send`.
+    pub(crate) fn goto_writes(
+        &self,
+        from: &str,
+        routes: Vec<Goto<S::Update>>,
+        path_map: Option<&BTreeMap<String, String>>,
+    ) -> Result<Vec<(String, Value)>, NodeError> {
+        let mut out = Vec::new();
+        for route in routes {
+            match route {
+                Goto::Node(key) => {
+                    let dest = match path_map {
+                        Some(m) => m.get(&key).cloned().ok_or_else(|| {
+                            NodeError::new(format!(
+                                "conditional edge from `{from}` returned `{key}`, which is not in \
+                                 its path map"
+                            ))
+                        })?,
+                        None => key,
+                    };
+                    if dest == END {
+                        continue;
+                    }
+                    self.check_node(from, &dest)?;
+                    out.push((branch_channel(&dest), Value::Null));
                 }
-                if !self.nodes.iter().any(|n| n.name == dest) {
-                    return Err(NodeError::new(format!(
-                        "conditional edge from `{node}` chose unknown node `{dest}`"
-                    )));
+                Goto::Send(send) => {
+                    self.check_node(from, &send.node)?;
+                    let arg: Map = S::into_writes(send.arg)
+                        .map_err(NodeError::from)?
+                        .into_iter()
+                        .collect();
+                    out.push((
+                        channels::TASKS.to_owned(),
+                        send_value(&send.node, Value::Map(arg)),
+                    ));
                 }
-                out.push((branch_channel(&dest), Value::Null));
             }
         }
         Ok(out)
+    }
+
+    fn check_node(&self, from: &str, dest: &str) -> Result<(), NodeError> {
+        if dest == START || !self.nodes.iter().any(|n| n.name == dest) {
+            return Err(NodeError::new(format!(
+                "`{from}` routed to unknown node `{dest}`"
+            )));
+        }
+        Ok(())
     }
 
     /// Validates a node's state writes: every key must be a state key.
@@ -279,6 +313,7 @@ impl<S: State> CompiledGraph<S> {
                 path: Vec::new(),
                 triggers: Vec::new(),
                 writes: null_writes,
+                input: None,
             };
             apply_writes(
                 &mut checkpoint,
@@ -289,7 +324,7 @@ impl<S: State> CompiledGraph<S> {
             )?;
         }
         let step = saved.metadata.step.unwrap_or(-1) + 1;
-        let mut tasks = prepare_pull_tasks(
+        let mut tasks = prepare_next_tasks(
             &checkpoint,
             &channels,
             &self.node_triggers(),

@@ -5,8 +5,9 @@ use stategraph_checkpoint::{CheckpointConfig, CheckpointMetadata};
 
 use crate::state::Values;
 
-/// LangGraph's default recursion limit (super-steps per run).
-pub const DEFAULT_RECURSION_LIMIT: usize = 25;
+/// LangGraph's default recursion limit (super-steps per run): 10007 in langgraph 1.2 (it was
+/// 25 in older versions).
+pub const DEFAULT_RECURSION_LIMIT: usize = 10_007;
 
 /// The config of one run or state query: which thread and checkpoint, plus free keys.
 #[derive(Clone, Debug, PartialEq)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::channel::ChannelSpec;
 use crate::compiled::{CompiledGraph, Edges, PregelNode};
 use crate::error::{GraphError, NodeError};
-use crate::node::{BranchFn, NodeContext, NodeFn, NodeOutput, node_fn};
+use crate::node::{BranchFn, Goto, NodeContext, NodeFn, NodeOutput, node_fn};
 use crate::state::{Schema, State};
 
 /// The virtual first node: edges from `START` choose the entry nodes.
@@ -38,6 +38,8 @@ pub struct StateGraph<S: State> {
     edges: Vec<(String, String)>,
     joins: Vec<(Vec<String>, String)>,
     branches: Vec<(String, Branch<S>)>,
+    /// Where each node's `Command`s may route (LangGraph's `destinations=`).
+    destinations: Vec<(String, Vec<String>)>,
 }
 
 impl<S: State> Default for StateGraph<S> {
@@ -60,6 +62,7 @@ impl<S: State> StateGraph<S> {
             edges: Vec::new(),
             joins: Vec::new(),
             branches: Vec::new(),
+            destinations: Vec::new(),
         }
     }
 
@@ -78,6 +81,19 @@ impl<S: State> StateGraph<S> {
     /// Adds an edge: after `from` runs, `to` runs in the next step (`START`/`END` allowed).
     pub fn add_edge(&mut self, from: impl Into<String>, to: impl Into<String>) -> &mut Self {
         self.edges.push((from.into(), to.into()));
+        self
+    }
+
+    /// Declares the nodes a node's [`Command`](crate::Command)s may route to (LangGraph's
+    /// `destinations=`). Only validation uses it: without it, a node reached only through
+    /// commands would be reported as one that can never run.
+    pub fn add_destinations<I, T>(&mut self, node: impl Into<String>, to: I) -> &mut Self
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        self.destinations
+            .push((node.into(), to.into_iter().map(Into::into).collect()));
         self
     }
 
@@ -101,7 +117,7 @@ impl<S: State> StateGraph<S> {
         path_map: Option<BTreeMap<String, String>>,
     ) -> &mut Self
     where
-        F: Fn(&S) -> Result<Vec<String>, NodeError> + Send + Sync + 'static,
+        F: Fn(&S) -> Result<Vec<Goto<S::Update>>, NodeError> + Send + Sync + 'static,
     {
         self.branches.push((
             from.into(),
@@ -232,6 +248,14 @@ impl<S: State> StateGraph<S> {
                 return invalid(format!("join edge: unknown target node `{to}`"));
             }
         }
+        for (from, to) in &self.destinations {
+            if !known.contains(from.as_str()) {
+                return invalid(format!("destinations of unknown node `{from}`"));
+            }
+            if let Some(t) = to.iter().find(|t| !is_target(t)) {
+                return invalid(format!("node `{from}` declares unknown destination `{t}`"));
+            }
+        }
         for (from, branch) in &self.branches {
             if !is_source(from) {
                 return invalid(format!("conditional edge from unknown node `{from}`"));
@@ -261,6 +285,11 @@ impl<S: State> StateGraph<S> {
                     .filter(|(f, _)| f.iter().any(|x| x == n))
                     .map(|(_, t)| t.as_str()),
             );
+            for (f, to) in &self.destinations {
+                if f == n {
+                    next.extend(to.iter().map(String::as_str));
+                }
+            }
             for (f, b) in &self.branches {
                 if f == n {
                     match &b.path_map {

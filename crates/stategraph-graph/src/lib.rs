@@ -47,6 +47,6 @@ pub use config::{DEFAULT_RECURSION_LIMIT, PregelTask, RunConfig, StateSnapshot};
 pub use error::{GraphError, NodeError};
 pub use graph::{END, START, StateGraph};
 pub use messages::REMOVE_ALL_MESSAGES;
-pub use node::{NodeContext, NodeFuture, NodeOutput};
+pub use node::{Command, Goto, NodeContext, NodeFuture, NodeOutput, Send};
 pub use state::{DynState, Schema, State, Values, from_value, to_value};
 pub use update::AS_COPY;

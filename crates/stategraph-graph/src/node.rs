@@ -16,6 +16,89 @@ pub enum NodeOutput<U> {
     Update(U),
     /// No update (LangGraph: the node returned `None`).
     Empty,
+    /// An update plus where to go next.
+    Command(Command<U>),
+    /// Raw channel writes (used by subgraph nodes).
+    Writes(Vec<(String, stategraph_checkpoint::Value)>),
+}
+
+/// A message to run `node` with `arg` as its whole input (LangGraph's `Send`), for map-reduce
+/// fan-outs: each `Send` becomes its own task in the next super-step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Send<U> {
+    /// The node to run.
+    pub node: String,
+    /// Its input, instead of the graph state.
+    pub arg: U,
+}
+
+impl<U> Send<U> {
+    /// A `Send` to `node` with input `arg`.
+    pub fn new(node: impl Into<String>, arg: U) -> Self {
+        Self {
+            node: node.into(),
+            arg,
+        }
+    }
+}
+
+/// Where control goes next: a node by name (or `END`), or a [`Send`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Goto<U> {
+    /// Run this node in the next step (`END`: nothing).
+    Node(String),
+    /// Run a node with its own input in the next step.
+    Send(Send<U>),
+}
+
+impl<U> From<&str> for Goto<U> {
+    fn from(s: &str) -> Self {
+        Goto::Node(s.to_owned())
+    }
+}
+impl<U> From<String> for Goto<U> {
+    fn from(s: String) -> Self {
+        Goto::Node(s)
+    }
+}
+impl<U> From<Send<U>> for Goto<U> {
+    fn from(s: Send<U>) -> Self {
+        Goto::Send(s)
+    }
+}
+
+/// A node's combined answer (LangGraph's `Command`): a state update and where to go next,
+/// in addition to the node's static edges.
+#[derive(Clone, Debug)]
+pub struct Command<U> {
+    /// The state update, if any.
+    pub update: Option<U>,
+    /// Nodes (or `Send`s) to run next.
+    pub goto: Vec<Goto<U>>,
+}
+
+impl<U> Command<U> {
+    /// A command that only routes.
+    pub fn goto(goto: impl Into<Goto<U>>) -> Self {
+        Self {
+            update: None,
+            goto: vec![goto.into()],
+        }
+    }
+
+    /// A command that updates and routes.
+    pub fn update_and_goto(update: U, goto: impl IntoIterator<Item = Goto<U>>) -> Self {
+        Self {
+            update: Some(update),
+            goto: goto.into_iter().collect(),
+        }
+    }
+}
+
+impl<U> From<Command<U>> for NodeOutput<U> {
+    fn from(c: Command<U>) -> Self {
+        NodeOutput::Command(c)
+    }
 }
 
 impl<U> From<U> for NodeOutput<U> {
@@ -25,15 +108,18 @@ impl<U> From<U> for NodeOutput<U> {
 }
 
 /// The boxed future a node runs.
-pub type NodeFuture<U> = Pin<Box<dyn Future<Output = Result<NodeOutput<U>, NodeError>> + Send>>;
+pub type NodeFuture<U> =
+    Pin<Box<dyn Future<Output = Result<NodeOutput<U>, NodeError>> + std::marker::Send>>;
 
 /// A node: takes the super-step's shared state snapshot and its context.
 pub(crate) type NodeFn<S> =
-    Arc<dyn Fn(Arc<S>, NodeContext) -> NodeFuture<<S as State>::Update> + Send + Sync>;
+    Arc<dyn Fn(Arc<S>, NodeContext) -> NodeFuture<<S as State>::Update> + std::marker::Send + Sync>;
 
 /// A conditional edge's routing function: the state (with the node's own update applied)
-/// → route keys (node names, or keys of the path map; `__end__` to stop).
-pub(crate) type BranchFn<S> = Arc<dyn Fn(&S) -> Result<Vec<String>, NodeError> + Send + Sync>;
+/// → routes (node names or path-map keys, `__end__` to stop, or [`Send`]s).
+pub(crate) type BranchFn<S> = Arc<
+    dyn Fn(&S) -> Result<Vec<Goto<<S as State>::Update>>, NodeError> + std::marker::Send + Sync,
+>;
 
 /// What a running node can see besides the state.
 #[derive(Clone, Debug)]
@@ -52,12 +138,42 @@ pub struct NodeContext {
 pub(crate) fn node_fn<S, F, Fut, O>(f: F) -> NodeFn<S>
 where
     S: State,
-    F: Fn(Arc<S>, NodeContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<O, NodeError>> + Send + 'static,
+    F: Fn(Arc<S>, NodeContext) -> Fut + std::marker::Send + Sync + 'static,
+    Fut: Future<Output = Result<O, NodeError>> + std::marker::Send + 'static,
     O: Into<NodeOutput<S::Update>>,
 {
     Arc::new(move |state, ctx| {
         let fut = f(state, ctx);
         Box::pin(async move { fut.await.map(Into::into) })
     })
+}
+
+/// A `Send` as LangGraph stores it: ext 1, `["langgraph.types", "Send", [node, arg]]`.
+pub(crate) fn send_value(
+    node: &str,
+    arg: stategraph_checkpoint::Value,
+) -> stategraph_checkpoint::Value {
+    use stategraph_checkpoint::{Ext, ExtCode, Value};
+    Value::Ext(Ext::python(
+        ExtCode::ConstructorPosArgs,
+        "langgraph.types",
+        "Send",
+        Value::List(vec![Value::from(node), arg]),
+    ))
+}
+
+/// Reads a stored `Send`: its node and argument.
+pub(crate) fn parse_send(
+    v: &stategraph_checkpoint::Value,
+) -> Option<(String, stategraph_checkpoint::Value)> {
+    let stategraph_checkpoint::Value::Ext(e) = v else {
+        return None;
+    };
+    let obj = e.py_object().ok().flatten()?;
+    if obj.class != "Send" {
+        return None;
+    }
+    let parts = obj.data.as_list()?;
+    let node = parts.first()?.as_str()?.to_owned();
+    Some((node, parts.get(1).cloned().unwrap_or_default()))
 }

@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 
 use crate::algo::{
     Channels, INPUT, INTERRUPT, Task, apply_writes, channels_from_checkpoint, create_checkpoint,
-    new_versions, prepare_pull_tasks,
+    new_versions, prepare_next_tasks,
 };
 use crate::compiled::CompiledGraph;
 use crate::config::RunConfig;
@@ -19,6 +19,17 @@ use crate::error::{GraphError, NodeError};
 use crate::graph::START;
 use crate::node::{NodeContext, NodeOutput};
 use crate::state::{State, Values};
+
+/// A `Send` argument as state values (a map of keys; anything else is empty).
+fn arg_values(arg: &Value) -> Values {
+    match arg {
+        Value::Map(m) => m
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str()?.to_owned(), v.clone())))
+            .collect(),
+        _ => Values::new(),
+    }
+}
 
 /// A finished node: its task's index and what it returned.
 type TaskOutcome<S> = (usize, Result<NodeOutput<<S as State>::Update>, NodeError>);
@@ -37,6 +48,8 @@ struct Run<'g, S: State> {
     pending_writes: Vec<PendingWrite>,
     updated_channels: Option<BTreeSet<String>>,
     parents: std::collections::BTreeMap<String, String>,
+    /// LangGraph's `stop`: step at start + recursion limit + 1; a tick beyond it fails.
+    stop: i64,
 }
 
 impl<S: State> CompiledGraph<S> {
@@ -86,6 +99,13 @@ impl<S: State> CompiledGraph<S> {
             ),
         };
         let channels = channels_from_checkpoint(&self.channel_specs, &checkpoint);
+        let limit = i64::try_from(config.recursion_limit).unwrap_or(i64::MAX);
+        if limit < 1 {
+            return Err(GraphError::InvalidConfig(
+                "recursion_limit must be at least 1".into(),
+            ));
+        }
+        let stop = step.saturating_add(limit).saturating_add(1);
         Ok(Run {
             graph: self,
             config: Arc::new(config),
@@ -98,6 +118,7 @@ impl<S: State> CompiledGraph<S> {
             pending_writes,
             updated_channels: None,
             parents: Default::default(),
+            stop,
         })
     }
 }
@@ -125,7 +146,7 @@ impl<S: State> Run<'_, S> {
         let writes = S::input_writes(update)?;
         self.graph.check_state_writes(&writes)?;
         let input: Map = writes.into_iter().collect();
-        let discard = prepare_pull_tasks(
+        let discard = prepare_next_tasks(
             &self.checkpoint,
             &self.channels,
             &self.graph.node_triggers(),
@@ -139,6 +160,7 @@ impl<S: State> Run<'_, S> {
             path: Vec::new(),
             triggers: Vec::new(),
             writes: vec![(START.to_owned(), Value::Map(input))],
+            input: None,
         };
         let mut all: Vec<&Task> = discard.iter().collect();
         all.push(&input_task);
@@ -173,6 +195,7 @@ impl<S: State> Run<'_, S> {
                 path: Vec::new(),
                 triggers: Vec::new(),
                 writes: null_writes,
+                input: None,
             };
             self.apply(&[&task])?;
         }
@@ -246,8 +269,12 @@ impl<S: State> Run<'_, S> {
     }
 
     async fn run_loop(&mut self) -> Result<(), GraphError> {
-        let stop = self.step + i64::try_from(self.config.recursion_limit).unwrap_or(i64::MAX);
         loop {
+            if self.step > self.stop {
+                return Err(GraphError::RecursionLimit {
+                    limit: self.config.recursion_limit,
+                });
+            }
             let candidates = self.updated_channels.as_ref().map(|u| {
                 u.iter()
                     .filter_map(|ch| self.graph.trigger_to_nodes.get(ch))
@@ -255,7 +282,7 @@ impl<S: State> Run<'_, S> {
                     .cloned()
                     .collect::<BTreeSet<String>>()
             });
-            let mut tasks = prepare_pull_tasks(
+            let mut tasks = prepare_next_tasks(
                 &self.checkpoint,
                 &self.channels,
                 &self.graph.node_triggers(),
@@ -265,11 +292,6 @@ impl<S: State> Run<'_, S> {
             );
             if tasks.is_empty() {
                 return Ok(());
-            }
-            if self.step > stop {
-                return Err(GraphError::RecursionLimit {
-                    limit: self.config.recursion_limit,
-                });
             }
             self.reuse_finished_writes(&mut tasks);
             self.execute(&mut tasks).await?;
@@ -332,9 +354,11 @@ impl<S: State> Run<'_, S> {
             else {
                 continue;
             };
-            let s = match &state {
-                Some(s) => Arc::clone(s),
-                None => {
+            let s = match (&task.input, &state) {
+                // A `Send`'s task reads its own argument, not the graph state.
+                (Some(arg), _) => Arc::new(S::from_values(&arg_values(arg))?),
+                (None, Some(s)) => Arc::clone(s),
+                (None, None) => {
                     let s = Arc::new(S::from_values(&values)?);
                     state = Some(Arc::clone(&s));
                     s
@@ -385,15 +409,21 @@ impl<S: State> Run<'_, S> {
         node: &str,
         output: NodeOutput<S::Update>,
     ) -> Result<Vec<(String, Value)>, NodeError> {
-        let mut writes = match output {
-            NodeOutput::Update(u) => S::into_writes(u).map_err(NodeError::from)?,
-            NodeOutput::Empty => Vec::new(),
+        let (mut writes, goto) = match output {
+            NodeOutput::Update(u) => (S::into_writes(u).map_err(NodeError::from)?, Vec::new()),
+            NodeOutput::Empty => (Vec::new(), Vec::new()),
+            NodeOutput::Writes(w) => (w, Vec::new()),
+            NodeOutput::Command(c) => match c.update {
+                Some(u) => (S::into_writes(u).map_err(NodeError::from)?, c.goto),
+                None => (Vec::new(), c.goto),
+            },
         };
         self.graph
             .check_state_writes(&writes)
             .map_err(NodeError::from)?;
-        let edges = self.graph.edge_writes(node, &self.channels, &writes)?;
-        writes.extend(edges);
+        let own = writes.clone();
+        writes.extend(self.graph.goto_writes(node, goto, None)?);
+        writes.extend(self.graph.edge_writes(node, &self.channels, &own)?);
         Ok(writes)
     }
 

@@ -6,7 +6,7 @@ use stategraph_checkpoint::{
 
 use crate::algo::{
     INTERRUPT, Task, apply_writes, channels_from_checkpoint, create_checkpoint, new_versions,
-    prepare_pull_tasks, task_path_str,
+    prepare_next_tasks, task_path_str,
 };
 use crate::compiled::CompiledGraph;
 use crate::config::RunConfig;
@@ -79,7 +79,7 @@ impl<S: State> CompiledGraph<S> {
 
         // The pseudo-task's id: the prepared task of `as_node` if there is one, else
         // uuid5(checkpoint id, "__interrupt__").
-        let prepared = prepare_pull_tasks(
+        let prepared = prepare_next_tasks(
             &checkpoint,
             &channels,
             &self.node_triggers(),
@@ -98,6 +98,7 @@ impl<S: State> CompiledGraph<S> {
             path: vec![INTERRUPT.to_owned(), format!("{:010}", 0)],
             triggers: vec![INTERRUPT.to_owned()],
             writes,
+            input: None,
         };
         let next = |cur: Option<&ChannelVersion>| saver.get_next_version(cur);
         apply_writes(

@@ -9,10 +9,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::Command as Process;
 use std::sync::Arc;
 
 use serde_json::{Value as Json, json};
+use stategraph::graph::{Command, Send};
 use stategraph::prelude::*;
 use stategraph::{CheckpointSaver, StateSnapshot};
 
@@ -67,6 +68,50 @@ fn route_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Route> {
     g.compile().unwrap().with_checkpointer(saver)
 }
 
+#[derive(State, Clone, Debug, Default)]
+struct Work {
+    items: Vec<i64>,
+    #[reducer(append)]
+    done: Vec<i64>,
+    item: i64,
+}
+
+fn sends_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Work> {
+    let mut g = StateGraph::<Work>::new();
+    g.add_node("worker", |s: Arc<Work>, _c| async move {
+        Ok(WorkUpdate::default().done(vec![s.item * 10]))
+    });
+    g.add_conditional_edges(
+        START,
+        |s: &Work| {
+            Ok(s.items
+                .iter()
+                .map(|i| Send::new("worker", WorkUpdate::default().item(*i)).into())
+                .collect())
+        },
+        None,
+    );
+    g.compile().unwrap().with_checkpointer(saver)
+}
+
+fn command_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Route> {
+    let mut g = StateGraph::<Route>::new();
+    g.add_node("router", |_s: Arc<Route>, _c| async {
+        Ok(Command::update_and_goto(
+            RouteUpdate::default().log(vec!["router".to_owned()]),
+            ["right".into()],
+        ))
+    });
+    for n in ["left", "right"] {
+        g.add_node(n, move |_s: Arc<Route>, _c| async move {
+            Ok(RouteUpdate::default().log(vec![n.to_owned()]))
+        });
+    }
+    g.add_edge(START, "router")
+        .add_destinations("router", ["left", "right"]);
+    g.compile().unwrap().with_checkpointer(saver)
+}
+
 fn python() -> PathBuf {
     let candidate = std::env::var_os("STATEGRAPH_PYTHON")
         .map(PathBuf::from)
@@ -87,7 +132,7 @@ fn python() -> PathBuf {
 fn py(db: &Path, graph: &str, thread: &str, actions: &[&str]) -> Json {
     let script =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/interop/seed_graph.py");
-    let out = Command::new(python())
+    let out = Process::new(python())
         .arg(script)
         .arg(db)
         .arg(graph)
@@ -218,6 +263,36 @@ async fn conditional_edge_threads_are_shared_with_python() {
             RouteUpdate::default()
                 .log(Vec::<String>::new())
                 .go_left(true)
+        },
+        8,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn send_fan_out_threads_are_shared_with_python() {
+    check(
+        "sends",
+        sends_graph,
+        || {
+            WorkUpdate::default()
+                .items(vec![1, 2, 3])
+                .done(Vec::<i64>::new())
+        },
+        6,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn command_threads_are_shared_with_python() {
+    check(
+        "command",
+        command_graph,
+        || {
+            RouteUpdate::default()
+                .log(Vec::<String>::new())
+                .go_left(false)
         },
         8,
     )
