@@ -6,7 +6,8 @@ GRAPH: `seed` (START → node_a → node_b → END, foo last value, bar list wit
 `route` (START → decide → left|right by a conditional edge on `go_left`, then END), `sends`
 (a conditional edge from START sends one `Send("worker", {"item": i})` per item; workers
 append `item * 10` to `done`) or `command` (START → router, which returns
-`Command(update={"log": ["router"]}, goto="right")`).
+`Command(update={"log": ["router"]}, goto="right")`) or `sub` (START → sub → after, where
+`sub` is a compiled subgraph one → two over the same state).
 ACTIONS, in order: `run` (invoke with the graph's standard input), `resume` (invoke(None)),
 `history` (print get_state_history as JSON), `state` (print get_state as JSON).
 
@@ -48,6 +49,18 @@ def build(name, saver):
         g.add_node("worker", lambda s: {"done": [s["item"] * 10]})
         g.add_conditional_edges(START, lambda s: [Send("worker", {"item": i}) for i in s["items"]])
         return g.compile(checkpointer=saver), {"items": [1, 2, 3], "done": []}
+    if name == "sub":
+        inner = StateGraph(Route)
+        inner.add_node("one", lambda s: {"log": ["sub-one"]})
+        inner.add_node("two", lambda s: {"log": ["sub-two"]})
+        inner.add_edge(START, "one")
+        inner.add_edge("one", "two")
+        g = StateGraph(Route)
+        g.add_node("sub", inner.compile())
+        g.add_node("after", lambda s: {"log": ["after"]})
+        g.add_edge(START, "sub")
+        g.add_edge("sub", "after")
+        return g.compile(checkpointer=saver), {"log": [], "go_left": True}
     if name == "command":
         g = StateGraph(Route)
         g.add_node("router", lambda s: Command(update={"log": ["router"]}, goto="right"))

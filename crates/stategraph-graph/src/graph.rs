@@ -78,6 +78,47 @@ impl<S: State> StateGraph<S> {
         self
     }
 
+    /// Adds a compiled graph as a node. Each time the node runs, the subgraph runs as a whole
+    /// on the parent's state (the keys the two states share), checkpointing into the parent's
+    /// thread under its own namespace `node:task_id` (with `parents` metadata pointing at the
+    /// parent's checkpoint), and its final values for the shared keys become the node's update.
+    pub fn add_subgraph<S2: State>(
+        &mut self,
+        name: impl Into<String>,
+        subgraph: CompiledGraph<S2>,
+    ) -> &mut Self {
+        let sub = Arc::new(subgraph);
+        let parent_keys: Vec<String> = self.schema.keys().map(str::to_owned).collect();
+        let run: NodeFn<S> = Arc::new(move |_state: Arc<S>, ctx: NodeContext| {
+            let sub = Arc::clone(&sub);
+            let parent_keys = parent_keys.clone();
+            Box::pin(async move {
+                let input: stategraph_checkpoint::Map = sub
+                    .schema
+                    .keys()
+                    .filter_map(|k| ctx.values.get(k).map(|v| (k.to_owned(), v.clone())))
+                    .collect();
+                let mut config = (*ctx.config).clone();
+                config.checkpoint_ns = ctx.checkpoint_ns.clone();
+                config.checkpoint_id = None;
+                let saver = sub.checkpointer.clone().or_else(|| ctx.saver.clone());
+                let out = sub
+                    .run_with(Some(input), config, saver, (*ctx.parents).clone())
+                    .await
+                    .map_err(NodeError::from)?;
+                let writes = sub
+                    .schema
+                    .keys()
+                    .filter(|k| parent_keys.iter().any(|p| p == k))
+                    .filter_map(|k| out.get(k).map(|v| (k.to_owned(), v.clone())))
+                    .collect();
+                Ok(NodeOutput::Writes(writes))
+            })
+        });
+        self.nodes.push((name.into(), run));
+        self
+    }
+
     /// Adds an edge: after `from` runs, `to` runs in the next step (`START`/`END` allowed).
     pub fn add_edge(&mut self, from: impl Into<String>, to: impl Into<String>) -> &mut Self {
         self.edges.push((from.into(), to.into()));

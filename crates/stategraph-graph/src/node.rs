@@ -122,7 +122,7 @@ pub(crate) type BranchFn<S> = Arc<
 >;
 
 /// What a running node can see besides the state.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct NodeContext {
     /// The node's name.
     pub node: String,
@@ -132,6 +132,32 @@ pub struct NodeContext {
     pub step: i64,
     /// The run's config, including any `configurable` keys (e.g. `user_id`).
     pub config: Arc<RunConfig>,
+    /// The step's state as raw values (shared, not copied).
+    pub(crate) values: Arc<crate::state::Values>,
+    /// The run's checkpointer, inherited by subgraphs.
+    pub(crate) saver: Option<Arc<dyn stategraph_checkpoint::CheckpointSaver>>,
+    /// The namespace a subgraph run by this task checkpoints under (`node:task_id`).
+    pub(crate) checkpoint_ns: String,
+    /// The enclosing graphs' checkpoint ids, for a subgraph's `parents` metadata.
+    pub(crate) parents: Arc<std::collections::BTreeMap<String, String>>,
+}
+
+impl NodeContext {
+    /// The namespace a subgraph started by this task checkpoints under (`node:task_id`).
+    pub fn checkpoint_ns(&self) -> &str {
+        &self.checkpoint_ns
+    }
+}
+
+impl std::fmt::Debug for NodeContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeContext")
+            .field("node", &self.node)
+            .field("task_id", &self.task_id)
+            .field("step", &self.step)
+            .field("checkpoint_ns", &self.checkpoint_ns)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Wraps an async closure as a node.

@@ -1,6 +1,6 @@
 //! The Pregel loop: super-steps, each checkpointed exactly when LangGraph checkpoints.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use stategraph_checkpoint::{
@@ -47,7 +47,7 @@ struct Run<'g, S: State> {
     previous_versions: ChannelVersions,
     pending_writes: Vec<PendingWrite>,
     updated_channels: Option<BTreeSet<String>>,
-    parents: std::collections::BTreeMap<String, String>,
+    parents: BTreeMap<String, String>,
     /// LangGraph's `stop`: step at start + recursion limit + 1; a tick beyond it fails.
     stop: i64,
 }
@@ -60,17 +60,42 @@ impl<S: State> CompiledGraph<S> {
         input: Option<S::Update>,
         config: RunConfig,
     ) -> Result<Values, GraphError> {
-        let mut run = self.start(config).await?;
+        let input = match input {
+            Some(update) => {
+                let writes = S::input_writes(update)?;
+                self.check_state_writes(&writes)?;
+                Some(writes.into_iter().collect())
+            }
+            None => None,
+        };
+        self.run_with(input, config, self.checkpointer.clone(), Default::default())
+            .await
+    }
+
+    /// Runs with raw input values, a given saver and the enclosing graphs' checkpoint ids
+    /// (how a subgraph runs inside its parent's task).
+    pub(crate) async fn run_with(
+        &self,
+        input: Option<Map>,
+        config: RunConfig,
+        saver: Option<Arc<dyn CheckpointSaver>>,
+        parents: BTreeMap<String, String>,
+    ) -> Result<Values, GraphError> {
+        let mut run = self.start(config, saver, parents).await?;
         match input {
-            Some(update) => run.first_input(update).await?,
+            Some(input) => run.first_input(input).await?,
             None => run.first_resume().await?,
         }
         run.run_loop().await?;
         Ok(self.read_values(&run.channels))
     }
 
-    async fn start(&self, config: RunConfig) -> Result<Run<'_, S>, GraphError> {
-        let saver = self.checkpointer.clone();
+    async fn start(
+        &self,
+        config: RunConfig,
+        saver: Option<Arc<dyn CheckpointSaver>>,
+        parents: BTreeMap<String, String>,
+    ) -> Result<Run<'_, S>, GraphError> {
         let (saved, checkpoint_config) = match &saver {
             Some(s) => {
                 let thread = self.thread_of(&config)?;
@@ -117,7 +142,7 @@ impl<S: State> CompiledGraph<S> {
             previous_versions,
             pending_writes,
             updated_channels: None,
-            parents: Default::default(),
+            parents,
             stop,
         })
     }
@@ -142,10 +167,7 @@ impl<S: State> Run<'_, S> {
 
     /// New input: discard the tasks pending on the loaded checkpoint, write the input to
     /// `__start__`, save the `input` checkpoint.
-    async fn first_input(&mut self, update: S::Update) -> Result<(), GraphError> {
-        let writes = S::input_writes(update)?;
-        self.graph.check_state_writes(&writes)?;
-        let input: Map = writes.into_iter().collect();
+    async fn first_input(&mut self, input: Map) -> Result<(), GraphError> {
         let discard = prepare_next_tasks(
             &self.checkpoint,
             &self.channels,
@@ -332,7 +354,13 @@ impl<S: State> Run<'_, S> {
 
     /// Runs every task without writes concurrently; saves each task's writes as it finishes.
     async fn execute(&mut self, tasks: &mut [Task]) -> Result<(), GraphError> {
-        let values = self.graph.read_values(&self.channels);
+        let values = Arc::new(self.graph.read_values(&self.channels));
+        // What a subgraph started by a task of this step records as its parents.
+        let mut child_parents = self.parents.clone();
+        if let Some(id) = &self.checkpoint_config.checkpoint_id {
+            child_parents.insert(self.checkpoint_config.checkpoint_ns.clone(), id.clone());
+        }
+        let child_parents = Arc::new(child_parents);
         let mut state: Option<Arc<S>> = None;
         let mut set: JoinSet<TaskOutcome<S>> = JoinSet::new();
         let mut first_error: Option<GraphError> = None;
@@ -359,16 +387,29 @@ impl<S: State> Run<'_, S> {
                 (Some(arg), _) => Arc::new(S::from_values(&arg_values(arg))?),
                 (None, Some(s)) => Arc::clone(s),
                 (None, None) => {
-                    let s = Arc::new(S::from_values(&values)?);
+                    let s = Arc::new(S::from_values(values.as_ref())?);
                     state = Some(Arc::clone(&s));
                     s
                 }
+            };
+            let ns = &self.checkpoint_config.checkpoint_ns;
+            let task_ns = if ns.is_empty() {
+                format!("{}:{}", task.name, task.id)
+            } else {
+                format!("{ns}|{}:{}", task.name, task.id)
             };
             let ctx = NodeContext {
                 node: task.name.clone(),
                 task_id: task.id.clone(),
                 step: self.step,
                 config: Arc::clone(&self.config),
+                values: match &task.input {
+                    Some(arg) => Arc::new(arg_values(arg)),
+                    None => Arc::clone(&values),
+                },
+                saver: self.saver.clone(),
+                checkpoint_ns: task_ns,
+                parents: Arc::clone(&child_parents),
             };
             set.spawn(async move { (i, run(s, ctx).await) });
         }

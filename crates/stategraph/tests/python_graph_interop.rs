@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde_json::{Value as Json, json};
 use stategraph::graph::{Command, Send};
 use stategraph::prelude::*;
-use stategraph::{CheckpointSaver, StateSnapshot};
+use stategraph::{CheckpointSaver, StateSnapshot, Value};
 
 #[derive(State, Clone, Debug, Default)]
 struct Seed {
@@ -112,6 +112,23 @@ fn command_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Route> {
     g.compile().unwrap().with_checkpointer(saver)
 }
 
+fn sub_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Route> {
+    let mut inner = StateGraph::<Route>::new();
+    for (n, log) in [("one", "sub-one"), ("two", "sub-two")] {
+        inner.add_node(n, move |_s: Arc<Route>, _c| async move {
+            Ok(RouteUpdate::default().log(vec![log.to_owned()]))
+        });
+    }
+    inner.add_edge(START, "one").add_edge("one", "two");
+    let mut g = StateGraph::<Route>::new();
+    g.add_subgraph("sub", inner.compile().unwrap());
+    g.add_node("after", |_s: Arc<Route>, _c| async {
+        Ok(RouteUpdate::default().log(vec!["after".to_owned()]))
+    });
+    g.add_edge(START, "sub").add_edge("sub", "after");
+    g.compile().unwrap().with_checkpointer(saver)
+}
+
 fn python() -> PathBuf {
     let candidate = std::env::var_os("STATEGRAPH_PYTHON")
         .map(PathBuf::from)
@@ -162,6 +179,31 @@ fn ours(history: &[StateSnapshot]) -> Vec<Json> {
                 t.as_object_mut().unwrap().remove("interrupts");
             }
             j
+        })
+        .collect()
+}
+
+/// Every checkpoint of a thread, all namespaces, newest first, without what depends on time
+/// or randomness: namespace (task id removed), metadata, values, writes per channel.
+async fn all_namespaces(saver: &SqliteSaver, thread: &str) -> Vec<Json> {
+    saver
+        .list(&stategraph::ListOptions::thread(thread))
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let ns = t.config.checkpoint_ns.split(':').next().unwrap_or_default().to_owned();
+            let mut meta = t.metadata.clone();
+            let parents = meta.parents.take().unwrap_or_default();
+            json!({
+                "ns": ns,
+                "metadata": meta.to_json(),
+                "parent_namespaces": parents.keys().collect::<Vec<_>>(),
+                "values": Value::Map(t.checkpoint.channel_values.clone().into_iter().collect()).to_json(),
+                "versions": t.checkpoint.channel_versions.iter().map(|(k, v)| (k.clone(), v.counter())).collect::<std::collections::BTreeMap<_, _>>(),
+                "updated": t.checkpoint.updated_channels,
+                "writes": t.pending_writes.iter().map(|w| json!([w.channel, w.idx, w.task_path, w.value.to_json()])).collect::<Vec<_>>(),
+            })
         })
         .collect()
 }
@@ -293,6 +335,21 @@ async fn command_threads_are_shared_with_python() {
             RouteUpdate::default()
                 .log(Vec::<String>::new())
                 .go_left(false)
+        },
+        8,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn subgraph_threads_are_shared_with_python() {
+    check(
+        "sub",
+        sub_graph,
+        || {
+            RouteUpdate::default()
+                .log(Vec::<String>::new())
+                .go_left(true)
         },
         8,
     )
