@@ -103,7 +103,7 @@ impl<S: State> StateGraph<S> {
                 config.checkpoint_id = None;
                 let saver = sub.checkpointer.clone().or_else(|| ctx.saver.clone());
                 let out = sub
-                    .run_with(Some(input), config, saver, (*ctx.parents).clone())
+                    .run_with(Some(input), config, saver, (*ctx.parents).clone(), None)
                     .await
                     .map_err(NodeError::from)?;
                 let writes = sub

@@ -39,6 +39,7 @@ mod messages;
 mod node;
 mod run;
 mod state;
+mod stream;
 mod update;
 
 pub use channel::{ChannelSpec, Reducer, ReducerFn};
@@ -49,4 +50,5 @@ pub use graph::{END, START, StateGraph};
 pub use messages::REMOVE_ALL_MESSAGES;
 pub use node::{Command, Goto, NodeContext, NodeFuture, NodeOutput, Send};
 pub use state::{DynState, Schema, State, Values, from_value, to_value};
+pub use stream::{RunStream, StreamMode, StreamPart};
 pub use update::AS_COPY;

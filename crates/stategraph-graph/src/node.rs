@@ -140,9 +140,19 @@ pub struct NodeContext {
     pub(crate) checkpoint_ns: String,
     /// The enclosing graphs' checkpoint ids, for a subgraph's `parents` metadata.
     pub(crate) parents: Arc<std::collections::BTreeMap<String, String>>,
+    /// The run's stream, if it is being streamed.
+    pub(crate) emitter: Option<crate::stream::Emitter>,
 }
 
 impl NodeContext {
+    /// Sends `value` to the `custom` stream mode (a no-op when nobody streams it).
+    pub fn write_custom(&self, value: impl Into<stategraph_checkpoint::Value>) {
+        if let Some(e) = &self.emitter {
+            let value = value.into();
+            e.emit(crate::stream::StreamMode::Custom, move || value);
+        }
+    }
+
     /// The namespace a subgraph started by this task checkpoints under (`node:task_id`).
     pub fn checkpoint_ns(&self) -> &str {
         &self.checkpoint_ns

@@ -19,6 +19,22 @@ use crate::error::{GraphError, NodeError};
 use crate::graph::START;
 use crate::node::{NodeContext, NodeOutput};
 use crate::state::{State, Values};
+use crate::stream::{Emitter, RunStream, StreamMode};
+
+/// State values as a map value.
+fn values_map(values: &Values) -> Value {
+    Value::Map(
+        values
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect(),
+    )
+}
+
+/// A checkpoint address as LangGraph's config dict (or null).
+fn config_value(config: Option<&CheckpointConfig>) -> Value {
+    config.map_or(Value::Null, |c| Value::from(c.to_json()))
+}
 
 /// A `Send` argument as state values (a map of keys; anything else is empty).
 fn arg_values(arg: &Value) -> Values {
@@ -50,6 +66,10 @@ struct Run<'g, S: State> {
     parents: BTreeMap<String, String>,
     /// LangGraph's `stop`: step at start + recursion limit + 1; a tick beyond it fails.
     stop: i64,
+    emitter: Option<Emitter>,
+    /// The checkpoint saved last, not yet announced on the stream, and its parent.
+    unannounced: Option<Option<CheckpointConfig>>,
+    metadata: CheckpointMetadata,
 }
 
 impl<S: State> CompiledGraph<S> {
@@ -68,8 +88,53 @@ impl<S: State> CompiledGraph<S> {
             }
             None => None,
         };
-        self.run_with(input, config, self.checkpointer.clone(), Default::default())
-            .await
+        self.run_with(
+            input,
+            config,
+            self.checkpointer.clone(),
+            Default::default(),
+            None,
+        )
+        .await
+    }
+
+    /// Like [`invoke`](Self::invoke), streaming events of the given modes as the run goes.
+    ///
+    /// ```no_run
+    /// # async fn demo(graph: stategraph_graph::CompiledGraph<stategraph_graph::DynState>) -> Result<(), stategraph_graph::GraphError> {
+    /// use stategraph_graph::{RunConfig, StreamMode};
+    /// let mut stream = graph.stream(None, RunConfig::thread("1"), &[StreamMode::Updates]);
+    /// while let Some(part) = stream.next().await {
+    ///     println!("{}: {}", part.mode.as_str(), part.data);
+    /// }
+    /// let final_values = stream.result().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn stream(
+        &self,
+        input: Option<S::Update>,
+        config: RunConfig,
+        modes: &[StreamMode],
+    ) -> RunStream<'_> {
+        let input = match input {
+            Some(update) => S::input_writes(update).and_then(|writes| {
+                self.check_state_writes(&writes)?;
+                Ok(Some(writes.into_iter().collect::<Map>()))
+            }),
+            None => Ok(None),
+        };
+        RunStream::new(modes, move |emitter| {
+            Box::pin(async move {
+                self.run_with(
+                    input?,
+                    config,
+                    self.checkpointer.clone(),
+                    Default::default(),
+                    Some(emitter),
+                )
+                .await
+            })
+        })
     }
 
     /// Runs with raw input values, a given saver and the enclosing graphs' checkpoint ids
@@ -80,8 +145,10 @@ impl<S: State> CompiledGraph<S> {
         config: RunConfig,
         saver: Option<Arc<dyn CheckpointSaver>>,
         parents: BTreeMap<String, String>,
+        emitter: Option<Emitter>,
     ) -> Result<Values, GraphError> {
         let mut run = self.start(config, saver, parents).await?;
+        run.emitter = emitter;
         match input {
             Some(input) => run.first_input(input).await?,
             None => run.first_resume().await?,
@@ -144,6 +211,9 @@ impl<S: State> CompiledGraph<S> {
             updated_channels: None,
             parents,
             stop,
+            emitter: None,
+            unannounced: None,
+            metadata: CheckpointMetadata::default(),
         })
     }
 }
@@ -272,6 +342,12 @@ impl<S: State> Run<'_, S> {
         let mut metadata = CheckpointMetadata::new(source, self.step);
         metadata.parents = Some(self.parents.clone());
         self.config.merge_into_metadata(&mut metadata);
+        self.metadata = metadata.clone();
+        let parent = self
+            .checkpoint_config
+            .checkpoint_id
+            .is_some()
+            .then(|| self.checkpoint_config.clone());
         if let Some(saver) = &self.saver {
             let versions = self.checkpoint.channel_versions.clone();
             let changed = new_versions(&self.previous_versions, &versions);
@@ -285,6 +361,7 @@ impl<S: State> Run<'_, S> {
                 )
                 .await?;
             self.checkpoint_config = stored;
+            self.unannounced = Some(parent);
         }
         self.step += 1;
         Ok(())
@@ -312,16 +389,58 @@ impl<S: State> Run<'_, S> {
                 &self.checkpoint_config.checkpoint_ns,
                 candidates.as_ref(),
             );
+            self.announce_checkpoint(&tasks);
             if tasks.is_empty() {
                 return Ok(());
             }
             self.reuse_finished_writes(&mut tasks);
             self.execute(&mut tasks).await?;
             let refs: Vec<&Task> = tasks.iter().collect();
-            self.updated_channels = Some(self.apply(&refs)?);
+            let updated = self.apply(&refs)?;
+            if let Some(e) = &self.emitter
+                && updated.iter().any(|c| self.graph.schema.contains(c))
+            {
+                let values = self.graph.read_values(&self.channels);
+                e.emit(StreamMode::Values, || values_map(&values));
+            }
+            self.updated_channels = Some(updated);
             self.pending_writes.clear();
             self.put_checkpoint(CheckpointSource::Loop).await?;
         }
+    }
+
+    /// Emits the last saved checkpoint (`checkpoints`/`debug`), with the tasks that follow it.
+    fn announce_checkpoint(&mut self, tasks: &[Task]) {
+        let (Some(e), Some(parent)) = (&self.emitter, self.unannounced.take()) else {
+            return;
+        };
+        let values = values_map(&self.graph.read_values(&self.channels));
+        let config = config_value(Some(&self.checkpoint_config));
+        let parent = config_value(parent.as_ref());
+        let metadata = Value::from(self.metadata.to_json());
+        let next: Vec<Value> = tasks.iter().map(|t| Value::from(t.name.as_str())).collect();
+        let task_list: Vec<Value> = tasks
+            .iter()
+            .map(|t| {
+                let mut m = Map::new();
+                m.insert("id", t.id.as_str());
+                m.insert("name", t.name.as_str());
+                m.insert("interrupts", Value::List(Vec::new()));
+                m.insert("state", Value::Null);
+                Value::Map(m)
+            })
+            .collect();
+        let step = self.metadata.step.unwrap_or_default();
+        e.emit_debug(StreamMode::Checkpoints, "checkpoint", step, || {
+            let mut m = Map::new();
+            m.insert("config", config.clone());
+            m.insert("parent_config", parent.clone());
+            m.insert("values", values.clone());
+            m.insert("metadata", metadata.clone());
+            m.insert("next", Value::List(next.clone()));
+            m.insert("tasks", Value::List(task_list.clone()));
+            Value::Map(m)
+        });
     }
 
     /// Tasks that already finished on this checkpoint (their writes are saved) are not run
@@ -410,7 +529,26 @@ impl<S: State> Run<'_, S> {
                 saver: self.saver.clone(),
                 checkpoint_ns: task_ns,
                 parents: Arc::clone(&child_parents),
+                emitter: self.emitter.clone(),
             };
+            if let Some(e) = &self.emitter {
+                let input = values_map(&ctx.values);
+                let mut m = Map::new();
+                m.insert("id", task.id.as_str());
+                m.insert("name", task.name.as_str());
+                m.insert("input", input);
+                m.insert(
+                    "triggers",
+                    Value::List(
+                        task.triggers
+                            .iter()
+                            .map(|t| Value::from(t.as_str()))
+                            .collect(),
+                    ),
+                );
+                let payload = Value::Map(m);
+                e.emit_debug(StreamMode::Tasks, "task", self.step, || payload.clone());
+            }
             set.spawn(async move { (i, run(s, ctx).await) });
         }
         while let Some(joined) = set.join_next().await {
@@ -468,6 +606,41 @@ impl<S: State> Run<'_, S> {
         Ok(writes)
     }
 
+    /// Emits a finished task's `updates` and `tasks`/`debug` result events.
+    fn announce_result(&self, task: &Task, writes: &[(String, Value)]) {
+        let Some(e) = &self.emitter else { return };
+        let mut result = Map::new();
+        for (k, v) in writes {
+            if self.graph.schema.contains(k) {
+                result.insert(k.as_str(), v.clone());
+            }
+        }
+        let error = writes
+            .iter()
+            .find(|(c, _)| c == reserved::ERROR)
+            .map(|(_, v)| v.clone());
+        e.emit(StreamMode::Updates, || {
+            let mut m = Map::new();
+            let update = if result.is_empty() {
+                Value::Null
+            } else {
+                Value::Map(result.clone())
+            };
+            m.insert(task.name.as_str(), update);
+            Value::Map(m)
+        });
+        let mut m = Map::new();
+        m.insert("id", task.id.as_str());
+        m.insert("name", task.name.as_str());
+        m.insert("error", error.unwrap_or_default());
+        m.insert("result", Value::Map(result));
+        m.insert("interrupts", Value::List(Vec::new()));
+        let payload = Value::Map(m);
+        e.emit_debug(StreamMode::Tasks, "task_result", self.step, || {
+            payload.clone()
+        });
+    }
+
     /// Records a task's outcome and saves it against the current checkpoint.
     async fn finish_task(
         &mut self,
@@ -495,6 +668,9 @@ impl<S: State> Run<'_, S> {
             saver
                 .put_writes(&self.checkpoint_config, &writes, &task.id, &task.path_str())
                 .await?;
+        }
+        if task.name != START {
+            self.announce_result(task, &writes);
         }
         if writes.iter().any(|(c, _)| c != reserved::ERROR) {
             task.writes = writes;
