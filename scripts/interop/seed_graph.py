@@ -9,7 +9,9 @@ append `item * 10` to `done`) or `command` (START → router, which returns
 `Command(update={"log": ["router"]}, goto="right")`) or `sub` (START → sub → after, where
 `sub` is a compiled subgraph one → two over the same state).
 ACTIONS, in order: `run` (invoke with the graph's standard input), `resume` (invoke(None)),
-`history` (print get_state_history as JSON), `state` (print get_state as JSON).
+`history` (print get_state_history as JSON), `state` (print get_state as JSON), `update`
+(update_state with {"foo": "upd", "bar": ["u"]} as the default node), `update_as_a`
+(update_state with {"foo": "x"} as node_a).
 
 Used by the Rust interop tests to compare Python's view of threads stategraph wrote with
 Python's own runs, and to continue those threads from Python.
@@ -116,6 +118,10 @@ def main(db, graph_name, thread, actions):
             graph.invoke(std_input, config)
         elif action == "resume":
             graph.invoke(None, config)
+        elif action == "update":
+            graph.update_state(config, {"foo": "upd", "bar": ["u"]})
+        elif action == "update_as_a":
+            graph.update_state(config, {"foo": "x"}, as_node="node_a")
         elif action == "history":
             out["history"] = [snapshot(s) for s in graph.get_state_history(config)]
         elif action == "state":

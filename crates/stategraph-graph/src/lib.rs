@@ -51,4 +51,4 @@ pub use messages::REMOVE_ALL_MESSAGES;
 pub use node::{Command, Goto, NodeContext, NodeFuture, NodeOutput, Send};
 pub use state::{DynState, Schema, State, Values, from_value, to_value};
 pub use stream::{RunStream, StreamMode, StreamPart};
-pub use update::AS_COPY;
+pub use update::{AS_COPY, StateUpdate};

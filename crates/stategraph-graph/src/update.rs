@@ -1,7 +1,7 @@
 //! `update_state`: editing a thread as if a node had written, creating a new checkpoint.
 
 use stategraph_checkpoint::{
-    ChannelVersion, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSource, Value,
+    ChannelVersion, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSource,
 };
 
 use crate::algo::{
@@ -32,11 +32,56 @@ impl<S: State> CompiledGraph<S> {
         values: Option<S::Update>,
         as_node: Option<&str>,
     ) -> Result<CheckpointConfig, GraphError> {
+        self.bulk_update_state(
+            config,
+            vec![vec![StateUpdate {
+                values,
+                as_node: as_node.map(str::to_owned),
+                task_id: None,
+            }]],
+        )
+        .await
+    }
+
+    /// Applies several super-steps of updates in one call (LangGraph's `bulk_update_state`):
+    /// each super-step's updates are applied together, as parallel tasks, and produce one
+    /// checkpoint; the next super-step builds on it. With several updates in one super-step
+    /// every update needs its `as_node`.
+    pub async fn bulk_update_state(
+        &self,
+        config: &RunConfig,
+        supersteps: Vec<Vec<StateUpdate<S::Update>>>,
+    ) -> Result<CheckpointConfig, GraphError> {
+        if supersteps.is_empty() || supersteps.iter().any(Vec::is_empty) {
+            return Err(GraphError::InvalidUpdate {
+                channel: INTERRUPT.to_owned(),
+                message: "bulk_update_state needs at least one update in every super-step".into(),
+            });
+        }
+        let thread = self.thread_of(config)?.to_owned();
+        let mut current = config.clone();
+        let mut last = None;
+        for (i, updates) in supersteps.into_iter().enumerate() {
+            let at = self.update_superstep(&current, updates, i == 0).await?;
+            current.checkpoint_id.clone_from(&at.checkpoint_id);
+            current.checkpoint_ns.clone_from(&at.checkpoint_ns);
+            last = Some(at);
+        }
+        last.ok_or_else(|| GraphError::InvalidConfig(format!("no update applied to `{thread}`")))
+    }
+
+    async fn update_superstep(
+        &self,
+        config: &RunConfig,
+        mut updates: Vec<StateUpdate<S::Update>>,
+        is_first: bool,
+    ) -> Result<CheckpointConfig, GraphError> {
         let saver = self.saver()?;
         let thread = self.thread_of(config)?;
         let saved = saver.get_tuple(&config.checkpoint_config(thread)).await?;
-        if as_node == Some(AS_COPY) {
-            return self.copy_checkpoint(config, saved, values.is_some()).await;
+        if updates.len() == 1 && updates[0].as_node.as_deref() == Some(AS_COPY) {
+            let has_values = updates.remove(0).values.is_some();
+            return self.copy_checkpoint(config, saved, has_values).await;
         }
         let (mut checkpoint, step, parent, parents) = match &saved {
             Some(t) => (
@@ -52,89 +97,107 @@ impl<S: State> CompiledGraph<S> {
                 Default::default(),
             ),
         };
-        let as_node = match as_node {
-            Some(n) => n.to_owned(),
-            None => self.default_as_node(&checkpoint)?,
-        };
-        if as_node != START && !self.nodes.iter().any(|n| n.name == as_node) {
-            return Err(GraphError::InvalidUpdate {
-                channel: as_node.clone(),
-                message: format!("as_node: node `{as_node}` does not exist"),
-            });
-        }
         let mut channels = channels_from_checkpoint(&self.channel_specs, &checkpoint);
-        let mut writes = match values {
-            Some(v) => S::into_writes(v)?,
+        // Prepared tasks lend their ids to updates made as their node.
+        let mut prepared: Vec<(String, String)> = match &saved {
+            Some(_) => prepare_next_tasks(
+                &checkpoint,
+                &channels,
+                &self.node_triggers(),
+                step + 1,
+                &parent.checkpoint_ns,
+                None,
+            )
+            .into_iter()
+            .map(|t| (t.name, t.id))
+            .collect(),
             None => Vec::new(),
         };
-        self.check_state_writes(&writes)?;
-        let edges = self
-            .edge_writes(&as_node, &channels, &writes)
-            .map_err(|e| GraphError::NodeFailed {
-                node: as_node.clone(),
-                task_id: String::new(),
-                message: e.message,
-            })?;
-        writes.extend(edges);
+        let single = updates.len() == 1;
+        let mut tasks = Vec::with_capacity(updates.len());
+        for (i, update) in updates.into_iter().enumerate() {
+            let as_node = match update.as_node {
+                Some(n) => n,
+                None if single => self.default_as_node(&checkpoint)?,
+                None => {
+                    return Err(GraphError::InvalidUpdate {
+                        channel: INTERRUPT.to_owned(),
+                        message: "as_node is required when applying several updates".into(),
+                    });
+                }
+            };
+            if as_node != START && !self.nodes.iter().any(|n| n.name == as_node) {
+                return Err(GraphError::InvalidUpdate {
+                    channel: as_node.clone(),
+                    message: format!("as_node: node `{as_node}` does not exist"),
+                });
+            }
+            let mut writes = match update.values {
+                Some(v) => S::into_writes(v)?,
+                None => Vec::new(),
+            };
+            self.check_state_writes(&writes)?;
+            let edges = self
+                .edge_writes(&as_node, &channels, &writes)
+                .map_err(|e| GraphError::NodeFailed {
+                    node: as_node.clone(),
+                    task_id: String::new(),
+                    message: e.message,
+                })?;
+            writes.extend(edges);
+            let task_id = match update.task_id {
+                Some(id) => id,
+                None => match prepared.iter().position(|(n, _)| *n == as_node) {
+                    Some(p) => prepared.remove(p).1,
+                    None => update_task_id(&checkpoint.id, i),
+                },
+            };
+            tasks.push(Task {
+                id: task_id,
+                name: as_node,
+                path: vec![INTERRUPT.to_owned(), format!("{i:010}")],
+                triggers: vec![INTERRUPT.to_owned()],
+                writes,
+                input: None,
+            });
+        }
 
-        // The pseudo-task's id: the prepared task of `as_node` if there is one, else
-        // uuid5(checkpoint id, "__interrupt__").
-        let prepared = prepare_next_tasks(
-            &checkpoint,
-            &channels,
-            &self.node_triggers(),
-            step + 1,
-            &parent.checkpoint_ns,
-            None,
-        );
-        let task_id = prepared
-            .iter()
-            .find(|t| t.name == as_node)
-            .map(|t| t.id.clone())
-            .unwrap_or_else(|| update_task_id(&checkpoint.id));
-        let task = Task {
-            id: task_id,
-            name: as_node.clone(),
-            path: vec![INTERRUPT.to_owned(), format!("{:010}", 0)],
-            triggers: vec![INTERRUPT.to_owned()],
-            writes,
-            input: None,
-        };
-        let next = |cur: Option<&ChannelVersion>| saver.get_next_version(cur);
-        apply_writes(
-            &mut checkpoint,
-            &mut channels,
-            &[&task],
-            Some(&next),
-            &self.trigger_channels,
-        )?;
-
-        // LangGraph also records the update's writes on the checkpoint it was applied to,
-        // when that checkpoint is still the thread's latest.
+        // LangGraph also records the updates' writes on the checkpoint they were applied to,
+        // unless the thread has moved past it.
         if let Some(t) = &saved {
-            let latest = saver
-                .get_tuple(&CheckpointConfig::new(thread).with_ns(t.config.checkpoint_ns.clone()))
-                .await?;
-            let state_writes: Vec<(String, Value)> = task
-                .writes
-                .iter()
-                .filter(|(k, _)| self.schema.contains(k))
-                .cloned()
-                .collect();
-            if latest.is_some_and(|l| l.checkpoint.id == t.checkpoint.id)
-                && !state_writes.is_empty()
-            {
-                saver
-                    .put_writes(
-                        &t.config,
-                        &state_writes,
-                        &update_task_id(&t.checkpoint.id),
-                        &task_path_str(&task.path),
+            let superseded = is_first && {
+                let latest = saver
+                    .get_tuple(
+                        &CheckpointConfig::new(thread).with_ns(t.config.checkpoint_ns.clone()),
                     )
                     .await?;
+                latest.is_none_or(|l| l.checkpoint.id != t.checkpoint.id)
+            };
+            if !superseded {
+                for task in &tasks {
+                    if !task.writes.is_empty() {
+                        saver
+                            .put_writes(
+                                &t.config,
+                                &task.writes,
+                                &task.id,
+                                &task_path_str(&task.path),
+                            )
+                            .await?;
+                    }
+                }
             }
         }
 
+        let next = |cur: Option<&ChannelVersion>| saver.get_next_version(cur);
+        let refs: Vec<&Task> = tasks.iter().collect();
+        apply_writes(
+            &mut checkpoint,
+            &mut channels,
+            &refs,
+            Some(&next),
+            &self.trigger_channels,
+        )?;
         let new = create_checkpoint(&checkpoint, Some(&channels), step + 1, None);
         let mut metadata = CheckpointMetadata::new(CheckpointSource::Update, step + 1);
         metadata.parents = Some(parents);
@@ -217,10 +280,38 @@ impl<S: State> CompiledGraph<S> {
     }
 }
 
-/// `uuid5(UUID(checkpoint_id), "__interrupt__")`, the task id of an update.
-pub(crate) fn update_task_id(checkpoint_id: &str) -> String {
+/// The task id of the `i`-th update of a super-step that has no prepared task to reuse:
+/// `uuid5(UUID(checkpoint_id), "__interrupt__")`, then `"__interrupt__:<i>"`.
+pub(crate) fn update_task_id(checkpoint_id: &str, i: usize) -> String {
+    let name = if i == 0 {
+        INTERRUPT.to_owned()
+    } else {
+        format!("{INTERRUPT}:{i}")
+    };
     match uuid::Uuid::parse_str(checkpoint_id) {
-        Ok(ns) => uuid::Uuid::new_v5(&ns, INTERRUPT.as_bytes()).to_string(),
-        Err(_) => INTERRUPT.to_owned(),
+        Ok(ns) => uuid::Uuid::new_v5(&ns, name.as_bytes()).to_string(),
+        Err(_) => name,
+    }
+}
+
+/// One update of [`CompiledGraph::bulk_update_state`].
+#[derive(Clone, Debug)]
+pub struct StateUpdate<U> {
+    /// The values, applied through the reducers (`None`: only the node's edges).
+    pub values: Option<U>,
+    /// The node the update is made as.
+    pub as_node: Option<String>,
+    /// The task id to record it under (default: the prepared task of `as_node`, if any).
+    pub task_id: Option<String>,
+}
+
+impl<U> StateUpdate<U> {
+    /// An update of `values` made as `as_node`.
+    pub fn new(values: U, as_node: impl Into<String>) -> Self {
+        Self {
+            values: Some(values),
+            as_node: Some(as_node.into()),
+            task_id: None,
+        }
     }
 }

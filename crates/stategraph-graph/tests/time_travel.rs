@@ -10,6 +10,7 @@ use stategraph_checkpoint::{
 };
 use stategraph_graph::{
     CompiledGraph, DynState, END, GraphError, Reducer, RunConfig, START, Schema, StateGraph,
+    StateUpdate,
 };
 
 struct Counted {
@@ -208,4 +209,65 @@ async fn updating_an_old_checkpoint_forks_the_thread() {
     let out = s.graph.invoke(None, config.clone()).await.unwrap();
     assert_eq!(out["bar"], value!(["b"]));
     assert_eq!((s.a.load(SeqCst), s.b.load(SeqCst)), (1, 2));
+}
+
+#[tokio::test]
+async fn bulk_update_applies_supersteps_in_order() {
+    let s = seed();
+    let config = RunConfig::thread("t");
+    s.graph.invoke(input(), config.clone()).await.unwrap();
+    let at = s
+        .graph
+        .bulk_update_state(
+            &config,
+            vec![
+                vec![
+                    StateUpdate::new(Map::from_iter([("foo", value!("x"))]), "node_a"),
+                    StateUpdate::new(Map::from_iter([("bar", value!(["y"]))]), "node_b"),
+                ],
+                vec![StateUpdate::new(
+                    Map::from_iter([("foo", value!("z"))]),
+                    "node_b",
+                )],
+            ],
+        )
+        .await
+        .unwrap();
+    let state = s.graph.get_state(&config).await.unwrap();
+    assert_eq!(state.config.as_ref(), Some(&at));
+    assert_eq!(state.values["foo"], value!("z"));
+    assert_eq!(state.values["bar"], value!(["a", "b", "y"]));
+    assert_eq!(state.metadata.unwrap().step, Some(4));
+    assert!(
+        state.next.is_empty(),
+        "node_b's edge goes to END; node_a's trigger was superseded"
+    );
+    let history = s
+        .graph
+        .get_state_history(&config, ListOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(history.len(), 6);
+    assert_eq!(
+        history[1].next,
+        ["node_b"],
+        "the first super-step ran node_a's edge"
+    );
+    // Several updates in one super-step need their nodes.
+    let err = s
+        .graph
+        .bulk_update_state(
+            &config,
+            vec![vec![
+                StateUpdate {
+                    values: Some(Map::new()),
+                    as_node: None,
+                    task_id: None,
+                },
+                StateUpdate::new(Map::new(), "node_a"),
+            ]],
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, GraphError::InvalidUpdate { .. }), "{err}");
 }

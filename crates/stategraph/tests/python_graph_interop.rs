@@ -355,3 +355,62 @@ async fn subgraph_threads_are_shared_with_python() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn update_state_matches_python() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shared.sqlite");
+    let graph = seed_graph(Arc::new(SqliteSaver::open(&db).unwrap()));
+    let rust = RunConfig::thread("rust");
+    let input = || SeedUpdate::default().foo("").bar(Vec::<String>::new());
+    graph.invoke(Some(input()), rust.clone()).await.unwrap();
+    graph
+        .update_state(
+            &rust,
+            Some(SeedUpdate::default().foo("upd").bar(vec!["u".to_owned()])),
+            None,
+        )
+        .await
+        .unwrap();
+    graph
+        .update_state(&rust, Some(SeedUpdate::default().foo("x")), Some("node_a"))
+        .await
+        .unwrap();
+    graph.invoke(None, rust.clone()).await.unwrap();
+    py(
+        &db,
+        "seed",
+        "py",
+        &["run", "update", "update_as_a", "resume"],
+    );
+
+    let saver = SqliteSaver::open(&db).unwrap();
+    assert_eq!(
+        all_namespaces(&saver, "py").await,
+        all_namespaces(&saver, "rust").await
+    );
+    let ours = ours(
+        &graph
+            .get_state_history(&rust, Default::default())
+            .await
+            .unwrap(),
+    );
+    let theirs = py(&db, "seed", "rust", &["history"]);
+    assert_eq!(theirs["history"].as_array().unwrap(), &ours);
+    // The updates' writes are stored on the checkpoints they were applied to, under
+    // LangGraph's update task ids.
+    let all = saver
+        .list(&stategraph::ListOptions::thread("rust"))
+        .await
+        .unwrap();
+    let update_writes: Vec<_> = all
+        .iter()
+        .flat_map(|t| t.pending_writes.iter())
+        .filter(|w| w.task_path == "~__interrupt__, 0000000000")
+        .collect();
+    assert_eq!(
+        update_writes.len(),
+        4,
+        "foo+bar of the first update, foo+branch of the second"
+    );
+}
