@@ -9,6 +9,23 @@ use crate::state::Values;
 /// 25 in older versions).
 pub const DEFAULT_RECURSION_LIMIT: usize = 10_007;
 
+/// A typed value handed to every node of a run (LangGraph's runtime `context`), e.g. the
+/// user id and the clients a node needs. Never stored in checkpoints.
+#[derive(Clone)]
+pub struct Context(pub(crate) std::sync::Arc<dyn std::any::Any + Send + Sync>);
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Context(..)")
+    }
+}
+
+impl PartialEq for Context {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// The config of one run or state query: which thread and checkpoint, plus free keys.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunConfig {
@@ -25,6 +42,8 @@ pub struct RunConfig {
     pub metadata: serde_json::Map<String, Json>,
     /// Maximum super-steps per run.
     pub recursion_limit: usize,
+    /// The run's typed context (see [`RunConfig::with_context`]).
+    pub context: Option<Context>,
 }
 
 impl Default for RunConfig {
@@ -36,6 +55,7 @@ impl Default for RunConfig {
             configurable: serde_json::Map::new(),
             metadata: serde_json::Map::new(),
             recursion_limit: DEFAULT_RECURSION_LIMIT,
+            context: None,
         }
     }
 }
@@ -58,6 +78,14 @@ impl RunConfig {
     /// Adds a `configurable` key.
     pub fn with_configurable(mut self, key: impl Into<String>, value: impl Into<Json>) -> Self {
         self.configurable.insert(key.into(), value.into());
+        self
+    }
+
+    /// Hands `context` to every node of the run ([`NodeContext::context`]).
+    ///
+    /// [`NodeContext::context`]: crate::NodeContext::context
+    pub fn with_context<C: std::any::Any + Send + Sync>(mut self, context: C) -> Self {
+        self.context = Some(Context(std::sync::Arc::new(context)));
         self
     }
 

@@ -57,14 +57,35 @@ pub enum GraphError {
     /// The checkpointer failed.
     #[error(transparent)]
     Checkpoint(#[from] stategraph_checkpoint::Error),
+    /// A node returned a `Command` for the parent graph, but this graph has none.
+    #[error("node `{node}` sent a Command to the parent graph, but this graph is not a subgraph")]
+    ParentCommand {
+        /// The node.
+        node: String,
+        /// The command, as writes for the parent.
+        command: Box<ParentCommand>,
+    },
+}
+
+/// A `Command` addressed to the parent graph, carried out of a subgraph as raw writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParentCommand {
+    /// State writes (for keys the parent has).
+    pub update: Vec<(String, stategraph_checkpoint::Value)>,
+    /// Nodes of the parent to run next.
+    pub goto: Vec<String>,
+    /// `Send`s to nodes of the parent: (node, argument).
+    pub sends: Vec<(String, stategraph_checkpoint::Value)>,
 }
 
 /// A node's failure, as a node returns it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message}")]
 pub struct NodeError {
     /// Python-style `repr` of the error, stored in the `__error__` write: `ValueError('boom')`.
     pub message: String,
+    /// Set when the "error" is a command bubbling up to the parent graph (no error write).
+    pub(crate) parent_command: Option<Box<ParentCommand>>,
 }
 
 impl NodeError {
@@ -73,6 +94,7 @@ impl NodeError {
         let message = message.into();
         Self {
             message: format!("NodeError({})", py_repr_str(&message)),
+            parent_command: None,
         }
     }
 
@@ -80,6 +102,7 @@ impl NodeError {
     pub fn from_repr(repr: impl Into<String>) -> Self {
         Self {
             message: repr.into(),
+            parent_command: None,
         }
     }
 }

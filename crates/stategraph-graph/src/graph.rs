@@ -102,10 +102,33 @@ impl<S: State> StateGraph<S> {
                 config.checkpoint_ns = ctx.checkpoint_ns.clone();
                 config.checkpoint_id = None;
                 let saver = sub.checkpointer.clone().or_else(|| ctx.saver.clone());
-                let out = sub
+                let result = sub
                     .run_with(Some(input), config, saver, (*ctx.parents).clone(), None)
-                    .await
-                    .map_err(NodeError::from)?;
+                    .await;
+                let out = match result {
+                    Ok(out) => out,
+                    // A command for this graph, from inside the subgraph: it is this node's
+                    // result.
+                    Err(GraphError::ParentCommand { command, .. }) => {
+                        let mut writes: Vec<(String, stategraph_checkpoint::Value)> = command
+                            .update
+                            .into_iter()
+                            .filter(|(k, _)| parent_keys.iter().any(|p| p == k))
+                            .collect();
+                        for node in command.goto.into_iter().filter(|n| n != END) {
+                            writes
+                                .push((branch_channel(&node), stategraph_checkpoint::Value::Null));
+                        }
+                        for (node, arg) in command.sends {
+                            writes.push((
+                                stategraph_checkpoint::channels::TASKS.to_owned(),
+                                crate::node::send_value(&node, arg),
+                            ));
+                        }
+                        return Ok(NodeOutput::Writes(writes));
+                    }
+                    Err(e) => return Err(NodeError::from(e)),
+                };
                 let writes = sub
                     .schema
                     .keys()

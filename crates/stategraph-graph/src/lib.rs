@@ -44,8 +44,8 @@ mod update;
 
 pub use channel::{ChannelSpec, Reducer, ReducerFn};
 pub use compiled::CompiledGraph;
-pub use config::{DEFAULT_RECURSION_LIMIT, PregelTask, RunConfig, StateSnapshot};
-pub use error::{GraphError, NodeError};
+pub use config::{Context, DEFAULT_RECURSION_LIMIT, PregelTask, RunConfig, StateSnapshot};
+pub use error::{GraphError, NodeError, ParentCommand};
 pub use graph::{END, START, StateGraph};
 pub use messages::REMOVE_ALL_MESSAGES;
 pub use node::{Command, Goto, NodeContext, NodeFuture, NodeOutput, Send};

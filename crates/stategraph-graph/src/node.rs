@@ -75,6 +75,9 @@ pub struct Command<U> {
     pub update: Option<U>,
     /// Nodes (or `Send`s) to run next.
     pub goto: Vec<Goto<U>>,
+    /// Address the parent graph instead (from inside a subgraph): the update and the routing
+    /// apply to the parent, as the result of the subgraph's node.
+    pub parent: bool,
 }
 
 impl<U> Command<U> {
@@ -83,6 +86,7 @@ impl<U> Command<U> {
         Self {
             update: None,
             goto: vec![goto.into()],
+            parent: false,
         }
     }
 
@@ -91,7 +95,14 @@ impl<U> Command<U> {
         Self {
             update: Some(update),
             goto: goto.into_iter().collect(),
+            parent: false,
         }
+    }
+
+    /// The same command, addressed to the parent graph (LangGraph's `graph=Command.PARENT`).
+    pub fn to_parent(mut self) -> Self {
+        self.parent = true;
+        self
     }
 }
 
@@ -145,6 +156,17 @@ pub struct NodeContext {
 }
 
 impl NodeContext {
+    /// The run's typed context, if one of type `C` was given with
+    /// [`RunConfig::with_context`].
+    pub fn context<C: std::any::Any + std::marker::Send + Sync>(&self) -> Option<&C> {
+        self.config.context.as_ref()?.0.downcast_ref()
+    }
+
+    /// A `configurable` key of the run's config (e.g. `user_id`).
+    pub fn configurable(&self, key: &str) -> Option<&serde_json::Value> {
+        self.config.configurable.get(key)
+    }
+
     /// Sends `value` to the `custom` stream mode (a no-op when nobody streams it).
     pub fn write_custom(&self, value: impl Into<stategraph_checkpoint::Value>) {
         if let Some(e) = &self.emitter {

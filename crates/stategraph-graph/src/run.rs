@@ -21,6 +21,35 @@ use crate::node::{NodeContext, NodeOutput};
 use crate::state::{State, Values};
 use crate::stream::{Emitter, RunStream, StreamMode};
 
+/// Turns a parent-addressed `Command` into the error that carries it out of the subgraph.
+fn parent_command<S: State>(c: crate::node::Command<S::Update>) -> Result<NodeError, NodeError> {
+    let update = match c.update {
+        Some(u) => S::into_writes(u).map_err(NodeError::from)?,
+        None => Vec::new(),
+    };
+    let mut cmd = crate::error::ParentCommand {
+        update,
+        goto: Vec::new(),
+        sends: Vec::new(),
+    };
+    for g in c.goto {
+        match g {
+            crate::node::Goto::Node(n) => cmd.goto.push(n),
+            crate::node::Goto::Send(s) => {
+                let arg: Map = S::into_writes(s.arg)
+                    .map_err(NodeError::from)?
+                    .into_iter()
+                    .collect();
+                cmd.sends.push((s.node, Value::Map(arg)));
+            }
+        }
+    }
+    Ok(NodeError {
+        message: "ParentCommand".to_owned(),
+        parent_command: Some(Box::new(cmd)),
+    })
+}
+
 /// State values as a map value.
 fn values_map(values: &Values) -> Value {
     Value::Map(
@@ -591,7 +620,17 @@ impl<S: State> Run<'_, S> {
         let (mut writes, goto) = match output {
             NodeOutput::Update(u) => (S::into_writes(u).map_err(NodeError::from)?, Vec::new()),
             NodeOutput::Empty => (Vec::new(), Vec::new()),
-            NodeOutput::Writes(w) => (w, Vec::new()),
+            NodeOutput::Writes(mut w) => {
+                // Produced by the engine (subgraph results): state writes plus control writes.
+                let own: Vec<(String, Value)> = w
+                    .iter()
+                    .filter(|(k, _)| self.graph.schema.contains(k))
+                    .cloned()
+                    .collect();
+                w.extend(self.graph.edge_writes(node, &self.channels, &own)?);
+                return Ok(w);
+            }
+            NodeOutput::Command(c) if c.parent => return Err(parent_command::<S>(c)?),
             NodeOutput::Command(c) => match c.update {
                 Some(u) => (S::into_writes(u).map_err(NodeError::from)?, c.goto),
                 None => (Vec::new(), c.goto),
@@ -651,6 +690,20 @@ impl<S: State> Run<'_, S> {
         let writes = match result {
             Ok(w) if w.is_empty() => vec![(reserved::NO_WRITES.to_owned(), Value::Null)],
             Ok(w) => w,
+            Err(NodeError {
+                parent_command: Some(command),
+                ..
+            }) => {
+                // A command for the parent graph: this task writes nothing; the command leaves
+                // the subgraph as its result.
+                if first_error.is_none() {
+                    *first_error = Some(GraphError::ParentCommand {
+                        node: task.name.clone(),
+                        command,
+                    });
+                }
+                return Ok(());
+            }
             Err(e) => {
                 if first_error.is_none() {
                     *first_error = Some(GraphError::NodeFailed {

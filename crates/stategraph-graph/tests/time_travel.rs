@@ -271,3 +271,99 @@ async fn bulk_update_applies_supersteps_in_order() {
         .unwrap_err();
     assert!(matches!(err, GraphError::InvalidUpdate { .. }), "{err}");
 }
+
+#[tokio::test]
+async fn command_to_parent_routes_the_parent_graph() {
+    let schema = || Schema::new().reducer("log", Reducer::append());
+    let mut inner = StateGraph::<DynState>::with_schema(schema());
+    inner.add_node("escalate", |_s: Arc<DynState>, _c| async {
+        Ok(stategraph_graph::Command::update_and_goto(
+            Map::from_iter([("log", value!(["escalated"]))]),
+            ["human".into()],
+        )
+        .to_parent())
+    });
+    inner.add_node("never", |_s: Arc<DynState>, _c| async {
+        Ok(Map::from_iter([("log", value!(["never"]))]))
+    });
+    inner
+        .add_edge(START, "escalate")
+        .add_edge("escalate", "never");
+    let mut outer = StateGraph::<DynState>::with_schema(schema());
+    outer.add_subgraph("sub", inner.compile().unwrap());
+    for n in ["human", "bot"] {
+        outer.add_node(n, move |_s: Arc<DynState>, _c| async move {
+            Ok(Map::from_iter([("log", value!([n]))]))
+        });
+    }
+    outer
+        .add_edge(START, "sub")
+        .add_destinations("sub", ["human", "bot"]);
+    let saver: Arc<dyn CheckpointSaver> = Arc::new(InMemorySaver::new());
+    let outer = outer
+        .compile()
+        .unwrap()
+        .with_checkpointer(Arc::clone(&saver));
+    let out = outer
+        .invoke(
+            Some(Map::from_iter([("log", value!([]))])),
+            RunConfig::thread("p"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out["log"], value!(["escalated", "human"]));
+
+    // At the root there is no parent to address.
+    let mut root = StateGraph::<DynState>::with_schema(schema());
+    root.add_node("n", |_s: Arc<DynState>, _c| async {
+        Ok(stategraph_graph::Command::<Map>::goto("x").to_parent())
+    });
+    root.add_edge(START, "n");
+    let err = root
+        .compile()
+        .unwrap()
+        .invoke(Some(Map::new()), RunConfig::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, GraphError::ParentCommand { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn nodes_see_config_keys_and_typed_context() {
+    #[derive(Debug)]
+    struct Ctx {
+        user_id: String,
+    }
+    let mut g = StateGraph::<DynState>::with_schema(Schema::new().last_value("who"));
+    g.add_node(
+        "n",
+        |_s: Arc<DynState>, ctx: stategraph_graph::NodeContext| async move {
+            let user = ctx
+                .context::<Ctx>()
+                .map(|c| c.user_id.clone())
+                .unwrap_or_default();
+            let tenant = ctx.configurable("tenant").cloned().unwrap_or_default();
+            Ok(Map::from_iter([(
+                "who",
+                value!(format!("{user}@{}", tenant.as_str().unwrap_or(""))),
+            )]))
+        },
+    );
+    g.add_edge(START, "n");
+    let saver: Arc<dyn CheckpointSaver> = Arc::new(InMemorySaver::new());
+    let g = g.compile().unwrap().with_checkpointer(Arc::clone(&saver));
+    let config = RunConfig::thread("c")
+        .with_configurable("tenant", "acme")
+        .with_context(Ctx {
+            user_id: "u-1".into(),
+        });
+    let out = g.invoke(Some(Map::new()), config).await.unwrap();
+    assert_eq!(out["who"], value!("u-1@acme"));
+    // Scalar config keys are copied into checkpoint metadata, as LangGraph does.
+    let latest = saver
+        .get_tuple(&stategraph_checkpoint::CheckpointConfig::new("c"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(latest.metadata.extra["tenant"], "acme");
+}
