@@ -22,6 +22,31 @@ pub(crate) struct PregelNode<S: State> {
     pub(crate) name: String,
     pub(crate) triggers: Vec<String>,
     pub(crate) run: Option<NodeFn<S>>,
+    /// Set for subgraph nodes: reads the subgraph's state for `get_state(subgraphs)`.
+    pub(crate) subgraph: Option<Arc<dyn SubgraphView>>,
+}
+
+/// Reads a subgraph's state, whatever its state type.
+pub(crate) trait SubgraphView: Send + Sync {
+    fn state<'a>(
+        &'a self,
+        saver: Arc<dyn CheckpointSaver>,
+        config: RunConfig,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<StateSnapshot, GraphError>> + Send + 'a>,
+    >;
+}
+
+impl<S: State> SubgraphView for CompiledGraph<S> {
+    fn state<'a>(
+        &'a self,
+        saver: Arc<dyn CheckpointSaver>,
+        config: RunConfig,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<StateSnapshot, GraphError>> + Send + 'a>,
+    > {
+        Box::pin(async move { self.state_with(&saver, &config, true).await })
+    }
 }
 
 /// What a node writes besides its state update: edge triggers, join marks, branches.
@@ -252,10 +277,29 @@ impl<S: State> CompiledGraph<S> {
 
     /// The state of a thread at its latest checkpoint, or at `config.checkpoint_id`.
     pub async fn get_state(&self, config: &RunConfig) -> Result<StateSnapshot, GraphError> {
-        let saver = self.saver()?;
+        self.get_state_with(config, false).await
+    }
+
+    /// [`get_state`](Self::get_state); with `subgraphs`, the tasks of subgraph nodes carry the
+    /// subgraph's own state (recursively).
+    pub async fn get_state_with(
+        &self,
+        config: &RunConfig,
+        subgraphs: bool,
+    ) -> Result<StateSnapshot, GraphError> {
+        let saver = Arc::clone(self.saver()?);
+        self.state_with(&saver, config, subgraphs).await
+    }
+
+    pub(crate) async fn state_with(
+        &self,
+        saver: &Arc<dyn CheckpointSaver>,
+        config: &RunConfig,
+        subgraphs: bool,
+    ) -> Result<StateSnapshot, GraphError> {
         let thread = self.thread_of(config)?;
         let saved = saver.get_tuple(&config.checkpoint_config(thread)).await?;
-        match saved {
+        let mut snapshot = match saved {
             None => Ok(StateSnapshot {
                 values: Values::new(),
                 next: Vec::new(),
@@ -266,7 +310,36 @@ impl<S: State> CompiledGraph<S> {
                 tasks: Vec::new(),
             }),
             Some(t) => self.snapshot(t, config.checkpoint_id.is_none()),
+        }?;
+        if subgraphs {
+            let ns = snapshot
+                .config
+                .as_ref()
+                .map(|c| c.checkpoint_ns.clone())
+                .unwrap_or_default();
+            for task in &mut snapshot.tasks {
+                let Some(view) = self
+                    .nodes
+                    .iter()
+                    .find(|n| n.name == task.name)
+                    .and_then(|n| n.subgraph.clone())
+                else {
+                    continue;
+                };
+                let mut sub_config = config.clone();
+                sub_config.checkpoint_id = None;
+                sub_config.checkpoint_ns = if ns.is_empty() {
+                    format!("{}:{}", task.name, task.id)
+                } else {
+                    format!("{ns}|{}:{}", task.name, task.id)
+                };
+                let sub = view.state(Arc::clone(saver), sub_config).await?;
+                if sub.config.is_some() {
+                    task.state = Some(Box::new(sub));
+                }
+            }
         }
+        Ok(snapshot)
     }
 
     /// Every checkpoint of a thread, newest first (optionally filtered, before an id, limited).
@@ -360,6 +433,7 @@ impl<S: State> CompiledGraph<S> {
                         .cloned()
                         .collect()
                 }),
+                state: None,
             })
             .collect();
         if live {

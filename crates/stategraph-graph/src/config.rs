@@ -149,6 +149,8 @@ pub struct PregelTask {
     pub error: Option<String>,
     /// The task's writes, mapped to state keys, if it finished.
     pub result: Option<Values>,
+    /// For a subgraph node, the subgraph's own state (with `get_state_with(.., true)`).
+    pub state: Option<Box<StateSnapshot>>,
 }
 
 /// The state of a thread at one checkpoint (LangGraph's `StateSnapshot`).
@@ -183,12 +185,18 @@ impl StateSnapshot {
             "metadata": self.metadata.as_ref().map(CheckpointMetadata::to_json),
             "created_at": self.created_at,
             "parent_config": self.parent_config.as_ref().map(CheckpointConfig::to_json),
-            "tasks": self.tasks.iter().map(|t| json!({
-                "id": t.id,
-                "name": t.name,
-                "error": t.error,
-                "interrupts": [],
-            })).collect::<Vec<_>>(),
+            "tasks": self.tasks.iter().map(|t| {
+                let mut task = json!({
+                    "id": t.id,
+                    "name": t.name,
+                    "error": t.error,
+                    "interrupts": [],
+                });
+                if let Some(state) = &t.state {
+                    task["state"] = state.to_json();
+                }
+                task
+            }).collect::<Vec<_>>(),
         })
     }
 }

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::channel::ChannelSpec;
-use crate::compiled::{CompiledGraph, Edges, PregelNode};
+use crate::compiled::{CompiledGraph, Edges, PregelNode, SubgraphView};
 use crate::error::{GraphError, NodeError};
 use crate::node::{BranchFn, Goto, NodeContext, NodeFn, NodeOutput, node_fn};
 use crate::state::{Schema, State};
@@ -34,7 +34,7 @@ impl<S: State> Clone for Branch<S> {
 /// them. [`compile`](Self::compile) validates it.
 pub struct StateGraph<S: State> {
     schema: Schema,
-    nodes: Vec<(String, NodeFn<S>)>,
+    nodes: Vec<(String, NodeFn<S>, Option<Arc<dyn SubgraphView>>)>,
     edges: Vec<(String, String)>,
     joins: Vec<(Vec<String>, String)>,
     branches: Vec<(String, Branch<S>)>,
@@ -74,7 +74,7 @@ impl<S: State> StateGraph<S> {
         Fut: Future<Output = Result<O, NodeError>> + Send + 'static,
         O: Into<NodeOutput<S::Update>>,
     {
-        self.nodes.push((name.into(), node_fn(f)));
+        self.nodes.push((name.into(), node_fn(f), None));
         self
     }
 
@@ -88,6 +88,7 @@ impl<S: State> StateGraph<S> {
         subgraph: CompiledGraph<S2>,
     ) -> &mut Self {
         let sub = Arc::new(subgraph);
+        let view: Arc<dyn SubgraphView> = sub.clone();
         let parent_keys: Vec<String> = self.schema.keys().map(str::to_owned).collect();
         let run: NodeFn<S> = Arc::new(move |_state: Arc<S>, ctx: NodeContext| {
             let sub = Arc::clone(&sub);
@@ -138,7 +139,7 @@ impl<S: State> StateGraph<S> {
                 Ok(NodeOutput::Writes(writes))
             })
         });
-        self.nodes.push((name.into(), run));
+        self.nodes.push((name.into(), run, Some(view)));
         self
     }
 
@@ -195,7 +196,7 @@ impl<S: State> StateGraph<S> {
 
     /// Validates the graph and builds its channels and Pregel nodes.
     pub fn compile(&self) -> Result<CompiledGraph<S>, GraphError> {
-        let names: Vec<&str> = self.nodes.iter().map(|(n, _)| n.as_str()).collect();
+        let names: Vec<&str> = self.nodes.iter().map(|(n, _, _)| n.as_str()).collect();
         let known: BTreeSet<&str> = names.iter().copied().collect();
         self.validate(&names, &known)?;
 
@@ -203,7 +204,7 @@ impl<S: State> StateGraph<S> {
         channels.push((START.to_owned(), ChannelSpec::Ephemeral { guard: true }));
         let mut pregel: Vec<PregelNode<S>> = Vec::new();
         let mut edges: HashMap<String, Edges<S>> = HashMap::new();
-        for (name, f) in &self.nodes {
+        for (name, f, view) in &self.nodes {
             channels.push((
                 branch_channel(name),
                 ChannelSpec::Ephemeral { guard: false },
@@ -212,6 +213,7 @@ impl<S: State> StateGraph<S> {
                 name: name.clone(),
                 triggers: vec![branch_channel(name)],
                 run: Some(Arc::clone(f)),
+                subgraph: view.clone(),
             });
         }
         for (from, to) in &self.edges {
@@ -257,6 +259,7 @@ impl<S: State> StateGraph<S> {
                 name: START.to_owned(),
                 triggers: vec![START.to_owned()],
                 run: None,
+                subgraph: None,
             },
         );
         Ok(CompiledGraph::new(

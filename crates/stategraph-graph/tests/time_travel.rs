@@ -367,3 +367,51 @@ async fn nodes_see_config_keys_and_typed_context() {
         .unwrap();
     assert_eq!(latest.metadata.extra["tenant"], "acme");
 }
+
+#[tokio::test]
+async fn get_state_with_subgraphs_nests_the_subgraph_state() {
+    let schema = || Schema::new().reducer("log", Reducer::append());
+    let mut inner = StateGraph::<DynState>::with_schema(schema());
+    inner.add_node("one", |_s: Arc<DynState>, _c| async {
+        Ok(Map::from_iter([("log", value!(["one"]))]))
+    });
+    inner.add_edge(START, "one");
+    let mut outer = StateGraph::<DynState>::with_schema(schema());
+    outer.add_subgraph("sub", inner.compile().unwrap());
+    outer.add_edge(START, "sub");
+    let outer = outer
+        .compile()
+        .unwrap()
+        .with_checkpointer(Arc::new(InMemorySaver::new()));
+    let config = RunConfig::thread("s");
+    outer
+        .invoke(Some(Map::from_iter([("log", value!([]))])), config.clone())
+        .await
+        .unwrap();
+    let history = outer
+        .get_state_history(&config, ListOptions::default())
+        .await
+        .unwrap();
+    let before_sub = history.iter().find(|h| h.next == ["sub"]).unwrap();
+    let at = config
+        .clone()
+        .with_checkpoint_id(before_sub.config.clone().unwrap().checkpoint_id.unwrap());
+    let flat = outer.get_state(&at).await.unwrap();
+    assert!(flat.tasks[0].state.is_none());
+    let nested = outer.get_state_with(&at, true).await.unwrap();
+    let sub = nested.tasks[0]
+        .state
+        .as_ref()
+        .expect("the subgraph's state");
+    assert_eq!(sub.values["log"], value!(["one"]));
+    let sub_config = sub.config.as_ref().unwrap();
+    assert_eq!(
+        sub_config.checkpoint_ns,
+        format!("sub:{}", nested.tasks[0].id)
+    );
+    let parents = sub.metadata.as_ref().unwrap().parents.clone().unwrap();
+    assert_eq!(
+        parents.get(""),
+        before_sub.config.as_ref().unwrap().checkpoint_id.as_ref()
+    );
+}
