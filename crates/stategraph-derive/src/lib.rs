@@ -103,6 +103,7 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
     let mut writes = Vec::new();
     let mut update_fields = Vec::new();
     let mut setters = Vec::new();
+    let mut touched = Vec::new();
     for field in &fields.named {
         let Some(ident) = &field.ident else { continue };
         let ty = &field.ty;
@@ -127,6 +128,7 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
             },
         };
         schema.push(spec);
+        touched.push(quote!(&self.#ident,));
         reads.push(quote! {
             #ident: match values.get(#key_lit) {
                 Some(v) => #krate::graph::from_value(#key_lit, v)?,
@@ -177,6 +179,10 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
                 values: &#krate::graph::Values,
             ) -> ::core::result::Result<Self, #krate::graph::GraphError> {
                 Ok(Self { #(#reads)* })
+            }
+
+            fn __touch_fields(&self) {
+                let _ = (#(#touched)*);
             }
 
             fn into_writes(

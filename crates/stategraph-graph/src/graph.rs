@@ -30,11 +30,14 @@ impl<S: State> Clone for Branch<S> {
     }
 }
 
+/// A declared node: name, function, and (for subgraph nodes) the subgraph's state reader.
+type NodeDecl<S> = (String, NodeFn<S>, Option<Arc<dyn SubgraphView>>);
+
 /// Declares a graph over state `S`: nodes that return partial updates, and the edges between
 /// them. [`compile`](Self::compile) validates it.
 pub struct StateGraph<S: State> {
     schema: Schema,
-    nodes: Vec<(String, NodeFn<S>, Option<Arc<dyn SubgraphView>>)>,
+    nodes: Vec<NodeDecl<S>>,
     edges: Vec<(String, String)>,
     joins: Vec<(Vec<String>, String)>,
     branches: Vec<(String, Branch<S>)>,

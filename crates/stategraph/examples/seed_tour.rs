@@ -14,7 +14,6 @@ use std::sync::Arc;
 
 /// The seeds' state. (Its nodes never read it, exactly as in the seeds.)
 #[derive(State, Clone, Debug, Default)]
-#[allow(dead_code)]
 struct SeedState {
     foo: String,
     #[reducer(append)]

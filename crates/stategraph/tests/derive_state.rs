@@ -1,6 +1,6 @@
 //! `#[derive(State)]`: typed states store exactly what the dynamic state (and Python) stores.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 

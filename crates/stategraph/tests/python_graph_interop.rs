@@ -6,7 +6,7 @@
 //! Needs the pinned Python environment (`scripts/python-env.sh`; `scripts/test.sh` sets it
 //! up). Fails, never skips, without it.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;

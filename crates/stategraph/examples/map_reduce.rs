@@ -1,0 +1,58 @@
+//! Run with `cargo run -p stategraph --example map_reduce [-- --db URL]`.
+//!
+//! A `Send` fan-out: a conditional edge sends one task per subject, the tasks run in parallel
+//! in one super-step, and an append reducer collects their results.
+
+use std::sync::Arc;
+
+use stategraph::graph::Send;
+use stategraph::prelude::*;
+
+#[derive(State, Clone, Debug, Default)]
+struct Jokes {
+    subjects: Vec<String>,
+    subject: String,
+    #[reducer(append)]
+    jokes: Vec<String>,
+}
+
+fn db() -> String {
+    let mut args = std::env::args().skip_while(|a| a != "--db").skip(1);
+    args.next().unwrap_or_else(|| "sqlite::memory:".to_owned())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut g = StateGraph::<Jokes>::new();
+    // A `Send`'s task sees only its argument.
+    g.add_node("joke", |s: Arc<Jokes>, _c| async move {
+        Ok(
+            JokesUpdate::default()
+                .jokes(vec![format!("why did the {} cross the road?", s.subject)]),
+        )
+    });
+    g.add_conditional_edges(
+        START,
+        |s: &Jokes| {
+            Ok(s.subjects
+                .iter()
+                .map(|subject| {
+                    Send::new("joke", JokesUpdate::default().subject(subject.clone())).into()
+                })
+                .collect())
+        },
+        None,
+    );
+    let graph = g
+        .compile()?
+        .with_checkpointer(stategraph::open_saver(&db())?);
+    let subjects = vec!["cat".to_owned(), "dog".to_owned(), "crab".to_owned()];
+    let out = graph
+        .invoke(
+            Some(JokesUpdate::default().subjects(subjects)),
+            RunConfig::thread("jokes"),
+        )
+        .await?;
+    println!("{}", out["jokes"]);
+    Ok(())
+}
