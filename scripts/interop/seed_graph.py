@@ -7,8 +7,10 @@ GRAPH: `seed` (START → node_a → node_b → END, foo last value, bar list wit
 (a conditional edge from START sends one `Send("worker", {"item": i})` per item; workers
 append `item * 10` to `done`) or `command` (START → router, which returns
 `Command(update={"log": ["router"]}, goto="right")`) or `sub` (START → sub → after, where
-`sub` is a compiled subgraph one → two over the same state).
+`sub` is a compiled subgraph one → two over the same state), or `hitl` (START → ask, which
+calls `interrupt({"question": "approve?"})` and logs the answer).
 ACTIONS, in order: `run` (invoke with the graph's standard input), `resume` (invoke(None)),
+`resume_yes` (invoke(Command(resume="yes"))),
 `history` (print get_state_history as JSON), `state` (print get_state as JSON), `update`
 (update_state with {"foo": "upd", "bar": ["u"]} as the default node), `update_as_a`
 (update_state with {"foo": "x"} as node_a).
@@ -25,7 +27,7 @@ from typing import Annotated
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, Send
+from langgraph.types import Command, Send, interrupt
 from typing_extensions import TypedDict
 
 
@@ -62,6 +64,15 @@ def build(name, saver):
         g.add_node("after", lambda s: {"log": ["after"]})
         g.add_edge(START, "sub")
         g.add_edge("sub", "after")
+        return g.compile(checkpointer=saver), {"log": [], "go_left": True}
+    if name == "hitl":
+        def ask(s):
+            answer = interrupt({"question": "approve?"})
+            return {"log": [f"answer: {answer}"]}
+
+        g = StateGraph(Route)
+        g.add_node("ask", ask)
+        g.add_edge(START, "ask")
         return g.compile(checkpointer=saver), {"log": [], "go_left": True}
     if name == "command":
         g = StateGraph(Route)
@@ -104,7 +115,16 @@ def snapshot(s):
         "metadata": s.metadata,
         "created_at": s.created_at,
         "parent_config": cfg(s.parent_config),
-        "tasks": [{"id": t.id, "name": t.name, "error": t.error} for t in s.tasks],
+        "tasks": [
+            {
+                "id": t.id,
+                "name": t.name,
+                "error": t.error,
+                "interrupts": [{"value": i.value, "id": i.id} for i in t.interrupts],
+            }
+            for t in s.tasks
+        ],
+        "interrupts": [{"value": i.value, "id": i.id} for i in s.interrupts],
     }
 
 
@@ -118,6 +138,8 @@ def main(db, graph_name, thread, actions):
             graph.invoke(std_input, config)
         elif action == "resume":
             graph.invoke(None, config)
+        elif action == "resume_yes":
+            graph.invoke(Command(resume="yes"), config)
         elif action == "update":
             graph.update_state(config, {"foo": "upd", "bar": ["u"]})
         elif action == "update_as_a":

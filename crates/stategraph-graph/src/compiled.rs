@@ -308,6 +308,7 @@ impl<S: State> CompiledGraph<S> {
                 created_at: None,
                 parent_config: None,
                 tasks: Vec::new(),
+                interrupts: Vec::new(),
             }),
             Some(t) => self.snapshot(t, config.checkpoint_id.is_none()),
         }?;
@@ -406,6 +407,7 @@ impl<S: State> CompiledGraph<S> {
             None,
         );
         let mut errors: HashMap<String, String> = HashMap::new();
+        let mut raised: HashMap<String, Vec<crate::interrupt::Interrupt>> = HashMap::new();
         let mut results: HashMap<String, Vec<(String, Value)>> = HashMap::new();
         for w in &saved.pending_writes {
             if w.channel == channels::ERROR {
@@ -413,7 +415,12 @@ impl<S: State> CompiledGraph<S> {
                     w.task_id.clone(),
                     w.value.as_str().unwrap_or_default().to_owned(),
                 );
-            } else if !matches!(w.channel.as_str(), channels::INTERRUPT | channels::RESUME) {
+            } else if w.channel == channels::INTERRUPT {
+                raised.insert(
+                    w.task_id.clone(),
+                    crate::interrupt::Interrupt::all_from(&w.value),
+                );
+            } else if w.channel != channels::RESUME {
                 results
                     .entry(w.task_id.clone())
                     .or_default()
@@ -434,6 +441,12 @@ impl<S: State> CompiledGraph<S> {
                         .collect()
                 }),
                 state: None,
+                // A task that finished after its interrupts were answered has none pending.
+                interrupts: if results.contains_key(&t.id) {
+                    Vec::new()
+                } else {
+                    raised.get(&t.id).cloned().unwrap_or_default()
+                },
             })
             .collect();
         if live {
@@ -464,6 +477,10 @@ impl<S: State> CompiledGraph<S> {
             metadata: Some(saved.metadata),
             created_at: Some(checkpoint.ts.clone()),
             parent_config: saved.parent_config,
+            interrupts: snapshot_tasks
+                .iter()
+                .flat_map(|t| t.interrupts.iter().cloned())
+                .collect(),
             tasks: snapshot_tasks,
         })
     }

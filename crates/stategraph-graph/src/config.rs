@@ -151,6 +151,8 @@ pub struct PregelTask {
     pub result: Option<Values>,
     /// For a subgraph node, the subgraph's own state (with `get_state_with(.., true)`).
     pub state: Option<Box<StateSnapshot>>,
+    /// Interrupts the task raised and that are waiting for an answer.
+    pub interrupts: Vec<crate::interrupt::Interrupt>,
 }
 
 /// The state of a thread at one checkpoint (LangGraph's `StateSnapshot`).
@@ -170,6 +172,8 @@ pub struct StateSnapshot {
     pub parent_config: Option<CheckpointConfig>,
     /// The tasks of the next step.
     pub tasks: Vec<PregelTask>,
+    /// Every pending interrupt of those tasks.
+    pub interrupts: Vec<crate::interrupt::Interrupt>,
 }
 
 impl StateSnapshot {
@@ -190,13 +194,14 @@ impl StateSnapshot {
                     "id": t.id,
                     "name": t.name,
                     "error": t.error,
-                    "interrupts": [],
+                    "interrupts": t.interrupts.iter().map(crate::interrupt::Interrupt::to_json).collect::<Vec<_>>(),
                 });
                 if let Some(state) = &t.state {
                     task["state"] = state.to_json();
                 }
                 task
             }).collect::<Vec<_>>(),
+            "interrupts": self.interrupts.iter().map(crate::interrupt::Interrupt::to_json).collect::<Vec<_>>(),
         })
     }
 }

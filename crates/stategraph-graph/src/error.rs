@@ -86,6 +86,8 @@ pub struct NodeError {
     pub message: String,
     /// Set when the "error" is a command bubbling up to the parent graph (no error write).
     pub(crate) parent_command: Option<Box<ParentCommand>>,
+    /// Set when the "error" is an interrupt: the run stops and waits for an answer.
+    pub(crate) interrupts: Vec<crate::interrupt::Interrupt>,
 }
 
 impl NodeError {
@@ -95,7 +97,22 @@ impl NodeError {
         Self {
             message: format!("NodeError({})", py_repr_str(&message)),
             parent_command: None,
+            interrupts: Vec::new(),
         }
+    }
+
+    /// The control-flow "error" of a node that interrupted.
+    pub(crate) fn interrupted(interrupts: Vec<crate::interrupt::Interrupt>) -> Self {
+        Self {
+            message: "GraphInterrupt".to_owned(),
+            parent_command: None,
+            interrupts,
+        }
+    }
+
+    /// Whether this is an interrupt rather than a failure.
+    pub fn is_interrupt(&self) -> bool {
+        !self.interrupts.is_empty()
     }
 
     /// An error stored exactly as `repr` (e.g. `ValueError('boom')`).
@@ -103,6 +120,7 @@ impl NodeError {
         Self {
             message: repr.into(),
             parent_command: None,
+            interrupts: Vec::new(),
         }
     }
 }

@@ -106,11 +106,28 @@ impl<S: State> StateGraph<S> {
                 config.checkpoint_ns = ctx.checkpoint_ns.clone();
                 config.checkpoint_id = None;
                 let saver = sub.checkpointer.clone().or_else(|| ctx.saver.clone());
-                let result = sub
-                    .run_with(Some(input), config, saver, (*ctx.parents).clone(), None)
-                    .await;
+                // A subgraph that already has a checkpoint in this task's namespace was
+                // interrupted (or failed) there: it resumes instead of starting over.
+                let existing = match (&saver, &config.thread_id) {
+                    (Some(s), Some(t)) => s
+                        .get_tuple(&config.checkpoint_config(t))
+                        .await
+                        .map_err(|e| NodeError::from(GraphError::from(e)))?
+                        .is_some(),
+                    _ => false,
+                };
+                let mut setup = crate::run::RunSetup::new(saver);
+                setup.parents = (*ctx.parents).clone();
+                setup.resume = Some(crate::run::ResumeInput::Inherited(ctx.resume.clone()));
+                if !existing {
+                    setup.input = Some(input);
+                }
+                let result = sub.run_with(config, setup).await;
                 let out = match result {
-                    Ok(out) => out,
+                    Ok(outcome) if !outcome.interrupts.is_empty() => {
+                        return Err(NodeError::interrupted(outcome.interrupts));
+                    }
+                    Ok(outcome) => outcome.values,
                     // A command for this graph, from inside the subgraph: it is this node's
                     // result.
                     Err(GraphError::ParentCommand { command, .. }) => {

@@ -153,9 +153,25 @@ pub struct NodeContext {
     pub(crate) parents: Arc<std::collections::BTreeMap<String, String>>,
     /// The run's stream, if it is being streamed.
     pub(crate) emitter: Option<crate::stream::Emitter>,
+    /// The task's interrupt bookkeeping.
+    pub(crate) scratch: Arc<std::sync::Mutex<crate::interrupt::Scratchpad>>,
+    /// The answers available to this task (inherited by a subgraph it runs).
+    pub(crate) resume: crate::interrupt::ResumeSource,
 }
 
 impl NodeContext {
+    /// Asks for human input (LangGraph's `interrupt(value)`): returns the answer when the run
+    /// was resumed with one, otherwise stops the run — `?` propagates it — and the thread
+    /// waits with this interrupt pending. A node may interrupt several times; on resume it
+    /// runs again from its start and earlier interrupts return their answers in order.
+    pub fn interrupt(
+        &self,
+        value: impl Into<stategraph_checkpoint::Value>,
+    ) -> Result<stategraph_checkpoint::Value, NodeError> {
+        crate::interrupt::Scratchpad::interrupt(&self.scratch, value.into())
+            .map_err(|i| NodeError::interrupted(vec![i]))
+    }
+
     /// The run's typed context, if one of type `C` was given with
     /// [`RunConfig::with_context`].
     pub fn context<C: std::any::Any + std::marker::Send + Sync>(&self) -> Option<&C> {

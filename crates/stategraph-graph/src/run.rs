@@ -17,6 +17,7 @@ use crate::compiled::CompiledGraph;
 use crate::config::RunConfig;
 use crate::error::{GraphError, NodeError};
 use crate::graph::START;
+use crate::interrupt::{Interrupt, Resume, ResumeSource, Scratchpad, interrupt_id};
 use crate::node::{NodeContext, NodeOutput};
 use crate::state::{State, Values};
 use crate::stream::{Emitter, RunStream, StreamMode};
@@ -47,7 +48,16 @@ fn parent_command<S: State>(c: crate::node::Command<S::Update>) -> Result<NodeEr
     Ok(NodeError {
         message: "ParentCommand".to_owned(),
         parent_command: Some(Box::new(cmd)),
+        interrupts: Vec::new(),
     })
+}
+
+/// Control writes, which do not make a task count as finished.
+fn is_control(channel: &str) -> bool {
+    matches!(
+        channel,
+        reserved::ERROR | reserved::ERROR_SOURCE_NODE | reserved::INTERRUPT | reserved::RESUME
+    )
 }
 
 /// State values as a map value.
@@ -76,6 +86,56 @@ fn arg_values(arg: &Value) -> Values {
     }
 }
 
+/// How a run starts: its input (or a resume), where it saves, and who is listening.
+pub(crate) struct RunSetup {
+    pub(crate) input: Option<Map>,
+    pub(crate) resume: Option<ResumeInput>,
+    pub(crate) saver: Option<Arc<dyn CheckpointSaver>>,
+    pub(crate) parents: BTreeMap<String, String>,
+    pub(crate) emitter: Option<Emitter>,
+}
+
+impl RunSetup {
+    pub(crate) fn new(saver: Option<Arc<dyn CheckpointSaver>>) -> Self {
+        Self {
+            input: None,
+            resume: None,
+            saver,
+            parents: BTreeMap::new(),
+            emitter: None,
+        }
+    }
+}
+
+/// Where a resumed run's answers come from.
+pub(crate) enum ResumeInput {
+    /// Given by the caller.
+    Answer(Resume),
+    /// Shared with the parent graph's task (a subgraph resuming inside it).
+    Inherited(ResumeSource),
+}
+
+/// What a run ends with.
+pub(crate) struct RunOutcome {
+    pub(crate) values: Values,
+    /// Interrupts raised by the last step (the run stopped there).
+    pub(crate) interrupts: Vec<Interrupt>,
+}
+
+impl RunOutcome {
+    /// The values, plus `__interrupt__` when the run stopped on interrupts (as LangGraph's
+    /// invoke output has it).
+    pub(crate) fn into_values(mut self) -> Values {
+        if !self.interrupts.is_empty() {
+            self.values.insert(
+                reserved::INTERRUPT.to_owned(),
+                Value::List(self.interrupts.iter().map(Interrupt::to_value).collect()),
+            );
+        }
+        self.values
+    }
+}
+
 /// A finished node: its task's index and what it returned.
 type TaskOutcome<S> = (usize, Result<NodeOutput<<S as State>::Update>, NodeError>);
 
@@ -99,6 +159,10 @@ struct Run<'g, S: State> {
     /// The checkpoint saved last, not yet announced on the stream, and its parent.
     unannounced: Option<Option<CheckpointConfig>>,
     metadata: CheckpointMetadata,
+    /// Answers to interrupts available to this run's tasks.
+    resume: ResumeSource,
+    /// Interrupts raised in the current step.
+    interrupts: Vec<Interrupt>,
 }
 
 impl<S: State> CompiledGraph<S> {
@@ -117,14 +181,22 @@ impl<S: State> CompiledGraph<S> {
             }
             None => None,
         };
-        self.run_with(
+        let setup = RunSetup {
             input,
-            config,
-            self.checkpointer.clone(),
-            Default::default(),
-            None,
-        )
-        .await
+            ..RunSetup::new(self.checkpointer.clone())
+        };
+        Ok(self.run_with(config, setup).await?.into_values())
+    }
+
+    /// Resumes a thread waiting on interrupts (LangGraph's `invoke(Command(resume=…))`):
+    /// the interrupted tasks run again from their start and their `interrupt` calls return
+    /// the answers. With several pending interrupts, answer them by id.
+    pub async fn resume(&self, resume: Resume, config: RunConfig) -> Result<Values, GraphError> {
+        let setup = RunSetup {
+            resume: Some(ResumeInput::Answer(resume)),
+            ..RunSetup::new(self.checkpointer.clone())
+        };
+        Ok(self.run_with(config, setup).await?.into_values())
     }
 
     /// Like [`invoke`](Self::invoke), streaming events of the given modes as the run goes.
@@ -154,14 +226,12 @@ impl<S: State> CompiledGraph<S> {
         };
         RunStream::new(modes, move |emitter| {
             Box::pin(async move {
-                self.run_with(
-                    input?,
-                    config,
-                    self.checkpointer.clone(),
-                    Default::default(),
-                    Some(emitter),
-                )
-                .await
+                let setup = RunSetup {
+                    input: input?,
+                    emitter: Some(emitter),
+                    ..RunSetup::new(self.checkpointer.clone())
+                };
+                Ok(self.run_with(config, setup).await?.into_values())
             })
         })
     }
@@ -170,20 +240,20 @@ impl<S: State> CompiledGraph<S> {
     /// (how a subgraph runs inside its parent's task).
     pub(crate) async fn run_with(
         &self,
-        input: Option<Map>,
         config: RunConfig,
-        saver: Option<Arc<dyn CheckpointSaver>>,
-        parents: BTreeMap<String, String>,
-        emitter: Option<Emitter>,
-    ) -> Result<Values, GraphError> {
-        let mut run = self.start(config, saver, parents).await?;
-        run.emitter = emitter;
-        match input {
+        setup: RunSetup,
+    ) -> Result<RunOutcome, GraphError> {
+        let mut run = self.start(config, setup.saver, setup.parents).await?;
+        run.emitter = setup.emitter;
+        match setup.input {
             Some(input) => run.first_input(input).await?,
-            None => run.first_resume().await?,
+            None => run.first_resume(setup.resume).await?,
         }
         run.run_loop().await?;
-        Ok(self.read_values(&run.channels))
+        Ok(RunOutcome {
+            values: self.read_values(&run.channels),
+            interrupts: run.interrupts,
+        })
     }
 
     async fn start(
@@ -243,6 +313,8 @@ impl<S: State> CompiledGraph<S> {
             emitter: None,
             unannounced: None,
             metadata: CheckpointMetadata::default(),
+            resume: ResumeSource::default(),
+            interrupts: Vec::new(),
         })
     }
 }
@@ -297,11 +369,56 @@ impl<S: State> Run<'_, S> {
     /// again instead of reusing their saved writes, and unless the checkpoint is the thread's
     /// latest `update`/`fork` checkpoint, a `fork` copy is written first so the replay forms a
     /// new branch next to the old one.
-    async fn first_resume(&mut self) -> Result<(), GraphError> {
+    async fn first_resume(&mut self, resume: Option<ResumeInput>) -> Result<(), GraphError> {
         if self.checkpoint.channel_versions.is_empty() {
             return Err(GraphError::InvalidConfig(
                 "no input was given and the thread has no checkpoint to resume from".into(),
             ));
+        }
+        let answering = resume.is_some();
+        match resume {
+            Some(ResumeInput::Inherited(source)) => self.resume = source,
+            Some(ResumeInput::Answer(Resume::ById(map))) => {
+                self.resume.by_id = Some(Arc::new(map));
+            }
+            Some(ResumeInput::Answer(Resume::Value(v))) => {
+                let pending = self.pending_interrupts();
+                if pending.len() > 1 {
+                    return Err(GraphError::InvalidConfig(format!(
+                        "{} interrupts are pending ({}); resume them by id",
+                        pending.len(),
+                        pending.join(", ")
+                    )));
+                }
+                let write = vec![(reserved::RESUME.to_owned(), v.clone())];
+                if let Some(saver) = &self.saver {
+                    saver
+                        .put_writes(
+                            &self.checkpoint_config,
+                            &write,
+                            stategraph_checkpoint::NULL_TASK_ID,
+                            "",
+                        )
+                        .await?;
+                }
+                self.pending_writes.push(PendingWrite {
+                    task_id: stategraph_checkpoint::NULL_TASK_ID.to_owned(),
+                    channel: reserved::RESUME.to_owned(),
+                    value: v,
+                    task_path: String::new(),
+                    idx: -4,
+                });
+            }
+            None => {}
+        }
+        // The answer written without a task waits for the first interrupt that asks.
+        if let Some(w) = self.pending_writes.iter().find(|w| {
+            w.task_id == stategraph_checkpoint::NULL_TASK_ID && w.channel == reserved::RESUME
+        }) {
+            let mut null = self.resume.null.lock().unwrap_or_else(|e| e.into_inner());
+            if null.is_none() {
+                *null = Some(w.value.clone());
+            }
         }
         let null_writes: Vec<(String, Value)> = self
             .pending_writes
@@ -324,10 +441,26 @@ impl<S: State> Run<'_, S> {
         self.checkpoint
             .versions_seen
             .insert(INTERRUPT.to_owned(), seen);
-        if self.config.checkpoint_id.is_some() {
+        if self.config.checkpoint_id.is_some() && !answering {
             self.replay().await?;
         }
         Ok(())
+    }
+
+    /// Ids of the interrupts raised on the current checkpoint by tasks that have not finished.
+    fn pending_interrupts(&self) -> Vec<String> {
+        let finished: BTreeSet<&str> = self
+            .pending_writes
+            .iter()
+            .filter(|w| !is_control(&w.channel))
+            .map(|w| w.task_id.as_str())
+            .collect();
+        self.pending_writes
+            .iter()
+            .filter(|w| w.channel == reserved::INTERRUPT && !finished.contains(w.task_id.as_str()))
+            .flat_map(|w| Interrupt::all_from(&w.value))
+            .map(|i| i.id)
+            .collect()
     }
 
     async fn replay(&mut self) -> Result<(), GraphError> {
@@ -424,6 +557,15 @@ impl<S: State> Run<'_, S> {
             }
             self.reuse_finished_writes(&mut tasks);
             self.execute(&mut tasks).await?;
+            if !self.interrupts.is_empty() {
+                // The step stops here; its finished tasks' writes are saved, and the thread
+                // waits on the checkpoint the step started from.
+                return Ok(());
+            }
+            // An answer no interrupt took does not carry over to later steps.
+            if let Ok(mut null) = self.resume.null.lock() {
+                null.take();
+            }
             let refs: Vec<&Task> = tasks.iter().collect();
             let updated = self.apply(&refs)?;
             if let Some(e) = &self.emitter
@@ -485,15 +627,7 @@ impl<S: State> Run<'_, S> {
                 .filter(|w| w.task_id == task.id)
                 .map(|w| (w.channel.clone(), w.value.clone()))
                 .collect();
-            let finished = writes.iter().any(|(ch, _)| {
-                !matches!(
-                    ch.as_str(),
-                    reserved::ERROR
-                        | reserved::ERROR_SOURCE_NODE
-                        | reserved::INTERRUPT
-                        | reserved::RESUME
-                )
-            });
+            let finished = writes.iter().any(|(ch, _)| !is_control(ch));
             if finished {
                 task.writes = writes;
             }
@@ -512,13 +646,15 @@ impl<S: State> Run<'_, S> {
         let mut state: Option<Arc<S>> = None;
         let mut set: JoinSet<TaskOutcome<S>> = JoinSet::new();
         let mut first_error: Option<GraphError> = None;
+        let mut pads: Vec<Option<Arc<std::sync::Mutex<Scratchpad>>>> = vec![None; tasks.len()];
         for (i, task) in tasks.iter_mut().enumerate() {
             if !task.writes.is_empty() {
                 continue;
             }
             if task.name == START {
                 let result = self.start_writes();
-                self.finish_task(task, result, &mut first_error).await?;
+                self.finish_task(task, result, Vec::new(), &mut first_error)
+                    .await?;
                 continue;
             }
             let Some(run) = self
@@ -546,7 +682,11 @@ impl<S: State> Run<'_, S> {
             } else {
                 format!("{ns}|{}:{}", task.name, task.id)
             };
+            let pad = Arc::new(std::sync::Mutex::new(self.scratchpad(task, &task_ns)));
+            pads[i] = Some(Arc::clone(&pad));
             let ctx = NodeContext {
+                scratch: pad,
+                resume: self.resume.clone(),
                 node: task.name.clone(),
                 task_id: task.id.clone(),
                 step: self.step,
@@ -587,12 +727,44 @@ impl<S: State> Run<'_, S> {
                 message: format!("the task panicked or was cancelled: {e}"),
             })?;
             let result = output.and_then(|o| self.node_writes(&tasks[i].name, o));
-            self.finish_task(&mut tasks[i], result, &mut first_error)
+            let resume_writes = pads[i]
+                .as_ref()
+                .map(|p| std::mem::take(&mut p.lock().unwrap_or_else(|e| e.into_inner()).writes))
+                .unwrap_or_default();
+            self.finish_task(&mut tasks[i], result, resume_writes, &mut first_error)
                 .await?;
         }
         match first_error {
             Some(e) => Err(e),
             None => Ok(()),
+        }
+    }
+
+    /// A task's interrupt bookkeeping: the answers it already has, plus one by id if the
+    /// caller gave it.
+    fn scratchpad(&self, task: &Task, task_ns: &str) -> Scratchpad {
+        let mut resume: Vec<Value> = self
+            .pending_writes
+            .iter()
+            .find(|w| w.task_id == task.id && w.channel == reserved::RESUME)
+            .map(|w| match &w.value {
+                Value::List(l) => l.clone(),
+                other => vec![other.clone()],
+            })
+            .unwrap_or_default();
+        if let Some(map) = &self.resume.by_id {
+            let next = interrupt_id(task_ns, resume.len());
+            let first = interrupt_id(task_ns, 0);
+            if let Some(v) = map.get(&next).or_else(|| map.get(&first)) {
+                resume.push(v.clone());
+            }
+        }
+        Scratchpad {
+            ns: task_ns.to_owned(),
+            resume,
+            counter: 0,
+            source: self.resume.clone(),
+            writes: Vec::new(),
         }
     }
 
@@ -685,11 +857,40 @@ impl<S: State> Run<'_, S> {
         &mut self,
         task: &mut Task,
         result: Result<Vec<(String, Value)>, NodeError>,
+        resume_writes: Vec<(String, Value)>,
         first_error: &mut Option<GraphError>,
     ) -> Result<(), GraphError> {
         let writes = match result {
-            Ok(w) if w.is_empty() => vec![(reserved::NO_WRITES.to_owned(), Value::Null)],
-            Ok(w) => w,
+            Ok(w) if w.is_empty() && resume_writes.is_empty() => {
+                vec![(reserved::NO_WRITES.to_owned(), Value::Null)]
+            }
+            Ok(w) => {
+                let mut all = resume_writes;
+                all.extend(w);
+                all
+            }
+            Err(e) if e.is_interrupt() => {
+                let mut writes = vec![(
+                    reserved::INTERRUPT.to_owned(),
+                    Value::List(e.interrupts.iter().map(Interrupt::to_value).collect()),
+                )];
+                writes.extend(resume_writes);
+                if let Some(saver) = &self.saver
+                    && self.checkpoint_config.checkpoint_id.is_some()
+                {
+                    saver
+                        .put_writes(&self.checkpoint_config, &writes, &task.id, &task.path_str())
+                        .await?;
+                }
+                if let Some(em) = &self.emitter {
+                    let list = Value::List(e.interrupts.iter().map(Interrupt::to_value).collect());
+                    em.emit(StreamMode::Updates, || {
+                        Value::Map([(reserved::INTERRUPT, list)].into_iter().collect())
+                    });
+                }
+                self.interrupts.extend(e.interrupts);
+                return Ok(());
+            }
             Err(NodeError {
                 parent_command: Some(command),
                 ..

@@ -129,6 +129,16 @@ fn sub_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Route> {
     g.compile().unwrap().with_checkpointer(saver)
 }
 
+fn hitl_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Route> {
+    let mut g = StateGraph::<Route>::new();
+    g.add_node("ask", |_s: Arc<Route>, ctx| async move {
+        let answer = ctx.interrupt(stategraph::value!({"question": "approve?"}))?;
+        Ok(RouteUpdate::default().log(vec![format!("answer: {}", answer.as_str().unwrap_or("?"))]))
+    });
+    g.add_edge(START, "ask");
+    g.compile().unwrap().with_checkpointer(saver)
+}
+
 fn python() -> PathBuf {
     let candidate = std::env::var_os("STATEGRAPH_PYTHON")
         .map(PathBuf::from)
@@ -175,9 +185,6 @@ fn ours(history: &[StateSnapshot]) -> Vec<Json> {
                 let flat = j[key]["configurable"].clone();
                 j[key] = if flat.is_null() { Json::Null } else { flat };
             }
-            for t in j["tasks"].as_array_mut().unwrap() {
-                t.as_object_mut().unwrap().remove("interrupts");
-            }
             j
         })
         .collect()
@@ -202,7 +209,16 @@ async fn all_namespaces(saver: &SqliteSaver, thread: &str) -> Vec<Json> {
                 "values": Value::Map(t.checkpoint.channel_values.clone().into_iter().collect()).to_json(),
                 "versions": t.checkpoint.channel_versions.iter().map(|(k, v)| (k.clone(), v.counter())).collect::<std::collections::BTreeMap<_, _>>(),
                 "updated": t.checkpoint.updated_channels,
-                "writes": t.pending_writes.iter().map(|w| json!([w.channel, w.idx, w.task_path, w.value.to_json()])).collect::<Vec<_>>(),
+                "writes": t.pending_writes.iter().map(|w| {
+                    let mut value = w.value.to_json();
+                    if w.channel == "__interrupt__" {
+                        // Interrupt ids hash the task id, which differs between threads.
+                        for i in value.as_array_mut().into_iter().flatten() {
+                            i["data"]["id"] = json!("<id>");
+                        }
+                    }
+                    json!([w.channel, w.idx, w.task_path, value])
+                }).collect::<Vec<_>>(),
             })
         })
         .collect()
@@ -413,4 +429,70 @@ async fn update_state_matches_python() {
         4,
         "foo+bar of the first update, foo+branch of the second"
     );
+}
+
+#[tokio::test]
+async fn interrupted_threads_are_shared_with_python() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shared.sqlite");
+    let graph = hitl_graph(Arc::new(SqliteSaver::open(&db).unwrap()));
+    let input = || {
+        RouteUpdate::default()
+            .log(Vec::<String>::new())
+            .go_left(true)
+    };
+    let (rust, rust2) = (RunConfig::thread("rust"), RunConfig::thread("rust2"));
+
+    // Interrupted by us: Python sees the same pending interrupt (id included) as we do.
+    let out = graph.invoke(Some(input()), rust.clone()).await.unwrap();
+    assert!(out.contains_key("__interrupt__"));
+    let ours_now = ours(
+        &graph
+            .get_state_history(&rust, Default::default())
+            .await
+            .unwrap(),
+    );
+    let theirs_now = py(&db, "hitl", "rust", &["history"]);
+    assert_eq!(theirs_now["history"].as_array().unwrap(), &ours_now);
+    let state = graph.get_state(&rust).await.unwrap();
+    assert_eq!(state.interrupts.len(), 1);
+    assert_eq!(
+        state.interrupts[0].value,
+        stategraph::value!({"question": "approve?"})
+    );
+
+    // Python's own run interrupts the same way, and answers its own interrupt.
+    py(&db, "hitl", "py", &["run", "resume_yes"]);
+    // We answer ours: the same checkpoints and writes as Python's.
+    graph
+        .resume(stategraph::graph::Resume::Value("yes".into()), rust.clone())
+        .await
+        .unwrap();
+    let saver = SqliteSaver::open(&db).unwrap();
+    assert_eq!(
+        all_namespaces(&saver, "py").await,
+        all_namespaces(&saver, "rust").await
+    );
+
+    // Python answers an interrupt we raised; we answer one Python raised.
+    graph.invoke(Some(input()), rust2.clone()).await.unwrap();
+    py(&db, "hitl", "rust2", &["resume_yes"]);
+    py(&db, "hitl", "py2", &["run"]);
+    graph
+        .resume(
+            stategraph::graph::Resume::Value("yes".into()),
+            RunConfig::thread("py2"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        all_namespaces(&saver, "rust2").await,
+        all_namespaces(&saver, "rust").await
+    );
+    assert_eq!(
+        all_namespaces(&saver, "py2").await,
+        all_namespaces(&saver, "rust").await
+    );
+    let done = graph.get_state(&RunConfig::thread("py2")).await.unwrap();
+    assert_eq!(done.values["log"], stategraph::value!(["answer: yes"]));
 }
