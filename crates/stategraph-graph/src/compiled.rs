@@ -76,6 +76,10 @@ pub struct CompiledGraph<S: State> {
     pub(crate) checkpointer: Option<Arc<dyn CheckpointSaver>>,
     pub(crate) trigger_channels: BTreeSet<String>,
     pub(crate) trigger_to_nodes: HashMap<String, Vec<String>>,
+    /// Stop before these nodes run (`*`: any node).
+    pub(crate) interrupt_before: Vec<String>,
+    /// Stop after these nodes ran (`*`: any node).
+    pub(crate) interrupt_after: Vec<String>,
 }
 
 impl<S: State> fmt::Debug for CompiledGraph<S> {
@@ -114,7 +118,31 @@ impl<S: State> CompiledGraph<S> {
             checkpointer: None,
             trigger_channels,
             trigger_to_nodes,
+            interrupt_before: Vec::new(),
+            interrupt_after: Vec::new(),
         }
+    }
+
+    /// Stops every run before any of `nodes` runs (`"*"`: before any node), leaving the
+    /// thread at the checkpoint where they are next; resuming (input `None`) runs them.
+    pub fn with_interrupt_before<I, T>(mut self, nodes: I) -> Self
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        self.interrupt_before = nodes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Stops every run after any of `nodes` ran (`"*"`: after any node), once the step's
+    /// checkpoint is saved.
+    pub fn with_interrupt_after<I, T>(mut self, nodes: I) -> Self
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        self.interrupt_after = nodes.into_iter().map(Into::into).collect();
+        self
     }
 
     /// Attaches a checkpointer: every super-step of every run is then saved to its thread.

@@ -44,6 +44,10 @@ pub struct RunConfig {
     pub recursion_limit: usize,
     /// The run's typed context (see [`RunConfig::with_context`]).
     pub context: Option<Context>,
+    /// Overrides the graph's `interrupt_before` for this run.
+    pub interrupt_before: Option<Vec<String>>,
+    /// Overrides the graph's `interrupt_after` for this run.
+    pub interrupt_after: Option<Vec<String>>,
 }
 
 impl Default for RunConfig {
@@ -56,6 +60,8 @@ impl Default for RunConfig {
             metadata: serde_json::Map::new(),
             recursion_limit: DEFAULT_RECURSION_LIMIT,
             context: None,
+            interrupt_before: None,
+            interrupt_after: None,
         }
     }
 }

@@ -52,6 +52,29 @@ fn parent_command<S: State>(c: crate::node::Command<S::Update>) -> Result<NodeEr
     })
 }
 
+/// LangGraph's `should_interrupt`: some channel moved since the last interrupt/resume, and a
+/// task of the step is one of `nodes` (`*`: any node but `__start__`).
+fn should_interrupt(checkpoint: &Checkpoint, nodes: &[String], tasks: &[Task]) -> bool {
+    if nodes.is_empty() {
+        return false;
+    }
+    let seen = checkpoint.versions_seen.get(INTERRUPT);
+    let moved =
+        checkpoint
+            .channel_versions
+            .iter()
+            .any(|(ch, v)| match seen.and_then(|s| s.get(ch)) {
+                Some(s) => v > s,
+                None => true,
+            });
+    moved
+        && tasks.iter().any(|t| {
+            nodes
+                .iter()
+                .any(|n| n == &t.name || (n == "*" && t.name != START))
+        })
+}
+
 /// Control writes, which do not make a task count as finished.
 fn is_control(channel: &str) -> bool {
     matches!(
@@ -401,6 +424,11 @@ impl<S: State> Run<'_, S> {
                         )
                         .await?;
                 }
+                // The saved answer replaces an earlier one (the write is an upsert).
+                self.pending_writes.retain(|w| {
+                    !(w.task_id == stategraph_checkpoint::NULL_TASK_ID
+                        && w.channel == reserved::RESUME)
+                });
                 self.pending_writes.push(PendingWrite {
                     task_id: stategraph_checkpoint::NULL_TASK_ID.to_owned(),
                     channel: reserved::RESUME.to_owned(),
@@ -556,6 +584,14 @@ impl<S: State> Run<'_, S> {
                 return Ok(());
             }
             self.reuse_finished_writes(&mut tasks);
+            let before = self
+                .config
+                .interrupt_before
+                .as_ref()
+                .unwrap_or(&self.graph.interrupt_before);
+            if should_interrupt(&self.checkpoint, before, &tasks) {
+                return Ok(());
+            }
             self.execute(&mut tasks).await?;
             if !self.interrupts.is_empty() {
                 // The step stops here; its finished tasks' writes are saved, and the thread
@@ -577,7 +613,29 @@ impl<S: State> Run<'_, S> {
             self.updated_channels = Some(updated);
             self.pending_writes.clear();
             self.put_checkpoint(CheckpointSource::Loop).await?;
+            let after = self
+                .config
+                .interrupt_after
+                .as_ref()
+                .unwrap_or(&self.graph.interrupt_after);
+            if should_interrupt(&self.checkpoint, after, &tasks) {
+                let next = self.next_tasks();
+                self.announce_checkpoint(&next);
+                return Ok(());
+            }
         }
+    }
+
+    /// The tasks the current checkpoint schedules (for announcing it when the run stops).
+    fn next_tasks(&self) -> Vec<Task> {
+        prepare_next_tasks(
+            &self.checkpoint,
+            &self.channels,
+            &self.graph.node_triggers(),
+            self.step,
+            &self.checkpoint_config.checkpoint_ns,
+            None,
+        )
     }
 
     /// Emits the last saved checkpoint (`checkpoints`/`debug`), with the tasks that follow it.
