@@ -24,6 +24,8 @@ pub(crate) struct PregelNode<S: State> {
     pub(crate) run: Option<NodeFn<S>>,
     /// Set for subgraph nodes: reads the subgraph's state for `get_state(subgraphs)`.
     pub(crate) subgraph: Option<Arc<dyn SubgraphView>>,
+    /// How the node is retried when it fails.
+    pub(crate) retry: Option<crate::retry::RetryPolicy>,
 }
 
 /// Reads a subgraph's state, whatever its state type.

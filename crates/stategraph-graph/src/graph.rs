@@ -43,6 +43,8 @@ pub struct StateGraph<S: State> {
     branches: Vec<(String, Branch<S>)>,
     /// Where each node's `Command`s may route (LangGraph's `destinations=`).
     destinations: Vec<(String, Vec<String>)>,
+    /// Retry policies by node.
+    retries: Vec<(String, crate::retry::RetryPolicy)>,
 }
 
 impl<S: State> Default for StateGraph<S> {
@@ -66,7 +68,21 @@ impl<S: State> StateGraph<S> {
             joins: Vec::new(),
             branches: Vec::new(),
             destinations: Vec::new(),
+            retries: Vec::new(),
         }
+    }
+
+    /// Retries `node` according to `policy` when it fails (the failure is recorded only once
+    /// the last attempt fails).
+    pub fn set_retry(
+        &mut self,
+        node: impl Into<String>,
+        policy: crate::retry::RetryPolicy,
+    ) -> &mut Self {
+        let node = node.into();
+        self.retries.retain(|(n, _)| *n != node);
+        self.retries.push((node, policy));
+        self
     }
 
     /// Adds a node: an async function of the shared state snapshot and the node context,
@@ -234,6 +250,11 @@ impl<S: State> StateGraph<S> {
                 triggers: vec![branch_channel(name)],
                 run: Some(Arc::clone(f)),
                 subgraph: view.clone(),
+                retry: self
+                    .retries
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, p)| p.clone()),
             });
         }
         for (from, to) in &self.edges {
@@ -280,6 +301,7 @@ impl<S: State> StateGraph<S> {
                 triggers: vec![START.to_owned()],
                 run: None,
                 subgraph: None,
+                retry: None,
             },
         );
         Ok(CompiledGraph::new(
@@ -334,6 +356,13 @@ impl<S: State> StateGraph<S> {
             if !known.contains(to.as_str()) {
                 return invalid(format!("join edge: unknown target node `{to}`"));
             }
+        }
+        if let Some((n, _)) = self
+            .retries
+            .iter()
+            .find(|(n, _)| !known.contains(n.as_str()))
+        {
+            return invalid(format!("retry policy for unknown node `{n}`"));
         }
         for (from, to) in &self.destinations {
             if !known.contains(from.as_str()) {

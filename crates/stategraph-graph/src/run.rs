@@ -715,12 +715,12 @@ impl<S: State> Run<'_, S> {
                     .await?;
                 continue;
             }
-            let Some(run) = self
+            let Some((run, retry)) = self
                 .graph
                 .nodes
                 .iter()
                 .find(|n| n.name == task.name)
-                .and_then(|n| n.run.clone())
+                .and_then(|n| Some((n.run.clone()?, n.retry.clone())))
             else {
                 continue;
             };
@@ -776,7 +776,23 @@ impl<S: State> Run<'_, S> {
                 let payload = Value::Map(m);
                 e.emit_debug(StreamMode::Tasks, "task", self.step, || payload.clone());
             }
-            set.spawn(async move { (i, run(s, ctx).await) });
+            set.spawn(async move {
+                let mut attempt = 1;
+                loop {
+                    let result = run(Arc::clone(&s), ctx.clone()).await;
+                    match (&result, &retry) {
+                        (Err(e), Some(policy)) if policy.retries(attempt, e) => {
+                            tokio::time::sleep(policy.delay(attempt)).await;
+                            attempt += 1;
+                            // A new attempt starts with a fresh interrupt count.
+                            let mut pad = ctx.scratch.lock().unwrap_or_else(|e| e.into_inner());
+                            pad.counter = 0;
+                            pad.writes.clear();
+                        }
+                        _ => return (i, result),
+                    }
+                }
+            });
         }
         while let Some(joined) = set.join_next().await {
             let (i, output) = joined.map_err(|e| GraphError::NodeFailed {
