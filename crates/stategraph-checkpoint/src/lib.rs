@@ -65,7 +65,8 @@ pub use id::{checkpoint_id, format_uuid, iso_from_unix_micros, now_iso, uuid6};
 pub use memory::InMemorySaver;
 pub use metadata::{CheckpointMetadata, CheckpointSource};
 pub use saver::{
-    Capabilities, CheckpointSaver, ListOptions, PruneStrategy, validate_put, validate_put_writes,
+    Capabilities, CheckpointSaver, ListOptions, PruneStrategy, latest_conflict, validate_put,
+    validate_put_writes,
 };
 pub use serializer::{JsonPlusSerializer, SerdeError, Serializer, tags};
 pub use value::{Ext, ExtCode, Map, PyObject, Value};

@@ -81,6 +81,48 @@ impl InMemorySaver {
 }
 
 impl Inner {
+    fn put(
+        &mut self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        new_versions: &ChannelVersions,
+    ) -> CheckpointConfig {
+        let thread = &config.thread_id;
+        let ns = &config.checkpoint_ns;
+        let inner = self;
+        for (channel, version) in new_versions {
+            let key = (
+                thread.clone(),
+                ns.clone(),
+                channel.clone(),
+                version.to_string(),
+            );
+            inner
+                .blobs
+                .insert(key, checkpoint.channel_values.get(channel).cloned());
+        }
+        let mut bare = checkpoint.clone();
+        bare.channel_values.clear();
+        inner
+            .storage
+            .entry(thread.clone())
+            .or_default()
+            .entry(ns.clone())
+            .or_default()
+            .insert(
+                checkpoint.id.clone(),
+                Stored {
+                    checkpoint: bare,
+                    metadata: metadata.clone(),
+                    parent: config.checkpoint_id.clone(),
+                },
+            );
+        CheckpointConfig::new(thread.clone())
+            .with_ns(ns.clone())
+            .with_checkpoint_id(checkpoint.id.clone())
+    }
+
     fn tuple(&self, thread: &str, ns: &str, id: &str, stored: &Stored) -> CheckpointTuple {
         let mut checkpoint = stored.checkpoint.clone();
         for (channel, version) in &checkpoint.channel_versions {
@@ -210,39 +252,34 @@ impl CheckpointSaver for InMemorySaver {
         new_versions: &ChannelVersions,
     ) -> Result<CheckpointConfig> {
         validate_put(config, checkpoint)?;
-        let thread = &config.thread_id;
-        let ns = &config.checkpoint_ns;
         let mut inner = self.lock();
-        for (channel, version) in new_versions {
-            let key = (
-                thread.clone(),
-                ns.clone(),
-                channel.clone(),
-                version.to_string(),
-            );
-            inner
-                .blobs
-                .insert(key, checkpoint.channel_values.get(channel).cloned());
-        }
-        let mut bare = checkpoint.clone();
-        bare.channel_values.clear();
-        inner
+        Ok(inner.put(config, checkpoint, metadata, new_versions))
+    }
+
+    async fn put_if_latest(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        new_versions: &ChannelVersions,
+        expected_latest: Option<&str>,
+    ) -> Result<CheckpointConfig> {
+        validate_put(config, checkpoint)?;
+        let mut inner = self.lock();
+        let latest = inner
             .storage
-            .entry(thread.clone())
-            .or_default()
-            .entry(ns.clone())
-            .or_default()
-            .insert(
-                checkpoint.id.clone(),
-                Stored {
-                    checkpoint: bare,
-                    metadata: metadata.clone(),
-                    parent: config.checkpoint_id.clone(),
-                },
-            );
-        Ok(CheckpointConfig::new(thread.clone())
-            .with_ns(ns.clone())
-            .with_checkpoint_id(checkpoint.id.clone()))
+            .get(&config.thread_id)
+            .and_then(|nss| nss.get(&config.checkpoint_ns))
+            .and_then(|cps| cps.keys().next_back())
+            .cloned();
+        if latest.as_deref() != expected_latest {
+            return Err(crate::saver::latest_conflict(
+                config,
+                expected_latest,
+                latest.as_deref(),
+            ));
+        }
+        Ok(inner.put(config, checkpoint, metadata, new_versions))
     }
 
     async fn put_writes(

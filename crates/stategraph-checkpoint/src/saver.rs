@@ -157,6 +157,20 @@ pub trait CheckpointSaver: Send + Sync + fmt::Debug {
         new_versions: &ChannelVersions,
     ) -> Result<CheckpointConfig>;
 
+    /// [`put`](Self::put), but only if the newest checkpoint of the thread's namespace is
+    /// still `expected_latest` (`None`: the namespace has no checkpoint yet); otherwise
+    /// [`Error::Conflict`] and nothing is written. The check and the write are atomic, across
+    /// processes sharing the database too. This is how runs on one thread are kept from
+    /// interleaving: each run saves its checkpoints conditioned on the last one it saw.
+    async fn put_if_latest(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        new_versions: &ChannelVersions,
+        expected_latest: Option<&str>,
+    ) -> Result<CheckpointConfig>;
+
     /// Stores the writes of task `task_id` (path `task_path`) against `config.checkpoint_id`.
     async fn put_writes(
         &self,
@@ -224,6 +238,24 @@ pub fn validate_put(config: &CheckpointConfig, checkpoint: &Checkpoint) -> Resul
         ));
     }
     Ok(())
+}
+
+/// The [`Error::Conflict`] of a `put_if_latest` that lost the race.
+pub fn latest_conflict(
+    config: &CheckpointConfig,
+    expected: Option<&str>,
+    found: Option<&str>,
+) -> Error {
+    Error::Conflict {
+        message: format!(
+            "thread `{}` (namespace `{}`) moved on: expected its latest checkpoint to be {}, \
+             found {}; another run is writing to this thread",
+            config.thread_id,
+            config.checkpoint_ns,
+            expected.unwrap_or("none"),
+            found.unwrap_or("none"),
+        ),
+    }
 }
 
 /// Checks the arguments every `put_writes` needs and returns the checkpoint id.

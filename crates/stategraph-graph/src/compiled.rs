@@ -82,7 +82,12 @@ pub struct CompiledGraph<S: State> {
     pub(crate) interrupt_before: Vec<String>,
     /// Stop after these nodes ran (`*`: any node).
     pub(crate) interrupt_after: Vec<String>,
+    /// Per-thread locks for runs that asked to queue.
+    pub(crate) run_locks: RunLocks,
 }
+
+/// thread id → the lock queued runs on that thread take.
+pub(crate) type RunLocks = Arc<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>;
 
 impl<S: State> fmt::Debug for CompiledGraph<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -122,7 +127,14 @@ impl<S: State> CompiledGraph<S> {
             trigger_to_nodes,
             interrupt_before: Vec::new(),
             interrupt_after: Vec::new(),
+            run_locks: Arc::default(),
         }
+    }
+
+    /// The lock runs on `thread` take when they ask to queue.
+    pub(crate) fn run_lock(&self, thread: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.run_locks.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(locks.entry(thread.to_owned()).or_default())
     }
 
     /// Stops every run before any of `nodes` runs (`"*"`: before any node), leaving the

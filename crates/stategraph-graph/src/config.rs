@@ -48,6 +48,9 @@ pub struct RunConfig {
     pub interrupt_before: Option<Vec<String>>,
     /// Overrides the graph's `interrupt_after` for this run.
     pub interrupt_after: Option<Vec<String>>,
+    /// Wait for other runs of this graph on the same thread (in this process) to finish,
+    /// instead of failing with a conflict. Runs in other processes always conflict.
+    pub queue: bool,
 }
 
 impl Default for RunConfig {
@@ -62,6 +65,7 @@ impl Default for RunConfig {
             context: None,
             interrupt_before: None,
             interrupt_after: None,
+            queue: false,
         }
     }
 }

@@ -67,6 +67,16 @@ pub enum GraphError {
     },
 }
 
+impl GraphError {
+    /// Whether another run moved the thread on (the checkpointer's `Conflict`).
+    pub fn is_conflict(&self) -> bool {
+        matches!(
+            self,
+            GraphError::Checkpoint(stategraph_checkpoint::Error::Conflict { .. })
+        )
+    }
+}
+
 /// A `Command` addressed to the parent graph, carried out of a subgraph as raw writes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParentCommand {

@@ -186,6 +186,8 @@ struct Run<'g, S: State> {
     resume: ResumeSource,
     /// Interrupts raised in the current step.
     interrupts: Vec<Interrupt>,
+    /// The newest checkpoint of the thread's namespace as this run last saw it.
+    expected_latest: Option<String>,
 }
 
 impl<S: State> CompiledGraph<S> {
@@ -266,6 +268,10 @@ impl<S: State> CompiledGraph<S> {
         config: RunConfig,
         setup: RunSetup,
     ) -> Result<RunOutcome, GraphError> {
+        let _queued = match (&config.thread_id, config.queue && setup.parents.is_empty()) {
+            (Some(thread), true) => Some(self.run_lock(thread).lock_owned().await),
+            _ => None,
+        };
         let mut run = self.start(config, setup.saver, setup.parents).await?;
         run.emitter = setup.emitter;
         match setup.input {
@@ -285,13 +291,25 @@ impl<S: State> CompiledGraph<S> {
         saver: Option<Arc<dyn CheckpointSaver>>,
         parents: BTreeMap<String, String>,
     ) -> Result<Run<'_, S>, GraphError> {
-        let (saved, checkpoint_config) = match &saver {
+        let (saved, checkpoint_config, expected_latest) = match &saver {
             Some(s) => {
                 let thread = self.thread_of(&config)?;
                 let cc = config.checkpoint_config(thread);
-                (s.get_tuple(&cc).await?, cc)
+                let saved = s.get_tuple(&cc).await?;
+                // The run's checkpoints are saved on condition that nobody else moved the
+                // thread on since this point (see `CheckpointSaver::put_if_latest`).
+                let latest = if cc.checkpoint_id.is_none() {
+                    saved.as_ref().map(|t| t.checkpoint.id.clone())
+                } else {
+                    let latest_config = CheckpointConfig {
+                        checkpoint_id: None,
+                        ..cc.clone()
+                    };
+                    s.get_tuple(&latest_config).await?.map(|t| t.checkpoint.id)
+                };
+                (saved, cc, latest)
             }
-            None => (None, CheckpointConfig::default()),
+            None => (None, CheckpointConfig::default(), None),
         };
         let (checkpoint, step, checkpoint_config, pending_writes, previous_versions) = match saved {
             Some(t) => (
@@ -338,6 +356,7 @@ impl<S: State> CompiledGraph<S> {
             metadata: CheckpointMetadata::default(),
             resume: ResumeSource::default(),
             interrupts: Vec::new(),
+            expected_latest,
         })
     }
 }
@@ -543,13 +562,15 @@ impl<S: State> Run<'_, S> {
             let changed = new_versions(&self.previous_versions, &versions);
             self.previous_versions = versions;
             let stored = saver
-                .put(
+                .put_if_latest(
                     &self.checkpoint_config,
                     &self.checkpoint,
                     &metadata,
                     &changed,
+                    self.expected_latest.as_deref(),
                 )
                 .await?;
+            self.expected_latest = stored.checkpoint_id.clone();
             self.checkpoint_config = stored;
             self.unannounced = Some(parent);
         }

@@ -79,6 +79,14 @@ impl<S: State> CompiledGraph<S> {
         let saver = self.saver()?;
         let thread = self.thread_of(config)?;
         let saved = saver.get_tuple(&config.checkpoint_config(thread)).await?;
+        // The update is saved on condition that the thread has not moved on since now.
+        let expected = match (&config.checkpoint_id, &saved) {
+            (None, saved) => saved.as_ref().map(|t| t.checkpoint.id.clone()),
+            (Some(_), _) => {
+                self.latest_id(saver, &config.checkpoint_config(thread))
+                    .await?
+            }
+        };
         if updates.len() == 1 && updates[0].as_node.as_deref() == Some(AS_COPY) {
             let has_values = updates.remove(0).values.is_some();
             return self.copy_checkpoint(config, saved, has_values).await;
@@ -207,7 +215,9 @@ impl<S: State> CompiledGraph<S> {
             .map(|t| t.checkpoint.channel_versions.clone())
             .unwrap_or_default();
         let changed = new_versions(&previous, &new.channel_versions);
-        Ok(saver.put(&parent, &new, &metadata, &changed).await?)
+        Ok(saver
+            .put_if_latest(&parent, &new, &metadata, &changed, expected.as_deref())
+            .await?)
     }
 
     /// `as_node="__copy__"`: the same checkpoint under a new id, as a sibling (`fork`).
@@ -240,9 +250,29 @@ impl<S: State> CompiledGraph<S> {
             None => CheckpointConfig::new(t.config.thread_id.clone())
                 .with_ns(t.config.checkpoint_ns.clone()),
         };
+        let latest = self.latest_id(saver, &parent).await?;
         Ok(saver
-            .put(&parent, &copy, &metadata, &Default::default())
+            .put_if_latest(
+                &parent,
+                &copy,
+                &metadata,
+                &Default::default(),
+                latest.as_deref(),
+            )
             .await?)
+    }
+
+    /// The id of the newest checkpoint in `config`'s namespace.
+    async fn latest_id(
+        &self,
+        saver: &std::sync::Arc<dyn stategraph_checkpoint::CheckpointSaver>,
+        config: &CheckpointConfig,
+    ) -> Result<Option<String>, GraphError> {
+        let latest = CheckpointConfig {
+            checkpoint_id: None,
+            ..config.clone()
+        };
+        Ok(saver.get_tuple(&latest).await?.map(|t| t.checkpoint.id))
     }
 
     /// LangGraph's default `as_node`: the only node; `__start__` on a thread no node has run

@@ -5,13 +5,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use rusqlite::{
-    Connection, OpenFlags, OptionalExtension, Transaction, params, types::Value as Sql,
+    Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
+    types::Value as Sql,
 };
 use stategraph_checkpoint::prune::{PruneRow, plan_keep_latest};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, Error, ListOptions, Location, PendingWrite, PruneStrategy,
-    Result, SerdeError, Serializer, Value, all_special, sort_writes, validate_put,
+    Result, SerdeError, Serializer, Value, all_special, latest_conflict, sort_writes, validate_put,
     validate_put_writes, write_idx,
 };
 
@@ -402,6 +403,81 @@ fn list_query(options: &ListOptions) -> Result<(String, Vec<Sql>)> {
     Ok((sql, args))
 }
 
+impl SqliteSaver {
+    /// Stores a checkpoint; with `expected_latest`, only if the namespace's newest checkpoint
+    /// is still that one, checked and written in one `BEGIN IMMEDIATE` transaction (which
+    /// takes SQLite's write lock first, so the check holds across processes too).
+    async fn put_checked(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        expected_latest: Option<Option<String>>,
+    ) -> Result<CheckpointConfig> {
+        validate_put(config, checkpoint)?;
+        let (tag, bytes) = self
+            .inner
+            .config
+            .serializer
+            .dumps_typed(&checkpoint.to_value())
+            .map_err(|e| {
+                Error::serialization(
+                    Location::checkpoint(&config.thread_id, &config.checkpoint_ns, &checkpoint.id),
+                    e,
+                )
+            })?;
+        let meta = metadata.to_python_json_bytes();
+        let parent = config.checkpoint_id.clone();
+        let out = CheckpointConfig::new(config.thread_id.clone())
+            .with_ns(config.checkpoint_ns.clone())
+            .with_checkpoint_id(checkpoint.id.clone());
+        let row = out.clone();
+        let target = config.clone();
+        self.write(move |conn, _| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db("starting a checkpoint write"))?;
+            if let Some(expected) = expected_latest {
+                let latest: Option<String> = tx
+                    .prepare_cached(
+                        "SELECT max(checkpoint_id) FROM checkpoints \
+                         WHERE thread_id = ?1 AND checkpoint_ns = ?2",
+                    )
+                    .and_then(|mut s| {
+                        s.query_row(params![row.thread_id, row.checkpoint_ns], |r| r.get(0))
+                    })
+                    .map_err(db("reading the latest checkpoint"))?;
+                if latest != expected {
+                    return Err(latest_conflict(
+                        &target,
+                        expected.as_deref(),
+                        latest.as_deref(),
+                    ));
+                }
+            }
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, \
+                 parent_checkpoint_id, type, checkpoint, metadata) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    row.thread_id,
+                    row.checkpoint_ns,
+                    row.checkpoint_id,
+                    parent,
+                    tag,
+                    bytes,
+                    meta
+                ])
+            })
+            .map_err(db("storing a checkpoint"))?;
+            tx.commit().map_err(db("committing a checkpoint"))
+        })
+        .await?;
+        Ok(out)
+    }
+}
+
 fn delete_thread_in(tx: &Transaction<'_>, thread_id: &str) -> Result<()> {
     tx.execute("DELETE FROM checkpoints WHERE thread_id = ?1", [thread_id])
         .map_err(db("deleting checkpoints"))?;
@@ -538,45 +614,20 @@ impl CheckpointSaver for SqliteSaver {
         metadata: &CheckpointMetadata,
         _new_versions: &ChannelVersions,
     ) -> Result<CheckpointConfig> {
-        validate_put(config, checkpoint)?;
-        let (tag, bytes) = self
-            .inner
-            .config
-            .serializer
-            .dumps_typed(&checkpoint.to_value())
-            .map_err(|e| {
-                Error::serialization(
-                    Location::checkpoint(&config.thread_id, &config.checkpoint_ns, &checkpoint.id),
-                    e,
-                )
-            })?;
-        let meta = metadata.to_python_json_bytes();
-        let parent = config.checkpoint_id.clone();
-        let out = CheckpointConfig::new(config.thread_id.clone())
-            .with_ns(config.checkpoint_ns.clone())
-            .with_checkpoint_id(checkpoint.id.clone());
-        let row = out.clone();
-        self.write(move |conn, _| {
-            conn.prepare_cached(
-                "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, \
-                 parent_checkpoint_id, type, checkpoint, metadata) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    row.thread_id,
-                    row.checkpoint_ns,
-                    row.checkpoint_id,
-                    parent,
-                    tag,
-                    bytes,
-                    meta
-                ])
-            })
-            .map_err(db("storing a checkpoint"))?;
-            Ok(())
-        })
-        .await?;
-        Ok(out)
+        self.put_checked(config, checkpoint, metadata, None).await
+    }
+
+    async fn put_if_latest(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        _new_versions: &ChannelVersions,
+        expected_latest: Option<&str>,
+    ) -> Result<CheckpointConfig> {
+        let expected = Some(expected_latest.map(str::to_owned));
+        self.put_checked(config, checkpoint, metadata, expected)
+            .await
     }
 
     async fn put_writes(

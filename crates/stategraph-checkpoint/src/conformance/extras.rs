@@ -265,3 +265,157 @@ pub async fn list_filter_on_nested_value(saver: &dyn CheckpointSaver) {
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].metadata.step, Some(0));
 }
+
+pub async fn put_if_latest_on_an_empty_namespace(saver: &dyn CheckpointSaver) {
+    let t = thread();
+    let cp = checkpoint(&[], &[]);
+    let at = saver
+        .put_if_latest(
+            &config(&t),
+            &cp,
+            &metadata(Input, -1),
+            &cp.channel_versions,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(at.checkpoint_id.as_deref(), Some(cp.id.as_str()));
+    // Now the namespace is not empty: expecting it empty conflicts, and nothing is written.
+    let other = checkpoint(&[], &[]);
+    let err = saver
+        .put_if_latest(
+            &config(&t),
+            &other,
+            &metadata(Input, -1),
+            &Default::default(),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err:?}");
+    assert_eq!(must_get(saver, &config(&t)).await.checkpoint.id, cp.id);
+    // Other namespaces are separate.
+    saver
+        .put_if_latest(
+            &config(&t).with_ns("child:1"),
+            &other,
+            &metadata(Input, -1),
+            &Default::default(),
+            None,
+        )
+        .await
+        .unwrap();
+}
+
+pub async fn put_if_latest_chains_and_refuses_a_stale_parent(saver: &dyn CheckpointSaver) {
+    let t = thread();
+    let first = checkpoint(&[], &[]);
+    let at1 = saver
+        .put_if_latest(
+            &config(&t),
+            &first,
+            &metadata(Input, -1),
+            &Default::default(),
+            None,
+        )
+        .await
+        .unwrap();
+    // Run A continues from `first`.
+    let a = checkpoint(&[("who", "a".into())], &[("who", 1)]);
+    let at_a = saver
+        .put_if_latest(
+            &at1,
+            &a,
+            &metadata(Loop, 0),
+            &a.channel_versions,
+            Some(&first.id),
+        )
+        .await
+        .unwrap();
+    // Run B also started from `first`: it lost the race.
+    let b = checkpoint(&[("who", "b".into())], &[("who", 1)]);
+    let err = saver
+        .put_if_latest(
+            &at1,
+            &b,
+            &metadata(Loop, 0),
+            &b.channel_versions,
+            Some(&first.id),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Conflict { .. }), "{err:?}");
+    let all = saver.list(&ListOptions::thread(&t)).await.unwrap();
+    assert_eq!(
+        ids(&all),
+        [a.id.clone(), first.id.clone()],
+        "the loser wrote nothing"
+    );
+    assert_eq!(
+        must_get(saver, &at_a).await.checkpoint.channel_values["who"],
+        Value::from("a")
+    );
+}
+
+pub async fn concurrent_put_if_latest_has_one_winner(saver: &dyn CheckpointSaver) {
+    let t = thread();
+    let first = checkpoint(&[], &[]);
+    let at1 = saver
+        .put_if_latest(
+            &config(&t),
+            &first,
+            &metadata(Input, -1),
+            &Default::default(),
+            None,
+        )
+        .await
+        .unwrap();
+    let racers: Vec<Checkpoint> = (0..8).map(|_| checkpoint(&[], &[])).collect();
+    let meta = metadata(Loop, 0);
+    let results = futures_join(
+        racers
+            .iter()
+            .map(|cp| saver.put_if_latest(&at1, cp, &meta, &cp.channel_versions, Some(&first.id))),
+    )
+    .await;
+    let wins = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(wins, 1, "{results:?}");
+    assert!(
+        results
+            .iter()
+            .filter_map(|r| r.as_ref().err())
+            .all(|e| matches!(e, Error::Conflict { .. }))
+    );
+    assert_eq!(saver.list(&ListOptions::thread(&t)).await.unwrap().len(), 2);
+}
+
+/// Polls futures concurrently on the current task (no extra dependency).
+async fn futures_join<F: std::future::Future>(
+    futures: impl IntoIterator<Item = F>,
+) -> Vec<F::Output> {
+    let mut outs: Vec<Option<F::Output>> = Vec::new();
+    let futures: Vec<_> = futures.into_iter().collect();
+    outs.resize_with(futures.len(), || None);
+    // Borrowed futures cannot be spawned; poll them all from this task instead.
+    let mut pinned: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut done = vec![false; pinned.len()];
+    std::future::poll_fn(|cx| {
+        for (i, f) in pinned.iter_mut().enumerate() {
+            if !done[i]
+                && let std::task::Poll::Ready(v) = f.as_mut().poll(cx)
+            {
+                outs[i] = Some(v);
+                done[i] = true;
+            }
+        }
+        if done.iter().all(|d| *d) {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    outs.into_iter()
+        .map(|o| o.expect("every future finished"))
+        .collect()
+}

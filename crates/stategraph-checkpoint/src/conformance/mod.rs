@@ -140,6 +140,8 @@ macro_rules! checkpointer_conformance {
             put_preserves_rich_values, put_preserves_checkpoint_fields,
             copy_thread_onto_existing_thread_conflicts, prune_unlinks_deleted_parents,
             get_next_version_increases, list_filter_on_nested_value,
+            put_if_latest_on_an_empty_namespace, put_if_latest_chains_and_refuses_a_stale_parent,
+            concurrent_put_if_latest_has_one_winner,
         );
     };
 }
