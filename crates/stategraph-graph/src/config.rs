@@ -9,6 +9,20 @@ use crate::state::Values;
 /// 25 in older versions).
 pub const DEFAULT_RECURSION_LIMIT: usize = 10_007;
 
+/// When a run's checkpoints are saved (LangGraph's `durability`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Each checkpoint is saved before the next step starts.
+    Sync,
+    /// Checkpoints are saved in the background while the next step runs (in order); the run
+    /// waits for them before it returns. LangGraph's default.
+    #[default]
+    Async,
+    /// Only the final checkpoint is saved, when the run ends (plus the last step's writes if
+    /// it stopped on an error or an interrupt). Cheapest; a crash loses the whole run.
+    Exit,
+}
+
 /// A typed value handed to every node of a run (LangGraph's runtime `context`), e.g. the
 /// user id and the clients a node needs. Never stored in checkpoints.
 #[derive(Clone)]
@@ -51,6 +65,8 @@ pub struct RunConfig {
     /// Wait for other runs of this graph on the same thread (in this process) to finish,
     /// instead of failing with a conflict. Runs in other processes always conflict.
     pub queue: bool,
+    /// When checkpoints are saved.
+    pub durability: Durability,
 }
 
 impl Default for RunConfig {
@@ -66,6 +82,7 @@ impl Default for RunConfig {
             interrupt_before: None,
             interrupt_after: None,
             queue: false,
+            durability: Durability::default(),
         }
     }
 }
@@ -96,6 +113,12 @@ impl RunConfig {
     /// [`NodeContext::context`]: crate::NodeContext::context
     pub fn with_context<C: std::any::Any + Send + Sync>(mut self, context: C) -> Self {
         self.context = Some(Context(std::sync::Arc::new(context)));
+        self
+    }
+
+    /// Sets when checkpoints are saved.
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
         self
     }
 

@@ -46,7 +46,9 @@ mod update;
 
 pub use channel::{ChannelSpec, Reducer, ReducerFn};
 pub use compiled::CompiledGraph;
-pub use config::{Context, DEFAULT_RECURSION_LIMIT, PregelTask, RunConfig, StateSnapshot};
+pub use config::{
+    Context, DEFAULT_RECURSION_LIMIT, Durability, PregelTask, RunConfig, StateSnapshot,
+};
 pub use error::{GraphError, NodeError, ParentCommand};
 pub use graph::{END, START, StateGraph};
 pub use interrupt::{Interrupt, Resume};

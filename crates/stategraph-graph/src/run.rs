@@ -14,7 +14,7 @@ use crate::algo::{
     new_versions, prepare_next_tasks,
 };
 use crate::compiled::CompiledGraph;
-use crate::config::RunConfig;
+use crate::config::{Durability, RunConfig};
 use crate::error::{GraphError, NodeError};
 use crate::graph::START;
 use crate::interrupt::{Interrupt, Resume, ResumeSource, Scratchpad, interrupt_id};
@@ -50,6 +50,15 @@ fn parent_command<S: State>(c: crate::node::Command<S::Update>) -> Result<NodeEr
         parent_command: Some(Box::new(cmd)),
         interrupts: Vec::new(),
     })
+}
+
+/// A background save that panicked or was cancelled.
+fn join_error(e: tokio::task::JoinError) -> GraphError {
+    GraphError::Checkpoint(stategraph_checkpoint::Error::backend(
+        "graph",
+        "a background checkpoint save did not complete",
+        e,
+    ))
 }
 
 /// LangGraph's `should_interrupt`: some channel moved since the last interrupt/resume, and a
@@ -188,6 +197,13 @@ struct Run<'g, S: State> {
     interrupts: Vec<Interrupt>,
     /// The newest checkpoint of the thread's namespace as this run last saw it.
     expected_latest: Option<String>,
+    /// The background save in flight (`async` durability).
+    pending_put: Option<tokio::task::JoinHandle<Result<(), GraphError>>>,
+    /// `exit` durability: where the final checkpoint goes, on what condition, and the last
+    /// step's task writes.
+    exit_parent: CheckpointConfig,
+    exit_expected: Option<String>,
+    exit_writes: Vec<(String, String, Vec<(String, Value)>)>,
 }
 
 impl<S: State> CompiledGraph<S> {
@@ -278,7 +294,11 @@ impl<S: State> CompiledGraph<S> {
             Some(input) => run.first_input(input).await?,
             None => run.first_resume(setup.resume).await?,
         }
-        run.run_loop().await?;
+        let result = run.run_loop().await;
+        let stopped_early = result.is_err() || !run.interrupts.is_empty();
+        let flushed = run.flush(stopped_early).await;
+        result?;
+        flushed?;
         Ok(RunOutcome {
             values: self.read_values(&run.channels),
             interrupts: run.interrupts,
@@ -331,6 +351,7 @@ impl<S: State> CompiledGraph<S> {
             ),
         };
         let channels = channels_from_checkpoint(&self.channel_specs, &checkpoint);
+        let exit_parent = checkpoint_config.clone();
         let limit = i64::try_from(config.recursion_limit).unwrap_or(i64::MAX);
         if limit < 1 {
             return Err(GraphError::InvalidConfig(
@@ -356,7 +377,11 @@ impl<S: State> CompiledGraph<S> {
             metadata: CheckpointMetadata::default(),
             resume: ResumeSource::default(),
             interrupts: Vec::new(),
+            exit_parent,
+            exit_expected: expected_latest.clone(),
             expected_latest,
+            pending_put: None,
+            exit_writes: Vec::new(),
         })
     }
 }
@@ -557,24 +582,94 @@ impl<S: State> Run<'_, S> {
             .checkpoint_id
             .is_some()
             .then(|| self.checkpoint_config.clone());
-        if let Some(saver) = &self.saver {
-            let versions = self.checkpoint.channel_versions.clone();
-            let changed = new_versions(&self.previous_versions, &versions);
-            self.previous_versions = versions;
-            let stored = saver
-                .put_if_latest(
-                    &self.checkpoint_config,
-                    &self.checkpoint,
-                    &metadata,
-                    &changed,
-                    self.expected_latest.as_deref(),
-                )
-                .await?;
+        if let Some(saver) = self.saver.clone() {
+            let stored = CheckpointConfig {
+                checkpoint_id: Some(self.checkpoint.id.clone()),
+                ..self.checkpoint_config.clone()
+            };
+            match self.config.durability {
+                // Nothing is saved until the run ends.
+                Durability::Exit => {}
+                Durability::Sync => {
+                    let versions = self.checkpoint.channel_versions.clone();
+                    let changed = new_versions(&self.previous_versions, &versions);
+                    self.previous_versions = versions;
+                    saver
+                        .put_if_latest(
+                            &self.checkpoint_config,
+                            &self.checkpoint,
+                            &metadata,
+                            &changed,
+                            self.expected_latest.as_deref(),
+                        )
+                        .await?;
+                }
+                Durability::Async => {
+                    // Saved in the background, each save after the previous one; the run
+                    // goes on with the next step meanwhile.
+                    let versions = self.checkpoint.channel_versions.clone();
+                    let changed = new_versions(&self.previous_versions, &versions);
+                    self.previous_versions = versions;
+                    let previous = self.pending_put.take();
+                    let (config, checkpoint) =
+                        (self.checkpoint_config.clone(), self.checkpoint.clone());
+                    let expected = self.expected_latest.clone();
+                    self.pending_put = Some(tokio::spawn(async move {
+                        if let Some(p) = previous {
+                            p.await.map_err(join_error)??;
+                        }
+                        saver
+                            .put_if_latest(
+                                &config,
+                                &checkpoint,
+                                &metadata,
+                                &changed,
+                                expected.as_deref(),
+                            )
+                            .await
+                            .map(drop)
+                            .map_err(GraphError::from)
+                    }));
+                }
+            }
             self.expected_latest = stored.checkpoint_id.clone();
             self.checkpoint_config = stored;
             self.unannounced = Some(parent);
         }
         self.step += 1;
+        Ok(())
+    }
+
+    /// Ends the run's saving: waits for background saves (`async`), or saves the final
+    /// checkpoint — and, if the run stopped on an error or interrupt, its last step's writes —
+    /// (`exit`).
+    async fn flush(&mut self, stopped_early: bool) -> Result<(), GraphError> {
+        if let Some(p) = self.pending_put.take() {
+            p.await.map_err(join_error)??;
+        }
+        let Some(saver) = self.saver.clone() else {
+            return Ok(());
+        };
+        if self.config.durability != Durability::Exit
+            || self.checkpoint_config.checkpoint_id.is_none()
+        {
+            return Ok(());
+        }
+        let changed = new_versions(&self.previous_versions, &self.checkpoint.channel_versions);
+        let stored = saver
+            .put_if_latest(
+                &self.exit_parent,
+                &self.checkpoint,
+                &self.metadata,
+                &changed,
+                self.exit_expected.as_deref(),
+            )
+            .await?;
+        if stopped_early {
+            for (task_id, path, writes) in std::mem::take(&mut self.exit_writes) {
+                saver.put_writes(&stored, &writes, &task_id, &path).await?;
+            }
+        }
         Ok(())
     }
 
@@ -633,6 +728,7 @@ impl<S: State> Run<'_, S> {
             }
             self.updated_channels = Some(updated);
             self.pending_writes.clear();
+            self.exit_writes.clear();
             self.put_checkpoint(CheckpointSource::Loop).await?;
             let after = self
                 .config
@@ -912,6 +1008,35 @@ impl<S: State> Run<'_, S> {
         Ok(writes)
     }
 
+    /// Saves a task's writes against the current checkpoint as soon as it finishes (kept in
+    /// memory until the end with `exit` durability).
+    async fn save_writes(
+        &mut self,
+        task: &Task,
+        writes: &[(String, Value)],
+    ) -> Result<(), GraphError> {
+        let Some(saver) = &self.saver else {
+            return Ok(());
+        };
+        if self.checkpoint_config.checkpoint_id.is_none() {
+            return Ok(());
+        }
+        if self.config.durability == Durability::Exit {
+            self.exit_writes
+                .push((task.id.clone(), task.path_str(), writes.to_vec()));
+            return Ok(());
+        }
+        // Writes belong to the checkpoint their step started from: never save them before
+        // it (a background save that lost a race must not leave orphan writes behind).
+        if let Some(p) = self.pending_put.take() {
+            p.await.map_err(join_error)??;
+        }
+        saver
+            .put_writes(&self.checkpoint_config, writes, &task.id, &task.path_str())
+            .await?;
+        Ok(())
+    }
+
     /// Emits a finished task's `updates` and `tasks`/`debug` result events.
     fn announce_result(&self, task: &Task, writes: &[(String, Value)]) {
         let Some(e) = &self.emitter else { return };
@@ -970,13 +1095,7 @@ impl<S: State> Run<'_, S> {
                     Value::List(e.interrupts.iter().map(Interrupt::to_value).collect()),
                 )];
                 writes.extend(resume_writes);
-                if let Some(saver) = &self.saver
-                    && self.checkpoint_config.checkpoint_id.is_some()
-                {
-                    saver
-                        .put_writes(&self.checkpoint_config, &writes, &task.id, &task.path_str())
-                        .await?;
-                }
+                self.save_writes(task, &writes).await?;
                 if let Some(em) = &self.emitter {
                     let list = Value::List(e.interrupts.iter().map(Interrupt::to_value).collect());
                     em.emit(StreamMode::Updates, || {
@@ -1011,13 +1130,7 @@ impl<S: State> Run<'_, S> {
                 vec![(reserved::ERROR.to_owned(), Value::Str(e.message))]
             }
         };
-        if let Some(saver) = &self.saver
-            && self.checkpoint_config.checkpoint_id.is_some()
-        {
-            saver
-                .put_writes(&self.checkpoint_config, &writes, &task.id, &task.path_str())
-                .await?;
-        }
+        self.save_writes(task, &writes).await?;
         if task.name != START {
             self.announce_result(task, &writes);
         }

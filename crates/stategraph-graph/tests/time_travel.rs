@@ -415,3 +415,36 @@ async fn get_state_with_subgraphs_nests_the_subgraph_state() {
         before_sub.config.as_ref().unwrap().checkpoint_id.as_ref()
     );
 }
+
+#[tokio::test]
+async fn durability_modes_save_what_langgraph_saves() {
+    use stategraph_graph::Durability;
+    let only_foo = || Some(Map::from_iter([("foo", value!(""))]));
+    for (mode, checkpoints, writes, steps) in [
+        (Durability::Sync, 8, 14, vec![6, 5, 4, 3, 2, 1, 0, -1]),
+        (Durability::Async, 8, 14, vec![6, 5, 4, 3, 2, 1, 0, -1]),
+        (Durability::Exit, 2, 0, vec![6, 2]),
+    ] {
+        let s = seed();
+        let config = RunConfig::thread("d").with_durability(mode);
+        s.graph.invoke(only_foo(), config.clone()).await.unwrap();
+        let out = s.graph.invoke(only_foo(), config.clone()).await.unwrap();
+        assert_eq!(out["bar"], value!(["a", "b", "a", "b"]), "{mode:?}");
+        let all = s.saver.list(&ListOptions::thread("d")).await.unwrap();
+        assert_eq!(all.len(), checkpoints, "{mode:?}");
+        let n_writes: usize = all.iter().map(|t| t.pending_writes.len()).sum();
+        assert_eq!(n_writes, writes, "{mode:?}");
+        let got: Vec<i64> = all.iter().map(|t| t.metadata.step.unwrap()).collect();
+        assert_eq!(got, steps, "{mode:?}");
+        // Each checkpoint's parent is the previous one saved.
+        for pair in all.windows(2) {
+            assert_eq!(
+                pair[0].parent_config.as_ref(),
+                Some(&pair[1].config),
+                "{mode:?}"
+            );
+        }
+        let state = s.graph.get_state(&RunConfig::thread("d")).await.unwrap();
+        assert_eq!(state.values["foo"], value!("b"));
+    }
+}

@@ -43,6 +43,7 @@ on_every_saver! {
     breakpoint_then_update_then_resume => breakpoint_then_update_then_resume;
     interrupt_after_stops_after_the_node => interrupt_after_stops_after_the_node;
     subgraph_resumes_where_it_stopped => subgraph_resumes_where_it_stopped;
+    exit_durability_saves_the_pending_interrupt => exit_durability_saves_the_pending_interrupt;
 }
 
 fn review_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Doc> {
@@ -339,4 +340,31 @@ async fn subgraph_resumes_where_it_stopped(saver: Arc<dyn CheckpointSaver>) {
         "the subgraph resumed; `prepare` did not run again"
     );
     let _ = Map::new();
+}
+
+async fn exit_durability_saves_the_pending_interrupt(saver: Arc<dyn CheckpointSaver>) {
+    let g = review_graph(Arc::clone(&saver));
+    let config = RunConfig::thread("exit").with_durability(stategraph::graph::Durability::Exit);
+    g.invoke(Some(DocUpdate::default()), config.clone())
+        .await
+        .unwrap();
+    // Only the checkpoint the interrupted step started from is saved, with its writes.
+    let all = saver.list(&ListOptions::thread("exit")).await.unwrap();
+    assert_eq!(all.len(), 1);
+    let state = g.get_state(&config).await.unwrap();
+    assert_eq!(state.next, ["review"]);
+    assert_eq!(state.interrupts.len(), 1);
+    let out = g
+        .resume(Resume::Value(value!({"action": "approve"})), config.clone())
+        .await
+        .unwrap();
+    assert_eq!(out["status"], value!("approved"));
+    assert_eq!(
+        saver
+            .list(&ListOptions::thread("exit"))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
 }
