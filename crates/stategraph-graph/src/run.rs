@@ -118,6 +118,9 @@ fn arg_values(arg: &Value) -> Values {
     }
 }
 
+/// A task's saved-later writes: (task id, task path, writes).
+type TaskWrites = (String, String, Vec<(String, Value)>);
+
 /// How a run starts: its input (or a resume), where it saves, and who is listening.
 pub(crate) struct RunSetup {
     pub(crate) input: Option<Map>,
@@ -203,7 +206,7 @@ struct Run<'g, S: State> {
     /// step's task writes.
     exit_parent: CheckpointConfig,
     exit_expected: Option<String>,
-    exit_writes: Vec<(String, String, Vec<(String, Value)>)>,
+    exit_writes: Vec<TaskWrites>,
 }
 
 impl<S: State> CompiledGraph<S> {
