@@ -71,8 +71,9 @@ pub use stategraph_graph as graph;
 /// The state trait `#[derive(State)]` implements.
 pub use stategraph_graph::State;
 pub use stategraph_graph::{
-    AS_COPY, ChannelSpec, CompiledGraph, DynState, END, GraphError, NodeContext, NodeError,
-    NodeOutput, PregelTask, Reducer, RunConfig, START, Schema, StateGraph, StateSnapshot, Values,
+    AS_COPY, ChannelSpec, Command, CompiledGraph, Durability, DynState, END, GraphError, Interrupt,
+    NodeContext, NodeError, NodeOutput, PregelTask, Reducer, Resume, RetryPolicy, RunConfig, START,
+    Schema, Send, StateGraph, StateSnapshot, StateUpdate, StreamMode, StreamPart, Values,
 };
 #[cfg(feature = "sqlite")]
 pub use stategraph_sqlite::{SqliteConfig, SqliteSaver, Synchronous};
@@ -85,8 +86,8 @@ pub mod prelude {
     };
     pub use stategraph_derive::State;
     pub use stategraph_graph::{
-        CompiledGraph, DynState, END, NodeContext, NodeError, Reducer, RunConfig, START, Schema,
-        State, StateGraph,
+        Command, CompiledGraph, DynState, END, NodeContext, NodeError, Reducer, Resume, RunConfig,
+        START, Schema, State, StateGraph,
     };
     #[cfg(feature = "sqlite")]
     pub use stategraph_sqlite::SqliteSaver;
