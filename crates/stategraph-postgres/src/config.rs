@@ -1,0 +1,99 @@
+//! Connecting a Postgres saver: URL, pool size, schema, serializer.
+
+use std::sync::Arc;
+
+use stategraph_checkpoint::{Error, JsonPlusSerializer, Result, Serializer};
+
+use crate::saver::PostgresSaver;
+
+/// Builds a [`PostgresSaver`].
+#[derive(Clone, Debug)]
+pub struct PostgresConfig {
+    pub(crate) pg: tokio_postgres::Config,
+    pub(crate) pool_size: usize,
+    pub(crate) schema: Option<String>,
+    pub(crate) serializer: Arc<dyn Serializer>,
+    pub(crate) run_setup: bool,
+}
+
+impl PostgresConfig {
+    /// Parses a `postgres://` / `postgresql://` URL (or a libpq key=value string). Settings in
+    /// it — host, port, user, password, dbname, `sslmode`, `connect_timeout`,
+    /// `application_name`, `options` — are passed to the driver. This build connects without
+    /// TLS: `sslmode=prefer` (the default) falls back to plain TCP, `sslmode=require` fails to
+    /// connect with a clear error.
+    pub fn from_url(url: &str) -> Result<Self> {
+        let pg: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e| Error::invalid("database URL", format!("`{}`: {e}", redact(url))))?;
+        Ok(Self {
+            pg,
+            pool_size: 8,
+            schema: None,
+            serializer: Arc::new(JsonPlusSerializer::new()),
+            run_setup: true,
+        })
+    }
+
+    /// Keeps LangGraph's tables in this schema (created if missing) instead of the
+    /// connection's default `search_path` (set as a startup option of every connection).
+    pub fn schema(mut self, schema: impl Into<String>) -> Self {
+        let schema = schema.into();
+        self.pg
+            .options(format!("-c search_path=\"{}\"", schema.replace('"', "")));
+        self.schema = Some(schema);
+        self
+    }
+
+    /// Connections kept in the pool (default 8).
+    pub fn pool_size(mut self, n: usize) -> Self {
+        self.pool_size = n.max(1);
+        self
+    }
+
+    /// The serializer for blobs and writes (default [`JsonPlusSerializer`]).
+    pub fn serializer(mut self, serializer: Arc<dyn Serializer>) -> Self {
+        self.serializer = serializer;
+        self
+    }
+
+    /// Skips running the migrations when connecting (run [`PostgresSaver::setup`] yourself,
+    /// e.g. from a deploy step).
+    pub fn without_setup(mut self) -> Self {
+        self.run_setup = false;
+        self
+    }
+
+    /// Connects, and (unless disabled) creates or upgrades LangGraph's tables.
+    pub async fn connect(self) -> Result<PostgresSaver> {
+        PostgresSaver::connect_with(self).await
+    }
+}
+
+/// The URL without its password, for error messages.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert!(PostgresConfig::from_url("postgres://postgres@127.0.0.1:5432/test").is_ok());
+        assert!(PostgresConfig::from_url("postgres://u:p@h/db?sslmode=require").is_ok());
+        let err = PostgresConfig::from_url("postgres://u:secret@h:notaport/db").unwrap_err();
+        assert!(!err.to_string().contains("secret"), "{err}");
+        assert_eq!(redact("postgres://u:pw@h/db"), "postgres://u:***@h/db");
+    }
+}

@@ -1,0 +1,852 @@
+//! `PostgresSaver`: LangGraph's Postgres checkpointer, in Rust.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use serde_json::Value as Json;
+use stategraph_checkpoint::prune::{PruneRow, plan_keep_latest};
+use stategraph_checkpoint::{
+    Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
+    CheckpointSaver, CheckpointTuple, Error, ExtCode, ListOptions, Location, PendingWrite,
+    PruneStrategy, Result, SerdeError, Serializer, Value, all_special, latest_conflict,
+    sort_writes, tags, validate_put, validate_put_writes, write_idx,
+};
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{GenericClient, NoTls};
+
+use crate::config::PostgresConfig;
+use crate::error::{db, pool};
+use crate::schema;
+
+/// Stores checkpoints in PostgreSQL with LangGraph's own tables (`checkpoints`,
+/// `checkpoint_blobs`, `checkpoint_writes`, `checkpoint_migrations` v0–v9) and row formats, so
+/// Python's `PostgresSaver` and this one share a database.
+///
+/// - Primitive channel values (None, str, int, float, bool) stay inline in the checkpoint's
+///   JSONB; every other value is a `checkpoint_blobs` row keyed by (channel, version), written
+///   only when that channel's version changed — an unchanged value is never stored twice.
+/// - Statements are unnamed (no server-side prepared statements, no session state), so a
+///   transaction-mode pooler such as PgBouncer works in front of it.
+/// - A pool of connections (deadpool); each write is one transaction.
+#[derive(Clone)]
+pub struct PostgresSaver {
+    pool: Pool,
+    serializer: Arc<dyn Serializer>,
+    schema: Option<String>,
+    /// Where it connects, password removed, for error messages.
+    target: String,
+}
+
+impl fmt::Debug for PostgresSaver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresSaver")
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A query parameter and its type (statements are sent unnamed, so types are explicit).
+type Param<'a> = (&'a (dyn ToSql + Sync), Type);
+
+/// A typed parameter.
+fn p<T: ToSql + Sync>(value: &T, ty: Type) -> Param<'_> {
+    (value, ty)
+}
+
+impl PostgresSaver {
+    /// Connects to the database a `postgres://` URL names and creates or upgrades LangGraph's
+    /// tables.
+    pub async fn connect(url: &str) -> Result<Self> {
+        PostgresConfig::from_url(url)?.connect().await
+    }
+
+    pub(crate) async fn connect_with(config: PostgresConfig) -> Result<Self> {
+        let manager = Manager::from_config(
+            config.pg.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(config.pool_size)
+            .build()
+            .map_err(|e| Error::backend("postgres", "building the connection pool", e))?;
+        let hosts = config.pg.get_hosts();
+        let target = format!(
+            "{hosts:?}:{:?}/{}",
+            config.pg.get_ports(),
+            config.pg.get_dbname().unwrap_or_default()
+        );
+        let saver = Self {
+            pool,
+            serializer: config.serializer,
+            schema: config.schema,
+            target,
+        };
+        if config.run_setup {
+            saver.setup().await?;
+        } else {
+            // Fail now, not at the first query, if the database cannot be reached.
+            drop(saver.client().await?);
+        }
+        Ok(saver)
+    }
+
+    /// Creates or upgrades LangGraph's tables (idempotent; concurrent calls take turns).
+    pub async fn setup(&self) -> Result<()> {
+        let client = self.client().await?;
+        schema::setup(&client, self.schema.as_deref()).await
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object> {
+        self.pool.get().await.map_err(|e| match e {
+            deadpool_postgres::PoolError::Backend(inner) => Error::backend(
+                "postgres",
+                format!("cannot connect to PostgreSQL at {}", self.target),
+                inner,
+            ),
+            other => pool(other),
+        })
+    }
+}
+
+/// The driver client behind a pooled connection.
+fn client_of(c: &deadpool_postgres::Object) -> &tokio_postgres::Client {
+    c
+}
+
+/// Whether LangGraph keeps a value inline in the checkpoint JSONB. Python inlines None, str,
+/// int, float and bool; we also send to blobs the values JSONB cannot hold (NaN and infinite
+/// floats, strings with NUL), which Python would fail to write at all.
+fn inline_json(v: &Value) -> Option<Json> {
+    match v {
+        Value::Null => Some(Json::Null),
+        Value::Bool(b) => Some(Json::Bool(*b)),
+        Value::Int(i) => Some(Json::from(*i)),
+        Value::UInt(u) => Some(Json::from(*u)),
+        Value::Float(f) if f.is_finite() => serde_json::Number::from_f64(*f).map(Json::Number),
+        Value::Str(s) if !s.contains('\0') => Some(Json::String(s.clone())),
+        _ => None,
+    }
+}
+
+fn is_delta_snapshot(v: &Value) -> bool {
+    matches!(v, Value::Ext(e) if e.ext_code() == Some(ExtCode::DeltaSnapshot))
+}
+
+/// The checkpoint as LangGraph's JSONB (inline values only) and the blob rows to write.
+struct Split {
+    checkpoint: Json,
+    blobs: Vec<(String, String, String, Vec<u8>)>,
+}
+
+fn split_checkpoint(
+    serde: &dyn Serializer,
+    config: &CheckpointConfig,
+    cp: &Checkpoint,
+    new_versions: &ChannelVersions,
+) -> Result<Split> {
+    let mut inline = serde_json::Map::new();
+    let mut blobs = Vec::new();
+    for (channel, value) in &cp.channel_values {
+        let as_blob = if is_delta_snapshot(value) {
+            inline.insert(channel.clone(), Json::Bool(true));
+            true
+        } else if let Some(j) = inline_json(value) {
+            inline.insert(channel.clone(), j);
+            false
+        } else {
+            true
+        };
+        if let (true, Some(version)) = (as_blob, new_versions.get(channel)) {
+            let (tag, bytes) = serde.dumps_typed(value).map_err(|e| {
+                Error::serialization(
+                    Location::checkpoint(&config.thread_id, &config.checkpoint_ns, &cp.id)
+                        .part("blob")
+                        .channel(channel.clone()),
+                    e,
+                )
+            })?;
+            blobs.push((channel.clone(), version.to_string(), tag, bytes));
+        }
+    }
+    let mut json = cp.to_value_with(&BTreeMap::new()).to_json();
+    if let Json::Object(o) = &mut json {
+        o.insert("channel_values".into(), Json::Object(inline));
+    }
+    Ok(Split {
+        checkpoint: json,
+        blobs,
+    })
+}
+
+/// LangGraph stores metadata without the legacy `writes` key.
+fn metadata_json(metadata: &CheckpointMetadata) -> Json {
+    let mut j = metadata.to_json();
+    if let Json::Object(o) = &mut j {
+        o.remove("writes");
+    }
+    j
+}
+
+/// One `checkpoints` row.
+struct Row {
+    thread_id: String,
+    checkpoint_ns: String,
+    checkpoint_id: String,
+    parent: Option<String>,
+    checkpoint: Json,
+    metadata: Json,
+}
+
+impl Row {
+    fn from_pg(r: &tokio_postgres::Row) -> Self {
+        Self {
+            thread_id: r.get(0),
+            checkpoint_ns: r.get(1),
+            checkpoint_id: r.get(2),
+            parent: r.get(3),
+            checkpoint: r.get(4),
+            metadata: r.get(5),
+        }
+    }
+}
+
+/// (thread, namespace, channel, version) of a blob row.
+type BlobKey = (String, String, String, String);
+
+const SELECT_ROWS: &str = "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, \
+     checkpoint, metadata FROM checkpoints";
+
+/// Reassembles rows into tuples: inline values, blobs by (channel, version), pending writes.
+/// Two queries per (thread, namespace) for any number of checkpoints — no N+1.
+async fn assemble<C: GenericClient>(
+    client: &C,
+    serde: &dyn Serializer,
+    rows: Vec<Row>,
+) -> Result<Vec<CheckpointTuple>> {
+    let mut parsed = Vec::with_capacity(rows.len());
+    for row in rows {
+        let loc = Location::checkpoint(&row.thread_id, &row.checkpoint_ns, &row.checkpoint_id);
+        let checkpoint = Checkpoint::from_value(Value::from(row.checkpoint.clone()))
+            .map_err(|e| Error::serialization(loc.clone(), e))?;
+        let metadata = CheckpointMetadata::from_json(row.metadata.clone()).map_err(|e| {
+            Error::serialization(
+                loc.clone().part("metadata"),
+                SerdeError::Shape {
+                    path: String::new(),
+                    message: e.to_string(),
+                },
+            )
+        })?;
+        parsed.push((row, checkpoint, metadata));
+    }
+    let mut groups: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
+    for (i, (row, _, _)) in parsed.iter().enumerate() {
+        groups
+            .entry((row.thread_id.clone(), row.checkpoint_ns.clone()))
+            .or_default()
+            .push(i);
+    }
+    let mut blobs: HashMap<BlobKey, (String, Option<Vec<u8>>)> = HashMap::new();
+    let mut writes: HashMap<(String, String, String), Vec<PendingWrite>> = HashMap::new();
+    for ((thread, ns), members) in &groups {
+        let mut pairs: BTreeSet<(String, String)> = BTreeSet::new();
+        for &i in members {
+            for (ch, v) in &parsed[i].1.channel_versions {
+                pairs.insert((ch.clone(), v.to_string()));
+            }
+        }
+        let channels: Vec<&str> = pairs.iter().map(|(c, _)| c.as_str()).collect();
+        let versions: Vec<&str> = pairs.iter().map(|(_, v)| v.as_str()).collect();
+        if !pairs.is_empty() {
+            let rows = client
+                .query_typed(
+                    "SELECT channel, version, type, blob FROM checkpoint_blobs \
+                     WHERE thread_id = $1 AND checkpoint_ns = $2 \
+                     AND (channel, version) IN (SELECT * FROM unnest($3::text[], $4::text[]))",
+                    &[
+                        p(thread, Type::TEXT),
+                        p(ns, Type::TEXT),
+                        p(&channels, Type::TEXT_ARRAY),
+                        p(&versions, Type::TEXT_ARRAY),
+                    ],
+                )
+                .await
+                .map_err(db("reading blobs"))?;
+            for r in rows {
+                let key = (thread.clone(), ns.clone(), r.get(0), r.get(1));
+                blobs.insert(key, (r.get(2), r.get(3)));
+            }
+        }
+        let ids: Vec<&str> = members
+            .iter()
+            .map(|&i| parsed[i].0.checkpoint_id.as_str())
+            .collect();
+        let rows = client
+            .query_typed(
+                "SELECT checkpoint_id, task_id, channel, type, blob, task_path, idx \
+                 FROM checkpoint_writes \
+                 WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY($3)",
+                &[
+                    p(thread, Type::TEXT),
+                    p(ns, Type::TEXT),
+                    p(&ids, Type::TEXT_ARRAY),
+                ],
+            )
+            .await
+            .map_err(db("reading writes"))?;
+        for r in rows {
+            let checkpoint_id: String = r.get(0);
+            let task_id: String = r.get(1);
+            let channel: String = r.get(2);
+            let tag: Option<String> = r.get(3);
+            let blob: Vec<u8> = r.get(4);
+            let loc = Location::checkpoint(thread, ns, &checkpoint_id)
+                .part("write")
+                .channel(channel.clone())
+                .task(task_id.clone());
+            let tag = tag.ok_or_else(|| {
+                Error::serialization(loc.clone(), SerdeError::UnknownType("NULL".into()))
+            })?;
+            let value = serde
+                .loads_typed(&tag, &blob)
+                .map_err(|e| Error::serialization(loc, e))?;
+            let idx: i32 = r.get(6);
+            writes
+                .entry((thread.clone(), ns.clone(), checkpoint_id))
+                .or_default()
+                .push(PendingWrite {
+                    task_id,
+                    channel,
+                    value,
+                    task_path: r.get(5),
+                    idx: i64::from(idx),
+                });
+        }
+    }
+    let mut out = Vec::with_capacity(parsed.len());
+    for (row, mut checkpoint, metadata) in parsed {
+        for (ch, version) in &checkpoint.channel_versions.clone() {
+            let key = (
+                row.thread_id.clone(),
+                row.checkpoint_ns.clone(),
+                ch.clone(),
+                version.to_string(),
+            );
+            if let Some((tag, blob)) = blobs.get(&key) {
+                if tag == tags::EMPTY {
+                    continue;
+                }
+                let loc =
+                    Location::checkpoint(&row.thread_id, &row.checkpoint_ns, &row.checkpoint_id)
+                        .part("blob")
+                        .channel(ch.clone());
+                let value = serde
+                    .loads_typed(tag, blob.as_deref().unwrap_or_default())
+                    .map_err(|e| Error::serialization(loc, e))?;
+                checkpoint.channel_values.insert(ch.clone(), value);
+            }
+        }
+        let mut pending = writes
+            .remove(&(
+                row.thread_id.clone(),
+                row.checkpoint_ns.clone(),
+                row.checkpoint_id.clone(),
+            ))
+            .unwrap_or_default();
+        sort_writes(&mut pending);
+        let config = CheckpointConfig::new(row.thread_id.clone())
+            .with_ns(row.checkpoint_ns.clone())
+            .with_checkpoint_id(row.checkpoint_id.clone());
+        let parent_config = row.parent.filter(|p| !p.is_empty()).map(|p| {
+            CheckpointConfig::new(row.thread_id.clone())
+                .with_ns(row.checkpoint_ns.clone())
+                .with_checkpoint_id(p)
+        });
+        out.push(CheckpointTuple {
+            config,
+            checkpoint,
+            metadata,
+            parent_config,
+            pending_writes: pending,
+        });
+    }
+    Ok(out)
+}
+
+/// Deletes blobs of `thread` that no remaining checkpoint references.
+const COLLECT_BLOBS: &str = "DELETE FROM checkpoint_blobs b WHERE b.thread_id = $1 AND NOT EXISTS (
+    SELECT 1 FROM checkpoints c, jsonb_each_text(c.checkpoint -> 'channel_versions') v
+    WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns
+      AND v.key = b.channel AND v.value = b.version)";
+
+async fn delete_thread_in<C: GenericClient>(client: &C, thread_id: &str) -> Result<()> {
+    for table in ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] {
+        client
+            .query_typed(
+                &format!("DELETE FROM {table} WHERE thread_id = $1"),
+                &[p(&thread_id, Type::TEXT)],
+            )
+            .await
+            .map_err(db("deleting a thread"))?;
+    }
+    Ok(())
+}
+
+async fn prune_keep_latest<C: GenericClient>(client: &C, thread_id: &str) -> Result<()> {
+    let rows = client
+        .query_typed(
+            "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata \
+             FROM checkpoints WHERE thread_id = $1",
+            &[p(&thread_id, Type::TEXT)],
+        )
+        .await
+        .map_err(db("reading checkpoints to prune"))?;
+    let mut prune_rows = Vec::new();
+    let mut parents = Vec::new();
+    for r in &rows {
+        let ns: String = r.get(0);
+        let id: String = r.get(1);
+        let parent: Option<String> = r.get(2);
+        let meta: Json = r.get(3);
+        let metadata = CheckpointMetadata::from_json(meta).unwrap_or_default();
+        parents.push((ns.clone(), id.clone(), parent));
+        prune_rows.push(PruneRow {
+            checkpoint_ns: ns,
+            checkpoint_id: id,
+            metadata,
+        });
+    }
+    let plan = plan_keep_latest(thread_id, &prune_rows)?;
+    for (ns, id) in &plan.delete {
+        for table in ["checkpoint_writes", "checkpoints"] {
+            client
+                .query_typed(
+                    &format!(
+                        "DELETE FROM {table} WHERE thread_id = $1 AND checkpoint_ns = $2 \
+                         AND checkpoint_id = $3"
+                    ),
+                    &[
+                        p(&thread_id, Type::TEXT),
+                        p(ns, Type::TEXT),
+                        p(id, Type::TEXT),
+                    ],
+                )
+                .await
+                .map_err(db("pruning"))?;
+        }
+    }
+    for (ns, id, parent) in &parents {
+        if plan.keep.contains(&(ns.clone(), id.clone()))
+            && plan.parent_deleted(ns, parent.as_deref())
+        {
+            client
+                .query_typed(
+                    "UPDATE checkpoints SET parent_checkpoint_id = NULL \
+                     WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3",
+                    &[
+                        p(&thread_id, Type::TEXT),
+                        p(ns, Type::TEXT),
+                        p(id, Type::TEXT),
+                    ],
+                )
+                .await
+                .map_err(db("unlinking pruned parents"))?;
+        }
+    }
+    client
+        .query_typed(COLLECT_BLOBS, &[p(&thread_id, Type::TEXT)])
+        .await
+        .map_err(db("deleting unreferenced blobs"))?;
+    Ok(())
+}
+
+impl PostgresSaver {
+    /// Stores a checkpoint and its changed blobs in one transaction; with `expected_latest`,
+    /// only if the namespace's newest checkpoint is still that one (checked under a
+    /// transaction-scoped advisory lock on the thread and namespace).
+    async fn put_checked(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        new_versions: &ChannelVersions,
+        expected_latest: Option<Option<&str>>,
+    ) -> Result<CheckpointConfig> {
+        validate_put(config, checkpoint)?;
+        let split = split_checkpoint(self.serializer.as_ref(), config, checkpoint, new_versions)?;
+        let meta = metadata_json(metadata);
+        let mut client = self.client().await?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(db("starting a checkpoint write"))?;
+        let (thread, ns) = (&config.thread_id, &config.checkpoint_ns);
+        if let Some(expected) = expected_latest {
+            tx.query_typed(
+                "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2, 7))",
+                &[p(thread, Type::TEXT), p(ns, Type::TEXT)],
+            )
+            .await
+            .map_err(db("locking the thread"))?;
+            let rows = tx
+                .query_typed(
+                    "SELECT max(checkpoint_id) FROM checkpoints \
+                     WHERE thread_id = $1 AND checkpoint_ns = $2",
+                    &[p(thread, Type::TEXT), p(ns, Type::TEXT)],
+                )
+                .await
+                .map_err(db("reading the latest checkpoint"))?;
+            let latest: Option<String> = rows.first().and_then(|r| r.get(0));
+            if latest.as_deref() != expected {
+                return Err(latest_conflict(config, expected, latest.as_deref()));
+            }
+        }
+        if !split.blobs.is_empty() {
+            let channels: Vec<&str> = split.blobs.iter().map(|b| b.0.as_str()).collect();
+            let versions: Vec<&str> = split.blobs.iter().map(|b| b.1.as_str()).collect();
+            let types: Vec<&str> = split.blobs.iter().map(|b| b.2.as_str()).collect();
+            let data: Vec<&[u8]> = split.blobs.iter().map(|b| b.3.as_slice()).collect();
+            tx.query_typed(
+                "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) \
+                 SELECT $1, $2, c, v, t, b FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[]) \
+                 AS x(c, v, t, b) \
+                 ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING",
+                &[
+                    p(thread, Type::TEXT),
+                    p(ns, Type::TEXT),
+                    p(&channels, Type::TEXT_ARRAY),
+                    p(&versions, Type::TEXT_ARRAY),
+                    p(&types, Type::TEXT_ARRAY),
+                    p(&data, Type::BYTEA_ARRAY),
+                ],
+            )
+            .await
+            .map_err(db("storing blobs"))?;
+        }
+        tx.query_typed(
+            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, \
+             parent_checkpoint_id, checkpoint, metadata) VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) \
+             DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata",
+            &[
+                p(thread, Type::TEXT),
+                p(ns, Type::TEXT),
+                p(&checkpoint.id, Type::TEXT),
+                p(&config.checkpoint_id, Type::TEXT),
+                p(&split.checkpoint, Type::JSONB),
+                p(&meta, Type::JSONB),
+            ],
+        )
+        .await
+        .map_err(db("storing a checkpoint"))?;
+        tx.commit().await.map_err(db("committing a checkpoint"))?;
+        Ok(CheckpointConfig::new(thread.clone())
+            .with_ns(ns.clone())
+            .with_checkpoint_id(checkpoint.id.clone()))
+    }
+}
+
+#[async_trait]
+impl CheckpointSaver for PostgresSaver {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+
+    async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
+        let client = self.client().await?;
+        let rows = match &config.checkpoint_id {
+            Some(id) => {
+                client
+                    .query_typed(
+                        &format!(
+                            "{SELECT_ROWS} WHERE thread_id = $1 AND checkpoint_ns = $2 \
+                             AND checkpoint_id = $3"
+                        ),
+                        &[
+                            p(&config.thread_id, Type::TEXT),
+                            p(&config.checkpoint_ns, Type::TEXT),
+                            p(id, Type::TEXT),
+                        ],
+                    )
+                    .await
+            }
+            None => {
+                client
+                    .query_typed(
+                        &format!(
+                            "{SELECT_ROWS} WHERE thread_id = $1 AND checkpoint_ns = $2 \
+                             ORDER BY checkpoint_id DESC LIMIT 1"
+                        ),
+                        &[
+                            p(&config.thread_id, Type::TEXT),
+                            p(&config.checkpoint_ns, Type::TEXT),
+                        ],
+                    )
+                    .await
+            }
+        }
+        .map_err(db("reading a checkpoint"))?;
+        let rows = rows.iter().map(Row::from_pg).collect();
+        Ok(assemble(client_of(&client), self.serializer.as_ref(), rows)
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    async fn list(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>> {
+        let mut clauses: Vec<String> = Vec::new();
+        let mut texts: Vec<String> = Vec::new();
+        let mut kinds: Vec<&str> = Vec::new();
+        for (column, value) in [
+            ("thread_id = ", &options.thread_id),
+            ("checkpoint_ns = ", &options.checkpoint_ns),
+            ("checkpoint_id = ", &options.checkpoint_id),
+            ("checkpoint_id < ", &options.before),
+        ] {
+            if let Some(v) = value {
+                texts.push(v.clone());
+                kinds.push(column);
+            }
+        }
+        let filter = Json::Object(options.filter.clone());
+        let limit = options.limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
+        let mut params: Vec<Param<'_>> = Vec::new();
+        for (i, column) in kinds.iter().enumerate() {
+            params.push((&texts[i], Type::TEXT));
+            clauses.push(format!("{column}${}", params.len()));
+        }
+        if !options.filter.is_empty() {
+            params.push(p(&filter, Type::JSONB));
+            clauses.push(format!("metadata @> ${}", params.len()));
+        }
+        let mut sql = SELECT_ROWS.to_owned();
+        if !clauses.is_empty() {
+            sql.push_str(" WHERE ");
+            sql.push_str(&clauses.join(" AND "));
+        }
+        sql.push_str(" ORDER BY checkpoint_id DESC");
+        if let Some(l) = &limit {
+            params.push(p(l, Type::INT8));
+            sql.push_str(&format!(" LIMIT ${}", params.len()));
+        }
+        let client = self.client().await?;
+        let rows = client
+            .query_typed(&sql, &params)
+            .await
+            .map_err(db("listing checkpoints"))?;
+        let rows = rows.iter().map(Row::from_pg).collect();
+        assemble(client_of(&client), self.serializer.as_ref(), rows).await
+    }
+
+    async fn put(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        new_versions: &ChannelVersions,
+    ) -> Result<CheckpointConfig> {
+        self.put_checked(config, checkpoint, metadata, new_versions, None)
+            .await
+    }
+
+    async fn put_if_latest(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        new_versions: &ChannelVersions,
+        expected_latest: Option<&str>,
+    ) -> Result<CheckpointConfig> {
+        self.put_checked(
+            config,
+            checkpoint,
+            metadata,
+            new_versions,
+            Some(expected_latest),
+        )
+        .await
+    }
+
+    async fn put_writes(
+        &self,
+        config: &CheckpointConfig,
+        writes: &[(String, Value)],
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<()> {
+        let checkpoint_id = validate_put_writes(config)?;
+        let replace = all_special(writes);
+        // One row per (task, idx): an upsert keeps the last write of the call, an insert the
+        // first, as separate statements would.
+        let mut rows: BTreeMap<i64, (String, String, Vec<u8>)> = BTreeMap::new();
+        for (position, (channel, value)) in writes.iter().enumerate() {
+            let (tag, bytes) = self.serializer.dumps_typed(value).map_err(|e| {
+                Error::serialization(
+                    Location::checkpoint(&config.thread_id, &config.checkpoint_ns, checkpoint_id)
+                        .part("write")
+                        .channel(channel.clone())
+                        .task(task_id),
+                    e,
+                )
+            })?;
+            let idx = write_idx(channel, position);
+            if replace || !rows.contains_key(&idx) {
+                rows.insert(idx, (channel.clone(), tag, bytes));
+            }
+        }
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let idxs: Vec<i32> = rows
+            .keys()
+            .map(|i| i32::try_from(*i).unwrap_or(i32::MAX))
+            .collect();
+        let channels: Vec<&str> = rows.values().map(|r| r.0.as_str()).collect();
+        let types: Vec<&str> = rows.values().map(|r| r.1.as_str()).collect();
+        let blobs: Vec<&[u8]> = rows.values().map(|r| r.2.as_slice()).collect();
+        let conflict = if replace {
+            "DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
+        } else {
+            "DO NOTHING"
+        };
+        let sql = format!(
+            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, \
+             task_path, idx, channel, type, blob) \
+             SELECT $1, $2, $3, $4, $5, i, c, t, b \
+             FROM unnest($6::int4[], $7::text[], $8::text[], $9::bytea[]) AS x(i, c, t, b) \
+             ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {conflict}"
+        );
+        let client = self.client().await?;
+        client
+            .query_typed(
+                &sql,
+                &[
+                    p(&config.thread_id, Type::TEXT),
+                    p(&config.checkpoint_ns, Type::TEXT),
+                    p(&checkpoint_id, Type::TEXT),
+                    p(&task_id, Type::TEXT),
+                    p(&task_path, Type::TEXT),
+                    p(&idxs, Type::INT4_ARRAY),
+                    p(&channels, Type::TEXT_ARRAY),
+                    p(&types, Type::TEXT_ARRAY),
+                    p(&blobs, Type::BYTEA_ARRAY),
+                ],
+            )
+            .await
+            .map_err(db("storing writes"))?;
+        Ok(())
+    }
+
+    async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        let mut client = self.client().await?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(db("starting a delete"))?;
+        delete_thread_in(&*tx, thread_id).await?;
+        tx.commit().await.map_err(db("committing a delete"))
+    }
+
+    async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
+        if run_ids.is_empty() {
+            return Ok(());
+        }
+        let mut client = self.client().await?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(db("starting a delete"))?;
+        let threads = tx
+            .query_typed(
+                "SELECT DISTINCT thread_id FROM checkpoints WHERE metadata->>'run_id' = ANY($1)",
+                &[p(&run_ids, Type::TEXT_ARRAY)],
+            )
+            .await
+            .map_err(db("finding runs"))?;
+        tx.query_typed(
+            "DELETE FROM checkpoint_writes w USING checkpoints c \
+             WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns \
+             AND c.checkpoint_id = w.checkpoint_id AND c.metadata->>'run_id' = ANY($1)",
+            &[p(&run_ids, Type::TEXT_ARRAY)],
+        )
+        .await
+        .map_err(db("deleting writes of runs"))?;
+        tx.query_typed(
+            "DELETE FROM checkpoints WHERE metadata->>'run_id' = ANY($1)",
+            &[p(&run_ids, Type::TEXT_ARRAY)],
+        )
+        .await
+        .map_err(db("deleting checkpoints of runs"))?;
+        for r in &threads {
+            let thread: String = r.get(0);
+            tx.query_typed(COLLECT_BLOBS, &[p(&thread, Type::TEXT)])
+                .await
+                .map_err(db("deleting unreferenced blobs"))?;
+        }
+        tx.commit().await.map_err(db("committing a delete"))
+    }
+
+    async fn copy_thread(&self, source: &str, target: &str) -> Result<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db("starting a copy"))?;
+        let exists = |rows: Vec<tokio_postgres::Row>| !rows.is_empty();
+        let probe = "SELECT 1 FROM checkpoints WHERE thread_id = $1 LIMIT 1";
+        let source_rows = tx
+            .query_typed(probe, &[p(&source, Type::TEXT)])
+            .await
+            .map_err(db("checking a thread"))?;
+        if !exists(source_rows) {
+            return Err(Error::NotFound {
+                what: format!("thread `{source}` to copy"),
+            });
+        }
+        let target_rows = tx
+            .query_typed(probe, &[p(&target, Type::TEXT)])
+            .await
+            .map_err(db("checking a thread"))?;
+        if exists(target_rows) {
+            return Err(Error::Conflict {
+                message: format!("copy_thread target `{target}` already has checkpoints"),
+            });
+        }
+        for sql in [
+            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, \
+             type, checkpoint, metadata) SELECT $2, checkpoint_ns, checkpoint_id, \
+             parent_checkpoint_id, type, checkpoint, metadata FROM checkpoints WHERE thread_id = $1",
+            "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) \
+             SELECT $2, checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs \
+             WHERE thread_id = $1",
+            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, \
+             task_path, idx, channel, type, blob) SELECT $2, checkpoint_ns, checkpoint_id, task_id, \
+             task_path, idx, channel, type, blob FROM checkpoint_writes WHERE thread_id = $1",
+        ] {
+            tx.query_typed(sql, &[p(&source, Type::TEXT), p(&target, Type::TEXT)])
+                .await
+                .map_err(db("copying a thread"))?;
+        }
+        tx.commit().await.map_err(db("committing a copy"))
+    }
+
+    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
+        let mut client = self.client().await?;
+        // One transaction for all threads: a refused thread leaves every thread untouched.
+        let tx = client.transaction().await.map_err(db("starting a prune"))?;
+        for thread in thread_ids {
+            match strategy {
+                PruneStrategy::Delete => delete_thread_in(&*tx, thread).await?,
+                _ => prune_keep_latest(&*tx, thread).await?,
+            }
+        }
+        tx.commit().await.map_err(db("committing a prune"))
+    }
+}
