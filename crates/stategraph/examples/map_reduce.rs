@@ -45,7 +45,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let graph = g
         .compile()?
-        .with_checkpointer(stategraph::open_saver(&db())?);
+        .with_checkpointer(stategraph::open_saver(&db()).await?);
     let subjects = vec!["cat".to_owned(), "dog".to_owned(), "crab".to_owned()];
     let out = graph
         .invoke(

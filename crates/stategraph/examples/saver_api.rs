@@ -35,7 +35,7 @@ async fn run() -> stategraph::Result<()> {
             }
         }
     }
-    let saver = stategraph::open_saver(&url)?;
+    let saver = stategraph::open_saver(&url).await?;
     let thread = format!("saver-api-{}", stategraph::uuid6(None));
 
     // Step -1: the input checkpoint, then steps 0..2 as node_a and node_b run.

@@ -47,7 +47,7 @@ fn parse_args() -> Result<Args, String> {
 }
 
 async fn run(args: Args) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
-    let saver = stategraph::open_saver(&args.db)?;
+    let saver = stategraph::open_saver(&args.db).await?;
     let mut graph = StateGraph::<SeedState>::new();
     graph.add_node("node_a", |_state: Arc<SeedState>, _ctx| async {
         Ok(SeedStateUpdate::default()

@@ -41,7 +41,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     g.add_edge(START, "research").add_edge("research", "write");
     let graph = g
         .compile()?
-        .with_checkpointer(stategraph::open_saver(&db())?);
+        .with_checkpointer(stategraph::open_saver(&db()).await?);
 
     let config = RunConfig::thread("report-1");
     let out = graph

@@ -33,7 +33,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .add_edge("review", END);
     let graph = g
         .compile()?
-        .with_checkpointer(stategraph::open_saver(&db())?);
+        .with_checkpointer(stategraph::open_saver(&db()).await?);
     let config = RunConfig::thread("doc-1");
 
     graph

@@ -10,6 +10,7 @@
 //! | feature | backend | URL |
 //! | --- | --- | --- |
 //! | `sqlite` (default) | [`SqliteSaver`] | `sqlite:PATH`, `sqlite://PATH`, `sqlite::memory:` |
+//! | `postgres` | `PostgresSaver` | `postgres://…`, `postgresql://…` |
 //!
 //! [`open_saver`] picks the backend from a database URL; `memory:` gives an [`InMemorySaver`].
 //!
@@ -35,7 +36,7 @@
 //!     Ok(SeedUpdate::default().foo(format!("{}b", s.foo)).bar(vec!["b".to_owned()]))
 //! });
 //! graph.add_edge(START, "node_a").add_edge("node_a", "node_b").add_edge("node_b", END);
-//! let graph = graph.compile()?.with_checkpointer(stategraph::open_saver("sqlite::memory:")?);
+//! let graph = graph.compile()?.with_checkpointer(stategraph::open_saver("sqlite::memory:").await?);
 //!
 //! let config = RunConfig::thread("1");
 //! let input = SeedUpdate::default().foo("").bar(Vec::<String>::new());
@@ -51,7 +52,7 @@
 //! use stategraph::prelude::*;
 //!
 //! # tokio::runtime::Builder::new_multi_thread().build().unwrap().block_on(async {
-//! let saver = stategraph::open_saver("sqlite::memory:")?;
+//! let saver = stategraph::open_saver("sqlite::memory:").await?;
 //! let mut cp = Checkpoint::empty();
 //! cp.channel_values.insert("greeting".into(), "hello".into());
 //! cp.channel_versions.insert("greeting".into(), saver.get_next_version(None));
@@ -75,6 +76,8 @@ pub use stategraph_graph::{
     NodeContext, NodeError, NodeOutput, PregelTask, Reducer, Resume, RetryPolicy, RunConfig, START,
     Schema, Send, StateGraph, StateSnapshot, StateUpdate, StreamMode, StreamPart, Values,
 };
+#[cfg(feature = "postgres")]
+pub use stategraph_postgres::{PostgresConfig, PostgresSaver};
 #[cfg(feature = "sqlite")]
 pub use stategraph_sqlite::{SqliteConfig, SqliteSaver, Synchronous};
 
@@ -93,11 +96,12 @@ pub mod prelude {
     pub use stategraph_sqlite::SqliteSaver;
 }
 
-/// Opens the checkpoint saver a database URL names.
+/// Opens (and sets up) the checkpoint saver a database URL names.
 ///
-/// `memory:` is an [`InMemorySaver`]; `sqlite:` URLs need the `sqlite` feature (on by default).
-/// An unknown scheme, or one whose feature is off, is an [`Error::InvalidInput`] that says so.
-pub fn open_saver(url: &str) -> Result<Arc<dyn CheckpointSaver>> {
+/// `memory:` is an [`InMemorySaver`]; `sqlite:` URLs need the `sqlite` feature (on by default),
+/// `postgres://` / `postgresql://` the `postgres` feature. An unknown scheme, or one whose
+/// feature is off, is an [`Error::InvalidInput`] that says so.
+pub async fn open_saver(url: &str) -> Result<Arc<dyn CheckpointSaver>> {
     let scheme = url.split(':').next().unwrap_or_default();
     match scheme {
         "memory" => Ok(Arc::new(InMemorySaver::new())),
@@ -105,7 +109,11 @@ pub fn open_saver(url: &str) -> Result<Arc<dyn CheckpointSaver>> {
         "sqlite" => Ok(Arc::new(SqliteSaver::from_url(url)?)),
         #[cfg(not(feature = "sqlite"))]
         "sqlite" => Err(missing_feature(scheme)),
-        "postgres" | "postgresql" | "mysql" | "redis" => Err(missing_feature(scheme)),
+        #[cfg(feature = "postgres")]
+        "postgres" | "postgresql" => Ok(Arc::new(PostgresSaver::connect(url).await?)),
+        #[cfg(not(feature = "postgres"))]
+        "postgres" | "postgresql" => Err(missing_feature(scheme)),
+        "mysql" | "redis" => Err(missing_feature(scheme)),
         _ => Err(Error::invalid(
             "database URL",
             format!(
@@ -126,16 +134,19 @@ fn missing_feature(scheme: &str) -> Error {
 mod tests {
     use super::*;
 
-    #[test]
-    fn schemes() {
-        assert_eq!(open_saver("memory:").unwrap().name(), "memory");
-        assert_eq!(open_saver("sqlite::memory:").unwrap().name(), "sqlite");
+    #[tokio::test]
+    async fn schemes() {
+        assert_eq!(open_saver("memory:").await.unwrap().name(), "memory");
+        assert_eq!(
+            open_saver("sqlite::memory:").await.unwrap().name(),
+            "sqlite"
+        );
         assert!(matches!(
-            open_saver("ftp://x"),
+            open_saver("ftp://x").await,
             Err(Error::InvalidInput { .. })
         ));
         assert!(matches!(
-            open_saver("postgres://x"),
+            open_saver("mysql://x").await,
             Err(Error::InvalidInput { .. })
         ));
     }

@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,21 +56,6 @@ async fn assert_linear(saver: &dyn CheckpointSaver, thread: &str) -> Vec<Checkpo
         "the history branched: {children:?}"
     );
     all
-}
-
-macro_rules! on_every_saver {
-    ($($name:ident),* $(,)?) => {
-        mod memory {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(std::sync::Arc::new(stategraph::InMemorySaver::new())).await; })*
-        }
-        mod sqlite {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() {
-                let dir = tempfile::tempdir().unwrap();
-                let saver = stategraph::SqliteSaver::open(dir.path().join("race.sqlite")).unwrap();
-                super::$name(std::sync::Arc::new(saver)).await;
-            })*
-        }
-    };
 }
 
 on_every_saver!(

@@ -1,7 +1,9 @@
 //! Pending writes and retries: a failed super-step resumes without re-running the nodes that
-//! succeeded — on the in-memory and the SQLite saver.
+//! succeeded — on the in-memory, SQLite and Postgres savers.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -59,21 +61,6 @@ fn graph(
         g.compile().unwrap().with_checkpointer(saver),
         Counters { runs },
     )
-}
-
-macro_rules! on_every_saver {
-    ($($name:ident),* $(,)?) => {
-        mod memory {
-            $(#[tokio::test] async fn $name() { super::$name(std::sync::Arc::new(stategraph::InMemorySaver::new())).await; })*
-        }
-        mod sqlite {
-            $(#[tokio::test] async fn $name() {
-                let dir = tempfile::tempdir().unwrap();
-                let saver = stategraph::SqliteSaver::open(dir.path().join("ft.sqlite")).unwrap();
-                super::$name(std::sync::Arc::new(saver)).await;
-            })*
-        }
-    };
 }
 
 on_every_saver!(

@@ -1,7 +1,9 @@
 //! Human-in-the-loop: dynamic interrupts, resume by value and by id, static breakpoints,
-//! interrupts inside subgraphs — on the in-memory and the SQLite saver.
+//! interrupts inside subgraphs — on the in-memory, SQLite and Postgres savers.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -18,33 +20,15 @@ struct Doc {
     log: Vec<String>,
 }
 
-/// Runs a test body once per saver.
-macro_rules! on_every_saver {
-    ($($name:ident => $body:ident;)*) => {
-        mod memory {
-            use super::*;
-            $(#[tokio::test] async fn $name() { super::$body(Arc::new(InMemorySaver::new())).await; })*
-        }
-        mod sqlite {
-            use super::*;
-            $(#[tokio::test] async fn $name() {
-                let dir = tempfile::tempdir().unwrap();
-                let saver = SqliteSaver::open(dir.path().join("hitl.sqlite")).unwrap();
-                super::$body(Arc::new(saver)).await;
-            })*
-        }
-    };
-}
-
-on_every_saver! {
-    approve_edit_reject => approve_edit_reject;
-    several_interrupts_in_one_node => several_interrupts_in_one_node;
-    parallel_interrupts_resumed_by_id => parallel_interrupts_resumed_by_id;
-    breakpoint_then_update_then_resume => breakpoint_then_update_then_resume;
-    interrupt_after_stops_after_the_node => interrupt_after_stops_after_the_node;
-    subgraph_resumes_where_it_stopped => subgraph_resumes_where_it_stopped;
-    exit_durability_saves_the_pending_interrupt => exit_durability_saves_the_pending_interrupt;
-}
+on_every_saver!(
+    approve_edit_reject,
+    several_interrupts_in_one_node,
+    parallel_interrupts_resumed_by_id,
+    breakpoint_then_update_then_resume,
+    interrupt_after_stops_after_the_node,
+    subgraph_resumes_where_it_stopped,
+    exit_durability_saves_the_pending_interrupt,
+);
 
 fn review_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Doc> {
     let mut g = StateGraph::<Doc>::new();

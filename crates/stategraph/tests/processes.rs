@@ -100,7 +100,7 @@ async fn child_process_entry() {
         return;
     };
     let dir = PathBuf::from(dir);
-    let saver = stategraph::open_saver(&db_url(&dir)).unwrap();
+    let saver = stategraph::open_saver(&db_url(&dir)).await.unwrap();
     let config = RunConfig::thread("t").with_durability(Durability::Sync);
     let outcome = match role.as_str() {
         "crash" => {
