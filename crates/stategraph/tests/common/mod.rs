@@ -75,7 +75,7 @@ macro_rules! on_every_saver {
         mod postgres {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
-                let (saver, _schema) = crate::common::postgres().await;
+                let (saver, _schema) = $crate::common::postgres().await;
                 super::$name(saver).await;
             })*
         }
