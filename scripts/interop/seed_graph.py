@@ -2,6 +2,8 @@
 
 Usage: python seed_graph.py DB GRAPH THREAD ACTION...
 
+DB is a SQLite file path or a postgres:// URL (LangGraph's PostgresSaver on it).
+
 GRAPH: `seed` (START → node_a → node_b → END, foo last value, bar list with operator.add),
 `route` (START → decide → left|right by a conditional edge on `go_left`, then END), `sends`
 (a conditional edge from START sends one `Send("worker", {"item": i})` per item; workers
@@ -129,8 +131,18 @@ def snapshot(s):
 
 
 def main(db, graph_name, thread, actions):
-    conn = sqlite3.connect(db, check_same_thread=False)
-    graph, std_input = build(graph_name, SqliteSaver(conn))
+    if db.startswith(("postgres://", "postgresql://")):
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg import Connection
+        from psycopg.rows import dict_row
+
+        conn = Connection.connect(db, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        saver = PostgresSaver(conn)
+        saver.setup()
+    else:
+        conn = sqlite3.connect(db, check_same_thread=False)
+        saver = SqliteSaver(conn)
+    graph, std_input = build(graph_name, saver)
     config = {"configurable": {"thread_id": thread}}
     out = {}
     for action in actions:

@@ -8,7 +8,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
 use std::process::Command as Process;
 use std::sync::Arc;
 
@@ -156,7 +158,12 @@ fn python() -> PathBuf {
 }
 
 /// Runs `scripts/interop/seed_graph.py DB GRAPH THREAD ACTIONS…`.
-fn py(db: &Path, graph: &str, thread: &str, actions: &[&str]) -> Json {
+fn py(
+    db: &(impl AsRef<std::ffi::OsStr> + ?Sized),
+    graph: &str,
+    thread: &str,
+    actions: &[&str],
+) -> Json {
     let script =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/interop/seed_graph.py");
     let out = Process::new(python())
@@ -192,7 +199,7 @@ fn ours(history: &[StateSnapshot]) -> Vec<Json> {
 
 /// Every checkpoint of a thread, all namespaces, newest first, without what depends on time
 /// or randomness: namespace (task id removed), metadata, values, writes per channel.
-async fn all_namespaces(saver: &SqliteSaver, thread: &str) -> Vec<Json> {
+async fn all_namespaces(saver: &dyn CheckpointSaver, thread: &str) -> Vec<Json> {
     saver
         .list(&stategraph::ListOptions::thread(thread))
         .await
@@ -240,15 +247,57 @@ fn shape(history: &[Json]) -> Vec<Json> {
         .collect()
 }
 
+/// One database both sides use: our saver, and what to hand Python to open the same data.
+struct Backend {
+    saver: Arc<dyn CheckpointSaver>,
+    python_db: String,
+    _keep: Box<dyn std::any::Any + std::marker::Send>,
+}
+
+fn sqlite_backend() -> Backend {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shared.sqlite");
+    Backend {
+        saver: Arc::new(SqliteSaver::open(&db).unwrap()),
+        python_db: db.display().to_string(),
+        _keep: Box::new(dir),
+    }
+}
+
+async fn postgres_backend() -> Backend {
+    let (saver, guard, url) = common::postgres_with_url().await;
+    Backend {
+        saver,
+        python_db: url,
+        _keep: Box::new(guard),
+    }
+}
+
 async fn check<S: stategraph::State>(
     graph_name: &str,
     build: impl Fn(Arc<dyn CheckpointSaver>) -> CompiledGraph<S>,
     input: impl Fn() -> S::Update,
     history_len_after_two_runs: usize,
 ) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("shared.sqlite");
-    let graph = build(Arc::new(SqliteSaver::open(&db).unwrap()));
+    check_on(
+        sqlite_backend(),
+        graph_name,
+        build,
+        input,
+        history_len_after_two_runs,
+    )
+    .await;
+}
+
+async fn check_on<S: stategraph::State>(
+    backend: Backend,
+    graph_name: &str,
+    build: impl Fn(Arc<dyn CheckpointSaver>) -> CompiledGraph<S>,
+    input: impl Fn() -> S::Update,
+    history_len_after_two_runs: usize,
+) {
+    let db = backend.python_db.clone();
+    let graph = build(Arc::clone(&backend.saver));
     let rust = RunConfig::thread("rust");
     graph.invoke(Some(input()), rust.clone()).await.unwrap();
     let our_history = ours(
@@ -495,4 +544,32 @@ async fn interrupted_threads_are_shared_with_python() {
     );
     let done = graph.get_state(&RunConfig::thread("py2")).await.unwrap();
     assert_eq!(done.values["log"], stategraph::value!(["answer: yes"]));
+}
+
+#[tokio::test]
+async fn seed_graph_threads_are_shared_with_python_on_postgres() {
+    check_on(
+        postgres_backend().await,
+        "seed",
+        seed_graph,
+        || SeedUpdate::default().foo("").bar(Vec::<String>::new()),
+        8,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn subgraph_threads_are_shared_with_python_on_postgres() {
+    check_on(
+        postgres_backend().await,
+        "sub",
+        sub_graph,
+        || {
+            RouteUpdate::default()
+                .log(Vec::<String>::new())
+                .go_left(true)
+        },
+        8,
+    )
+    .await;
 }

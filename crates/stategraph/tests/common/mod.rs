@@ -42,6 +42,12 @@ impl Drop for SchemaGuard {
 
 /// A Postgres saver on a fresh schema; fails the test if the server cannot be reached.
 pub(crate) async fn postgres() -> (Arc<dyn CheckpointSaver>, SchemaGuard) {
+    let (saver, guard, _) = postgres_with_url().await;
+    (saver, guard)
+}
+
+/// Like [`postgres`], plus a URL that points other clients (Python) at the same schema.
+pub(crate) async fn postgres_with_url() -> (Arc<dyn CheckpointSaver>, SchemaGuard, String) {
     let schema = format!("sg_test_{}", stategraph::uuid6(None).replace('-', ""));
     let saver = stategraph_postgres::PostgresConfig::from_url(&postgres_url())
         .unwrap()
@@ -50,7 +56,10 @@ pub(crate) async fn postgres() -> (Arc<dyn CheckpointSaver>, SchemaGuard) {
         .connect()
         .await
         .unwrap_or_else(|e| panic!("PostgreSQL at {} is required: {e}", postgres_url()));
-    (Arc::new(saver), SchemaGuard(schema))
+    let base = postgres_url();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+    (Arc::new(saver), SchemaGuard(schema), url)
 }
 
 /// Expands each listed `async fn name(saver: Arc<dyn CheckpointSaver>)` into one test per
