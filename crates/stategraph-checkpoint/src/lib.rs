@@ -42,6 +42,7 @@
 //! # Ok::<(), Error>(()) }).unwrap();
 //! ```
 
+pub mod blob_layout;
 mod checkpoint;
 mod config;
 mod error;

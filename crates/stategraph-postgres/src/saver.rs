@@ -7,12 +7,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::Value as Json;
+use stategraph_checkpoint::blob_layout::{metadata_json, split_checkpoint};
 use stategraph_checkpoint::prune::{PruneRow, plan_keep_latest};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, Error, ExtCode, ListOptions, Location, PendingWrite,
-    PruneStrategy, Result, SerdeError, Serializer, Value, all_special, latest_conflict,
-    sort_writes, tags, validate_put, validate_put_writes, write_idx,
+    CheckpointSaver, CheckpointTuple, Error, ListOptions, Location, PendingWrite, PruneStrategy,
+    Result, SerdeError, Serializer, Value, all_special, latest_conflict, sort_writes, tags,
+    validate_put, validate_put_writes, write_idx,
 };
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{GenericClient, NoTls};
@@ -117,80 +118,6 @@ impl PostgresSaver {
 /// The driver client behind a pooled connection.
 fn client_of(c: &deadpool_postgres::Object) -> &tokio_postgres::Client {
     c
-}
-
-/// Whether LangGraph keeps a value inline in the checkpoint JSONB. Python inlines None, str,
-/// int, float and bool; we also send to blobs the values JSONB cannot hold (NaN and infinite
-/// floats, strings with NUL), which Python would fail to write at all.
-fn inline_json(v: &Value) -> Option<Json> {
-    match v {
-        Value::Null => Some(Json::Null),
-        Value::Bool(b) => Some(Json::Bool(*b)),
-        Value::Int(i) => Some(Json::from(*i)),
-        Value::UInt(u) => Some(Json::from(*u)),
-        Value::Float(f) if f.is_finite() => serde_json::Number::from_f64(*f).map(Json::Number),
-        Value::Str(s) if !s.contains('\0') => Some(Json::String(s.clone())),
-        _ => None,
-    }
-}
-
-fn is_delta_snapshot(v: &Value) -> bool {
-    matches!(v, Value::Ext(e) if e.ext_code() == Some(ExtCode::DeltaSnapshot))
-}
-
-/// The checkpoint as LangGraph's JSONB (inline values only) and the blob rows to write.
-struct Split {
-    checkpoint: Json,
-    blobs: Vec<(String, String, String, Vec<u8>)>,
-}
-
-fn split_checkpoint(
-    serde: &dyn Serializer,
-    config: &CheckpointConfig,
-    cp: &Checkpoint,
-    new_versions: &ChannelVersions,
-) -> Result<Split> {
-    let mut inline = serde_json::Map::new();
-    let mut blobs = Vec::new();
-    for (channel, value) in &cp.channel_values {
-        let as_blob = if is_delta_snapshot(value) {
-            inline.insert(channel.clone(), Json::Bool(true));
-            true
-        } else if let Some(j) = inline_json(value) {
-            inline.insert(channel.clone(), j);
-            false
-        } else {
-            true
-        };
-        if let (true, Some(version)) = (as_blob, new_versions.get(channel)) {
-            let (tag, bytes) = serde.dumps_typed(value).map_err(|e| {
-                Error::serialization(
-                    Location::checkpoint(&config.thread_id, &config.checkpoint_ns, &cp.id)
-                        .part("blob")
-                        .channel(channel.clone()),
-                    e,
-                )
-            })?;
-            blobs.push((channel.clone(), version.to_string(), tag, bytes));
-        }
-    }
-    let mut json = cp.to_value_with(&BTreeMap::new()).to_json();
-    if let Json::Object(o) = &mut json {
-        o.insert("channel_values".into(), Json::Object(inline));
-    }
-    Ok(Split {
-        checkpoint: json,
-        blobs,
-    })
-}
-
-/// LangGraph stores metadata without the legacy `writes` key.
-fn metadata_json(metadata: &CheckpointMetadata) -> Json {
-    let mut j = metadata.to_json();
-    if let Json::Object(o) = &mut j {
-        o.remove("writes");
-    }
-    j
 }
 
 /// One `checkpoints` row.
@@ -508,10 +435,10 @@ impl PostgresSaver {
             }
         }
         if !split.blobs.is_empty() {
-            let channels: Vec<&str> = split.blobs.iter().map(|b| b.0.as_str()).collect();
-            let versions: Vec<&str> = split.blobs.iter().map(|b| b.1.as_str()).collect();
-            let types: Vec<&str> = split.blobs.iter().map(|b| b.2.as_str()).collect();
-            let data: Vec<&[u8]> = split.blobs.iter().map(|b| b.3.as_slice()).collect();
+            let channels: Vec<&str> = split.blobs.iter().map(|b| b.channel.as_str()).collect();
+            let versions: Vec<&str> = split.blobs.iter().map(|b| b.version.as_str()).collect();
+            let types: Vec<&str> = split.blobs.iter().map(|b| b.type_tag.as_str()).collect();
+            let data: Vec<&[u8]> = split.blobs.iter().map(|b| b.data.as_slice()).collect();
             tx.query_typed(
                 "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) \
                  SELECT $1, $2, c, v, t, b FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[]) \
