@@ -1,0 +1,28 @@
+//! [`RedisSaver`]: a [`CheckpointSaver`] on plain Redis data structures — hashes, sorted sets
+//! and sets; no modules — with an optional per-thread TTL. Works with Redis ≥ 6.2 and Valkey.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use stategraph_checkpoint::*;
+//! use stategraph_redis::RedisSaver;
+//!
+//! # async fn demo() -> Result<(), Error> {
+//! // Threads expire a day after their last write.
+//! let saver = RedisSaver::connect_with("redis://127.0.0.1:6379", "myapp", Some(Duration::from_secs(86_400))).await?;
+//! let mut cp = Checkpoint::empty();
+//! cp.channel_values.insert("messages".into(), value!(["hi"]));
+//! cp.channel_versions.insert("messages".into(), saver.get_next_version(None));
+//! let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);
+//! let at = saver.put(&CheckpointConfig::new("t1"), &cp, &meta, &cp.channel_versions).await?;
+//! assert_eq!(saver.get_tuple(&at).await?.map(|t| t.checkpoint), Some(cp));
+//! # Ok(()) }
+//! ```
+//!
+//! (Needs a running server, so the example is compiled, not run; the conformance suite runs
+//! against a real server.)
+
+mod saver;
+
+pub use saver::RedisSaver;
+#[doc(no_inline)]
+pub use stategraph_checkpoint::CheckpointSaver;

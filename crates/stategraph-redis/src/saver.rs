@@ -1,0 +1,600 @@
+//! `RedisSaver`: checkpoints on plain Redis hashes, sorted sets and sets.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
+use stategraph_checkpoint::prune::{PruneRow, plan_keep_latest};
+use stategraph_checkpoint::value::{decode, encode};
+use stategraph_checkpoint::{
+    Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
+    CheckpointSaver, CheckpointTuple, Error, JsonPlusSerializer, ListOptions, Location,
+    PendingWrite, PruneStrategy, Result, SerdeError, Serializer, Value, all_special,
+    latest_conflict, sort_writes, validate_put, validate_put_writes, write_idx,
+};
+
+/// A hash's fields and values.
+type HashFields = Vec<(String, Vec<u8>)>;
+
+/// The backend name in errors.
+const BACKEND: &str = "redis";
+
+fn db(context: &'static str) -> impl Fn(redis::RedisError) -> Error {
+    move |e| Error::backend(BACKEND, context, e)
+}
+
+/// Stores checkpoints in Redis using only core data structures (any Redis ≥ 6.2 or Valkey;
+/// no RediSearch/RedisJSON):
+///
+/// | key | type | holds |
+/// | --- | --- | --- |
+/// | `{prefix}:threads` | set | thread ids |
+/// | `{prefix}:ns:{thread}` | set | the thread's namespaces |
+/// | `{prefix}:idx:{thread}:{ns}` | sorted set (lexicographic) | checkpoint ids |
+/// | `{prefix}:cp:{thread}:{ns}:{id}` | hash | `type`, `checkpoint`, `metadata`, `parent` |
+/// | `{prefix}:w:{thread}:{ns}:{id}` | hash | `{task_id}\x1f{idx}` → write |
+///
+/// A checkpoint is written by one Lua script (atomic, and the conditional put checks the
+/// latest id inside it). With a thread TTL, every key of the thread expires that long after
+/// its last write.
+#[derive(Clone)]
+pub struct RedisSaver {
+    conn: MultiplexedConnection,
+    prefix: String,
+    ttl: Option<Duration>,
+    serializer: Arc<dyn Serializer>,
+}
+
+impl fmt::Debug for RedisSaver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisSaver")
+            .field("prefix", &self.prefix)
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Writes a checkpoint hash and indexes it. KEYS: idx, cp, threads, ns-set.
+/// ARGV: expected latest (`*` = unconditional, empty = none), id, type, checkpoint, metadata,
+/// parent, ns, thread, ttl seconds (0 = none).
+const PUT_SCRIPT: &str = r"
+if ARGV[1] ~= '*' then
+  local latest = redis.call('ZRANGE', KEYS[1], '+', '-', 'BYLEX', 'REV', 'LIMIT', 0, 1)
+  local current = latest[1] or ''
+  if current ~= ARGV[1] then
+    return {'conflict', current}
+  end
+end
+redis.call('HSET', KEYS[2], 'type', ARGV[3], 'checkpoint', ARGV[4], 'metadata', ARGV[5], 'parent', ARGV[6])
+redis.call('ZADD', KEYS[1], 0, ARGV[2])
+redis.call('SADD', KEYS[3], ARGV[8])
+redis.call('SADD', KEYS[4], ARGV[7])
+local ttl = tonumber(ARGV[9])
+if ttl > 0 then
+  redis.call('EXPIRE', KEYS[1], ttl)
+  redis.call('EXPIRE', KEYS[2], ttl)
+  redis.call('EXPIRE', KEYS[4], ttl)
+end
+return {'ok', ARGV[2]}
+";
+
+impl RedisSaver {
+    /// Connects to the server a `redis://` URL names (keys under the prefix `stategraph`).
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with(url, "stategraph", None).await
+    }
+
+    /// Connects with a key prefix and an optional per-thread TTL.
+    pub async fn connect_with(url: &str, prefix: &str, ttl: Option<Duration>) -> Result<Self> {
+        let client = redis::Client::open(url)
+            .map_err(|e| Error::invalid("database URL", format!("not a Redis URL: {e}")))?;
+        let conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(db("cannot connect to Redis"))?;
+        Ok(Self {
+            conn,
+            prefix: prefix.to_owned(),
+            ttl,
+            serializer: Arc::new(JsonPlusSerializer::new()),
+        })
+    }
+
+    /// Uses another serializer for checkpoints and writes.
+    pub fn with_serializer(mut self, serializer: Arc<dyn Serializer>) -> Self {
+        self.serializer = serializer;
+        self
+    }
+
+    fn threads_key(&self) -> String {
+        format!("{}:threads", self.prefix)
+    }
+    fn ns_key(&self, thread: &str) -> String {
+        format!("{}:ns:{thread}", self.prefix)
+    }
+    fn idx_key(&self, thread: &str, ns: &str) -> String {
+        format!("{}:idx:{thread}:{ns}", self.prefix)
+    }
+    fn cp_key(&self, thread: &str, ns: &str, id: &str) -> String {
+        format!("{}:cp:{thread}:{ns}:{id}", self.prefix)
+    }
+    fn w_key(&self, thread: &str, ns: &str, id: &str) -> String {
+        format!("{}:w:{thread}:{ns}:{id}", self.prefix)
+    }
+
+    fn ttl_secs(&self) -> u64 {
+        self.ttl.map_or(0, |t| t.as_secs().max(1))
+    }
+
+    async fn put_checked(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        expected_latest: Option<Option<&str>>,
+    ) -> Result<CheckpointConfig> {
+        validate_put(config, checkpoint)?;
+        let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
+        let (tag, bytes) = self
+            .serializer
+            .dumps_typed(&checkpoint.to_value())
+            .map_err(|e| {
+                Error::serialization(Location::checkpoint(thread, ns, &checkpoint.id), e)
+            })?;
+        let expected = match expected_latest {
+            None => "*".to_owned(),
+            Some(e) => e.unwrap_or_default().to_owned(),
+        };
+        let mut conn = self.conn.clone();
+        let reply: Vec<String> = redis::Script::new(PUT_SCRIPT)
+            .key(self.idx_key(thread, ns))
+            .key(self.cp_key(thread, ns, &checkpoint.id))
+            .key(self.threads_key())
+            .key(self.ns_key(thread))
+            .arg(expected)
+            .arg(&checkpoint.id)
+            .arg(tag)
+            .arg(bytes)
+            .arg(metadata.to_json().to_string())
+            .arg(config.checkpoint_id.clone().unwrap_or_default())
+            .arg(ns)
+            .arg(thread)
+            .arg(self.ttl_secs())
+            .invoke_async(&mut conn)
+            .await
+            .map_err(db("storing a checkpoint"))?;
+        if reply.first().map(String::as_str) == Some("conflict") {
+            let found = reply.get(1).filter(|s| !s.is_empty()).map(String::as_str);
+            return Err(latest_conflict(config, expected_latest.flatten(), found));
+        }
+        Ok(CheckpointConfig::new(thread)
+            .with_ns(ns)
+            .with_checkpoint_id(checkpoint.id.clone()))
+    }
+
+    /// Loads one checkpoint (and its writes), or `None` if its hash is gone.
+    async fn load(&self, thread: &str, ns: &str, id: &str) -> Result<Option<CheckpointTuple>> {
+        let mut conn = self.conn.clone();
+        let (fields, writes): (Vec<Option<Vec<u8>>>, HashFields) = redis::pipe()
+            .cmd("HMGET")
+            .arg(self.cp_key(thread, ns, id))
+            .arg("type")
+            .arg("checkpoint")
+            .arg("metadata")
+            .arg("parent")
+            .hgetall(self.w_key(thread, ns, id))
+            .query_async(&mut conn)
+            .await
+            .map_err(db("reading a checkpoint"))?;
+        let loc = Location::checkpoint(thread, ns, id);
+        let [tag, body, meta, parent] = <[Option<Vec<u8>>; 4]>::try_from(fields).map_err(|_| {
+            Error::backend(BACKEND, "reading a checkpoint", "unexpected reply shape")
+        })?;
+        let (Some(tag), Some(body)) = (tag, body) else {
+            return Ok(None);
+        };
+        let tag = String::from_utf8_lossy(&tag).into_owned();
+        let value = self
+            .serializer
+            .loads_typed(&tag, &body)
+            .map_err(|e| Error::serialization(loc.clone(), e))?;
+        let checkpoint =
+            Checkpoint::from_value(value).map_err(|e| Error::serialization(loc.clone(), e))?;
+        let metadata = match meta {
+            Some(m) => serde_json::from_slice(&m)
+                .map_err(|e| e.to_string())
+                .and_then(|j| CheckpointMetadata::from_json(j).map_err(|e| e.to_string()))
+                .map_err(|message| {
+                    Error::serialization(
+                        loc.clone().part("metadata"),
+                        SerdeError::Shape {
+                            path: String::new(),
+                            message,
+                        },
+                    )
+                })?,
+            None => CheckpointMetadata::default(),
+        };
+        let mut pending = Vec::with_capacity(writes.len());
+        for (field, raw) in writes {
+            pending.push(self.decode_write(&loc, &field, &raw)?);
+        }
+        sort_writes(&mut pending);
+        let parent = parent
+            .map(|p| String::from_utf8_lossy(&p).into_owned())
+            .filter(|p| !p.is_empty());
+        Ok(Some(CheckpointTuple {
+            config: CheckpointConfig::new(thread)
+                .with_ns(ns)
+                .with_checkpoint_id(id),
+            checkpoint,
+            metadata,
+            parent_config: parent.map(|p| {
+                CheckpointConfig::new(thread)
+                    .with_ns(ns)
+                    .with_checkpoint_id(p)
+            }),
+            pending_writes: pending,
+        }))
+    }
+
+    /// A write is stored as the msgpack array `[task_path, channel, type, bytes]` under the
+    /// field `{task_id}\x1f{idx}`.
+    fn decode_write(&self, loc: &Location, field: &str, raw: &[u8]) -> Result<PendingWrite> {
+        let (task_id, idx) = field.rsplit_once('\u{1f}').unwrap_or((field, "0"));
+        let parts = decode(raw).map_err(|source| {
+            Error::serialization(
+                loc.clone().part("write").task(task_id),
+                SerdeError::Decode {
+                    tag: "write".into(),
+                    source,
+                },
+            )
+        })?;
+        let list = parts.as_list().unwrap_or_default();
+        let text = |i: usize| {
+            list.get(i)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let channel = text(1);
+        let bytes = match list.get(3) {
+            Some(Value::Bytes(b)) => b.clone(),
+            _ => Vec::new(),
+        };
+        let value = self.serializer.loads_typed(&text(2), &bytes).map_err(|e| {
+            Error::serialization(
+                loc.clone()
+                    .part("write")
+                    .channel(channel.clone())
+                    .task(task_id),
+                e,
+            )
+        })?;
+        Ok(PendingWrite {
+            task_id: task_id.to_owned(),
+            channel,
+            value,
+            task_path: text(0),
+            idx: idx.parse().unwrap_or_default(),
+        })
+    }
+
+    /// Ids of a namespace, newest first, below `before` if given.
+    async fn ids(&self, thread: &str, ns: &str, before: Option<&str>) -> Result<Vec<String>> {
+        let mut conn = self.conn.clone();
+        let max = before.map_or_else(|| "+".to_owned(), |b| format!("({b}"));
+        redis::cmd("ZRANGE")
+            .arg(self.idx_key(thread, ns))
+            .arg(max)
+            .arg("-")
+            .arg("BYLEX")
+            .arg("REV")
+            .query_async(&mut conn)
+            .await
+            .map_err(db("listing checkpoints"))
+    }
+
+    async fn namespaces(&self, thread: &str) -> Result<Vec<String>> {
+        let mut conn = self.conn.clone();
+        conn.smembers(self.ns_key(thread))
+            .await
+            .map_err(db("listing namespaces"))
+    }
+
+    /// Every key of a thread.
+    async fn thread_keys(&self, thread: &str) -> Result<Vec<String>> {
+        let mut keys = vec![self.ns_key(thread)];
+        for ns in self.namespaces(thread).await? {
+            keys.push(self.idx_key(thread, &ns));
+            for id in self.ids(thread, &ns, None).await? {
+                keys.push(self.cp_key(thread, &ns, &id));
+                keys.push(self.w_key(thread, &ns, &id));
+            }
+        }
+        Ok(keys)
+    }
+
+    async fn remove_checkpoint(&self, thread: &str, ns: &str, id: &str) -> Result<()> {
+        let mut conn = self.conn.clone();
+        redis::pipe()
+            .atomic()
+            .del(self.cp_key(thread, ns, id))
+            .del(self.w_key(thread, ns, id))
+            .zrem(self.idx_key(thread, ns), id)
+            .query_async::<()>(&mut conn)
+            .await
+            .map_err(db("deleting a checkpoint"))
+    }
+}
+
+#[async_trait]
+impl CheckpointSaver for RedisSaver {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+
+    async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
+        let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
+        let id = match &config.checkpoint_id {
+            Some(id) => id.clone(),
+            None => match self.ids(thread, ns, None).await?.into_iter().next() {
+                Some(id) => id,
+                None => return Ok(None),
+            },
+        };
+        self.load(thread, ns, &id).await
+    }
+
+    async fn list(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>> {
+        let threads: Vec<String> = match &options.thread_id {
+            Some(t) => vec![t.clone()],
+            None => {
+                let mut conn = self.conn.clone();
+                conn.smembers(self.threads_key())
+                    .await
+                    .map_err(db("listing threads"))?
+            }
+        };
+        let mut candidates: Vec<(String, String, String)> = Vec::new();
+        for thread in &threads {
+            let namespaces = match &options.checkpoint_ns {
+                Some(ns) => vec![ns.clone()],
+                None => self.namespaces(thread).await?,
+            };
+            for ns in namespaces {
+                for id in self.ids(thread, &ns, options.before.as_deref()).await? {
+                    if options.checkpoint_id.as_ref().is_none_or(|c| *c == id) {
+                        candidates.push((id, thread.clone(), ns.clone()));
+                    }
+                }
+            }
+        }
+        candidates.sort_by(|a, b| b.0.cmp(&a.0));
+        let limit = options.limit.unwrap_or(usize::MAX);
+        let mut out = Vec::new();
+        for (id, thread, ns) in candidates {
+            if out.len() >= limit {
+                break;
+            }
+            if let Some(t) = self.load(&thread, &ns, &id).await?
+                && t.metadata.matches(&options.filter)
+            {
+                out.push(t);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn put(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        _new_versions: &ChannelVersions,
+    ) -> Result<CheckpointConfig> {
+        self.put_checked(config, checkpoint, metadata, None).await
+    }
+
+    async fn put_if_latest(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        _new_versions: &ChannelVersions,
+        expected_latest: Option<&str>,
+    ) -> Result<CheckpointConfig> {
+        self.put_checked(config, checkpoint, metadata, Some(expected_latest))
+            .await
+    }
+
+    async fn put_writes(
+        &self,
+        config: &CheckpointConfig,
+        writes: &[(String, Value)],
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<()> {
+        let checkpoint_id = validate_put_writes(config)?;
+        let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
+        let replace = all_special(writes);
+        let key = self.w_key(thread, ns, checkpoint_id);
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for (position, (channel, value)) in writes.iter().enumerate() {
+            let (tag, bytes) = self.serializer.dumps_typed(value).map_err(|e| {
+                Error::serialization(
+                    Location::checkpoint(thread, ns, checkpoint_id)
+                        .part("write")
+                        .channel(channel.clone())
+                        .task(task_id),
+                    e,
+                )
+            })?;
+            let field = format!("{task_id}\u{1f}{}", write_idx(channel, position));
+            let raw = encode(&Value::List(vec![
+                Value::from(task_path),
+                Value::from(channel.as_str()),
+                Value::from(tag),
+                Value::Bytes(bytes),
+            ]));
+            if replace {
+                pipe.hset(&key, field, raw).ignore();
+            } else {
+                pipe.hset_nx(&key, field, raw).ignore();
+            }
+        }
+        if self.ttl_secs() > 0 {
+            pipe.expire(&key, i64::try_from(self.ttl_secs()).unwrap_or(i64::MAX))
+                .ignore();
+        }
+        let mut conn = self.conn.clone();
+        pipe.query_async::<()>(&mut conn)
+            .await
+            .map_err(db("storing writes"))
+    }
+
+    async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        let keys = self.thread_keys(thread_id).await?;
+        let mut conn = self.conn.clone();
+        redis::pipe()
+            .atomic()
+            .del(keys)
+            .srem(self.threads_key(), thread_id)
+            .query_async::<()>(&mut conn)
+            .await
+            .map_err(db("deleting a thread"))
+    }
+
+    async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
+        if run_ids.is_empty() {
+            return Ok(());
+        }
+        for t in self.list(&ListOptions::all()).await? {
+            if t.metadata
+                .run_id()
+                .is_some_and(|r| run_ids.iter().any(|x| x == r))
+            {
+                let c = &t.config;
+                let id = c.checkpoint_id.clone().unwrap_or_default();
+                self.remove_checkpoint(&c.thread_id, &c.checkpoint_ns, &id)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn copy_thread(&self, source: &str, target: &str) -> Result<()> {
+        let mut conn = self.conn.clone();
+        let exists: bool = conn
+            .sismember(self.threads_key(), target)
+            .await
+            .map_err(db("checking a thread"))?;
+        let tuples = self.list(&ListOptions::thread(source)).await?;
+        if tuples.is_empty() {
+            return Err(Error::NotFound {
+                what: format!("thread `{source}` to copy"),
+            });
+        }
+        if exists && !self.list(&ListOptions::thread(target)).await?.is_empty() {
+            return Err(Error::Conflict {
+                message: format!("copy_thread target `{target}` already has checkpoints"),
+            });
+        }
+        // Copy the stored hashes as they are (same ids, same write fields and idx).
+        let mut conn = self.conn.clone();
+        for ns in self.namespaces(source).await? {
+            for id in self.ids(source, &ns, None).await? {
+                let (cp, writes): (HashFields, HashFields) = redis::pipe()
+                    .hgetall(self.cp_key(source, &ns, &id))
+                    .hgetall(self.w_key(source, &ns, &id))
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(db("reading a thread to copy"))?;
+                let mut pipe = redis::pipe();
+                pipe.atomic();
+                if !cp.is_empty() {
+                    pipe.hset_multiple(self.cp_key(target, &ns, &id), &cp)
+                        .ignore();
+                }
+                if !writes.is_empty() {
+                    pipe.hset_multiple(self.w_key(target, &ns, &id), &writes)
+                        .ignore();
+                }
+                pipe.zadd(self.idx_key(target, &ns), &id, 0).ignore();
+                pipe.sadd(self.ns_key(target), &ns).ignore();
+                pipe.sadd(self.threads_key(), target).ignore();
+                pipe.query_async::<()>(&mut conn)
+                    .await
+                    .map_err(db("copying a thread"))?;
+            }
+        }
+        drop(tuples);
+        Ok(())
+    }
+
+    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
+        // Plan every thread first, so that a refused thread leaves all of them untouched.
+        let mut plans = Vec::new();
+        for thread in thread_ids {
+            if strategy == PruneStrategy::Delete {
+                continue;
+            }
+            let tuples = self.list(&ListOptions::thread(thread)).await?;
+            let rows: Vec<PruneRow> = tuples
+                .iter()
+                .map(|t| PruneRow {
+                    checkpoint_ns: t.config.checkpoint_ns.clone(),
+                    checkpoint_id: t.checkpoint.id.clone(),
+                    metadata: t.metadata.clone(),
+                })
+                .collect();
+            plans.push((thread, plan_keep_latest(thread, &rows)?, tuples));
+        }
+        if strategy == PruneStrategy::Delete {
+            for thread in thread_ids {
+                self.delete_thread(thread).await?;
+            }
+            return Ok(());
+        }
+        for (thread, plan, tuples) in plans {
+            for (ns, id) in &plan.delete {
+                self.remove_checkpoint(thread, ns, id).await?;
+            }
+            let mut conn = self.conn.clone();
+            for t in &tuples {
+                let key = (t.config.checkpoint_ns.clone(), t.checkpoint.id.clone());
+                let parent = t
+                    .parent_config
+                    .as_ref()
+                    .and_then(|p| p.checkpoint_id.as_deref());
+                if plan.keep.contains(&key) && plan.parent_deleted(&key.0, parent) {
+                    conn.hset::<_, _, _, ()>(self.cp_key(thread, &key.0, &key.1), "parent", "")
+                        .await
+                        .map_err(db("unlinking pruned parents"))?;
+                }
+            }
+            let emptied: BTreeSet<&String> = plan
+                .delete
+                .iter()
+                .map(|(ns, _)| ns)
+                .filter(|ns| !plan.keep.iter().any(|(k, _)| k == *ns))
+                .collect();
+            for ns in emptied {
+                conn.srem::<_, _, ()>(self.ns_key(thread), ns)
+                    .await
+                    .map_err(db("pruning namespaces"))?;
+            }
+        }
+        Ok(())
+    }
+}
