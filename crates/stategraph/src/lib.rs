@@ -11,6 +11,8 @@
 //! | --- | --- | --- |
 //! | `sqlite` (default) | [`SqliteSaver`] | `sqlite:PATH`, `sqlite://PATH`, `sqlite::memory:` |
 //! | `postgres` | `PostgresSaver` | `postgres://…`, `postgresql://…` |
+//! | `mysql` | `MySqlSaver` (MySQL, MariaDB) | `mysql://…` |
+//! | `redis` | `RedisSaver` (plain Redis, no modules) | `redis://…` |
 //!
 //! [`open_saver`] picks the backend from a database URL; `memory:` gives an [`InMemorySaver`].
 //!
@@ -76,8 +78,12 @@ pub use stategraph_graph::{
     NodeContext, NodeError, NodeOutput, PregelTask, Reducer, Resume, RetryPolicy, RunConfig, START,
     Schema, Send, StateGraph, StateSnapshot, StateUpdate, StreamMode, StreamPart, Values,
 };
+#[cfg(feature = "mysql")]
+pub use stategraph_mysql::{MySqlConfig, MySqlSaver};
 #[cfg(feature = "postgres")]
 pub use stategraph_postgres::{PostgresConfig, PostgresSaver};
+#[cfg(feature = "redis")]
+pub use stategraph_redis::RedisSaver;
 #[cfg(feature = "sqlite")]
 pub use stategraph_sqlite::{SqliteConfig, SqliteSaver, Synchronous};
 
@@ -113,7 +119,14 @@ pub async fn open_saver(url: &str) -> Result<Arc<dyn CheckpointSaver>> {
         "postgres" | "postgresql" => Ok(Arc::new(PostgresSaver::connect(url).await?)),
         #[cfg(not(feature = "postgres"))]
         "postgres" | "postgresql" => Err(missing_feature(scheme)),
-        "mysql" | "redis" => Err(missing_feature(scheme)),
+        #[cfg(feature = "mysql")]
+        "mysql" => Ok(Arc::new(stategraph_mysql::MySqlSaver::connect(url).await?)),
+        #[cfg(not(feature = "mysql"))]
+        "mysql" => Err(missing_feature(scheme)),
+        #[cfg(feature = "redis")]
+        "redis" | "rediss" => Ok(Arc::new(stategraph_redis::RedisSaver::connect(url).await?)),
+        #[cfg(not(feature = "redis"))]
+        "redis" | "rediss" => Err(missing_feature(scheme)),
         _ => Err(Error::invalid(
             "database URL",
             format!(
@@ -146,7 +159,7 @@ mod tests {
             Err(Error::InvalidInput { .. })
         ));
         assert!(matches!(
-            open_saver("mysql://x").await,
+            open_saver("oracle://x").await,
             Err(Error::InvalidInput { .. })
         ));
     }

@@ -1,5 +1,5 @@
 //! Pending writes and retries: a failed super-step resumes without re-running the nodes that
-//! succeeded — on the in-memory, SQLite and Postgres savers.
+//! succeeded — on every saver (memory, SQLite, Postgres, MySQL, Redis).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

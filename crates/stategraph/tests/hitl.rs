@@ -1,5 +1,5 @@
 //! Human-in-the-loop: dynamic interrupts, resume by value and by id, static breakpoints,
-//! interrupts inside subgraphs — on the in-memory, SQLite and Postgres savers.
+//! interrupts inside subgraphs — on every saver (memory, SQLite, Postgres, MySQL, Redis).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -62,8 +62,80 @@ pub(crate) async fn postgres_with_url() -> (Arc<dyn CheckpointSaver>, SchemaGuar
     (Arc::new(saver), SchemaGuard(schema), url)
 }
 
+/// A MySQL/MariaDB saver on a fresh database (dropped afterwards by the guard).
+pub(crate) async fn mysql() -> (Arc<dyn CheckpointSaver>, DatabaseGuard) {
+    let url = std::env::var("STATEGRAPH_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned());
+    let name = format!("sg_test_{}", stategraph::uuid6(None).replace('-', ""));
+    let saver = stategraph_mysql::MySqlConfig::from_url(&url)
+        .unwrap()
+        .database(name.clone())
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("MySQL/MariaDB at {url} is required: {e}"));
+    (Arc::new(saver), DatabaseGuard(url, name))
+}
+
+/// Drops a test database when dropped.
+pub(crate) struct DatabaseGuard(String, String);
+
+impl Drop for DatabaseGuard {
+    fn drop(&mut self) {
+        let (url, name) = (self.0.clone(), self.1.clone());
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                use mysql_async::prelude::Queryable;
+                if let Ok(mut conn) = mysql_async::Conn::from_url(url).await {
+                    let _ = conn
+                        .query_drop(format!("DROP DATABASE IF EXISTS `{name}`"))
+                        .await;
+                    let _ = conn.disconnect().await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// A Redis saver under a fresh key prefix (keys deleted afterwards by the guard).
+pub(crate) async fn redis() -> (Arc<dyn CheckpointSaver>, PrefixGuard) {
+    let url = std::env::var("STATEGRAPH_TEST_REDIS_URL")
+        .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let prefix = format!("sg_test:{}", stategraph::uuid6(None));
+    let saver = stategraph_redis::RedisSaver::connect_with(&url, &prefix, None)
+        .await
+        .unwrap_or_else(|e| panic!("Redis at {url} is required: {e}"));
+    (Arc::new(saver), PrefixGuard(url, prefix))
+}
+
+/// Deletes a test key prefix when dropped.
+pub(crate) struct PrefixGuard(String, String);
+
+impl Drop for PrefixGuard {
+    fn drop(&mut self) {
+        let (url, prefix) = (self.0.clone(), self.1.clone());
+        let _ = std::thread::spawn(move || {
+            if let Ok(mut conn) = redis::Client::open(url).and_then(|c| c.get_connection()) {
+                let keys: Vec<String> = redis::cmd("KEYS")
+                    .arg(format!("{prefix}:*"))
+                    .query(&mut conn)
+                    .unwrap_or_default();
+                if !keys.is_empty() {
+                    let _: redis::RedisResult<()> = redis::cmd("DEL").arg(keys).query(&mut conn);
+                }
+            }
+        })
+        .join();
+    }
+}
+
 /// Expands each listed `async fn name(saver: Arc<dyn CheckpointSaver>)` into one test per
-/// saver: in-memory, SQLite (a fresh file) and Postgres (a fresh schema).
+/// saver: in-memory, SQLite (a fresh file), Postgres (a fresh schema), MySQL/MariaDB (a fresh
+/// database) and Redis (a fresh key prefix).
 #[macro_export]
 macro_rules! on_every_saver {
     ($($name:ident),* $(,)?) => {
@@ -85,6 +157,20 @@ macro_rules! on_every_saver {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
                 let (saver, _schema) = $crate::common::postgres().await;
+                super::$name(saver).await;
+            })*
+        }
+        mod mysql {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let (saver, _db) = $crate::common::mysql().await;
+                super::$name(saver).await;
+            })*
+        }
+        mod redis {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let (saver, _keys) = $crate::common::redis().await;
                 super::$name(saver).await;
             })*
         }
