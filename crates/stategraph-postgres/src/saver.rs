@@ -69,7 +69,10 @@ impl PostgresSaver {
             config.pg.clone(),
             NoTls,
             ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
+                // Check a pooled connection before handing it out, so a connection the server
+                // dropped (restart, failover, pg_terminate_backend) is replaced instead of
+                // failing the next operation. Costs one empty round trip per checkout.
+                recycling_method: RecyclingMethod::Verified,
             },
         );
         let pool = Pool::builder(manager)

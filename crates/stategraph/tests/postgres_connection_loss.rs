@@ -1,0 +1,87 @@
+//! A Postgres connection killed mid-run (`pg_terminate_backend`): the run either goes on over
+//! a fresh connection or fails with a typed backend error — and in both cases every stored
+//! checkpoint is whole, and resuming the thread finishes the work.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use stategraph::prelude::*;
+use stategraph::{CheckpointSaver, GraphError};
+
+#[derive(State, Clone, Debug, Default)]
+struct Log {
+    #[reducer(append)]
+    log: Vec<String>,
+}
+
+/// Terminates every other session of this database (our saver's pooled connections).
+async fn kill_other_sessions() -> u64 {
+    let (client, conn) = tokio_postgres::connect(&common::postgres_url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let task = tokio::spawn(conn);
+    let rows = client
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid() \
+             AND application_name = 'stategraph-loss-test'",
+            &[],
+        )
+        .await
+        .unwrap();
+    drop(client);
+    let _ = task.await;
+    rows.len() as u64
+}
+
+#[tokio::test]
+async fn connection_terminated_mid_run() {
+    let (_, guard, url) = common::postgres_with_url().await;
+    let url = format!("{url}&application_name=stategraph-loss-test");
+    let saver: Arc<dyn CheckpointSaver> = Arc::new(
+        stategraph_postgres::PostgresConfig::from_url(&url)
+            .unwrap()
+            .pool_size(2)
+            .connect()
+            .await
+            .unwrap(),
+    );
+    let mut g = StateGraph::<Log>::new();
+    g.add_node("first", |_s: Arc<Log>, _c| async {
+        Ok(LogUpdate::default().log(vec!["first".to_owned()]))
+    });
+    g.add_node("killer", |_s: Arc<Log>, _c| async {
+        let killed = kill_other_sessions().await;
+        assert!(killed > 0, "the saver's connections were open");
+        Ok(LogUpdate::default().log(vec!["killer".to_owned()]))
+    });
+    g.add_node("last", |_s: Arc<Log>, _c| async {
+        Ok(LogUpdate::default().log(vec!["last".to_owned()]))
+    });
+    g.add_edge(START, "first")
+        .add_edge("first", "killer")
+        .add_edge("killer", "last");
+    let g = g.compile().unwrap().with_checkpointer(Arc::clone(&saver));
+    let config = RunConfig::thread("loss");
+    match g.invoke(Some(LogUpdate::default()), config.clone()).await {
+        Ok(out) => assert_eq!(out["log"], value!(["first", "killer", "last"])),
+        Err(GraphError::Checkpoint(stategraph::Error::Backend { backend, .. })) => {
+            assert_eq!(backend, "postgres");
+        }
+        Err(other) => panic!("expected success or a typed backend error, got {other:?}"),
+    }
+    // Whatever happened, every stored checkpoint reads back whole, and the thread finishes.
+    for t in saver.list(&ListOptions::thread("loss")).await.unwrap() {
+        assert!(t.checkpoint.channel_versions.keys().all(|k| !k.is_empty()));
+    }
+    if !g.get_state(&config).await.unwrap().next.is_empty() {
+        g.invoke(None, config.clone()).await.unwrap();
+    }
+    let state = g.get_state(&config).await.unwrap();
+    assert!(state.next.is_empty());
+    assert_eq!(state.values["log"], value!(["first", "killer", "last"]));
+    drop(guard);
+}
