@@ -6,6 +6,9 @@ Every checkpoint of every thread and namespace (SqliteSaver.list(None), newest f
 each channel value and pending write re-encoded by Python's own serializer (type tag + hex),
 so that a reader in another language can be checked byte for byte. --values-json adds a
 human-readable `repr` of each value.
+
+The file is only read: the saver's setup() (which would switch the file to WAL mode and run
+DDL) is skipped.
 """
 
 import json
@@ -34,9 +37,18 @@ def config_json(config):
     }
 
 
-def dump(path, with_repr=False):
+def open_saver(path):
+    """A SqliteSaver that reads PATH without changing it."""
     conn = sqlite3.connect(path, check_same_thread=False)
     saver = SqliteSaver(conn)
+    saver.is_setup = True  # read only: no PRAGMA journal_mode=WAL, no CREATE/ALTER TABLE
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(writes)")}
+    saver._has_task_path = "task_path" in columns  # what setup() decides for old files
+    return saver
+
+
+def dump(path, with_repr=False):
+    saver = open_saver(path)
     tuples = []
     for t in saver.list(None):
         cp = t.checkpoint
@@ -63,11 +75,13 @@ def dump(path, with_repr=False):
                 ],
             }
         )
-    conn.close()
+    saver.conn.close()
     return {"tuples": tuples}
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    paths = [a for a in args if a != "--values-json"]
+    if len(paths) != 1:
         sys.exit(__doc__)
-    json.dump(dump(sys.argv[1], "--values-json" in sys.argv), sys.stdout, ensure_ascii=False)
+    json.dump(dump(paths[0], "--values-json" in args), sys.stdout, ensure_ascii=False)

@@ -6,6 +6,11 @@ Runs several small graphs with langgraph 1.2.22 + langgraph-checkpoint-sqlite 3.
 versions scripts/python-env.sh pins) into a fresh OUT.sqlite, then writes what Python's
 SqliteSaver reads back from it to OUT.expected.json (see dump_sqlite.py). The Rust test
 `crates/stategraph-sqlite/tests/python_interop.rs` must read the same from the file.
+
+The script runs as the module `gen_sqlite_fixture` (see the bottom), so its own classes (Point,
+Box, Color) are stored under that module name rather than `__main__`: any Python process that
+has this directory on sys.path, dump_sqlite.py included, can rebuild them, and
+`dump_sqlite.py OUT.sqlite --values-json` prints exactly OUT.expected.json.
 """
 
 import datetime
@@ -96,7 +101,9 @@ class Rich(TypedDict, total=False):
     nested: Any
     big: Any
     neg: Any
+    ints: Any
     real: Any
+    reals: Any
     text: Any
     nothing: Any
     model: Any
@@ -117,7 +124,11 @@ def rich_graph(saver):
             "nested": {1: "int key", "k": [1, {"deep": None}]},
             "big": 2**63,
             "neg": -123456,
+            # every msgpack int width, both signs
+            "ints": [0, 127, 128, 255, 256, 65535, 65536, 2**32, 2**64 - 1,
+                     -1, -32, -33, -128, -129, -32769, -(2**31) - 1, -(2**63)],
             "real": 3.25,
+            "reals": [-0.0, 0.1, 1e300, float("inf")],
             "text": "héllo ✓ 你好",
             "nothing": None,
             "model": Point(x=1, label="p"),
@@ -166,10 +177,15 @@ class Parent(TypedDict):
     topic: str
 
 
+class Inner(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]  # shared with Parent
+    note: str  # the subgraph's own key
+
+
 def sub_graph(saver):
-    inner = StateGraph(Parent)
-    inner.add_node("one", lambda s: {"log": ["sub-one"]})
-    inner.add_node("two", lambda s: {"log": ["sub-two"]})
+    inner = StateGraph(Inner)
+    inner.add_node("one", lambda s: {"log": ["sub-one"], "note": "n1"})
+    inner.add_node("two", lambda s: {"log": [f"sub-two after {s['note']}"]})
     inner.add_edge(START, "one")
     inner.add_edge("one", "two")
     g = StateGraph(Parent)
@@ -181,7 +197,6 @@ def sub_graph(saver):
 
 
 class Work(TypedDict, total=False):
-    items: list[int]
     done: Annotated[list[int], operator.add]
     item: int
 
@@ -189,7 +204,7 @@ class Work(TypedDict, total=False):
 def sends_graph(saver):
     g = StateGraph(Work)
     g.add_node("worker", lambda s: {"done": [s["item"] * 10]})
-    g.add_conditional_edges(START, lambda s: [Send("worker", {"item": i}) for i in s["items"]])
+    g.add_conditional_edges(START, lambda s: [Send("worker", {"item": i}) for i in range(3)])
     return g.compile(checkpointer=saver)
 
 
@@ -222,8 +237,10 @@ def main(out):
     hitl.invoke({"log": []}, {"configurable": {"thread_id": "hitl2"}})
     hitl.invoke(Command(resume="yes"), {"configurable": {"thread_id": "hitl2"}})
     sub_graph(saver).invoke({"log": [], "topic": "t"}, {"configurable": {"thread_id": "sub"}})
-    sends_graph(saver).invoke({"items": [1, 2, 3], "done": []}, {"configurable": {"thread_id": "sends"}})
+    sends_graph(saver).invoke({"done": []}, {"configurable": {"thread_id": "sends"}})
 
+    # Fold the WAL into the file and leave it in rollback-journal mode, compacted: one
+    # self-contained .sqlite, no -wal/-shm. (dump() reads without switching back to WAL.)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.commit()
     conn.execute("PRAGMA journal_mode=DELETE")
@@ -241,4 +258,6 @@ def main(out):
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit(__doc__)
-    main(sys.argv[1])
+    import gen_sqlite_fixture  # this file again, under its importable name (see the docstring)
+
+    gen_sqlite_fixture.main(sys.argv[1])

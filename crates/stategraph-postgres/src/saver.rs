@@ -196,9 +196,10 @@ async fn assemble<C: GenericClient>(
         if !pairs.is_empty() {
             let rows = client
                 .query_typed(
-                    "SELECT channel, version, type, blob FROM checkpoint_blobs \
-                     WHERE thread_id = $1 AND checkpoint_ns = $2 \
-                     AND (channel, version) IN (SELECT * FROM unnest($3::text[], $4::text[]))",
+                    "SELECT b.channel, b.version, b.type, b.blob \
+                     FROM unnest($3::text[], $4::text[]) AS x(channel, version) \
+                     JOIN checkpoint_blobs b ON b.thread_id = $1 AND b.checkpoint_ns = $2 \
+                     AND b.channel = x.channel AND b.version = x.version",
                     &[
                         p(thread, Type::TEXT),
                         p(ns, Type::TEXT),

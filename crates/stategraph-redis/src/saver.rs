@@ -300,6 +300,24 @@ impl RedisSaver {
             .map_err(db("listing checkpoints"))
     }
 
+    /// The newest id of a namespace (one sorted-set lookup, whatever its size).
+    async fn latest_id(&self, thread: &str, ns: &str) -> Result<Option<String>> {
+        let mut conn = self.conn.clone();
+        let ids: Vec<String> = redis::cmd("ZRANGE")
+            .arg(self.idx_key(thread, ns))
+            .arg("+")
+            .arg("-")
+            .arg("BYLEX")
+            .arg("REV")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(1)
+            .query_async(&mut conn)
+            .await
+            .map_err(db("finding the latest checkpoint"))?;
+        Ok(ids.into_iter().next())
+    }
+
     async fn namespaces(&self, thread: &str) -> Result<Vec<String>> {
         let mut conn = self.conn.clone();
         conn.smembers(self.ns_key(thread))
@@ -347,7 +365,7 @@ impl CheckpointSaver for RedisSaver {
         let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
         let id = match &config.checkpoint_id {
             Some(id) => id.clone(),
-            None => match self.ids(thread, ns, None).await?.into_iter().next() {
+            None => match self.latest_id(thread, ns).await? {
                 Some(id) => id,
                 None => return Ok(None),
             },
