@@ -519,6 +519,11 @@ impl<S: State> Run<'_, S> {
         if self.config.checkpoint_id.is_some() && !answering {
             self.replay().await?;
         }
+        // A resumed run streams the state it resumes from, as LangGraph does.
+        if let Some(e) = &self.emitter {
+            let values = self.graph.read_values(&self.channels);
+            e.emit(StreamMode::Values, || values_map(&values));
+        }
         Ok(())
     }
 
@@ -1084,11 +1089,12 @@ impl<S: State> Run<'_, S> {
         first_error: &mut Option<GraphError>,
     ) -> Result<(), GraphError> {
         let writes = match result {
-            Ok(w) if w.is_empty() && resume_writes.is_empty() => {
-                vec![(reserved::NO_WRITES.to_owned(), Value::Null)]
-            }
             Ok(w) => {
+                // A task that finished with nothing but control writes is marked as done.
                 let mut all = resume_writes;
+                if w.is_empty() {
+                    all.push((reserved::NO_WRITES.to_owned(), Value::Null));
+                }
                 all.extend(w);
                 all
             }
