@@ -13,6 +13,7 @@ REQUIREMENTS=(
   "langchain-core==1.7.2"
   "ormsgpack==1.13.1"
   "psycopg[binary]==3.2.10"
+  "pycryptodome==3.23.0"
 )
 STAMP="$VENV/.stategraph-requirements"
 WANT="$(printf '%s\n' "${REQUIREMENTS[@]}")"

@@ -1,11 +1,13 @@
 """Print what Python LangGraph's SqliteSaver reads from a checkpoint database, as JSON.
 
-Usage: python dump_sqlite.py PATH [--values-json]
+Usage: python dump_sqlite.py PATH [--values-json] [--aes]
 
 Every checkpoint of every thread and namespace (SqliteSaver.list(None), newest first), with
 each channel value and pending write re-encoded by Python's own serializer (type tag + hex),
 so that a reader in another language can be checked byte for byte. --values-json adds a
-human-readable `repr` of each value.
+human-readable `repr` of each value. --aes reads an encrypted database with LangGraph's
+`EncryptedSerializer.from_pycryptodome_aes()` (key from LANGGRAPH_AES_KEY); the values are
+still re-encoded in plaintext for comparison.
 
 The file is only read: the saver's setup() (which would switch the file to WAL mode and run
 DDL) is skipped.
@@ -37,18 +39,26 @@ def config_json(config):
     }
 
 
-def open_saver(path):
+def open_saver(path, aes=False):
     """A SqliteSaver that reads PATH without changing it."""
     conn = sqlite3.connect(path, check_same_thread=False)
-    saver = SqliteSaver(conn)
+    serde = None
+    if aes:
+        from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+        serde = EncryptedSerializer.from_pycryptodome_aes()
+    saver = SqliteSaver(conn, serde=serde)
     saver.is_setup = True  # read only: no PRAGMA journal_mode=WAL, no CREATE/ALTER TABLE
     columns = {row[1] for row in conn.execute("PRAGMA table_info(writes)")}
     saver._has_task_path = "task_path" in columns  # what setup() decides for old files
     return saver
 
 
-def dump(path, with_repr=False):
-    saver = open_saver(path)
+def dump(path, with_repr=False, aes=False):
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    saver = open_saver(path, aes)
+    plain = JsonPlusSerializer()
     tuples = []
     for t in saver.list(None):
         cp = t.checkpoint
@@ -66,11 +76,11 @@ def dump(path, with_repr=False):
                     "updated_channels": cp.get("updated_channels"),
                 },
                 "channel_values": {
-                    k: typed(saver.serde, v, with_repr)
+                    k: typed(plain, v, with_repr)
                     for k, v in sorted(cp["channel_values"].items())
                 },
                 "pending_writes": [
-                    [task_id, channel, typed(saver.serde, value, with_repr)]
+                    [task_id, channel, typed(plain, value, with_repr)]
                     for task_id, channel, value in (t.pending_writes or [])
                 ],
             }
@@ -81,7 +91,11 @@ def dump(path, with_repr=False):
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    paths = [a for a in args if a != "--values-json"]
+    paths = [a for a in args if a not in ("--values-json", "--aes")]
     if len(paths) != 1:
         sys.exit(__doc__)
-    json.dump(dump(paths[0], "--values-json" in args), sys.stdout, ensure_ascii=False)
+    json.dump(
+        dump(paths[0], "--values-json" in args, "--aes" in args),
+        sys.stdout,
+        ensure_ascii=False,
+    )

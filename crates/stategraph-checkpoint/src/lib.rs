@@ -45,6 +45,7 @@
 pub mod blob_layout;
 mod checkpoint;
 mod config;
+mod encrypted;
 mod error;
 mod id;
 mod memory;
@@ -61,6 +62,7 @@ pub mod conformance;
 
 pub use checkpoint::{Checkpoint, CheckpointTuple, LATEST_VERSION};
 pub use config::{CHECKPOINT_ID, CHECKPOINT_NS, CheckpointConfig, NS_END, NS_SEP, THREAD_ID};
+pub use encrypted::{AesEaxCipher, Cipher, EncryptedSerializer};
 pub use error::{BoxError, Error, Location, Result};
 pub use id::{checkpoint_id, format_uuid, iso_from_unix_micros, now_iso, uuid6};
 pub use memory::InMemorySaver;

@@ -49,6 +49,12 @@ pub enum SerdeError {
         /// Why, and what to do instead.
         reason: String,
     },
+    /// Encryption or decryption failed: no key, wrong key, altered data.
+    #[error("encryption: {message}")]
+    Cipher {
+        /// What went wrong.
+        message: String,
+    },
     /// Structurally valid bytes whose content does not have the expected shape.
     #[error("invalid value at `{path}`: {message}")]
     Shape {
@@ -127,6 +133,12 @@ impl Serializer for JsonPlusSerializer {
                 tag: type_tag.to_owned(),
                 reason: "Python pickle can only be read by Python; re-save the thread without \
                          LangGraph's pickle_fallback"
+                    .to_owned(),
+            }),
+            other if other.contains('+') => Err(SerdeError::Unsupported {
+                tag: other.to_owned(),
+                reason: "the data is encrypted; read it with an EncryptedSerializer holding the \
+                         key (LANGGRAPH_AES_KEY)"
                     .to_owned(),
             }),
             other => Err(SerdeError::UnknownType(other.to_owned())),

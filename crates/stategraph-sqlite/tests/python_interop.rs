@@ -157,12 +157,17 @@ fn python() -> PathBuf {
 }
 
 fn python_dump(db: &Path) -> Vec<Json> {
+    python_dump_with(db, &[], &[])
+}
+
+fn python_dump_with(db: &Path, args: &[&str], env: &[(&str, &[u8])]) -> Vec<Json> {
     let script = manifest_dir().join("../../scripts/interop/dump_sqlite.py");
-    let out = Command::new(python())
-        .arg(&script)
-        .arg(db)
-        .output()
-        .unwrap();
+    let mut cmd = Command::new(python());
+    cmd.arg(&script).arg(db).args(args);
+    for (k, v) in env {
+        cmd.env(k, std::str::from_utf8(v).unwrap());
+    }
+    let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
         "dump_sqlite.py failed:\n{}",
@@ -271,4 +276,131 @@ async fn python_reads_a_file_written_by_stategraph() {
         .collect();
     assert_eq!(ours.len(), 5);
     assert_same(&ours, &python_dump(&db));
+}
+
+const AES_KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+fn encrypted_saver(db: &Path, key: &[u8]) -> SqliteSaver {
+    stategraph_sqlite::SqliteConfig::file(db)
+        .serializer(std::sync::Arc::new(
+            stategraph_checkpoint::EncryptedSerializer::aes(key).unwrap(),
+        ))
+        .open()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn python_reads_a_thread_we_encrypted() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("enc.sqlite");
+    let saver = encrypted_saver(&db, AES_KEY);
+    let mut cp = Checkpoint::empty();
+    cp.id = checkpoint_id(0);
+    cp.channel_values
+        .insert("secret".into(), Value::from("top-secret-text"));
+    cp.channel_values
+        .insert("list".into(), value!([1, {"k": "v"}]));
+    cp.channel_versions
+        .insert("secret".into(), saver.get_next_version(None));
+    cp.channel_versions
+        .insert("list".into(), saver.get_next_version(None));
+    let meta = CheckpointMetadata::new(CheckpointSource::Loop, 0);
+    let at = saver
+        .put(
+            &CheckpointConfig::new("enc"),
+            &cp,
+            &meta,
+            &cp.channel_versions,
+        )
+        .await
+        .unwrap();
+    saver
+        .put_writes(
+            &at,
+            &[
+                ("secret".into(), "written-secret".into()),
+                ("n".into(), Value::Null),
+            ],
+            "task",
+            "~p",
+        )
+        .await
+        .unwrap();
+    // At rest: tagged `+aes`, and the plaintext is nowhere in the file.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let tag: String = conn
+        .query_row("SELECT type FROM checkpoints", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(tag, "msgpack+aes");
+    drop(conn);
+    let raw = std::fs::read(&db).unwrap();
+    for needle in [&b"top-secret-text"[..], b"written-secret"] {
+        assert!(
+            !raw.windows(needle.len()).any(|w| w == needle),
+            "plaintext on disk"
+        );
+    }
+    // Python, with the same key, reads exactly what we stored.
+    let ours: Vec<Json> = saver
+        .list(&ListOptions::all())
+        .await
+        .unwrap()
+        .iter()
+        .map(dump)
+        .collect();
+    let theirs = python_dump_with(&db, &["--aes"], &[("LANGGRAPH_AES_KEY", AES_KEY)]);
+    assert_same(&ours, &theirs);
+}
+
+#[tokio::test]
+async fn we_read_a_thread_python_encrypted_and_wrong_keys_fail_typed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("py-enc.sqlite");
+    let script = manifest_dir().join("../../scripts/interop/aes_thread.py");
+    let out = Command::new(python())
+        .arg(&script)
+        .arg(&db)
+        .arg("t")
+        .env("LANGGRAPH_AES_KEY", std::str::from_utf8(AES_KEY).unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let saver = encrypted_saver(&db, AES_KEY);
+    let latest = saver
+        .get_tuple(&CheckpointConfig::new("t"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(latest.checkpoint.channel_values["bar"], value!(["a", "b"]));
+    assert_eq!(latest.checkpoint.channel_values["foo"], Value::from("b"));
+    assert_eq!(
+        saver.list(&ListOptions::thread("t")).await.unwrap().len(),
+        4
+    );
+
+    // A wrong key: a typed error naming the checkpoint, never garbage.
+    let wrong = encrypted_saver(&db, b"fedcba9876543210fedcba9876543210");
+    match wrong.get_tuple(&CheckpointConfig::new("t")).await {
+        Err(stategraph_checkpoint::Error::Serialization { location, source }) => {
+            assert_eq!(location.thread_id, "t");
+            assert!(location.checkpoint_id.is_some());
+            assert!(matches!(
+                source,
+                stategraph_checkpoint::SerdeError::Cipher { .. }
+            ));
+        }
+        other => panic!("expected a Serialization error, got {other:?}"),
+    }
+    // No key at all: also typed, and it says why.
+    let plain = SqliteSaver::open(&db).unwrap();
+    let err = plain
+        .get_tuple(&CheckpointConfig::new("t"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("encrypted"), "{err}");
 }

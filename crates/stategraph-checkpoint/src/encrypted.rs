@@ -1,0 +1,244 @@
+//! Encryption at rest: `EncryptedSerializer`, byte-compatible with LangGraph's.
+//!
+//! LangGraph's `EncryptedSerializer.from_pycryptodome_aes()` tags encrypted data
+//! `"<inner tag>+aes"` and stores `nonce (16) ‖ tag (16) ‖ ciphertext` of AES in EAX mode, the
+//! key being the raw bytes of `LANGGRAPH_AES_KEY` (16, 24 or 32 bytes). Data without a `+` in
+//! its tag is read as plaintext, so a database can hold both.
+//!
+//! What stays in the clear is decided by the saver, not by the serializer: every saver
+//! encrypts what goes through the serializer (SQLite: the whole checkpoint and every write;
+//! Postgres/MySQL: blobs and writes), while checkpoint metadata — and, on Postgres/MySQL, the
+//! primitive channel values kept inline in the checkpoint JSON — stay readable, exactly as in
+//! LangGraph.
+
+use std::fmt;
+use std::sync::Arc;
+
+use aes::{Aes128, Aes192, Aes256};
+use eax::Eax;
+use eax::aead::{Aead, KeyInit, Payload};
+
+use crate::serializer::{SerdeError, Serializer};
+use crate::value::Value;
+
+/// Encrypts and decrypts serialized bytes (LangGraph's `CipherProtocol`).
+pub trait Cipher: Send + Sync + fmt::Debug {
+    /// Encrypts `plaintext`, returning the cipher's name (appended to the type tag) and bytes.
+    fn encrypt(&self, plaintext: &[u8]) -> Result<(String, Vec<u8>), SerdeError>;
+    /// Decrypts bytes written by a cipher named `name`.
+    fn decrypt(&self, name: &str, ciphertext: &[u8]) -> Result<Vec<u8>, SerdeError>;
+}
+
+/// AES in EAX mode with a 16-byte random nonce and 16-byte tag, as pycryptodome does it.
+#[derive(Clone)]
+pub struct AesEaxCipher {
+    key: Vec<u8>,
+}
+
+impl fmt::Debug for AesEaxCipher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AesEaxCipher(AES-{})", self.key.len() * 8)
+    }
+}
+
+fn cipher_error(message: impl Into<String>) -> SerdeError {
+    SerdeError::Cipher {
+        message: message.into(),
+    }
+}
+
+impl AesEaxCipher {
+    /// A cipher with a raw 16-, 24- or 32-byte key.
+    pub fn new(key: &[u8]) -> Result<Self, SerdeError> {
+        match key.len() {
+            16 | 24 | 32 => Ok(Self { key: key.to_vec() }),
+            n => Err(cipher_error(format!(
+                "an AES key is 16, 24 or 32 bytes, this one has {n}"
+            ))),
+        }
+    }
+
+    /// The key in `LANGGRAPH_AES_KEY` (its raw bytes, as LangGraph reads it).
+    pub fn from_env() -> Result<Self, SerdeError> {
+        let key = std::env::var_os("LANGGRAPH_AES_KEY")
+            .ok_or_else(|| cipher_error("LANGGRAPH_AES_KEY is not set"))?;
+        let key = key
+            .into_string()
+            .map_err(|_| cipher_error("LANGGRAPH_AES_KEY is not valid UTF-8"))?;
+        Self::new(key.as_bytes())
+    }
+}
+
+/// Seals with EAX over the AES variant `$aes`: `nonce ‖ tag ‖ ciphertext`.
+macro_rules! seal {
+    ($aes:ty, $key:expr, $plaintext:expr) => {{
+        let cipher = Eax::<$aes>::new_from_slice($key).map_err(|_| cipher_error("bad key"))?;
+        let mut nonce = [0u8; 16];
+        for b in &mut nonce {
+            *b = fastrand::u8(..);
+        }
+        let sealed = cipher
+            .encrypt(
+                &eax::aead::Nonce::<Eax<$aes>>::from(nonce),
+                Payload {
+                    msg: $plaintext,
+                    aad: b"",
+                },
+            )
+            .map_err(|_| cipher_error("encryption failed"))?;
+        // RustCrypto returns ciphertext ‖ tag; LangGraph stores nonce ‖ tag ‖ ciphertext.
+        let (ct, tag) = sealed.split_at(sealed.len() - 16);
+        let mut out = Vec::with_capacity(32 + ct.len());
+        out.extend_from_slice(&nonce);
+        out.extend_from_slice(tag);
+        out.extend_from_slice(ct);
+        out
+    }};
+}
+
+/// Opens `nonce ‖ tag ‖ ciphertext` with EAX over `$aes`.
+macro_rules! open {
+    ($aes:ty, $key:expr, $data:expr) => {{
+        let data: &[u8] = $data;
+        if data.len() < 32 {
+            return Err(cipher_error(format!(
+                "encrypted data is {} bytes, shorter than its 32-byte nonce and tag",
+                data.len()
+            )));
+        }
+        let (nonce, rest) = data.split_at(16);
+        let (tag, ct) = rest.split_at(16);
+        let mut sealed = Vec::with_capacity(ct.len() + 16);
+        sealed.extend_from_slice(ct);
+        sealed.extend_from_slice(tag);
+        let cipher = Eax::<$aes>::new_from_slice($key).map_err(|_| cipher_error("bad key"))?;
+        cipher
+            .decrypt(
+                &eax::aead::Nonce::<Eax<$aes>>::try_from(nonce)
+                    .map_err(|_| cipher_error("bad nonce"))?,
+                Payload {
+                    msg: &sealed,
+                    aad: b"",
+                },
+            )
+            .map_err(|_| {
+                cipher_error("authentication failed: wrong key, or the data was altered")
+            })?
+    }};
+}
+
+impl Cipher for AesEaxCipher {
+    fn encrypt(&self, plaintext: &[u8]) -> Result<(String, Vec<u8>), SerdeError> {
+        let data = match self.key.len() {
+            16 => seal!(Aes128, &self.key, plaintext),
+            24 => seal!(Aes192, &self.key, plaintext),
+            _ => seal!(Aes256, &self.key, plaintext),
+        };
+        Ok(("aes".to_owned(), data))
+    }
+
+    fn decrypt(&self, name: &str, ciphertext: &[u8]) -> Result<Vec<u8>, SerdeError> {
+        if name != "aes" {
+            return Err(cipher_error(format!(
+                "data is encrypted with `{name}`, not `aes`"
+            )));
+        }
+        Ok(match self.key.len() {
+            16 => open!(Aes128, &self.key, ciphertext),
+            24 => open!(Aes192, &self.key, ciphertext),
+            _ => open!(Aes256, &self.key, ciphertext),
+        })
+    }
+}
+
+/// Wraps a serializer so that everything it writes is encrypted (tag `"<inner>+<cipher>"`);
+/// reads plaintext data (no `+` in the tag) as it is.
+#[derive(Clone, Debug)]
+pub struct EncryptedSerializer {
+    inner: Arc<dyn Serializer>,
+    cipher: Arc<dyn Cipher>,
+}
+
+impl EncryptedSerializer {
+    /// `inner`'s output, encrypted with `cipher`.
+    pub fn new(inner: Arc<dyn Serializer>, cipher: Arc<dyn Cipher>) -> Self {
+        Self { inner, cipher }
+    }
+
+    /// LangGraph's `EncryptedSerializer.from_pycryptodome_aes()`: the default serializer,
+    /// AES-EAX with the key in `LANGGRAPH_AES_KEY`.
+    pub fn from_env() -> Result<Self, SerdeError> {
+        Ok(Self::new(
+            Arc::new(crate::serializer::JsonPlusSerializer::new()),
+            Arc::new(AesEaxCipher::from_env()?),
+        ))
+    }
+
+    /// The default serializer, AES-EAX with `key`.
+    pub fn aes(key: &[u8]) -> Result<Self, SerdeError> {
+        Ok(Self::new(
+            Arc::new(crate::serializer::JsonPlusSerializer::new()),
+            Arc::new(AesEaxCipher::new(key)?),
+        ))
+    }
+}
+
+impl Serializer for EncryptedSerializer {
+    fn dumps_typed(&self, value: &Value) -> Result<(String, Vec<u8>), SerdeError> {
+        let (tag, data) = self.inner.dumps_typed(value)?;
+        let (name, ct) = self.cipher.encrypt(&data)?;
+        Ok((format!("{tag}+{name}"), ct))
+    }
+
+    fn loads_typed(&self, type_tag: &str, data: &[u8]) -> Result<Value, SerdeError> {
+        match type_tag.split_once('+') {
+            None => self.inner.loads_typed(type_tag, data),
+            Some((inner, name)) => {
+                let plain = self.cipher.decrypt(name, data)?;
+                self.inner.loads_typed(inner, &plain)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value;
+
+    #[test]
+    fn round_trip_and_layout() {
+        let s = EncryptedSerializer::aes(b"0123456789abcdef0123456789abcdef").unwrap();
+        let v = value!({"secret": "hello"});
+        let (tag, data) = s.dumps_typed(&v).unwrap();
+        assert_eq!(tag, "msgpack+aes");
+        let plain = crate::value::encode(&v);
+        assert_eq!(data.len(), 32 + plain.len(), "nonce ‖ tag ‖ ciphertext");
+        assert_eq!(s.loads_typed(&tag, &data).unwrap(), v);
+        assert_eq!(s.dumps_typed(&Value::Null).unwrap().0, "null+aes");
+        // Plaintext rows stay readable.
+        assert_eq!(s.loads_typed("msgpack", &plain).unwrap(), v);
+    }
+
+    #[test]
+    fn wrong_key_and_tampering_are_errors() {
+        let s = EncryptedSerializer::aes(b"0123456789abcdef").unwrap();
+        let other = EncryptedSerializer::aes(b"fedcba9876543210").unwrap();
+        let (tag, mut data) = s.dumps_typed(&Value::from("x")).unwrap();
+        assert!(matches!(
+            other.loads_typed(&tag, &data),
+            Err(SerdeError::Cipher { .. })
+        ));
+        let last = data.len() - 1;
+        data[last] ^= 1;
+        assert!(matches!(
+            s.loads_typed(&tag, &data),
+            Err(SerdeError::Cipher { .. })
+        ));
+        assert!(matches!(
+            s.loads_typed(&tag, &data[..10]),
+            Err(SerdeError::Cipher { .. })
+        ));
+        assert!(AesEaxCipher::new(b"short").is_err());
+    }
+}
