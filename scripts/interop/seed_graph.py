@@ -15,7 +15,8 @@ ACTIONS, in order: `run` (invoke with the graph's standard input), `resume` (inv
 `resume_yes` (invoke(Command(resume="yes"))),
 `history` (print get_state_history as JSON), `state` (print get_state as JSON), `update`
 (update_state with {"foo": "upd", "bar": ["u"]} as the default node), `update_as_a`
-(update_state with {"foo": "x"} as node_a).
+(update_state with {"foo": "x"} as node_a), `messages` (the `chat` graph's messages as
+[class, content, id]).
 
 Used by the Rust interop tests to compare Python's view of threads stategraph wrote with
 Python's own runs, and to continue those threads from Python.
@@ -67,6 +68,19 @@ def build(name, saver):
         g.add_edge(START, "sub")
         g.add_edge("sub", "after")
         return g.compile(checkpointer=saver), {"log": [], "go_left": True}
+    if name == "chat":
+        from langchain_core.messages import AIMessage, HumanMessage
+        from langgraph.graph import MessagesState
+
+        def agent(s):
+            last = s["messages"][-1]
+            n = sum(1 for m in s["messages"] if isinstance(m, AIMessage))
+            return {"messages": [AIMessage(content=f"echo: {last.content}", id=f"a{n + 1}")]}
+
+        g = StateGraph(MessagesState)
+        g.add_node("agent", agent)
+        g.add_edge(START, "agent")
+        return g.compile(checkpointer=saver), {"messages": [HumanMessage(content="hi", id="h1")]}
     if name == "hitl":
         def ask(s):
             answer = interrupt({"question": "approve?"})
@@ -156,6 +170,10 @@ def main(db, graph_name, thread, actions):
             graph.update_state(config, {"foo": "upd", "bar": ["u"]})
         elif action == "update_as_a":
             graph.update_state(config, {"foo": "x"}, as_node="node_a")
+        elif action == "messages":
+            out["messages"] = [
+                [type(m).__name__, m.content, m.id] for m in graph.get_state(config).values["messages"]
+            ]
         elif action == "history":
             out["history"] = [snapshot(s) for s in graph.get_state_history(config)]
         elif action == "state":

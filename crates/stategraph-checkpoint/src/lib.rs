@@ -49,6 +49,7 @@ mod encrypted;
 mod error;
 mod id;
 mod memory;
+mod messages;
 mod metadata;
 pub mod prune;
 mod saver;
@@ -66,6 +67,7 @@ pub use encrypted::{AesEaxCipher, Cipher, EncryptedSerializer};
 pub use error::{BoxError, Error, Location, Result};
 pub use id::{checkpoint_id, format_uuid, iso_from_unix_micros, now_iso, uuid6};
 pub use memory::InMemorySaver;
+pub use messages::{Message, MessageFields, ToolCall};
 pub use metadata::{CheckpointMetadata, CheckpointSource};
 pub use saver::{
     Capabilities, CheckpointSaver, ListOptions, PruneStrategy, latest_conflict, validate_put,

@@ -573,3 +573,83 @@ async fn subgraph_threads_are_shared_with_python_on_postgres() {
     )
     .await;
 }
+
+#[derive(State, Clone, Debug, Default)]
+struct Chat {
+    #[reducer(add_messages)]
+    messages: Vec<stategraph::Message>,
+}
+
+fn chat_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Chat> {
+    let mut g = StateGraph::<Chat>::new();
+    g.add_node("agent", |s: Arc<Chat>, _c| async move {
+        let last = s
+            .messages
+            .last()
+            .and_then(|m| m.text())
+            .unwrap_or_default()
+            .to_owned();
+        let n = s
+            .messages
+            .iter()
+            .filter(|m| matches!(m, stategraph::Message::Ai { .. }))
+            .count();
+        let reply = stategraph::Message::ai(format!("echo: {last}"), Vec::new())
+            .with_id(format!("a{}", n + 1));
+        Ok(ChatUpdate::default().messages(vec![reply]))
+    });
+    g.add_edge(START, "agent");
+    g.compile().unwrap().with_checkpointer(saver)
+}
+
+#[tokio::test]
+async fn chat_threads_with_langchain_messages_are_shared_with_python() {
+    let backend = sqlite_backend();
+    let db = backend.python_db.clone();
+    let graph = chat_graph(Arc::clone(&backend.saver));
+    // Python starts the conversation; we continue it; Python reads real message classes back.
+    py(&db, "chat", "py", &["run"]);
+    let state = graph.get_state(&RunConfig::thread("py")).await.unwrap();
+    let msgs: Vec<stategraph::Message> =
+        stategraph::graph::from_value("messages", &state.values["messages"]).unwrap();
+    assert_eq!(msgs.len(), 2);
+    assert!(matches!(msgs[1], stategraph::Message::Ai { .. }));
+    let again = stategraph::Message::human("again").with_id("h9");
+    graph
+        .invoke(
+            Some(ChatUpdate::default().messages(vec![again])),
+            RunConfig::thread("py"),
+        )
+        .await
+        .unwrap();
+    let theirs = py(&db, "chat", "py", &["messages"]);
+    assert_eq!(
+        theirs["messages"],
+        json!([
+            ["HumanMessage", "hi", "h1"],
+            ["AIMessage", "echo: hi", "a1"],
+            ["HumanMessage", "again", "h9"],
+            ["AIMessage", "echo: again", "a2"]
+        ])
+    );
+    // And the other way: we start, Python continues, we read Python's message back typed.
+    graph
+        .invoke(
+            Some(
+                ChatUpdate::default()
+                    .messages(vec![stategraph::Message::human("hello").with_id("r1")]),
+            ),
+            RunConfig::thread("rust"),
+        )
+        .await
+        .unwrap();
+    py(&db, "chat", "rust", &["run"]);
+    let state = graph.get_state(&RunConfig::thread("rust")).await.unwrap();
+    let msgs: Vec<stategraph::Message> =
+        stategraph::graph::from_value("messages", &state.values["messages"]).unwrap();
+    let texts: Vec<_> = msgs
+        .iter()
+        .map(|m| m.text().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(texts, ["hello", "echo: hello", "hi", "echo: hi"]);
+}
