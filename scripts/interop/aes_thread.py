@@ -7,32 +7,22 @@ Runs the seeds' 2-node graph on THREAD of the SQLite file DB with
 can check it reads Python's encrypted rows.
 """
 
-import operator
+import os
 import sqlite3
 import sys
-from typing import Annotated
 
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import END, START, StateGraph
-from typing_extensions import TypedDict
 
-
-class Seed(TypedDict):
-    foo: str
-    bar: Annotated[list[str], operator.add]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from seed_graph import build  # noqa: E402
 
 
 def main(db, thread):
     conn = sqlite3.connect(db, check_same_thread=False)
     saver = SqliteSaver(conn, serde=EncryptedSerializer.from_pycryptodome_aes())
-    g = StateGraph(Seed)
-    g.add_node("node_a", lambda s: {"foo": "a", "bar": ["a"]})
-    g.add_node("node_b", lambda s: {"foo": "b", "bar": ["b"]})
-    g.add_edge(START, "node_a")
-    g.add_edge("node_a", "node_b")
-    g.add_edge("node_b", END)
-    g.compile(checkpointer=saver).invoke({"foo": "", "bar": []}, {"configurable": {"thread_id": thread}})
+    graph, std_input = build("seed", saver)
+    graph.invoke(std_input, {"configurable": {"thread_id": thread}})
     conn.close()
 
 
