@@ -42,6 +42,7 @@
 //! # Ok::<(), Error>(()) }).unwrap();
 //! ```
 
+pub mod allowlist;
 pub mod blob_layout;
 mod checkpoint;
 mod config;

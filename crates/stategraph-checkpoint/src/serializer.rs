@@ -49,6 +49,14 @@ pub enum SerdeError {
         /// Why, and what to do instead.
         reason: String,
     },
+    /// Strict decoding met a Python class that is not allowed.
+    #[error("`{class}` at `{path}` is not in the allowlist")]
+    Disallowed {
+        /// Where inside the value.
+        path: String,
+        /// `module.Class`.
+        class: String,
+    },
     /// Encryption or decryption failed: no key, wrong key, altered data.
     #[error("encryption: {message}")]
     Cipher {
@@ -70,7 +78,7 @@ impl SerdeError {
     pub fn path(&self) -> Option<&str> {
         match self {
             SerdeError::Decode { source, .. } => Some(&source.path),
-            SerdeError::Shape { path, .. } => Some(path),
+            SerdeError::Shape { path, .. } | SerdeError::Disallowed { path, .. } => Some(path),
             _ => None,
         }
     }
@@ -90,6 +98,7 @@ pub trait Serializer: Send + Sync + fmt::Debug {
 #[derive(Debug, Clone, Default)]
 pub struct JsonPlusSerializer {
     limits: DecodeLimits,
+    strict: Option<crate::allowlist::Allowlist>,
 }
 
 impl JsonPlusSerializer {
@@ -100,7 +109,17 @@ impl JsonPlusSerializer {
 
     /// A serializer with custom decoding limits.
     pub fn with_limits(limits: DecodeLimits) -> Self {
-        Self { limits }
+        Self {
+            limits,
+            strict: None,
+        }
+    }
+
+    /// Refuses values carrying Python classes outside `allowlist` (LangGraph's
+    /// `LANGGRAPH_STRICT_MSGPACK`), naming where they were found.
+    pub fn strict(mut self, allowlist: crate::allowlist::Allowlist) -> Self {
+        self.strict = Some(allowlist);
+        self
     }
 }
 
@@ -118,10 +137,15 @@ impl Serializer for JsonPlusSerializer {
             tags::NULL => Ok(Value::Null),
             tags::BYTES | tags::BYTEARRAY => Ok(Value::Bytes(data.to_vec())),
             tags::MSGPACK => {
-                decode_with_limits(data, self.limits).map_err(|source| SerdeError::Decode {
-                    tag: type_tag.to_owned(),
-                    source,
-                })
+                let value =
+                    decode_with_limits(data, self.limits).map_err(|source| SerdeError::Decode {
+                        tag: type_tag.to_owned(),
+                        source,
+                    })?;
+                if let Some(list) = &self.strict {
+                    list.check(&value)?;
+                }
+                Ok(value)
             }
             tags::JSON => serde_json::from_slice::<serde_json::Value>(data)
                 .map(Value::from)

@@ -404,3 +404,49 @@ async fn we_read_a_thread_python_encrypted_and_wrong_keys_fail_typed() {
         .unwrap_err();
     assert!(err.to_string().contains("encrypted"), "{err}");
 }
+
+#[tokio::test]
+async fn strict_decoding_refuses_unexpected_python_classes() {
+    use stategraph_checkpoint::allowlist::Allowlist;
+    let dir = tempfile::tempdir().unwrap();
+    let db = copy_fixture("langgraph_1_2_22.sqlite", dir.path());
+    let strict = |list: Allowlist| {
+        stategraph_sqlite::SqliteConfig::file(&db)
+            .serializer(std::sync::Arc::new(JsonPlusSerializer::new().strict(list)))
+            .open()
+            .unwrap()
+    };
+    // The `rich` thread holds a pydantic model, a dataclass and an enum of the generator's
+    // own module: refused, with the channel named.
+    let refused = strict(Allowlist::safe())
+        .get_tuple(&CheckpointConfig::new("rich"))
+        .await
+        .unwrap_err();
+    match &refused {
+        stategraph_checkpoint::Error::Serialization { location, source } => {
+            assert_eq!(location.thread_id, "rich");
+            assert!(location.channel.is_some(), "{refused}");
+            assert!(matches!(
+                source,
+                stategraph_checkpoint::SerdeError::Disallowed { .. }
+            ));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Allowing that module reads it; LangChain messages pass the default list.
+    let allowed = strict(Allowlist::safe().allow("gen_sqlite_fixture", "*"));
+    assert!(
+        allowed
+            .get_tuple(&CheckpointConfig::new("rich"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        strict(Allowlist::safe())
+            .get_tuple(&CheckpointConfig::new("chat"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
