@@ -78,7 +78,8 @@ pub use serializer::{JsonPlusSerializer, SerdeError, Serializer, tags};
 pub use value::{Ext, ExtCode, Map, PyObject, Value};
 pub use version::{ChannelVersion, ChannelVersions, next_version};
 pub use writes::{
-    NULL_TASK_ID, PendingWrite, all_special, channels, sort_writes, special_write_idx, write_idx,
+    EncodedWrite, EncodedWrites, NULL_TASK_ID, PendingWrite, all_special, channels, encode_writes,
+    sort_writes, special_write_idx, write_idx,
 };
 
 #[doc(hidden)]

@@ -1,5 +1,9 @@
 //! Pending writes: what tasks wrote to channels, stored as each task finishes.
 
+use crate::config::CheckpointConfig;
+use crate::error::{Error, Location, Result};
+use crate::saver::validate_put_writes;
+use crate::serializer::Serializer;
 use crate::value::Value;
 
 /// The task id of writes that belong to no task (input, `update_state`, `Command`, resume).
@@ -47,6 +51,76 @@ pub fn write_idx(channel: &str, position: usize) -> i64 {
 /// earlier rows with the same key instead of leaving them in place.
 pub fn all_special(writes: &[(String, Value)]) -> bool {
     writes.iter().all(|(c, _)| special_write_idx(c).is_some())
+}
+
+/// One write of a `put_writes` call, serialized and ready to store.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EncodedWrite {
+    /// Position in the call, or the fixed negative index of a special channel.
+    pub idx: i64,
+    /// The channel written.
+    pub channel: String,
+    /// The serializer's type tag.
+    pub tag: String,
+    /// The serialized value.
+    pub bytes: Vec<u8>,
+}
+
+/// The rows a `put_writes` call stores, as every serializing saver needs them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EncodedWrites<'a> {
+    /// The checkpoint the writes belong to (`config.checkpoint_id`).
+    pub checkpoint_id: &'a str,
+    /// Whether the rows replace stored rows with the same `(task, idx)` ([`all_special`])
+    /// or leave them in place.
+    pub replace: bool,
+    /// One row per `idx`, in `idx` order: the last write of the call with that `idx` when
+    /// `replace`, the first otherwise — what storing the writes one by one would leave.
+    pub rows: Vec<EncodedWrite>,
+}
+
+/// Validates a `put_writes` call and serializes its writes with `serializer` (every one, even
+/// a duplicate that will not be stored). A value that cannot be serialized is an [`Error::Serialization`] naming the thread, namespace,
+/// checkpoint, channel and task, and nothing is returned for storing.
+pub fn encode_writes<'a>(
+    serializer: &dyn Serializer,
+    config: &'a CheckpointConfig,
+    writes: &[(String, Value)],
+    task_id: &str,
+) -> Result<EncodedWrites<'a>> {
+    let checkpoint_id = validate_put_writes(config)?;
+    let replace = all_special(writes);
+    let mut rows = std::collections::BTreeMap::new();
+    for (position, (channel, value)) in writes.iter().enumerate() {
+        let (tag, bytes) = serializer.dumps_typed(value).map_err(|e| {
+            Error::serialization(
+                Location::checkpoint(&config.thread_id, &config.checkpoint_ns, checkpoint_id)
+                    .part("write")
+                    .channel(channel.clone())
+                    .task(task_id),
+                e,
+            )
+        })?;
+        let idx = write_idx(channel, position);
+        if !replace && rows.contains_key(&idx) {
+            continue;
+        }
+        let channel = channel.clone();
+        rows.insert(
+            idx,
+            EncodedWrite {
+                idx,
+                channel,
+                tag,
+                bytes,
+            },
+        );
+    }
+    Ok(EncodedWrites {
+        checkpoint_id,
+        replace,
+        rows: rows.into_values().collect(),
+    })
 }
 
 /// One stored write.

@@ -12,9 +12,9 @@ use stategraph_checkpoint::blob_layout::{metadata_json, restore_blobs, split_che
 use stategraph_checkpoint::prune::{PruneRow, plan_keep_latest};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, Error, ListOptions, Location, PendingWrite, PruneStrategy,
-    Result, SerdeError, Serializer, Value, all_special, latest_conflict, sort_writes, validate_put,
-    validate_put_writes, write_idx,
+    CheckpointSaver, CheckpointTuple, EncodedWrites, Error, ListOptions, Location, PendingWrite,
+    PruneStrategy, Result, SerdeError, Serializer, Value, encode_writes, latest_conflict,
+    sort_writes, validate_put,
 };
 
 use crate::config::MySqlConfig;
@@ -582,30 +582,17 @@ impl CheckpointSaver for MySqlSaver {
         task_id: &str,
         task_path: &str,
     ) -> Result<()> {
-        let checkpoint_id = validate_put_writes(config)?;
-        let replace = all_special(writes);
-        let mut rows: BTreeMap<i64, (String, String, Vec<u8>)> = BTreeMap::new();
-        for (position, (channel, value)) in writes.iter().enumerate() {
-            let (tag, bytes) = self.serializer.dumps_typed(value).map_err(|e| {
-                Error::serialization(
-                    Location::checkpoint(&config.thread_id, &config.checkpoint_ns, checkpoint_id)
-                        .part("write")
-                        .channel(channel.clone())
-                        .task(task_id),
-                    e,
-                )
-            })?;
-            let idx = write_idx(channel, position);
-            if replace || !rows.contains_key(&idx) {
-                rows.insert(idx, (channel.clone(), tag, bytes));
-            }
-        }
+        let EncodedWrites {
+            checkpoint_id,
+            replace,
+            rows,
+        } = encode_writes(self.serializer.as_ref(), config, writes, task_id)?;
         if rows.is_empty() {
             return Ok(());
         }
         let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
         let mut params = Vec::new();
-        for (idx, (channel, tag, bytes)) in &rows {
+        for row in rows.iter() {
             params.extend([
                 s(thread),
                 s(ns),
@@ -613,10 +600,10 @@ impl CheckpointSaver for MySqlSaver {
                 s(checkpoint_id),
                 s(task_id),
                 s(task_path),
-                My::from(*idx),
-                s(channel),
-                s(tag),
-                My::from(bytes.clone()),
+                My::from(row.idx),
+                s(&row.channel),
+                s(&row.tag),
+                My::from(row.bytes.as_slice()),
             ]);
         }
         let values = vec!["(?, ?, MD5(?), ?, ?, ?, ?, ?, ?, ?)"; rows.len()].join(", ");

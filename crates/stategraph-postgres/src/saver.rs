@@ -11,9 +11,9 @@ use stategraph_checkpoint::blob_layout::{metadata_json, split_checkpoint};
 use stategraph_checkpoint::prune::{PruneRow, plan_keep_latest};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, Error, ListOptions, Location, PendingWrite, PruneStrategy,
-    Result, SerdeError, Serializer, Value, all_special, latest_conflict, sort_writes, tags,
-    validate_put, validate_put_writes, write_idx,
+    CheckpointSaver, CheckpointTuple, EncodedWrites, Error, ListOptions, Location, PendingWrite,
+    PruneStrategy, Result, SerdeError, Serializer, Value, encode_writes, latest_conflict,
+    sort_writes, tags, validate_put,
 };
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{GenericClient, NoTls};
@@ -615,36 +615,21 @@ impl CheckpointSaver for PostgresSaver {
         task_id: &str,
         task_path: &str,
     ) -> Result<()> {
-        let checkpoint_id = validate_put_writes(config)?;
-        let replace = all_special(writes);
-        // One row per (task, idx): an upsert keeps the last write of the call, an insert the
-        // first, as separate statements would.
-        let mut rows: BTreeMap<i64, (String, String, Vec<u8>)> = BTreeMap::new();
-        for (position, (channel, value)) in writes.iter().enumerate() {
-            let (tag, bytes) = self.serializer.dumps_typed(value).map_err(|e| {
-                Error::serialization(
-                    Location::checkpoint(&config.thread_id, &config.checkpoint_ns, checkpoint_id)
-                        .part("write")
-                        .channel(channel.clone())
-                        .task(task_id),
-                    e,
-                )
-            })?;
-            let idx = write_idx(channel, position);
-            if replace || !rows.contains_key(&idx) {
-                rows.insert(idx, (channel.clone(), tag, bytes));
-            }
-        }
+        let EncodedWrites {
+            checkpoint_id,
+            replace,
+            rows,
+        } = encode_writes(self.serializer.as_ref(), config, writes, task_id)?;
         if rows.is_empty() {
             return Ok(());
         }
         let idxs: Vec<i32> = rows
-            .keys()
-            .map(|i| i32::try_from(*i).unwrap_or(i32::MAX))
+            .iter()
+            .map(|r| i32::try_from(r.idx).unwrap_or(i32::MAX))
             .collect();
-        let channels: Vec<&str> = rows.values().map(|r| r.0.as_str()).collect();
-        let types: Vec<&str> = rows.values().map(|r| r.1.as_str()).collect();
-        let blobs: Vec<&[u8]> = rows.values().map(|r| r.2.as_slice()).collect();
+        let channels: Vec<&str> = rows.iter().map(|r| r.channel.as_str()).collect();
+        let types: Vec<&str> = rows.iter().map(|r| r.tag.as_str()).collect();
+        let blobs: Vec<&[u8]> = rows.iter().map(|r| r.bytes.as_slice()).collect();
         let conflict = if replace {
             "DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
         } else {

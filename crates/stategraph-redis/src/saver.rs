@@ -12,9 +12,9 @@ use stategraph_checkpoint::prune::{PruneRow, plan_keep_latest};
 use stategraph_checkpoint::value::{decode, encode};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, Error, JsonPlusSerializer, ListOptions, Location,
-    PendingWrite, PruneStrategy, Result, SerdeError, Serializer, Value, all_special,
-    latest_conflict, sort_writes, validate_put, validate_put_writes, write_idx,
+    CheckpointSaver, CheckpointTuple, EncodedWrites, Error, JsonPlusSerializer, ListOptions,
+    Location, PendingWrite, PruneStrategy, Result, SerdeError, Serializer, Value, encode_writes,
+    latest_conflict, sort_writes, validate_put,
 };
 
 /// A hash's fields and values.
@@ -442,28 +442,22 @@ impl CheckpointSaver for RedisSaver {
         task_id: &str,
         task_path: &str,
     ) -> Result<()> {
-        let checkpoint_id = validate_put_writes(config)?;
+        let EncodedWrites {
+            checkpoint_id,
+            replace,
+            rows,
+        } = encode_writes(self.serializer.as_ref(), config, writes, task_id)?;
         let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
-        let replace = all_special(writes);
         let key = self.w_key(thread, ns, checkpoint_id);
         let mut pipe = redis::pipe();
         pipe.atomic();
-        for (position, (channel, value)) in writes.iter().enumerate() {
-            let (tag, bytes) = self.serializer.dumps_typed(value).map_err(|e| {
-                Error::serialization(
-                    Location::checkpoint(thread, ns, checkpoint_id)
-                        .part("write")
-                        .channel(channel.clone())
-                        .task(task_id),
-                    e,
-                )
-            })?;
-            let field = format!("{task_id}\u{1f}{}", write_idx(channel, position));
+        for row in rows {
+            let field = format!("{task_id}\u{1f}{}", row.idx);
             let raw = encode(&Value::List(vec![
                 Value::from(task_path),
-                Value::from(channel.as_str()),
-                Value::from(tag),
-                Value::Bytes(bytes),
+                Value::from(row.channel),
+                Value::from(row.tag),
+                Value::Bytes(row.bytes),
             ]));
             if replace {
                 pipe.hset(&key, field, raw).ignore();

@@ -11,9 +11,9 @@ use rusqlite::{
 use stategraph_checkpoint::prune::{PruneRow, plan_keep_latest};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, Error, ListOptions, Location, PendingWrite, PruneStrategy,
-    Result, SerdeError, Serializer, Value, all_special, latest_conflict, sort_writes, validate_put,
-    validate_put_writes, write_idx,
+    CheckpointSaver, CheckpointTuple, EncodedWrites, Error, ListOptions, Location, PendingWrite,
+    PruneStrategy, Result, SerdeError, Serializer, Value, encode_writes, latest_conflict,
+    sort_writes, validate_put,
 };
 
 use crate::config::{self, SqliteConfig};
@@ -637,22 +637,18 @@ impl CheckpointSaver for SqliteSaver {
         task_id: &str,
         task_path: &str,
     ) -> Result<()> {
-        let checkpoint_id = validate_put_writes(config)?.to_owned();
-        let serde = &self.inner.config.serializer;
-        let mut rows = Vec::with_capacity(writes.len());
-        for (position, (channel, value)) in writes.iter().enumerate() {
-            let (tag, bytes) = serde.dumps_typed(value).map_err(|e| {
-                Error::serialization(
-                    Location::checkpoint(&config.thread_id, &config.checkpoint_ns, &checkpoint_id)
-                        .part("write")
-                        .channel(channel.clone())
-                        .task(task_id),
-                    e,
-                )
-            })?;
-            rows.push((write_idx(channel, position), channel.clone(), tag, bytes));
-        }
-        let sql = if all_special(writes) {
+        let EncodedWrites {
+            checkpoint_id,
+            replace,
+            rows,
+        } = encode_writes(
+            self.inner.config.serializer.as_ref(),
+            config,
+            writes,
+            task_id,
+        )?;
+        let checkpoint_id = checkpoint_id.to_owned();
+        let sql = if replace {
             "INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, \
              task_path, idx, channel, type, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
         } else {
@@ -665,17 +661,17 @@ impl CheckpointSaver for SqliteSaver {
             let tx = conn.transaction().map_err(db("starting a write"))?;
             {
                 let mut stmt = tx.prepare_cached(sql).map_err(db("storing writes"))?;
-                for (idx, channel, tag, bytes) in &rows {
+                for row in &rows {
                     stmt.execute(params![
                         thread_id,
                         ns,
                         checkpoint_id,
                         task_id,
                         task_path,
-                        idx,
-                        channel,
-                        tag,
-                        bytes
+                        row.idx,
+                        row.channel,
+                        row.tag,
+                        row.bytes
                     ])
                     .map_err(db("storing writes"))?;
                 }
