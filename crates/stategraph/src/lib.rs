@@ -105,8 +105,9 @@ pub mod prelude {
 /// Opens (and sets up) the checkpoint saver a database URL names.
 ///
 /// `memory:` is an [`InMemorySaver`]; `sqlite:` URLs need the `sqlite` feature (on by default),
-/// `postgres://` / `postgresql://` the `postgres` feature. An unknown scheme, or one whose
-/// feature is off, is an [`Error::InvalidInput`] that says so.
+/// `postgres://` / `postgresql://` the `postgres` feature, `mysql://` the `mysql` feature and
+/// `redis://` / `rediss://` the `redis` feature. An unknown scheme, or one whose feature is off,
+/// is an [`Error::InvalidInput`] that says so.
 pub async fn open_saver(url: &str) -> Result<Arc<dyn CheckpointSaver>> {
     let scheme = url.split(':').next().unwrap_or_default();
     match scheme {
@@ -136,6 +137,12 @@ pub async fn open_saver(url: &str) -> Result<Arc<dyn CheckpointSaver>> {
     }
 }
 
+#[cfg(not(all(
+    feature = "sqlite",
+    feature = "postgres",
+    feature = "mysql",
+    feature = "redis"
+)))]
 fn missing_feature(scheme: &str) -> Error {
     Error::invalid(
         "database URL",
