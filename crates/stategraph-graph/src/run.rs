@@ -409,14 +409,7 @@ impl<S: State> Run<'_, S> {
     /// New input: discard the tasks pending on the loaded checkpoint, write the input to
     /// `__start__`, save the `input` checkpoint.
     async fn first_input(&mut self, input: Map) -> Result<(), GraphError> {
-        let discard = prepare_next_tasks(
-            &self.checkpoint,
-            &self.channels,
-            &self.graph.node_triggers(),
-            self.step,
-            &self.checkpoint_config.checkpoint_ns,
-            None,
-        );
+        let discard = self.next_tasks();
         let input_task = Task {
             id: String::new(),
             name: INPUT.to_owned(),
