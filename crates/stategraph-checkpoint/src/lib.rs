@@ -55,6 +55,7 @@ mod metadata;
 pub mod prune;
 mod saver;
 mod serializer;
+pub mod store;
 pub mod value;
 mod version;
 mod writes;

@@ -46,6 +46,7 @@ mod list;
 mod prune;
 mod put;
 mod put_writes;
+pub mod store;
 
 pub use copy_thread::*;
 pub use delete_for_runs::*;
