@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
+use stategraph_checkpoint::store::Store;
 use stategraph_checkpoint::{CheckpointSaver, CheckpointTuple, Map, NULL_TASK_ID, Value, channels};
 
 use crate::algo::{
@@ -76,6 +77,7 @@ pub struct CompiledGraph<S: State> {
     pub(crate) nodes: Vec<PregelNode<S>>,
     pub(crate) edges: HashMap<String, Edges<S>>,
     pub(crate) checkpointer: Option<Arc<dyn CheckpointSaver>>,
+    pub(crate) store: Option<Arc<dyn Store>>,
     pub(crate) trigger_channels: BTreeSet<String>,
     pub(crate) trigger_to_nodes: HashMap<String, Vec<String>>,
     /// Stop before these nodes run (`*`: any node).
@@ -123,6 +125,7 @@ impl<S: State> CompiledGraph<S> {
             nodes,
             edges,
             checkpointer: None,
+            store: None,
             trigger_channels,
             trigger_to_nodes,
             interrupt_before: Vec::new(),
@@ -163,6 +166,19 @@ impl<S: State> CompiledGraph<S> {
     pub fn with_checkpointer(mut self, saver: Arc<dyn CheckpointSaver>) -> Self {
         self.checkpointer = Some(saver);
         self
+    }
+
+    /// Attaches a cross-thread memory store (LangGraph's `compile(store=…)`): every node sees
+    /// it through [`NodeContext::store`](crate::NodeContext::store), in every thread, next to
+    /// the run's typed context (e.g. the `user_id` whose memories to read).
+    pub fn with_store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The store, if one is attached.
+    pub fn store(&self) -> Option<&Arc<dyn Store>> {
+        self.store.as_ref()
     }
 
     /// The checkpointer, if one is attached.

@@ -135,6 +135,13 @@ impl NodeError {
     }
 }
 
+impl From<stategraph_checkpoint::store::StoreError> for NodeError {
+    /// A store failure inside a node, stored as `StoreError('…')`.
+    fn from(e: stategraph_checkpoint::store::StoreError) -> Self {
+        NodeError::from_repr(format!("StoreError({})", py_repr_str(&e.to_string())))
+    }
+}
+
 impl From<GraphError> for NodeError {
     fn from(e: GraphError) -> Self {
         NodeError::new(e.to_string())

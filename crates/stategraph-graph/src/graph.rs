@@ -135,6 +135,7 @@ impl<S: State> StateGraph<S> {
                 let mut setup = crate::run::RunSetup::new(saver);
                 setup.parents = (*ctx.parents).clone();
                 setup.resume = Some(crate::run::ResumeInput::Inherited(ctx.resume.clone()));
+                setup.store = ctx.store.clone();
                 if !existing {
                     setup.input = Some(input);
                 }

@@ -157,6 +157,8 @@ pub struct NodeContext {
     pub(crate) scratch: Arc<std::sync::Mutex<crate::interrupt::Scratchpad>>,
     /// The answers available to this task (inherited by a subgraph it runs).
     pub(crate) resume: crate::interrupt::ResumeSource,
+    /// The graph's cross-thread store, inherited by subgraphs.
+    pub(crate) store: Option<Arc<dyn stategraph_checkpoint::store::Store>>,
 }
 
 impl NodeContext {
@@ -176,6 +178,14 @@ impl NodeContext {
     /// [`RunConfig::with_context`].
     pub fn context<C: std::any::Any + std::marker::Send + Sync>(&self) -> Option<&C> {
         self.config.context.as_ref()?.0.downcast_ref()
+    }
+
+    /// The cross-thread memory store the graph was compiled with
+    /// ([`CompiledGraph::with_store`](crate::CompiledGraph::with_store)), shared by every
+    /// thread: what one conversation saves here, another can find. Subgraphs see their
+    /// parent's store unless they have their own.
+    pub fn store(&self) -> Option<&Arc<dyn stategraph_checkpoint::store::Store>> {
+        self.store.as_ref()
     }
 
     /// A `configurable` key of the run's config (e.g. `user_id`).

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use stategraph_checkpoint::store::Store;
 use stategraph_checkpoint::{
     ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointSource, Map, PendingWrite, Value, channels as reserved,
@@ -128,6 +129,8 @@ pub(crate) struct RunSetup {
     pub(crate) saver: Option<Arc<dyn CheckpointSaver>>,
     pub(crate) parents: BTreeMap<String, String>,
     pub(crate) emitter: Option<Emitter>,
+    /// The store a subgraph inherits from its parent's task.
+    pub(crate) store: Option<Arc<dyn Store>>,
 }
 
 impl RunSetup {
@@ -138,6 +141,7 @@ impl RunSetup {
             saver,
             parents: BTreeMap::new(),
             emitter: None,
+            store: None,
         }
     }
 }
@@ -191,6 +195,8 @@ struct Run<'g, S: State> {
     /// LangGraph's `stop`: step at start + recursion limit + 1; a tick beyond it fails.
     stop: i64,
     emitter: Option<Emitter>,
+    /// The store nodes see (the graph's, else the parent task's).
+    store: Option<Arc<dyn Store>>,
     /// The checkpoint saved last, not yet announced on the stream, and its parent.
     unannounced: Option<Option<CheckpointConfig>>,
     metadata: CheckpointMetadata,
@@ -293,6 +299,7 @@ impl<S: State> CompiledGraph<S> {
         };
         let mut run = self.start(config, setup.saver, setup.parents).await?;
         run.emitter = setup.emitter;
+        run.store = self.store.clone().or(setup.store);
         match setup.input {
             Some(input) => run.first_input(input).await?,
             None => run.first_resume(setup.resume).await?,
@@ -376,6 +383,7 @@ impl<S: State> CompiledGraph<S> {
             parents,
             stop,
             emitter: None,
+            store: None,
             unannounced: None,
             metadata: CheckpointMetadata::default(),
             resume: ResumeSource::default(),
@@ -875,6 +883,7 @@ impl<S: State> Run<'_, S> {
                 checkpoint_ns: task_ns,
                 parents: Arc::clone(&child_parents),
                 emitter: self.emitter.clone(),
+                store: self.store.clone(),
             };
             if let Some(e) = &self.emitter {
                 let input = values_map(&ctx.values);

@@ -89,6 +89,9 @@ pub use stategraph_sqlite::{SqliteConfig, SqliteSaver, Synchronous};
 
 /// The names most programs need, in one import.
 pub mod prelude {
+    pub use stategraph_checkpoint::store::{
+        InMemoryStore, IndexConfig, Item, SearchItem, SearchOptions, Store,
+    };
     pub use stategraph_checkpoint::{
         Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource,
         CheckpointTuple, InMemorySaver, ListOptions, Value, value,
