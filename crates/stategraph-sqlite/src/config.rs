@@ -152,6 +152,40 @@ impl SqliteConfig {
     }
 }
 
+/// Opens a connection as `config` says (WAL for file writers, busy timeout, `synchronous`),
+/// shared by the saver and the store. On failure, says what it was doing.
+pub(crate) fn open_connection(
+    config: &SqliteConfig,
+    read_only: bool,
+) -> std::result::Result<rusqlite::Connection, (&'static str, rusqlite::Error)> {
+    use rusqlite::{Connection, OpenFlags};
+    let conn = match &config.location {
+        Location::Memory => Connection::open_in_memory(),
+        Location::File(path) => {
+            let flags = if read_only {
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            } else {
+                OpenFlags::SQLITE_OPEN_READ_WRITE
+                    | OpenFlags::SQLITE_OPEN_CREATE
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            };
+            Connection::open_with_flags(path, flags)
+        }
+    }
+    .map_err(|e| ("opening the database", e))?;
+    conn.busy_timeout(std::time::Duration::from_millis(u64::from(
+        config.busy_timeout_ms,
+    )))
+    .map_err(|e| ("setting busy_timeout", e))?;
+    if !read_only && config.location != Location::Memory {
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(|e| ("enabling WAL", e))?;
+    }
+    conn.pragma_update(None, "synchronous", config.synchronous.pragma())
+        .map_err(|e| ("setting synchronous", e))?;
+    Ok(conn)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

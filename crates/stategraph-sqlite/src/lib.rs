@@ -9,6 +9,16 @@
 //! - Corrupt rows produce [`Error::Serialization`](stategraph_checkpoint::Error) naming the
 //!   thread, checkpoint and channel.
 //!
+//! It also has [`SqliteStore`], the cross-thread memory [`Store`] on LangGraph's own SQLite
+//! store schema (`store`, `store_migrations`, and for semantic search `store_vectors` with the
+//! sqlite-vec extension's cosine distance), so Python's `langgraph.store.sqlite.SqliteStore`
+//! and stategraph can share items in one file. Its semantics (filters, ordering, TTLs,
+//! re-embedding only changed texts) are those of
+//! [`InMemoryStore`](stategraph_checkpoint::store::InMemoryStore), checked by the shared store
+//! conformance suite; corrupt rows produce
+//! [`StoreError::Corrupt`](stategraph_checkpoint::store::StoreError) naming the namespace and
+//! key.
+//!
 //! ```
 //! use stategraph_checkpoint::*;
 //! use stategraph_sqlite::SqliteSaver;
@@ -32,8 +42,12 @@ mod config;
 mod error;
 mod saver;
 mod schema;
+mod store;
 
 pub use config::{SqliteConfig, Synchronous};
 pub use saver::SqliteSaver;
 #[doc(no_inline)]
 pub use stategraph_checkpoint::CheckpointSaver;
+#[doc(no_inline)]
+pub use stategraph_checkpoint::store::Store;
+pub use store::SqliteStore;

@@ -5,8 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use rusqlite::{
-    Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
-    types::Value as Sql,
+    Connection, OptionalExtension, Transaction, TransactionBehavior, params, types::Value as Sql,
 };
 use stategraph_checkpoint::prune::{PruneRow, plan_keep_latest};
 use stategraph_checkpoint::{
@@ -132,31 +131,7 @@ impl SqliteSaver {
 }
 
 fn open_connection(config: &SqliteConfig, read_only: bool) -> Result<Connection> {
-    let conn = match &config.location {
-        config::Location::Memory => Connection::open_in_memory(),
-        config::Location::File(path) => {
-            let flags = if read_only {
-                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            } else {
-                OpenFlags::SQLITE_OPEN_READ_WRITE
-                    | OpenFlags::SQLITE_OPEN_CREATE
-                    | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            };
-            Connection::open_with_flags(path, flags)
-        }
-    }
-    .map_err(db("opening the database"))?;
-    conn.busy_timeout(std::time::Duration::from_millis(u64::from(
-        config.busy_timeout_ms,
-    )))
-    .map_err(db("setting busy_timeout"))?;
-    if !read_only && config.location != config::Location::Memory {
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(db("enabling WAL"))?;
-    }
-    conn.pragma_update(None, "synchronous", config.synchronous.pragma())
-        .map_err(db("setting synchronous"))?;
-    Ok(conn)
+    config::open_connection(config, read_only).map_err(|(doing, e)| db(doing)(e))
 }
 
 /// The columns every checkpoint query selects, in this order.
