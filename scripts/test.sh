@@ -12,4 +12,5 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/stategraph/target}"
 STATEGRAPH_PYTHON="$(scripts/python-env.sh | tail -n 1)"
 export STATEGRAPH_PYTHON
 
+scripts/install-pgvector.sh  # pgvector for the Postgres store (idempotent)
 cargo test --workspace "$@"

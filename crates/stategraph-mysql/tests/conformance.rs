@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mysql_async::prelude::Queryable;
-use stategraph_checkpoint::conformance::Fixture;
+use stategraph_checkpoint::conformance::{Cleanup, Fixture};
 use stategraph_mysql::MySqlConfig;
 
 fn url() -> String {
@@ -14,27 +14,15 @@ fn url() -> String {
 }
 
 /// Drops the test's database when the fixture goes away.
-struct DropDatabase(String);
-
-impl Drop for DropDatabase {
-    fn drop(&mut self) {
-        let name = self.0.clone();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                if let Ok(mut conn) = mysql_async::Conn::from_url(url()).await {
-                    let _ = conn
-                        .query_drop(format!("DROP DATABASE IF EXISTS `{name}`"))
-                        .await;
-                    let _ = conn.disconnect().await;
-                }
-            });
-        })
-        .join();
-    }
+fn drop_database(name: String) -> Cleanup {
+    Cleanup::new(async move {
+        if let Ok(mut conn) = mysql_async::Conn::from_url(url()).await {
+            let _ = conn
+                .query_drop(format!("DROP DATABASE IF EXISTS `{name}`"))
+                .await;
+            let _ = conn.disconnect().await;
+        }
+    })
 }
 
 async fn fixture() -> Fixture {
@@ -53,7 +41,7 @@ async fn fixture() -> Fixture {
                 url()
             )
         });
-    Fixture::new(saver).with_guard(DropDatabase(name))
+    Fixture::new(saver).with_guard(drop_database(name))
 }
 
 stategraph_checkpoint::checkpointer_conformance!(fixture);

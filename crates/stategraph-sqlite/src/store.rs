@@ -16,7 +16,7 @@
 //! - vectors are little-endian `f32` blobs (`sqlite_vec.serialize_float32`), scored with the
 //!   sqlite-vec extension's `vec_distance_cosine`, registered on each connection.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::fmt;
 use std::fmt::Write as _;
@@ -32,9 +32,9 @@ use serde_json::{Map, Value as Json};
 use stategraph_checkpoint::BoxError;
 use stategraph_checkpoint::store::path::FieldPath;
 use stategraph_checkpoint::store::{
-    GetOp, IndexConfig, Item, ListNamespacesOp, MatchType, Namespace, Op, OpResult, PutOp,
-    SearchItem, SearchOp, Store, StoreError, Timestamp, TtlConfig, VectorPlan, filter,
-    finish_list_namespaces, validate_ops,
+    BatchStep, GetOp, IndexConfig, Item, ListNamespacesOp, MatchType, Namespace, Op, OpResult,
+    PutOp, ReadOp, SearchItem, SearchOp, Store, StoreError, Timestamp, TtlConfig, VectorPlan,
+    filter, finish_list_namespaces, plan_batch,
 };
 
 use crate::config::{Location, SqliteConfig};
@@ -230,20 +230,9 @@ impl SqliteStore {
         .await
     }
 
-    /// Applies a run of consecutive puts: last one wins per address, one embedding call for
-    /// all new texts, one transaction for every row and vector.
-    async fn put_run(&self, run: Vec<PutOp>) -> Result<(), StoreError> {
-        let mut order: Vec<PutOp> = Vec::new();
-        let mut position: HashMap<(Namespace, String), usize> = HashMap::new();
-        for op in run {
-            match position.get(&(op.namespace.clone(), op.key.clone())) {
-                Some(&i) => order[i] = op,
-                None => {
-                    position.insert((op.namespace.clone(), op.key.clone()), order.len());
-                    order.push(op);
-                }
-            }
-        }
+    /// Applies a run of consecutive puts (one per address, see [`BatchStep::Puts`]): one
+    /// embedding call for all new texts, one transaction for every row and vector.
+    async fn put_run(&self, order: Vec<PutOp>) -> Result<(), StoreError> {
         let mut tasks = Vec::with_capacity(order.len());
         for op in order {
             let paths = match (&self.index, &op.value) {
@@ -294,40 +283,15 @@ impl SqliteStore {
 #[async_trait]
 impl Store for SqliteStore {
     async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, StoreError> {
-        validate_ops(&ops)?;
-        // Embed the queries before touching the database.
-        let mut queries: HashMap<usize, Vec<f32>> = HashMap::new();
-        if let Some(index) = &self.index {
-            for (i, op) in ops.iter().enumerate() {
-                if let Op::Search(SearchOp { query: Some(q), .. }) = op {
-                    queries.insert(i, index.embed_query(q).await?);
+        let mut results = Vec::new();
+        for step in plan_batch(ops, self.index.as_ref()).await? {
+            match step {
+                BatchStep::Puts { ops, given } => {
+                    self.put_run(ops).await?;
+                    results.extend((0..given).map(|_| OpResult::Put));
                 }
+                BatchStep::Reads(reads) => results.extend(self.read_segment(reads).await?),
             }
-        }
-        let mut results = Vec::with_capacity(ops.len());
-        let mut ops = ops.into_iter().enumerate().peekable();
-        while let Some((i, op)) = ops.next() {
-            if let Op::Put(first) = op {
-                let mut run = vec![first];
-                while let Some((_, Op::Put(p))) = ops.next_if(|(_, o)| matches!(o, Op::Put(_))) {
-                    run.push(p);
-                }
-                let n = run.len();
-                self.put_run(run).await?;
-                results.extend((0..n).map(|_| OpResult::Put));
-                continue;
-            }
-            let mut segment = vec![ReadOp {
-                query: queries.remove(&i),
-                op,
-            }];
-            while let Some((j, op)) = ops.next_if(|(_, o)| !matches!(o, Op::Put(_))) {
-                segment.push(ReadOp {
-                    query: queries.remove(&j),
-                    op,
-                });
-            }
-            results.extend(self.read_segment(segment).await?);
         }
         Ok(results)
     }
@@ -650,12 +614,6 @@ fn apply_refreshes(conn: &mut Connection, refreshes: &[Refresh]) -> Result<(), S
     tx.commit().map_err(db("committing a TTL refresh"))
 }
 
-/// A non-put op and its embedded query, if any.
-struct ReadOp {
-    op: Op,
-    query: Option<Vec<f32>>,
-}
-
 /// Runs read ops in one read transaction; returns their results and the TTL refreshes asked
 /// for.
 fn run_reads(
@@ -668,22 +626,12 @@ fn run_reads(
     let mut results = Vec::with_capacity(ops.len());
     for r in ops {
         let now = Timestamp::now();
-        results.push(match &r.op {
-            Op::Get(g) => OpResult::Get(get(&tx, g, now, &mut refreshes)?),
-            Op::Search(s) => OpResult::Search(search(
-                &tx,
-                s,
-                r.query.as_deref(),
-                dims,
-                now,
-                &mut refreshes,
-            )?),
-            Op::ListNamespaces(l) => OpResult::ListNamespaces(list_namespaces(&tx, l, now)?),
-            Op::Put(_) => {
-                return Err(StoreError::InvalidConfig(
-                    "a put reached the read path".into(),
-                ));
+        results.push(match r {
+            ReadOp::Get(g) => OpResult::Get(get(&tx, g, now, &mut refreshes)?),
+            ReadOp::Search(s, query) => {
+                OpResult::Search(search(&tx, s, query.as_deref(), dims, now, &mut refreshes)?)
             }
+            ReadOp::ListNamespaces(l) => OpResult::ListNamespaces(list_namespaces(&tx, l, now)?),
         });
     }
     tx.commit().map_err(db("finishing a read"))?;

@@ -140,21 +140,7 @@ async fn reads_a_file_written_by_python() {
 }
 
 /// The Python interpreter of the pinned environment.
-fn python() -> PathBuf {
-    let candidate = std::env::var_os("STATEGRAPH_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default())
-                .join(".cache/stategraph/py-venv/bin/python")
-        });
-    assert!(
-        candidate.exists(),
-        "Python LangGraph is not installed at {}: run `scripts/python-env.sh` (scripts/test.sh \
-         does) or set STATEGRAPH_PYTHON",
-        candidate.display()
-    );
-    candidate
-}
+use stategraph_checkpoint::conformance::python_interpreter as python;
 
 fn python_dump(db: &Path) -> Vec<Json> {
     python_dump_with(db, &[], &[])

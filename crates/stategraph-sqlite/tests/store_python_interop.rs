@@ -13,7 +13,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -61,21 +61,7 @@ with SqliteStore.from_conn_string(path) as store:
 "#;
 
 /// The Python interpreter of the pinned environment.
-fn python() -> PathBuf {
-    let candidate = std::env::var_os("STATEGRAPH_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default())
-                .join(".cache/stategraph/py-venv/bin/python")
-        });
-    assert!(
-        candidate.exists(),
-        "Python LangGraph is not installed at {}: run `scripts/python-env.sh` (scripts/test.sh \
-         does) or set STATEGRAPH_PYTHON",
-        candidate.display()
-    );
-    candidate
-}
+use stategraph_checkpoint::conformance::python_interpreter as python;
 
 fn run_python(mode: &str, db: &Path, arg: &Json) -> Json {
     let out = Command::new(python())

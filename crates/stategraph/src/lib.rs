@@ -81,16 +81,16 @@ pub use stategraph_graph::{
 #[cfg(feature = "mysql")]
 pub use stategraph_mysql::{MySqlConfig, MySqlSaver};
 #[cfg(feature = "postgres")]
-pub use stategraph_postgres::{PostgresConfig, PostgresSaver};
+pub use stategraph_postgres::{PostgresConfig, PostgresSaver, PostgresStore};
 #[cfg(feature = "redis")]
 pub use stategraph_redis::RedisSaver;
 #[cfg(feature = "sqlite")]
-pub use stategraph_sqlite::{SqliteConfig, SqliteSaver, Synchronous};
+pub use stategraph_sqlite::{SqliteConfig, SqliteSaver, SqliteStore, Synchronous};
 
 /// The names most programs need, in one import.
 pub mod prelude {
     pub use stategraph_checkpoint::store::{
-        InMemoryStore, IndexConfig, Item, SearchItem, SearchOptions, Store,
+        InMemoryStore, IndexConfig, Item, SearchItem, SearchOptions, Store, StoreOptions,
     };
     pub use stategraph_checkpoint::{
         Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource,
@@ -140,6 +140,75 @@ pub async fn open_saver(url: &str) -> Result<Arc<dyn CheckpointSaver>> {
     }
 }
 
+/// Opens (and sets up) the cross-thread memory [`Store`](store::Store) a database URL names.
+///
+/// `memory:` is an [`InMemoryStore`](store::InMemoryStore); `sqlite:` URLs (feature `sqlite`,
+/// on by default) open a [`SqliteStore`] and `postgres://` / `postgresql://` URLs (feature
+/// `postgres`) a `PostgresStore`, whose `setup` is run here. `options` carries the semantic
+/// search index and the TTL behaviour; a TTL sweeper is *not* started (see
+/// [`store::spawn_ttl_sweeper`]).
+///
+/// ```
+/// use std::sync::Arc;
+/// use stategraph::prelude::*;
+/// use stategraph::store::HashingEmbeddings;
+///
+/// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+/// let index = IndexConfig::new(64, Arc::new(HashingEmbeddings::new(64)));
+/// let store = stategraph::open_store("sqlite::memory:", StoreOptions::new().index(index)).await?;
+/// store.put(&["user-1", "memories"], "m1", serde_json::json!({"text": "I like pizza"})).await?;
+/// let hits = store.search(&["user-1"], SearchOptions::new().query("pizza")).await?;
+/// assert_eq!(hits[0].key, "m1");
+/// # Ok::<(), stategraph::store::StoreError>(()) }).unwrap();
+/// ```
+pub async fn open_store(
+    url: &str,
+    options: store::StoreOptions,
+) -> std::result::Result<Arc<dyn store::Store>, store::StoreError> {
+    let scheme = url.split(':').next().unwrap_or_default();
+    let store::StoreOptions { index, ttl } = options;
+    match scheme {
+        "memory" => {
+            let mut s = store::InMemoryStore::new().with_ttl(ttl);
+            if let Some(index) = index {
+                s = s.with_index(index);
+            }
+            Ok(Arc::new(s))
+        }
+        #[cfg(feature = "sqlite")]
+        "sqlite" => {
+            let mut s = SqliteStore::from_url(url)?.with_ttl(ttl);
+            if let Some(index) = index {
+                s = s.with_index(index)?;
+            }
+            Ok(Arc::new(s))
+        }
+        #[cfg(feature = "postgres")]
+        "postgres" | "postgresql" => {
+            let mut s = PostgresStore::from_url(url)?.with_ttl(ttl);
+            if let Some(index) = index {
+                s = s.with_index(index);
+            }
+            s.setup().await?;
+            Ok(Arc::new(s))
+        }
+        #[cfg(not(feature = "sqlite"))]
+        "sqlite" => Err(store_missing_feature(scheme, "sqlite")),
+        #[cfg(not(feature = "postgres"))]
+        "postgres" | "postgresql" => Err(store_missing_feature(scheme, "postgres")),
+        _ => Err(store::StoreError::InvalidConfig(format!(
+            "store URL `{url}`: unknown scheme (expected memory:, sqlite: or postgres://)"
+        ))),
+    }
+}
+
+#[cfg(not(all(feature = "sqlite", feature = "postgres")))]
+fn store_missing_feature(scheme: &str, feature: &str) -> store::StoreError {
+    store::StoreError::InvalidConfig(format!(
+        "`{scheme}:` store URLs need the stategraph feature `{feature}`, which this build lacks"
+    ))
+}
+
 #[cfg(not(all(
     feature = "sqlite",
     feature = "postgres",
@@ -172,5 +241,25 @@ mod tests {
             open_saver("oracle://x").await,
             Err(Error::InvalidInput { .. })
         ));
+    }
+
+    #[tokio::test]
+    async fn store_schemes() {
+        for url in ["memory:", "sqlite::memory:"] {
+            let store = open_store(url, store::StoreOptions::new()).await.unwrap();
+            store
+                .put(&["a"], "k", serde_json::json!({"v": 1}))
+                .await
+                .unwrap();
+            assert_eq!(
+                store.get(&["a"], "k").await.unwrap().unwrap().value,
+                serde_json::json!({"v": 1})
+            );
+        }
+        let err = open_store("oracle://x", store::StoreOptions::new())
+            .await
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("unknown scheme"), "{err}");
     }
 }

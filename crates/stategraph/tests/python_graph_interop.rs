@@ -141,21 +141,7 @@ fn hitl_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Route> {
     g.compile().unwrap().with_checkpointer(saver)
 }
 
-fn python() -> PathBuf {
-    let candidate = std::env::var_os("STATEGRAPH_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default())
-                .join(".cache/stategraph/py-venv/bin/python")
-        });
-    assert!(
-        candidate.exists(),
-        "Python LangGraph is not installed at {}: run `scripts/python-env.sh` (scripts/test.sh \
-         does) or set STATEGRAPH_PYTHON",
-        candidate.display()
-    );
-    candidate
-}
+use stategraph_checkpoint::conformance::python_interpreter as python;
 
 /// Runs `scripts/interop/seed_graph.py DB GRAPH THREAD ACTIONS…`.
 fn py(

@@ -58,6 +58,54 @@ pub use prune::*;
 pub use put::*;
 pub use put_writes::*;
 
+/// Runs an async clean-up when dropped — a test's scratch schema, database or key prefix —
+/// on a runtime of its own in a thread of its own, so it works from sync and async tests
+/// alike (a `Drop` cannot await, and cannot block inside the test's runtime).
+pub struct Cleanup(Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>);
+
+impl Cleanup {
+    /// Runs `work` when the guard is dropped.
+    pub fn new(work: impl std::future::Future<Output = ()> + Send + 'static) -> Self {
+        Self(Some(Box::pin(work)))
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let Some(work) = self.0.take() else { return };
+        let _ = std::thread::spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt.block_on(work),
+                Err(e) => eprintln!("clean-up skipped: no runtime: {e}"),
+            }
+        })
+        .join();
+    }
+}
+
+/// The Python interpreter of the pinned LangGraph environment that interop tests drive:
+/// `$STATEGRAPH_PYTHON`, else `~/.cache/stategraph/py-venv/bin/python` (where
+/// `scripts/python-env.sh` puts it). Panics, naming the set-up command, when it is missing, so
+/// an interop test fails instead of silently skipping.
+pub fn python_interpreter() -> std::path::PathBuf {
+    let candidate = std::env::var_os("STATEGRAPH_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                .join(".cache/stategraph/py-venv/bin/python")
+        });
+    assert!(
+        candidate.exists(),
+        "Python LangGraph is not installed at {}: run `scripts/python-env.sh` (scripts/test.sh \
+         does) or set STATEGRAPH_PYTHON",
+        candidate.display()
+    );
+    candidate
+}
+
 /// A saver under test, plus anything that must live as long as it (a temporary directory, a
 /// scratch schema).
 pub struct Fixture {

@@ -23,14 +23,8 @@ use serde_json::{Value as Json, json};
 use crate::store::*;
 use crate::uuid6;
 
-/// What a case needs of its store.
-#[derive(Clone, Debug, Default)]
-pub struct StoreOptions {
-    /// Semantic search, if the case uses it.
-    pub index: Option<IndexConfig>,
-    /// TTL behaviour.
-    pub ttl: TtlConfig,
-}
+/// What a case needs of its store (the same options users open stores with).
+pub use crate::store::StoreOptions;
 
 /// A store under test, plus anything that must live as long as it.
 pub struct StoreFixture {

@@ -1,15 +1,15 @@
 //! [`InMemoryStore`]: the store in process memory, for development, tests and short-lived
 //! programs. Same semantics as the database stores, TTL included.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
 use tokio::sync::RwLock;
 
 use super::{
-    GetOp, IndexConfig, Item, ListNamespacesOp, Namespace, Op, OpResult, PutOp, SearchItem,
-    SearchOp, Store, StoreError, Timestamp, TtlConfig, VectorPlan, cosine, filter,
-    finish_list_namespaces, validate_ops,
+    BatchStep, GetOp, IndexConfig, Item, ListNamespacesOp, Namespace, Op, OpResult, PutOp, ReadOp,
+    SearchItem, SearchOp, Store, StoreError, Timestamp, TtlConfig, VectorPlan, cosine, filter,
+    finish_list_namespaces, plan_batch,
 };
 
 #[derive(Debug)]
@@ -125,20 +125,13 @@ impl InMemoryStore {
             .collect())
     }
 
-    /// Applies a run of consecutive puts: last one wins per address, one embedding call.
-    async fn put_run(&self, items: &mut Items, run: &[&PutOp]) -> Result<(), StoreError> {
-        let mut last: HashMap<(&Namespace, &str), &PutOp> = HashMap::new();
-        let mut order = Vec::new();
-        for op in run {
-            if last.insert((&op.namespace, &op.key), op).is_none() {
-                order.push((&op.namespace, op.key.as_str()));
-            }
-        }
+    /// Applies a run of consecutive puts (one per address, see [`BatchStep::Puts`]) with one
+    /// embedding call.
+    async fn put_run(&self, items: &mut Items, run: &[PutOp]) -> Result<(), StoreError> {
         let now = Timestamp::now();
         // Plan the vectors against what is stored, then embed every new text at once.
         let mut plans = Vec::new();
-        for addr in &order {
-            let op = last[addr];
+        for op in run {
             let (Some(value), Some(index)) = (&op.value, &self.index) else {
                 plans.push(VectorPlan::default());
                 continue;
@@ -168,8 +161,7 @@ impl InMemoryStore {
             Some(index) => index.embed_texts(&texts).await?,
             None => BTreeMap::new(),
         };
-        for (addr, plan) in order.into_iter().zip(plans) {
-            let op = last[&addr];
+        for (op, plan) in run.iter().zip(plans) {
             let Some(value) = &op.value else {
                 if let Some(m) = items.get_mut(&op.namespace) {
                     m.remove(&op.key);
@@ -220,45 +212,30 @@ impl InMemoryStore {
 #[async_trait]
 impl Store for InMemoryStore {
     async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, StoreError> {
-        validate_ops(&ops)?;
-        // Embed the queries before taking the lock.
-        let mut queries: HashMap<usize, Vec<f32>> = HashMap::new();
-        if let Some(index) = &self.index {
-            for (i, op) in ops.iter().enumerate() {
-                if let Op::Search(SearchOp { query: Some(q), .. }) = op {
-                    queries.insert(i, index.embed_query(q).await?);
-                }
-            }
-        }
+        let steps = plan_batch(ops, self.index.as_ref()).await?;
         let mut items = self.items.write().await;
-        let mut results = Vec::with_capacity(ops.len());
-        let mut i = 0;
-        while i < ops.len() {
-            if let Op::Put(_) = &ops[i] {
-                let run: Vec<&PutOp> = ops[i..]
-                    .iter()
-                    .map_while(|o| match o {
-                        Op::Put(p) => Some(p),
-                        _ => None,
-                    })
-                    .collect();
-                self.put_run(&mut items, &run).await?;
-                results.extend(run.iter().map(|_| OpResult::Put));
-                i += run.len();
-                continue;
+        let mut results = Vec::new();
+        for step in steps {
+            match step {
+                BatchStep::Puts { ops, given } => {
+                    self.put_run(&mut items, &ops).await?;
+                    results.extend((0..given).map(|_| OpResult::Put));
+                }
+                BatchStep::Reads(reads) => {
+                    for read in reads {
+                        let now = Timestamp::now();
+                        results.push(match &read {
+                            ReadOp::Get(g) => OpResult::Get(Self::get(&mut items, g, now)),
+                            ReadOp::Search(s, query) => {
+                                OpResult::Search(Self::search(&mut items, s, query.as_ref(), now)?)
+                            }
+                            ReadOp::ListNamespaces(l) => {
+                                OpResult::ListNamespaces(Self::list_namespaces(&items, l, now))
+                            }
+                        });
+                    }
+                }
             }
-            let now = Timestamp::now();
-            results.push(match &ops[i] {
-                Op::Get(g) => OpResult::Get(Self::get(&mut items, g, now)),
-                Op::Search(s) => {
-                    OpResult::Search(Self::search(&mut items, s, queries.get(&i), now)?)
-                }
-                Op::ListNamespaces(l) => {
-                    OpResult::ListNamespaces(Self::list_namespaces(&items, l, now))
-                }
-                Op::Put(_) => unreachable!("handled above"),
-            });
-            i += 1;
         }
         Ok(results)
     }

@@ -406,6 +406,34 @@ impl Default for TtlConfig {
     }
 }
 
+/// How to open a store: semantic search (if any) and TTL behaviour.
+#[derive(Clone, Debug, Default)]
+pub struct StoreOptions {
+    /// Semantic search; `None` stores documents without vectors.
+    pub index: Option<IndexConfig>,
+    /// TTL behaviour.
+    pub ttl: TtlConfig,
+}
+
+impl StoreOptions {
+    /// No index, no default TTL.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Embeds documents with `index`.
+    pub fn index(mut self, index: IndexConfig) -> Self {
+        self.index = Some(index);
+        self
+    }
+
+    /// Uses `ttl`.
+    pub fn ttl(mut self, ttl: TtlConfig) -> Self {
+        self.ttl = ttl;
+        self
+    }
+}
+
 /// What can go wrong in a store operation.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -507,6 +535,86 @@ pub fn validate_namespace(namespace: &[String], for_put: bool) -> Result<(), Sto
         return Err(bad("the root label `langgraph` is reserved".into()));
     }
     Ok(())
+}
+
+/// A read op of a batch, a search's query already embedded.
+#[derive(Debug)]
+pub enum ReadOp {
+    /// A get.
+    Get(GetOp),
+    /// A search, with its `query` embedded when the store has an index.
+    Search(SearchOp, Option<Vec<f32>>),
+    /// A list-namespaces.
+    ListNamespaces(ListNamespacesOp),
+}
+
+/// One step of a batch as backends run it, in the batch's order.
+#[derive(Debug)]
+pub enum BatchStep {
+    /// Consecutive puts, applied together.
+    Puts {
+        /// One put per address (the last one given for it), in the order the addresses
+        /// first appear.
+        ops: Vec<PutOp>,
+        /// How many puts the batch gave (one `OpResult::Put` is due for each).
+        given: usize,
+    },
+    /// Consecutive reads; each yields one result.
+    Reads(Vec<ReadOp>),
+}
+
+/// Prepares a batch for a backend: validates every op ([`validate_ops`]), embeds the search
+/// queries (before any database work, so no transaction waits on the model), and groups the
+/// ops into [`BatchStep`]s.
+pub async fn plan_batch(
+    ops: Vec<Op>,
+    index: Option<&IndexConfig>,
+) -> Result<Vec<BatchStep>, StoreError> {
+    validate_ops(&ops)?;
+    let mut steps: Vec<BatchStep> = Vec::new();
+    let mut positions: std::collections::HashMap<(Namespace, String), usize> =
+        std::collections::HashMap::new();
+    for op in ops {
+        match op {
+            Op::Put(put) => {
+                if !matches!(steps.last(), Some(BatchStep::Puts { .. })) {
+                    steps.push(BatchStep::Puts {
+                        ops: Vec::new(),
+                        given: 0,
+                    });
+                    positions.clear();
+                }
+                if let Some(BatchStep::Puts { ops, given }) = steps.last_mut() {
+                    *given += 1;
+                    let address = (put.namespace.clone(), put.key.clone());
+                    match positions.get(&address) {
+                        Some(&i) => ops[i] = put,
+                        None => {
+                            positions.insert(address, ops.len());
+                            ops.push(put);
+                        }
+                    }
+                }
+            }
+            Op::Get(get) => push_read(&mut steps, ReadOp::Get(get)),
+            Op::ListNamespaces(list) => push_read(&mut steps, ReadOp::ListNamespaces(list)),
+            Op::Search(search) => {
+                let query = match (&search.query, index) {
+                    (Some(q), Some(index)) => Some(index.embed_query(q).await?),
+                    _ => None,
+                };
+                push_read(&mut steps, ReadOp::Search(search, query));
+            }
+        }
+    }
+    Ok(steps)
+}
+
+fn push_read(steps: &mut Vec<BatchStep>, read: ReadOp) {
+    match steps.last_mut() {
+        Some(BatchStep::Reads(reads)) => reads.push(read),
+        _ => steps.push(BatchStep::Reads(vec![read])),
+    }
 }
 
 /// Validates every op of a batch before anything runs: namespaces, put values, filters and

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use stategraph::CheckpointSaver;
+use stategraph_checkpoint::conformance::Cleanup;
 
 /// The Postgres test server (`STATEGRAPH_TEST_POSTGRES_URL`, default the local one).
 pub(crate) fn postgres_url() -> String {
@@ -12,42 +13,30 @@ pub(crate) fn postgres_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
 }
 
-/// Drops a test schema when dropped.
-pub(crate) struct SchemaGuard(String);
-
-impl Drop for SchemaGuard {
-    fn drop(&mut self) {
-        let schema = self.0.clone();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                if let Ok((client, conn)) =
-                    tokio_postgres::connect(&postgres_url(), tokio_postgres::NoTls).await
-                {
-                    let task = tokio::spawn(conn);
-                    let _ = client
-                        .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-                        .await;
-                    drop(client);
-                    let _ = task.await;
-                }
-            });
-        })
-        .join();
-    }
+/// Drops a test schema (with everything in it) when the guard goes away.
+pub(crate) fn drop_schema(schema: String) -> Cleanup {
+    Cleanup::new(async move {
+        if let Ok((client, conn)) =
+            tokio_postgres::connect(&postgres_url(), tokio_postgres::NoTls).await
+        {
+            let task = tokio::spawn(conn);
+            let _ = client
+                .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+                .await;
+            drop(client);
+            let _ = task.await;
+        }
+    })
 }
 
 /// A Postgres saver on a fresh schema; fails the test if the server cannot be reached.
-pub(crate) async fn postgres() -> (Arc<dyn CheckpointSaver>, SchemaGuard) {
+pub(crate) async fn postgres() -> (Arc<dyn CheckpointSaver>, Cleanup) {
     let (saver, guard, _) = postgres_with_url().await;
     (saver, guard)
 }
 
 /// Like [`postgres`], plus a URL that points other clients (Python) at the same schema.
-pub(crate) async fn postgres_with_url() -> (Arc<dyn CheckpointSaver>, SchemaGuard, String) {
+pub(crate) async fn postgres_with_url() -> (Arc<dyn CheckpointSaver>, Cleanup, String) {
     let schema = format!("sg_test_{}", stategraph::uuid6(None).replace('-', ""));
     let saver = stategraph_postgres::PostgresConfig::from_url(&postgres_url())
         .unwrap()
@@ -59,11 +48,11 @@ pub(crate) async fn postgres_with_url() -> (Arc<dyn CheckpointSaver>, SchemaGuar
     let base = postgres_url();
     let sep = if base.contains('?') { '&' } else { '?' };
     let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
-    (Arc::new(saver), SchemaGuard(schema), url)
+    (Arc::new(saver), drop_schema(schema), url)
 }
 
 /// A MySQL/MariaDB saver on a fresh database (dropped afterwards by the guard).
-pub(crate) async fn mysql() -> (Arc<dyn CheckpointSaver>, DatabaseGuard) {
+pub(crate) async fn mysql() -> (Arc<dyn CheckpointSaver>, Cleanup) {
     let url = std::env::var("STATEGRAPH_TEST_MYSQL_URL")
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned());
     let name = format!("sg_test_{}", stategraph::uuid6(None).replace('-', ""));
@@ -73,32 +62,20 @@ pub(crate) async fn mysql() -> (Arc<dyn CheckpointSaver>, DatabaseGuard) {
         .connect()
         .await
         .unwrap_or_else(|e| panic!("MySQL/MariaDB at {url} is required: {e}"));
-    (Arc::new(saver), DatabaseGuard(url, name))
+    (Arc::new(saver), drop_database(url, name))
 }
 
-/// Drops a test database when dropped.
-pub(crate) struct DatabaseGuard(String, String);
-
-impl Drop for DatabaseGuard {
-    fn drop(&mut self) {
-        let (url, name) = (self.0.clone(), self.1.clone());
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                use mysql_async::prelude::Queryable;
-                if let Ok(mut conn) = mysql_async::Conn::from_url(url).await {
-                    let _ = conn
-                        .query_drop(format!("DROP DATABASE IF EXISTS `{name}`"))
-                        .await;
-                    let _ = conn.disconnect().await;
-                }
-            });
-        })
-        .join();
-    }
+/// Drops a test database when the guard goes away.
+fn drop_database(url: String, name: String) -> Cleanup {
+    Cleanup::new(async move {
+        use mysql_async::prelude::Queryable;
+        if let Ok(mut conn) = mysql_async::Conn::from_url(url).await {
+            let _ = conn
+                .query_drop(format!("DROP DATABASE IF EXISTS `{name}`"))
+                .await;
+            let _ = conn.disconnect().await;
+        }
+    })
 }
 
 /// A Redis saver under a fresh key prefix (keys deleted afterwards by the guard).
