@@ -18,12 +18,16 @@ ACTIONS, in order: `run` (invoke with the graph's standard input), `resume` (inv
 (update_state with {"foo": "x"} as node_a), `messages` (the `chat` graph's messages as
 [class, content, id]).
 
+With LANGGRAPH_AES_KEY set, the saver encrypts with
+`EncryptedSerializer.from_pycryptodome_aes()` (that key).
+
 Used by the Rust interop tests to compare Python's view of threads stategraph wrote with
 Python's own runs, and to continue those threads from Python.
 """
 
 import json
 import operator
+import os
 import sqlite3
 import sys
 from typing import Annotated
@@ -145,17 +149,22 @@ def snapshot(s):
 
 
 def main(db, graph_name, thread, actions):
+    serde = None
+    if os.environ.get("LANGGRAPH_AES_KEY"):
+        from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+        serde = EncryptedSerializer.from_pycryptodome_aes()
     if db.startswith(("postgres://", "postgresql://")):
         from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg import Connection
         from psycopg.rows import dict_row
 
         conn = Connection.connect(db, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-        saver = PostgresSaver(conn)
+        saver = PostgresSaver(conn, serde=serde)
         saver.setup()
     else:
         conn = sqlite3.connect(db, check_same_thread=False)
-        saver = SqliteSaver(conn)
+        saver = SqliteSaver(conn, serde=serde)
     graph, std_input = build(graph_name, saver)
     config = {"configurable": {"thread_id": thread}}
     out = {}

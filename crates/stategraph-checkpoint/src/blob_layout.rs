@@ -52,7 +52,9 @@ pub fn inline_json(v: &Value) -> Option<Json> {
 }
 
 /// Splits a checkpoint into its JSON (inline values only; a `_DeltaSnapshot` leaves an inline
-/// `true` marker) and the blob rows of channels in `new_versions` that are not inline.
+/// `true` marker) and the blob rows of channels in `new_versions` that are not inline. When
+/// the serializer asks for it ([`Serializer::inline_primitives`] is `false`), nothing is
+/// inline.
 pub fn split_checkpoint(
     serde: &dyn Serializer,
     config: &CheckpointConfig,
@@ -61,13 +63,14 @@ pub fn split_checkpoint(
 ) -> Result<SplitCheckpoint> {
     let mut inline = serde_json::Map::new();
     let mut blobs = Vec::new();
+    let may_inline = serde.inline_primitives();
     for (channel, value) in &cp.channel_values {
         let snapshot =
             matches!(value, Value::Ext(e) if e.ext_code() == Some(ExtCode::DeltaSnapshot));
         let as_blob = if snapshot {
             inline.insert(channel.clone(), Json::Bool(true));
             true
-        } else if let Some(j) = inline_json(value) {
+        } else if let Some(j) = inline_json(value).filter(|_| may_inline) {
             inline.insert(channel.clone(), j);
             false
         } else {

@@ -5,11 +5,15 @@
 //! key being the raw bytes of `LANGGRAPH_AES_KEY` (16, 24 or 32 bytes). Data without a `+` in
 //! its tag is read as plaintext, so a database can hold both.
 //!
-//! What stays in the clear is decided by the saver, not by the serializer: every saver
-//! encrypts what goes through the serializer (SQLite: the whole checkpoint and every write;
-//! Postgres/MySQL: blobs and writes), while checkpoint metadata — and, on Postgres/MySQL, the
-//! primitive channel values kept inline in the checkpoint JSON — stay readable, exactly as in
-//! LangGraph.
+//! What stays in the clear: every saver encrypts what goes through the serializer (SQLite:
+//! the whole checkpoint and every write; Postgres/MySQL: blobs and writes; Redis: checkpoints
+//! and writes). Checkpoint metadata stays readable everywhere, exactly as in LangGraph (it is
+//! what `list(filter=…)` queries, and what Python's loop reads to continue a thread). On
+//! Postgres/MySQL, LangGraph also keeps primitive channel values (None, str, numbers, bool)
+//! inline in the checkpoint JSON, in the clear; [`EncryptedSerializer::encrypt_inline_values`]
+//! sends them through the cipher into blob rows instead. Python reads such checkpoints and
+//! continues such threads unchanged (it loads blobs for every channel), but the checkpoints
+//! *Python* writes on a shared thread inline its primitives in the clear again.
 
 use std::fmt;
 use std::sync::Arc;
@@ -157,12 +161,26 @@ impl Cipher for AesEaxCipher {
 pub struct EncryptedSerializer {
     inner: Arc<dyn Serializer>,
     cipher: Arc<dyn Cipher>,
+    encrypt_inline: bool,
 }
 
 impl EncryptedSerializer {
     /// `inner`'s output, encrypted with `cipher`.
     pub fn new(inner: Arc<dyn Serializer>, cipher: Arc<dyn Cipher>) -> Self {
-        Self { inner, cipher }
+        Self {
+            inner,
+            cipher,
+            encrypt_inline: false,
+        }
+    }
+
+    /// Also encrypts the primitive channel values LangGraph keeps inline, in the clear, in the
+    /// checkpoint JSON of Postgres and MySQL: they become encrypted blob rows. Costs one blob
+    /// row per changed primitive channel; Python still reads and continues the threads (see
+    /// the module docs for what its own writes leave in the clear).
+    pub fn encrypt_inline_values(mut self) -> Self {
+        self.encrypt_inline = true;
+        self
     }
 
     /// LangGraph's `EncryptedSerializer.from_pycryptodome_aes()`: the default serializer,
@@ -199,12 +217,23 @@ impl Serializer for EncryptedSerializer {
             }
         }
     }
+
+    fn inline_primitives(&self) -> bool {
+        !self.encrypt_inline && self.inner.inline_primitives()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::value;
+
+    #[test]
+    fn inline_values_stay_plaintext_unless_asked() {
+        let s = EncryptedSerializer::aes(b"0123456789abcdef").unwrap();
+        assert!(s.inline_primitives(), "LangGraph's layout by default");
+        assert!(!s.encrypt_inline_values().inline_primitives());
+    }
 
     #[test]
     fn round_trip_and_layout() {

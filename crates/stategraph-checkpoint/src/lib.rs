@@ -53,6 +53,7 @@ mod memory;
 mod messages;
 mod metadata;
 pub mod prune;
+pub mod py;
 mod saver;
 mod serializer;
 pub mod store;

@@ -90,6 +90,14 @@ pub trait Serializer: Send + Sync + fmt::Debug {
     fn dumps_typed(&self, value: &Value) -> Result<(String, Vec<u8>), SerdeError>;
     /// Deserializes bytes stored under `type_tag`.
     fn loads_typed(&self, type_tag: &str, data: &[u8]) -> Result<Value, SerdeError>;
+
+    /// Whether savers with LangGraph's blob layout (Postgres, MySQL) may keep primitive
+    /// channel values (None, str, numbers, bool) inline in the checkpoint's JSON, in the
+    /// clear, as LangGraph does. `false` sends every value through this serializer into a
+    /// blob row. Default `true`.
+    fn inline_primitives(&self) -> bool {
+        true
+    }
 }
 
 /// LangGraph's default serializer: `null` for `None`, `bytes` for top-level bytes, msgpack

@@ -136,6 +136,26 @@ impl Scratchpad {
     }
 }
 
+/// An `Interrupt` in a typed state or value is stored as Python stores
+/// `langgraph.types.Interrupt`.
+impl stategraph_checkpoint::py::PyType for Interrupt {
+    fn to_py(&self) -> Result<Value, stategraph_checkpoint::SerdeError> {
+        Ok(self.to_value())
+    }
+
+    fn from_py(value: &Value) -> Result<Self, stategraph_checkpoint::SerdeError> {
+        stategraph_checkpoint::py::object_data(
+            value,
+            ExtCode::ConstructorKwArgs,
+            &[("langgraph.types", "Interrupt")],
+        )?;
+        Self::from_value(value).ok_or_else(|| stategraph_checkpoint::SerdeError::Shape {
+            path: String::new(),
+            message: format!("an Interrupt needs a value and an id: {value}"),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

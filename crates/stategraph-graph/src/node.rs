@@ -232,6 +232,39 @@ where
     })
 }
 
+/// A `Send` in a typed state or value is stored as Python stores `langgraph.types.Send`.
+impl<U: serde::Serialize + serde::de::DeserializeOwned> stategraph_checkpoint::py::PyType
+    for Send<U>
+{
+    fn to_py(&self) -> Result<stategraph_checkpoint::Value, stategraph_checkpoint::SerdeError> {
+        let arg = crate::state::to_value(&self.arg).map_err(|e| {
+            stategraph_checkpoint::SerdeError::Shape {
+                path: "arg".into(),
+                message: e.to_string(),
+            }
+        })?;
+        Ok(send_value(&self.node, arg))
+    }
+
+    fn from_py(
+        value: &stategraph_checkpoint::Value,
+    ) -> Result<Self, stategraph_checkpoint::SerdeError> {
+        stategraph_checkpoint::py::object_data(
+            value,
+            stategraph_checkpoint::ExtCode::ConstructorPosArgs,
+            &[("langgraph.types", "Send")],
+        )?;
+        let shape = |message: String| stategraph_checkpoint::SerdeError::Shape {
+            path: String::new(),
+            message,
+        };
+        let (node, arg) =
+            parse_send(value).ok_or_else(|| shape(format!("a Send needs [node, arg]: {value}")))?;
+        let arg = crate::state::from_value("arg", &arg).map_err(|e| shape(e.to_string()))?;
+        Ok(Self { node, arg })
+    }
+}
+
 /// A `Send` as LangGraph stores it: ext 1, `["langgraph.types", "Send", [node, arg]]`.
 pub(crate) fn send_value(
     node: &str,

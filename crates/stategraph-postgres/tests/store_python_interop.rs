@@ -13,9 +13,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,35 +25,14 @@ mod common;
 
 use common::*;
 
-use stategraph_checkpoint::conformance::python_interpreter as python;
+use stategraph_checkpoint::conformance::run_python_json;
 
 /// Runs `pg_store.py URL SCHEMA ACTION` with `input` on stdin; returns its JSON output.
 fn py(schema: &str, action: &str, input: &Json) -> Json {
     let script =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/interop/pg_store.py");
-    let mut child = Command::new(python())
-        .arg(script)
-        .arg(url())
-        .arg(schema)
-        .arg(action)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "pg_store.py {action} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let args = [script.into_os_string(), url().into(), schema.into(), action.into()];
+    run_python_json(args, &input.to_string())
 }
 
 /// A fresh schema (pgvector required), dropped when the guard (field 1, held only for its

@@ -39,7 +39,7 @@ async fn kill_other_sessions() -> u64 {
 
 #[tokio::test]
 async fn connection_terminated_mid_run() {
-    let (_, guard, url) = common::postgres_with_url().await;
+    let (_, guard, url) = common::postgres_with_url(None).await;
     let url = format!("{url}&application_name=stategraph-loss-test");
     let saver: Arc<dyn CheckpointSaver> = Arc::new(
         stategraph_postgres::PostgresConfig::from_url(&url)

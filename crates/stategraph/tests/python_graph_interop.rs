@@ -150,9 +150,26 @@ fn py(
     thread: &str,
     actions: &[&str],
 ) -> Json {
+    py_with_key(None, db, graph, thread, actions)
+}
+
+/// [`py`] with Python's saver encrypting under `aes_key`
+/// (`EncryptedSerializer.from_pycryptodome_aes()`, the key in `LANGGRAPH_AES_KEY`).
+fn py_with_key(
+    aes_key: Option<&str>,
+    db: &(impl AsRef<std::ffi::OsStr> + ?Sized),
+    graph: &str,
+    thread: &str,
+    actions: &[&str],
+) -> Json {
     let script =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/interop/seed_graph.py");
-    let out = Process::new(python())
+    let mut cmd = Process::new(python());
+    match aes_key {
+        Some(key) => cmd.env("LANGGRAPH_AES_KEY", key),
+        None => cmd.env_remove("LANGGRAPH_AES_KEY"),
+    };
+    let out = cmd
         .arg(script)
         .arg(db)
         .arg(graph)
@@ -237,6 +254,8 @@ fn shape(history: &[Json]) -> Vec<Json> {
 struct Backend {
     saver: Arc<dyn CheckpointSaver>,
     python_db: String,
+    /// Both sides encrypt with this AES key.
+    aes_key: Option<&'static str>,
     _keep: Box<dyn std::any::Any + std::marker::Send>,
 }
 
@@ -246,15 +265,32 @@ fn sqlite_backend() -> Backend {
     Backend {
         saver: Arc::new(SqliteSaver::open(&db).unwrap()),
         python_db: db.display().to_string(),
+        aes_key: None,
         _keep: Box::new(dir),
     }
 }
 
 async fn postgres_backend() -> Backend {
-    let (saver, guard, url) = common::postgres_with_url().await;
+    let (saver, guard, url) = common::postgres_with_url(None).await;
     Backend {
         saver,
         python_db: url,
+        aes_key: None,
+        _keep: Box::new(guard),
+    }
+}
+
+/// The AES key both sides use in the encrypted interop tests (raw bytes, as
+/// `LANGGRAPH_AES_KEY` holds them).
+const AES_KEY: &str = "0123456789abcdef0123456789abcdef";
+
+async fn encrypted_postgres_backend() -> Backend {
+    let serde = stategraph::EncryptedSerializer::aes(AES_KEY.as_bytes()).unwrap();
+    let (saver, guard, url) = common::postgres_with_url(Some(Arc::new(serde))).await;
+    Backend {
+        saver,
+        python_db: url,
+        aes_key: Some(AES_KEY),
         _keep: Box::new(guard),
     }
 }
@@ -266,7 +302,7 @@ async fn check<S: stategraph::State>(
     history_len_after_two_runs: usize,
 ) {
     check_on(
-        sqlite_backend(),
+        &sqlite_backend(),
         graph_name,
         build,
         input,
@@ -276,13 +312,16 @@ async fn check<S: stategraph::State>(
 }
 
 async fn check_on<S: stategraph::State>(
-    backend: Backend,
+    backend: &Backend,
     graph_name: &str,
     build: impl Fn(Arc<dyn CheckpointSaver>) -> CompiledGraph<S>,
     input: impl Fn() -> S::Update,
     history_len_after_two_runs: usize,
 ) {
     let db = backend.python_db.clone();
+    let py = |db: &str, graph: &str, thread: &str, actions: &[&str]| {
+        py_with_key(backend.aes_key, db, graph, thread, actions)
+    };
     let graph = build(Arc::clone(&backend.saver));
     let rust = RunConfig::thread("rust");
     graph.invoke(Some(input()), rust.clone()).await.unwrap();
@@ -535,7 +574,7 @@ async fn interrupted_threads_are_shared_with_python() {
 #[tokio::test]
 async fn seed_graph_threads_are_shared_with_python_on_postgres() {
     check_on(
-        postgres_backend().await,
+        &postgres_backend().await,
         "seed",
         seed_graph,
         || SeedUpdate::default().foo("").bar(Vec::<String>::new()),
@@ -544,10 +583,150 @@ async fn seed_graph_threads_are_shared_with_python_on_postgres() {
     .await;
 }
 
+/// Python's `EncryptedSerializer.from_pycryptodome_aes()` and ours share encrypted threads on
+/// Postgres in both directions; what stays in the clear is exactly what LangGraph leaves in
+/// the clear; a wrong key or no key is a typed error naming the thread and channel.
+#[tokio::test]
+async fn encrypted_threads_are_shared_with_python_on_postgres() {
+    let backend = encrypted_postgres_backend().await;
+    check_on(
+        &backend,
+        "seed",
+        seed_graph,
+        || SeedUpdate::default().foo("").bar(Vec::<String>::new()),
+        8,
+    )
+    .await;
+
+    // At rest: every serialized blob and write is `<tag>+aes` (only "empty" markers are not
+    // serialized at all); inline primitives (`foo`) stay in the checkpoint JSONB, as in
+    // Python.
+    let (client, conn) = tokio_postgres::connect(&backend.python_db, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    for table in ["checkpoint_blobs", "checkpoint_writes"] {
+        let types: Vec<String> = client
+            .query(&format!("SELECT DISTINCT type FROM {table}"), &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert!(!types.is_empty(), "{table} is empty");
+        for t in &types {
+            assert!(t == "empty" || t.ends_with("+aes"), "{table} holds `{t}`");
+        }
+    }
+    let inline: Json = client
+        .query_one(
+            "SELECT checkpoint -> 'channel_values' FROM checkpoints \
+             WHERE thread_id = 'rust' ORDER BY checkpoint_id DESC LIMIT 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        inline["foo"],
+        json!("b"),
+        "inline primitives stay plaintext"
+    );
+    assert!(inline.get("bar").is_none(), "lists live in encrypted blobs");
+
+    // The wrong key, or no key, is a typed error that names where the bytes are.
+    let schema = backend.python_db.rsplit("search_path%3D").next().unwrap();
+    let reader = |serde: Option<Arc<dyn stategraph::Serializer>>| {
+        let mut config = stategraph_postgres::PostgresConfig::from_url(&common::postgres_url())
+            .unwrap()
+            .schema(schema)
+            .pool_size(1)
+            .without_setup();
+        if let Some(serde) = serde {
+            config = config.serializer(serde);
+        }
+        config
+    };
+    let wrong = stategraph::EncryptedSerializer::aes(b"fedcba9876543210fedcba9876543210").unwrap();
+    for (config, what) in [
+        (reader(Some(Arc::new(wrong))), "a wrong key"),
+        (reader(None), "no key"),
+    ] {
+        let saver = config.connect().await.unwrap();
+        let err = saver
+            .get_tuple(&stategraph::CheckpointConfig::new("rust"))
+            .await
+            .expect_err(what);
+        assert!(
+            matches!(err, stategraph::Error::Serialization { .. }),
+            "{what}: {err}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.contains("rust") && message.contains("bar"),
+            "{what}: {message}"
+        );
+    }
+
+    // `encrypt_inline_values`: nothing is left in the checkpoint JSON, and Python still reads
+    // exactly what we read.
+    let private = stategraph::EncryptedSerializer::aes(AES_KEY.as_bytes())
+        .unwrap()
+        .encrypt_inline_values();
+    let saver = reader(Some(Arc::new(private))).connect().await.unwrap();
+    let graph = seed_graph(Arc::new(saver));
+    let config = RunConfig::thread("private");
+    graph
+        .invoke(
+            Some(SeedUpdate::default().foo("").bar(Vec::<String>::new())),
+            config.clone(),
+        )
+        .await
+        .unwrap();
+    let inline: Vec<Json> = client
+        .query(
+            "SELECT checkpoint -> 'channel_values' FROM checkpoints WHERE thread_id = 'private'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(inline.len(), 4);
+    for values in &inline {
+        assert_eq!(values, &json!({}), "no value stays inline");
+    }
+    let foo_blobs: i64 = client
+        .query_one(
+            "SELECT count(*) FROM checkpoint_blobs WHERE thread_id = 'private' \
+             AND channel = 'foo' AND type = 'msgpack+aes'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(foo_blobs >= 2, "foo went to encrypted blobs ({foo_blobs})");
+    let ours = ours(
+        &graph
+            .get_state_history(&config, Default::default())
+            .await
+            .unwrap(),
+    );
+    let theirs = py_with_key(
+        Some(AES_KEY),
+        &backend.python_db,
+        "seed",
+        "private",
+        &["history"],
+    );
+    assert_eq!(theirs["history"].as_array().unwrap(), &ours);
+}
+
 #[tokio::test]
 async fn subgraph_threads_are_shared_with_python_on_postgres() {
     check_on(
-        postgres_backend().await,
+        &postgres_backend().await,
         "sub",
         sub_graph,
         || {

@@ -58,6 +58,43 @@ pub use prune::*;
 pub use put::*;
 pub use put_writes::*;
 
+/// Runs the pinned Python ([`python_interpreter`]) with `args`, `input` on its stdin, and
+/// parses its stdout as JSON. Panics with Python's stderr when it fails.
+pub fn run_python_json<I, S>(args: I, input: &str) -> serde_json::Value
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(|a| a.as_ref().into()).collect();
+    let mut child = Command::new(python_interpreter())
+        .args(&args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting Python");
+    child
+        .stdin
+        .take()
+        .expect("Python's stdin")
+        .write_all(input.as_bytes())
+        .expect("writing to Python");
+    let out = child.wait_with_output().expect("waiting for Python");
+    assert!(
+        out.status.success(),
+        "python {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "python {args:?} printed no JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
 /// Runs an async clean-up when dropped — a test's scratch schema, database or key prefix —
 /// on a runtime of its own in a thread of its own, so it works from sync and async tests
 /// alike (a `Drop` cannot await, and cannot block inside the test's runtime).

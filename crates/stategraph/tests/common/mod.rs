@@ -31,17 +31,24 @@ pub(crate) fn drop_schema(schema: String) -> Cleanup {
 
 /// A Postgres saver on a fresh schema; fails the test if the server cannot be reached.
 pub(crate) async fn postgres() -> (Arc<dyn CheckpointSaver>, Cleanup) {
-    let (saver, guard, _) = postgres_with_url().await;
+    let (saver, guard, _) = postgres_with_url(None).await;
     (saver, guard)
 }
 
-/// Like [`postgres`], plus a URL that points other clients (Python) at the same schema.
-pub(crate) async fn postgres_with_url() -> (Arc<dyn CheckpointSaver>, Cleanup, String) {
+/// Like [`postgres`] (with `serializer` instead of the default one, if given), plus a URL
+/// that points other clients (Python) at the same schema.
+pub(crate) async fn postgres_with_url(
+    serializer: Option<Arc<dyn stategraph::Serializer>>,
+) -> (Arc<dyn CheckpointSaver>, Cleanup, String) {
     let schema = format!("sg_test_{}", stategraph::uuid6(None).replace('-', ""));
-    let saver = stategraph_postgres::PostgresConfig::from_url(&postgres_url())
+    let mut config = stategraph_postgres::PostgresConfig::from_url(&postgres_url())
         .unwrap()
         .schema(schema.clone())
-        .pool_size(4)
+        .pool_size(4);
+    if let Some(serializer) = serializer {
+        config = config.serializer(serializer);
+    }
+    let saver = config
         .connect()
         .await
         .unwrap_or_else(|e| panic!("PostgreSQL at {} is required: {e}", postgres_url()));
