@@ -45,6 +45,7 @@
 pub mod allowlist;
 pub mod blob_layout;
 mod checkpoint;
+pub mod codec;
 mod config;
 mod encrypted;
 mod error;
