@@ -31,7 +31,12 @@ use stategraph_checkpoint::conformance::run_python_json;
 fn py(schema: &str, action: &str, input: &Json) -> Json {
     let script =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/interop/pg_store.py");
-    let args = [script.into_os_string(), url().into(), schema.into(), action.into()];
+    let args = [
+        script.into_os_string(),
+        url().into(),
+        schema.into(),
+        action.into(),
+    ];
     run_python_json(args, &input.to_string())
 }
 
