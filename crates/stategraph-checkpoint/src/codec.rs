@@ -34,20 +34,17 @@
 //! # Ok::<(), Error>(()) }).unwrap();
 //! ```
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-
 use crate::error::{Error, Location, Result};
-use crate::saver::{Capabilities, CheckpointSaver, ListOptions};
+use crate::layer::{Layered, SaverLayer};
+use crate::saver::CheckpointSaver;
 use crate::serializer::SerdeError;
 use crate::value::{Ext, Value, decode, encode};
-use crate::{
-    ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointTuple, PruneStrategy,
-};
+use crate::{Checkpoint, CheckpointConfig, CheckpointTuple};
 
 /// The msgpack ext type of a codec-encoded value (payload `[tag, bytes]`). LangGraph's own
 /// ext types are 0–7.
@@ -91,26 +88,33 @@ impl Codec for RawBytesCodec {
     }
 }
 
-/// Wraps a saver so that channels with a registered [`Codec`] are stored in its format.
-#[derive(Clone)]
-pub struct CodecSaver {
-    inner: Arc<dyn CheckpointSaver>,
+/// The codecs of a [`CodecSaver`], by channel: a [`SaverLayer`].
+#[derive(Clone, Default)]
+pub struct Codecs {
     by_channel: BTreeMap<String, Arc<dyn Codec>>,
 }
 
-impl fmt::Debug for CodecSaver {
+impl fmt::Debug for Codecs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CodecSaver")
-            .field("inner", &self.inner.name())
-            .field(
-                "codecs",
-                &self
-                    .by_channel
-                    .iter()
-                    .map(|(c, codec)| (c.as_str(), codec.tag().to_owned()))
-                    .collect::<Vec<_>>(),
-            )
+        f.debug_map()
+            .entries(self.by_channel.iter().map(|(c, codec)| (c, codec.tag())))
             .finish()
+    }
+}
+
+/// A saver whose channels with a registered [`Codec`] are stored in the codec's format.
+pub type CodecSaver = Layered<Codecs>;
+
+impl Layered<Codecs> {
+    /// `inner`, with no codec yet.
+    pub fn new(inner: Arc<dyn CheckpointSaver>) -> Self {
+        Layered::wrap(inner, Codecs::default())
+    }
+
+    /// Stores `channel`'s values with `codec`.
+    pub fn with_codec(mut self, channel: impl Into<String>, codec: Arc<dyn Codec>) -> Self {
+        self.layer.by_channel.insert(channel.into(), codec);
+        self
     }
 }
 
@@ -121,21 +125,7 @@ fn shape(message: String) -> SerdeError {
     }
 }
 
-impl CodecSaver {
-    /// `inner`, with no codec yet.
-    pub fn new(inner: Arc<dyn CheckpointSaver>) -> Self {
-        Self {
-            inner,
-            by_channel: BTreeMap::new(),
-        }
-    }
-
-    /// Stores `channel`'s values with `codec`.
-    pub fn with_codec(mut self, channel: impl Into<String>, codec: Arc<dyn Codec>) -> Self {
-        self.by_channel.insert(channel.into(), codec);
-        self
-    }
-
+impl Codecs {
     /// The stored form of `channel`'s value: unchanged without a codec (and for `None`).
     fn encode_value(&self, channel: &str, value: &Value) -> std::result::Result<Value, SerdeError> {
         let Some(codec) = self.by_channel.get(channel) else {
@@ -180,24 +170,70 @@ impl CodecSaver {
             })?;
         codec.decode(&bytes)
     }
+}
 
-    fn encode_checkpoint(&self, config: &CheckpointConfig, cp: &Checkpoint) -> Result<Checkpoint> {
-        let mut cp = cp.clone();
+impl SaverLayer for Codecs {
+    fn store_checkpoint<'a>(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &'a Checkpoint,
+    ) -> Result<Cow<'a, Checkpoint>> {
+        if !checkpoint
+            .channel_values
+            .keys()
+            .any(|c| self.by_channel.contains_key(c))
+        {
+            return Ok(Cow::Borrowed(checkpoint));
+        }
+        let mut cp = checkpoint.clone();
         for (channel, value) in cp.channel_values.iter_mut() {
             if self.by_channel.contains_key(channel) {
                 *value = self.encode_value(channel, value).map_err(|e| {
                     Error::serialization(
-                        Location::checkpoint(&config.thread_id, &config.checkpoint_ns, &cp.id)
-                            .channel(channel.clone()),
+                        Location::checkpoint(
+                            &config.thread_id,
+                            &config.checkpoint_ns,
+                            &checkpoint.id,
+                        )
+                        .channel(channel.clone()),
                         e,
                     )
                 })?;
             }
         }
-        Ok(cp)
+        Ok(Cow::Owned(cp))
     }
 
-    fn decode_tuple(&self, mut t: CheckpointTuple) -> Result<CheckpointTuple> {
+    fn store_writes<'a>(
+        &self,
+        config: &CheckpointConfig,
+        writes: &'a [(String, Value)],
+    ) -> Result<Cow<'a, [(String, Value)]>> {
+        if !writes.iter().any(|(c, _)| self.by_channel.contains_key(c)) {
+            return Ok(Cow::Borrowed(writes));
+        }
+        let encoded = writes
+            .iter()
+            .map(|(channel, value)| {
+                let stored = self.encode_value(channel, value).map_err(|e| {
+                    Error::serialization(
+                        Location::checkpoint(
+                            &config.thread_id,
+                            &config.checkpoint_ns,
+                            config.checkpoint_id.as_deref().unwrap_or_default(),
+                        )
+                        .part("write")
+                        .channel(channel.clone()),
+                        e,
+                    )
+                })?;
+                Ok((channel.clone(), stored))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Cow::Owned(encoded))
+    }
+
+    fn load_tuple(&self, mut t: CheckpointTuple) -> Result<CheckpointTuple> {
         let location = |channel: &str| {
             Location::checkpoint(
                 &t.config.thread_id,
@@ -221,107 +257,5 @@ impl CodecSaver {
         t.checkpoint.channel_values = values;
         t.pending_writes = writes;
         Ok(t)
-    }
-}
-
-#[async_trait]
-impl CheckpointSaver for CodecSaver {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
-    }
-
-    async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
-        match self.inner.get_tuple(config).await? {
-            Some(t) => Ok(Some(self.decode_tuple(t)?)),
-            None => Ok(None),
-        }
-    }
-
-    async fn list(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>> {
-        self.inner
-            .list(options)
-            .await?
-            .into_iter()
-            .map(|t| self.decode_tuple(t))
-            .collect()
-    }
-
-    async fn put(
-        &self,
-        config: &CheckpointConfig,
-        checkpoint: &Checkpoint,
-        metadata: &CheckpointMetadata,
-        new_versions: &ChannelVersions,
-    ) -> Result<CheckpointConfig> {
-        let cp = self.encode_checkpoint(config, checkpoint)?;
-        self.inner.put(config, &cp, metadata, new_versions).await
-    }
-
-    async fn put_if_latest(
-        &self,
-        config: &CheckpointConfig,
-        checkpoint: &Checkpoint,
-        metadata: &CheckpointMetadata,
-        new_versions: &ChannelVersions,
-        expected_latest: Option<&str>,
-    ) -> Result<CheckpointConfig> {
-        let cp = self.encode_checkpoint(config, checkpoint)?;
-        self.inner
-            .put_if_latest(config, &cp, metadata, new_versions, expected_latest)
-            .await
-    }
-
-    async fn put_writes(
-        &self,
-        config: &CheckpointConfig,
-        writes: &[(String, Value)],
-        task_id: &str,
-        task_path: &str,
-    ) -> Result<()> {
-        let writes = writes
-            .iter()
-            .map(|(channel, value)| {
-                let stored = self.encode_value(channel, value).map_err(|e| {
-                    Error::serialization(
-                        Location::checkpoint(
-                            &config.thread_id,
-                            &config.checkpoint_ns,
-                            config.checkpoint_id.as_deref().unwrap_or_default(),
-                        )
-                        .part("write")
-                        .channel(channel.clone()),
-                        e,
-                    )
-                })?;
-                Ok((channel.clone(), stored))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        self.inner
-            .put_writes(config, &writes, task_id, task_path)
-            .await
-    }
-
-    async fn delete_thread(&self, thread_id: &str) -> Result<()> {
-        self.inner.delete_thread(thread_id).await
-    }
-
-    async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
-        self.inner.delete_for_runs(run_ids).await
-    }
-
-    async fn copy_thread(&self, source: &str, target: &str) -> Result<()> {
-        self.inner.copy_thread(source, target).await
-    }
-
-    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
-        self.inner.prune(thread_ids, strategy).await
-    }
-
-    fn get_next_version(&self, current: Option<&ChannelVersion>) -> ChannelVersion {
-        self.inner.get_next_version(current)
     }
 }

@@ -50,12 +50,14 @@ mod config;
 mod encrypted;
 mod error;
 mod id;
+pub mod layer;
 mod memory;
 mod messages;
 mod metadata;
 pub mod prune;
 pub mod py;
 mod saver;
+mod sealed;
 mod serializer;
 pub mod store;
 pub mod value;
@@ -77,6 +79,7 @@ pub use saver::{
     Capabilities, CheckpointSaver, ListOptions, PruneStrategy, latest_conflict, validate_put,
     validate_put_writes,
 };
+pub use sealed::{SEALED_KEY, SealedMetadata, SealedMetadataSaver};
 pub use serializer::{JsonPlusSerializer, SerdeError, Serializer, tags};
 pub use value::{Ext, ExtCode, Map, PyObject, Value};
 pub use version::{ChannelVersion, ChannelVersions, next_version};

@@ -818,3 +818,61 @@ async fn chat_threads_with_langchain_messages_are_shared_with_python() {
         .collect();
     assert_eq!(texts, ["hello", "echo: hello", "hi", "echo: hi"]);
 }
+
+/// A thread whose metadata we sealed (`SealedMetadataSaver`): Python reads it (seeing the
+/// sealed entry, not the keys) and continues it; we read Python's new checkpoints and our
+/// sealed ones alike.
+#[tokio::test]
+async fn python_continues_a_thread_with_sealed_metadata() {
+    let backend = sqlite_backend();
+    let cipher = Arc::new(stategraph::AesEaxCipher::new(b"0123456789abcdef").unwrap());
+    let saver: Arc<dyn CheckpointSaver> = Arc::new(stategraph::SealedMetadataSaver::new(
+        Arc::clone(&backend.saver),
+        cipher,
+    ));
+    let graph = seed_graph(Arc::clone(&saver));
+    let mut config = RunConfig::thread("sealed");
+    config
+        .metadata
+        .insert("user".into(), json!("alice@example.com"));
+    graph
+        .invoke(
+            Some(SeedUpdate::default().foo("").bar(Vec::<String>::new())),
+            config.clone(),
+        )
+        .await
+        .unwrap();
+
+    let theirs = py(&backend.python_db, "seed", "sealed", &["history"]);
+    let theirs = theirs["history"].as_array().unwrap();
+    assert_eq!(theirs.len(), 4);
+    for s in theirs {
+        let m = &s["metadata"];
+        assert!(m.get("user").is_none(), "{m}");
+        assert!(m[stategraph::SEALED_KEY].is_string(), "{m}");
+    }
+
+    let continued = py(&backend.python_db, "seed", "sealed", &["run", "history"]);
+    assert_eq!(continued["history"].as_array().unwrap().len(), 8);
+    let ours = graph
+        .get_state_history(&RunConfig::thread("sealed"), Default::default())
+        .await
+        .unwrap();
+    assert_eq!(ours.len(), 8);
+    let with_user = ours
+        .iter()
+        .filter(|s| {
+            s.metadata
+                .as_ref()
+                .is_some_and(|m| m.extra.get("user") == Some(&json!("alice@example.com")))
+        })
+        .count();
+    assert_eq!(
+        with_user, 4,
+        "our four checkpoints unseal; Python's four have no user"
+    );
+    assert_eq!(
+        ours[0].values["bar"],
+        stategraph::value!(["a", "b", "a", "b"])
+    );
+}
