@@ -13,4 +13,11 @@ STATEGRAPH_PYTHON="$(scripts/python-env.sh | tail -n 1)"
 export STATEGRAPH_PYTHON
 
 scripts/install-pgvector.sh  # pgvector for the Postgres store (idempotent)
-cargo test --workspace "$@"
+scripts/install-model.sh >/dev/null  # all-MiniLM-L6-v2 for stategraph-embed (idempotent)
+
+# Every feature: all backends, the local embedding model, the OpenAI-compatible client, chrono.
+cargo test --workspace --all-features "$@"
+
+# The cross-thread memory example (thread 1 saves "I like pizza", thread 2 finds it by
+# meaning); it exits non-zero if the search does not find it first.
+cargo run --quiet -p stategraph --example memory_store --features minilm

@@ -15,6 +15,10 @@
 //! | `redis` | `RedisSaver` (plain Redis, no modules) | `redis://…` |
 //!
 //! [`open_saver`] picks the backend from a database URL; `memory:` gives an [`InMemorySaver`].
+//! [`open_store`] does the same for the cross-thread memory [`Store`](store::Store)
+//! (`memory:`, `sqlite:`, `postgres://`); features `minilm` and `openai` add text embeddings
+//! for its semantic search (`stategraph::embed`), `chrono` Python-compatible date and time
+//! types (`stategraph::py`).
 //!
 //! A graph over a typed state, checkpointed on SQLite:
 //!
@@ -69,6 +73,9 @@ use std::sync::Arc;
 pub use stategraph_checkpoint::*;
 /// `#[derive(State)]`: one channel per field, per-field reducers, a generated update type.
 pub use stategraph_derive::State;
+/// Text embeddings for the memory store (features `minilm`, `openai`).
+#[cfg(any(feature = "minilm", feature = "openai"))]
+pub use stategraph_embed as embed;
 /// The graph engine (also re-exported at the top level).
 pub use stategraph_graph as graph;
 /// The state trait `#[derive(State)]` implements.
