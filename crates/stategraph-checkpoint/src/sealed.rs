@@ -60,11 +60,11 @@ pub type SealedMetadataSaver = Layered<SealedMetadata>;
 /// The keys LangGraph's loop reads; never sealed.
 const STRUCTURAL: [&str; 3] = ["source", "step", "parents"];
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn unhex(text: &str) -> Option<Vec<u8>> {
+pub(crate) fn unhex(text: &str) -> Option<Vec<u8>> {
     if !text.len().is_multiple_of(2) {
         return None;
     }

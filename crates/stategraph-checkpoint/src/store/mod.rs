@@ -30,6 +30,7 @@ mod embed;
 pub mod filter;
 mod memory;
 pub mod path;
+mod sealed;
 mod time;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,6 +42,7 @@ use serde_json::{Map, Value as Json};
 
 pub use embed::{EmbeddingError, Embeddings, HashingEmbeddings};
 pub use memory::InMemoryStore;
+pub use sealed::{SEALED_KEY, SealedStore};
 pub use time::Timestamp;
 
 use crate::BoxError;
