@@ -21,3 +21,6 @@ cargo test --workspace --all-features "$@"
 # The cross-thread memory example (thread 1 saves "I like pizza", thread 2 finds it by
 # meaning); it exits non-zero if the search does not find it first.
 cargo run --quiet -p stategraph --example memory_store --features minilm
+
+# Coverage-guided fuzzing of everything that reads stored bytes, 20 s per target.
+scripts/fuzz.sh 20
