@@ -193,8 +193,17 @@ async fn assemble<C: GenericClient>(
         }
         let channels: Vec<&str> = pairs.iter().map(|(c, _)| c.as_str()).collect();
         let versions: Vec<&str> = pairs.iter().map(|(_, v)| v.as_str()).collect();
-        if !pairs.is_empty() {
-            let rows = client
+        let ids: Vec<&str> = members
+            .iter()
+            .map(|&i| parsed[i].0.checkpoint_id.as_str())
+            .collect();
+        // Both queries go out at once: the driver pipelines them on the one connection, so
+        // reading a checkpoint costs one round trip for its row and one for blobs + writes.
+        let blob_query = async {
+            if pairs.is_empty() {
+                return Ok(Vec::new());
+            }
+            client
                 .query_typed(
                     "SELECT b.channel, b.version, b.type, b.blob \
                      FROM unnest($3::text[], $4::text[]) AS x(channel, version) \
@@ -208,29 +217,28 @@ async fn assemble<C: GenericClient>(
                     ],
                 )
                 .await
-                .map_err(db("reading blobs"))?;
-            for r in rows {
-                let key = (thread.clone(), ns.clone(), r.get(0), r.get(1));
-                blobs.insert(key, (r.get(2), r.get(3)));
-            }
+                .map_err(db("reading blobs"))
+        };
+        let write_query = async {
+            client
+                .query_typed(
+                    "SELECT checkpoint_id, task_id, channel, type, blob, task_path, idx \
+                     FROM checkpoint_writes \
+                     WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY($3)",
+                    &[
+                        p(thread, Type::TEXT),
+                        p(ns, Type::TEXT),
+                        p(&ids, Type::TEXT_ARRAY),
+                    ],
+                )
+                .await
+                .map_err(db("reading writes"))
+        };
+        let (blob_rows, rows) = tokio::try_join!(blob_query, write_query)?;
+        for r in blob_rows {
+            let key = (thread.clone(), ns.clone(), r.get(0), r.get(1));
+            blobs.insert(key, (r.get(2), r.get(3)));
         }
-        let ids: Vec<&str> = members
-            .iter()
-            .map(|&i| parsed[i].0.checkpoint_id.as_str())
-            .collect();
-        let rows = client
-            .query_typed(
-                "SELECT checkpoint_id, task_id, channel, type, blob, task_path, idx \
-                 FROM checkpoint_writes \
-                 WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY($3)",
-                &[
-                    p(thread, Type::TEXT),
-                    p(ns, Type::TEXT),
-                    p(&ids, Type::TEXT_ARRAY),
-                ],
-            )
-            .await
-            .map_err(db("reading writes"))?;
         for r in rows {
             let checkpoint_id: String = r.get(0);
             let task_id: String = r.get(1);
