@@ -35,6 +35,7 @@ mod compiled;
 mod config;
 mod error;
 mod graph;
+pub mod inspect;
 mod interrupt;
 mod messages;
 mod node;
