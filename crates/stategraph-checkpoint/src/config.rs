@@ -60,3 +60,18 @@ impl CheckpointConfig {
         json!({ "configurable": c })
     }
 }
+
+/// A database URL without its password (`postgres://u:***@host/db`), for error messages and
+/// logs.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}

@@ -68,7 +68,9 @@ mod writes;
 pub mod conformance;
 
 pub use checkpoint::{Checkpoint, CheckpointTuple, LATEST_VERSION};
-pub use config::{CHECKPOINT_ID, CHECKPOINT_NS, CheckpointConfig, NS_END, NS_SEP, THREAD_ID};
+pub use config::{
+    CHECKPOINT_ID, CHECKPOINT_NS, CheckpointConfig, NS_END, NS_SEP, THREAD_ID, redact_url,
+};
 pub use encrypted::{AesEaxCipher, Cipher, EncryptedSerializer};
 pub use error::{BoxError, Error, Location, Result};
 pub use id::{checkpoint_id, format_uuid, iso_from_unix_micros, now_iso, uuid6};

@@ -71,18 +71,7 @@ impl PostgresConfig {
 }
 
 /// The URL without its password, for error messages.
-pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let creds = &url[scheme + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
-}
+pub(crate) use stategraph_checkpoint::redact_url as redact;
 
 #[cfg(test)]
 mod tests {
