@@ -1,11 +1,12 @@
-//! `stategraph`: inspect and operate the threads of a stategraph or LangGraph database from
-//! the shell.
+//! `stategraph`: inspect, audit and operate the threads of a stategraph or LangGraph database
+//! from the shell.
 //!
-//! Every command takes `--db URL` (`sqlite:PATH`, `postgres://…`, `mysql://…`, `redis://…`;
-//! or `$STATEGRAPH_DB`) and prints a table, or JSON with `--json` (snapshots with LangGraph's
-//! field names). Threads need not have been written by a program at hand: snapshots come from
-//! a reader graph inferred from the checkpoints (`stategraph::graph::inspect`), so `next` and
-//! `tasks` are what LangGraph computes for graphs built from standard edges.
+//! Every command takes `--db URL` (`sqlite:PATH`, `postgres://…`, `mysql://…`,
+//! `redis://…[?prefix=P]`; or `$STATEGRAPH_DB`) and prints a table, or JSON with `--json`
+//! (snapshots with LangGraph's field names). Threads need not have been written by a program
+//! at hand: snapshots come from a reader graph inferred from the checkpoints
+//! (`stategraph::graph::inspect`), so `next` and `tasks` are what LangGraph computes for graphs
+//! built from standard edges. Encrypted threads are read with the key in `LANGGRAPH_AES_KEY`.
 //!
 //! ```text
 //! stategraph --db sqlite:seed_tour.sqlite threads
@@ -17,24 +18,31 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use serde_json::{Value as Json, json};
-use stategraph::graph::inspect::reader_graph;
-use stategraph::{
-    CheckpointConfig, CheckpointSaver, JsonPlusSerializer, ListOptions, RunConfig, Serializer,
-    StateSnapshot,
-};
+use stategraph::{CheckpointSaver, EncryptedSerializer, ListOptions, OpenOptions};
 
+mod audit;
+mod diff;
+mod ops;
+mod read;
+mod store;
 mod table;
+mod tree;
 
-/// Inspect and operate the threads of a stategraph / LangGraph checkpoint database.
+/// Inspect, audit and operate the threads of a stategraph / LangGraph checkpoint database.
 #[derive(Parser, Debug)]
 #[command(name = "stategraph", version, about, long_about = None)]
 #[command(after_help = "Examples:\n  \
     stategraph --db sqlite:seed_tour.sqlite threads\n  \
     stategraph --db sqlite:seed_tour.sqlite history --thread 1\n  \
     stategraph --db postgres://postgres@localhost/app state --thread 42 --json\n  \
-    stategraph --db sqlite:app.sqlite writes --thread 1 --checkpoint 1ef…")]
+    stategraph --db sqlite:app.sqlite tree --thread 1 --format mermaid\n  \
+    stategraph --db sqlite:app.sqlite diff --thread 1 1ef…a 1ef…b\n  \
+    stategraph --db sqlite:app.sqlite repair --thread 1 --checkpoint 1ef… --apply\n  \
+    stategraph --db sqlite:app.sqlite store search --ns user-1.memories --query \"food\" --embed minilm\n\n\
+    Environment: STATEGRAPH_DB (the database), LANGGRAPH_AES_KEY (read and write encrypted \
+    threads), NO_COLOR.")]
 struct Cli {
-    /// The database: sqlite:PATH, postgres://…, mysql://…, redis://…
+    /// The database: sqlite:PATH, postgres://…, mysql://…, redis://…[?prefix=P]
     #[arg(long, global = true, env = "STATEGRAPH_DB")]
     db: Option<String>,
     /// Print JSON instead of a table.
@@ -78,6 +86,37 @@ enum Command {
         #[arg(long, default_value = "")]
         ns: String,
     },
+    /// The branch tree of a thread's checkpoints (replays and updates of past checkpoints
+    /// start branches).
+    ///
+    /// Example: stategraph --db sqlite:app.sqlite tree --thread 1 --format mermaid
+    Tree {
+        /// The thread.
+        #[arg(long)]
+        thread: String,
+        /// The namespace; the root by default.
+        #[arg(long, default_value = "")]
+        ns: String,
+        /// text, mermaid or dot (--json prints the nodes and their children).
+        #[arg(long, default_value = "text", value_parser = ["text", "mermaid", "dot"])]
+        format: String,
+    },
+    /// What changed between two checkpoints of a thread: state keys added, removed and
+    /// changed (lists show the items appended).
+    ///
+    /// Example: stategraph --db sqlite:app.sqlite diff --thread 1 1ef…a 1ef…b
+    Diff {
+        /// The thread.
+        #[arg(long)]
+        thread: String,
+        /// The namespace; the root by default.
+        #[arg(long, default_value = "")]
+        ns: String,
+        /// The older checkpoint id.
+        from: String,
+        /// The newer checkpoint id.
+        to: String,
+    },
     /// The writes stored against one checkpoint: which task wrote what, and how big.
     ///
     /// Example: stategraph --db sqlite:app.sqlite writes --thread 1 --checkpoint 1ef…
@@ -92,6 +131,35 @@ enum Command {
         #[arg(long, default_value = "")]
         ns: String,
     },
+    /// Rows and bytes per table and per thread, and the writes-vs-values volume (seed 001).
+    ///
+    /// Bytes are the serialized sizes of the stored values (each channel version counted
+    /// once, as the blob tables store them), the same on every backend.
+    ///
+    /// Example: stategraph --db sqlite:app.sqlite stats
+    Stats {
+        /// Only this thread.
+        #[arg(long)]
+        thread: Option<String>,
+    },
+    /// Agent behaviour across threads: writes and bytes per node and per channel.
+    ///
+    /// Example: stategraph --db sqlite:app.sqlite analyze --since 2026-04-01
+    Analyze {
+        /// Only threads whose id starts with this.
+        #[arg(long)]
+        thread_prefix: Option<String>,
+        /// Only checkpoints at or after this time (ISO 8601, compared as text).
+        #[arg(long)]
+        since: Option<String>,
+        /// Only checkpoints before this time (ISO 8601, compared as text).
+        #[arg(long)]
+        until: Option<String>,
+    },
+    /// Create or upgrade the database's tables (the other commands never change the schema).
+    ///
+    /// Example: stategraph --db postgres://postgres@localhost/app migrate
+    Migrate,
     /// Copy a thread (every namespace, same checkpoint ids) to a new thread id.
     ///
     /// Example: stategraph --db sqlite:app.sqlite copy-thread --from 1 --to 1-backup
@@ -111,10 +179,61 @@ enum Command {
         #[arg(long)]
         thread: String,
     },
+    /// Drop old checkpoints: keep the latest of each thread (and the subgraph checkpoints
+    /// under it). Shows what would go unless --apply.
+    ///
+    /// Example: stategraph --db sqlite:app.sqlite prune --all --apply
+    Prune {
+        /// The threads to prune.
+        #[arg(long = "thread", required_unless_present = "all")]
+        threads: Vec<String>,
+        /// Every thread in the database.
+        #[arg(long, conflicts_with = "threads")]
+        all: bool,
+        /// Delete (without it, only show the plan).
+        #[arg(long)]
+        apply: bool,
+    },
+    /// Rebuild a checkpoint whose values are missing from its parent's values plus the writes
+    /// stored against the parent (lists concatenate, maps merge, anything else takes the last
+    /// write). Shows what it would write unless --apply; never overwrites a stored value.
+    ///
+    /// Example: stategraph --db sqlite:app.sqlite repair --thread 1 --checkpoint 1ef… --apply
+    Repair {
+        /// The thread.
+        #[arg(long)]
+        thread: String,
+        /// The checkpoint; the latest by default.
+        #[arg(long)]
+        checkpoint: Option<String>,
+        /// The namespace; the root by default.
+        #[arg(long, default_value = "")]
+        ns: String,
+        /// Write the rebuilt values (without it, only show them).
+        #[arg(long)]
+        apply: bool,
+    },
+    /// The cross-thread memory store: put, get, search, delete, namespaces.
+    #[command(subcommand)]
+    Store(store::StoreCommand),
 }
 
 /// A failure, printed as one line.
-type Failure = String;
+pub(crate) type Failure = String;
+
+/// Any error as a [`Failure`]: its message and its causes', one line.
+pub(crate) fn fail(e: impl std::error::Error) -> Failure {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message = format!("{message}: {text}");
+        }
+        source = cause.source();
+    }
+    message
+}
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> ExitCode {
@@ -122,9 +241,22 @@ async fn main() -> ExitCode {
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            eprintln!("error: {message}");
+            let message = message.replace('\n', " ");
+            eprintln!("error: {}", with_hint(&message));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Adds what to do about failures with a known cure.
+fn with_hint(message: &str) -> String {
+    let missing_table = ["relation \"checkpoint", "no such table", "doesn't exist"]
+        .iter()
+        .any(|m| message.contains(m));
+    if missing_table {
+        format!("{message} (the database has no checkpoint tables: run `stategraph migrate`)")
+    } else {
+        message.to_owned()
     }
 }
 
@@ -133,29 +265,73 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         .db
         .clone()
         .ok_or("no database: pass --db URL or set STATEGRAPH_DB")?;
-    let saver = stategraph::open_saver(&url)
-        .await
-        .map_err(|e| format!("cannot open {}: {e}", stategraph::redact_url(&url)))?;
+    if let Command::Store(cmd) = cli.command {
+        let out = store::run(&url, cmd, cli.json).await?;
+        println!("{out}");
+        return Ok(());
+    }
+    let saver = open(&url, matches!(cli.command, Command::Migrate)).await?;
     let out = match cli.command {
-        Command::Threads => threads(saver.as_ref(), cli.json).await?,
+        Command::Threads => read::threads(saver.as_ref(), cli.json).await?,
         Command::History { thread, ns, limit } => {
-            history(saver, &thread, &ns, limit, cli.json).await?
+            read::history(saver, &thread, &ns, limit, cli.json).await?
         }
         Command::State {
             thread,
             checkpoint,
             ns,
-        } => state(saver, &thread, &ns, checkpoint, cli.json).await?,
+        } => read::state(saver, &thread, &ns, checkpoint, cli.json).await?,
+        Command::Tree { thread, ns, format } => {
+            let tuples = saver
+                .list(&ListOptions {
+                    thread_id: Some(thread.clone()),
+                    checkpoint_ns: Some(ns.clone()),
+                    ..ListOptions::default()
+                })
+                .await
+                .map_err(fail)?;
+            if tuples.is_empty() {
+                return Err(format!("no thread `{thread}` in this database"));
+            }
+            let nodes = tree::nodes(&tuples);
+            match (cli.json, format.as_str()) {
+                (true, _) => tree::json(&nodes).to_string(),
+                (false, "mermaid") => tree::mermaid(&nodes),
+                (false, "dot") => tree::dot(&nodes),
+                _ => tree::text(&nodes),
+            }
+        }
+        Command::Diff {
+            thread,
+            ns,
+            from,
+            to,
+        } => diff::run(saver, &thread, &ns, &from, &to, cli.json).await?,
         Command::Writes {
             thread,
             checkpoint,
             ns,
-        } => writes(saver.as_ref(), &thread, &ns, &checkpoint, cli.json).await?,
+        } => read::writes(saver.as_ref(), &thread, &ns, &checkpoint, cli.json).await?,
+        Command::Stats { thread } => audit::stats(saver.as_ref(), thread, cli.json).await?,
+        Command::Analyze {
+            thread_prefix,
+            since,
+            until,
+        } => {
+            let range = audit::Range {
+                thread_prefix,
+                since,
+                until,
+            };
+            audit::analyze(saver.as_ref(), &range, cli.json).await?
+        }
+        Command::Migrate => done(
+            cli.json,
+            json!({"backend": saver.name(), "schema": "up to date"}),
+            format!("{}: schema up to date", saver.name()),
+        ),
         Command::CopyThread { from, to } => {
-            saver
-                .copy_thread(&from, &to)
-                .await
-                .map_err(|e| e.to_string())?;
+            saver.copy_thread(&from, &to).await.map_err(fail)?;
             done(
                 cli.json,
                 json!({"copied": from, "to": to}),
@@ -163,225 +339,47 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             )
         }
         Command::DeleteThread { thread } => {
-            saver
-                .delete_thread(&thread)
-                .await
-                .map_err(|e| e.to_string())?;
+            saver.delete_thread(&thread).await.map_err(fail)?;
             done(
                 cli.json,
                 json!({"deleted": thread}),
                 format!("deleted {thread}"),
             )
         }
+        Command::Prune {
+            threads,
+            all,
+            apply,
+        } => ops::prune(saver.as_ref(), threads, all, apply, cli.json).await?,
+        Command::Repair {
+            thread,
+            checkpoint,
+            ns,
+            apply,
+        } => ops::repair(saver, &thread, &ns, checkpoint, apply, cli.json).await?,
+        Command::Store(_) => unreachable!("handled above"),
     };
     println!("{out}");
     Ok(())
 }
 
-fn done(as_json: bool, j: Json, text: String) -> String {
+/// Opens the saver: with `LANGGRAPH_AES_KEY` set, through LangGraph's AES serializer (which
+/// still reads unencrypted values); only `migrate` creates or upgrades tables.
+async fn open(url: &str, migrate: bool) -> Result<Arc<dyn CheckpointSaver>, Failure> {
+    let mut options = OpenOptions::new();
+    if std::env::var_os("LANGGRAPH_AES_KEY").is_some() {
+        let serde =
+            EncryptedSerializer::from_env().map_err(|e| format!("LANGGRAPH_AES_KEY: {e}"))?;
+        options = options.serializer(Arc::new(serde));
+    }
+    if !migrate {
+        options = options.existing();
+    }
+    stategraph::open_saver_with(url, options)
+        .await
+        .map_err(|e| format!("cannot open {}: {}", stategraph::redact_url(url), fail(e)))
+}
+
+pub(crate) fn done(as_json: bool, j: Json, text: String) -> String {
     if as_json { j.to_string() } else { text }
-}
-
-async fn threads(saver: &dyn CheckpointSaver, as_json: bool) -> Result<String, Failure> {
-    let all = saver
-        .list(&ListOptions::all())
-        .await
-        .map_err(|e| e.to_string())?;
-    // Newest first already: the first tuple seen of a thread is its latest.
-    let mut rows: Vec<(String, usize, String, Option<i64>, String)> = Vec::new();
-    for t in &all {
-        match rows.iter_mut().find(|r| r.0 == t.config.thread_id) {
-            Some(r) => r.1 += 1,
-            None => rows.push((
-                t.config.thread_id.clone(),
-                1,
-                t.checkpoint.id.clone(),
-                t.metadata.step,
-                t.checkpoint.ts.clone(),
-            )),
-        }
-    }
-    rows.sort_by(|a, b| b.4.cmp(&a.4).then_with(|| a.0.cmp(&b.0)));
-    if as_json {
-        let list: Vec<Json> = rows
-            .iter()
-            .map(|(thread, n, id, step, ts)| {
-                json!({"thread_id": thread, "checkpoints": n, "latest_checkpoint_id": id,
-                       "step": step, "updated_at": ts})
-            })
-            .collect();
-        return Ok(Json::Array(list).to_string());
-    }
-    Ok(table::render(
-        &["THREAD", "CHECKPOINTS", "LATEST", "STEP", "UPDATED"],
-        rows.iter()
-            .map(|(thread, n, id, step, ts)| {
-                vec![
-                    thread.clone(),
-                    n.to_string(),
-                    id.clone(),
-                    step.map_or_else(String::new, |s| s.to_string()),
-                    ts.clone(),
-                ]
-            })
-            .collect(),
-    ))
-}
-
-/// The reader graph for `thread`/`ns`, attached to `saver`; `None` when the thread is empty.
-async fn reader(
-    saver: Arc<dyn CheckpointSaver>,
-    thread: &str,
-    ns: &str,
-) -> Result<stategraph::CompiledGraph<stategraph::DynState>, Failure> {
-    let mut at = CheckpointConfig::new(thread);
-    at.checkpoint_ns = ns.to_owned();
-    let latest = saver
-        .get_tuple(&at)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| {
-            if ns.is_empty() {
-                format!("no thread `{thread}` in this database")
-            } else {
-                format!("thread `{thread}` has no namespace `{ns}`")
-            }
-        })?;
-    Ok(reader_graph(&latest.checkpoint)
-        .map_err(|e| e.to_string())?
-        .with_checkpointer(saver))
-}
-
-fn run_config(thread: &str, ns: &str, checkpoint: Option<String>) -> RunConfig {
-    let mut config = RunConfig::thread(thread);
-    config.checkpoint_ns = ns.to_owned();
-    config.checkpoint_id = checkpoint;
-    config
-}
-
-async fn history(
-    saver: Arc<dyn CheckpointSaver>,
-    thread: &str,
-    ns: &str,
-    limit: Option<usize>,
-    as_json: bool,
-) -> Result<String, Failure> {
-    let graph = reader(saver, thread, ns).await?;
-    let options = ListOptions {
-        limit,
-        ..ListOptions::default()
-    };
-    let snapshots = graph
-        .get_state_history(&run_config(thread, ns, None), options)
-        .await
-        .map_err(|e| e.to_string())?;
-    if as_json {
-        let list: Vec<Json> = snapshots.iter().map(StateSnapshot::to_json).collect();
-        return Ok(Json::Array(list).to_string());
-    }
-    Ok(table::render(
-        &["CHECKPOINT", "STEP", "SOURCE", "NEXT", "VALUES"],
-        snapshots
-            .iter()
-            .map(|s| {
-                let meta = s.metadata.as_ref();
-                vec![
-                    s.config
-                        .as_ref()
-                        .and_then(|c| c.checkpoint_id.clone())
-                        .unwrap_or_default(),
-                    meta.and_then(|m| m.step)
-                        .map_or_else(String::new, |s| s.to_string()),
-                    meta.and_then(|m| m.source)
-                        .map_or_else(String::new, |s| s.to_string()),
-                    s.next.join(","),
-                    table::shorten(&s.to_json()["values"].to_string(), 60),
-                ]
-            })
-            .collect(),
-    ))
-}
-
-async fn state(
-    saver: Arc<dyn CheckpointSaver>,
-    thread: &str,
-    ns: &str,
-    checkpoint: Option<String>,
-    as_json: bool,
-) -> Result<String, Failure> {
-    let graph = reader(saver, thread, ns).await?;
-    let snapshot = graph
-        .get_state(&run_config(thread, ns, checkpoint))
-        .await
-        .map_err(|e| e.to_string())?;
-    let j = snapshot.to_json();
-    if as_json {
-        return Ok(j.to_string());
-    }
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    if let Some(values) = j["values"].as_object() {
-        for (k, v) in values {
-            rows.push(vec![k.clone(), table::shorten(&v.to_string(), 100)]);
-        }
-    }
-    let header = format!(
-        "checkpoint {}  step {}  next [{}]\n",
-        j["config"]["configurable"]["checkpoint_id"]
-            .as_str()
-            .unwrap_or("-"),
-        j["metadata"]["step"],
-        snapshot.next.join(", ")
-    );
-    Ok(header + &table::render(&["KEY", "VALUE"], rows))
-}
-
-async fn writes(
-    saver: &dyn CheckpointSaver,
-    thread: &str,
-    ns: &str,
-    checkpoint: &str,
-    as_json: bool,
-) -> Result<String, Failure> {
-    let mut at = CheckpointConfig::new(thread);
-    at.checkpoint_ns = ns.to_owned();
-    at.checkpoint_id = Some(checkpoint.to_owned());
-    let tuple = saver
-        .get_tuple(&at)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("no checkpoint `{checkpoint}` in thread `{thread}`"))?;
-    let serde = JsonPlusSerializer::new();
-    let mut rows = Vec::new();
-    for w in &tuple.pending_writes {
-        let bytes = serde
-            .dumps_typed(&w.value)
-            .map(|(_, b)| b.len())
-            .map_err(|e| e.to_string())?;
-        rows.push((w, bytes));
-    }
-    if as_json {
-        let list: Vec<Json> = rows
-            .iter()
-            .map(|(w, bytes)| {
-                json!({"task_id": w.task_id, "idx": w.idx, "channel": w.channel,
-                       "bytes": bytes, "task_path": w.task_path,
-                       "value": w.value.to_json()})
-            })
-            .collect();
-        return Ok(Json::Array(list).to_string());
-    }
-    Ok(table::render(
-        &["TASK", "IDX", "CHANNEL", "BYTES", "TASK_PATH"],
-        rows.iter()
-            .map(|(w, bytes)| {
-                vec![
-                    w.task_id.clone(),
-                    w.idx.to_string(),
-                    w.channel.clone(),
-                    bytes.to_string(),
-                    w.task_path.clone(),
-                ]
-            })
-            .collect(),
-    ))
 }

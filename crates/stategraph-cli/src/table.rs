@@ -1,4 +1,6 @@
-//! Aligned text tables for the human output.
+//! The human output: aligned tables, shortened values, colour and progress only on a terminal.
+
+use std::io::{IsTerminal, Write};
 
 /// `rows` under `headers`, each column as wide as its widest cell (counted in characters),
 /// two spaces apart; no trailing spaces.
@@ -25,7 +27,11 @@ pub(crate) fn render(headers: &[&str], rows: Vec<Vec<String>>) -> String {
         }
         out
     };
-    let mut lines = vec![line(headers.iter().map(|h| (*h).to_owned()).collect())];
+    let mut head = line(headers.iter().map(|h| (*h).to_owned()).collect());
+    if colour() {
+        head = format!("\x1b[1m{head}\x1b[0m");
+    }
+    let mut lines = vec![head];
     lines.extend(rows.into_iter().map(line));
     lines.join("\n")
 }
@@ -38,6 +44,72 @@ pub(crate) fn shorten(text: &str, max: usize) -> String {
     let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
     out.push('…');
     out
+}
+
+/// Whether stdout is a terminal that wants colour (`NO_COLOR` unset).
+pub(crate) fn colour() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+/// A one-line progress counter on stderr, shown only when stderr is a terminal.
+pub(crate) struct Progress {
+    label: &'static str,
+    total: usize,
+    done: usize,
+    shown: bool,
+}
+
+impl Progress {
+    /// A counter for `total` steps of `label`.
+    pub(crate) fn new(label: &'static str, total: usize) -> Self {
+        Self {
+            label,
+            total,
+            done: 0,
+            shown: std::io::stderr().is_terminal() && total > 1,
+        }
+    }
+
+    /// One more step done.
+    pub(crate) fn tick(&mut self) {
+        self.done += 1;
+        if self.shown {
+            let width = 30;
+            let filled = (self.done * width).checked_div(self.total).unwrap_or(width);
+            let bar = format!(
+                "{}{}",
+                "#".repeat(filled),
+                "-".repeat(width - filled.min(width))
+            );
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r{} [{bar}] {}/{}", self.label, self.done, self.total);
+            let _ = err.flush();
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if self.shown {
+            let _ = write!(std::io::stderr().lock(), "\r\x1b[2K");
+        }
+    }
+}
+
+/// A byte count for people: `812 B`, `3.4 KiB`, `12.0 MiB`.
+pub(crate) fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
 }
 
 #[cfg(test)]
@@ -56,5 +128,8 @@ mod tests {
         assert_eq!(t, "A    LONGER\nxyz  1\né    22");
         assert_eq!(shorten("abcdef", 4), "abc…");
         assert_eq!(shorten("abc", 4), "abc");
+        assert_eq!(bytes(812), "812 B");
+        assert_eq!(bytes(3 * 1024 + 410), "3.4 KiB");
+        assert_eq!(bytes(12 * 1024 * 1024), "12.0 MiB");
     }
 }

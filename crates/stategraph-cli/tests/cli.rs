@@ -1,10 +1,14 @@
-//! The built `stategraph` binary against real SQLite and Postgres databases holding a thread
-//! of the seeds' graph: `history --json` and `state --json` equal the library's own snapshots
-//! (from the graph itself), `threads`, `writes`, `copy-thread`, `delete-thread`, and one-line
-//! errors with a non-zero exit code.
+//! The built `stategraph` binary against real SQLite, Postgres, MariaDB and Redis databases
+//! holding threads of the seeds' graph (with a branch from `update_state` on a past
+//! checkpoint) and of a graph with a subgraph: `history --json` and `state --json` equal the
+//! library's own snapshots (from the graphs themselves, root and subgraph namespaces), `tree`
+//! shows the fork, `diff`, `writes`, `stats`, `analyze`, `copy-thread`, `prune`,
+//! `delete-thread`, `repair` (values deleted from the database come back equal), `store`, and
+//! one-line errors with a non-zero exit code.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::BTreeMap;
 use std::process::Command;
 use std::sync::Arc;
 
@@ -17,6 +21,36 @@ struct Seed {
     foo: String,
     #[reducer(append)]
     bar: Vec<String>,
+}
+
+#[derive(State, Clone, Debug, Default)]
+struct Report {
+    question: String,
+    #[reducer(append)]
+    notes: Vec<String>,
+}
+
+fn research() -> StateGraph<Report> {
+    let mut g = StateGraph::<Report>::new();
+    g.add_node("search", |s: Arc<Report>, _c| async move {
+        Ok(ReportUpdate::default().notes(vec![format!("searched: {}", s.question)]))
+    });
+    g.add_node("read", |_s: Arc<Report>, _c| async {
+        Ok(ReportUpdate::default().notes(vec!["read 3 sources".to_owned()]))
+    });
+    g.add_edge(START, "search").add_edge("search", "read");
+    g
+}
+
+/// START → research (a subgraph: search → read) → write.
+fn report_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Report> {
+    let mut g = StateGraph::<Report>::new();
+    g.add_subgraph("research", research().compile().unwrap());
+    g.add_node("write", |s: Arc<Report>, _c| async move {
+        Ok(ReportUpdate::default().notes(vec![format!("wrote from {} notes", s.notes.len())]))
+    });
+    g.add_edge(START, "research").add_edge("research", "write");
+    g.compile().unwrap().with_checkpointer(saver)
 }
 
 fn seed_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Seed> {
@@ -40,6 +74,7 @@ fn cli(db: &str, args: &[&str]) -> (i32, String, String) {
         .arg(db)
         .args(args)
         .env_remove("STATEGRAPH_DB")
+        .env_remove("LANGGRAPH_AES_KEY")
         .output()
         .unwrap();
     (
@@ -70,8 +105,86 @@ fn without_empty_lists(mut j: Json) -> Json {
     j
 }
 
-async fn check(saver: Arc<dyn CheckpointSaver>, db: &str) {
-    let graph = seed_graph(saver);
+/// Which database a test runs on, and how to reach it behind the saver's back.
+enum Kind {
+    Sqlite,
+    /// The Postgres URL (with the test's search_path).
+    Postgres(String),
+    /// The MariaDB URL of the test's database.
+    MySql(String),
+    Redis,
+}
+
+struct Db {
+    saver: Arc<dyn CheckpointSaver>,
+    url: String,
+    kind: Kind,
+}
+
+/// Loses the stored values of one checkpoint, as a failed or partial write would: the
+/// checkpoint record stays (id, versions, metadata), its values go — inline ones by
+/// rewriting the record without them, blob rows (Postgres, MariaDB) by deleting them.
+async fn lose_values(db: &Db, t: &CheckpointTuple) {
+    let parent = t.parent_config.clone().unwrap();
+    let mut bare = t.checkpoint.clone();
+    bare.channel_values.clear();
+    db.saver
+        .put(&parent, &bare, &t.metadata, &BTreeMap::new())
+        .await
+        .unwrap();
+    let parent_versions = db
+        .saver
+        .get_tuple(&parent)
+        .await
+        .unwrap()
+        .unwrap()
+        .checkpoint
+        .channel_versions;
+    // The blob rows of the versions this checkpoint introduced.
+    let own: Vec<(String, String)> = t
+        .checkpoint
+        .channel_versions
+        .iter()
+        .filter(|(c, v)| parent_versions.get(*c) != Some(*v))
+        .map(|(c, v)| (c.clone(), v.to_string()))
+        .collect();
+    match &db.kind {
+        Kind::Postgres(url) => {
+            let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            tokio::spawn(conn);
+            for (channel, version) in &own {
+                client
+                    .execute(
+                        "DELETE FROM checkpoint_blobs WHERE thread_id = $1 AND channel = $2 \
+                         AND version = $3",
+                        &[&t.config.thread_id, channel, version],
+                    )
+                    .await
+                    .unwrap();
+            }
+        }
+        Kind::MySql(url) => {
+            use mysql_async::prelude::Queryable;
+            let mut conn = mysql_async::Conn::from_url(url.as_str()).await.unwrap();
+            for (channel, version) in &own {
+                conn.exec_drop(
+                    "DELETE FROM checkpoint_blobs WHERE thread_id = ? AND channel = ? AND version = ?",
+                    (&t.config.thread_id, channel, version),
+                )
+                .await
+                .unwrap();
+            }
+            conn.disconnect().await.unwrap();
+        }
+        Kind::Sqlite | Kind::Redis => {}
+    }
+}
+
+async fn check(db: Db) {
+    let url = db.url.as_str();
+    let graph = seed_graph(Arc::clone(&db.saver));
     let config = RunConfig::thread("1");
     for _ in 0..2 {
         graph
@@ -89,23 +202,28 @@ async fn check(saver: Arc<dyn CheckpointSaver>, db: &str) {
     let library: Json = history.iter().map(StateSnapshot::to_json).collect();
 
     // history --json and state --json: the library's snapshots.
-    let ours = cli_json(db, &["history", "--thread", "1", "--json"]);
+    let ours = cli_json(url, &["history", "--thread", "1", "--json"]);
     assert_eq!(ours.as_array().unwrap().len(), 8);
     assert_eq!(
         without_empty_lists(ours),
         without_empty_lists(library.clone())
     );
-    let limited = cli_json(db, &["history", "--thread", "1", "--limit", "3", "--json"]);
+    let limited = cli_json(url, &["history", "--thread", "1", "--limit", "3", "--json"]);
     assert_eq!(limited.as_array().unwrap().len(), 3);
-    let state = cli_json(db, &["state", "--thread", "1", "--json"]);
+    let state = cli_json(url, &["state", "--thread", "1", "--json"]);
     assert_eq!(
         state,
         graph.get_state(&config).await.unwrap().to_json(),
         "the latest state"
     );
+    let (code, table, _) = cli(url, &["history", "--thread", "1"]);
+    assert_eq!(code, 0);
+    assert!(table.starts_with("CHECKPOINT"), "{table}");
+    assert_eq!(table.lines().count(), 9, "{table}");
     let first_step = history[6].config.clone().unwrap().checkpoint_id.unwrap();
+    let last = history[0].config.clone().unwrap().checkpoint_id.unwrap();
     let past = cli_json(
-        db,
+        url,
         &[
             "state",
             "--thread",
@@ -118,16 +236,16 @@ async fn check(saver: Arc<dyn CheckpointSaver>, db: &str) {
     assert_eq!(past["next"], json!(["node_a"]));
 
     // threads
-    let threads = cli_json(db, &["threads", "--json"]);
+    let threads = cli_json(url, &["threads", "--json"]);
     assert_eq!(threads[0]["thread_id"], "1");
     assert_eq!(threads[0]["checkpoints"], 8);
-    let (code, table, _) = cli(db, &["threads"]);
+    let (code, table, _) = cli(url, &["threads"]);
     assert_eq!(code, 0);
     assert!(table.starts_with("THREAD"), "{table}");
 
     // writes: node_a's writes against the step-0 checkpoint.
     let writes = cli_json(
-        db,
+        url,
         &[
             "writes",
             "--thread",
@@ -147,44 +265,486 @@ async fn check(saver: Arc<dyn CheckpointSaver>, db: &str) {
     assert!(writes[0]["bytes"].as_u64().unwrap() > 0);
     assert_eq!(writes[0]["task_path"], "~__pregel_pull, node_a");
 
-    // copy-thread, delete-thread
-    cli_json(db, &["copy-thread", "--from", "1", "--to", "2", "--json"]);
-    let copied = cli_json(db, &["history", "--thread", "2", "--json"]);
+    // diff: from the first run's step 0 to the end of the second run.
+    let d = cli_json(
+        url,
+        &["diff", "--thread", "1", &first_step, &last, "--json"],
+    );
+    assert_eq!(
+        d["changes"],
+        json!({
+            "foo": {"change": "replaced", "from": "", "to": "b"},
+            "bar": {"change": "appended", "items": ["a", "b", "a", "b"]},
+        })
+    );
+    let second_start = history[3].config.clone().unwrap().checkpoint_id.unwrap();
+    let d = cli_json(
+        url,
+        &["diff", "--thread", "1", &second_start, &last, "--json"],
+    );
+    assert_eq!(
+        d["changes"],
+        json!({"bar": {"change": "appended", "items": ["a", "b"]}}),
+        "foo is `b` at both ends"
+    );
+    let (code, text, _) = cli(url, &["diff", "--thread", "1", &second_start, &last]);
+    assert_eq!(code, 0);
+    assert!(text.contains("appended"), "{text}");
+
+    // stats and analyze: counts that follow from the runs.
+    let stats = cli_json(url, &["stats", "--json"]);
+    let stored_writes: usize = db
+        .saver
+        .list(&ListOptions::thread("1"))
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.pending_writes.len())
+        .sum();
+    assert_eq!(stats["tables"]["checkpoints"]["rows"], 8);
+    assert_eq!(stats["tables"]["writes"]["rows"], stored_writes);
+    assert_eq!(stats["threads"][0]["thread_id"], "1");
+    assert!(stats["tables"]["values"]["bytes"].as_u64().unwrap() > 0);
+    let (code, text, _) = cli(url, &["stats"]);
+    assert_eq!(code, 0);
+    assert!(text.contains("writes / values"), "{text}");
+    let analyze = cli_json(url, &["analyze", "--json"]);
+    let node_a = analyze["by_node"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["node"] == "node_a")
+        .unwrap();
+    assert_eq!(
+        node_a["writes"], 6,
+        "two runs × (foo, bar, branch:to:node_b)"
+    );
+    let none = cli_json(url, &["analyze", "--since", "2999-01-01", "--json"]);
+    assert_eq!(none["checkpoints"], 0);
+
+    // copy-thread, prune (a plan, then applied), delete-thread.
+    cli_json(url, &["copy-thread", "--from", "1", "--to", "2", "--json"]);
+    let copied = cli_json(url, &["history", "--thread", "2", "--json"]);
     assert_eq!(copied.as_array().unwrap().len(), 8);
-    cli_json(db, &["delete-thread", "--thread", "2", "--json"]);
+    let plan = cli_json(url, &["prune", "--thread", "2", "--json"]);
+    assert_eq!(plan["deleted"], 7);
+    assert_eq!(plan["applied"], false);
+    assert_eq!(
+        cli_json(url, &["history", "--thread", "2", "--json"])
+            .as_array()
+            .unwrap()
+            .len(),
+        8,
+        "a plan deletes nothing"
+    );
+    let pruned = cli_json(url, &["prune", "--thread", "2", "--apply", "--json"]);
+    assert_eq!(pruned["deleted"], 7);
+    let left = cli_json(url, &["history", "--thread", "2", "--json"]);
+    assert_eq!(left.as_array().unwrap().len(), 1);
+    assert_eq!(
+        left[0]["values"], state["values"],
+        "the latest state survives"
+    );
+    cli_json(url, &["delete-thread", "--thread", "2", "--json"]);
+    let (code, _, _) = cli(url, &["state", "--thread", "2"]);
+    assert_eq!(code, 1);
+
+    // tree: updating a past checkpoint starts a branch; the tree shows the fork.
+    let mut at_step0 = RunConfig::thread("1");
+    at_step0.checkpoint_id = Some(first_step.clone());
+    let fork = graph
+        .update_state(
+            &at_step0,
+            Some(SeedUpdate::default().foo("x")),
+            Some("node_a"),
+        )
+        .await
+        .unwrap()
+        .checkpoint_id
+        .unwrap();
+    let nodes = cli_json(url, &["tree", "--thread", "1", "--json"]);
+    assert_eq!(nodes.as_array().unwrap().len(), 9);
+    let forked = nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["checkpoint_id"] == first_step.as_str())
+        .unwrap();
+    assert_eq!(forked["children"].as_array().unwrap().len(), 2, "{forked}");
+    assert!(
+        forked["children"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(fork))
+    );
+    let (code, mermaid, _) = cli(url, &["tree", "--thread", "1", "--format", "mermaid"]);
+    assert_eq!(code, 0);
+    assert!(mermaid.starts_with("graph TD"), "{mermaid}");
+    let name = |id: &str| -> String { id.chars().filter(char::is_ascii_alphanumeric).collect() };
+    let edge = format!("c{} --> c{}", name(&first_step), name(&fork));
+    assert!(mermaid.contains(&edge), "{mermaid}");
+    let (_, text, _) = cli(url, &["tree", "--thread", "1"]);
+    assert_eq!(text.lines().count(), 9, "{text}");
+    let (_, dot, _) = cli(url, &["tree", "--thread", "1", "--format", "dot"]);
+    assert!(
+        dot.contains(&format!("\"{first_step}\" -> \"{fork}\"")),
+        "{dot}"
+    );
+    // After the fork, the history still equals the library's (the branch included).
+    let history = graph
+        .get_state_history(&config, Default::default())
+        .await
+        .unwrap();
+    let library: Json = history.iter().map(StateSnapshot::to_json).collect();
+    assert_eq!(
+        without_empty_lists(cli_json(url, &["history", "--thread", "1", "--json"])),
+        without_empty_lists(library)
+    );
+
+    // repair: the values of a loop checkpoint and of the update (fork) checkpoint are lost
+    // from the database; `repair` shows what it would restore, then restores values equal to
+    // the originals.
+    let mut at_fork = RunConfig::thread("1");
+    at_fork.checkpoint_id = Some(fork.clone());
+    let updated = graph
+        .update_state(
+            &at_fork,
+            Some(SeedUpdate::default().foo("y")),
+            Some("node_a"),
+        )
+        .await
+        .unwrap()
+        .checkpoint_id
+        .unwrap();
+    for (id, restored_keys) in [
+        (last.as_str(), &["bar"][..]),
+        (updated.as_str(), &["foo"][..]),
+    ] {
+        let mut at = RunConfig::thread("1");
+        at.checkpoint_id = Some(id.to_owned());
+        let original = graph.get_state(&at).await.unwrap().to_json();
+        let stored = db
+            .saver
+            .get_tuple(&stategraph::CheckpointConfig::new("1").with_checkpoint_id(id))
+            .await
+            .unwrap()
+            .unwrap();
+        lose_values(&db, &stored).await;
+        let damaged = cli_json(
+            url,
+            &["state", "--thread", "1", "--checkpoint", id, "--json"],
+        );
+        assert_ne!(
+            damaged["values"], original["values"],
+            "{id}: values are gone"
+        );
+        let plan = cli_json(
+            url,
+            &["repair", "--thread", "1", "--checkpoint", id, "--json"],
+        );
+        assert_eq!(plan["applied"], false);
+        for key in restored_keys {
+            assert_eq!(plan["channels"][key]["status"], "restore", "{plan}");
+            assert_eq!(
+                plan["channels"][key]["value"], original["values"][key],
+                "{plan}"
+            );
+        }
+        let still = cli_json(
+            url,
+            &["state", "--thread", "1", "--checkpoint", id, "--json"],
+        );
+        assert_eq!(
+            still["values"], damaged["values"],
+            "a dry run writes nothing"
+        );
+        let (code, text, _) = cli(url, &["repair", "--thread", "1", "--checkpoint", id]);
+        assert_eq!(code, 0);
+        assert!(text.contains("would restore"), "{text}");
+        let applied = cli_json(
+            url,
+            &[
+                "repair",
+                "--thread",
+                "1",
+                "--checkpoint",
+                id,
+                "--apply",
+                "--json",
+            ],
+        );
+        assert_eq!(applied["applied"], true);
+        let repaired = graph.get_state(&at).await.unwrap().to_json();
+        assert_eq!(
+            repaired, original,
+            "{id}: the library reads the original values"
+        );
+        let again = cli_json(
+            url,
+            &["repair", "--thread", "1", "--checkpoint", id, "--json"],
+        );
+        assert_eq!(again["restored"], 0, "nothing left to restore: {again}");
+    }
+    // The fork updated a checkpoint the thread had moved past: its writes were not recorded.
+    let (code, _, err) = cli(url, &["repair", "--thread", "1", "--checkpoint", &fork]);
+    assert_eq!(code, 1);
+    assert!(err.contains("cannot be rebuilt"), "{err}");
+    let (code, _, err) = cli(
+        url,
+        &[
+            "repair",
+            "--thread",
+            "1",
+            "--checkpoint",
+            &history
+                .last()
+                .unwrap()
+                .config
+                .clone()
+                .unwrap()
+                .checkpoint_id
+                .unwrap(),
+        ],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("no parent"), "{err}");
+
+    check_subgraph(&db).await;
 
     // Errors: one line, non-zero exit.
-    let (code, _, err) = cli(db, &["history", "--thread", "nope"]);
+    let (code, _, err) = cli(url, &["history", "--thread", "nope"]);
     assert_eq!(code, 1);
     assert_eq!(err.trim(), "error: no thread `nope` in this database");
+    let (code, _, err) = cli(url, &["diff", "--thread", "1", &first_step, "nope"]);
+    assert_eq!(code, 1);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("nope"), "{err}");
     let (code, _, err) = cli("oracle://x", &["threads"]);
     assert_eq!(code, 1);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("unknown scheme"), "{err}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("cli.sqlite");
-    let saver = Arc::new(stategraph::SqliteSaver::open(&path).unwrap());
-    check(saver, &format!("sqlite:{}", path.display())).await;
+/// A thread of a graph with a subgraph: the subgraph's namespace reads like the subgraph's
+/// own history.
+async fn check_subgraph(db: &Db) {
+    let url = db.url.as_str();
+    let graph = report_graph(Arc::clone(&db.saver));
+    let config = RunConfig::thread("report");
+    graph
+        .invoke(
+            Some(ReportUpdate::default().question("what is Pregel?")),
+            config.clone(),
+        )
+        .await
+        .unwrap();
+    let root: Json = graph
+        .get_state_history(&config, Default::default())
+        .await
+        .unwrap()
+        .iter()
+        .map(StateSnapshot::to_json)
+        .collect();
+    assert_eq!(
+        without_empty_lists(cli_json(url, &["history", "--thread", "report", "--json"])),
+        without_empty_lists(root)
+    );
+    let ns = db
+        .saver
+        .list(&ListOptions::thread("report"))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.config.checkpoint_ns)
+        .find(|ns| ns.starts_with("research:"))
+        .expect("the subgraph's namespace");
+    let inner = research()
+        .compile()
+        .unwrap()
+        .with_checkpointer(Arc::clone(&db.saver));
+    let mut sub = RunConfig::thread("report");
+    sub.checkpoint_ns = ns.clone();
+    let library: Json = inner
+        .get_state_history(&sub, Default::default())
+        .await
+        .unwrap()
+        .iter()
+        .map(StateSnapshot::to_json)
+        .collect();
+    assert!(library.as_array().unwrap().len() >= 3);
+    let cli_sub = cli_json(
+        url,
+        &["history", "--thread", "report", "--ns", &ns, "--json"],
+    );
+    assert_eq!(without_empty_lists(cli_sub), without_empty_lists(library));
+    let nodes = cli_json(url, &["tree", "--thread", "report", "--ns", &ns, "--json"]);
+    assert!(nodes.as_array().unwrap().len() >= 3);
+    let (code, _, err) = cli(
+        url,
+        &["history", "--thread", "report", "--ns", "research:nope"],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("has no namespace"), "{err}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres() {
-    let base = std::env::var("STATEGRAPH_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-    let schema = format!("sg_cli_{}", stategraph::uuid6(None).replace('-', ""));
-    let saver = stategraph::PostgresConfig::from_url(&base)
+/// `store` on a database with a store (SQLite, Postgres): put with the local model, get,
+/// search by meaning and by filter, namespaces, delete.
+fn check_store(url: &str) {
+    let memories = [
+        ("m1", "I like pizza", "food"),
+        ("m2", "I work as a nurse at night", "work"),
+        ("m3", "My sister lives in Lisbon", "family"),
+    ];
+    for (key, text, kind) in memories {
+        let value = json!({"text": text, "kind": kind}).to_string();
+        cli_json(
+            url,
+            &[
+                "store",
+                "put",
+                "--ns",
+                "user-1.memories",
+                "--key",
+                key,
+                "--value",
+                &value,
+                "--embed",
+                "minilm",
+                "--fields",
+                "text",
+                "--json",
+            ],
+        );
+    }
+    cli_json(
+        url,
+        &[
+            "store",
+            "put",
+            "--ns",
+            "user-2.memories",
+            "--key",
+            "m1",
+            "--value",
+            r#"{"text": "I like sushi", "kind": "food"}"#,
+            "--embed",
+            "minilm",
+            "--json",
+        ],
+    );
+    let item = cli_json(
+        url,
+        &[
+            "store",
+            "get",
+            "--ns",
+            "user-1.memories",
+            "--key",
+            "m1",
+            "--json",
+        ],
+    );
+    assert_eq!(item["value"]["text"], "I like pizza");
+    assert_eq!(item["namespace"], json!(["user-1", "memories"]));
+    let hits = cli_json(
+        url,
+        &[
+            "store",
+            "search",
+            "--ns",
+            "user-1",
+            "--query",
+            "what does the user like to eat?",
+            "--embed",
+            "minilm",
+            "--limit",
+            "2",
+            "--json",
+        ],
+    );
+    assert_eq!(hits.as_array().unwrap().len(), 2);
+    assert_eq!(hits[0]["key"], "m1", "{hits}");
+    assert_eq!(hits[0]["namespace"], json!(["user-1", "memories"]));
+    assert!(hits[0]["score"].as_f64().unwrap() > hits[1]["score"].as_f64().unwrap());
+    let food = cli_json(
+        url,
+        &[
+            "store",
+            "search",
+            "--filter",
+            r#"{"kind": "food"}"#,
+            "--json",
+        ],
+    );
+    let mut found: Vec<String> = food
+        .as_array()
         .unwrap()
-        .schema(schema.clone())
-        .connect()
-        .await
-        .unwrap_or_else(|e| panic!("PostgreSQL at {base} is required: {e}"));
+        .iter()
+        .map(|h| {
+            format!(
+                "{}/{}",
+                h["namespace"][0].as_str().unwrap(),
+                h["key"].as_str().unwrap()
+            )
+        })
+        .collect();
+    found.sort();
+    assert_eq!(found, ["user-1/m1", "user-2/m1"]);
+    let namespaces = cli_json(url, &["store", "namespaces", "--max-depth", "1", "--json"]);
+    assert_eq!(namespaces, json!([["user-1"], ["user-2"]]));
+    let (code, out, _) = cli(
+        url,
+        &[
+            "store", "search", "--ns", "user-1", "--query", "food", "--embed", "minilm",
+        ],
+    );
+    assert_eq!(code, 0);
+    assert!(out.starts_with("NAMESPACE"), "{out}");
+    cli_json(
+        url,
+        &[
+            "store",
+            "delete",
+            "--ns",
+            "user-1.memories",
+            "--key",
+            "m1",
+            "--json",
+        ],
+    );
+    let (code, _, err) = cli(
+        url,
+        &["store", "get", "--ns", "user-1.memories", "--key", "m1"],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(
+        err.trim(),
+        "error: no item `m1` in namespace `user-1.memories`"
+    );
+    let (code, _, err) = cli(url, &["store", "search", "--query", "food"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--embed minilm"), "{err}");
+    let (code, _, err) = cli(
+        url,
+        &["store", "put", "--ns", "a", "--key", "k", "--value", "{"],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("--value is not JSON"), "{err}");
+}
+
+fn postgres_base() -> String {
+    std::env::var("STATEGRAPH_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// A fresh schema on the test server: its URL (search_path: the schema, then `public` where
+/// pgvector's type lives), its name, and a guard dropping it.
+fn postgres_schema() -> (String, String, stategraph_checkpoint::conformance::Cleanup) {
+    let base = postgres_base();
+    let schema = format!("sg_cli_{}", stategraph::uuid6(None).replace('-', ""));
     let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
-    let _drop = {
+    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}%2Cpublic");
+    let guard = {
         let (base, schema) = (base.clone(), schema.clone());
         stategraph_checkpoint::conformance::Cleanup::new(async move {
             if let Ok((client, conn)) = tokio_postgres::connect(&base, tokio_postgres::NoTls).await
@@ -198,5 +758,131 @@ async fn postgres() {
             }
         })
     };
-    check(Arc::new(saver), &url).await;
+    (url, schema, guard)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cli.sqlite");
+    let saver = Arc::new(stategraph::SqliteSaver::open(&path).unwrap());
+    let url = format!("sqlite:{}", path.display());
+    check(Db {
+        saver,
+        url: url.clone(),
+        kind: Kind::Sqlite,
+    })
+    .await;
+    check_store(&url);
+
+    // A file that does not exist is not created.
+    let missing = dir.path().join("missing.sqlite");
+    let (code, _, err) = cli(&format!("sqlite:{}", missing.display()), &["threads"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not found"), "{err}");
+    assert!(!missing.exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres() {
+    let (url, schema, _drop) = postgres_schema();
+    // A database without the tables: one line that says what to do; `migrate` creates them.
+    let (client, conn) = tokio_postgres::connect(&postgres_base(), tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL at {} is required: {e}", postgres_base()));
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!("CREATE SCHEMA \"{schema}\""))
+        .await
+        .unwrap();
+    // (Only the test's schema on the search path: `public` may hold other tests' tables.)
+    let own_only = url.replace("%2Cpublic", "");
+    let (code, _, err) = cli(&own_only, &["threads"]);
+    assert_eq!(code, 1);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("stategraph migrate"), "{err}");
+    let migrated = cli_json(&own_only, &["migrate", "--json"]);
+    assert_eq!(migrated["schema"], "up to date");
+    assert_eq!(cli_json(&own_only, &["threads", "--json"]), json!([]));
+
+    let saver = stategraph::PostgresConfig::from_url(&postgres_base())
+        .unwrap()
+        .schema(schema.clone())
+        .connect()
+        .await
+        .unwrap();
+    check(Db {
+        saver: Arc::new(saver),
+        url: url.clone(),
+        kind: Kind::Postgres(url.clone()),
+    })
+    .await;
+    check_store(&url);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mariadb() {
+    use mysql_async::prelude::Queryable;
+    let base = std::env::var("STATEGRAPH_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned());
+    let name = format!("sg_cli_{}", stategraph::uuid6(None).replace('-', ""));
+    let saver = stategraph::MySqlConfig::from_url(&base)
+        .unwrap()
+        .database(name.clone())
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("MySQL/MariaDB at {base} is required: {e}"));
+    let _drop = {
+        let (base, name) = (base.clone(), name.clone());
+        stategraph_checkpoint::conformance::Cleanup::new(async move {
+            if let Ok(mut conn) = mysql_async::Conn::from_url(base.as_str()).await {
+                let _ = conn
+                    .query_drop(format!("DROP DATABASE IF EXISTS `{name}`"))
+                    .await;
+                let _ = conn.disconnect().await;
+            }
+        })
+    };
+    let url = format!("{}/{name}", base.rsplit_once('/').unwrap().0);
+    check(Db {
+        saver: Arc::new(saver),
+        url: url.clone(),
+        kind: Kind::MySql(url),
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis() {
+    let base = std::env::var("STATEGRAPH_TEST_REDIS_URL")
+        .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+    let prefix = format!("sg_cli_{}", stategraph::uuid6(None).replace('-', ""));
+    let saver = stategraph::RedisSaver::connect_with(&base, &prefix, None)
+        .await
+        .unwrap_or_else(|e| panic!("Redis at {base} is required: {e}"));
+    let _drop = {
+        let (base, prefix) = (base.clone(), prefix.clone());
+        stategraph_checkpoint::conformance::Cleanup::new(async move {
+            if let Ok(client) = redis::Client::open(base)
+                && let Ok(mut conn) = client.get_multiplexed_async_connection().await
+            {
+                let keys: Vec<String> = redis::cmd("KEYS")
+                    .arg(format!("{prefix}:*"))
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
+                if !keys.is_empty() {
+                    let _: redis::RedisResult<()> =
+                        redis::cmd("DEL").arg(keys).query_async(&mut conn).await;
+                }
+            }
+        })
+    };
+    let sep = if base.contains('?') { '&' } else { '?' };
+    check(Db {
+        saver: Arc::new(saver),
+        url: format!("{base}{sep}prefix={prefix}"),
+        kind: Kind::Redis,
+    })
+    .await;
 }

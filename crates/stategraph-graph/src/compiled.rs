@@ -423,6 +423,41 @@ impl<S: State> CompiledGraph<S> {
             .collect()
     }
 
+    /// Applies the writes stored against a checkpoint by no task (`NULL_TASK_ID`: the
+    /// updates of `update_state(values, as_node=None)`-style resumes), as the next run would
+    /// before preparing its tasks.
+    pub(crate) fn apply_null_writes(
+        &self,
+        checkpoint: &mut stategraph_checkpoint::Checkpoint,
+        channels: &mut Channels,
+        pending: &[stategraph_checkpoint::PendingWrite],
+    ) -> Result<(), GraphError> {
+        let writes: Vec<(String, Value)> = pending
+            .iter()
+            .filter(|w| w.task_id == NULL_TASK_ID)
+            .map(|w| (w.channel.clone(), w.value.clone()))
+            .collect();
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let input = Task {
+            id: NULL_TASK_ID.to_owned(),
+            name: INPUT.to_owned(),
+            path: Vec::new(),
+            triggers: Vec::new(),
+            writes,
+            input: None,
+        };
+        apply_writes(
+            checkpoint,
+            channels,
+            &[&input],
+            None,
+            &self.trigger_channels,
+        )?;
+        Ok(())
+    }
+
     /// LangGraph's `_prepare_state_snapshot`. `live` (latest state) applies the writes of
     /// finished tasks and drops them from `next`.
     pub(crate) fn snapshot(
@@ -432,29 +467,7 @@ impl<S: State> CompiledGraph<S> {
     ) -> Result<StateSnapshot, GraphError> {
         let mut checkpoint = saved.checkpoint;
         let mut channels = channels_from_checkpoint(&self.channel_specs, &checkpoint);
-        let null_writes: Vec<(String, Value)> = saved
-            .pending_writes
-            .iter()
-            .filter(|w| w.task_id == NULL_TASK_ID)
-            .map(|w| (w.channel.clone(), w.value.clone()))
-            .collect();
-        if !null_writes.is_empty() {
-            let input = Task {
-                id: NULL_TASK_ID.to_owned(),
-                name: INPUT.to_owned(),
-                path: Vec::new(),
-                triggers: Vec::new(),
-                writes: null_writes,
-                input: None,
-            };
-            apply_writes(
-                &mut checkpoint,
-                &mut channels,
-                &[&input],
-                None,
-                &self.trigger_channels,
-            )?;
-        }
+        self.apply_null_writes(&mut checkpoint, &mut channels, &saved.pending_writes)?;
         let step = saved.metadata.step.unwrap_or(-1) + 1;
         let mut tasks = prepare_next_tasks(
             &checkpoint,

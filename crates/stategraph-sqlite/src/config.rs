@@ -122,6 +122,14 @@ impl SqliteConfig {
         Ok(config)
     }
 
+    /// The database file; `None` for an in-memory database.
+    pub fn path(&self) -> Option<&Path> {
+        match &self.location {
+            Location::File(p) => Some(p),
+            Location::Memory => None,
+        }
+    }
+
     /// Sets the `synchronous` level (default [`Synchronous::Full`]).
     pub fn synchronous(mut self, level: Synchronous) -> Self {
         self.synchronous = level;

@@ -81,9 +81,10 @@ pub use stategraph_graph as graph;
 /// The state trait `#[derive(State)]` implements.
 pub use stategraph_graph::State;
 pub use stategraph_graph::{
-    AS_COPY, ChannelSpec, Command, CompiledGraph, Durability, DynState, END, GraphError, Interrupt,
-    NodeContext, NodeError, NodeOutput, PregelTask, Reducer, Resume, RetryPolicy, RunConfig, START,
-    Schema, Send, StateGraph, StateSnapshot, StateUpdate, StreamMode, StreamPart, Values,
+    AS_COPY, ChannelRepair, ChannelSpec, Command, CompiledGraph, Durability, DynState, END,
+    GraphError, Interrupt, NodeContext, NodeError, NodeOutput, PregelTask, Reducer, RepairPlan,
+    Resume, RetryPolicy, RunConfig, START, Schema, Send, StateGraph, StateSnapshot, StateUpdate,
+    StreamMode, StreamPart, Values,
 };
 #[cfg(feature = "mysql")]
 pub use stategraph_mysql::{MySqlConfig, MySqlSaver};
@@ -112,39 +113,158 @@ pub mod prelude {
     pub use stategraph_sqlite::SqliteSaver;
 }
 
-/// Opens (and sets up) the checkpoint saver a database URL names.
+/// Opens (and sets up) the checkpoint saver a database URL names, with LangGraph's default
+/// serializer ([`JsonPlusSerializer`]).
 ///
 /// `memory:` is an [`InMemorySaver`]; `sqlite:` URLs need the `sqlite` feature (on by default),
 /// `postgres://` / `postgresql://` the `postgres` feature, `mysql://` the `mysql` feature and
 /// `redis://` / `rediss://` the `redis` feature. An unknown scheme, or one whose feature is off,
-/// is an [`Error::InvalidInput`] that says so.
+/// is an [`Error::InvalidInput`] that says so. A Redis URL may carry `prefix=NAME` among its
+/// query parameters: the saver's key prefix (default `stategraph`).
 pub async fn open_saver(url: &str) -> Result<Arc<dyn CheckpointSaver>> {
+    open_saver_with(url, OpenOptions::new()).await
+}
+
+/// How [`open_saver_with`] opens a database.
+#[derive(Clone, Debug)]
+pub struct OpenOptions {
+    serializer: Arc<dyn Serializer>,
+    existing: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl OpenOptions {
+    /// LangGraph's default serializer; the database is created and migrated as needed.
+    pub fn new() -> Self {
+        Self {
+            serializer: Arc::new(JsonPlusSerializer::new()),
+            existing: false,
+        }
+    }
+
+    /// Another serializer for checkpoints and writes, for example an [`EncryptedSerializer`]
+    /// to read and write threads encrypted with `LANGGRAPH_AES_KEY`.
+    pub fn serializer(mut self, serializer: Arc<dyn Serializer>) -> Self {
+        self.serializer = serializer;
+        self
+    }
+
+    /// Opens only a database that exists, without creating or migrating anything: a missing
+    /// SQLite file is an [`Error::NotFound`], and Postgres skips its migrations (tools that
+    /// only read use this; MySQL and Redis savers always check their tables).
+    pub fn existing(mut self) -> Self {
+        self.existing = true;
+        self
+    }
+}
+
+/// [`open_saver`] with [`OpenOptions`].
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// let serde = stategraph::EncryptedSerializer::aes(b"0123456789abcdef")?;
+/// let options = stategraph::OpenOptions::new().serializer(Arc::new(serde));
+/// let saver = stategraph::open_saver_with("sqlite::memory:", options).await?;
+/// assert_eq!(saver.name(), "sqlite");
+/// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+/// ```
+pub async fn open_saver_with(url: &str, options: OpenOptions) -> Result<Arc<dyn CheckpointSaver>> {
     let scheme = url.split(':').next().unwrap_or_default();
+    let OpenOptions {
+        serializer,
+        existing,
+    } = options;
+    #[cfg(not(all(
+        feature = "sqlite",
+        feature = "postgres",
+        feature = "mysql",
+        feature = "redis"
+    )))]
+    let _ = (&serializer, existing);
     match scheme {
         "memory" => Ok(Arc::new(InMemorySaver::new())),
         #[cfg(feature = "sqlite")]
-        "sqlite" => Ok(Arc::new(SqliteSaver::from_url(url)?)),
+        "sqlite" => {
+            let config = SqliteConfig::from_url(url)?.serializer(serializer);
+            if let Some(path) = config.path().filter(|p| existing && !p.exists()) {
+                return Err(Error::NotFound {
+                    what: format!("SQLite database {}", path.display()),
+                });
+            }
+            Ok(Arc::new(config.open()?))
+        }
         #[cfg(not(feature = "sqlite"))]
         "sqlite" => Err(missing_feature(scheme)),
         #[cfg(feature = "postgres")]
-        "postgres" | "postgresql" => Ok(Arc::new(PostgresSaver::connect(url).await?)),
+        "postgres" | "postgresql" => {
+            let mut config = PostgresConfig::from_url(url)?.serializer(serializer);
+            if existing {
+                config = config.without_setup();
+            }
+            Ok(Arc::new(config.connect().await?))
+        }
         #[cfg(not(feature = "postgres"))]
         "postgres" | "postgresql" => Err(missing_feature(scheme)),
         #[cfg(feature = "mysql")]
-        "mysql" => Ok(Arc::new(stategraph_mysql::MySqlSaver::connect(url).await?)),
+        "mysql" => Ok(Arc::new(
+            MySqlConfig::from_url(url)?
+                .serializer(serializer)
+                .connect()
+                .await?,
+        )),
         #[cfg(not(feature = "mysql"))]
         "mysql" => Err(missing_feature(scheme)),
         #[cfg(feature = "redis")]
-        "redis" | "rediss" => Ok(Arc::new(stategraph_redis::RedisSaver::connect(url).await?)),
+        "redis" | "rediss" => {
+            let (url, prefix) = take_query_param(url, "prefix");
+            let prefix = prefix.unwrap_or_else(|| "stategraph".to_owned());
+            Ok(Arc::new(
+                stategraph_redis::RedisSaver::connect_with(&url, &prefix, None)
+                    .await?
+                    .with_serializer(serializer),
+            ))
+        }
         #[cfg(not(feature = "redis"))]
         "redis" | "rediss" => Err(missing_feature(scheme)),
         _ => Err(Error::invalid(
             "database URL",
             format!(
-                "`{url}`: unknown scheme (expected memory:, sqlite:, postgres://, mysql:// or redis://)"
+                "`{}`: unknown scheme (expected memory:, sqlite:, postgres://, mysql:// or redis://)",
+                redact_url(url)
             ),
         )),
     }
+}
+
+/// Removes the query parameter `name` from `url`, returning the rest and its value.
+#[cfg(feature = "redis")]
+fn take_query_param(url: &str, name: &str) -> (String, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_owned(), None);
+    };
+    let mut value = None;
+    let rest: Vec<&str> = query
+        .split('&')
+        .filter(|kv| match kv.split_once('=') {
+            Some((k, v)) if k == name => {
+                value = Some(v.to_owned());
+                false
+            }
+            _ => true,
+        })
+        .collect();
+    let url = if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    (url, value)
 }
 
 /// Opens (and sets up) the cross-thread memory [`Store`](store::Store) a database URL names.

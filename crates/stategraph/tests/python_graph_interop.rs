@@ -10,8 +10,6 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Command as Process;
 use std::sync::Arc;
 
 use serde_json::{Value as Json, json};
@@ -141,8 +139,6 @@ fn hitl_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Route> {
     g.compile().unwrap().with_checkpointer(saver)
 }
 
-use stategraph_checkpoint::conformance::python_interpreter as python;
-
 /// Runs `scripts/interop/seed_graph.py DB GRAPH THREAD ACTIONS…`.
 fn py(
     db: &(impl AsRef<std::ffi::OsStr> + ?Sized),
@@ -153,37 +149,7 @@ fn py(
     py_with_key(None, db, graph, thread, actions)
 }
 
-/// [`py`] with Python's saver encrypting under `aes_key`
-/// (`EncryptedSerializer.from_pycryptodome_aes()`, the key in `LANGGRAPH_AES_KEY`).
-fn py_with_key(
-    aes_key: Option<&str>,
-    db: &(impl AsRef<std::ffi::OsStr> + ?Sized),
-    graph: &str,
-    thread: &str,
-    actions: &[&str],
-) -> Json {
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/interop/seed_graph.py");
-    let mut cmd = Process::new(python());
-    match aes_key {
-        Some(key) => cmd.env("LANGGRAPH_AES_KEY", key),
-        None => cmd.env_remove("LANGGRAPH_AES_KEY"),
-    };
-    let out = cmd
-        .arg(script)
-        .arg(db)
-        .arg(graph)
-        .arg(thread)
-        .args(actions)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "seed_graph.py failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+use stategraph_checkpoint::conformance::seed_graph_py as py_with_key;
 
 /// Our snapshots in the script's shape (configs flattened, tasks without interrupts).
 fn ours(history: &[StateSnapshot]) -> Vec<Json> {

@@ -143,6 +143,41 @@ pub fn python_interpreter() -> std::path::PathBuf {
     candidate
 }
 
+/// Runs the project's `scripts/interop/seed_graph.py DB GRAPH THREAD ACTIONS…` with the
+/// pinned Python LangGraph (its saver encrypting under `aes_key` when given, as
+/// `LANGGRAPH_AES_KEY`), and returns the JSON it prints. Panics with Python's stderr when the
+/// script fails.
+pub fn seed_graph_py(
+    aes_key: Option<&str>,
+    db: &(impl AsRef<std::ffi::OsStr> + ?Sized),
+    graph: &str,
+    thread: &str,
+    actions: &[&str],
+) -> serde_json::Value {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scripts/interop/seed_graph.py");
+    let mut cmd = std::process::Command::new(python_interpreter());
+    match aes_key {
+        Some(key) => cmd.env("LANGGRAPH_AES_KEY", key),
+        None => cmd.env_remove("LANGGRAPH_AES_KEY"),
+    };
+    let out = cmd
+        .arg(script)
+        .arg(db)
+        .arg(graph)
+        .arg(thread)
+        .args(actions)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run seed_graph.py: {e}"));
+    assert!(
+        out.status.success(),
+        "seed_graph.py failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("seed_graph.py printed no JSON: {e}"))
+}
+
 /// A saver under test, plus anything that must live as long as it (a temporary directory, a
 /// scratch schema).
 pub struct Fixture {

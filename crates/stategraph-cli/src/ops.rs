@@ -1,0 +1,166 @@
+//! The commands that change a database: `prune` and `repair` (both show a plan unless
+//! `--apply`).
+
+use std::sync::Arc;
+
+use serde_json::{Value as Json, json};
+use stategraph::prune::{PruneRow, plan_keep_latest};
+use stategraph::{ChannelRepair, CheckpointSaver, ListOptions, PruneStrategy};
+
+use crate::read::{reader, run_config};
+use crate::table::{self, Progress};
+use crate::{Failure, fail};
+
+/// The `prune` command: keep the latest checkpoint of each thread.
+pub(crate) async fn prune(
+    saver: &dyn CheckpointSaver,
+    mut threads: Vec<String>,
+    all: bool,
+    apply: bool,
+    as_json: bool,
+) -> Result<String, Failure> {
+    if all {
+        let mut ids: Vec<String> = saver
+            .list(&ListOptions::all())
+            .await
+            .map_err(fail)?
+            .into_iter()
+            .map(|t| t.config.thread_id)
+            .collect();
+        ids.sort();
+        ids.dedup();
+        threads = ids;
+    }
+    let mut rows = Vec::new();
+    let mut progress = Progress::new(if apply { "prune" } else { "plan" }, threads.len());
+    for thread in &threads {
+        progress.tick();
+        let stored: Vec<PruneRow> = saver
+            .list(&ListOptions::thread(thread.clone()))
+            .await
+            .map_err(fail)?
+            .into_iter()
+            .map(|t| PruneRow {
+                checkpoint_ns: t.config.checkpoint_ns,
+                checkpoint_id: t.config.checkpoint_id.unwrap_or_default(),
+                metadata: t.metadata,
+            })
+            .collect();
+        if stored.is_empty() {
+            return Err(format!("no thread `{thread}` in this database"));
+        }
+        let (kept, deleted, note) = match plan_keep_latest(thread, &stored) {
+            Ok(plan) => {
+                if apply && !plan.delete.is_empty() {
+                    saver
+                        .prune(std::slice::from_ref(thread), PruneStrategy::KeepLatest)
+                        .await
+                        .map_err(fail)?;
+                }
+                (plan.keep.len(), plan.delete.len(), String::new())
+            }
+            Err(e) => (stored.len(), 0, format!("skipped: {e}")),
+        };
+        rows.push((thread.clone(), kept, deleted, note));
+    }
+    drop(progress);
+    let deleted: usize = rows.iter().map(|r| r.2).sum();
+    if as_json {
+        let list: Vec<Json> = rows
+            .iter()
+            .map(|(t, k, d, note)| {
+                json!({"thread_id": t, "kept": k, "deleted": d,
+                       "skipped": (!note.is_empty()).then_some(note)})
+            })
+            .collect();
+        return Ok(json!({"applied": apply, "deleted": deleted, "threads": list}).to_string());
+    }
+    let verb = if apply { "deleted" } else { "would delete" };
+    Ok(format!(
+        "{}\n\n{verb} {deleted} checkpoint(s){}",
+        table::render(
+            &["THREAD", "KEPT", "DELETED", "NOTE"],
+            rows.iter()
+                .map(|(t, k, d, n)| vec![t.clone(), k.to_string(), d.to_string(), n.clone()])
+                .collect(),
+        ),
+        if apply { "" } else { " (run with --apply)" }
+    ))
+}
+
+/// The `repair` command: rebuild missing values of a checkpoint with seed 001's merge rules.
+pub(crate) async fn repair(
+    saver: Arc<dyn CheckpointSaver>,
+    thread: &str,
+    ns: &str,
+    checkpoint: Option<String>,
+    apply: bool,
+    as_json: bool,
+) -> Result<String, Failure> {
+    let graph = reader(saver, thread, ns).await?;
+    let plan = graph
+        .plan_repair(&run_config(thread, ns, checkpoint))
+        .await
+        .map_err(fail)?;
+    if apply {
+        graph.apply_repair(&plan).await.map_err(fail)?;
+    }
+    let id = plan.target.checkpoint.id.clone();
+    let rows: Vec<(String, &'static str, Json, Option<Json>)> = plan
+        .channels
+        .iter()
+        .filter(|(k, _)| !k.starts_with("branch:") && !k.starts_with("__"))
+        .map(|(k, c)| match c {
+            ChannelRepair::Restore(v) => (k.clone(), "restore", v.to_json(), None),
+            ChannelRepair::Intact => (k.clone(), "intact", Json::Null, None),
+            ChannelRepair::Differs { stored, rebuilt } => (
+                k.clone(),
+                "differs (kept)",
+                rebuilt.to_json(),
+                Some(stored.to_json()),
+            ),
+        })
+        .collect();
+    let restored = plan.restored().count();
+    if as_json {
+        let channels: serde_json::Map<String, Json> = rows
+            .iter()
+            .map(|(k, status, v, stored)| {
+                let mut o = json!({"status": status.split(' ').next()});
+                if !v.is_null() {
+                    o["value"] = v.clone();
+                }
+                if let Some(s) = stored {
+                    o["stored"] = s.clone();
+                }
+                (k.clone(), o)
+            })
+            .collect();
+        return Ok(
+            json!({"checkpoint_id": id, "applied": apply, "restored": restored,
+                         "channels": channels})
+            .to_string(),
+        );
+    }
+    let verb = match (restored, apply) {
+        (0, _) => "nothing to restore".to_owned(),
+        (n, true) => format!("restored {n} channel(s)"),
+        (n, false) => format!("would restore {n} channel(s) (run with --apply)"),
+    };
+    Ok(format!(
+        "checkpoint {id}: {verb}\n{}",
+        table::render(
+            &["CHANNEL", "STATUS", "REBUILT VALUE"],
+            rows.iter()
+                .map(|(k, s, v, _)| {
+                    let shown = if v.is_null() {
+                        String::new()
+                    } else {
+                        table::shorten(&v.to_string(), 80)
+                    };
+                    vec![k.clone(), (*s).to_owned(), shown]
+                })
+                .collect(),
+        )
+    ))
+}

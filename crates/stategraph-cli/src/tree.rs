@@ -1,0 +1,136 @@
+//! `tree`: the branch tree of a thread's checkpoints (a replay or `update_state` on a past
+//! checkpoint starts a branch), as indented text, Mermaid or Graphviz dot.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value as Json, json};
+use stategraph::CheckpointTuple;
+
+/// One checkpoint of the tree.
+pub(crate) struct Node {
+    id: String,
+    parent: Option<String>,
+    step: Option<i64>,
+    source: String,
+}
+
+/// The checkpoints of one namespace, any order.
+pub(crate) fn nodes(tuples: &[CheckpointTuple]) -> Vec<Node> {
+    let mut nodes: Vec<Node> = tuples
+        .iter()
+        .map(|t| Node {
+            id: t.checkpoint.id.clone(),
+            parent: t
+                .parent_config
+                .as_ref()
+                .and_then(|p| p.checkpoint_id.clone()),
+            step: t.metadata.step,
+            source: t.metadata.source.map(|s| s.to_string()).unwrap_or_default(),
+        })
+        .collect();
+    nodes.sort_by(|a, b| a.id.cmp(&b.id));
+    nodes
+}
+
+fn children(nodes: &[Node]) -> BTreeMap<Option<&str>, Vec<&Node>> {
+    let mut by_parent: BTreeMap<Option<&str>, Vec<&Node>> = BTreeMap::new();
+    for n in nodes {
+        // A parent outside the listed checkpoints (pruned) makes the node a root.
+        let parent = n
+            .parent
+            .as_deref()
+            .filter(|p| nodes.iter().any(|m| m.id == *p));
+        by_parent.entry(parent).or_default().push(n);
+    }
+    by_parent
+}
+
+fn label(n: &Node) -> String {
+    let step = n.step.map_or_else(|| "?".to_owned(), |s| s.to_string());
+    format!("{} (step {step}, {})", n.id, n.source)
+}
+
+/// Indented text: children under their parent, a branch where a checkpoint has several.
+pub(crate) fn text(nodes: &[Node]) -> String {
+    let kids = children(nodes);
+    let mut out = Vec::new();
+    fn walk<'a>(
+        n: &'a Node,
+        depth: usize,
+        kids: &BTreeMap<Option<&str>, Vec<&'a Node>>,
+        out: &mut Vec<String>,
+    ) {
+        out.push(format!("{}{}", "  ".repeat(depth), label(n)));
+        let next = kids
+            .get(&Some(n.id.as_str()))
+            .map_or(&[][..], Vec::as_slice);
+        // A single child continues the line of history at the same depth.
+        let depth = if next.len() > 1 { depth + 1 } else { depth };
+        for c in next {
+            walk(c, depth, kids, out);
+        }
+    }
+    for root in kids.get(&None).map_or(&[][..], Vec::as_slice) {
+        walk(root, 0, &kids, &mut out);
+    }
+    out.join("\n")
+}
+
+/// A Mermaid flowchart, oldest at the top.
+pub(crate) fn mermaid(nodes: &[Node]) -> String {
+    let mut out = vec!["graph TD".to_owned()];
+    for n in nodes {
+        out.push(format!("  c{}[\"{}\"]", short(&n.id), label(n)));
+    }
+    for n in nodes {
+        if let Some(p) = &n.parent
+            && nodes.iter().any(|m| &m.id == p)
+        {
+            out.push(format!("  c{} --> c{}", short(p), short(&n.id)));
+        }
+    }
+    out.join("\n")
+}
+
+/// Graphviz dot.
+pub(crate) fn dot(nodes: &[Node]) -> String {
+    let mut out = vec![
+        "digraph checkpoints {".to_owned(),
+        "  rankdir=TB;".to_owned(),
+    ];
+    for n in nodes {
+        out.push(format!("  \"{}\" [label=\"{}\"];", n.id, label(n)));
+    }
+    for n in nodes {
+        if let Some(p) = &n.parent
+            && nodes.iter().any(|m| &m.id == p)
+        {
+            out.push(format!("  \"{p}\" -> \"{}\";", n.id));
+        }
+    }
+    out.push("}".to_owned());
+    out.join("\n")
+}
+
+/// JSON: every checkpoint with its parent and children.
+pub(crate) fn json(nodes: &[Node]) -> Json {
+    let kids = children(nodes);
+    Json::Array(
+        nodes
+            .iter()
+            .map(|n| {
+                let children: Vec<&str> = kids
+                    .get(&Some(n.id.as_str()))
+                    .map(|c| c.iter().map(|k| k.id.as_str()).collect())
+                    .unwrap_or_default();
+                json!({"checkpoint_id": n.id, "parent_checkpoint_id": n.parent,
+                       "step": n.step, "source": n.source, "children": children})
+            })
+            .collect(),
+    )
+}
+
+/// A checkpoint id as a Mermaid node name (letters and digits only).
+fn short(id: &str) -> String {
+    id.chars().filter(char::is_ascii_alphanumeric).collect()
+}

@@ -1,0 +1,154 @@
+//! The built `stategraph` binary on threads Python LangGraph wrote (the pinned packages of
+//! `scripts/python-env.sh`): `history --json` equals Python's own `get_state_history` — values,
+//! next, tasks, metadata, config, parent config — on SQLite and Postgres, for a thread with
+//! an `update_state`, one left at an interrupt, and one encrypted with `LANGGRAPH_AES_KEY`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+use serde_json::Value as Json;
+use stategraph_checkpoint::conformance::{Cleanup, seed_graph_py as py};
+
+const AES_KEY: &str = "0123456789abcdef0123456789abcdef";
+
+/// Runs the binary with `key` in `LANGGRAPH_AES_KEY`; returns (exit code, stdout, stderr).
+fn cli(key: Option<&str>, db: &str, args: &[&str]) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stategraph"));
+    match key {
+        Some(k) => cmd.env("LANGGRAPH_AES_KEY", k),
+        None => cmd.env_remove("LANGGRAPH_AES_KEY"),
+    };
+    let out = cmd
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env_remove("STATEGRAPH_DB")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// The binary's snapshots in the script's shape: configs flattened to their `configurable`,
+/// and (on both sides) empty lists left out of `values` — a checkpoint cannot say which keys
+/// are aggregates, so the binary shows a list only once something was written to it.
+fn normalized(history: &Json) -> Vec<Json> {
+    history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let mut j = s.clone();
+            for key in ["config", "parent_config"] {
+                if j[key].get("configurable").is_some() {
+                    j[key] = j[key]["configurable"].clone();
+                }
+            }
+            if let Some(v) = j["values"].as_object_mut() {
+                v.retain(|_, x| x.as_array().is_none_or(|a| !a.is_empty()));
+            }
+            j
+        })
+        .collect()
+}
+
+/// Python writes threads on `db`; the binary's history of each (reading `url`) equals Python's.
+fn check(db: &str, url: &str, key: Option<&str>) {
+    let cases: [(&str, &str, &[&str]); 3] = [
+        ("seed", "seed", &["run", "run", "update_as_a", "run"]),
+        ("route", "route", &["run"]),
+        ("hitl", "hitl", &["run"]),
+    ];
+    for (graph, thread, actions) in cases {
+        py(key, db, graph, thread, actions);
+        let theirs = py(key, db, graph, thread, &["history"]);
+        let (code, out, err) = cli(key, url, &["history", "--thread", thread, "--json"]);
+        assert_eq!(code, 0, "{thread}: {err}");
+        let ours: Json = serde_json::from_str(&out).unwrap();
+        let theirs = normalized(&theirs["history"]);
+        assert!(theirs.len() >= 2, "{thread}");
+        assert_eq!(normalized(&ours), theirs, "{thread}");
+    }
+    // The interrupted thread: `next` and the pending interrupt, as Python shows them.
+    let (_, out, _) = cli(key, url, &["state", "--thread", "hitl", "--json"]);
+    let state: Json = serde_json::from_str(&out).unwrap();
+    assert_eq!(state["next"], serde_json::json!(["ask"]));
+    assert_eq!(
+        state["tasks"][0]["interrupts"][0]["value"]["question"],
+        "approve?"
+    );
+}
+
+#[test]
+fn sqlite_threads_written_by_python() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("py.sqlite");
+    let db = path.display().to_string();
+    // Python's SqliteSaver creates its tables on first use.
+    check(&db, &format!("sqlite:{db}"), None);
+}
+
+/// Postgres, both sides encrypting with `LANGGRAPH_AES_KEY`; without the key, or with another,
+/// the binary fails with one line naming where the bytes are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn encrypted_postgres_threads_written_by_python() {
+    let base = std::env::var("STATEGRAPH_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let schema = format!("sg_clipy_{}", stategraph::uuid6(None).replace('-', ""));
+    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL at {base} is required: {e}"));
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!("CREATE SCHEMA \"{schema}\""))
+        .await
+        .unwrap();
+    let _drop = {
+        let (base, schema) = (base.clone(), schema.clone());
+        Cleanup::new(async move {
+            if let Ok((client, conn)) = tokio_postgres::connect(&base, tokio_postgres::NoTls).await
+            {
+                let task = tokio::spawn(conn);
+                let _ = client
+                    .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
+                    .await;
+                drop(client);
+                let _ = task.await;
+            }
+        })
+    };
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+    tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || check(&url, &url, Some(AES_KEY))
+    })
+    .await
+    .unwrap();
+
+    let (code, _, err) = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || cli(None, &url, &["history", "--thread", "seed"])
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 1);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("thread `seed`"), "{err}");
+    let (code, _, err) = tokio::task::spawn_blocking(move || {
+        cli(
+            Some("fedcba9876543210fedcba9876543210"),
+            &url,
+            &["history", "--thread", "seed"],
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 1);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("thread `seed`"), "{err}");
+}
