@@ -25,6 +25,7 @@ pub(crate) fn render(headers: &[&str], rows: Vec<Vec<String>>) -> String {
                 out.push_str(&" ".repeat(pad));
             }
         }
+        out.truncate(out.trim_end().len());
         out
     };
     let mut head = line(headers.iter().map(|h| (*h).to_owned()).collect());
@@ -126,6 +127,8 @@ mod tests {
             ],
         );
         assert_eq!(t, "A    LONGER\nxyz  1\né    22");
+        let empty_last = render(&["A", "B"], vec![vec!["x".into(), String::new()]]);
+        assert_eq!(empty_last, "A  B\nx");
         assert_eq!(shorten("abcdef", 4), "abc…");
         assert_eq!(shorten("abc", 4), "abc");
         assert_eq!(bytes(812), "812 B");

@@ -50,28 +50,44 @@ fn label(n: &Node) -> String {
     format!("{} (step {step}, {})", n.id, n.source)
 }
 
-/// Indented text: children under their parent, a branch where a checkpoint has several.
+/// Text: a line of history runs straight down; where a checkpoint has several children, each
+/// branch hangs off it (`├─`, `└─`).
 pub(crate) fn text(nodes: &[Node]) -> String {
     let kids = children(nodes);
     let mut out = Vec::new();
     fn walk<'a>(
         n: &'a Node,
-        depth: usize,
+        first: &str,
+        rest: &str,
         kids: &BTreeMap<Option<&str>, Vec<&'a Node>>,
         out: &mut Vec<String>,
     ) {
-        out.push(format!("{}{}", "  ".repeat(depth), label(n)));
+        out.push(format!("{first}{}", label(n)));
         let next = kids
             .get(&Some(n.id.as_str()))
             .map_or(&[][..], Vec::as_slice);
-        // A single child continues the line of history at the same depth.
-        let depth = if next.len() > 1 { depth + 1 } else { depth };
-        for c in next {
-            walk(c, depth, kids, out);
+        if let [only] = next {
+            walk(only, rest, rest, kids, out);
+            return;
+        }
+        for (i, c) in next.iter().enumerate() {
+            let last = i + 1 == next.len();
+            let (head, tail) = if last {
+                ("└─ ", "   ")
+            } else {
+                ("├─ ", "│  ")
+            };
+            walk(
+                c,
+                &format!("{rest}{head}"),
+                &format!("{rest}{tail}"),
+                kids,
+                out,
+            );
         }
     }
     for root in kids.get(&None).map_or(&[][..], Vec::as_slice) {
-        walk(root, 0, &kids, &mut out);
+        walk(root, "", "", &kids, &mut out);
     }
     out.join("\n")
 }
