@@ -8,11 +8,13 @@ GRAPH: `seed` (START → node_a → node_b → END, foo last value, bar list wit
 `route` (START → decide → left|right by a conditional edge on `go_left`, then END), `sends`
 (a conditional edge from START sends one `Send("worker", {"item": i})` per item; workers
 append `item * 10` to `done`) or `command` (START → router, which returns
-`Command(update={"log": ["router"]}, goto="right")`) or `sub` (START → sub → after, where
+`Command(update={"log": ["router"]}, goto="right")`) or `dchat` (START → reply over `messages: Annotated[list, DeltaChannel(concat,
+snapshot_frequency=DELTA_K)]`, DELTA_K from the environment, default 10: stategraph's
+`delta_storage` chat in its delta-storage tests) or `sub` (START → sub → after, where
 `sub` is a compiled subgraph one → two over the same state), or `hitl` (START → ask, which
 calls `interrupt({"question": "approve?"})` and logs the answer).
 ACTIONS, in order: `run` (invoke with the graph's standard input), `resume` (invoke(None)),
-`resume_yes` (invoke(Command(resume="yes"))),
+`resume_yes` (invoke(Command(resume="yes"))), `turns:N` (N chat turns of the `dchat` graph),
 `history` (print get_state_history as JSON), `state` (print get_state as JSON), `update`
 (update_state with {"foo": "upd", "bar": ["u"]} as the default node), `update_as_a`
 (update_state with {"foo": "x"} as node_a), `messages` (the `chat` graph's messages as
@@ -54,7 +56,33 @@ class Work(TypedDict, total=False):
     item: int
 
 
+def chat_message(who, turn):
+    """The ~200-byte message of the delta chat tests (the same text stategraph's test makes)."""
+    return (f"{who} message of turn {turn}: " + "lorem ipsum " * 20)[:200]
+
+
 def build(name, saver):
+    if name == "dchat":
+        from langgraph.channels.delta import DeltaChannel
+
+        def concat(state, writes):
+            out = list(state)
+            for w in writes:
+                out.extend(w)
+            return out
+
+        k = int(os.environ.get("DELTA_K", "10"))
+
+        class DChat(TypedDict):
+            messages: Annotated[list, DeltaChannel(concat, snapshot_frequency=k)]
+
+        g = StateGraph(DChat)
+        g.add_node(
+            "reply",
+            lambda s: {"messages": [chat_message("AI", len(s["messages"]) // 2)]},
+        )
+        g.add_edge(START, "reply")
+        return g.compile(checkpointer=saver), None
     if name == "sends":
         g = StateGraph(Work)
         g.add_node("worker", lambda s: {"done": [s["item"] * 10]})
@@ -175,6 +203,10 @@ def main(db, graph_name, thread, actions):
             graph.invoke(None, config)
         elif action == "resume_yes":
             graph.invoke(Command(resume="yes"), config)
+        elif action.startswith("turns:"):
+            for _ in range(int(action.split(":")[1])):
+                have = graph.get_state(config).values.get("messages", [])
+                graph.invoke({"messages": [chat_message("user", len(have) // 2)]}, config)
         elif action == "update":
             graph.update_state(config, {"foo": "upd", "bar": ["u"]})
         elif action == "update_as_a":

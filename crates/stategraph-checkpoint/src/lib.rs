@@ -47,6 +47,7 @@ pub mod blob_layout;
 mod checkpoint;
 pub mod codec;
 mod config;
+pub mod delta;
 mod encrypted;
 mod error;
 mod id;
@@ -71,6 +72,7 @@ pub use checkpoint::{Checkpoint, CheckpointTuple, LATEST_VERSION};
 pub use config::{
     CHECKPOINT_ID, CHECKPOINT_NS, CheckpointConfig, NS_END, NS_SEP, THREAD_ID, redact_url,
 };
+pub use delta::{DeltaChannelHistory, DeltaWalk};
 pub use encrypted::{AesEaxCipher, Cipher, EncryptedSerializer};
 pub use error::{BoxError, Error, Location, Result};
 pub use id::{checkpoint_id, format_uuid, iso_from_unix_micros, now_iso, uuid6};
@@ -86,8 +88,8 @@ pub use serializer::{JsonPlusSerializer, SerdeError, Serializer, tags};
 pub use value::{Ext, ExtCode, Map, PyObject, Value};
 pub use version::{ChannelVersion, ChannelVersions, next_version};
 pub use writes::{
-    EncodedWrite, EncodedWrites, NULL_TASK_ID, PendingWrite, all_special, channels, encode_writes,
-    sort_writes, special_write_idx, write_idx,
+    EncodedWrite, EncodedWrites, NULL_TASK_ID, PendingWrite, StoredWrite, all_special, channels,
+    encode_writes, sort_writes, special_write_idx, write_idx,
 };
 
 #[doc(hidden)]

@@ -1,5 +1,6 @@
 //! The `CheckpointSaver` trait: how a thread's checkpoints and pending writes are stored.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use async_trait::async_trait;
@@ -7,6 +8,7 @@ use serde_json::Value as Json;
 
 use crate::checkpoint::{Checkpoint, CheckpointTuple};
 use crate::config::CheckpointConfig;
+use crate::delta::{DeltaChannelHistory, DeltaWalk};
 use crate::error::{Error, Result};
 use crate::metadata::CheckpointMetadata;
 use crate::value::Value;
@@ -202,6 +204,41 @@ pub trait CheckpointSaver: Send + Sync + fmt::Debug {
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
         let _ = (thread_ids, strategy);
         Err(self.unsupported("prune"))
+    }
+
+    /// For each of `channels`, what its value at the checkpoint `config` addresses is rebuilt
+    /// from when it is a delta channel: the nearest stored value on the parent chain (the
+    /// seed) and the channel's writes after it (see [`crate::delta`]). Empty `channels` give
+    /// an empty map; a checkpoint that does not exist gives empty histories.
+    ///
+    /// The default walks `get_tuple` up the parent chain, once for all channels; savers with
+    /// direct storage access override it with a constant number of queries.
+    async fn get_delta_channel_history(
+        &self,
+        config: &CheckpointConfig,
+        channels: &[String],
+    ) -> Result<BTreeMap<String, DeltaChannelHistory>> {
+        let mut walk = DeltaWalk::new(channels);
+        if channels.is_empty() {
+            return Ok(walk.finish());
+        }
+        let mut cursor = self.get_tuple(config).await?.and_then(|t| t.parent_config);
+        while let Some(at) = cursor.take() {
+            if walk.is_done() {
+                break;
+            }
+            let Some(t) = self.get_tuple(&at).await? else {
+                break;
+            };
+            let values = &t.checkpoint.channel_values;
+            if !walk.visit(&t.checkpoint.id, t.pending_writes.clone(), |ch| {
+                values.get(ch).cloned()
+            }) {
+                break;
+            }
+            cursor = t.parent_config;
+        }
+        Ok(walk.finish())
     }
 
     /// The version that follows `current` (LangGraph's `get_next_version`).

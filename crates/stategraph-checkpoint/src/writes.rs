@@ -145,6 +145,55 @@ impl PendingWrite {
     }
 }
 
+/// A write row as a database returns it, before its value is decoded.
+#[derive(Clone, Debug)]
+pub struct StoredWrite {
+    /// The task that wrote it.
+    pub task_id: String,
+    /// The channel written.
+    pub channel: String,
+    /// The serializer's type tag (`None`: a NULL column, which is an error).
+    pub type_tag: Option<String>,
+    /// The serialized value.
+    pub value: Vec<u8>,
+    /// The writing task's path.
+    pub task_path: String,
+    /// Its index.
+    pub idx: i64,
+}
+
+impl StoredWrite {
+    /// Decodes the value with `serde`; errors name the thread, checkpoint, channel and task
+    /// (`at` is the checkpoint the write is stored against).
+    pub fn decode(
+        self,
+        serde: &dyn crate::serializer::Serializer,
+        at: &crate::error::Location,
+    ) -> crate::error::Result<PendingWrite> {
+        let loc = at
+            .clone()
+            .part("write")
+            .channel(self.channel.clone())
+            .task(self.task_id.clone());
+        let tag = self.type_tag.ok_or_else(|| {
+            crate::error::Error::serialization(
+                loc.clone(),
+                crate::serializer::SerdeError::UnknownType("NULL".into()),
+            )
+        })?;
+        let value = serde
+            .loads_typed(&tag, &self.value)
+            .map_err(|e| crate::error::Error::serialization(loc, e))?;
+        Ok(PendingWrite {
+            task_id: self.task_id,
+            channel: self.channel,
+            value,
+            task_path: self.task_path,
+            idx: self.idx,
+        })
+    }
+}
+
 /// Sorts writes into LangGraph's order (task path, task id, idx).
 pub fn sort_writes(writes: &mut [PendingWrite]) {
     writes.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));

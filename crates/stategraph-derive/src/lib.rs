@@ -19,7 +19,9 @@
 //!
 //! Reducers: `append` (list concatenation), `add` (numbers), `merge` (maps),
 //! `add_messages` (LangGraph's id-based message merge), or `custom = path::to::fn` for any
-//! `fn(T, T) -> T`. Field types must implement `serde::Serialize`, `DeserializeOwned` and
+//! `fn(T, T) -> T`. Adding `delta` (`#[reducer(add_messages, delta)]`, or `delta = 50` for
+//! a snapshot every 50 updates instead of 100) stores the field as LangGraph's
+//! `DeltaChannel`: checkpoints keep only what changed. Field types must implement `serde::Serialize`, `DeserializeOwned` and
 //! `Default` (a key without a value reads as the default). The generated code refers to the
 //! `stategraph` crate.
 
@@ -44,8 +46,10 @@ enum ReducerKind {
     Custom(Path),
 }
 
-fn reducer_of(field: &syn::Field) -> syn::Result<ReducerKind> {
+/// The field's reducer, and its snapshot frequency when it is stored as deltas.
+fn reducer_of(field: &syn::Field) -> syn::Result<(ReducerKind, Option<syn::Expr>)> {
     let mut kind = ReducerKind::LastValue;
+    let mut delta = None;
     for attr in &field.attrs {
         if !attr.path().is_ident("reducer") {
             continue;
@@ -54,6 +58,14 @@ fn reducer_of(field: &syn::Field) -> syn::Result<ReducerKind> {
             if meta.path.is_ident("custom") {
                 let value = meta.value()?;
                 kind = ReducerKind::Custom(value.parse()?);
+                return Ok(());
+            }
+            if meta.path.is_ident("delta") {
+                delta = Some(if meta.input.peek(syn::Token![=]) {
+                    meta.value()?.parse()?
+                } else {
+                    syn::parse_quote!(100)
+                });
                 return Ok(());
             }
             let Some(ident) = meta.path.get_ident() else {
@@ -66,12 +78,19 @@ fn reducer_of(field: &syn::Field) -> syn::Result<ReducerKind> {
                 }
                 other => Err(meta.error(format!(
                     "unknown reducer `{other}` (expected append, add, merge, add_messages or \
-                     custom = path::to::fn)"
+                     custom = path::to::fn, optionally with delta or delta = N)"
                 ))),
             }
         })?;
     }
-    Ok(kind)
+    if delta.is_some() && matches!(kind, ReducerKind::LastValue) {
+        return Err(syn::Error::new(
+            field.span(),
+            "`delta` stores a reducer's updates as deltas: name the reducer too, e.g. \
+             #[reducer(append, delta)]",
+        ));
+    }
+    Ok((kind, delta))
 }
 
 fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
@@ -109,23 +128,24 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
         let ty = &field.ty;
         let key = ident.to_string();
         let key_lit = syn::LitStr::new(&key, Span::call_site());
-        let spec = match reducer_of(field)? {
-            ReducerKind::LastValue => quote!(schema = schema.last_value(#key_lit);),
-            ReducerKind::Builtin(r) => {
-                quote!(schema = schema.reducer(#key_lit, #krate::graph::Reducer::#r());)
-            }
-            ReducerKind::Custom(f) => quote! {
-                schema = schema.reducer(
-                    #key_lit,
-                    #krate::graph::Reducer::new(stringify!(#f), None, |cur, upd| {
-                        let cur: #ty = #krate::graph::from_value(#key_lit, &cur)
-                            .map_err(|e| e.to_string())?;
-                        let upd: #ty = #krate::graph::from_value(#key_lit, &upd)
-                            .map_err(|e| e.to_string())?;
-                        #krate::graph::to_value(&#f(cur, upd)).map_err(|e| e.to_string())
-                    }),
-                );
-            },
+        let (kind, delta) = reducer_of(field)?;
+        let reducer = match kind {
+            ReducerKind::LastValue => None,
+            ReducerKind::Builtin(r) => Some(quote!(#krate::graph::Reducer::#r())),
+            ReducerKind::Custom(f) => Some(quote! {
+                #krate::graph::Reducer::new(stringify!(#f), None, |cur, upd| {
+                    let cur: #ty = #krate::graph::from_value(#key_lit, &cur)
+                        .map_err(|e| e.to_string())?;
+                    let upd: #ty = #krate::graph::from_value(#key_lit, &upd)
+                        .map_err(|e| e.to_string())?;
+                    #krate::graph::to_value(&#f(cur, upd)).map_err(|e| e.to_string())
+                })
+            }),
+        };
+        let spec = match (reducer, delta) {
+            (None, _) => quote!(schema = schema.last_value(#key_lit);),
+            (Some(r), None) => quote!(schema = schema.reducer(#key_lit, #r);),
+            (Some(r), Some(n)) => quote!(schema = schema.delta(#key_lit, #r, #n);),
         };
         schema.push(spec);
         touched.push(quote!(&self.#ident,));

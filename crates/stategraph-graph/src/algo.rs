@@ -324,19 +324,32 @@ pub(crate) fn apply_writes(
 }
 
 /// LangGraph's `create_checkpoint`: the channels' stored values (only channels that have a
-/// version), a new id for `step`, and the sorted updated channels.
+/// version; the delta channels in `snapshot` as `_DeltaSnapshot`s, the others not at all), a
+/// new id for `step`, and the sorted updated channels.
 pub(crate) fn create_checkpoint(
     base: &Checkpoint,
     channels: Option<&Channels>,
     step: i64,
     updated_channels: Option<&BTreeSet<String>>,
+    snapshot: &BTreeSet<String>,
 ) -> Checkpoint {
     let channel_values = match channels {
         None => base.channel_values.clone(),
         Some(chs) => chs
             .iter()
             .filter(|(k, _)| base.channel_versions.contains_key(*k))
-            .filter_map(|(k, c)| c.checkpoint().map(|v| (k.clone(), v)))
+            .filter_map(|(k, c)| {
+                let stored = if c.is_delta() {
+                    snapshot
+                        .contains(k)
+                        .then(|| c.get())
+                        .flatten()
+                        .map(|v| Value::Ext(stategraph_checkpoint::Ext::delta_snapshot(&v)))
+                } else {
+                    c.checkpoint()
+                };
+                stored.map(|v| (k.clone(), v))
+            })
             .collect(),
     };
     Checkpoint {

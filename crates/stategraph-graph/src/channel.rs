@@ -115,6 +115,18 @@ pub enum ChannelSpec {
     LastValue,
     /// Folds every write into the current value with a reducer.
     Reducer(Reducer),
+    /// A reducer channel stored as deltas (LangGraph's `DeltaChannel`): checkpoints omit its
+    /// value — it is rebuilt from the nearest stored snapshot plus the writes after it (see
+    /// `CheckpointSaver::get_delta_channel_history`) — except every `snapshot_frequency`-th
+    /// update, which stores the full value as a `_DeltaSnapshot`. The reducer must be
+    /// batching-invariant (folding writes in any grouping gives the same value), as
+    /// [`Reducer::append`] and [`Reducer::add_messages`] are.
+    Delta {
+        /// The reducer.
+        reducer: Reducer,
+        /// A full snapshot every this many updates (at least 1; LangGraph's default is 100).
+        snapshot_frequency: u32,
+    },
     /// Holds a value for one step only. With `guard`, more than one write per step is an error.
     Ephemeral {
         /// Reject more than one write per step.
@@ -135,8 +147,16 @@ impl ChannelSpec {
         match self {
             ChannelSpec::LastValue => Channel::LastValue(stored),
             ChannelSpec::Reducer(r) => Channel::Reducer {
-                value: stored.or_else(|| r.default.clone()),
+                value: stored.map(unwrap_snapshot).or_else(|| r.default.clone()),
                 reducer: r.clone(),
+                delta: false,
+            },
+            ChannelSpec::Delta { reducer, .. } => Channel::Reducer {
+                value: stored
+                    .map(unwrap_snapshot)
+                    .or_else(|| reducer.default.clone()),
+                reducer: reducer.clone(),
+                delta: true,
             },
             ChannelSpec::Ephemeral { guard } => Channel::Ephemeral {
                 value: stored,
@@ -155,6 +175,31 @@ impl ChannelSpec {
                 seen: stored.map(names_of).unwrap_or_default(),
             },
         }
+    }
+}
+
+impl ChannelSpec {
+    /// A delta channel (see [`ChannelSpec::Delta`]); a frequency of 0 counts as 1.
+    pub fn delta(reducer: Reducer, snapshot_frequency: u32) -> Self {
+        ChannelSpec::Delta {
+            reducer,
+            snapshot_frequency: snapshot_frequency.max(1),
+        }
+    }
+
+    /// Whether a checkpoint missing this channel's value (while recording a version for it)
+    /// rebuilds it from history: delta channels, and reducer channels, whose values are
+    /// otherwise stored at every version (a thread written while the key was a delta channel).
+    pub(crate) fn rebuilds_from_history(&self) -> bool {
+        matches!(self, ChannelSpec::Delta { .. } | ChannelSpec::Reducer(_))
+    }
+}
+
+/// A `_DeltaSnapshot(value)` read back as the value it wraps; anything else as is.
+pub(crate) fn unwrap_snapshot(v: Value) -> Value {
+    match &v {
+        Value::Ext(e) if e.ext_code() == Some(ExtCode::DeltaSnapshot) => e.payload().unwrap_or(v),
+        _ => v,
     }
 }
 
@@ -183,6 +228,8 @@ pub(crate) enum Channel {
     Reducer {
         value: Option<Value>,
         reducer: Reducer,
+        /// Stored as deltas: checkpoints omit the value.
+        delta: bool,
     },
     Ephemeral {
         value: Option<Value>,
@@ -239,7 +286,7 @@ impl Channel {
                      concurrent writes"
                 ))),
             },
-            Channel::Reducer { value, reducer } => {
+            Channel::Reducer { value, reducer, .. } => {
                 if values.is_empty() {
                     return Ok(false);
                 }
@@ -312,10 +359,17 @@ impl Channel {
         }
     }
 
-    /// The value stored in a checkpoint (`None`: nothing stored).
+    /// Whether the channel is stored as deltas.
+    pub(crate) fn is_delta(&self) -> bool {
+        matches!(self, Channel::Reducer { delta: true, .. })
+    }
+
+    /// The value stored in a checkpoint (`None`: nothing stored; a delta channel's value is
+    /// stored only as a snapshot, which `create_checkpoint` decides).
     pub(crate) fn checkpoint(&self) -> Option<Value> {
         match self {
             Channel::LastValue(v) | Channel::Ephemeral { value: v, .. } => v.clone(),
+            Channel::Reducer { delta: true, .. } => None,
             Channel::Reducer { value, .. } => value.clone(),
             Channel::Topic { values, .. } => Some(Value::List(values.clone())),
             Channel::Barrier { seen, .. } => Some(Value::Ext(Ext::python(

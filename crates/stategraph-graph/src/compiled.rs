@@ -356,7 +356,10 @@ impl<S: State> CompiledGraph<S> {
         subgraphs: bool,
     ) -> Result<StateSnapshot, GraphError> {
         let thread = self.thread_of(config)?;
-        let saved = saver.get_tuple(&config.checkpoint_config(thread)).await?;
+        let mut saved = saver.get_tuple(&config.checkpoint_config(thread)).await?;
+        if let Some(t) = saved.as_mut() {
+            self.hydrate(saver.as_ref(), t).await?;
+        }
         let mut snapshot = match saved {
             None => Ok(StateSnapshot {
                 values: Values::new(),
@@ -415,12 +418,12 @@ impl<S: State> CompiledGraph<S> {
         if options.checkpoint_id.is_none() {
             options.checkpoint_id.clone_from(&config.checkpoint_id);
         }
-        saver
-            .list(&options)
-            .await?
-            .into_iter()
-            .map(|t| self.snapshot(t, false))
-            .collect()
+        let mut out = Vec::new();
+        for mut t in saver.list(&options).await? {
+            self.hydrate(saver.as_ref(), &mut t).await?;
+            out.push(self.snapshot(t, false)?);
+        }
+        Ok(out)
     }
 
     /// Applies the writes stored against a checkpoint by no task (`NULL_TASK_ID`: the

@@ -45,6 +45,8 @@ pub struct StateGraph<S: State> {
     destinations: Vec<(String, Vec<String>)>,
     /// Retry policies by node.
     retries: Vec<(String, crate::retry::RetryPolicy)>,
+    /// Store every append-style reducer key as deltas, with this snapshot frequency.
+    delta_storage: Option<u32>,
 }
 
 impl<S: State> Default for StateGraph<S> {
@@ -69,7 +71,18 @@ impl<S: State> StateGraph<S> {
             branches: Vec::new(),
             destinations: Vec::new(),
             retries: Vec::new(),
+            delta_storage: None,
         }
+    }
+
+    /// Stores every key whose reducer appends ([`crate::Reducer::append`],
+    /// [`crate::Reducer::add_messages`]) as deltas, with a full snapshot every
+    /// `snapshot_frequency` updates — LangGraph's `DeltaChannel`, so a conversation costs
+    /// storage in proportion to what it adds, not to its length times its turns. Keys declared
+    /// as deltas already keep their own frequency.
+    pub fn delta_storage(&mut self, snapshot_frequency: u32) -> &mut Self {
+        self.delta_storage = Some(snapshot_frequency);
+        self
     }
 
     /// Retries `node` according to `policy` when it fails (the failure is recorded only once
@@ -238,6 +251,15 @@ impl<S: State> StateGraph<S> {
         self.validate(&names, &known)?;
 
         let mut channels: Vec<(String, ChannelSpec)> = self.schema.keys.clone();
+        if let Some(n) = self.delta_storage {
+            for (_, spec) in &mut channels {
+                if let ChannelSpec::Reducer(r) = spec
+                    && matches!(r.name(), "append" | "add_messages")
+                {
+                    *spec = ChannelSpec::delta(r.clone(), n);
+                }
+            }
+        }
         channels.push((START.to_owned(), ChannelSpec::Ephemeral { guard: true }));
         let mut pregel: Vec<PregelNode<S>> = Vec::new();
         let mut edges: HashMap<String, Edges<S>> = HashMap::new();

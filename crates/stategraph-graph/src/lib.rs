@@ -33,6 +33,7 @@ mod algo;
 mod channel;
 mod compiled;
 mod config;
+mod delta;
 mod error;
 mod graph;
 pub mod inspect;

@@ -96,13 +96,16 @@ impl<S: State> CompiledGraph<S> {
                 "checkpoint `{id}` is the first of thread `{thread}`: it has no parent to rebuild it from"
             ))
         })?;
-        let parent = saver.get_tuple(&parent_config).await?.ok_or_else(|| {
+        let mut parent = saver.get_tuple(&parent_config).await?.ok_or_else(|| {
             GraphError::InvalidConfig(format!(
                 "the parent of checkpoint `{id}` ({}) is not stored: it cannot be rebuilt",
                 parent_config.checkpoint_id.as_deref().unwrap_or("?")
             ))
         })?;
 
+        // The parent's delta channels are rebuilt from their history; the target is compared
+        // as stored, so what it lacks shows.
+        self.hydrate(saver.as_ref(), &mut parent).await?;
         let mut checkpoint = parent.checkpoint.clone();
         let mut channels = channels_from_checkpoint(&self.channel_specs, &checkpoint);
         let source = target.metadata.source;
@@ -168,7 +171,8 @@ impl<S: State> CompiledGraph<S> {
 
         let mut report = BTreeMap::new();
         for (name, channel) in &channels {
-            if !target.checkpoint.channel_versions.contains_key(name) {
+            // A delta channel's value is left out of most checkpoints by design.
+            if !target.checkpoint.channel_versions.contains_key(name) || channel.is_delta() {
                 continue;
             }
             let Some(rebuilt) = channel.checkpoint() else {

@@ -119,6 +119,9 @@ fn arg_values(arg: &Value) -> Values {
     }
 }
 
+/// Where an `exit`-durability delta write is stored: (synthetic task id, task path).
+type ExitKey = (String, String);
+
 /// A task's saved-later writes: (task id, task path, writes).
 type TaskWrites = (String, String, Vec<(String, Value)>);
 
@@ -213,6 +216,16 @@ struct Run<'g, S: State> {
     exit_parent: CheckpointConfig,
     exit_expected: Option<String>,
     exit_writes: Vec<TaskWrites>,
+    /// Delta channels: the counters of the last checkpoint, and the channels the next saved
+    /// checkpoint must snapshot whatever the counters say.
+    delta_counters: crate::delta::Counters,
+    delta_forced: BTreeSet<String>,
+    /// The delta channels the loaded checkpoint's stored writes touch.
+    delta_loaded_writes: BTreeSet<String>,
+    /// `exit` durability: the delta channel writes of every finished step, stored at the end
+    /// (step, task id, task path, channel, value), and the run's first step.
+    exit_delta_writes: Vec<(i64, String, String, String, Value)>,
+    exit_first_step: Option<i64>,
 }
 
 impl<S: State> CompiledGraph<S> {
@@ -341,6 +354,14 @@ impl<S: State> CompiledGraph<S> {
             }
             None => (None, CheckpointConfig::default(), None),
         };
+        let mut saved = saved;
+        if let (Some(s), Some(t)) = (&saver, saved.as_mut()) {
+            self.hydrate(s.as_ref(), t).await?;
+        }
+        let delta_counters = saved
+            .as_ref()
+            .map(|t| crate::delta::counters_of(&t.metadata))
+            .unwrap_or_default();
         let (checkpoint, step, checkpoint_config, pending_writes, previous_versions) = match saved {
             Some(t) => (
                 t.checkpoint.clone(),
@@ -360,6 +381,7 @@ impl<S: State> CompiledGraph<S> {
                 ChannelVersions::new(),
             ),
         };
+        let delta_loaded_writes = self.delta_channels_in(&pending_writes);
         let channels = channels_from_checkpoint(&self.channel_specs, &checkpoint);
         let exit_parent = checkpoint_config.clone();
         let limit = i64::try_from(config.recursion_limit).unwrap_or(i64::MAX);
@@ -393,6 +415,11 @@ impl<S: State> CompiledGraph<S> {
             expected_latest,
             pending_put: None,
             exit_writes: Vec::new(),
+            delta_counters,
+            delta_forced: BTreeSet::new(),
+            delta_loaded_writes,
+            exit_delta_writes: Vec::new(),
+            exit_first_step: None,
         })
     }
 }
@@ -431,6 +458,10 @@ impl<S: State> Run<'_, S> {
         let updated = self.apply(&all)?;
         self.updated_channels = Some(updated);
         self.pending_writes.clear();
+        // The loaded checkpoint's stored writes are not applied (its pending tasks are
+        // discarded), yet a walk from the new checkpoints would replay them.
+        self.delta_forced
+            .extend(std::mem::take(&mut self.delta_loaded_writes));
         self.put_checkpoint(CheckpointSource::Input).await
     }
 
@@ -545,8 +576,11 @@ impl<S: State> Run<'_, S> {
     }
 
     async fn replay(&mut self) -> Result<(), GraphError> {
-        // Stored writes of the addressed checkpoint are not reused: everything re-runs.
+        // Stored writes of the addressed checkpoint are not reused: everything re-runs (and
+        // delta channels they touch snapshot, as a walk would replay them).
         self.pending_writes.clear();
+        self.delta_forced
+            .extend(std::mem::take(&mut self.delta_loaded_writes));
         let Some(saver) = self.saver.clone() else {
             return Ok(());
         };
@@ -576,15 +610,43 @@ impl<S: State> Run<'_, S> {
     /// LangGraph's `_put_checkpoint`: create the next checkpoint from the channels, save it
     /// with the versions that moved, and advance the step.
     async fn put_checkpoint(&mut self, source: CheckpointSource) -> Result<(), GraphError> {
+        let exit = self.config.durability == Durability::Exit;
+        let plan = {
+            let forced = self.delta_forced.clone();
+            let saver = self.saver.clone();
+            let next = move |cur: Option<&ChannelVersion>| match &saver {
+                Some(s) => s.get_next_version(cur),
+                None => ChannelVersion::Int(cur.map_or(0, ChannelVersion::counter) + 1),
+            };
+            let updated = self.updated_channels.clone().unwrap_or_default();
+            let step = crate::delta::StepDelta {
+                previous: &self.delta_counters,
+                updated: &updated,
+                forced: &forced,
+                stored: &self.previous_versions,
+                // With `exit` durability the counters only count until the run ends.
+                saved: !exit,
+            };
+            self.graph
+                .plan_snapshots(&mut self.checkpoint, &self.channels, &step, &next)
+        };
         self.checkpoint = create_checkpoint(
             &self.checkpoint,
             Some(&self.channels),
             self.step,
             self.updated_channels.as_ref(),
+            &plan.snapshot,
         );
+        if self.saver.is_some() && !exit {
+            for ch in &plan.snapshot {
+                self.delta_forced.remove(ch);
+            }
+        }
+        self.delta_counters = plan.counters;
         let mut metadata = CheckpointMetadata::new(source, self.step);
         metadata.parents = Some(self.parents.clone());
         self.config.merge_into_metadata(&mut metadata);
+        crate::delta::set_counters(&mut metadata, &self.delta_counters);
         self.metadata = metadata.clone();
         let parent = self
             .checkpoint_config
@@ -664,6 +726,7 @@ impl<S: State> Run<'_, S> {
         {
             return Ok(());
         }
+        self.put_exit_delta_writes(&saver).await?;
         let changed = new_versions(&self.previous_versions, &self.checkpoint.channel_versions);
         let stored = saver
             .put_if_latest(
@@ -709,6 +772,12 @@ impl<S: State> Run<'_, S> {
                 return Ok(());
             }
             self.reuse_finished_writes(&mut tasks);
+            // Writes reused from the loaded checkpoint are stored on it already.
+            let reused: BTreeSet<String> = tasks
+                .iter()
+                .filter(|t| !t.writes.is_empty())
+                .map(|t| t.id.clone())
+                .collect();
             let before = self
                 .config
                 .interrupt_before
@@ -738,6 +807,9 @@ impl<S: State> Run<'_, S> {
             self.updated_channels = Some(updated);
             self.pending_writes.clear();
             self.exit_writes.clear();
+            if self.config.durability == Durability::Exit && self.saver.is_some() {
+                self.keep_exit_delta_writes(&tasks, &reused);
+            }
             self.put_checkpoint(CheckpointSource::Loop).await?;
             let after = self
                 .config
@@ -750,6 +822,115 @@ impl<S: State> Run<'_, S> {
                 return Ok(());
             }
         }
+    }
+
+    /// `exit` durability: keeps this step's delta channel writes for the end of the run.
+    fn keep_exit_delta_writes(&mut self, tasks: &[Task], reused: &BTreeSet<String>) {
+        let first = self.exit_first_step.is_none();
+        if first {
+            self.exit_first_step = Some(self.step);
+        }
+        let delta: BTreeSet<&str> = self.graph.delta_channels().map(|(k, _)| k).collect();
+        for t in tasks {
+            if first && reused.contains(&t.id) {
+                continue;
+            }
+            for (ch, v) in &t.writes {
+                if delta.contains(ch.as_str()) {
+                    self.exit_delta_writes.push((
+                        self.step,
+                        t.id.clone(),
+                        t.path_str(),
+                        ch.clone(),
+                        v.clone(),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// `exit` durability, before the final checkpoint is put: snapshots the delta channels
+    /// that are due (or cannot be rebuilt from writes on the checkpoint the run started
+    /// from), and stores the others' writes on that checkpoint under LangGraph's synthetic
+    /// task ids and paths, which keep them in step order.
+    async fn put_exit_delta_writes(
+        &mut self,
+        saver: &Arc<dyn CheckpointSaver>,
+    ) -> Result<(), GraphError> {
+        if self.graph.delta_channels().next().is_none() {
+            return Ok(());
+        }
+        let mut forced = self.delta_forced.clone();
+        let loaded_latest =
+            self.exit_expected.is_some() && self.exit_expected == self.exit_parent.checkpoint_id;
+        if self.exit_parent.checkpoint_id.is_none() || !loaded_latest {
+            // No checkpoint to store the writes on, or one whose other children read them.
+            forced.extend(self.exit_delta_writes.iter().map(|w| w.3.clone()));
+        }
+        // The counters already count every step: decide on them as they are.
+        let counted = self.delta_counters.clone();
+        forced.extend(
+            self.graph
+                .delta_channels()
+                .filter(|(k, freq)| {
+                    counted.get(*k).is_some_and(|(u, s)| {
+                        *u >= u64::from(*freq) || *s >= crate::delta::max_supersteps()
+                    })
+                })
+                .map(|(k, _)| k.to_owned()),
+        );
+        let none = crate::delta::Counters::new();
+        let nothing = BTreeSet::new();
+        let step = crate::delta::StepDelta {
+            previous: &none,
+            updated: &nothing,
+            forced: &forced,
+            stored: &self.previous_versions,
+            saved: true,
+        };
+        let next = |cur: Option<&ChannelVersion>| saver.get_next_version(cur);
+        let plan = self
+            .graph
+            .plan_snapshots(&mut self.checkpoint, &self.channels, &step, &next);
+        let mut counters = counted;
+        for ch in &plan.snapshot {
+            counters.insert(ch.clone(), (0, 0));
+            if let Some(v) = self.channels.get(ch).and_then(|c| c.get()) {
+                self.checkpoint.channel_values.insert(
+                    ch.clone(),
+                    Value::Ext(stategraph_checkpoint::Ext::delta_snapshot(&v)),
+                );
+            }
+        }
+        crate::delta::set_counters(&mut self.metadata, &counters);
+        self.delta_counters = counters;
+        // (synthetic task id, task path) → the writes stored under it, in order.
+        let mut grouped: Vec<(ExitKey, Vec<(String, Value)>)> = Vec::new();
+        for (step, tid, path, ch, v) in std::mem::take(&mut self.exit_delta_writes) {
+            if plan.snapshot.contains(&ch) {
+                continue;
+            }
+            let key = if tid == stategraph_checkpoint::NULL_TASK_ID {
+                (crate::delta::exit_task_id(step, &tid), String::new())
+            } else if Some(step) == self.exit_first_step {
+                (crate::delta::exit_task_id(step, &tid), path)
+            } else {
+                (
+                    crate::delta::exit_late_task_id(step, &tid),
+                    format!("~~{step:010}{path}"),
+                )
+            };
+            match grouped.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, entries)) => entries.push((ch, v)),
+                None => grouped.push((key, vec![(ch, v)])),
+            }
+        }
+        for ((tid, path), entries) in grouped {
+            saver
+                .put_writes(&self.exit_parent, &entries, &tid, &path)
+                .await?;
+        }
+        Ok(())
     }
 
     /// The tasks the current checkpoint schedules (for announcing it when the run stops).

@@ -34,6 +34,12 @@ impl Schema {
         self.key(key, ChannelSpec::Reducer(reducer))
     }
 
+    /// A key folded with `reducer` and stored as deltas, with a full snapshot every
+    /// `snapshot_frequency` updates (LangGraph's `DeltaChannel`; see [`ChannelSpec::Delta`]).
+    pub fn delta(self, key: impl Into<String>, reducer: Reducer, snapshot_frequency: u32) -> Self {
+        self.key(key, ChannelSpec::delta(reducer, snapshot_frequency))
+    }
+
     /// Adds a key with any channel kind.
     pub fn key(mut self, key: impl Into<String>, spec: ChannelSpec) -> Self {
         let key = key.into();

@@ -1,5 +1,7 @@
 //! `update_state`: editing a thread as if a node had written, creating a new checkpoint.
 
+use std::collections::BTreeSet;
+
 use stategraph_checkpoint::{
     ChannelVersion, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSource,
 };
@@ -91,6 +93,10 @@ impl<S: State> CompiledGraph<S> {
             let has_values = updates.remove(0).values.is_some();
             return self.copy_checkpoint(config, saved, has_values).await;
         }
+        let mut saved = saved;
+        if let Some(t) = saved.as_mut() {
+            self.hydrate(saver.as_ref(), t).await?;
+        }
         let (mut checkpoint, step, parent, parents) = match &saved {
             Some(t) => (
                 t.checkpoint.clone(),
@@ -172,6 +178,7 @@ impl<S: State> CompiledGraph<S> {
 
         // LangGraph also records the updates' writes on the checkpoint they were applied to,
         // unless the thread has moved past it.
+        let mut recorded = false;
         if let Some(t) = &saved {
             let superseded = is_first && {
                 let latest = saver
@@ -181,6 +188,7 @@ impl<S: State> CompiledGraph<S> {
                     .await?;
                 latest.is_none_or(|l| l.checkpoint.id != t.checkpoint.id)
             };
+            recorded = !superseded;
             if !superseded {
                 for task in &tasks {
                     if !task.writes.is_empty() {
@@ -206,14 +214,44 @@ impl<S: State> CompiledGraph<S> {
             Some(&next),
             &self.trigger_channels,
         )?;
-        let new = create_checkpoint(&checkpoint, Some(&channels), step + 1, None);
-        let mut metadata = CheckpointMetadata::new(CheckpointSource::Update, step + 1);
-        metadata.parents = Some(parents);
-        config.merge_into_metadata(&mut metadata);
         let previous = saved
             .as_ref()
             .map(|t| t.checkpoint.channel_versions.clone())
             .unwrap_or_default();
+        // Delta channels snapshot where a walk could not rebuild them: on a new thread, where
+        // the update's writes went unrecorded, and where the parent's stored writes belong to
+        // another child.
+        let written: BTreeSet<String> = tasks
+            .iter()
+            .flat_map(|t| t.writes.iter().map(|(c, _)| c.clone()))
+            .collect();
+        let forced: BTreeSet<String> = match &saved {
+            None => self.delta_channels().map(|(k, _)| k.to_owned()).collect(),
+            Some(t) => {
+                let mut f = self.delta_channels_in(&t.pending_writes);
+                if !recorded {
+                    f.extend(written.iter().cloned());
+                }
+                f
+            }
+        };
+        let counters = saved
+            .as_ref()
+            .map(|t| crate::delta::counters_of(&t.metadata))
+            .unwrap_or_default();
+        let delta_step = crate::delta::StepDelta {
+            previous: &counters,
+            updated: &written,
+            forced: &forced,
+            stored: &previous,
+            saved: true,
+        };
+        let plan = self.plan_snapshots(&mut checkpoint, &channels, &delta_step, &next);
+        let new = create_checkpoint(&checkpoint, Some(&channels), step + 1, None, &plan.snapshot);
+        let mut metadata = CheckpointMetadata::new(CheckpointSource::Update, step + 1);
+        metadata.parents = Some(parents);
+        config.merge_into_metadata(&mut metadata);
+        crate::delta::set_counters(&mut metadata, &plan.counters);
         let changed = new_versions(&previous, &new.channel_versions);
         Ok(saver
             .put_if_latest(&parent, &new, &metadata, &changed, expected.as_deref())
@@ -240,11 +278,14 @@ impl<S: State> CompiledGraph<S> {
             });
         }
         let step = t.metadata.step.unwrap_or(-1) + 1;
-        let mut copy = create_checkpoint(&t.checkpoint, None, step, None);
+        let mut copy = create_checkpoint(&t.checkpoint, None, step, None, &BTreeSet::new());
         copy.updated_channels = None;
         let mut metadata = CheckpointMetadata::new(CheckpointSource::Fork, step);
         metadata.parents = t.metadata.parents.clone();
         config.merge_into_metadata(&mut metadata);
+        // The copy stores what the original stores and has the same parent, so its delta
+        // channels rebuild the same way; it carries on the original's counters.
+        crate::delta::set_counters(&mut metadata, &crate::delta::counters_of(&t.metadata));
         let parent = match t.parent_config {
             Some(p) => p,
             None => CheckpointConfig::new(t.config.thread_id.clone())

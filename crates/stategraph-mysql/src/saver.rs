@@ -13,8 +13,8 @@ use stategraph_checkpoint::prune::{PruneRow, plan_keep_latest};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, EncodedWrites, Error, ListOptions, Location, PendingWrite,
-    PruneStrategy, Result, SerdeError, Serializer, Value, encode_writes, latest_conflict,
-    sort_writes, validate_put,
+    PruneStrategy, Result, SerdeError, Serializer, StoredWrite, Value, encode_writes,
+    latest_conflict, sort_writes, validate_put,
 };
 
 use crate::config::MySqlConfig;
@@ -290,31 +290,19 @@ async fn assemble(
             .map_err(db("reading writes"))?;
         for mut r in rows {
             let checkpoint_id: String = r.take(0).unwrap_or_default();
-            let task_id: String = r.take(1).unwrap_or_default();
-            let channel: String = r.take(2).unwrap_or_default();
-            let tag: Option<String> = r.take::<Option<String>, _>(3).flatten();
-            let data: Vec<u8> = r.take(4).unwrap_or_default();
-            let loc = Location::checkpoint(thread, ns, &checkpoint_id)
-                .part("write")
-                .channel(channel.clone())
-                .task(task_id.clone());
-            let tag = tag.ok_or_else(|| {
-                Error::serialization(loc.clone(), SerdeError::UnknownType("NULL".into()))
-            })?;
-            let value = serde
-                .loads_typed(&tag, &data)
-                .map_err(|e| Error::serialization(loc, e))?;
-            let idx: i64 = r.take(6).unwrap_or_default();
+            let write = StoredWrite {
+                task_id: r.take(1).unwrap_or_default(),
+                channel: r.take(2).unwrap_or_default(),
+                type_tag: r.take::<Option<String>, _>(3).flatten(),
+                value: r.take(4).unwrap_or_default(),
+                task_path: r.take(5).unwrap_or_default(),
+                idx: r.take(6).unwrap_or_default(),
+            }
+            .decode(serde, &Location::checkpoint(thread, ns, &checkpoint_id))?;
             writes
                 .entry((thread.clone(), ns.clone(), checkpoint_id))
                 .or_default()
-                .push(PendingWrite {
-                    task_id,
-                    channel,
-                    value,
-                    task_path: r.take(5).unwrap_or_default(),
-                    idx,
-                });
+                .push(write);
         }
     }
     let mut out = Vec::with_capacity(parsed.len());

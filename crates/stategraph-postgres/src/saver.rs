@@ -11,9 +11,9 @@ use stategraph_checkpoint::blob_layout::{metadata_json, split_checkpoint};
 use stategraph_checkpoint::prune::{PruneRow, plan_keep_latest};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, EncodedWrites, Error, ListOptions, Location, PendingWrite,
-    PruneStrategy, Result, SerdeError, Serializer, Value, encode_writes, latest_conflict,
-    sort_writes, tags, validate_put,
+    CheckpointSaver, CheckpointTuple, DeltaChannelHistory, DeltaWalk, EncodedWrites, Error,
+    ListOptions, Location, PendingWrite, PruneStrategy, Result, SerdeError, Serializer,
+    StoredWrite, Value, encode_writes, latest_conflict, sort_writes, tags, validate_put,
 };
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{GenericClient, NoTls};
@@ -241,31 +241,20 @@ async fn assemble<C: GenericClient>(
         }
         for r in rows {
             let checkpoint_id: String = r.get(0);
-            let task_id: String = r.get(1);
-            let channel: String = r.get(2);
-            let tag: Option<String> = r.get(3);
-            let blob: Vec<u8> = r.get(4);
-            let loc = Location::checkpoint(thread, ns, &checkpoint_id)
-                .part("write")
-                .channel(channel.clone())
-                .task(task_id.clone());
-            let tag = tag.ok_or_else(|| {
-                Error::serialization(loc.clone(), SerdeError::UnknownType("NULL".into()))
-            })?;
-            let value = serde
-                .loads_typed(&tag, &blob)
-                .map_err(|e| Error::serialization(loc, e))?;
             let idx: i32 = r.get(6);
+            let write = StoredWrite {
+                task_id: r.get(1),
+                channel: r.get(2),
+                type_tag: r.get(3),
+                value: r.get(4),
+                task_path: r.get(5),
+                idx: i64::from(idx),
+            }
+            .decode(serde, &Location::checkpoint(thread, ns, &checkpoint_id))?;
             writes
                 .entry((thread.clone(), ns.clone(), checkpoint_id))
                 .or_default()
-                .push(PendingWrite {
-                    task_id,
-                    channel,
-                    value,
-                    task_path: r.get(5),
-                    idx: i64::from(idx),
-                });
+                .push(write);
         }
     }
     let mut out = Vec::with_capacity(parsed.len());
@@ -317,6 +306,34 @@ async fn assemble<C: GenericClient>(
     }
     Ok(out)
 }
+
+/// The walk of `get_delta_channel_history` in one statement: the target (`$3`, or the latest of
+/// the namespace), then its ancestors nearest first by `parent_checkpoint_id`, each carrying the
+/// requested channels (`$4`) still without a stored value; the walk stops after the checkpoint
+/// where none is left. A channel is stored at a checkpoint when its JSON has the key (an inline
+/// value, or the `true` marker of a snapshot) or a non-empty blob exists for its version. The
+/// depth is capped by the namespace's checkpoint count, so a parent loop cannot run forever.
+const DELTA_WALK: &str = "WITH RECURSIVE walk(thread_id, checkpoint_ns, checkpoint_id, \
+    parent_checkpoint_id, checkpoint, metadata, remaining, depth, cap) AS ( \
+      SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, \
+        c.checkpoint, c.metadata, $4::text[], 0, \
+        (SELECT count(*) FROM checkpoints n WHERE n.thread_id = $1 AND n.checkpoint_ns = $2) \
+      FROM checkpoints c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 \
+        AND c.checkpoint_id = COALESCE($3, (SELECT max(m.checkpoint_id) FROM checkpoints m \
+          WHERE m.thread_id = $1 AND m.checkpoint_ns = $2)) \
+      UNION ALL \
+      SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, \
+        c.checkpoint, c.metadata, \
+        ARRAY(SELECT ch FROM unnest(w.remaining) AS ch WHERE NOT ( \
+          (c.checkpoint -> 'channel_values') ? ch OR EXISTS (SELECT 1 FROM checkpoint_blobs b \
+            WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = ch \
+              AND b.version = c.checkpoint -> 'channel_versions' ->> ch AND b.type <> 'empty'))), \
+        w.depth + 1, w.cap \
+      FROM walk w JOIN checkpoints c ON c.thread_id = $1 AND c.checkpoint_ns = $2 \
+        AND c.checkpoint_id = w.parent_checkpoint_id \
+      WHERE cardinality(w.remaining) > 0 AND w.depth < w.cap) \
+    SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata \
+    FROM walk WHERE depth > 0 ORDER BY depth";
 
 /// Deletes blobs of `thread` that no remaining checkpoint references.
 const COLLECT_BLOBS: &str = "DELETE FROM checkpoint_blobs b WHERE b.thread_id = $1 AND NOT EXISTS (
@@ -540,6 +557,43 @@ impl CheckpointSaver for PostgresSaver {
             .await?
             .into_iter()
             .next())
+    }
+
+    /// Two round trips whatever the chain's length: the walk (one statement), then the
+    /// walked checkpoints' blobs and writes (pipelined).
+    async fn get_delta_channel_history(
+        &self,
+        config: &CheckpointConfig,
+        channels: &[String],
+    ) -> Result<BTreeMap<String, DeltaChannelHistory>> {
+        if channels.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let client = self.client().await?;
+        let rows = client
+            .query_typed(
+                DELTA_WALK,
+                &[
+                    p(&config.thread_id, Type::TEXT),
+                    p(&config.checkpoint_ns, Type::TEXT),
+                    p(&config.checkpoint_id, Type::TEXT),
+                    p(&channels, Type::TEXT_ARRAY),
+                ],
+            )
+            .await
+            .map_err(db("walking checkpoint ancestors"))?;
+        let rows = rows.iter().map(Row::from_pg).collect();
+        let chain = assemble(client_of(&client), self.serializer.as_ref(), rows).await?;
+        let mut walk = DeltaWalk::new(channels);
+        for t in chain {
+            let values = t.checkpoint.channel_values;
+            if !walk.visit(&t.checkpoint.id, t.pending_writes, |ch| {
+                values.get(ch).cloned()
+            }) {
+                break;
+            }
+        }
+        Ok(walk.finish())
     }
 
     async fn list(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>> {

@@ -10,9 +10,9 @@ use rusqlite::{
 use stategraph_checkpoint::prune::{PruneRow, plan_keep_latest};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, EncodedWrites, Error, ListOptions, Location, PendingWrite,
-    PruneStrategy, Result, SerdeError, Serializer, Value, encode_writes, latest_conflict,
-    sort_writes, validate_put,
+    CheckpointSaver, CheckpointTuple, DeltaChannelHistory, DeltaWalk, EncodedWrites, Error,
+    ListOptions, Location, PendingWrite, PruneStrategy, Result, SerdeError, Serializer,
+    StoredWrite, Value, encode_writes, latest_conflict, sort_writes, validate_put,
 };
 
 use crate::config::{self, SqliteConfig};
@@ -256,6 +256,18 @@ fn decode_metadata(bytes: Option<&[u8]>, loc: &Location) -> Result<CheckpointMet
     })
 }
 
+/// A write row's columns from `first` on: task_id, channel, type, value, task_path, idx.
+fn stored_write(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<StoredWrite> {
+    Ok(StoredWrite {
+        task_id: r.get(first)?,
+        channel: r.get(first + 1)?,
+        type_tag: r.get(first + 2)?,
+        value: bytes_column(r, first + 3)?.unwrap_or_default(),
+        task_path: r.get(first + 4)?,
+        idx: r.get(first + 5)?,
+    })
+}
+
 fn load_writes(
     conn: &Connection,
     serde: &dyn Serializer,
@@ -271,39 +283,133 @@ fn load_writes(
         .map_err(db("reading writes"))?;
     let rows = stmt
         .query_map(params![thread_id, ns, checkpoint_id], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, Option<String>>(2)?,
-                bytes_column(r, 3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, i64>(5)?,
-            ))
+            stored_write(r, 0)
         })
         .map_err(db("reading writes"))?;
+    let at = Location::checkpoint(thread_id, ns, checkpoint_id);
     let mut writes = Vec::new();
     for row in rows {
-        let (task_id, channel, tag, value, task_path, idx) = row.map_err(db("reading writes"))?;
-        let loc = Location::checkpoint(thread_id, ns, checkpoint_id)
-            .part("write")
-            .channel(channel.clone())
-            .task(task_id.clone());
-        let tag = tag.ok_or_else(|| {
-            Error::serialization(loc.clone(), SerdeError::UnknownType("NULL".into()))
-        })?;
-        let value = serde
-            .loads_typed(&tag, value.as_deref().unwrap_or_default())
-            .map_err(|e| Error::serialization(loc, e))?;
-        writes.push(PendingWrite {
-            task_id,
-            channel,
-            value,
-            task_path,
-            idx,
-        });
+        writes.push(row.map_err(db("reading writes"))?.decode(serde, &at)?);
     }
     sort_writes(&mut writes);
     Ok(writes)
+}
+
+/// The target checkpoint and its ancestors, nearest first, by following
+/// `parent_checkpoint_id` (ids are not ordered across processes, so no range scan), at most
+/// `?6` levels up. `CROSS JOIN` keeps `ancestors` the outer loop: one primary-key lookup per
+/// level. SQLite produces recursive rows lazily, so a reader that stops early stops the walk.
+const ANCESTORS: &str = "WITH RECURSIVE ancestors(checkpoint_id, parent_checkpoint_id, type, \
+    checkpoint, depth) AS ( \
+      SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint, 0 FROM checkpoints \
+      WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 \
+      UNION ALL \
+      SELECT c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint, a.depth + 1 \
+      FROM ancestors a CROSS JOIN checkpoints c ON c.checkpoint_id = a.parent_checkpoint_id \
+      WHERE c.thread_id = ?4 AND c.checkpoint_ns = ?5 AND a.depth < ?6)";
+
+/// `get_delta_channel_history` in two queries: the walk up the chain (stopping at the last
+/// seed), then every requested channel's writes on that stretch of the chain.
+fn delta_history(
+    tx: &Transaction<'_>,
+    serde: &dyn Serializer,
+    config: &CheckpointConfig,
+    channels: &[String],
+) -> Result<std::collections::BTreeMap<String, DeltaChannelHistory>> {
+    let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
+    let target: Option<String> = match &config.checkpoint_id {
+        Some(id) => Some(id.clone()),
+        None => tx
+            .query_row(
+                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 \
+                 AND checkpoint_ns = ?2 ORDER BY checkpoint_id DESC LIMIT 1",
+                params![thread, ns],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db("reading a checkpoint"))?,
+    };
+    let Some(target) = target.filter(|_| !channels.is_empty()) else {
+        return Ok(DeltaWalk::new(channels).finish());
+    };
+    // Stage 1: the ancestors the walk visits, with what each stores.
+    let mut chain: Vec<(String, Checkpoint)> = Vec::new();
+    {
+        let mut active: std::collections::BTreeSet<&str> =
+            channels.iter().map(String::as_str).collect();
+        let mut seen = std::collections::HashSet::new();
+        let mut stmt = tx
+            .prepare_cached(&format!(
+                "{ANCESTORS} SELECT checkpoint_id, type, checkpoint FROM ancestors WHERE depth > 0"
+            ))
+            .map_err(db("walking checkpoint ancestors"))?;
+        let mut rows = stmt
+            .query(params![thread, ns, target, thread, ns, i64::MAX])
+            .map_err(db("walking checkpoint ancestors"))?;
+        while let Some(r) = rows.next().map_err(db("walking checkpoint ancestors"))? {
+            let id: String = r.get(0).map_err(db("walking checkpoint ancestors"))?;
+            if !seen.insert(id.clone()) {
+                break;
+            }
+            let loc = Location::checkpoint(thread, ns, &id);
+            let tag: Option<String> = r.get(1).map_err(db("walking checkpoint ancestors"))?;
+            let tag = tag.ok_or_else(|| {
+                Error::serialization(loc.clone(), SerdeError::UnknownType("NULL".into()))
+            })?;
+            let bytes = bytes_column(r, 2).map_err(db("walking checkpoint ancestors"))?;
+            let value = serde
+                .loads_typed(&tag, bytes.as_deref().unwrap_or_default())
+                .map_err(|e| located(loc.clone(), e))?;
+            let checkpoint = Checkpoint::from_value(value).map_err(|e| located(loc, e))?;
+            active.retain(|ch| !checkpoint.channel_values.contains_key(*ch));
+            chain.push((id, checkpoint));
+            if active.is_empty() {
+                break;
+            }
+        }
+    }
+    // Stage 2: the requested channels' writes on that stretch of the chain.
+    let mut writes: std::collections::HashMap<String, Vec<PendingWrite>> =
+        std::collections::HashMap::new();
+    if !chain.is_empty() {
+        let marks = vec!["?"; channels.len()].join(", ");
+        let sql = format!(
+            "{ANCESTORS} SELECT w.checkpoint_id, w.task_id, w.channel, w.type, w.value, \
+             w.task_path, w.idx FROM ancestors a CROSS JOIN writes w \
+             ON w.checkpoint_id = a.checkpoint_id \
+             WHERE a.depth > 0 AND w.thread_id = ?4 AND w.checkpoint_ns = ?5 \
+             AND w.channel IN ({marks})"
+        );
+        let mut args: Vec<Sql> = vec![
+            Sql::Text(thread.to_owned()),
+            Sql::Text(ns.to_owned()),
+            Sql::Text(target),
+            Sql::Text(thread.to_owned()),
+            Sql::Text(ns.to_owned()),
+            Sql::Integer(i64::try_from(chain.len()).unwrap_or(i64::MAX)),
+        ];
+        args.extend(channels.iter().map(|c| Sql::Text(c.clone())));
+        let mut stmt = tx
+            .prepare_cached(&sql)
+            .map_err(db("reading delta channel writes"))?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(args), |r| {
+                Ok((r.get::<_, String>(0)?, stored_write(r, 1)?))
+            })
+            .map_err(db("reading delta channel writes"))?;
+        for row in rows {
+            let (cid, w) = row.map_err(db("reading delta channel writes"))?;
+            let w = w.decode(serde, &Location::checkpoint(thread, ns, &cid))?;
+            writes.entry(cid).or_default().push(w);
+        }
+    }
+    let mut walk = DeltaWalk::new(channels);
+    for (id, checkpoint) in chain {
+        let here = writes.remove(&id).unwrap_or_default();
+        let values = checkpoint.channel_values;
+        walk.visit(&id, here, |ch| values.get(ch).cloned());
+    }
+    Ok(walk.finish())
 }
 
 /// Metadata filter keys become a JSON path; LangGraph allows only these characters.
@@ -560,6 +666,19 @@ impl CheckpointSaver for SqliteSaver {
             }
             .map_err(db("reading a checkpoint"))?;
             row.map(|r| r.into_tuple(&tx, serde)).transpose()
+        })
+        .await
+    }
+
+    async fn get_delta_channel_history(
+        &self,
+        config: &CheckpointConfig,
+        channels: &[String],
+    ) -> Result<std::collections::BTreeMap<String, DeltaChannelHistory>> {
+        let (config, channels) = (config.clone(), channels.to_vec());
+        self.read(move |conn, serde| {
+            let tx = conn.transaction().map_err(db("starting a read"))?;
+            delta_history(&tx, serde, &config, &channels)
         })
         .await
     }

@@ -40,6 +40,7 @@ macro_rules! require {
 mod copy_thread;
 mod delete_for_runs;
 mod delete_thread;
+mod delta_history;
 mod extras;
 mod get_tuple;
 mod list;
@@ -51,6 +52,7 @@ pub mod store;
 pub use copy_thread::*;
 pub use delete_for_runs::*;
 pub use delete_thread::*;
+pub use delta_history::*;
 pub use extras::*;
 pub use get_tuple::*;
 pub use list::*;
@@ -255,6 +257,13 @@ macro_rules! checkpointer_conformance {
             prune_keep_latest_across_namespaces, prune_keep_latest_preserves_writes,
             prune_delete_all, prune_preserves_other_threads, prune_empty_list_noop,
             prune_nonexistent_noop,
+            // get_delta_channel_history (extended)
+            delta_history_writes_oldest_first, delta_history_seed_is_nearest_snapshot,
+            delta_history_excludes_target_writes, delta_history_multi_channel,
+            delta_history_no_channels_is_empty, delta_history_walk_to_root_has_no_seed,
+            delta_history_plain_value_is_a_seed, delta_history_seed_checkpoint_writes_are_replayed,
+            delta_history_orders_writes_by_task_path, delta_history_orders_pathless_writes_first,
+            delta_history_follows_the_parent_chain,
             // stategraph contracts
             put_requires_thread_id, put_writes_requires_checkpoint_id,
             put_writes_special_upsert_and_mixed_ignore, pending_writes_sorted_by_task_path,

@@ -164,3 +164,4 @@ macro_rules! on_every_saver {
 /// Keeps the compiler from flagging `Arc`/`CheckpointSaver` as unused in files that only
 /// use the macro.
 pub(crate) type Saver = Arc<dyn CheckpointSaver>;
+pub(crate) mod chat;

@@ -1,0 +1,187 @@
+//! Delta storage (LangGraph's `DeltaChannel`): a conversation stored as deltas reads exactly
+//! like the same conversation stored in full — every checkpoint of its history — while the
+//! database grows with what the turns add, not with the history times the turns.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::chat::{Chat, chat_graph, conversation, talk};
+use stategraph::prelude::*;
+use stategraph::{CheckpointSaver, Durability};
+
+/// Every snapshot of the history: values, next, metadata step and source.
+async fn history_values(graph: &CompiledGraph<Chat>, thread: &str) -> Vec<serde_json::Value> {
+    graph
+        .get_state_history(&RunConfig::thread(thread), Default::default())
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let j = s.to_json();
+            serde_json::json!([
+                j["values"],
+                j["next"],
+                j["metadata"]["step"],
+                j["metadata"]["source"]
+            ])
+        })
+        .collect()
+}
+
+async fn same_as_full_storage(saver: Arc<dyn CheckpointSaver>) {
+    let full = chat_graph(Arc::clone(&saver), None);
+    let delta = chat_graph(Arc::clone(&saver), Some(4));
+    for d in [Durability::Sync, Durability::Async, Durability::Exit] {
+        let name = format!("{d:?}");
+        talk(&full, &format!("full-{name}"), 12, d).await;
+        talk(&delta, &format!("delta-{name}"), 12, d).await;
+        assert_eq!(
+            history_values(&delta, &format!("delta-{name}")).await,
+            history_values(&full, &format!("full-{name}")).await,
+            "{name}: the delta thread reads like the full one, checkpoint by checkpoint"
+        );
+        let latest = delta
+            .get_state(&RunConfig::thread(format!("delta-{name}")))
+            .await
+            .unwrap();
+        assert_eq!(
+            latest.values["messages"],
+            Value::List(conversation(12).into_iter().map(Value::from).collect())
+        );
+    }
+    // Stored: most checkpoints leave `messages` out; the others hold a `_DeltaSnapshot`.
+    let tuples = saver
+        .list(&stategraph::ListOptions::thread("delta-Sync"))
+        .await
+        .unwrap();
+    let stored: Vec<&Value> = tuples
+        .iter()
+        .filter_map(|t| t.checkpoint.channel_values.get("messages"))
+        .collect();
+    assert!(
+        !stored.is_empty() && stored.len() * 3 < tuples.len(),
+        "{} of {}",
+        stored.len(),
+        tuples.len()
+    );
+    assert!(stored.iter().all(
+        |v| matches!(v, Value::Ext(e) if e.ext_code() == Some(stategraph::ExtCode::DeltaSnapshot))
+    ));
+    assert!(tuples.iter().any(|t| {
+        t.metadata
+            .extra
+            .contains_key("counters_since_delta_snapshot")
+    }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_delta_threads_read_like_full_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let saver = Arc::new(SqliteSaver::open(dir.path().join("delta.sqlite")).unwrap());
+    same_as_full_storage(saver).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_delta_threads_read_like_full_ones() {
+    let (saver, _guard, _url) = common::postgres_with_url(None).await;
+    same_as_full_storage(saver).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_delta_threads_read_like_full_ones() {
+    same_as_full_storage(Arc::new(InMemorySaver::new())).await;
+}
+
+/// The bytes of a SQLite database file, WAL folded in.
+fn sqlite_bytes(path: &std::path::Path) -> u64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    conn.execute_batch("VACUUM").unwrap();
+    let (checkpoints, checkpoint_bytes, writes, write_bytes): (i64, i64, i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT count(*) FROM checkpoints), \
+             (SELECT sum(length(checkpoint) + length(metadata)) FROM checkpoints), \
+             (SELECT count(*) FROM writes), (SELECT sum(length(value)) FROM writes)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    println!(
+        "  {checkpoints} checkpoints ({checkpoint_bytes} bytes of checkpoint and metadata), \
+         {writes} writes ({write_bytes} bytes of values)"
+    );
+    let pages: i64 = conn
+        .query_row("PRAGMA page_count", [], |r| r.get(0))
+        .unwrap();
+    let size: i64 = conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .unwrap();
+    u64::try_from(pages * size).unwrap()
+}
+
+const TURNS: usize = 1000;
+/// Two ~200-byte messages a turn.
+const RAW: u64 = TURNS as u64 * 400;
+
+/// 1,000 turns stored as deltas (LangGraph's default cadence, a snapshot every 100 updates):
+/// the last state is the whole conversation, and the database holds a small multiple of
+/// the raw message bytes (printed) where full storage holds about 1,500 times them.
+async fn thousand_turns(saver: Arc<dyn CheckpointSaver>, durability: Durability) {
+    let graph = chat_graph(saver, Some(100));
+    talk(&graph, "long", TURNS, durability).await;
+    let latest = graph.get_state(&RunConfig::thread("long")).await.unwrap();
+    let all: Vec<Value> = conversation(TURNS).into_iter().map(Value::from).collect();
+    assert_eq!(latest.values["messages"], Value::List(all));
+}
+
+fn report(backend: &str, durability: Durability, bytes: u64) -> f64 {
+    #[allow(clippy::cast_precision_loss)]
+    let ratio = bytes as f64 / RAW as f64;
+    println!(
+        "{backend} {durability:?}: {TURNS} turns, {bytes} bytes = {ratio:.2}x the raw messages"
+    );
+    ratio
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_thousand_turns() {
+    for (durability, bound) in [(Durability::Async, 25.0), (Durability::Exit, 16.0)] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("long.sqlite");
+        let saver = Arc::new(SqliteSaver::open(&path).unwrap());
+        thousand_turns(saver, durability).await;
+        let ratio = report("sqlite", durability, sqlite_bytes(&path));
+        assert!(ratio < bound, "{ratio:.2}x");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_thousand_turns() {
+    for (durability, bound) in [(Durability::Async, 30.0), (Durability::Exit, 20.0)] {
+        let (saver, _guard, url) = common::postgres_with_url(None).await;
+        thousand_turns(saver, durability).await;
+        let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client
+            .batch_execute("VACUUM FULL checkpoints, checkpoint_blobs, checkpoint_writes")
+            .await
+            .unwrap();
+        let bytes: i64 = client
+            .query_one(
+                "SELECT pg_total_relation_size('checkpoints') + pg_total_relation_size('checkpoint_blobs') \
+                 + pg_total_relation_size('checkpoint_writes')",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let ratio = report("postgres", durability, u64::try_from(bytes).unwrap());
+        assert!(ratio < bound, "{ratio:.2}x");
+    }
+}
