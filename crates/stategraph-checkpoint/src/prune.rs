@@ -23,6 +23,9 @@ pub struct PrunePlan {
     pub delete: BTreeSet<(String, String)>,
     /// (namespace, checkpoint id) pairs that stay.
     pub keep: BTreeSet<(String, String)>,
+    /// Kept checkpoints whose delta channels are rebuilt from the history the plan deletes;
+    /// they must be re-snapshotted first (see `CompiledGraph::prune_keep_latest`).
+    pub needs_history: BTreeSet<(String, String)>,
 }
 
 impl PrunePlan {
@@ -37,21 +40,33 @@ const DELTA_MARKERS: [&str; 2] = ["counters_since_delta_snapshot", "delta_writes
 
 /// Plans `keep_latest` for one thread, as LangGraph's Postgres saver does: keep the newest
 /// checkpoint of every namespace; drop a subgraph namespace (one containing `:`) entirely when
-/// the root checkpoint it ran under is stored but is not the kept root checkpoint. Threads
-/// that use delta channels are refused, as cutting their history would lose data.
+/// the root checkpoint it ran under is stored but is not the kept root checkpoint. A kept
+/// checkpoint that still rebuilds delta channels from its history (its metadata counts
+/// updates since a snapshot) is refused, as cutting that history would lose data: re-snapshot
+/// it first (`CompiledGraph::prune_keep_latest` does), or see [`plan_keep_latest_lenient`].
 pub fn plan_keep_latest(thread_id: &str, rows: &[PruneRow]) -> Result<PrunePlan> {
-    if rows.iter().any(|r| {
-        DELTA_MARKERS
-            .iter()
-            .any(|k| r.metadata.extra.contains_key(*k))
-    }) {
+    let plan = plan_keep_latest_lenient(rows);
+    if let Some((ns, id)) = plan.needs_history.iter().next() {
+        let at = if ns.is_empty() {
+            String::new()
+        } else {
+            format!(" (namespace `{ns}`)")
+        };
         return Err(Error::invalid(
             "prune strategy",
             format!(
-                "thread `{thread_id}` uses delta channels; keep_latest would cut their history"
+                "thread `{thread_id}` uses delta channels: its kept checkpoint {id}{at} is \
+                 rebuilt from the history keep_latest would delete (re-snapshot it first, e.g. \
+                 with CompiledGraph::prune_keep_latest)"
             ),
         ));
     }
+    Ok(plan)
+}
+
+/// [`plan_keep_latest`] without the delta check: the plan, with the kept checkpoints that
+/// need their history listed in [`PrunePlan::needs_history`].
+pub fn plan_keep_latest_lenient(rows: &[PruneRow]) -> PrunePlan {
     let mut heads: BTreeMap<&str, &PruneRow> = BTreeMap::new();
     for r in rows {
         let slot = heads.entry(&r.checkpoint_ns).or_insert(r);
@@ -90,7 +105,15 @@ pub fn plan_keep_latest(thread_id: &str, rows: &[PruneRow]) -> Result<PrunePlan>
         let key = (r.checkpoint_ns.clone(), r.checkpoint_id.clone());
         if dropped_ns.contains(r.checkpoint_ns.as_str()) || !plan.keep.contains(&key) {
             plan.delete.insert(key);
+        } else if DELTA_MARKERS
+            .iter()
+            .any(|k| r.metadata.extra.contains_key(*k))
+        {
+            plan.needs_history.insert(key);
         }
     }
-    Ok(plan)
+    if plan.delete.is_empty() {
+        plan.needs_history.clear();
+    }
+    plan
 }

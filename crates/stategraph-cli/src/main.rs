@@ -350,7 +350,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             threads,
             all,
             apply,
-        } => ops::prune(saver.as_ref(), threads, all, apply, cli.json).await?,
+        } => ops::prune(saver, threads, all, apply, cli.json).await?,
         Command::Repair {
             thread,
             checkpoint,

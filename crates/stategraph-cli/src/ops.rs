@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use serde_json::{Value as Json, json};
-use stategraph::prune::{PruneRow, plan_keep_latest};
+use stategraph::prune::{PruneRow, plan_keep_latest_lenient};
 use stategraph::{ChannelRepair, CheckpointSaver, ListOptions, PruneStrategy};
 
 use crate::read::{reader, run_config};
@@ -13,7 +13,7 @@ use crate::{Failure, fail};
 
 /// The `prune` command: keep the latest checkpoint of each thread.
 pub(crate) async fn prune(
-    saver: &dyn CheckpointSaver,
+    saver: Arc<dyn CheckpointSaver>,
     mut threads: Vec<String>,
     all: bool,
     apply: bool,
@@ -49,18 +49,29 @@ pub(crate) async fn prune(
         if stored.is_empty() {
             return Err(format!("no thread `{thread}` in this database"));
         }
-        let (kept, deleted, note) = match plan_keep_latest(thread, &stored) {
-            Ok(plan) => {
-                if apply && !plan.delete.is_empty() {
-                    saver
-                        .prune(std::slice::from_ref(thread), PruneStrategy::KeepLatest)
-                        .await
-                        .map_err(fail)?;
-                }
-                (plan.keep.len(), plan.delete.len(), String::new())
-            }
-            Err(e) => (stored.len(), 0, format!("skipped: {e}")),
+        let plan = plan_keep_latest_lenient(&stored);
+        // Delta keys the kept checkpoint rebuilds from the history about to go are first
+        // written into it as snapshots (seed 001's merge: lists concatenate).
+        let note = if plan.needs_history.is_empty() {
+            String::new()
+        } else {
+            "re-snapshots delta keys first".to_owned()
         };
+        if apply && !plan.delete.is_empty() {
+            if plan.needs_history.is_empty() {
+                saver
+                    .prune(std::slice::from_ref(thread), PruneStrategy::KeepLatest)
+                    .await
+                    .map_err(fail)?;
+            } else {
+                reader(Arc::clone(&saver), thread, "")
+                    .await?
+                    .prune_keep_latest(thread)
+                    .await
+                    .map_err(fail)?;
+            }
+        }
+        let (kept, deleted) = (plan.keep.len(), plan.delete.len());
         rows.push((thread.clone(), kept, deleted, note));
     }
     drop(progress);
@@ -70,7 +81,7 @@ pub(crate) async fn prune(
             .iter()
             .map(|(t, k, d, note)| {
                 json!({"thread_id": t, "kept": k, "deleted": d,
-                       "skipped": (!note.is_empty()).then_some(note)})
+                       "note": (!note.is_empty()).then_some(note)})
             })
             .collect();
         return Ok(json!({"applied": apply, "deleted": deleted, "threads": list}).to_string());

@@ -516,6 +516,7 @@ async fn check(db: Db) {
     assert!(err.contains("no parent"), "{err}");
 
     check_subgraph(&db).await;
+    check_delta_prune(&db).await;
 
     // Errors: one line, non-zero exit.
     let (code, _, err) = cli(url, &["history", "--thread", "nope"]);
@@ -529,6 +530,51 @@ async fn check(db: Db) {
     assert_eq!(code, 1);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("unknown scheme"), "{err}");
+}
+
+/// A chat stored as deltas: the binary reads it as the graph does, and `prune --apply`
+/// re-snapshots the kept checkpoint first, so the pruned thread still reads the same.
+async fn check_delta_prune(db: &Db) {
+    let url = db.url.as_str();
+    let mut g = StateGraph::<Seed>::new();
+    g.add_node("node_a", |_s: Arc<Seed>, _c| async {
+        Ok(SeedUpdate::default().foo("a").bar(vec!["a".to_owned()]))
+    });
+    g.add_edge(START, "node_a");
+    g.delta_storage(3);
+    let graph = g
+        .compile()
+        .unwrap()
+        .with_checkpointer(Arc::clone(&db.saver));
+    let config = RunConfig::thread("deltas");
+    for _ in 0..4 {
+        graph
+            .invoke(
+                Some(SeedUpdate::default().bar(vec!["in".to_owned()])),
+                config.clone(),
+            )
+            .await
+            .unwrap();
+    }
+    let latest = graph.get_state(&config).await.unwrap().to_json();
+    assert_eq!(latest["values"]["bar"].as_array().unwrap().len(), 8);
+    let ours = cli_json(url, &["state", "--thread", "deltas", "--json"]);
+    assert_eq!(ours["values"], latest["values"]);
+    let plan = cli_json(url, &["prune", "--thread", "deltas", "--json"]);
+    assert_eq!(
+        plan["threads"][0]["note"], "re-snapshots delta keys first",
+        "{plan}"
+    );
+    let pruned = cli_json(url, &["prune", "--thread", "deltas", "--apply", "--json"]);
+    assert!(pruned["deleted"].as_u64().unwrap() > 0);
+    let left = cli_json(url, &["history", "--thread", "deltas", "--json"]);
+    assert_eq!(left.as_array().unwrap().len(), 1);
+    assert_eq!(left[0]["values"], latest["values"]);
+    assert_eq!(
+        graph.get_state(&config).await.unwrap().to_json()["values"],
+        latest["values"]
+    );
+    cli_json(url, &["delete-thread", "--thread", "deltas", "--json"]);
 }
 
 /// A thread of a graph with a subgraph: the subgraph's namespace reads like the subgraph's

@@ -22,7 +22,9 @@ use stategraph::prelude::*;
 
 #[derive(State, Clone, Debug, Default)]
 struct Chat {
-    #[reducer(append)]
+    /// Stored as deltas (LangGraph's `DeltaChannel`): each checkpoint keeps only the messages
+    /// a step added, with a full snapshot every 50 updates.
+    #[reducer(append, delta = 50)]
     messages: Vec<String>,
 }
 

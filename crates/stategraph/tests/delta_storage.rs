@@ -8,7 +8,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::chat::{Chat, chat_graph, conversation, talk};
+use common::chat::{Chat, ChatUpdate, chat_graph, conversation, talk};
 use stategraph::prelude::*;
 use stategraph::{CheckpointSaver, Durability};
 
@@ -184,4 +184,77 @@ async fn postgres_thousand_turns() {
         let ratio = report("postgres", durability, u64::try_from(bytes).unwrap());
         assert!(ratio < bound, "{ratio:.2}x");
     }
+}
+
+/// `prune_keep_latest` on a delta thread with a branch: the saver alone refuses (the kept
+/// checkpoint is rebuilt from the history it would delete); through the graph the latest
+/// checkpoint is re-snapshotted first, and what remains reads the same and goes on.
+async fn prune_keeps_delta_threads_readable(saver: Arc<dyn CheckpointSaver>) {
+    let graph = chat_graph(Arc::clone(&saver), Some(4));
+    talk(&graph, "p", 5, Durability::Async).await;
+    let history = graph
+        .get_state_history(&RunConfig::thread("p"), Default::default())
+        .await
+        .unwrap();
+    // A branch: an update of a past checkpoint, then a turn on it.
+    let mut past = RunConfig::thread("p");
+    past.checkpoint_id = history[6].config.clone().unwrap().checkpoint_id;
+    graph
+        .update_state(
+            &past,
+            Some(ChatUpdate::default().messages(vec!["on a branch".to_owned()])),
+            Some("reply"),
+        )
+        .await
+        .unwrap();
+    talk(&graph, "p", 1, Durability::Async).await;
+    let before = graph.get_state(&RunConfig::thread("p")).await.unwrap();
+    assert!(
+        before.values["messages"]
+            .as_list()
+            .unwrap()
+            .contains(&Value::from("on a branch"))
+    );
+    let refused = saver
+        .prune(&["p".to_owned()], stategraph::PruneStrategy::KeepLatest)
+        .await;
+    assert!(
+        matches!(refused, Err(stategraph::Error::InvalidInput { .. })),
+        "{refused:?}"
+    );
+    saver.copy_thread("p", "p-copy").await.unwrap();
+    graph.prune_keep_latest("p").await.unwrap();
+    let left = saver
+        .list(&stategraph::ListOptions::thread("p"))
+        .await
+        .unwrap();
+    assert_eq!(left.len(), 1);
+    for t in &left {
+        let mut at = RunConfig::thread("p");
+        at.checkpoint_id = Some(t.checkpoint.id.clone());
+        assert_eq!(graph.get_state(&at).await.unwrap().values, before.values);
+    }
+    // The pruned thread goes on exactly as an unpruned copy does.
+    talk(&graph, "p", 1, Durability::Async).await;
+    talk(&graph, "p-copy", 1, Durability::Async).await;
+    let after = graph.get_state(&RunConfig::thread("p")).await.unwrap();
+    let control = graph.get_state(&RunConfig::thread("p-copy")).await.unwrap();
+    assert_eq!(after.values, control.values);
+    assert!(
+        after.values["messages"].as_list().unwrap().len()
+            > before.values["messages"].as_list().unwrap().len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_prune_keeps_delta_threads_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let saver = Arc::new(SqliteSaver::open(dir.path().join("prune.sqlite")).unwrap());
+    prune_keeps_delta_threads_readable(saver).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_prune_keeps_delta_threads_readable() {
+    let (saver, _guard, _url) = common::postgres_with_url(None).await;
+    prune_keeps_delta_threads_readable(saver).await;
 }
