@@ -312,12 +312,15 @@ async fn assemble<C: GenericClient>(
 /// requested channels (`$4`) still without a stored value; the walk stops after the checkpoint
 /// where none is left. A channel is stored at a checkpoint when its JSON has the key (an inline
 /// value, or the `true` marker of a snapshot) or a non-empty blob exists for its version. The
-/// depth is capped by the namespace's checkpoint count, so a parent loop cannot run forever.
+/// depth is capped at a million steps (far beyond LangGraph's 5,000-superstep bound between
+/// snapshots), so a parent loop made by re-putting an id cannot run forever; the walk in Rust
+/// stops at the first repeated id anyway.
+/// Each step looks its parent up by primary key (`LATERAL`, so a planner without statistics
+/// cannot turn it into a scan of the thread).
 const DELTA_WALK: &str = "WITH RECURSIVE walk(thread_id, checkpoint_ns, checkpoint_id, \
     parent_checkpoint_id, checkpoint, metadata, remaining, depth, cap) AS ( \
       SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, \
-        c.checkpoint, c.metadata, $4::text[], 0, \
-        (SELECT count(*) FROM checkpoints n WHERE n.thread_id = $1 AND n.checkpoint_ns = $2) \
+        c.checkpoint, c.metadata, $4::text[], 0, 1000000 \
       FROM checkpoints c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 \
         AND c.checkpoint_id = COALESCE($3, (SELECT max(m.checkpoint_id) FROM checkpoints m \
           WHERE m.thread_id = $1 AND m.checkpoint_ns = $2)) \
@@ -329,8 +332,8 @@ const DELTA_WALK: &str = "WITH RECURSIVE walk(thread_id, checkpoint_ns, checkpoi
             WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = ch \
               AND b.version = c.checkpoint -> 'channel_versions' ->> ch AND b.type <> 'empty'))), \
         w.depth + 1, w.cap \
-      FROM walk w JOIN checkpoints c ON c.thread_id = $1 AND c.checkpoint_ns = $2 \
-        AND c.checkpoint_id = w.parent_checkpoint_id \
+      FROM walk w CROSS JOIN LATERAL (SELECT * FROM checkpoints p WHERE p.thread_id = $1 \
+        AND p.checkpoint_ns = $2 AND p.checkpoint_id = w.parent_checkpoint_id LIMIT 1) c \
       WHERE cardinality(w.remaining) > 0 AND w.depth < w.cap) \
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata \
     FROM walk WHERE depth > 0 ORDER BY depth";

@@ -295,16 +295,16 @@ fn load_writes(
     Ok(writes)
 }
 
-/// The target checkpoint and its ancestors, nearest first, by following
+/// The target checkpoint's ancestors' ids, nearest first, by following
 /// `parent_checkpoint_id` (ids are not ordered across processes, so no range scan), at most
 /// `?6` levels up. `CROSS JOIN` keeps `ancestors` the outer loop: one primary-key lookup per
-/// level. SQLite produces recursive rows lazily, so a reader that stops early stops the walk.
-const ANCESTORS: &str = "WITH RECURSIVE ancestors(checkpoint_id, parent_checkpoint_id, type, \
-    checkpoint, depth) AS ( \
-      SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint, 0 FROM checkpoints \
+/// level. Only ids travel through the recursion; a query reads the (large) checkpoint column
+/// by joining it, for the rows it actually steps through.
+const ANCESTORS: &str = "WITH RECURSIVE ancestors(checkpoint_id, parent_checkpoint_id, depth) AS ( \
+      SELECT checkpoint_id, parent_checkpoint_id, 0 FROM checkpoints \
       WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 \
       UNION ALL \
-      SELECT c.checkpoint_id, c.parent_checkpoint_id, c.type, c.checkpoint, a.depth + 1 \
+      SELECT c.checkpoint_id, c.parent_checkpoint_id, a.depth + 1 \
       FROM ancestors a CROSS JOIN checkpoints c ON c.checkpoint_id = a.parent_checkpoint_id \
       WHERE c.thread_id = ?4 AND c.checkpoint_ns = ?5 AND a.depth < ?6)";
 
@@ -340,7 +340,9 @@ fn delta_history(
         let mut seen = std::collections::HashSet::new();
         let mut stmt = tx
             .prepare_cached(&format!(
-                "{ANCESTORS} SELECT checkpoint_id, type, checkpoint FROM ancestors WHERE depth > 0"
+                "{ANCESTORS} SELECT a.checkpoint_id, c.type, c.checkpoint, a.depth FROM ancestors a \
+                 CROSS JOIN checkpoints c ON c.thread_id = ?4 AND c.checkpoint_ns = ?5 \
+                 AND c.checkpoint_id = a.checkpoint_id WHERE a.depth > 0"
             ))
             .map_err(db("walking checkpoint ancestors"))?;
         let mut rows = stmt
@@ -350,6 +352,16 @@ fn delta_history(
             let id: String = r.get(0).map_err(db("walking checkpoint ancestors"))?;
             if !seen.insert(id.clone()) {
                 break;
+            }
+            // The recursion yields nearest first (a FIFO queue, no ORDER BY: sorting would
+            // read every ancestor's checkpoint); the walk relies on it.
+            let depth: i64 = r.get(3).map_err(db("walking checkpoint ancestors"))?;
+            if usize::try_from(depth).ok() != Some(chain.len() + 1) {
+                return Err(Error::Backend {
+                    backend: "sqlite",
+                    message: format!("ancestors of {target} came back out of order"),
+                    source: None,
+                });
             }
             let loc = Location::checkpoint(thread, ns, &id);
             let tag: Option<String> = r.get(1).map_err(db("walking checkpoint ancestors"))?;
