@@ -169,10 +169,15 @@ impl<S: State> CompiledGraph<S> {
             )?;
         }
 
+        // A delta channel's value is left out of most checkpoints by design: this graph's
+        // delta keys, and those the checkpoint's delta counters name (a reader graph's view).
+        let counted = crate::delta::counters_of(&target.metadata);
         let mut report = BTreeMap::new();
         for (name, channel) in &channels {
-            // A delta channel's value is left out of most checkpoints by design.
-            if !target.checkpoint.channel_versions.contains_key(name) || channel.is_delta() {
+            if !target.checkpoint.channel_versions.contains_key(name)
+                || channel.is_delta()
+                || counted.contains_key(name)
+            {
                 continue;
             }
             let Some(rebuilt) = channel.checkpoint() else {
