@@ -9,7 +9,7 @@ use crate::checkpoint::{Checkpoint, CheckpointTuple};
 use crate::config::CheckpointConfig;
 use crate::error::{Error, Result};
 use crate::metadata::CheckpointMetadata;
-use crate::prune::{PruneRow, plan_keep_latest};
+use crate::prune::{PruneRow, plan};
 use crate::saver::{
     Capabilities, CheckpointSaver, ListOptions, PruneStrategy, validate_put, validate_put_writes,
 };
@@ -412,10 +412,11 @@ impl CheckpointSaver for InMemorySaver {
                         checkpoint_ns: ns.clone(),
                         checkpoint_id: id.clone(),
                         metadata: s.metadata.clone(),
+                        parent: s.parent.clone(),
                     })
                 })
                 .collect();
-            plans.push((thread, plan_keep_latest(thread, &rows)?));
+            plans.push((thread, plan(thread, strategy, &rows)?));
         }
         if strategy == PruneStrategy::Delete {
             for thread in thread_ids {

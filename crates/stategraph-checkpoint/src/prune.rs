@@ -1,4 +1,5 @@
-//! Planning `prune(keep_latest)`: which checkpoints of a thread go, shared by every saver.
+//! Planning `prune`: which checkpoints of a thread go, for every strategy, shared by every
+//! saver (they only read the rows and delete what the plan says).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,6 +15,23 @@ pub struct PruneRow {
     pub checkpoint_id: String,
     /// Its metadata.
     pub metadata: CheckpointMetadata,
+    /// Its parent's id, if any.
+    pub parent: Option<String>,
+}
+
+impl PruneRow {
+    /// The row of a stored checkpoint.
+    pub fn from_tuple(t: &crate::CheckpointTuple) -> Self {
+        Self {
+            checkpoint_ns: t.config.checkpoint_ns.clone(),
+            checkpoint_id: t.checkpoint.id.clone(),
+            metadata: t.metadata.clone(),
+            parent: t
+                .parent_config
+                .as_ref()
+                .and_then(|p| p.checkpoint_id.clone()),
+        }
+    }
 }
 
 /// What to do to one thread.
@@ -45,23 +63,7 @@ const DELTA_MARKERS: [&str; 2] = ["counters_since_delta_snapshot", "delta_writes
 /// updates since a snapshot) is refused, as cutting that history would lose data: re-snapshot
 /// it first (`CompiledGraph::prune_keep_latest` does), or see [`plan_keep_latest_lenient`].
 pub fn plan_keep_latest(thread_id: &str, rows: &[PruneRow]) -> Result<PrunePlan> {
-    let plan = plan_keep_latest_lenient(rows);
-    if let Some((ns, id)) = plan.needs_history.iter().next() {
-        let at = if ns.is_empty() {
-            String::new()
-        } else {
-            format!(" (namespace `{ns}`)")
-        };
-        return Err(Error::invalid(
-            "prune strategy",
-            format!(
-                "thread `{thread_id}` uses delta channels: its kept checkpoint {id}{at} is \
-                 rebuilt from the history keep_latest would delete (re-snapshot it first, e.g. \
-                 with CompiledGraph::prune_keep_latest)"
-            ),
-        ));
-    }
-    Ok(plan)
+    plan(thread_id, crate::PruneStrategy::KeepLatest, rows)
 }
 
 /// [`plan_keep_latest`] without the delta check: the plan, with the kept checkpoints that
@@ -114,6 +116,164 @@ pub fn plan_keep_latest_lenient(rows: &[PruneRow]) -> PrunePlan {
     }
     if plan.delete.is_empty() {
         plan.needs_history.clear();
+    }
+    plan
+}
+
+/// The smallest checkpoint id (UUIDv6, which orders by time) created at `time` or later.
+fn first_id_at(time: std::time::SystemTime) -> String {
+    const UUID_EPOCH_OFFSET: u128 = 0x01B2_1DD2_1381_4000;
+    let ticks = time
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() / 100)
+        + UUID_EPOCH_OFFSET;
+    let time_high = (ticks >> 12) & 0xFFFF_FFFF_FFFF;
+    let time_low = ticks & 0xFFF;
+    crate::id::format_uuid((time_high << 80) | (6u128 << 76) | (time_low << 64))
+}
+
+/// Plans `strategy` for one thread (every strategy but `Delete`, which needs no plan).
+/// Checkpoints of a subgraph namespace go with the root checkpoint they ran under. Kept
+/// checkpoints that would lose the history their delta channels are rebuilt from are refused
+/// (see [`plan_keep_latest`]); [`plan_lenient`] lists them instead.
+pub fn plan(
+    thread_id: &str,
+    strategy: crate::PruneStrategy,
+    rows: &[PruneRow],
+) -> Result<PrunePlan> {
+    let plan = plan_lenient(strategy, rows);
+    if let Some((ns, id)) = plan.needs_history.iter().next() {
+        let at = if ns.is_empty() {
+            String::new()
+        } else {
+            format!(" (namespace `{ns}`)")
+        };
+        return Err(Error::invalid(
+            "prune strategy",
+            format!(
+                "thread `{thread_id}` uses delta channels: its kept checkpoint {id}{at} is \
+                 rebuilt from history this prune would delete (re-snapshot it first, e.g. \
+                 with CompiledGraph::prune)"
+            ),
+        ));
+    }
+    Ok(plan)
+}
+
+/// [`plan`] without the delta check: kept checkpoints that need deleted history are listed
+/// in [`PrunePlan::needs_history`].
+pub fn plan_lenient(strategy: crate::PruneStrategy, rows: &[PruneRow]) -> PrunePlan {
+    use crate::PruneStrategy as S;
+    if strategy == S::KeepLatest {
+        return plan_keep_latest_lenient(rows);
+    }
+    let mut by_ns: BTreeMap<&str, Vec<&PruneRow>> = BTreeMap::new();
+    for r in rows {
+        by_ns.entry(&r.checkpoint_ns).or_default().push(r);
+    }
+    let mut keep: BTreeSet<(String, String)> = BTreeSet::new();
+    for (ns, mut members) in by_ns {
+        // Newest first.
+        members.sort_by(|a, b| b.checkpoint_id.cmp(&a.checkpoint_id));
+        let key = |r: &PruneRow| (ns.to_owned(), r.checkpoint_id.clone());
+        match strategy {
+            S::KeepLast(n) => keep.extend(members.iter().take(n.max(1)).map(|r| key(r))),
+            S::OlderThan(time) => {
+                let first = first_id_at(time);
+                keep.extend(
+                    members
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, r)| *i == 0 || r.checkpoint_id >= first)
+                        .map(|(_, r)| key(r)),
+                );
+            }
+            S::AbandonedBranches => {
+                let ids: BTreeMap<&str, &PruneRow> = members
+                    .iter()
+                    .map(|r| (r.checkpoint_id.as_str(), *r))
+                    .collect();
+                // The line of history behind the newest checkpoint.
+                let mut line = BTreeSet::new();
+                let mut cursor = members.first().copied();
+                while let Some(r) = cursor {
+                    if !line.insert(r.checkpoint_id.as_str()) {
+                        break;
+                    }
+                    cursor = r.parent.as_deref().and_then(|p| ids.get(p).copied());
+                }
+                let mut steps_seen = BTreeSet::new();
+                for r in &members {
+                    if line.contains(r.checkpoint_id.as_str()) || steps_seen.insert(r.metadata.step)
+                    {
+                        keep.insert(key(r));
+                    }
+                }
+            }
+            _ => keep.extend(members.iter().map(|r| key(r))),
+        }
+    }
+    // A subgraph namespace goes with the root checkpoint it ran under.
+    let root_ids: BTreeSet<&str> = rows
+        .iter()
+        .filter(|r| r.checkpoint_ns.is_empty())
+        .map(|r| r.checkpoint_id.as_str())
+        .collect();
+    let mut plan = PrunePlan::default();
+    for r in rows {
+        let key = (r.checkpoint_ns.clone(), r.checkpoint_id.clone());
+        let orphaned = r.checkpoint_ns.contains(':')
+            && r.metadata
+                .parents
+                .as_ref()
+                .and_then(|p| p.get(""))
+                .is_some_and(|rp| {
+                    root_ids.contains(rp.as_str()) && !keep.contains(&(String::new(), rp.clone()))
+                });
+        if orphaned || !keep.contains(&key) {
+            plan.delete.insert(key);
+        } else {
+            plan.keep.insert(key);
+        }
+    }
+    // Kept checkpoints still counting delta updates whose parent chain loses a checkpoint.
+    let parents: BTreeMap<(&str, &str), Option<&str>> = rows
+        .iter()
+        .map(|r| {
+            (
+                (r.checkpoint_ns.as_str(), r.checkpoint_id.as_str()),
+                r.parent.as_deref(),
+            )
+        })
+        .collect();
+    for r in rows {
+        let key = (r.checkpoint_ns.clone(), r.checkpoint_id.clone());
+        if !plan.keep.contains(&key)
+            || !DELTA_MARKERS
+                .iter()
+                .any(|k| r.metadata.extra.contains_key(*k))
+        {
+            continue;
+        }
+        let mut cursor = r.parent.as_deref();
+        let mut hops = 0;
+        while let Some(p) = cursor {
+            if plan
+                .delete
+                .contains(&(r.checkpoint_ns.clone(), p.to_owned()))
+            {
+                plan.needs_history.insert(key.clone());
+                break;
+            }
+            hops += 1;
+            if hops > rows.len() {
+                break;
+            }
+            cursor = parents
+                .get(&(r.checkpoint_ns.as_str(), p))
+                .copied()
+                .flatten();
+        }
     }
     plan
 }

@@ -91,6 +91,14 @@ pub enum PruneStrategy {
     KeepLatest,
     /// Drop the threads entirely.
     Delete,
+    /// Keep the newest `n` checkpoints (at least 1) of every namespace.
+    KeepLast(usize),
+    /// Drop the checkpoints created before this time (the newest of every namespace stays).
+    OlderThan(std::time::SystemTime),
+    /// Keep the history that leads to each namespace's newest checkpoint in full; on the
+    /// branches left behind (by replays and `update_state` on past checkpoints) keep only the
+    /// newest checkpoint of each step.
+    AbandonedBranches,
 }
 
 /// The optional operations a saver implements. The conformance suite runs the matching cases

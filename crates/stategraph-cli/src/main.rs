@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use serde_json::{Value as Json, json};
-use stategraph::{CheckpointSaver, EncryptedSerializer, ListOptions, OpenOptions};
+use stategraph::{CheckpointSaver, EncryptedSerializer, ListOptions, OpenOptions, PruneStrategy};
 
 mod audit;
 mod diff;
@@ -179,10 +179,13 @@ enum Command {
         #[arg(long)]
         thread: String,
     },
-    /// Drop old checkpoints: keep the latest of each thread (and the subgraph checkpoints
-    /// under it). Shows what would go unless --apply.
+    /// Drop old checkpoints: by default keep only the latest of each thread (and the subgraph
+    /// checkpoints under it); or the last N, or those younger than a duration, or the whole
+    /// line behind the latest plus one checkpoint per step of abandoned branches. Delta keys
+    /// a kept checkpoint would lose are re-snapshotted into it first. Shows what would go
+    /// unless --apply.
     ///
-    /// Example: stategraph --db sqlite:app.sqlite prune --all --apply
+    /// Example: stategraph --db sqlite:app.sqlite prune --all --keep 20 --apply
     Prune {
         /// The threads to prune.
         #[arg(long = "thread", required_unless_present = "all")]
@@ -190,6 +193,15 @@ enum Command {
         /// Every thread in the database.
         #[arg(long, conflicts_with = "threads")]
         all: bool,
+        /// Keep the newest N checkpoints of each namespace.
+        #[arg(long, conflicts_with_all = ["older_than", "abandoned_branches"])]
+        keep: Option<usize>,
+        /// Drop checkpoints older than this (`90s`, `30m`, `12h`, `7d`); the newest stays.
+        #[arg(long, value_parser = ops::parse_age, conflicts_with = "abandoned_branches")]
+        older_than: Option<std::time::Duration>,
+        /// On branches left behind by replays and forks, keep one checkpoint per step.
+        #[arg(long)]
+        abandoned_branches: bool,
         /// Delete (without it, only show the plan).
         #[arg(long)]
         apply: bool,
@@ -349,8 +361,23 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Prune {
             threads,
             all,
+            keep,
+            older_than,
+            abandoned_branches,
             apply,
-        } => ops::prune(saver, threads, all, apply, cli.json).await?,
+        } => {
+            let strategy = match (keep, older_than, abandoned_branches) {
+                (Some(n), _, _) => PruneStrategy::KeepLast(n),
+                (_, Some(age), _) => PruneStrategy::OlderThan(
+                    std::time::SystemTime::now()
+                        .checked_sub(age)
+                        .unwrap_or(std::time::UNIX_EPOCH),
+                ),
+                (_, _, true) => PruneStrategy::AbandonedBranches,
+                _ => PruneStrategy::KeepLatest,
+            };
+            ops::prune(saver, threads, all, strategy, apply, cli.json).await?
+        }
         Command::Repair {
             thread,
             checkpoint,

@@ -4,18 +4,35 @@
 use std::sync::Arc;
 
 use serde_json::{Value as Json, json};
-use stategraph::prune::{PruneRow, plan_keep_latest_lenient};
+use stategraph::prune::{PruneRow, plan_lenient};
 use stategraph::{ChannelRepair, CheckpointSaver, ListOptions, PruneStrategy};
 
 use crate::read::{reader, run_config};
 use crate::table::{self, Progress};
 use crate::{Failure, fail};
 
-/// The `prune` command: keep the latest checkpoint of each thread.
+/// `90s`, `30m`, `12h`, `7d` as a duration.
+pub(crate) fn parse_age(text: &str) -> Result<std::time::Duration, String> {
+    let (number, unit) = text.split_at(text.trim_end_matches(char::is_alphabetic).len());
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}`: expected a number and a unit (s, m, h, d), e.g. 7d"))?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        other => return Err(format!("`{other}` is not a unit: use s, m, h or d")),
+    };
+    Ok(std::time::Duration::from_secs(n.saturating_mul(seconds)))
+}
+
+/// The `prune` command.
 pub(crate) async fn prune(
     saver: Arc<dyn CheckpointSaver>,
     mut threads: Vec<String>,
     all: bool,
+    strategy: PruneStrategy,
     apply: bool,
     as_json: bool,
 ) -> Result<String, Failure> {
@@ -39,17 +56,13 @@ pub(crate) async fn prune(
             .list(&ListOptions::thread(thread.clone()))
             .await
             .map_err(fail)?
-            .into_iter()
-            .map(|t| PruneRow {
-                checkpoint_ns: t.config.checkpoint_ns,
-                checkpoint_id: t.config.checkpoint_id.unwrap_or_default(),
-                metadata: t.metadata,
-            })
+            .iter()
+            .map(PruneRow::from_tuple)
             .collect();
         if stored.is_empty() {
             return Err(format!("no thread `{thread}` in this database"));
         }
-        let plan = plan_keep_latest_lenient(&stored);
+        let plan = plan_lenient(strategy, &stored);
         // Delta keys the kept checkpoint rebuilds from the history about to go are first
         // written into it as snapshots (seed 001's merge: lists concatenate).
         let note = if plan.needs_history.is_empty() {
@@ -60,13 +73,13 @@ pub(crate) async fn prune(
         if apply && !plan.delete.is_empty() {
             if plan.needs_history.is_empty() {
                 saver
-                    .prune(std::slice::from_ref(thread), PruneStrategy::KeepLatest)
+                    .prune(std::slice::from_ref(thread), strategy)
                     .await
                     .map_err(fail)?;
             } else {
                 reader(Arc::clone(&saver), thread, "")
                     .await?
-                    .prune_keep_latest(thread)
+                    .prune(thread, strategy)
                     .await
                     .map_err(fail)?;
             }
@@ -174,4 +187,20 @@ pub(crate) async fn repair(
                 .collect(),
         )
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages() {
+        assert_eq!(parse_age("90s"), Ok(std::time::Duration::from_secs(90)));
+        assert_eq!(
+            parse_age("7d"),
+            Ok(std::time::Duration::from_secs(7 * 86_400))
+        );
+        assert!(parse_age("7w").is_err());
+        assert!(parse_age("d").is_err());
+    }
 }

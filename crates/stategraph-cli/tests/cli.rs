@@ -568,6 +568,18 @@ async fn check_delta_prune(db: &Db) {
         plan["threads"][0]["note"], "re-snapshots delta keys first",
         "{plan}"
     );
+    let kept3 = cli_json(
+        url,
+        &[
+            "prune", "--thread", "deltas", "--keep", "3", "--apply", "--json",
+        ],
+    );
+    assert_eq!(kept3["threads"][0]["kept"], 3, "{kept3}");
+    let left = cli_json(url, &["history", "--thread", "deltas", "--json"]);
+    assert_eq!(left.as_array().unwrap().len(), 3);
+    assert_eq!(left[0]["values"], latest["values"]);
+    let (code, _, err) = cli(url, &["prune", "--thread", "deltas", "--older-than", "7w"]);
+    assert_eq!(code, 2, "a bad duration is a usage error: {err}");
     let pruned = cli_json(url, &["prune", "--thread", "deltas", "--apply", "--json"]);
     assert!(pruned["deleted"].as_u64().unwrap() > 0);
     let left = cli_json(url, &["history", "--thread", "deltas", "--json"]);

@@ -225,58 +225,87 @@ impl<S: State> CompiledGraph<S> {
 }
 
 impl<S: State> CompiledGraph<S> {
-    /// `prune(KeepLatest)` that also works on threads with delta keys: the latest checkpoint
-    /// of the thread's root namespace is first rewritten with a full `_DeltaSnapshot` of each
-    /// delta (or reducer) key it leaves out (computed with this graph's reducers, its
-    /// counters reset), so
-    /// nothing it needs is in the history the prune deletes. Subgraph namespaces that still
-    /// need their history make the saver refuse, naming them.
-    pub async fn prune_keep_latest(&self, thread_id: &str) -> Result<(), GraphError> {
+    /// [`CheckpointSaver::prune`] of one thread that also works when it has delta keys:
+    /// every kept root-namespace checkpoint that would lose the history its delta (or
+    /// left-out reducer) keys are rebuilt from is first rewritten with full `_DeltaSnapshot`s
+    /// of them (computed with this graph's reducers, its delta counters reset). Subgraph
+    /// namespaces that still need their history make the saver refuse, naming them.
+    pub async fn prune(
+        &self,
+        thread_id: &str,
+        strategy: stategraph_checkpoint::PruneStrategy,
+    ) -> Result<(), GraphError> {
         let saver = self.saver()?;
-        let root = stategraph_checkpoint::CheckpointConfig::new(thread_id);
-        if let Some(raw) = saver.get_tuple(&root).await? {
-            let mut head = raw.clone();
-            self.hydrate(saver.as_ref(), &mut head).await?;
-            let mut checkpoint = raw.checkpoint.clone();
-            let mut versions = ChannelVersions::new();
-            // Delta keys, and reducer keys left out (a reader graph's view of delta keys).
-            let keys = self
-                .channel_specs
+        if strategy != stategraph_checkpoint::PruneStrategy::Delete {
+            let tuples = saver
+                .list(&stategraph_checkpoint::ListOptions::thread(thread_id))
+                .await?;
+            let rows: Vec<stategraph_checkpoint::prune::PruneRow> = tuples
                 .iter()
-                .filter(|(_, spec)| spec.rebuilds_from_history())
-                .map(|(k, _)| k.as_str());
-            for name in keys {
-                let (Some(version), Some(value)) = (
-                    raw.checkpoint.channel_versions.get(name),
-                    head.checkpoint.channel_values.get(name),
-                ) else {
-                    continue;
-                };
-                if !raw.checkpoint.channel_values.contains_key(name) {
-                    let value = crate::channel::unwrap_snapshot(value.clone());
-                    checkpoint.channel_values.insert(
-                        name.to_owned(),
-                        stategraph_checkpoint::Value::Ext(
-                            stategraph_checkpoint::Ext::delta_snapshot(&value),
-                        ),
-                    );
-                    versions.insert(name.to_owned(), version.clone());
-                }
-            }
-            if !versions.is_empty() || raw.metadata.extra.contains_key(COUNTERS) {
-                let mut metadata = raw.metadata.clone();
-                set_counters(&mut metadata, &Counters::new());
-                let parent = raw.parent_config.clone().unwrap_or(root);
-                saver
-                    .put(&parent, &checkpoint, &metadata, &versions)
-                    .await?;
+                .map(stategraph_checkpoint::prune::PruneRow::from_tuple)
+                .collect();
+            let plan = stategraph_checkpoint::prune::plan_lenient(strategy, &rows);
+            for raw in tuples.iter().filter(|t| {
+                t.config.checkpoint_ns.is_empty()
+                    && plan
+                        .needs_history
+                        .contains(&(String::new(), t.checkpoint.id.clone()))
+            }) {
+                self.resnapshot(saver.as_ref(), raw).await?;
             }
         }
+        saver.prune(&[thread_id.to_owned()], strategy).await?;
+        Ok(())
+    }
+
+    /// [`prune`](Self::prune) with [`PruneStrategy::KeepLatest`](stategraph_checkpoint::PruneStrategy::KeepLatest).
+    pub async fn prune_keep_latest(&self, thread_id: &str) -> Result<(), GraphError> {
+        self.prune(thread_id, stategraph_checkpoint::PruneStrategy::KeepLatest)
+            .await
+    }
+
+    /// Rewrites a stored checkpoint with a full snapshot of every delta (or reducer) key it
+    /// leaves out, and its delta counters reset: afterwards it needs no history.
+    async fn resnapshot(
+        &self,
+        saver: &dyn CheckpointSaver,
+        raw: &CheckpointTuple,
+    ) -> Result<(), GraphError> {
+        let mut head = raw.clone();
+        self.hydrate(saver, &mut head).await?;
+        let mut checkpoint = raw.checkpoint.clone();
+        let mut versions = ChannelVersions::new();
+        let keys = self
+            .channel_specs
+            .iter()
+            .filter(|(_, spec)| spec.rebuilds_from_history())
+            .map(|(k, _)| k.as_str());
+        for name in keys {
+            let (Some(version), Some(value)) = (
+                raw.checkpoint.channel_versions.get(name),
+                head.checkpoint.channel_values.get(name),
+            ) else {
+                continue;
+            };
+            if !raw.checkpoint.channel_values.contains_key(name) {
+                let value = crate::channel::unwrap_snapshot(value.clone());
+                checkpoint.channel_values.insert(
+                    name.to_owned(),
+                    stategraph_checkpoint::Value::Ext(stategraph_checkpoint::Ext::delta_snapshot(
+                        &value,
+                    )),
+                );
+                versions.insert(name.to_owned(), version.clone());
+            }
+        }
+        let mut metadata = raw.metadata.clone();
+        set_counters(&mut metadata, &Counters::new());
+        let parent = raw.parent_config.clone().unwrap_or_else(|| {
+            stategraph_checkpoint::CheckpointConfig::new(raw.config.thread_id.clone())
+                .with_ns(raw.config.checkpoint_ns.clone())
+        });
         saver
-            .prune(
-                &[thread_id.to_owned()],
-                stategraph_checkpoint::PruneStrategy::KeepLatest,
-            )
+            .put(&parent, &checkpoint, &metadata, &versions)
             .await?;
         Ok(())
     }

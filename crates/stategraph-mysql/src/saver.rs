@@ -9,7 +9,7 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Params, Pool, Row as MyRow, TxOpts, Value as My};
 use serde_json::Value as Json;
 use stategraph_checkpoint::blob_layout::{metadata_json, restore_blobs, split_checkpoint};
-use stategraph_checkpoint::prune::{PruneRow, plan_keep_latest};
+use stategraph_checkpoint::prune::{PruneRow, plan};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, EncodedWrites, Error, ListOptions, Location, PendingWrite,
@@ -399,7 +399,11 @@ async fn delete_thread_in<Q: Queryable>(q: &mut Q, thread: &str) -> Result<()> {
     Ok(())
 }
 
-async fn prune_keep_latest<Q: Queryable>(q: &mut Q, thread: &str) -> Result<()> {
+async fn prune_by_plan<Q: Queryable>(
+    q: &mut Q,
+    thread: &str,
+    strategy: PruneStrategy,
+) -> Result<()> {
     let rows: Vec<(String, String, Option<String>, String)> = q
         .exec(
             "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata \
@@ -410,16 +414,17 @@ async fn prune_keep_latest<Q: Queryable>(q: &mut Q, thread: &str) -> Result<()> 
         .map_err(db("reading checkpoints to prune"))?;
     let prune_rows: Vec<PruneRow> = rows
         .iter()
-        .map(|(ns, id, _, meta)| PruneRow {
+        .map(|(ns, id, parent, meta)| PruneRow {
             checkpoint_ns: ns.clone(),
             checkpoint_id: id.clone(),
             metadata: serde_json::from_str(meta)
                 .ok()
                 .and_then(|j| CheckpointMetadata::from_json(j).ok())
                 .unwrap_or_default(),
+            parent: parent.clone(),
         })
         .collect();
-    let plan = plan_keep_latest(thread, &prune_rows)?;
+    let plan = plan(thread, strategy, &prune_rows)?;
     for (ns, id) in &plan.delete {
         for table in ["checkpoint_writes", "checkpoints"] {
             q.exec_drop(
@@ -721,7 +726,7 @@ impl CheckpointSaver for MySqlSaver {
         for thread in thread_ids {
             match strategy {
                 PruneStrategy::Delete => delete_thread_in(&mut tx, thread).await?,
-                _ => prune_keep_latest(&mut tx, thread).await?,
+                _ => prune_by_plan(&mut tx, thread, strategy).await?,
             }
         }
         tx.commit().await.map_err(db("committing a prune"))

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::Value as Json;
 use stategraph_checkpoint::blob_layout::{metadata_json, split_checkpoint};
-use stategraph_checkpoint::prune::{PruneRow, plan_keep_latest};
+use stategraph_checkpoint::prune::{PruneRow, plan};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, DeltaWalk, EncodedWrites, Error,
@@ -357,7 +357,11 @@ async fn delete_thread_in<C: GenericClient>(client: &C, thread_id: &str) -> Resu
     Ok(())
 }
 
-async fn prune_keep_latest<C: GenericClient>(client: &C, thread_id: &str) -> Result<()> {
+async fn prune_by_plan<C: GenericClient>(
+    client: &C,
+    thread_id: &str,
+    strategy: PruneStrategy,
+) -> Result<()> {
     let rows = client
         .query_typed(
             "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata \
@@ -374,14 +378,15 @@ async fn prune_keep_latest<C: GenericClient>(client: &C, thread_id: &str) -> Res
         let parent: Option<String> = r.get(2);
         let meta: Json = r.get(3);
         let metadata = CheckpointMetadata::from_json(meta).unwrap_or_default();
-        parents.push((ns.clone(), id.clone(), parent));
+        parents.push((ns.clone(), id.clone(), parent.clone()));
         prune_rows.push(PruneRow {
             checkpoint_ns: ns,
             checkpoint_id: id,
             metadata,
+            parent,
         });
     }
-    let plan = plan_keep_latest(thread_id, &prune_rows)?;
+    let plan = plan(thread_id, strategy, &prune_rows)?;
     for (ns, id) in &plan.delete {
         for table in ["checkpoint_writes", "checkpoints"] {
             client
@@ -825,7 +830,7 @@ impl CheckpointSaver for PostgresSaver {
         for thread in thread_ids {
             match strategy {
                 PruneStrategy::Delete => delete_thread_in(&*tx, thread).await?,
-                _ => prune_keep_latest(&*tx, thread).await?,
+                _ => prune_by_plan(&*tx, thread, strategy).await?,
             }
         }
         tx.commit().await.map_err(db("committing a prune"))

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
-use stategraph_checkpoint::prune::{PruneRow, plan_keep_latest};
+use stategraph_checkpoint::prune::{PruneRow, plan};
 use stategraph_checkpoint::value::{decode, encode};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
@@ -562,15 +562,8 @@ impl CheckpointSaver for RedisSaver {
                 continue;
             }
             let tuples = self.list(&ListOptions::thread(thread)).await?;
-            let rows: Vec<PruneRow> = tuples
-                .iter()
-                .map(|t| PruneRow {
-                    checkpoint_ns: t.config.checkpoint_ns.clone(),
-                    checkpoint_id: t.checkpoint.id.clone(),
-                    metadata: t.metadata.clone(),
-                })
-                .collect();
-            plans.push((thread, plan_keep_latest(thread, &rows)?, tuples));
+            let rows: Vec<PruneRow> = tuples.iter().map(PruneRow::from_tuple).collect();
+            plans.push((thread, plan(thread, strategy, &rows)?, tuples));
         }
         if strategy == PruneStrategy::Delete {
             for thread in thread_ids {

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use rusqlite::{
     Connection, OptionalExtension, Transaction, TransactionBehavior, params, types::Value as Sql,
 };
-use stategraph_checkpoint::prune::{PruneRow, plan_keep_latest};
+use stategraph_checkpoint::prune::{PruneRow, plan};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, DeltaWalk, EncodedWrites, Error,
@@ -579,7 +579,7 @@ fn delete_thread_in(tx: &Transaction<'_>, thread_id: &str) -> Result<()> {
     Ok(())
 }
 
-fn prune_keep_latest(tx: &Transaction<'_>, thread_id: &str) -> Result<()> {
+fn prune_by_plan(tx: &Transaction<'_>, thread_id: &str, strategy: PruneStrategy) -> Result<()> {
     let mut rows = Vec::new();
     let mut parents = Vec::new();
     {
@@ -599,15 +599,16 @@ fn prune_keep_latest(tx: &Transaction<'_>, thread_id: &str) -> Result<()> {
             let meta = bytes_column(r, 3).map_err(db("reading checkpoints to prune"))?;
             let loc = Location::checkpoint(thread_id, &ns, &id);
             let metadata = decode_metadata(meta.as_deref(), &loc)?;
-            parents.push((ns.clone(), id.clone(), parent));
+            parents.push((ns.clone(), id.clone(), parent.clone()));
             rows.push(PruneRow {
                 checkpoint_ns: ns,
                 checkpoint_id: id,
                 metadata,
+                parent,
             });
         }
     }
-    let plan = plan_keep_latest(thread_id, &rows)?;
+    let plan = plan(thread_id, strategy, &rows)?;
     for (ns, id) in &plan.delete {
         tx.execute(
             "DELETE FROM writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
@@ -871,7 +872,7 @@ impl CheckpointSaver for SqliteSaver {
             for thread in &thread_ids {
                 match strategy {
                     PruneStrategy::Delete => delete_thread_in(&tx, thread)?,
-                    _ => prune_keep_latest(&tx, thread)?,
+                    _ => prune_by_plan(&tx, thread, strategy)?,
                 }
             }
             tx.commit().map_err(db("committing a prune"))

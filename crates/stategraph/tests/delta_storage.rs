@@ -196,18 +196,21 @@ async fn prune_keeps_delta_threads_readable(saver: Arc<dyn CheckpointSaver>) {
         .get_state_history(&RunConfig::thread("p"), Default::default())
         .await
         .unwrap();
-    // A branch: an update of a past checkpoint, then a turn on it.
+    // Two branches: updates of the same past checkpoint, each followed by a turn (the first
+    // branch and the original continuation are left behind).
     let mut past = RunConfig::thread("p");
     past.checkpoint_id = history[6].config.clone().unwrap().checkpoint_id;
-    graph
-        .update_state(
-            &past,
-            Some(ChatUpdate::default().messages(vec!["on a branch".to_owned()])),
-            Some("reply"),
-        )
-        .await
-        .unwrap();
-    talk(&graph, "p", 1, Durability::Async).await;
+    for _ in 0..2 {
+        graph
+            .update_state(
+                &past,
+                Some(ChatUpdate::default().messages(vec!["on a branch".to_owned()])),
+                Some("reply"),
+            )
+            .await
+            .unwrap();
+        talk(&graph, "p", 1, Durability::Async).await;
+    }
     let before = graph.get_state(&RunConfig::thread("p")).await.unwrap();
     assert!(
         before.values["messages"]
@@ -223,6 +226,7 @@ async fn prune_keeps_delta_threads_readable(saver: Arc<dyn CheckpointSaver>) {
         "{refused:?}"
     );
     saver.copy_thread("p", "p-copy").await.unwrap();
+    other_strategies_keep_values(&graph, &saver, "p").await;
     graph.prune_keep_latest("p").await.unwrap();
     let left = saver
         .list(&stategraph::ListOptions::thread("p"))
@@ -243,6 +247,54 @@ async fn prune_keeps_delta_threads_readable(saver: Arc<dyn CheckpointSaver>) {
     assert!(
         after.values["messages"].as_list().unwrap().len()
             > before.values["messages"].as_list().unwrap().len()
+    );
+}
+
+/// `KeepLast` and `AbandonedBranches` on copies of `thread`: every checkpoint left reads as it
+/// did before the prune (those whose history went are re-snapshotted first).
+async fn other_strategies_keep_values(
+    graph: &CompiledGraph<Chat>,
+    saver: &Arc<dyn CheckpointSaver>,
+    thread: &str,
+) {
+    let before: std::collections::BTreeMap<String, stategraph::Values> = {
+        let mut m = std::collections::BTreeMap::new();
+        for s in graph
+            .get_state_history(&RunConfig::thread(thread), Default::default())
+            .await
+            .unwrap()
+        {
+            m.insert(s.config.unwrap().checkpoint_id.unwrap(), s.values);
+        }
+        m
+    };
+    for (name, strategy) in [
+        ("keep4", stategraph::PruneStrategy::KeepLast(4)),
+        ("abandoned", stategraph::PruneStrategy::AbandonedBranches),
+    ] {
+        let copy = format!("{thread}-{name}");
+        saver.copy_thread(thread, &copy).await.unwrap();
+        graph.prune(&copy, strategy).await.unwrap();
+        let left = graph
+            .get_state_history(&RunConfig::thread(&copy), Default::default())
+            .await
+            .unwrap();
+        assert!(left.len() < before.len(), "{name}: something went");
+        for s in &left {
+            let id = s.config.clone().unwrap().checkpoint_id.unwrap();
+            assert_eq!(s.values, before[&id], "{name}: checkpoint {id}");
+        }
+        if name == "keep4" {
+            assert_eq!(left.len(), 4);
+        }
+    }
+    // The saver alone refuses: the kept checkpoints need the history it would delete.
+    let refused = saver
+        .prune(&[thread.to_owned()], stategraph::PruneStrategy::KeepLast(4))
+        .await;
+    assert!(
+        matches!(refused, Err(stategraph::Error::InvalidInput { .. })),
+        "{refused:?}"
     );
 }
 
