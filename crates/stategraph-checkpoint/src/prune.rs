@@ -167,6 +167,20 @@ pub fn plan_lenient(strategy: crate::PruneStrategy, rows: &[PruneRow]) -> PruneP
     if strategy == S::KeepLatest {
         return plan_keep_latest_lenient(rows);
     }
+    if let S::IdleSince(time) = strategy {
+        let first = first_id_at(time);
+        let idle = rows.iter().all(|r| r.checkpoint_id < first);
+        let mut plan = PrunePlan::default();
+        for r in rows {
+            let key = (r.checkpoint_ns.clone(), r.checkpoint_id.clone());
+            if idle {
+                plan.delete.insert(key);
+            } else {
+                plan.keep.insert(key);
+            }
+        }
+        return plan;
+    }
     let mut by_ns: BTreeMap<&str, Vec<&PruneRow>> = BTreeMap::new();
     for r in rows {
         by_ns.entry(&r.checkpoint_ns).or_default().push(r);

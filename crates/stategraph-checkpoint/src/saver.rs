@@ -99,6 +99,9 @@ pub enum PruneStrategy {
     /// branches left behind (by replays and `update_state` on past checkpoints) keep only the
     /// newest checkpoint of each step.
     AbandonedBranches,
+    /// A thread TTL: delete the whole thread if its newest checkpoint was created before this
+    /// time (it has been idle since); keep it untouched otherwise.
+    IdleSince(std::time::SystemTime),
 }
 
 /// The optional operations a saver implements. The conformance suite runs the matching cases

@@ -200,8 +200,11 @@ enum Command {
         #[arg(long, value_parser = ops::parse_age, conflicts_with = "abandoned_branches")]
         older_than: Option<std::time::Duration>,
         /// On branches left behind by replays and forks, keep one checkpoint per step.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "idle_for")]
         abandoned_branches: bool,
+        /// A thread TTL: delete whole threads idle this long (`30d`), keep the others.
+        #[arg(long, value_parser = ops::parse_age, conflicts_with_all = ["keep", "older_than"])]
+        idle_for: Option<std::time::Duration>,
         /// Delete (without it, only show the plan).
         #[arg(long)]
         apply: bool,
@@ -364,16 +367,19 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             keep,
             older_than,
             abandoned_branches,
+            idle_for,
             apply,
         } => {
-            let strategy = match (keep, older_than, abandoned_branches) {
-                (Some(n), _, _) => PruneStrategy::KeepLast(n),
-                (_, Some(age), _) => PruneStrategy::OlderThan(
-                    std::time::SystemTime::now()
-                        .checked_sub(age)
-                        .unwrap_or(std::time::UNIX_EPOCH),
-                ),
-                (_, _, true) => PruneStrategy::AbandonedBranches,
+            let ago = |age: std::time::Duration| {
+                std::time::SystemTime::now()
+                    .checked_sub(age)
+                    .unwrap_or(std::time::UNIX_EPOCH)
+            };
+            let strategy = match (keep, older_than, abandoned_branches, idle_for) {
+                (Some(n), ..) => PruneStrategy::KeepLast(n),
+                (_, Some(age), ..) => PruneStrategy::OlderThan(ago(age)),
+                (_, _, true, _) => PruneStrategy::AbandonedBranches,
+                (.., Some(age)) => PruneStrategy::IdleSince(ago(age)),
                 _ => PruneStrategy::KeepLatest,
             };
             ops::prune(saver, threads, all, strategy, apply, cli.json).await?

@@ -337,6 +337,11 @@ async fn check(db: Db) {
         8,
         "a plan deletes nothing"
     );
+    let idle = cli_json(url, &["prune", "--all", "--idle-for", "1d", "--json"]);
+    assert_eq!(
+        idle["deleted"], 0,
+        "nothing here has been idle for a day: {idle}"
+    );
     let pruned = cli_json(url, &["prune", "--thread", "2", "--apply", "--json"]);
     assert_eq!(pruned["deleted"], 7);
     let left = cli_json(url, &["history", "--thread", "2", "--json"]);

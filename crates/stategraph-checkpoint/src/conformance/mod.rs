@@ -257,6 +257,7 @@ macro_rules! checkpointer_conformance {
             prune_keep_latest_across_namespaces, prune_keep_latest_preserves_writes,
             prune_delete_all, prune_preserves_other_threads, prune_empty_list_noop,
             prune_nonexistent_noop, prune_keep_last, prune_older_than, prune_abandoned_branches,
+            prune_idle_threads,
             // get_delta_channel_history (extended)
             delta_history_writes_oldest_first, delta_history_seed_is_nearest_snapshot,
             delta_history_excludes_target_writes, delta_history_multi_channel,

@@ -256,3 +256,42 @@ pub async fn prune_abandoned_branches(saver: &dyn CheckpointSaver) {
         "its deleted parent is unlinked"
     );
 }
+
+pub async fn prune_idle_threads(saver: &dyn CheckpointSaver) {
+    let cutoff = std::time::SystemTime::now();
+    require!(
+        saver,
+        prune,
+        saver.prune(&[thread()], PruneStrategy::IdleSince(cutoff))
+    );
+    let (idle, busy) = (thread(), thread());
+    chain(saver, &idle, "", 2).await;
+    chain(saver, &idle, "child:1", 1).await;
+    let early = chain(saver, &busy, "", 2).await;
+    let cutoff = std::time::SystemTime::now();
+    let mut parent = config(&busy);
+    parent.checkpoint_id.clone_from(&early[1].checkpoint_id);
+    put(
+        saver,
+        &parent,
+        &checkpoint(&[("step", Value::Int(2))], &[("step", 3)]),
+        &metadata(CheckpointSource::Loop, 2),
+    )
+    .await;
+    saver
+        .prune(
+            &[idle.clone(), busy.clone()],
+            PruneStrategy::IdleSince(cutoff),
+        )
+        .await
+        .unwrap();
+    assert!(
+        all(saver, &idle).await.is_empty(),
+        "the idle thread is gone, every namespace"
+    );
+    assert_eq!(
+        all(saver, &busy).await.len(),
+        3,
+        "the busy thread is untouched"
+    );
+}
