@@ -22,22 +22,37 @@ pub fn uuid6(clock_seq: Option<i64>) -> String {
     // Two's complement masking, as Python's `clock_seq & 0x3FFF` does for negative steps.
     let clock_seq = clock_seq.map_or_else(|| fastrand::u64(..) & 0x3FFF, |s| (s as u64) & 0x3FFF);
     let node = fastrand::u64(..) & 0xFFFF_FFFF_FFFF;
+    format_uuid(
+        uuid6_time_bits(timestamp)
+            | (0b10u128 << 62)
+            | (u128::from(clock_seq) << 48)
+            | u128::from(node),
+    )
+}
+
+/// The time and version fields of a UUIDv6 for `timestamp` (100-ns ticks since the UUID
+/// epoch); the low 64 bits are left zero.
+fn uuid6_time_bits(timestamp: u64) -> u128 {
     let time_high = (timestamp >> 12) & 0xFFFF_FFFF_FFFF;
     let time_low = timestamp & 0xFFF;
-    let value: u128 = (u128::from(time_high) << 80)
-        | (6u128 << 76)
-        | (u128::from(time_low) << 64)
-        | (0b10u128 << 62)
-        | (u128::from(clock_seq) << 48)
-        | u128::from(node);
-    format_uuid(value)
+    (u128::from(time_high) << 80) | (6u128 << 76) | (u128::from(time_low) << 64)
+}
+
+/// `time` in 100-ns ticks since the UUID epoch.
+fn uuid_ticks(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos() / 100).unwrap_or(u64::MAX))
+        .saturating_add(UUID_EPOCH_OFFSET)
+}
+
+/// The smallest UUIDv6 of `time`: every id made at `time` or later compares (as a string)
+/// at least equal to it, every id made before it less.
+pub(crate) fn first_uuid6_at(time: SystemTime) -> String {
+    format_uuid(uuid6_time_bits(uuid_ticks(time)))
 }
 
 fn next_timestamp() -> u64 {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos() / 100).unwrap_or(u64::MAX))
-        + UUID_EPOCH_OFFSET;
+    let now = uuid_ticks(SystemTime::now());
     let mut last = LAST_TIMESTAMP.load(Ordering::Relaxed);
     loop {
         let ts = if now <= last { last + 1 } else { now };

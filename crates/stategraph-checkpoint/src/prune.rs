@@ -58,78 +58,10 @@ const DELTA_MARKERS: [&str; 2] = ["counters_since_delta_snapshot", "delta_writes
 
 /// Plans `keep_latest` for one thread, as LangGraph's Postgres saver does: keep the newest
 /// checkpoint of every namespace; drop a subgraph namespace (one containing `:`) entirely when
-/// the root checkpoint it ran under is stored but is not the kept root checkpoint. A kept
-/// checkpoint that still rebuilds delta channels from its history (its metadata counts
-/// updates since a snapshot) is refused, as cutting that history would lose data: re-snapshot
-/// it first (`CompiledGraph::prune_keep_latest` does), or see [`plan_keep_latest_lenient`].
+/// the root checkpoint it ran under is stored but is not the kept root checkpoint (the rule
+/// [`plan`] applies to every strategy; `KeepLatest` is `KeepLast(1)`).
 pub fn plan_keep_latest(thread_id: &str, rows: &[PruneRow]) -> Result<PrunePlan> {
     plan(thread_id, crate::PruneStrategy::KeepLatest, rows)
-}
-
-/// [`plan_keep_latest`] without the delta check: the plan, with the kept checkpoints that
-/// need their history listed in [`PrunePlan::needs_history`].
-pub fn plan_keep_latest_lenient(rows: &[PruneRow]) -> PrunePlan {
-    let mut heads: BTreeMap<&str, &PruneRow> = BTreeMap::new();
-    for r in rows {
-        let slot = heads.entry(&r.checkpoint_ns).or_insert(r);
-        if r.checkpoint_id > slot.checkpoint_id {
-            *slot = r;
-        }
-    }
-    let root_ids: BTreeSet<&str> = rows
-        .iter()
-        .filter(|r| r.checkpoint_ns.is_empty())
-        .map(|r| r.checkpoint_id.as_str())
-        .collect();
-    let root_head = heads.get("").map(|r| r.checkpoint_id.as_str());
-    let mut plan = PrunePlan::default();
-    let mut dropped_ns = BTreeSet::new();
-    for (ns, head) in &heads {
-        if ns.contains(':') {
-            let root_parent = head
-                .metadata
-                .parents
-                .as_ref()
-                .and_then(|p| p.get(""))
-                .map(String::as_str);
-            if let Some(rp) = root_parent
-                && root_ids.contains(rp)
-                && Some(rp) != root_head
-            {
-                dropped_ns.insert(*ns);
-                continue;
-            }
-        }
-        plan.keep
-            .insert((head.checkpoint_ns.clone(), head.checkpoint_id.clone()));
-    }
-    for r in rows {
-        let key = (r.checkpoint_ns.clone(), r.checkpoint_id.clone());
-        if dropped_ns.contains(r.checkpoint_ns.as_str()) || !plan.keep.contains(&key) {
-            plan.delete.insert(key);
-        } else if DELTA_MARKERS
-            .iter()
-            .any(|k| r.metadata.extra.contains_key(*k))
-        {
-            plan.needs_history.insert(key);
-        }
-    }
-    if plan.delete.is_empty() {
-        plan.needs_history.clear();
-    }
-    plan
-}
-
-/// The smallest checkpoint id (UUIDv6, which orders by time) created at `time` or later.
-fn first_id_at(time: std::time::SystemTime) -> String {
-    const UUID_EPOCH_OFFSET: u128 = 0x01B2_1DD2_1381_4000;
-    let ticks = time
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() / 100)
-        + UUID_EPOCH_OFFSET;
-    let time_high = (ticks >> 12) & 0xFFFF_FFFF_FFFF;
-    let time_low = ticks & 0xFFF;
-    crate::id::format_uuid((time_high << 80) | (6u128 << 76) | (time_low << 64))
 }
 
 /// Plans `strategy` for one thread (every strategy but `Delete`, which needs no plan).
@@ -164,11 +96,8 @@ pub fn plan(
 /// in [`PrunePlan::needs_history`].
 pub fn plan_lenient(strategy: crate::PruneStrategy, rows: &[PruneRow]) -> PrunePlan {
     use crate::PruneStrategy as S;
-    if strategy == S::KeepLatest {
-        return plan_keep_latest_lenient(rows);
-    }
     if let S::IdleSince(time) = strategy {
-        let first = first_id_at(time);
+        let first = crate::id::first_uuid6_at(time);
         let idle = rows.iter().all(|r| r.checkpoint_id < first);
         let mut plan = PrunePlan::default();
         for r in rows {
@@ -191,9 +120,10 @@ pub fn plan_lenient(strategy: crate::PruneStrategy, rows: &[PruneRow]) -> PruneP
         members.sort_by(|a, b| b.checkpoint_id.cmp(&a.checkpoint_id));
         let key = |r: &PruneRow| (ns.to_owned(), r.checkpoint_id.clone());
         match strategy {
+            S::KeepLatest => keep.extend(members.iter().take(1).map(|r| key(r))),
             S::KeepLast(n) => keep.extend(members.iter().take(n.max(1)).map(|r| key(r))),
             S::OlderThan(time) => {
-                let first = first_id_at(time);
+                let first = crate::id::first_uuid6_at(time);
                 keep.extend(
                     members
                         .iter()

@@ -33,7 +33,8 @@ impl Volume {
     }
 }
 
-fn size(serde: &JsonPlusSerializer, v: &stategraph::Value) -> Result<u64, Failure> {
+/// The serialized size of a stored value, with LangGraph's serializer.
+pub(crate) fn size(serde: &JsonPlusSerializer, v: &stategraph::Value) -> Result<u64, Failure> {
     let (_, bytes) = serde.dumps_typed(v).map_err(fail)?;
     Ok(bytes.len() as u64)
 }

@@ -5,8 +5,7 @@ use std::sync::Arc;
 use serde_json::{Value as Json, json};
 use stategraph::graph::inspect::reader_graph;
 use stategraph::{
-    CheckpointConfig, CheckpointSaver, JsonPlusSerializer, ListOptions, RunConfig, Serializer,
-    StateSnapshot,
+    CheckpointConfig, CheckpointSaver, JsonPlusSerializer, ListOptions, RunConfig, StateSnapshot,
 };
 
 use crate::{Failure, fail, table};
@@ -175,11 +174,7 @@ pub(crate) async fn writes(
     let serde = JsonPlusSerializer::new();
     let mut rows = Vec::new();
     for w in &tuple.pending_writes {
-        let bytes = serde
-            .dumps_typed(&w.value)
-            .map(|(_, b)| b.len())
-            .map_err(fail)?;
-        rows.push((w, bytes));
+        rows.push((w, crate::audit::size(&serde, &w.value)?));
     }
     if as_json {
         let list: Vec<Json> = rows

@@ -344,7 +344,7 @@ pub(crate) fn create_checkpoint(
                         .contains(k)
                         .then(|| c.get())
                         .flatten()
-                        .map(|v| Value::Ext(stategraph_checkpoint::Ext::delta_snapshot(&v)))
+                        .map(|v| crate::channel::snapshot_of(&v))
                 } else {
                     c.checkpoint()
                 };

@@ -195,6 +195,11 @@ impl ChannelSpec {
     }
 }
 
+/// `value` stored as a delta channel's full snapshot (`_DeltaSnapshot(value)`).
+pub(crate) fn snapshot_of(value: &Value) -> Value {
+    Value::Ext(Ext::delta_snapshot(value))
+}
+
 /// A `_DeltaSnapshot(value)` read back as the value it wraps; anything else as is.
 pub(crate) fn unwrap_snapshot(v: Value) -> Value {
     match &v {

@@ -106,6 +106,9 @@ pub(crate) struct StepDelta<'a> {
     /// Whether this checkpoint is saved (with `exit` durability only the last one is: the
     /// others only count).
     pub(crate) saved: bool,
+    /// Whether to count this superstep; `false` when `previous` counts it already (the final
+    /// checkpoint of an `exit` run, decided on the counts of its steps).
+    pub(crate) count: bool,
 }
 
 /// What one new checkpoint does about delta channels.
@@ -158,13 +161,18 @@ impl<S: State> CompiledGraph<S> {
             forced,
             stored,
             saved,
+            count,
         } = step;
         let bound = max_supersteps();
         let mut counters = Counters::new();
         let mut snapshot = BTreeSet::new();
         for (name, frequency) in self.delta_channels() {
             let (u, s) = previous.get(name).copied().unwrap_or((0, 0));
-            let (u, s) = (u + u64::from(updated.contains(name)), s + 1);
+            let (u, s) = if *count {
+                (u + u64::from(updated.contains(name)), s + 1)
+            } else {
+                (u, s)
+            };
             counters.insert(name.to_owned(), (u, s));
             let due = *saved && (u >= u64::from(frequency) || s >= bound || forced.contains(name));
             let has_value = channels.get(name).is_some_and(|c| c.is_available());
@@ -222,9 +230,7 @@ impl<S: State> CompiledGraph<S> {
         }
         Ok(())
     }
-}
 
-impl<S: State> CompiledGraph<S> {
     /// [`CheckpointSaver::prune`] of one thread that also works when it has delta keys:
     /// every kept root-namespace checkpoint that would lose the history its delta (or
     /// left-out reducer) keys are rebuilt from is first rewritten with full `_DeltaSnapshot`s
@@ -275,27 +281,16 @@ impl<S: State> CompiledGraph<S> {
         self.hydrate(saver, &mut head).await?;
         let mut checkpoint = raw.checkpoint.clone();
         let mut versions = ChannelVersions::new();
-        let keys = self
-            .channel_specs
-            .iter()
-            .filter(|(_, spec)| spec.rebuilds_from_history())
-            .map(|(k, _)| k.as_str());
-        for name in keys {
-            let (Some(version), Some(value)) = (
-                raw.checkpoint.channel_versions.get(name),
-                head.checkpoint.channel_values.get(name),
-            ) else {
+        // The values hydrate put back are exactly the ones the record leaves out.
+        for (name, value) in head.checkpoint.channel_values {
+            if raw.checkpoint.channel_values.contains_key(&name) {
                 continue;
-            };
-            if !raw.checkpoint.channel_values.contains_key(name) {
-                let value = crate::channel::unwrap_snapshot(value.clone());
-                checkpoint.channel_values.insert(
-                    name.to_owned(),
-                    stategraph_checkpoint::Value::Ext(stategraph_checkpoint::Ext::delta_snapshot(
-                        &value,
-                    )),
-                );
-                versions.insert(name.to_owned(), version.clone());
+            }
+            if let Some(version) = raw.checkpoint.channel_versions.get(&name) {
+                versions.insert(name.clone(), version.clone());
+                checkpoint
+                    .channel_values
+                    .insert(name, crate::channel::snapshot_of(&value));
             }
         }
         let mut metadata = raw.metadata.clone();

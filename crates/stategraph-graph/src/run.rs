@@ -626,6 +626,7 @@ impl<S: State> Run<'_, S> {
                 stored: &self.previous_versions,
                 // With `exit` durability the counters only count until the run ends.
                 saved: !exit,
+                count: true,
             };
             self.graph
                 .plan_snapshots(&mut self.checkpoint, &self.channels, &step, &next)
@@ -867,43 +868,28 @@ impl<S: State> Run<'_, S> {
             // No checkpoint to store the writes on, or one whose other children read them.
             forced.extend(self.exit_delta_writes.iter().map(|w| w.3.clone()));
         }
-        // The counters already count every step: decide on them as they are.
-        let counted = self.delta_counters.clone();
-        forced.extend(
-            self.graph
-                .delta_channels()
-                .filter(|(k, freq)| {
-                    counted.get(*k).is_some_and(|(u, s)| {
-                        *u >= u64::from(*freq) || *s >= crate::delta::max_supersteps()
-                    })
-                })
-                .map(|(k, _)| k.to_owned()),
-        );
-        let none = crate::delta::Counters::new();
-        let nothing = BTreeSet::new();
         let step = crate::delta::StepDelta {
-            previous: &none,
-            updated: &nothing,
+            previous: &self.delta_counters,
+            updated: &BTreeSet::new(),
             forced: &forced,
             stored: &self.previous_versions,
             saved: true,
+            // Every step of the run was counted as it ended: decide on those counts.
+            count: false,
         };
         let next = |cur: Option<&ChannelVersion>| saver.get_next_version(cur);
         let plan = self
             .graph
             .plan_snapshots(&mut self.checkpoint, &self.channels, &step, &next);
-        let mut counters = counted;
         for ch in &plan.snapshot {
-            counters.insert(ch.clone(), (0, 0));
             if let Some(v) = self.channels.get(ch).and_then(|c| c.get()) {
-                self.checkpoint.channel_values.insert(
-                    ch.clone(),
-                    Value::Ext(stategraph_checkpoint::Ext::delta_snapshot(&v)),
-                );
+                self.checkpoint
+                    .channel_values
+                    .insert(ch.clone(), crate::channel::snapshot_of(&v));
             }
         }
-        crate::delta::set_counters(&mut self.metadata, &counters);
-        self.delta_counters = counters;
+        crate::delta::set_counters(&mut self.metadata, &plan.counters);
+        self.delta_counters = plan.counters;
         // (synthetic task id, task path) → the writes stored under it, in order.
         let mut grouped: Vec<(ExitKey, Vec<(String, Value)>)> = Vec::new();
         for (step, tid, path, ch, v) in std::mem::take(&mut self.exit_delta_writes) {

@@ -245,6 +245,7 @@ impl<S: State> CompiledGraph<S> {
             forced: &forced,
             stored: &previous,
             saved: true,
+            count: true,
         };
         let plan = self.plan_snapshots(&mut checkpoint, &channels, &delta_step, &next);
         let new = create_checkpoint(&checkpoint, Some(&channels), step + 1, None, &plan.snapshot);
