@@ -102,8 +102,19 @@ impl Inner {
                 .blobs
                 .insert(key, checkpoint.channel_values.get(channel).cloned());
         }
-        let mut bare = checkpoint.clone();
-        bare.channel_values.clear();
+        // Everything but the values, which live in `blobs` (copying them only to drop them
+        // was most of a put's cost).
+        let bare = Checkpoint {
+            v: checkpoint.v,
+            id: checkpoint.id.clone(),
+            ts: checkpoint.ts.clone(),
+            channel_values: BTreeMap::new(),
+            channel_versions: checkpoint.channel_versions.clone(),
+            versions_seen: checkpoint.versions_seen.clone(),
+            updated_channels: checkpoint.updated_channels.clone(),
+            pending_sends: checkpoint.pending_sends.clone(),
+            extra: checkpoint.extra.clone(),
+        };
         inner
             .storage
             .entry(thread.clone())

@@ -17,7 +17,7 @@ pub enum ChannelVersion {
     /// A float version.
     Float(f64),
     /// A string version (the normal case).
-    Str(String),
+    Str(std::sync::Arc<str>),
 }
 
 /// Channel name → version.
@@ -44,7 +44,7 @@ impl ChannelVersion {
         match self {
             ChannelVersion::Int(i) => Value::Int(*i),
             ChannelVersion::Float(f) => Value::Float(*f),
-            ChannelVersion::Str(s) => Value::Str(s.clone()),
+            ChannelVersion::Str(s) => Value::Str(s.to_string()),
         }
     }
 
@@ -53,7 +53,7 @@ impl ChannelVersion {
         match v {
             Value::Int(i) => Some(ChannelVersion::Int(*i)),
             Value::Float(f) => Some(ChannelVersion::Float(*f)),
-            Value::Str(s) => Some(ChannelVersion::Str(s.clone())),
+            Value::Str(s) => Some(ChannelVersion::Str(s.as_str().into())),
             _ => None,
         }
     }
@@ -71,12 +71,12 @@ impl From<i64> for ChannelVersion {
 }
 impl From<&str> for ChannelVersion {
     fn from(s: &str) -> Self {
-        ChannelVersion::Str(s.to_owned())
+        ChannelVersion::Str(s.into())
     }
 }
 impl From<String> for ChannelVersion {
     fn from(s: String) -> Self {
-        ChannelVersion::Str(s)
+        ChannelVersion::Str(s.into())
     }
 }
 
@@ -126,7 +126,7 @@ impl Eq for ChannelVersion {}
 /// `f"{counter+1:032}.{random.random():016}"`.
 pub fn next_version(current: Option<&ChannelVersion>) -> ChannelVersion {
     let counter = current.map_or(0, ChannelVersion::counter);
-    ChannelVersion::Str(format!("{:032}.{}", counter + 1, random_fraction()))
+    ChannelVersion::Str(format!("{:032}.{}", counter + 1, random_fraction()).into())
 }
 
 /// A random float in `[1e-4, 1)` rendered like Python's `f"{x:016}"`. Values below `1e-4`,

@@ -323,19 +323,31 @@ pub(crate) fn apply_writes(
     Ok(updated)
 }
 
+/// Where a new checkpoint's values come from.
+pub(crate) enum ValuesFrom<'a> {
+    /// The live channels (a step's checkpoint).
+    Channels(&'a Channels),
+    /// The base checkpoint's own values (a copy, e.g. a fork).
+    Base,
+    /// Nowhere: a run without a checkpointer never reads them, so they are not copied.
+    Skip,
+}
+
 /// LangGraph's `create_checkpoint`: the channels' stored values (only channels that have a
 /// version; the delta channels in `snapshot` as `_DeltaSnapshot`s, the others not at all), a
-/// new id for `step`, and the sorted updated channels.
+/// new id for `step`, and the sorted updated channels. Takes the base by value: its versions
+/// move into the new checkpoint instead of being copied.
 pub(crate) fn create_checkpoint(
-    base: &Checkpoint,
-    channels: Option<&Channels>,
+    base: Checkpoint,
+    values: ValuesFrom<'_>,
     step: i64,
     updated_channels: Option<&BTreeSet<String>>,
     snapshot: &BTreeSet<String>,
 ) -> Checkpoint {
-    let channel_values = match channels {
-        None => base.channel_values.clone(),
-        Some(chs) => chs
+    let channel_values = match values {
+        ValuesFrom::Base => base.channel_values,
+        ValuesFrom::Skip => BTreeMap::new(),
+        ValuesFrom::Channels(chs) => chs
             .iter()
             .filter(|(k, _)| base.channel_versions.contains_key(*k))
             .filter_map(|(k, c)| {
@@ -357,8 +369,8 @@ pub(crate) fn create_checkpoint(
         id: checkpoint_id(step),
         ts: now_iso(),
         channel_values,
-        channel_versions: base.channel_versions.clone(),
-        versions_seen: base.versions_seen.clone(),
+        channel_versions: base.channel_versions,
+        versions_seen: base.versions_seen,
         updated_channels: updated_channels.map(|u| u.iter().cloned().collect()),
         pending_sends: None,
         extra: Vec::new(),

@@ -22,11 +22,7 @@ fn uuid4() -> String {
 pub(crate) fn message_id(m: &Value) -> Option<String> {
     match m {
         Value::Map(map) => map.get("id").and_then(Value::as_str).map(str::to_owned),
-        Value::Ext(e) => e
-            .py_object()
-            .ok()
-            .flatten()
-            .and_then(|o| o.data.as_map()?.get("id")?.as_str().map(str::to_owned)),
+        Value::Ext(e) => e.py_data_str("id").map(str::to_owned),
         _ => None,
     }
 }
@@ -34,11 +30,7 @@ pub(crate) fn message_id(m: &Value) -> Option<String> {
 fn is_remove(m: &Value) -> bool {
     match m {
         Value::Map(map) => map.get("type").and_then(Value::as_str) == Some("remove"),
-        Value::Ext(e) => e
-            .py_object()
-            .ok()
-            .flatten()
-            .is_some_and(|o| o.class == "RemoveMessage"),
+        Value::Ext(e) => e.py_class() == Some("RemoveMessage"),
         _ => false,
     }
 }
@@ -91,13 +83,18 @@ pub(crate) fn add_messages(left: Value, right: Value) -> Result<Value, String> {
         return Ok(Value::List(right.split_off(pos + 1)));
     }
     let mut merged = left;
+    // Where each id is (the first message with it, as a linear search would find).
+    let mut index: std::collections::HashMap<String, usize> =
+        std::collections::HashMap::with_capacity(merged.len() + right.len());
+    for (i, m) in merged.iter().enumerate() {
+        if let Some(id) = message_id(m) {
+            index.entry(id).or_insert(i);
+        }
+    }
     let mut remove = Vec::new();
     for m in right {
         let id = message_id(&m).unwrap_or_default();
-        match merged
-            .iter()
-            .position(|x| message_id(x).as_deref() == Some(id.as_str()))
-        {
+        match index.get(&id).copied() {
             Some(i) if is_remove(&m) => remove.push(i),
             Some(i) => merged[i] = m,
             None if is_remove(&m) => {
@@ -105,7 +102,10 @@ pub(crate) fn add_messages(left: Value, right: Value) -> Result<Value, String> {
                     "attempting to delete a message with an id that doesn't exist ('{id}')"
                 ));
             }
-            None => merged.push(m),
+            None => {
+                index.insert(id, merged.len());
+                merged.push(m);
+            }
         }
     }
     let out = merged

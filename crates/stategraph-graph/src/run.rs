@@ -11,8 +11,8 @@ use stategraph_checkpoint::{
 use tokio::task::JoinSet;
 
 use crate::algo::{
-    Channels, INPUT, INTERRUPT, Task, apply_writes, channels_from_checkpoint, create_checkpoint,
-    new_versions, prepare_next_tasks,
+    Channels, INPUT, INTERRUPT, Task, ValuesFrom, apply_writes, channels_from_checkpoint,
+    create_checkpoint, new_versions, prepare_next_tasks,
 };
 use crate::compiled::CompiledGraph;
 use crate::config::{Durability, RunConfig};
@@ -631,9 +631,14 @@ impl<S: State> Run<'_, S> {
             self.graph
                 .plan_snapshots(&mut self.checkpoint, &self.channels, &step, &next)
         };
+        let values = if self.saver.is_some() {
+            ValuesFrom::Channels(&self.channels)
+        } else {
+            ValuesFrom::Skip
+        };
         self.checkpoint = create_checkpoint(
-            &self.checkpoint,
-            Some(&self.channels),
+            std::mem::take(&mut self.checkpoint),
+            values,
             self.step,
             self.updated_channels.as_ref(),
             &plan.snapshot,
@@ -683,8 +688,15 @@ impl<S: State> Run<'_, S> {
                     let changed = new_versions(&self.previous_versions, &versions);
                     self.previous_versions = versions;
                     let previous = self.pending_put.take();
-                    let (config, checkpoint) =
-                        (self.checkpoint_config.clone(), self.checkpoint.clone());
+                    // The values move to the background save: the loop reads values from
+                    // its channels, never from its checkpoint (only `exit` keeps them, for
+                    // the save at the end).
+                    let values = std::mem::take(&mut self.checkpoint.channel_values);
+                    let checkpoint = Checkpoint {
+                        channel_values: values,
+                        ..self.checkpoint.clone()
+                    };
+                    let config = self.checkpoint_config.clone();
                     let expected = self.expected_latest.clone();
                     self.pending_put = Some(tokio::spawn(async move {
                         if let Some(p) = previous {

@@ -7,8 +7,8 @@ use stategraph_checkpoint::{
 };
 
 use crate::algo::{
-    INTERRUPT, Task, apply_writes, channels_from_checkpoint, create_checkpoint, new_versions,
-    prepare_next_tasks, task_path_str,
+    INTERRUPT, Task, ValuesFrom, apply_writes, channels_from_checkpoint, create_checkpoint,
+    new_versions, prepare_next_tasks, task_path_str,
 };
 use crate::compiled::CompiledGraph;
 use crate::config::RunConfig;
@@ -248,7 +248,13 @@ impl<S: State> CompiledGraph<S> {
             count: true,
         };
         let plan = self.plan_snapshots(&mut checkpoint, &channels, &delta_step, &next);
-        let new = create_checkpoint(&checkpoint, Some(&channels), step + 1, None, &plan.snapshot);
+        let new = create_checkpoint(
+            checkpoint.clone(),
+            ValuesFrom::Channels(&channels),
+            step + 1,
+            None,
+            &plan.snapshot,
+        );
         let mut metadata = CheckpointMetadata::new(CheckpointSource::Update, step + 1);
         metadata.parents = Some(parents);
         config.merge_into_metadata(&mut metadata);
@@ -279,7 +285,13 @@ impl<S: State> CompiledGraph<S> {
             });
         }
         let step = t.metadata.step.unwrap_or(-1) + 1;
-        let mut copy = create_checkpoint(&t.checkpoint, None, step, None, &BTreeSet::new());
+        let mut copy = create_checkpoint(
+            t.checkpoint.clone(),
+            ValuesFrom::Base,
+            step,
+            None,
+            &BTreeSet::new(),
+        );
         copy.updated_channels = None;
         let mut metadata = CheckpointMetadata::new(CheckpointSource::Fork, step);
         metadata.parents = t.metadata.parents.clone();

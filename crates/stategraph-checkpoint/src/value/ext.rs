@@ -53,13 +53,17 @@ impl ExtCode {
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Ext {
     code: i8,
-    data: Vec<u8>,
+    /// Shared: cloning a message (an ext value) is a reference count, not a copy.
+    data: std::sync::Arc<[u8]>,
 }
 
 impl Ext {
     /// An ext value from its raw parts.
     pub fn from_raw(code: i8, data: Vec<u8>) -> Self {
-        Self { code, data }
+        Self {
+            code,
+            data: data.into(),
+        }
     }
 
     /// A Python object in LangGraph's `[module, class, data(, method)]` form.
@@ -98,6 +102,43 @@ impl Ext {
     /// The payload bytes.
     pub fn data(&self) -> &[u8] {
         &self.data
+    }
+
+    /// The class name of a `[module, class, data(, method)]` object, read without decoding
+    /// the payload.
+    pub fn py_class(&self) -> Option<&str> {
+        if !(0..=5).contains(&self.code) {
+            return None;
+        }
+        let mut p = super::peek::Peek::new(&self.data);
+        let n = p.array_len()?;
+        if !(3..=4).contains(&n) {
+            return None;
+        }
+        p.skip()?;
+        p.str()
+    }
+
+    /// The string field `key` of a `[module, class, data(, method)]` object's data map (a
+    /// message's `id`, `type`), read without decoding the rest of the payload.
+    pub fn py_data_str(&self, key: &str) -> Option<&str> {
+        self.py_class()?;
+        let mut p = super::peek::Peek::new(&self.data);
+        p.array_len()?;
+        p.skip()?;
+        p.skip()?;
+        let n = p.map_len()?;
+        for _ in 0..n {
+            let k = p.str();
+            if k == Some(key) {
+                return p.str();
+            }
+            if k.is_none() {
+                p.skip()?;
+            }
+            p.skip()?;
+        }
+        None
     }
 
     /// Decodes the payload as msgpack.

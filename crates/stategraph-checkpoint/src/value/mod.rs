@@ -10,6 +10,7 @@ mod decode;
 mod encode;
 mod ext;
 mod json;
+mod peek;
 mod serde_impl;
 
 pub use decode::{DecodeError, DecodeErrorKind, DecodeLimits, decode, decode_with_limits};
@@ -17,6 +18,7 @@ pub use encode::{encode, encode_into};
 pub use ext::{Ext, ExtCode, PyObject};
 
 use std::fmt;
+use std::sync::Arc;
 
 /// A msgpack-model value: what a channel holds, what a pending write carries.
 ///
@@ -162,9 +164,13 @@ impl<T: Into<Value>> From<Option<T>> for Value {
 
 /// An insertion-ordered map of values. Keys are usually strings, but msgpack (and Python's
 /// `OPT_NON_STR_KEYS`) allow any value as a key, so any value is accepted.
+///
+/// The entries are shared copy-on-write: cloning a map (a state read by a node, a checkpoint
+/// handed to a background save) is a reference count, and only a clone that is then changed
+/// copies its entries — Python's sharing of dicts, without its aliasing.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Map {
-    entries: Vec<(Value, Value)>,
+    entries: Arc<Vec<(Value, Value)>>,
 }
 
 impl Map {
@@ -176,7 +182,7 @@ impl Map {
     /// An empty map with room for `n` entries.
     pub fn with_capacity(n: usize) -> Self {
         Self {
-            entries: Vec::with_capacity(n),
+            entries: Arc::new(Vec::with_capacity(n)),
         }
     }
 
@@ -207,16 +213,17 @@ impl Map {
     pub fn insert(&mut self, key: impl Into<Value>, value: impl Into<Value>) {
         let key = key.into();
         let value = value.into();
-        match self.entries.iter_mut().find(|(k, _)| *k == key) {
+        let entries = Arc::make_mut(&mut self.entries);
+        match entries.iter_mut().find(|(k, _)| *k == key) {
             Some(slot) => slot.1 = value,
-            None => self.entries.push((key, value)),
+            None => entries.push((key, value)),
         }
     }
 
     /// Appends an entry without checking for a duplicate key (used by the decoder, which keeps
     /// whatever the bytes hold).
     pub(crate) fn push_raw(&mut self, key: Value, value: Value) {
-        self.entries.push((key, value));
+        Arc::make_mut(&mut self.entries).push((key, value));
     }
 
     /// Removes the string key `key`, returning its value.
@@ -225,7 +232,7 @@ impl Map {
             .entries
             .iter()
             .position(|(k, _)| k.as_str() == Some(key))?;
-        Some(self.entries.remove(pos).1)
+        Some(Arc::make_mut(&mut self.entries).remove(pos).1)
     }
 
     /// The entries in order.
@@ -238,7 +245,7 @@ impl IntoIterator for Map {
     type Item = (Value, Value);
     type IntoIter = std::vec::IntoIter<(Value, Value)>;
     fn into_iter(self) -> Self::IntoIter {
-        self.entries.into_iter()
+        Arc::unwrap_or_clone(self.entries).into_iter()
     }
 }
 

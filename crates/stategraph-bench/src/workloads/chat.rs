@@ -1,0 +1,162 @@
+//! `chat` (one thread, a turn per invoke) and `history` (listing that thread's history).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use serde_json::json;
+use stategraph::{CompiledGraph, END, RunConfig, START, StateGraph};
+
+use super::{attach, failed, fresh_config, letters, list_len, unexpected};
+use crate::{Backend, BenchError, Measurement, Params, Spec, Unit, Workload, median, ms, repeat};
+
+#[derive(stategraph::State, Clone, Debug, Default)]
+struct Chat {
+    #[reducer(append)]
+    messages: Vec<String>,
+}
+
+/// START → reply → END; with `--delta`, `messages` is stored as deltas.
+fn chat_graph(backend: &Backend, params: &Params) -> Result<CompiledGraph<Chat>, BenchError> {
+    let mut g = StateGraph::<Chat>::new();
+    g.add_node("reply", |_s: Arc<Chat>, _c| async {
+        Ok(ChatUpdate::default().messages(vec![letters(200)]))
+    });
+    g.add_edge(START, "reply").add_edge("reply", END);
+    if params.delta {
+        g.delta_storage(params.snapshot_every);
+    }
+    Ok(attach(g.compile().map_err(failed("chat"))?, backend))
+}
+
+/// One turn: the user's message in, the reply appended.
+async fn turn(
+    graph: &CompiledGraph<Chat>,
+    config: &RunConfig,
+    turn: usize,
+    stateful: bool,
+) -> Result<(), BenchError> {
+    let out = graph
+        .invoke(
+            Some(ChatUpdate::default().messages(vec![letters(200)])),
+            config.clone(),
+        )
+        .await
+        .map_err(failed("chat"))?;
+    let want = if stateful { 2 * (turn + 1) } else { 2 };
+    match list_len(&out, "messages") {
+        len if len == want => Ok(()),
+        len => Err(unexpected(
+            "chat",
+            format!("{len} messages after turn {turn}"),
+        )),
+    }
+}
+
+fn delta_fields(m: &mut Measurement, params: &Params) {
+    m.extra.insert("delta".into(), json!(params.delta));
+    m.extra.insert(
+        "snapshot_every".into(),
+        if params.delta {
+            json!(params.snapshot_every)
+        } else {
+            json!(null)
+        },
+    );
+}
+
+/// `chat`: n turns on one thread, each turn timed.
+pub(super) struct ChatTurns;
+
+#[async_trait::async_trait]
+impl Workload for ChatTurns {
+    fn spec(&self) -> Spec {
+        Spec::new("chat", 200, 1, Unit::Invoke)
+    }
+    async fn measure(
+        &self,
+        backend: &Backend,
+        n: usize,
+        _runs: usize,
+        params: &Params,
+    ) -> Result<Measurement, BenchError> {
+        let graph = chat_graph(backend, params)?;
+        let config = fresh_config(backend);
+        let stateful = backend.saver().is_some();
+        let mut turn_ms = Vec::with_capacity(n);
+        let mut bytes_by_turn = Vec::new();
+        for t in 0..n {
+            let start = Instant::now();
+            turn(&graph, &config, t, stateful).await?;
+            turn_ms.push(start.elapsed().as_secs_f64() * 1e3);
+            if ((t + 1).is_multiple_of(10) || t + 1 == n)
+                && let Some(size) = backend.size().await?
+            {
+                bytes_by_turn.push(json!([t + 1, size.bytes]));
+            }
+        }
+        let mut m = Measurement::default();
+        let edge = 20.min(n);
+        m.extra.insert(
+            "turn_ms".into(),
+            json!(turn_ms.iter().map(|&x| ms(x)).collect::<Vec<_>>()),
+        );
+        m.extra
+            .insert("first20_ms".into(), ms(median(&turn_ms[..edge])));
+        m.extra
+            .insert("last20_ms".into(), ms(median(&turn_ms[n - edge..])));
+        if backend.kind().persistent() {
+            m.extra.insert("bytes_by_turn".into(), json!(bytes_by_turn));
+        }
+        delta_fields(&mut m, params);
+        m.samples_ms = turn_ms;
+        Ok(m)
+    }
+}
+
+/// `history`: the whole history of an n-turn chat thread, listed `runs` times.
+pub(super) struct History;
+
+#[async_trait::async_trait]
+impl Workload for History {
+    fn spec(&self) -> Spec {
+        Spec::new("history", 200, 10, Unit::Checkpoint)
+    }
+    async fn measure(
+        &self,
+        backend: &Backend,
+        n: usize,
+        runs: usize,
+        params: &Params,
+    ) -> Result<Measurement, BenchError> {
+        if backend.saver().is_none() {
+            return Err(unexpected(
+                "history",
+                "listing history needs a checkpointer (not --backend none)".into(),
+            ));
+        }
+        let graph = chat_graph(backend, params)?;
+        let config = fresh_config(backend);
+        for t in 0..n {
+            turn(&graph, &config, t, true).await?;
+        }
+        let listed = AtomicUsize::new(0);
+        let samples = repeat(runs, || async {
+            let history = graph
+                .get_state_history(&config, Default::default())
+                .await
+                .map_err(failed("history"))?;
+            listed.store(history.len(), Ordering::Relaxed);
+            Ok(())
+        })
+        .await?;
+        let listed = listed.into_inner();
+        let mut m = Measurement {
+            samples_ms: samples,
+            ..Measurement::default()
+        };
+        m.extra.insert("checkpoints".into(), json!(listed));
+        delta_fields(&mut m, params);
+        Ok(m)
+    }
+}
