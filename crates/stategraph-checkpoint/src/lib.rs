@@ -80,8 +80,8 @@ pub use memory::InMemorySaver;
 pub use messages::{Message, MessageFields, ToolCall};
 pub use metadata::{CheckpointMetadata, CheckpointSource};
 pub use saver::{
-    Capabilities, CheckpointSaver, ListOptions, PruneStrategy, latest_conflict, validate_put,
-    validate_put_writes,
+    Capabilities, CheckpointSaver, ListOptions, PruneStrategy, SaveOp, latest_conflict,
+    validate_put, validate_put_writes,
 };
 pub use sealed::{SEALED_KEY, SealedMetadata, SealedMetadataSaver};
 pub use serializer::{JsonPlusSerializer, SerdeError, Serializer, tags};

@@ -193,6 +193,18 @@ pub trait CheckpointSaver: Send + Sync + fmt::Debug {
         task_path: &str,
     ) -> Result<()>;
 
+    /// Applies `ops` in order, with the effect of applying them one by one (a failed op
+    /// stops the batch; the ops before it stay applied). The graph's background saver (the
+    /// `async` durability) hands over whatever queued up while the previous batch was being
+    /// written, so a saver that can write them in one transaction (SQLite, group commit)
+    /// pays one commit for many steps. The default applies them one by one.
+    async fn apply_batch(&self, ops: &[SaveOp]) -> Result<()> {
+        for op in ops {
+            op.apply(self).await?;
+        }
+        Ok(())
+    }
+
     /// Removes every checkpoint, write and blob of a thread, in every namespace. Deleting a
     /// thread that does not exist is not an error.
     async fn delete_thread(&self, thread_id: &str) -> Result<()>;
@@ -286,6 +298,65 @@ pub fn validate_put(config: &CheckpointConfig, checkpoint: &Checkpoint) -> Resul
         ));
     }
     Ok(())
+}
+
+/// One save of a run, as [`CheckpointSaver::apply_batch`] takes them.
+#[derive(Clone, Debug)]
+pub enum SaveOp {
+    /// [`CheckpointSaver::put_if_latest`] of a checkpoint.
+    Put {
+        /// Where (the parent checkpoint's config).
+        config: CheckpointConfig,
+        /// The checkpoint.
+        checkpoint: Box<Checkpoint>,
+        /// Its metadata.
+        metadata: CheckpointMetadata,
+        /// The channel versions that moved since the parent.
+        new_versions: ChannelVersions,
+        /// The namespace's newest checkpoint the put expects to follow.
+        expected_latest: Option<String>,
+    },
+    /// [`CheckpointSaver::put_writes`] of one task's writes.
+    Writes {
+        /// The checkpoint the writes belong to.
+        config: CheckpointConfig,
+        /// `(channel, value)` in the task's order.
+        writes: Vec<(String, Value)>,
+        /// The task's id.
+        task_id: String,
+        /// The task's path.
+        task_path: String,
+    },
+}
+
+impl SaveOp {
+    /// Applies this op alone.
+    pub async fn apply<S: CheckpointSaver + ?Sized>(&self, saver: &S) -> Result<()> {
+        match self {
+            SaveOp::Put {
+                config,
+                checkpoint,
+                metadata,
+                new_versions,
+                expected_latest,
+            } => saver
+                .put_if_latest(
+                    config,
+                    checkpoint,
+                    metadata,
+                    new_versions,
+                    expected_latest.as_deref(),
+                )
+                .await
+                .map(drop),
+            SaveOp::Writes {
+                config,
+                writes,
+                task_id,
+                task_path,
+            } => saver.put_writes(config, writes, task_id, task_path).await,
+        }
+    }
 }
 
 /// The [`Error::Conflict`] of a `put_if_latest` that lost the race.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use stategraph_checkpoint::store::Store;
 use stategraph_checkpoint::{
     ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointSource, Map, PendingWrite, Value, channels as reserved,
+    CheckpointSaver, CheckpointSource, Map, PendingWrite, SaveOp, Value, channels as reserved,
 };
 use tokio::task::JoinSet;
 
@@ -157,6 +157,37 @@ pub(crate) enum ResumeInput {
     Inherited(ResumeSource),
 }
 
+/// The background saver of `async` durability: applies the run's saves in order, handing
+/// the saver everything that queued up while the previous batch was being written (one
+/// transaction for many steps where the saver supports it — group commit).
+struct BackgroundWriter {
+    queue: tokio::sync::mpsc::UnboundedSender<SaveOp>,
+    handle: tokio::task::JoinHandle<Result<(), GraphError>>,
+}
+
+impl BackgroundWriter {
+    fn start(saver: Arc<dyn CheckpointSaver>) -> Self {
+        let (queue, mut rx) = tokio::sync::mpsc::unbounded_channel::<SaveOp>();
+        let handle = tokio::spawn(async move {
+            while let Some(op) = rx.recv().await {
+                let mut batch = vec![op];
+                while let Ok(op) = rx.try_recv() {
+                    batch.push(op);
+                }
+                saver.apply_batch(&batch).await?;
+            }
+            Ok(())
+        });
+        Self { queue, handle }
+    }
+
+    /// Waits until everything queued is saved; the first error, if any.
+    async fn finish(self) -> Result<(), GraphError> {
+        drop(self.queue);
+        self.handle.await.map_err(join_error)?
+    }
+}
+
 /// What a run ends with.
 pub(crate) struct RunOutcome {
     pub(crate) values: Values,
@@ -210,7 +241,8 @@ struct Run<'g, S: State> {
     /// The newest checkpoint of the thread's namespace as this run last saw it.
     expected_latest: Option<String>,
     /// The background save in flight (`async` durability).
-    pending_put: Option<tokio::task::JoinHandle<Result<(), GraphError>>>,
+    /// The background saver of `async` durability.
+    writer: Option<BackgroundWriter>,
     /// `exit` durability: where the final checkpoint goes, on what condition, and the last
     /// step's task writes.
     exit_parent: CheckpointConfig,
@@ -413,7 +445,7 @@ impl<S: State> CompiledGraph<S> {
             exit_parent,
             exit_expected: expected_latest.clone(),
             expected_latest,
-            pending_put: None,
+            writer: None,
             exit_writes: Vec::new(),
             delta_counters,
             delta_forced: BTreeSet::new(),
@@ -682,38 +714,25 @@ impl<S: State> Run<'_, S> {
                         .await?;
                 }
                 Durability::Async => {
-                    // Saved in the background, each save after the previous one; the run
-                    // goes on with the next step meanwhile.
+                    // Saved in the background, in order, while the run goes on with the
+                    // next step. The values move to the save instead of being copied: the
+                    // loop reads values from its channels, never from its checkpoint (only
+                    // `exit` keeps them, for the save at the end).
                     let versions = self.checkpoint.channel_versions.clone();
-                    let changed = new_versions(&self.previous_versions, &versions);
+                    let new_versions = new_versions(&self.previous_versions, &versions);
                     self.previous_versions = versions;
-                    let previous = self.pending_put.take();
-                    // The values move to the background save: the loop reads values from
-                    // its channels, never from its checkpoint (only `exit` keeps them, for
-                    // the save at the end).
                     let values = std::mem::take(&mut self.checkpoint.channel_values);
-                    let checkpoint = Checkpoint {
-                        channel_values: values,
-                        ..self.checkpoint.clone()
+                    let op = SaveOp::Put {
+                        config: self.checkpoint_config.clone(),
+                        checkpoint: Box::new(Checkpoint {
+                            channel_values: values,
+                            ..self.checkpoint.clone()
+                        }),
+                        metadata,
+                        new_versions,
+                        expected_latest: self.expected_latest.clone(),
                     };
-                    let config = self.checkpoint_config.clone();
-                    let expected = self.expected_latest.clone();
-                    self.pending_put = Some(tokio::spawn(async move {
-                        if let Some(p) = previous {
-                            p.await.map_err(join_error)??;
-                        }
-                        saver
-                            .put_if_latest(
-                                &config,
-                                &checkpoint,
-                                &metadata,
-                                &changed,
-                                expected.as_deref(),
-                            )
-                            .await
-                            .map(drop)
-                            .map_err(GraphError::from)
-                    }));
+                    self.enqueue(&saver, op).await?;
                 }
             }
             self.expected_latest = stored.checkpoint_id.clone();
@@ -728,8 +747,8 @@ impl<S: State> Run<'_, S> {
     /// checkpoint — and, if the run stopped on an error or interrupt, its last step's writes —
     /// (`exit`).
     async fn flush(&mut self, stopped_early: bool) -> Result<(), GraphError> {
-        if let Some(p) = self.pending_put.take() {
-            p.await.map_err(join_error)??;
+        if let Some(writer) = self.writer.take() {
+            writer.finish().await?;
         }
         let Some(saver) = self.saver.clone() else {
             return Ok(());
@@ -1197,6 +1216,25 @@ impl<S: State> Run<'_, S> {
         Ok(writes)
     }
 
+    /// Hands a save to the background writer (started on first use). A writer that stopped
+    /// on an error reports that error here, at the next save (or when the run flushes).
+    async fn enqueue(
+        &mut self,
+        saver: &Arc<dyn CheckpointSaver>,
+        op: SaveOp,
+    ) -> Result<(), GraphError> {
+        let writer = self
+            .writer
+            .get_or_insert_with(|| BackgroundWriter::start(Arc::clone(saver)));
+        if writer.queue.send(op).is_ok() {
+            return Ok(());
+        }
+        match self.writer.take() {
+            Some(stopped) => stopped.finish().await,
+            None => Ok(()),
+        }
+    }
+
     /// Saves a task's writes against the current checkpoint as soon as it finishes (kept in
     /// memory until the end with `exit` durability).
     async fn save_writes(
@@ -1215,10 +1253,17 @@ impl<S: State> Run<'_, S> {
                 .push((task.id.clone(), task.path_str(), writes.to_vec()));
             return Ok(());
         }
-        // Writes belong to the checkpoint their step started from: never save them before
-        // it (a background save that lost a race must not leave orphan writes behind).
-        if let Some(p) = self.pending_put.take() {
-            p.await.map_err(join_error)??;
+        if self.config.durability == Durability::Async {
+            // Queued behind the checkpoint they belong to: never saved before it (and never
+            // saved if its save lost a race).
+            let saver = Arc::clone(saver);
+            let op = SaveOp::Writes {
+                config: self.checkpoint_config.clone(),
+                writes: writes.to_vec(),
+                task_id: task.id.clone(),
+                task_path: task.path_str(),
+            };
+            return self.enqueue(&saver, op).await;
         }
         saver
             .put_writes(&self.checkpoint_config, writes, &task.id, &task.path_str())

@@ -12,7 +12,7 @@ use stategraph_checkpoint::prune::{PruneRow, plan};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, DeltaWalk, EncodedWrites, Error,
-    ListOptions, Location, PendingWrite, PruneStrategy, Result, SerdeError, Serializer,
+    ListOptions, Location, PendingWrite, PruneStrategy, Result, SaveOp, SerdeError, Serializer,
     StoredWrite, Value, encode_writes, latest_conflict, sort_writes, tags, validate_put,
 };
 use tokio_postgres::types::{ToSql, Type};
@@ -443,13 +443,38 @@ impl PostgresSaver {
         expected_latest: Option<Option<&str>>,
     ) -> Result<CheckpointConfig> {
         validate_put(config, checkpoint)?;
-        let split = split_checkpoint(self.serializer.as_ref(), config, checkpoint, new_versions)?;
-        let meta = metadata_json(metadata);
         let mut client = self.client().await?;
         let tx = client
             .transaction()
             .await
             .map_err(db("starting a checkpoint write"))?;
+        self.put_in(
+            &*tx,
+            config,
+            checkpoint,
+            metadata,
+            new_versions,
+            expected_latest,
+        )
+        .await?;
+        tx.commit().await.map_err(db("committing a checkpoint"))?;
+        Ok(CheckpointConfig::new(config.thread_id.clone())
+            .with_ns(config.checkpoint_ns.clone())
+            .with_checkpoint_id(checkpoint.id.clone()))
+    }
+
+    /// A checkpoint put inside the caller's transaction.
+    async fn put_in<C: GenericClient>(
+        &self,
+        tx: &C,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        new_versions: &ChannelVersions,
+        expected_latest: Option<Option<&str>>,
+    ) -> Result<()> {
+        let split = split_checkpoint(self.serializer.as_ref(), config, checkpoint, new_versions)?;
+        let meta = metadata_json(metadata);
         let (thread, ns) = (&config.thread_id, &config.checkpoint_ns);
         if let Some(expected) = expected_latest {
             tx.query_typed(
@@ -509,10 +534,117 @@ impl PostgresSaver {
         )
         .await
         .map_err(db("storing a checkpoint"))?;
-        tx.commit().await.map_err(db("committing a checkpoint"))?;
-        Ok(CheckpointConfig::new(thread.clone())
-            .with_ns(ns.clone())
-            .with_checkpoint_id(checkpoint.id.clone()))
+        Ok(())
+    }
+
+    /// A `put_writes` inside the caller's transaction (or on a plain connection).
+    async fn writes_in<C: GenericClient>(
+        &self,
+        client: &C,
+        config: &CheckpointConfig,
+        writes: &[(String, Value)],
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<()> {
+        let EncodedWrites {
+            checkpoint_id,
+            replace,
+            rows,
+        } = encode_writes(self.serializer.as_ref(), config, writes, task_id)?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let idxs: Vec<i32> = rows
+            .iter()
+            .map(|r| i32::try_from(r.idx).unwrap_or(i32::MAX))
+            .collect();
+        let channels: Vec<&str> = rows.iter().map(|r| r.channel.as_str()).collect();
+        let types: Vec<&str> = rows.iter().map(|r| r.tag.as_str()).collect();
+        let blobs: Vec<&[u8]> = rows.iter().map(|r| r.bytes.as_slice()).collect();
+        let conflict = if replace {
+            "DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
+        } else {
+            "DO NOTHING"
+        };
+        let sql = format!(
+            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, \
+             task_path, idx, channel, type, blob) \
+             SELECT $1, $2, $3, $4, $5, i, c, t, b \
+             FROM unnest($6::int4[], $7::text[], $8::text[], $9::bytea[]) AS x(i, c, t, b) \
+             ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {conflict}"
+        );
+        client
+            .query_typed(
+                &sql,
+                &[
+                    p(&config.thread_id, Type::TEXT),
+                    p(&config.checkpoint_ns, Type::TEXT),
+                    p(&checkpoint_id, Type::TEXT),
+                    p(&task_id, Type::TEXT),
+                    p(&task_path, Type::TEXT),
+                    p(&idxs, Type::INT4_ARRAY),
+                    p(&channels, Type::TEXT_ARRAY),
+                    p(&types, Type::TEXT_ARRAY),
+                    p(&blobs, Type::BYTEA_ARRAY),
+                ],
+            )
+            .await
+            .map_err(db("storing writes"))?;
+        Ok(())
+    }
+}
+
+impl PostgresSaver {
+    /// Applies `ops` in one transaction: `Ok(Err(()))` when an op failed (rolled back,
+    /// nothing stored), `Err` when the commit itself failed (its outcome is unknown, so the
+    /// ops are not retried).
+    async fn batch_in_one_transaction(&self, ops: &[SaveOp]) -> Result<Result<(), ()>> {
+        let mut client = self.client().await?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(db("starting a batch of writes"))?;
+        for op in ops {
+            let done = match op {
+                SaveOp::Put {
+                    config,
+                    checkpoint,
+                    metadata,
+                    new_versions,
+                    expected_latest,
+                } => match validate_put(config, checkpoint) {
+                    Ok(()) => {
+                        self.put_in(
+                            &*tx,
+                            config,
+                            checkpoint,
+                            metadata,
+                            new_versions,
+                            Some(expected_latest.as_deref()),
+                        )
+                        .await
+                    }
+                    Err(e) => Err(e),
+                },
+                SaveOp::Writes {
+                    config,
+                    writes,
+                    task_id,
+                    task_path,
+                } => {
+                    self.writes_in(&*tx, config, writes, task_id, task_path)
+                        .await
+                }
+            };
+            if done.is_err() {
+                // Dropping `tx` rolls the batch back.
+                return Ok(Err(()));
+            }
+        }
+        tx.commit()
+            .await
+            .map_err(db("committing a batch of writes"))?;
+        Ok(Ok(()))
     }
 }
 
@@ -685,51 +817,22 @@ impl CheckpointSaver for PostgresSaver {
         task_id: &str,
         task_path: &str,
     ) -> Result<()> {
-        let EncodedWrites {
-            checkpoint_id,
-            replace,
-            rows,
-        } = encode_writes(self.serializer.as_ref(), config, writes, task_id)?;
-        if rows.is_empty() {
+        let client = self.client().await?;
+        self.writes_in(&**client, config, writes, task_id, task_path)
+            .await
+    }
+
+    /// Group commit: the whole batch in one transaction (one WAL flush instead of one per
+    /// op). If any op fails the transaction is rolled back and the ops are applied one by
+    /// one, so the ops before the failing one are stored and its error is the one returned,
+    /// exactly as without batching.
+    async fn apply_batch(&self, ops: &[SaveOp]) -> Result<()> {
+        if ops.len() > 1 && self.batch_in_one_transaction(ops).await?.is_ok() {
             return Ok(());
         }
-        let idxs: Vec<i32> = rows
-            .iter()
-            .map(|r| i32::try_from(r.idx).unwrap_or(i32::MAX))
-            .collect();
-        let channels: Vec<&str> = rows.iter().map(|r| r.channel.as_str()).collect();
-        let types: Vec<&str> = rows.iter().map(|r| r.tag.as_str()).collect();
-        let blobs: Vec<&[u8]> = rows.iter().map(|r| r.bytes.as_slice()).collect();
-        let conflict = if replace {
-            "DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
-        } else {
-            "DO NOTHING"
-        };
-        let sql = format!(
-            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, \
-             task_path, idx, channel, type, blob) \
-             SELECT $1, $2, $3, $4, $5, i, c, t, b \
-             FROM unnest($6::int4[], $7::text[], $8::text[], $9::bytea[]) AS x(i, c, t, b) \
-             ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {conflict}"
-        );
-        let client = self.client().await?;
-        client
-            .query_typed(
-                &sql,
-                &[
-                    p(&config.thread_id, Type::TEXT),
-                    p(&config.checkpoint_ns, Type::TEXT),
-                    p(&checkpoint_id, Type::TEXT),
-                    p(&task_id, Type::TEXT),
-                    p(&task_path, Type::TEXT),
-                    p(&idxs, Type::INT4_ARRAY),
-                    p(&channels, Type::TEXT_ARRAY),
-                    p(&types, Type::TEXT_ARRAY),
-                    p(&blobs, Type::BYTEA_ARRAY),
-                ],
-            )
-            .await
-            .map_err(db("storing writes"))?;
+        for op in ops {
+            op.apply(self).await?;
+        }
         Ok(())
     }
 

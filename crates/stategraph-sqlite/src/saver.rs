@@ -11,7 +11,7 @@ use stategraph_checkpoint::prune::{PruneRow, plan};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, DeltaWalk, EncodedWrites, Error,
-    ListOptions, Location, PendingWrite, PruneStrategy, Result, SerdeError, Serializer,
+    ListOptions, Location, PendingWrite, PruneStrategy, Result, SaveOp, SerdeError, Serializer,
     StoredWrite, Value, encode_writes, latest_conflict, sort_writes, validate_put,
 };
 
@@ -496,17 +496,39 @@ fn list_query(options: &ListOptions) -> Result<(String, Vec<Sql>)> {
     Ok((sql, args))
 }
 
+/// A checkpoint put, serialized and ready for a transaction.
+struct EncodedPut {
+    /// The stored checkpoint's config (what `put` returns).
+    out: CheckpointConfig,
+    /// The config the put was made with (for conflict errors).
+    target: CheckpointConfig,
+    parent: Option<String>,
+    tag: String,
+    bytes: Vec<u8>,
+    meta: Vec<u8>,
+    /// `Some(latest)`: only if the namespace's newest checkpoint is still `latest`.
+    expected_latest: Option<Option<String>>,
+}
+
+/// A `put_writes`, serialized and ready for a transaction.
+struct EncodedWriteCall {
+    sql: &'static str,
+    thread_id: String,
+    ns: String,
+    checkpoint_id: String,
+    task_id: String,
+    task_path: String,
+    rows: Vec<stategraph_checkpoint::EncodedWrite>,
+}
+
 impl SqliteSaver {
-    /// Stores a checkpoint; with `expected_latest`, only if the namespace's newest checkpoint
-    /// is still that one, checked and written in one `BEGIN IMMEDIATE` transaction (which
-    /// takes SQLite's write lock first, so the check holds across processes too).
-    async fn put_checked(
+    fn encode_put(
         &self,
         config: &CheckpointConfig,
         checkpoint: &Checkpoint,
         metadata: &CheckpointMetadata,
         expected_latest: Option<Option<String>>,
-    ) -> Result<CheckpointConfig> {
+    ) -> Result<EncodedPut> {
         validate_put(config, checkpoint)?;
         let (tag, bytes) = self
             .inner
@@ -519,56 +541,140 @@ impl SqliteSaver {
                     e,
                 )
             })?;
-        let meta = metadata.to_python_json_bytes();
-        let parent = config.checkpoint_id.clone();
-        let out = CheckpointConfig::new(config.thread_id.clone())
-            .with_ns(config.checkpoint_ns.clone())
-            .with_checkpoint_id(checkpoint.id.clone());
-        let row = out.clone();
-        let target = config.clone();
+        Ok(EncodedPut {
+            out: CheckpointConfig::new(config.thread_id.clone())
+                .with_ns(config.checkpoint_ns.clone())
+                .with_checkpoint_id(checkpoint.id.clone()),
+            target: config.clone(),
+            parent: config.checkpoint_id.clone(),
+            tag,
+            bytes,
+            meta: metadata.to_python_json_bytes(),
+            expected_latest,
+        })
+    }
+
+    fn encode_write_call(
+        &self,
+        config: &CheckpointConfig,
+        writes: &[(String, Value)],
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<EncodedWriteCall> {
+        let EncodedWrites {
+            checkpoint_id,
+            replace,
+            rows,
+        } = encode_writes(
+            self.inner.config.serializer.as_ref(),
+            config,
+            writes,
+            task_id,
+        )?;
+        let sql = if replace {
+            "INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, \
+             task_path, idx, channel, type, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+        } else {
+            "INSERT OR IGNORE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, \
+             task_path, idx, channel, type, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+        };
+        Ok(EncodedWriteCall {
+            sql,
+            thread_id: config.thread_id.clone(),
+            ns: config.checkpoint_ns.clone(),
+            checkpoint_id: checkpoint_id.to_owned(),
+            task_id: task_id.to_owned(),
+            task_path: task_path.to_owned(),
+            rows,
+        })
+    }
+
+    /// Stores a checkpoint; with `expected_latest`, only if the namespace's newest checkpoint
+    /// is still that one, checked and written in one `BEGIN IMMEDIATE` transaction (which
+    /// takes SQLite's write lock first, so the check holds across processes too).
+    async fn put_checked(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        expected_latest: Option<Option<String>>,
+    ) -> Result<CheckpointConfig> {
+        let put = self.encode_put(config, checkpoint, metadata, expected_latest)?;
+        let out = put.out.clone();
         self.write(move |conn, _| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(db("starting a checkpoint write"))?;
-            if let Some(expected) = expected_latest {
-                let latest: Option<String> = tx
-                    .prepare_cached(
-                        "SELECT max(checkpoint_id) FROM checkpoints \
-                         WHERE thread_id = ?1 AND checkpoint_ns = ?2",
-                    )
-                    .and_then(|mut s| {
-                        s.query_row(params![row.thread_id, row.checkpoint_ns], |r| r.get(0))
-                    })
-                    .map_err(db("reading the latest checkpoint"))?;
-                if latest != expected {
-                    return Err(latest_conflict(
-                        &target,
-                        expected.as_deref(),
-                        latest.as_deref(),
-                    ));
-                }
-            }
-            tx.prepare_cached(
-                "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, \
-                 parent_checkpoint_id, type, checkpoint, metadata) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    row.thread_id,
-                    row.checkpoint_ns,
-                    row.checkpoint_id,
-                    parent,
-                    tag,
-                    bytes,
-                    meta
-                ])
-            })
-            .map_err(db("storing a checkpoint"))?;
+            put_in(&tx, &put)?;
             tx.commit().map_err(db("committing a checkpoint"))
         })
         .await?;
         Ok(out)
     }
+}
+
+/// A checkpoint put inside `tx` (its conflict check first).
+fn put_in(tx: &Transaction<'_>, put: &EncodedPut) -> Result<()> {
+    let row = &put.out;
+    if let Some(expected) = &put.expected_latest {
+        let latest: Option<String> = tx
+            .prepare_cached(
+                "SELECT max(checkpoint_id) FROM checkpoints \
+                 WHERE thread_id = ?1 AND checkpoint_ns = ?2",
+            )
+            .and_then(|mut s| s.query_row(params![row.thread_id, row.checkpoint_ns], |r| r.get(0)))
+            .map_err(db("reading the latest checkpoint"))?;
+        if latest != *expected {
+            return Err(latest_conflict(
+                &put.target,
+                expected.as_deref(),
+                latest.as_deref(),
+            ));
+        }
+    }
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, \
+         parent_checkpoint_id, type, checkpoint, metadata) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            row.thread_id,
+            row.checkpoint_ns,
+            row.checkpoint_id,
+            put.parent,
+            put.tag,
+            put.bytes,
+            put.meta
+        ])
+    })
+    .map_err(db("storing a checkpoint"))?;
+    Ok(())
+}
+
+/// A `put_writes` inside `tx`.
+fn writes_in(tx: &Transaction<'_>, call: &EncodedWriteCall) -> Result<()> {
+    let mut stmt = tx.prepare_cached(call.sql).map_err(db("storing writes"))?;
+    for row in &call.rows {
+        stmt.execute(params![
+            call.thread_id,
+            call.ns,
+            call.checkpoint_id,
+            call.task_id,
+            call.task_path,
+            row.idx,
+            row.channel,
+            row.tag,
+            row.bytes
+        ])
+        .map_err(db("storing writes"))?;
+    }
+    Ok(())
+}
+
+/// One op of a batch, serialized.
+enum EncodedOp {
+    Put(EncodedPut),
+    Writes(EncodedWriteCall),
 }
 
 fn delete_thread_in(tx: &Transaction<'_>, thread_id: &str) -> Result<()> {
@@ -744,48 +850,71 @@ impl CheckpointSaver for SqliteSaver {
         task_id: &str,
         task_path: &str,
     ) -> Result<()> {
-        let EncodedWrites {
-            checkpoint_id,
-            replace,
-            rows,
-        } = encode_writes(
-            self.inner.config.serializer.as_ref(),
-            config,
-            writes,
-            task_id,
-        )?;
-        let checkpoint_id = checkpoint_id.to_owned();
-        let sql = if replace {
-            "INSERT OR REPLACE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, \
-             task_path, idx, channel, type, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
-        } else {
-            "INSERT OR IGNORE INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, \
-             task_path, idx, channel, type, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
-        };
-        let (thread_id, ns) = (config.thread_id.clone(), config.checkpoint_ns.clone());
-        let (task_id, task_path) = (task_id.to_owned(), task_path.to_owned());
+        let call = self.encode_write_call(config, writes, task_id, task_path)?;
         self.write(move |conn, _| {
             let tx = conn.transaction().map_err(db("starting a write"))?;
-            {
-                let mut stmt = tx.prepare_cached(sql).map_err(db("storing writes"))?;
-                for row in &rows {
-                    stmt.execute(params![
-                        thread_id,
-                        ns,
-                        checkpoint_id,
-                        task_id,
-                        task_path,
-                        row.idx,
-                        row.channel,
-                        row.tag,
-                        row.bytes
-                    ])
-                    .map_err(db("storing writes"))?;
-                }
-            }
+            writes_in(&tx, &call)?;
             tx.commit().map_err(db("committing writes"))
         })
         .await
+    }
+
+    /// Group commit: the whole batch in one `BEGIN IMMEDIATE` transaction (one fsync instead
+    /// of one per op). If any op fails — a conflict, a value that does not serialize — the
+    /// transaction is rolled back and the ops are applied one by one, so the ops before the
+    /// failing one are stored and its error is the one returned, exactly as without batching.
+    async fn apply_batch(&self, ops: &[SaveOp]) -> Result<()> {
+        let encoded: Result<Vec<EncodedOp>> = ops
+            .iter()
+            .map(|op| match op {
+                SaveOp::Put {
+                    config,
+                    checkpoint,
+                    metadata,
+                    expected_latest,
+                    ..
+                } => self
+                    .encode_put(config, checkpoint, metadata, Some(expected_latest.clone()))
+                    .map(EncodedOp::Put),
+                SaveOp::Writes {
+                    config,
+                    writes,
+                    task_id,
+                    task_path,
+                } => self
+                    .encode_write_call(config, writes, task_id, task_path)
+                    .map(EncodedOp::Writes),
+            })
+            .collect();
+        let together = match encoded {
+            Ok(encoded) => {
+                self.write(move |conn, _| {
+                    let tx = conn
+                        .transaction_with_behavior(TransactionBehavior::Immediate)
+                        .map_err(db("starting a batch of writes"))?;
+                    for op in &encoded {
+                        let done = match op {
+                            EncodedOp::Put(put) => put_in(&tx, put),
+                            EncodedOp::Writes(call) => writes_in(&tx, call),
+                        };
+                        if done.is_err() {
+                            // Dropping `tx` rolls the batch back.
+                            return Ok(false);
+                        }
+                    }
+                    tx.commit().map_err(db("committing a batch of writes"))?;
+                    Ok(true)
+                })
+                .await?
+            }
+            Err(_) => false,
+        };
+        if !together {
+            for op in ops {
+                op.apply(self).await?;
+            }
+        }
+        Ok(())
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
