@@ -81,8 +81,12 @@ pub struct Backend {
     place: Place,
 }
 
-fn env_or(name: &str, default: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| default.to_owned())
+/// `db` if given, else the URL in `var`, else `default` (the local test service).
+fn server_url(db: Option<&str>, var: &str, default: &str) -> String {
+    db.map_or_else(
+        || std::env::var(var).unwrap_or_else(|_| default.to_owned()),
+        str::to_owned,
+    )
 }
 
 fn fail(backend: BackendKind, e: impl std::fmt::Display) -> BenchError {
@@ -109,14 +113,10 @@ impl Backend {
                 (Some(Arc::new(saver)), Place::Sqlite { _dir: dir, path })
             }
             BackendKind::Postgres => {
-                let url = db.map_or_else(
-                    || {
-                        env_or(
-                            "STATEGRAPH_TEST_POSTGRES_URL",
-                            "postgres://postgres@127.0.0.1:5432/test",
-                        )
-                    },
-                    str::to_owned,
+                let url = server_url(
+                    db,
+                    "STATEGRAPH_TEST_POSTGRES_URL",
+                    "postgres://postgres@127.0.0.1:5432/test",
                 );
                 let schema = format!("sgb_{unique}");
                 let saver = stategraph::PostgresConfig::from_url(&url)
@@ -128,14 +128,10 @@ impl Backend {
                 (Some(Arc::new(saver)), Place::Postgres { url, schema })
             }
             BackendKind::Mysql => {
-                let url = db.map_or_else(
-                    || {
-                        env_or(
-                            "STATEGRAPH_TEST_MYSQL_URL",
-                            "mysql://root@127.0.0.1:3306/test",
-                        )
-                    },
-                    str::to_owned,
+                let url = server_url(
+                    db,
+                    "STATEGRAPH_TEST_MYSQL_URL",
+                    "mysql://root@127.0.0.1:3306/test",
                 );
                 let database = format!("sgb_{unique}");
                 let saver = stategraph::MySqlConfig::from_url(&url)
@@ -147,10 +143,7 @@ impl Backend {
                 (Some(Arc::new(saver)), Place::Mysql { url, database })
             }
             BackendKind::Redis => {
-                let url = db.map_or_else(
-                    || env_or("STATEGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379"),
-                    str::to_owned,
-                );
+                let url = server_url(db, "STATEGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379");
                 let prefix = format!("sgb:{unique}");
                 let saver = stategraph::RedisSaver::connect_with(&url, &prefix, None)
                     .await

@@ -116,6 +116,15 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
+/// A random uuid4 in its text form (Python's `str(uuid4())`): the ids LangGraph gives messages
+/// that have none.
+pub fn uuid4() -> String {
+    let raw = fastrand::u128(..);
+    let v = (raw & !(0xF_u128 << 76)) | (0x4_u128 << 76);
+    let v = (v & !(0x3_u128 << 62)) | (0x2_u128 << 62);
+    format_uuid(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -75,7 +75,7 @@ pub use config::{
 pub use delta::{DeltaChannelHistory, DeltaWalk};
 pub use encrypted::{AesEaxCipher, Cipher, EncryptedSerializer};
 pub use error::{BoxError, Error, Location, Result};
-pub use id::{checkpoint_id, format_uuid, iso_from_unix_micros, now_iso, uuid6};
+pub use id::{checkpoint_id, format_uuid, iso_from_unix_micros, now_iso, uuid4, uuid6};
 pub use memory::InMemorySaver;
 pub use messages::{Message, MessageFields, ToolCall};
 pub use metadata::{CheckpointMetadata, CheckpointSource};

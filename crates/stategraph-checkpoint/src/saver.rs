@@ -199,10 +199,7 @@ pub trait CheckpointSaver: Send + Sync + fmt::Debug {
     /// written, so a saver that can write them in one transaction (SQLite, group commit)
     /// pays one commit for many steps. The default applies them one by one.
     async fn apply_batch(&self, ops: &[SaveOp]) -> Result<()> {
-        for op in ops {
-            op.apply(self).await?;
-        }
-        Ok(())
+        SaveOp::apply_each(ops, self).await
     }
 
     /// Removes every checkpoint, write and blob of a thread, in every namespace. Deleting a
@@ -330,6 +327,15 @@ pub enum SaveOp {
 }
 
 impl SaveOp {
+    /// Applies `ops` one by one, stopping at the first error (what `apply_batch` means, and
+    /// what a batching saver falls back to).
+    pub async fn apply_each<S: CheckpointSaver + ?Sized>(ops: &[SaveOp], saver: &S) -> Result<()> {
+        for op in ops {
+            op.apply(saver).await?;
+        }
+        Ok(())
+    }
+
     /// Applies this op alone.
     pub async fn apply<S: CheckpointSaver + ?Sized>(&self, saver: &S) -> Result<()> {
         match self {

@@ -6,17 +6,10 @@
 //! `__remove_all__` clears everything before it), anything else is appended. Messages without
 //! an id get a fresh uuid4, as in LangGraph.
 
-use stategraph_checkpoint::{Ext, ExtCode, Value, format_uuid};
+use stategraph_checkpoint::{Ext, ExtCode, Value, uuid4};
 
 /// The id that makes a `RemoveMessage` clear the whole history.
 pub const REMOVE_ALL_MESSAGES: &str = "__remove_all__";
-
-fn uuid4() -> String {
-    let raw = fastrand::u128(..);
-    let v = (raw & !(0xF_u128 << 76)) | (0x4_u128 << 76);
-    let v = (v & !(0x3_u128 << 62)) | (0x2_u128 << 62);
-    format_uuid(v)
-}
 
 /// The id of a message value, if it has one.
 pub(crate) fn message_id(m: &Value) -> Option<String> {
@@ -63,37 +56,44 @@ fn as_list(v: Value) -> Vec<Value> {
     }
 }
 
-fn ensure_ids(list: Vec<Value>) -> Vec<Value> {
-    list.into_iter()
-        .map(|m| match message_id(&m) {
-            Some(_) => m,
-            None => with_id(m, uuid4()),
-        })
-        .collect()
-}
-
-/// `add_messages(left, right)`.
-pub(crate) fn add_messages(left: Value, right: Value) -> Result<Value, String> {
-    let left = ensure_ids(as_list(left));
-    let mut right = ensure_ids(as_list(right));
-    if let Some(pos) = right
-        .iter()
-        .rposition(|m| is_remove(m) && message_id(m).as_deref() == Some(REMOVE_ALL_MESSAGES))
-    {
-        return Ok(Value::List(right.split_off(pos + 1)));
-    }
-    let mut merged = left;
-    // Where each id is (the first message with it, as a linear search would find).
-    let mut index: std::collections::HashMap<String, usize> =
-        std::collections::HashMap::with_capacity(merged.len() + right.len());
-    for (i, m) in merged.iter().enumerate() {
-        if let Some(id) = message_id(m) {
-            index.entry(id).or_insert(i);
+/// The message with its id, giving it a fresh uuid4 if it has none.
+fn with_ensured_id(m: Value) -> (Value, String) {
+    match message_id(&m) {
+        Some(id) => (m, id),
+        None => {
+            let id = uuid4();
+            (with_id(m, id.clone()), id)
         }
     }
+}
+
+/// `add_messages(left, right)`. Each message's id is read once (from the stored bytes, for
+/// LangChain message objects).
+pub(crate) fn add_messages(left: Value, right: Value) -> Result<Value, String> {
+    let mut right: Vec<(Value, String)> = as_list(right).into_iter().map(with_ensured_id).collect();
+    if let Some(pos) = right
+        .iter()
+        .rposition(|(m, id)| is_remove(m) && id == REMOVE_ALL_MESSAGES)
+    {
+        return Ok(Value::List(
+            right
+                .split_off(pos + 1)
+                .into_iter()
+                .map(|(m, _)| m)
+                .collect(),
+        ));
+    }
+    let left = as_list(left);
+    let mut merged = Vec::with_capacity(left.len() + right.len());
+    // Where each id is (the first message with it, as a linear search would find).
+    let mut index: std::collections::HashMap<String, usize> =
+        std::collections::HashMap::with_capacity(left.len() + right.len());
+    for (m, id) in left.into_iter().map(with_ensured_id) {
+        index.entry(id).or_insert(merged.len());
+        merged.push(m);
+    }
     let mut remove = Vec::new();
-    for m in right {
-        let id = message_id(&m).unwrap_or_default();
+    for (m, id) in right {
         match index.get(&id).copied() {
             Some(i) if is_remove(&m) => remove.push(i),
             Some(i) => merged[i] = m,

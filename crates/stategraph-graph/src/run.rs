@@ -700,9 +700,7 @@ impl<S: State> Run<'_, S> {
                 // Nothing is saved until the run ends.
                 Durability::Exit => {}
                 Durability::Sync => {
-                    let versions = self.checkpoint.channel_versions.clone();
-                    let changed = new_versions(&self.previous_versions, &versions);
-                    self.previous_versions = versions;
+                    let changed = self.versions_moved();
                     saver
                         .put_if_latest(
                             &self.checkpoint_config,
@@ -718,9 +716,7 @@ impl<S: State> Run<'_, S> {
                     // next step. The values move to the save instead of being copied: the
                     // loop reads values from its channels, never from its checkpoint (only
                     // `exit` keeps them, for the save at the end).
-                    let versions = self.checkpoint.channel_versions.clone();
-                    let new_versions = new_versions(&self.previous_versions, &versions);
-                    self.previous_versions = versions;
+                    let new_versions = self.versions_moved();
                     let values = std::mem::take(&mut self.checkpoint.channel_values);
                     let op = SaveOp::Put {
                         config: self.checkpoint_config.clone(),
@@ -1214,6 +1210,15 @@ impl<S: State> Run<'_, S> {
         writes.extend(self.graph.goto_writes(node, goto, None)?);
         writes.extend(self.graph.edge_writes(node, &self.channels, &own)?);
         Ok(writes)
+    }
+
+    /// The channel versions that moved since the last saved checkpoint (what a put stores
+    /// blobs for); the current ones become the last saved.
+    fn versions_moved(&mut self) -> ChannelVersions {
+        let versions = self.checkpoint.channel_versions.clone();
+        let moved = new_versions(&self.previous_versions, &versions);
+        self.previous_versions = versions;
+        moved
     }
 
     /// Hands a save to the background writer (started on first use). A writer that stopped

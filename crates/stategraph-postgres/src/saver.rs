@@ -442,7 +442,6 @@ impl PostgresSaver {
         new_versions: &ChannelVersions,
         expected_latest: Option<Option<&str>>,
     ) -> Result<CheckpointConfig> {
-        validate_put(config, checkpoint)?;
         let mut client = self.client().await?;
         let tx = client
             .transaction()
@@ -473,6 +472,7 @@ impl PostgresSaver {
         new_versions: &ChannelVersions,
         expected_latest: Option<Option<&str>>,
     ) -> Result<()> {
+        validate_put(config, checkpoint)?;
         let split = split_checkpoint(self.serializer.as_ref(), config, checkpoint, new_versions)?;
         let meta = metadata_json(metadata);
         let (thread, ns) = (&config.thread_id, &config.checkpoint_ns);
@@ -612,20 +612,17 @@ impl PostgresSaver {
                     metadata,
                     new_versions,
                     expected_latest,
-                } => match validate_put(config, checkpoint) {
-                    Ok(()) => {
-                        self.put_in(
-                            &*tx,
-                            config,
-                            checkpoint,
-                            metadata,
-                            new_versions,
-                            Some(expected_latest.as_deref()),
-                        )
-                        .await
-                    }
-                    Err(e) => Err(e),
-                },
+                } => {
+                    self.put_in(
+                        &*tx,
+                        config,
+                        checkpoint,
+                        metadata,
+                        new_versions,
+                        Some(expected_latest.as_deref()),
+                    )
+                    .await
+                }
                 SaveOp::Writes {
                     config,
                     writes,
@@ -830,10 +827,7 @@ impl CheckpointSaver for PostgresSaver {
         if ops.len() > 1 && self.batch_in_one_transaction(ops).await?.is_ok() {
             return Ok(());
         }
-        for op in ops {
-            op.apply(self).await?;
-        }
-        Ok(())
+        SaveOp::apply_each(ops, self).await
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {

@@ -909,12 +909,11 @@ impl CheckpointSaver for SqliteSaver {
             }
             Err(_) => false,
         };
-        if !together {
-            for op in ops {
-                op.apply(self).await?;
-            }
+        if together {
+            Ok(())
+        } else {
+            SaveOp::apply_each(ops, self).await
         }
-        Ok(())
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use stategraph::{END, NodeOutput, START, StateGraph, Value};
 
-use super::{Shared, attach, failed, fresh_config, list_len, unexpected};
+use super::{Shared, attach, expect_len, failed, fresh_config, unexpected};
 use crate::{Backend, BenchError, Measurement, Params, Spec, Unit, Workload, repeat};
 
 /// START → node_0 → … → node_{n-1} → END.
@@ -63,10 +63,7 @@ impl Workload for Linear {
                     )
                     .await
                     .map_err(failed("linear"))?;
-                match list_len(&out, "items") {
-                    len if len == n => Ok(()),
-                    len => Err(unexpected("linear", format!("{len} items, not {n}"))),
-                }
+                expect_len("linear", &out, "items", n)
             }
         })
         .await?;

@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde_json::json;
 use stategraph::{CompiledGraph, END, RunConfig, START, StateGraph};
 
-use super::{attach, failed, fresh_config, letters, list_len, unexpected};
+use super::{attach, expect_len, failed, fresh_config, letters, unexpected};
 use crate::{Backend, BenchError, Measurement, Params, Spec, Unit, Workload, median, ms, repeat};
 
 #[derive(stategraph::State, Clone, Debug, Default)]
@@ -44,13 +44,7 @@ async fn turn(
         .await
         .map_err(failed("chat"))?;
     let want = if stateful { 2 * (turn + 1) } else { 2 };
-    match list_len(&out, "messages") {
-        len if len == want => Ok(()),
-        len => Err(unexpected(
-            "chat",
-            format!("{len} messages after turn {turn}"),
-        )),
-    }
+    expect_len("chat", &out, "messages", want)
 }
 
 fn delta_fields(m: &mut Measurement, params: &Params) {

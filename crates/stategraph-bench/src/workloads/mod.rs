@@ -81,6 +81,19 @@ fn unexpected(workload: &'static str, what: String) -> BenchError {
     }
 }
 
+/// Checks that list key `key` of a run's output holds `want` items.
+fn expect_len(
+    workload: &'static str,
+    values: &stategraph::Values,
+    key: &str,
+    want: usize,
+) -> Result<(), BenchError> {
+    match list_len(values, key) {
+        len if len == want => Ok(()),
+        len => Err(unexpected(workload, format!("{len} {key}, not {want}"))),
+    }
+}
+
 /// The length of list key `key` in a run's output.
 fn list_len(values: &stategraph::Values, key: &str) -> usize {
     values

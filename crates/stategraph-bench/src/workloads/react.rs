@@ -6,29 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use stategraph::{
     DynState, END, Map, Message, NodeError, Reducer, START, Schema, StateGraph, ToolCall, Value,
-    graph::Goto,
+    graph::Goto, uuid4,
 };
 
-use super::{Shared, attach, failed, fresh_config, list_len, unexpected};
+use super::{Shared, attach, expect_len, failed, fresh_config};
 use crate::{Backend, BenchError, Measurement, Params, Spec, Unit, Workload, repeat};
-
-/// A random uuid4 in its text form.
-fn uuid4() -> String {
-    let hex = |n: usize| -> String {
-        (0..n)
-            .map(|_| char::from_digit(fastrand::u32(0..16), 16).unwrap_or('0'))
-            .collect()
-    };
-    format!(
-        "{}-{}-4{}-{}{}-{}",
-        hex(8),
-        hex(4),
-        hex(3),
-        ["8", "9", "a", "b"][fastrand::usize(0..4)],
-        hex(3),
-        hex(12)
-    )
-}
 
 /// The last message of the state, decoded.
 fn last_message(s: &DynState) -> Result<Option<Message>, NodeError> {
@@ -142,13 +124,7 @@ impl Workload for ReactAgent {
                     .invoke(Some(input), fresh_config(backend))
                     .await
                     .map_err(failed("react_agent_100x"))?;
-                match list_len(&out, "messages") {
-                    len if len == 2 * n + 2 => Ok(()),
-                    len => Err(unexpected(
-                        "react_agent_100x",
-                        format!("{len} messages, not {}", 2 * n + 2),
-                    )),
-                }
+                expect_len("react_agent_100x", &out, "messages", 2 * n + 2)
             }
         })
         .await?;

@@ -7,7 +7,7 @@ use stategraph::{
     DynState, END, Map, Reducer, START, Schema, Send, StateGraph, Value, graph::Goto,
 };
 
-use super::{Shared, attach, failed, fresh_config, letters, list_len, unexpected};
+use super::{Shared, attach, expect_len, failed, fresh_config, letters};
 use crate::{Backend, BenchError, Measurement, Params, Spec, Unit, Workload, repeat};
 
 #[derive(stategraph::State, Clone, Debug, Default)]
@@ -97,13 +97,7 @@ impl Workload for FanoutToSubgraph {
                     .invoke(Some(input), fresh_config(backend))
                     .await
                     .map_err(failed("fanout_to_subgraph_100x"))?;
-                match list_len(&out, "jokes") {
-                    len if len == n => Ok(()),
-                    len => Err(unexpected(
-                        "fanout_to_subgraph_100x",
-                        format!("{len} jokes, not {n}"),
-                    )),
-                }
+                expect_len("fanout_to_subgraph_100x", &out, "jokes", n)
             }
         })
         .await?;

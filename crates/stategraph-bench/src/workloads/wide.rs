@@ -217,7 +217,6 @@ impl Workload for WideState {
             g.compile().map_err(failed(self.spec().name))?,
             backend,
         ));
-        let mut steps = None;
         let samples = repeat(runs, || {
             let graph = Arc::clone(&graph);
             async move {
@@ -235,11 +234,11 @@ impl Workload for WideState {
             }
         })
         .await?;
-        // Every run takes the same path: five super-steps a loop.
+        // Every run (the warm-up too) takes the same path: five super-steps a loop.
         let total = loops.load(Ordering::Relaxed);
-        if total.is_multiple_of(runs + 1) {
-            steps = Some(5 * total / (runs + 1));
-        }
+        let steps = total
+            .is_multiple_of(runs + 1)
+            .then(|| 5 * total / (runs + 1));
         Ok(Measurement {
             samples_ms: samples,
             steps,

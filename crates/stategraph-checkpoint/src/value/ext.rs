@@ -104,31 +104,31 @@ impl Ext {
         &self.data
     }
 
-    /// The class name of a `[module, class, data(, method)]` object, read without decoding
-    /// the payload.
-    pub fn py_class(&self) -> Option<&str> {
+    /// The class name of a `[module, class, data(, method)]` object, and a cursor on what
+    /// follows it, read without decoding the payload.
+    fn py_header(&self) -> Option<(&str, super::peek::Peek<'_>)> {
         if !(0..=5).contains(&self.code) {
             return None;
         }
         let mut p = super::peek::Peek::new(&self.data);
-        let n = p.array_len()?;
-        if !(3..=4).contains(&n) {
+        if !(3..=4).contains(&p.array_len()?) {
             return None;
         }
         p.skip()?;
-        p.str()
+        Some((p.str()?, p))
+    }
+
+    /// The class name of a `[module, class, data(, method)]` object, read without decoding
+    /// the payload.
+    pub fn py_class(&self) -> Option<&str> {
+        self.py_header().map(|(class, _)| class)
     }
 
     /// The string field `key` of a `[module, class, data(, method)]` object's data map (a
     /// message's `id`, `type`), read without decoding the rest of the payload.
     pub fn py_data_str(&self, key: &str) -> Option<&str> {
-        self.py_class()?;
-        let mut p = super::peek::Peek::new(&self.data);
-        p.array_len()?;
-        p.skip()?;
-        p.skip()?;
-        let n = p.map_len()?;
-        for _ in 0..n {
+        let (_, mut p) = self.py_header()?;
+        for _ in 0..p.map_len()? {
             let k = p.str();
             if k == Some(key) {
                 return p.str();
