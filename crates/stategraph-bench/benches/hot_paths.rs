@@ -43,7 +43,7 @@ fn chat_checkpoint(saver: &dyn CheckpointSaver, step: i64) -> Checkpoint {
     cp.channel_values.insert("user".into(), "u-1".into());
     let v = saver.get_next_version(None);
     for ch in ["messages", "turn", "user"] {
-        cp.channel_versions.insert(ch.into(), v.clone());
+        cp.channel_versions.insert(ch, v.clone());
     }
     cp
 }

@@ -123,7 +123,7 @@ mod tests {
         let list = Allowlist::safe();
         let ok = value!({"when": null});
         assert!(list.check(&ok).is_ok());
-        let msgs = Value::List(vec![Message::human("hi").to_value()]);
+        let msgs = Value::from(vec![Message::human("hi").to_value()]);
         assert!(list.check(&msgs).is_ok());
         let evil = Value::Ext(Ext::python(
             ExtCode::ConstructorSingleArg,
@@ -132,7 +132,7 @@ mod tests {
             "rm -rf /".into(),
         ));
         let doc = Value::Map(
-            [("messages", Value::List(vec![Value::Null, evil]))]
+            [("messages", Value::from(vec![Value::Null, evil]))]
                 .into_iter()
                 .collect(),
         );

@@ -46,7 +46,7 @@ pub fn inline_json(v: &Value) -> Option<Json> {
         Value::Int(i) => Some(Json::from(*i)),
         Value::UInt(u) => Some(Json::from(*u)),
         Value::Float(f) if f.is_finite() => serde_json::Number::from_f64(*f).map(Json::Number),
-        Value::Str(s) if !s.contains('\0') => Some(Json::String(s.clone())),
+        Value::Str(s) if !s.contains('\0') => Some(Json::String(s.to_string())),
         _ => None,
     }
 }
@@ -124,7 +124,7 @@ pub fn restore_blobs(
     let versions: Vec<(String, String)> = checkpoint
         .channel_versions
         .iter()
-        .map(|(c, v)| (c.clone(), v.to_string()))
+        .map(|(c, v)| (c.to_owned(), v.to_string()))
         .collect();
     for (channel, version) in versions {
         let Some((tag, data)) = lookup(&channel, &version) else {

@@ -8,6 +8,7 @@ use crate::metadata::CheckpointMetadata;
 use crate::serializer::SerdeError;
 use crate::value::{Map, Value};
 use crate::version::{ChannelVersion, ChannelVersions};
+use crate::version_map::VersionsSeen;
 use crate::writes::PendingWrite;
 
 /// The checkpoint format version LangGraph writes today.
@@ -28,7 +29,7 @@ pub struct Checkpoint {
     /// Channel → version, for every channel ever written.
     pub channel_versions: ChannelVersions,
     /// Node → channel → the version that node last consumed.
-    pub versions_seen: BTreeMap<String, ChannelVersions>,
+    pub versions_seen: VersionsSeen,
     /// Channels updated by the step that produced this checkpoint (`None` for update/fork).
     pub updated_channels: Option<Vec<String>>,
     /// Sends pending for the next step, in checkpoints older than v4 (`None` when absent).
@@ -51,8 +52,8 @@ impl Checkpoint {
             id: uuid6(Some(-2)),
             ts: now_iso(),
             channel_values: BTreeMap::new(),
-            channel_versions: BTreeMap::new(),
-            versions_seen: BTreeMap::new(),
+            channel_versions: ChannelVersions::new(),
+            versions_seen: VersionsSeen::new(),
             updated_channels: None,
             pending_sends: None,
             extra: Vec::new(),
@@ -87,11 +88,11 @@ impl Checkpoint {
             "versions_seen",
             self.versions_seen
                 .iter()
-                .map(|(k, v)| (k.as_str(), versions_to_value(v)))
+                .map(|(k, v)| (k, versions_to_value(v)))
                 .collect::<Map>(),
         );
         if let Some(sends) = &self.pending_sends {
-            m.insert("pending_sends", Value::List(sends.clone()));
+            m.insert("pending_sends", Value::from(sends.clone()));
         }
         m.insert(
             "updated_channels",
@@ -116,8 +117,8 @@ impl Checkpoint {
             id: String::new(),
             ts: String::new(),
             channel_values: BTreeMap::new(),
-            channel_versions: BTreeMap::new(),
-            versions_seen: BTreeMap::new(),
+            channel_versions: ChannelVersions::new(),
+            versions_seen: VersionsSeen::new(),
             updated_channels: None,
             pending_sends: None,
             extra: Vec::new(),
@@ -127,7 +128,7 @@ impl Checkpoint {
             let Value::Str(key) = k else {
                 return Err(shape("", format!("non-string key {k}")));
             };
-            match key.as_str() {
+            match &*key {
                 "v" => {
                     cp.v = v.as_i64().ok_or_else(|| {
                         shape("v", format!("expected an int, found {}", v.kind()))
@@ -176,7 +177,7 @@ impl Checkpoint {
                 "pending_sends" => {
                     cp.pending_sends = match v {
                         Value::Null => None,
-                        Value::List(items) => Some(items),
+                        Value::List(items) => Some(items.into_vec()),
                         other => {
                             return Err(shape(
                                 "pending_sends",
@@ -185,7 +186,7 @@ impl Checkpoint {
                         }
                     };
                 }
-                _ => cp.extra.push((key, v)),
+                _ => cp.extra.push((key.to_string(), v)),
             }
         }
         if !has_id {
@@ -204,7 +205,7 @@ fn shape(path: &str, message: String) -> SerdeError {
 
 fn expect_str(v: Value, path: &str) -> Result<String, SerdeError> {
     match v {
-        Value::Str(s) => Ok(s),
+        Value::Str(s) => Ok(s.to_string()),
         other => Err(shape(
             path,
             format!("expected a string, found {}", other.kind()),
@@ -224,22 +225,17 @@ fn expect_map(v: Value, path: &str) -> Result<Map, SerdeError> {
 
 fn key_str(k: Value, path: &str) -> Result<String, SerdeError> {
     match k {
-        Value::Str(s) => Ok(s),
+        Value::Str(s) => Ok(s.to_string()),
         other => Err(shape(path, format!("non-string key {other}"))),
     }
 }
 
 fn versions_to_value(versions: &ChannelVersions) -> Value {
-    Value::Map(
-        versions
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.to_value()))
-            .collect(),
-    )
+    Value::Map(versions.iter().map(|(k, v)| (k, v.to_value())).collect())
 }
 
 fn versions_from_value(v: Value, path: &str) -> Result<ChannelVersions, SerdeError> {
-    let mut out = BTreeMap::new();
+    let mut out = ChannelVersions::new();
     for (k, ver) in expect_map(v, path)? {
         let k = key_str(k, path)?;
         let version = ChannelVersion::from_value(&ver).ok_or_else(|| {
@@ -281,10 +277,10 @@ mod tests {
         let mut cp = Checkpoint::empty();
         cp.channel_values.insert("foo".into(), "a".into());
         cp.channel_versions
-            .insert("foo".into(), "00000000000000000000000000000002.0.5".into());
+            .insert("foo", "00000000000000000000000000000002.0.5".into());
         cp.versions_seen.insert(
-            "node".into(),
-            BTreeMap::from([("foo".to_owned(), ChannelVersion::Int(1))]),
+            "node",
+            ChannelVersions::from([("foo", ChannelVersion::Int(1))]),
         );
         cp.updated_channels = Some(vec!["foo".into()]);
         cp.extra.push(("future_key".into(), Value::Int(9)));

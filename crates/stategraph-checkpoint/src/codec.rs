@@ -26,7 +26,7 @@
 //!     .with_codec("frame", Arc::new(RawBytesCodec));
 //! let mut cp = Checkpoint::empty();
 //! cp.channel_values.insert("frame".into(), Value::Bytes(vec![0, 159, 146, 150]));
-//! cp.channel_versions.insert("frame".into(), saver.get_next_version(None));
+//! cp.channel_versions.insert("frame", saver.get_next_version(None));
 //! let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);
 //! let at = saver.put(&CheckpointConfig::new("t"), &cp, &meta, &cp.channel_versions).await?;
 //! let back = saver.get_tuple(&at).await?.unwrap().checkpoint;
@@ -135,7 +135,7 @@ impl Codecs {
             return Ok(Value::Null);
         }
         let bytes = codec.encode(value)?;
-        let payload = Value::List(vec![Value::from(codec.tag()), Value::Bytes(bytes)]);
+        let payload = Value::from(vec![Value::from(codec.tag()), Value::Bytes(bytes)]);
         Ok(Value::Ext(Ext::from_raw(CODEC_EXT, encode(&payload))))
     }
 
@@ -150,9 +150,10 @@ impl Codecs {
         }
         let payload = decode(ext.data()).map_err(|e| shape(format!("codec payload: {e}")))?;
         let (tag, bytes) = match payload {
-            Value::List(mut parts) if parts.len() == 2 => {
-                match (parts.remove(0), parts.remove(0)) {
-                    (Value::Str(tag), Value::Bytes(bytes)) => (tag, bytes),
+            Value::List(parts) if parts.len() == 2 => {
+                let mut parts = parts.into_iter();
+                match (parts.next(), parts.next()) {
+                    (Some(Value::Str(tag)), Some(Value::Bytes(bytes))) => (tag, bytes),
                     _ => return Err(shape("a codec payload is [tag, bytes]".into())),
                 }
             }
@@ -161,7 +162,7 @@ impl Codecs {
         let codec = self
             .by_channel
             .values()
-            .find(|c| c.tag() == tag)
+            .find(|c| c.tag() == &*tag)
             .ok_or_else(|| {
                 shape(format!(
                     "stored with the codec `{tag}`, which is not registered with this saver \

@@ -25,7 +25,7 @@
 //! cp.id = checkpoint_id(-1);
 //! cp.channel_values.insert("__start__".into(), value!({"foo": ""}));
 //! let version = saver.get_next_version(None);
-//! cp.channel_versions.insert("__start__".into(), version.clone());
+//! cp.channel_versions.insert("__start__", version.clone());
 //! let new_versions = cp.channel_versions.clone();
 //! let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);
 //! let stored = saver.put(&thread, &cp, &meta, &new_versions).await?;
@@ -63,6 +63,7 @@ mod serializer;
 pub mod store;
 pub mod value;
 mod version;
+pub mod version_map;
 mod writes;
 
 #[cfg(feature = "conformance")]
@@ -85,8 +86,9 @@ pub use saver::{
 };
 pub use sealed::{SEALED_KEY, SealedMetadata, SealedMetadataSaver};
 pub use serializer::{JsonPlusSerializer, SerdeError, Serializer, tags};
-pub use value::{Ext, ExtCode, Map, PyObject, Value};
+pub use value::{Ext, ExtCode, List, Map, PyObject, Value};
 pub use version::{ChannelVersion, ChannelVersions, next_version};
+pub use version_map::VersionsSeen;
 pub use writes::{
     EncodedWrite, EncodedWrites, NULL_TASK_ID, PendingWrite, StoredWrite, all_special, channels,
     encode_writes, sort_writes, special_write_idx, write_idx,

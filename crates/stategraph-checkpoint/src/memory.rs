@@ -1,7 +1,7 @@
 //! `InMemorySaver`: checkpoints in process memory, laid out like LangGraph's.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
@@ -14,7 +14,7 @@ use crate::saver::{
     Capabilities, CheckpointSaver, ListOptions, PruneStrategy, validate_put, validate_put_writes,
 };
 use crate::value::Value;
-use crate::version::ChannelVersions;
+use crate::version::{ChannelVersion, ChannelVersions};
 use crate::writes::{PendingWrite, all_special, sort_writes, write_idx};
 
 /// Keeps checkpoints in memory, for tests and short-lived programs.
@@ -30,7 +30,7 @@ use crate::writes::{PendingWrite, all_special, sort_writes, write_idx};
 /// let saver = InMemorySaver::new();
 /// let mut cp = Checkpoint::empty();
 /// cp.channel_values.insert("foo".into(), "bar".into());
-/// cp.channel_versions.insert("foo".into(), ChannelVersion::Int(1));
+/// cp.channel_versions.insert("foo", ChannelVersion::Int(1));
 /// let versions = cp.channel_versions.clone();
 /// let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);
 /// let config = saver.put(&CheckpointConfig::new("t1"), &cp, &meta, &versions).await?;
@@ -55,8 +55,20 @@ struct Inner {
     storage: HashMap<String, NsMap>,
     /// (thread, ns, checkpoint id) → (task id, idx) → write.
     writes: HashMap<CheckpointKey, TaskWrites>,
-    /// (thread, ns, channel, version) → value, or `None` for "no value at this version".
-    blobs: HashMap<(String, String, String, String), Option<Value>>,
+    /// thread → (ns, channel, version) → value, or `None` for "no value at this version".
+    blobs: HashMap<String, HashMap<BlobKey, Option<Value>>>,
+}
+
+/// (namespace, channel, version as text) of a stored value; shared strings, so building a
+/// key to look one up copies no text.
+type BlobKey = (Arc<str>, Arc<str>, Arc<str>);
+
+fn blob_key(ns: &Arc<str>, channel: &str, version: &ChannelVersion) -> BlobKey {
+    let version: Arc<str> = match version {
+        ChannelVersion::Str(s) => Arc::clone(s),
+        other => other.to_string().into(),
+    };
+    (Arc::clone(ns), channel.into(), version)
 }
 
 #[derive(Debug, Clone)]
@@ -91,16 +103,15 @@ impl Inner {
         let thread = &config.thread_id;
         let ns = &config.checkpoint_ns;
         let inner = self;
-        for (channel, version) in new_versions {
-            let key = (
-                thread.clone(),
-                ns.clone(),
-                channel.clone(),
-                version.to_string(),
-            );
-            inner
-                .blobs
-                .insert(key, checkpoint.channel_values.get(channel).cloned());
+        if !new_versions.is_empty() {
+            let ns_key: Arc<str> = ns.as_str().into();
+            let blobs = inner.blobs.entry(thread.clone()).or_default();
+            for (channel, version) in new_versions {
+                blobs.insert(
+                    blob_key(&ns_key, channel, version),
+                    checkpoint.channel_values.get(channel).cloned(),
+                );
+            }
         }
         // Everything but the values, which live in `blobs` (copying them only to drop them
         // was most of a put's cost).
@@ -136,15 +147,14 @@ impl Inner {
 
     fn tuple(&self, thread: &str, ns: &str, id: &str, stored: &Stored) -> CheckpointTuple {
         let mut checkpoint = stored.checkpoint.clone();
-        for (channel, version) in &checkpoint.channel_versions {
-            let key = (
-                thread.to_owned(),
-                ns.to_owned(),
-                channel.clone(),
-                version.to_string(),
-            );
-            if let Some(Some(v)) = self.blobs.get(&key) {
-                checkpoint.channel_values.insert(channel.clone(), v.clone());
+        if let Some(blobs) = self.blobs.get(thread) {
+            let ns_key: Arc<str> = ns.into();
+            for (channel, version) in &stored.checkpoint.channel_versions {
+                if let Some(Some(v)) = blobs.get(&blob_key(&ns_key, channel, version)) {
+                    checkpoint
+                        .channel_values
+                        .insert(channel.to_owned(), v.clone());
+                }
             }
         }
         let mut pending_writes: Vec<PendingWrite> = self
@@ -184,8 +194,9 @@ impl Inner {
             nss.retain(|_, cps| !cps.is_empty());
             for (ns, cps) in nss.iter() {
                 for s in cps.values() {
+                    let ns: Arc<str> = ns.as_str().into();
                     for (ch, v) in &s.checkpoint.channel_versions {
-                        referenced.insert((ns.clone(), ch.clone(), v.to_string()));
+                        referenced.insert(blob_key(&ns, ch, v));
                     }
                 }
             }
@@ -193,9 +204,12 @@ impl Inner {
                 self.storage.remove(thread);
             }
         }
-        self.blobs.retain(|(t, ns, ch, v), _| {
-            t != thread || referenced.contains(&(ns.clone(), ch.clone(), v.clone()))
-        });
+        if let Some(blobs) = self.blobs.get_mut(thread) {
+            blobs.retain(|key, _| referenced.contains(key));
+            if blobs.is_empty() {
+                self.blobs.remove(thread);
+            }
+        }
     }
 }
 
@@ -335,7 +349,7 @@ impl CheckpointSaver for InMemorySaver {
         let mut inner = self.lock();
         inner.storage.remove(thread_id);
         inner.writes.retain(|(t, _, _), _| t != thread_id);
-        inner.blobs.retain(|(t, _, _, _), _| t != thread_id);
+        inner.blobs.remove(thread_id);
         Ok(())
     }
 
@@ -388,20 +402,12 @@ impl CheckpointSaver for InMemorySaver {
                 ((target.to_owned(), ns.clone(), id.clone()), w)
             })
             .collect();
-        let blobs: Vec<_> = inner
-            .blobs
-            .iter()
-            .filter(|((t, _, _, _), _)| t == source)
-            .map(|((_, ns, ch, v), b)| {
-                (
-                    (target.to_owned(), ns.clone(), ch.clone(), v.clone()),
-                    b.clone(),
-                )
-            })
-            .collect();
+        let blobs = inner.blobs.get(source).cloned();
         inner.storage.insert(target.to_owned(), nss);
         inner.writes.extend(writes);
-        inner.blobs.extend(blobs);
+        if let Some(blobs) = blobs {
+            inner.blobs.insert(target.to_owned(), blobs);
+        }
         Ok(())
     }
 
@@ -433,7 +439,7 @@ impl CheckpointSaver for InMemorySaver {
             for thread in thread_ids {
                 inner.storage.remove(thread);
                 inner.writes.retain(|(t, _, _), _| t != thread);
-                inner.blobs.retain(|(t, _, _, _), _| t != thread);
+                inner.blobs.remove(thread);
             }
             return Ok(());
         }

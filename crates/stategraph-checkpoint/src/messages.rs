@@ -71,7 +71,7 @@ impl Message {
     /// A human message with text content.
     pub fn human(content: impl Into<String>) -> Self {
         Message::Human(MessageFields {
-            content: Value::Str(content.into()),
+            content: Value::from(content.into()),
             ..MessageFields::default()
         })
     }
@@ -79,7 +79,7 @@ impl Message {
     /// A system message with text content.
     pub fn system(content: impl Into<String>) -> Self {
         Message::System(MessageFields {
-            content: Value::Str(content.into()),
+            content: Value::from(content.into()),
             ..MessageFields::default()
         })
     }
@@ -88,7 +88,7 @@ impl Message {
     pub fn ai(content: impl Into<String>, tool_calls: Vec<ToolCall>) -> Self {
         Message::Ai {
             fields: MessageFields {
-                content: Value::Str(content.into()),
+                content: Value::from(content.into()),
                 ..MessageFields::default()
             },
             tool_calls,
@@ -101,7 +101,7 @@ impl Message {
     pub fn tool(content: impl Into<String>, tool_call_id: impl Into<String>) -> Self {
         Message::Tool {
             fields: MessageFields {
-                content: Value::Str(content.into()),
+                content: Value::from(content.into()),
                 ..MessageFields::default()
             },
             tool_call_id: tool_call_id.into(),
@@ -177,7 +177,7 @@ impl Message {
                 m.insert("tool_calls", Value::List(calls));
                 m.insert(
                     "invalid_tool_calls",
-                    Value::List(invalid_tool_calls.clone()),
+                    Value::from(invalid_tool_calls.clone()),
                 );
                 m.insert("usage_metadata", usage_metadata.clone());
             }
@@ -239,7 +239,7 @@ impl Message {
         let text = |v: &Value| v.as_str().map(str::to_owned);
         for (k, v) in map {
             let Value::Str(k) = k else { continue };
-            match k.as_str() {
+            match &*k {
                 "content" => fields.content = v,
                 "additional_kwargs" => {
                     fields.additional_kwargs = v.as_map().cloned().unwrap_or_default()
@@ -271,7 +271,7 @@ impl Message {
                 "tool_call_id" if kind == "tool" => tool_call_id = text(&v).unwrap_or_default(),
                 "artifact" if kind == "tool" => artifact = v,
                 "status" if kind == "tool" => status = text(&v).unwrap_or_else(|| "success".into()),
-                _ => fields.extra.push((k, v)),
+                _ => fields.extra.push((k.to_string(), v)),
             }
         }
         Ok(match kind.as_str() {

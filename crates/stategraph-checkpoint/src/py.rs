@@ -149,13 +149,12 @@ pub fn object_data(
 
 /// Converts any serde value into a [`Value`] (msgpack, named struct fields).
 fn to_value<T: Serialize + ?Sized>(v: &T) -> Result<Value, SerdeError> {
-    let bytes = rmp_serde::to_vec_named(v).map_err(|e| shape(e.to_string()))?;
-    crate::value::decode(&bytes).map_err(|e| shape(e.to_string()))
+    crate::value::to_value(v)
 }
 
 /// Converts a [`Value`] into a serde value.
 fn from_value<T: DeserializeOwned>(v: &Value) -> Result<T, SerdeError> {
-    rmp_serde::from_slice(&crate::value::encode(v)).map_err(|e| shape(e.to_string()))
+    crate::value::from_value(v)
 }
 
 impl PyType for Value {
@@ -259,7 +258,7 @@ impl PyType for PyDecimal {
             ExtCode::ConstructorSingleArg,
             "decimal",
             "Decimal",
-            Value::Str(self.0.clone()),
+            Value::from(self.0.as_str()),
         )))
     }
 
@@ -285,7 +284,7 @@ fn set_to_py<'a, T: Serialize + 'a>(
         ExtCode::ConstructorSingleArg,
         "builtins",
         "set",
-        Value::List(items),
+        Value::from(items),
     )))
 }
 
@@ -431,13 +430,13 @@ mod chrono_types {
     fn datetime_value(iso: String) -> Value {
         Value::Ext(Ext::from_py_object(
             ExtCode::MethodSingleArg,
-            &PyObject::new("datetime", "datetime", Value::Str(iso)).with_method("fromisoformat"),
+            &PyObject::new("datetime", "datetime", Value::from(iso)).with_method("fromisoformat"),
         ))
     }
 
     fn datetime_text(value: &Value) -> Result<String, SerdeError> {
         match object_data(value, ExtCode::MethodSingleArg, &DATETIME)? {
-            Value::Str(s) => Ok(s),
+            Value::Str(s) => Ok(s.to_string()),
             data => Err(shape(format!(
                 "a datetime's data is its ISO text, not {data}"
             ))),
@@ -507,7 +506,7 @@ mod chrono_types {
                 ExtCode::ConstructorPosArgs,
                 "datetime",
                 "date",
-                Value::List(vec![
+                Value::from(vec![
                     Value::Int(self.year().into()),
                     Value::Int(self.month().into()),
                     Value::Int(self.day().into()),
@@ -601,7 +600,7 @@ mod chrono_types {
                 ExtCode::ConstructorPosArgs,
                 "datetime",
                 "timedelta",
-                Value::List(vec![
+                Value::from(vec![
                     as_value(days),
                     as_value(rest / 1_000_000),
                     as_value(rest % 1_000_000),
@@ -663,7 +662,7 @@ mod tests {
             ExtCode::ConstructorSingleArg,
             "builtins",
             "frozenset",
-            Value::List(vec![Value::from("a"), Value::from("b")]),
+            Value::from(vec![Value::from("a"), Value::from("b")]),
         ));
         let s = BTreeSet::<String>::from_py(&v).unwrap();
         assert_eq!(s.len(), 2);

@@ -1,7 +1,6 @@
 //! Channel versions and LangGraph's `get_next_version`.
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::value::Value;
@@ -20,8 +19,7 @@ pub enum ChannelVersion {
     Str(std::sync::Arc<str>),
 }
 
-/// Channel name → version.
-pub type ChannelVersions = BTreeMap<String, ChannelVersion>;
+pub use crate::version_map::ChannelVersions;
 
 impl ChannelVersion {
     /// The integer counter of the version: the number itself, or the part of a string before
@@ -44,7 +42,7 @@ impl ChannelVersion {
         match self {
             ChannelVersion::Int(i) => Value::Int(*i),
             ChannelVersion::Float(f) => Value::Float(*f),
-            ChannelVersion::Str(s) => Value::Str(s.to_string()),
+            ChannelVersion::Str(s) => Value::Str(s.clone()),
         }
     }
 
@@ -53,7 +51,7 @@ impl ChannelVersion {
         match v {
             Value::Int(i) => Some(ChannelVersion::Int(*i)),
             Value::Float(f) => Some(ChannelVersion::Float(*f)),
-            Value::Str(s) => Some(ChannelVersion::Str(s.as_str().into())),
+            Value::Str(s) => Some(ChannelVersion::Str(s.clone())),
             _ => None,
         }
     }

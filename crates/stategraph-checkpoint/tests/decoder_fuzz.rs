@@ -22,12 +22,10 @@ fn sample_checkpoint() -> Vec<u8> {
         Value::py_datetime("2024-01-02T03:04:05+00:00"),
     );
     cp.channel_values.insert("n".into(), Value::Int(7));
-    cp.channel_versions.insert(
-        "messages".into(),
-        "00000000000000000000000000000003.0.5".into(),
-    );
+    cp.channel_versions
+        .insert("messages", "00000000000000000000000000000003.0.5".into());
     cp.versions_seen
-        .insert("agent".into(), cp.channel_versions.clone());
+        .insert("agent", cp.channel_versions.clone());
     cp.updated_channels = Some(vec!["messages".into()]);
     encode(&cp.to_value())
 }

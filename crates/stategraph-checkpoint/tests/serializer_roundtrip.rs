@@ -16,7 +16,7 @@ fn leaf() -> impl Strategy<Value = Value> {
         any::<f64>()
             .prop_filter("NaN never equals itself", |f| !f.is_nan())
             .prop_map(Value::Float),
-        ".{0,40}".prop_map(Value::Str),
+        ".{0,40}".prop_map(Value::from),
         proptest::collection::vec(any::<u8>(), 0..40).prop_map(Value::Bytes),
         (any::<i8>(), proptest::collection::vec(any::<u8>(), 0..300))
             .prop_filter("LangGraph ext codes carry msgpack", |(c, _)| !(0..=7)
@@ -28,7 +28,7 @@ fn leaf() -> impl Strategy<Value = Value> {
 fn value() -> impl Strategy<Value = Value> {
     leaf().prop_recursive(6, 256, 12, |inner| {
         prop_oneof![
-            proptest::collection::vec(inner.clone(), 0..12).prop_map(Value::List),
+            proptest::collection::vec(inner.clone(), 0..12).prop_map(Value::from),
             proptest::collection::vec((".{0,12}", inner.clone()), 0..12)
                 .prop_map(|kv| { Value::Map(kv.into_iter().collect::<Map>()) }),
             proptest::collection::vec((any::<i64>(), inner.clone()), 0..6)

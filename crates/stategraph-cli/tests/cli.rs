@@ -8,7 +8,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
 use std::process::Command;
 use std::sync::Arc;
 
@@ -129,7 +128,12 @@ async fn lose_values(db: &Db, t: &CheckpointTuple) {
     let mut bare = t.checkpoint.clone();
     bare.channel_values.clear();
     db.saver
-        .put(&parent, &bare, &t.metadata, &BTreeMap::new())
+        .put(
+            &parent,
+            &bare,
+            &t.metadata,
+            &stategraph::ChannelVersions::new(),
+        )
         .await
         .unwrap();
     let parent_versions = db
@@ -145,8 +149,8 @@ async fn lose_values(db: &Db, t: &CheckpointTuple) {
         .checkpoint
         .channel_versions
         .iter()
-        .filter(|(c, v)| parent_versions.get(*c) != Some(*v))
-        .map(|(c, v)| (c.clone(), v.to_string()))
+        .filter(|(c, v)| parent_versions.get(c) != Some(*v))
+        .map(|(c, v)| (c.to_owned(), v.to_string()))
         .collect();
     match &db.kind {
         Kind::Postgres(url) => {

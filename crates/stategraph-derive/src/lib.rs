@@ -134,11 +134,11 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
             ReducerKind::Builtin(r) => Some(quote!(#krate::graph::Reducer::#r())),
             ReducerKind::Custom(f) => Some(quote! {
                 #krate::graph::Reducer::new(stringify!(#f), None, |cur, upd| {
-                    let cur: #ty = #krate::graph::from_value(#key_lit, &cur)
+                    let cur: #ty = #krate::graph::read_field(#key_lit, &cur)
                         .map_err(|e| e.to_string())?;
-                    let upd: #ty = #krate::graph::from_value(#key_lit, &upd)
+                    let upd: #ty = #krate::graph::read_field(#key_lit, &upd)
                         .map_err(|e| e.to_string())?;
-                    #krate::graph::to_value(&#f(cur, upd)).map_err(|e| e.to_string())
+                    #krate::graph::write_field(#f(cur, upd)).map_err(|e| e.to_string())
                 })
             }),
         };
@@ -151,13 +151,13 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
         touched.push(quote!(&self.#ident,));
         reads.push(quote! {
             #ident: match values.get(#key_lit) {
-                Some(v) => #krate::graph::from_value(#key_lit, v)?,
+                Some(v) => #krate::graph::read_field::<#ty>(#key_lit, v)?,
                 None => ::core::default::Default::default(),
             },
         });
         writes.push(quote! {
             if let Some(v) = update.#ident {
-                writes.push((#key_lit.to_owned(), #krate::graph::to_value(&v)?));
+                writes.push((#key_lit.to_owned(), #krate::graph::write_field(v)?));
             }
         });
         let doc = format!("New value (or reducer input) for `{key}`.");

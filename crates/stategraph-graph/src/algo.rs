@@ -244,20 +244,17 @@ pub(crate) fn apply_writes(
     tasks.sort_by_key(|t| t.path_str());
     let bump_step = tasks.iter().any(|t| !t.triggers.is_empty());
     for task in &tasks {
-        let seen = checkpoint
-            .versions_seen
-            .entry(task.name.clone())
-            .or_default();
+        let seen = checkpoint.versions_seen.node_mut(&task.name);
         for ch in &task.triggers {
             if let Some(v) = checkpoint.channel_versions.get(ch) {
-                seen.insert(ch.clone(), v.clone());
+                seen.insert(ch.as_str(), v.clone());
             }
         }
     }
-    let version = next_version.map(|f| f(checkpoint.channel_versions.values().max()));
+    let version = next_version.map(|f| f(checkpoint.channel_versions.max_version()));
     let bump = |versions: &mut ChannelVersions, ch: &str| {
         if let Some(v) = &version {
-            versions.insert(ch.to_owned(), v.clone());
+            versions.insert(ch, v.clone());
         }
     };
     let consumed: BTreeSet<&String> = tasks
@@ -335,21 +332,22 @@ pub(crate) enum ValuesFrom<'a> {
 
 /// LangGraph's `create_checkpoint`: the channels' stored values (only channels that have a
 /// version; the delta channels in `snapshot` as `_DeltaSnapshot`s, the others not at all), a
-/// new id for `step`, and the sorted updated channels. Takes the base by value: its versions
-/// move into the new checkpoint instead of being copied.
+/// new id for `step`, and the sorted updated channels. Turns `base` into the new checkpoint
+/// in place: its versions stay where they are instead of being copied.
 pub(crate) fn create_checkpoint(
-    base: Checkpoint,
+    base: &mut Checkpoint,
     values: ValuesFrom<'_>,
     step: i64,
     updated_channels: Option<&BTreeSet<String>>,
     snapshot: &BTreeSet<String>,
-) -> Checkpoint {
+) {
     let channel_values = match values {
-        ValuesFrom::Base => base.channel_values,
+        ValuesFrom::Base => std::mem::take(&mut base.channel_values),
         ValuesFrom::Skip => BTreeMap::new(),
+        // Most channels of a large graph are empty edge triggers: the cheap emptiness check
+        // comes first, the version lookup only for channels that hold something.
         ValuesFrom::Channels(chs) => chs
             .iter()
-            .filter(|(k, _)| base.channel_versions.contains_key(*k))
             .filter_map(|(k, c)| {
                 let stored = if c.is_delta() {
                     snapshot
@@ -360,21 +358,19 @@ pub(crate) fn create_checkpoint(
                 } else {
                     c.checkpoint()
                 };
-                stored.map(|v| (k.clone(), v))
+                stored
+                    .filter(|_| base.channel_versions.contains_key(k))
+                    .map(|v| (k.clone(), v))
             })
             .collect(),
     };
-    Checkpoint {
-        v: stategraph_checkpoint::LATEST_VERSION,
-        id: checkpoint_id(step),
-        ts: now_iso(),
-        channel_values,
-        channel_versions: base.channel_versions,
-        versions_seen: base.versions_seen,
-        updated_channels: updated_channels.map(|u| u.iter().cloned().collect()),
-        pending_sends: None,
-        extra: Vec::new(),
-    }
+    base.v = stategraph_checkpoint::LATEST_VERSION;
+    base.id = checkpoint_id(step);
+    base.ts = now_iso();
+    base.channel_values = channel_values;
+    base.updated_channels = updated_channels.map(|u| u.iter().cloned().collect());
+    base.pending_sends = None;
+    base.extra.clear();
 }
 
 /// Restores live channels from a checkpoint.
@@ -398,11 +394,7 @@ pub(crate) fn new_versions(
     previous: &ChannelVersions,
     current: &ChannelVersions,
 ) -> ChannelVersions {
-    current
-        .iter()
-        .filter(|(k, v)| previous.get(*k).is_none_or(|p| *v > p))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+    current.newer_than(previous)
 }
 
 /// Which nodes each channel triggers.

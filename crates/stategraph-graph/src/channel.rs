@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
-use stategraph_checkpoint::{Ext, ExtCode, Value};
+use stategraph_checkpoint::{Ext, ExtCode, List, Value};
 
 use crate::error::GraphError;
 
@@ -42,8 +42,10 @@ impl Reducer {
 
     /// List concatenation (`operator.add` on lists); starts from `[]`.
     pub fn append() -> Self {
-        Self::new("append", Some(Value::List(Vec::new())), |cur, upd| {
-            match (cur, upd) {
+        Self::new(
+            "append",
+            Some(Value::List(List::new())),
+            |cur, upd| match (cur, upd) {
                 (Value::List(mut a), Value::List(b)) => {
                     a.extend(b);
                     Ok(Value::List(a))
@@ -52,8 +54,8 @@ impl Reducer {
                     Err(format!("append expects a list, got {}", other.kind()))
                 }
                 (other, _) => Err(format!("append on a non-list value ({})", other.kind())),
-            }
-        })
+            },
+        )
     }
 
     /// Numeric addition (`operator.add` on numbers); starts from `0`.
@@ -66,7 +68,7 @@ impl Reducer {
             (Value::Float(a), Value::Float(b)) => Ok(Value::Float(a + b)),
             (Value::Int(a), Value::Float(b)) => Ok(Value::Float(a as f64 + b)),
             (Value::Float(a), Value::Int(b)) => Ok(Value::Float(a + b as f64)),
-            (Value::Str(a), Value::Str(b)) => Ok(Value::Str(a + &b)),
+            (Value::Str(a), Value::Str(b)) => Ok(Value::from(format!("{a}{b}"))),
             (a, b) => Err(format!("cannot add {} and {}", a.kind(), b.kind())),
         })
     }
@@ -93,7 +95,7 @@ impl Reducer {
     pub fn add_messages() -> Self {
         Self::new(
             "add_messages",
-            Some(Value::List(Vec::new())),
+            Some(Value::List(List::new())),
             crate::messages::add_messages,
         )
     }
@@ -165,8 +167,8 @@ impl ChannelSpec {
             ChannelSpec::Topic { accumulate } => Channel::Topic {
                 values: match stored {
                     Some(Value::List(l)) => l,
-                    Some(other) => vec![other],
-                    None => Vec::new(),
+                    Some(other) => List::from(vec![other]),
+                    None => List::new(),
                 },
                 accumulate: *accumulate,
             },
@@ -241,7 +243,7 @@ pub(crate) enum Channel {
         guard: bool,
     },
     Topic {
-        values: Vec<Value>,
+        values: List,
         accumulate: bool,
     },
     Barrier {
@@ -325,7 +327,7 @@ impl Channel {
             } => {
                 let mut changed = false;
                 if !*accumulate && !cur.is_empty() {
-                    cur.clear();
+                    *cur = List::new();
                     changed = true;
                 }
                 for v in values {

@@ -79,8 +79,7 @@ pub fn reader_graph(checkpoint: &Checkpoint) -> Result<CompiledGraph<DynState>, 
     let channels: BTreeSet<&str> = checkpoint
         .channel_versions
         .keys()
-        .chain(checkpoint.channel_values.keys())
-        .map(String::as_str)
+        .chain(checkpoint.channel_values.keys().map(String::as_str))
         .collect();
     let mut schema = Schema::new();
     for ch in channels.iter().filter(|c| !is_internal(c)) {
@@ -93,7 +92,7 @@ pub fn reader_graph(checkpoint: &Checkpoint) -> Result<CompiledGraph<DynState>, 
             .versions_seen
             .keys()
             .filter(|n| !n.starts_with("__"))
-            .cloned(),
+            .map(str::to_owned),
     );
     let mut graph = StateGraph::<DynState>::with_schema(schema);
     let noop = |_s: std::sync::Arc<DynState>, _ctx| async {

@@ -118,14 +118,14 @@ impl Scratchpad {
         let idx = sp.counter;
         sp.counter += 1;
         if let Some(v) = sp.resume.get(idx).cloned() {
-            let answered = Value::List(sp.resume[..=idx].to_vec());
+            let answered = Value::from(sp.resume[..=idx].to_vec());
             sp.writes.push((channels::RESUME.to_owned(), answered));
             return Ok(v);
         }
         let null = lock(&sp.source.null).take();
         if let Some(v) = null {
             sp.resume.push(v.clone());
-            let answered = Value::List(sp.resume.clone());
+            let answered = Value::from(sp.resume.clone());
             sp.writes.push((channels::RESUME.to_owned(), answered));
             return Ok(v);
         }

@@ -60,5 +60,7 @@ pub use node::{Command, Goto, NodeContext, NodeFuture, NodeOutput, Send};
 pub use repair::{ChannelRepair, RepairPlan};
 pub use retry::{RetryOn, RetryPolicy};
 pub use state::{DynState, Schema, State, Values, from_value, to_value};
+#[doc(hidden)]
+pub use state::{read_field, write_field};
 pub use stream::{RunStream, StreamMode, StreamPart};
 pub use update::{AS_COPY, StateUpdate};

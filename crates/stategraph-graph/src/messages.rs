@@ -50,7 +50,7 @@ fn with_id(m: Value, id: String) -> Value {
 
 fn as_list(v: Value) -> Vec<Value> {
     match v {
-        Value::List(l) => l,
+        Value::List(l) => l.into_vec(),
         Value::Null => Vec::new(),
         other => vec![other],
     }

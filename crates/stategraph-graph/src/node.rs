@@ -275,7 +275,7 @@ pub(crate) fn send_value(
         ExtCode::ConstructorPosArgs,
         "langgraph.types",
         "Send",
-        Value::List(vec![Value::from(node), arg]),
+        Value::from(vec![Value::from(node), arg]),
     ))
 }
 

@@ -157,22 +157,21 @@ pub(crate) enum ResumeInput {
     Inherited(ResumeSource),
 }
 
-/// The background saver of `async` durability: applies the run's saves in order, handing
-/// the saver everything that queued up while the previous batch was being written (one
+/// The background saver of `async` durability: applies the batches of saves the run hands
+/// it, in order, merging whatever queued up while the previous batch was being written (one
 /// transaction for many steps where the saver supports it — group commit).
 struct BackgroundWriter {
-    queue: tokio::sync::mpsc::UnboundedSender<SaveOp>,
+    queue: tokio::sync::mpsc::UnboundedSender<Vec<SaveOp>>,
     handle: tokio::task::JoinHandle<Result<(), GraphError>>,
 }
 
 impl BackgroundWriter {
     fn start(saver: Arc<dyn CheckpointSaver>) -> Self {
-        let (queue, mut rx) = tokio::sync::mpsc::unbounded_channel::<SaveOp>();
+        let (queue, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<SaveOp>>();
         let handle = tokio::spawn(async move {
-            while let Some(op) = rx.recv().await {
-                let mut batch = vec![op];
-                while let Ok(op) = rx.try_recv() {
-                    batch.push(op);
+            while let Some(mut batch) = rx.recv().await {
+                while let Ok(more) = rx.try_recv() {
+                    batch.extend(more);
                 }
                 saver.apply_batch(&batch).await?;
             }
@@ -212,6 +211,37 @@ impl RunOutcome {
 /// A finished node: its task's index and what it returned.
 type TaskOutcome<S> = (usize, Result<NodeOutput<<S as State>::Update>, NodeError>);
 
+/// A node's run (with its retries), as a future that can move to its own task.
+type TaskFuture<S> = std::pin::Pin<Box<dyn std::future::Future<Output = TaskOutcome<S>> + Send>>;
+
+/// Polls `task` once, in place: its outcome if it finished without waiting. A panic in the
+/// node becomes the task's error. (A future may be polled with any waker and then moved to
+/// another task, which polls it with its own.)
+fn poll_once<S: State>(i: usize, task: &mut TaskFuture<S>) -> Option<TaskOutcome<S>> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task.as_mut().poll(&mut cx))) {
+        Ok(std::task::Poll::Ready(outcome)) => Some(outcome),
+        Ok(std::task::Poll::Pending) => None,
+        Err(panic) => Some((i, Err(panicked(Some(panic))))),
+    }
+}
+
+/// The error of a node that panicked (or whose task was cancelled).
+fn panicked(payload: Option<Box<dyn std::any::Any + Send>>) -> NodeError {
+    let what = payload
+        .as_ref()
+        .and_then(|p| {
+            p.downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+        })
+        .unwrap_or_else(|| "no message".to_owned());
+    match payload {
+        Some(_) => NodeError::new(format!("the node panicked: {what}")),
+        None => NodeError::new("the node's task was cancelled"),
+    }
+}
+
 /// The mutable state of one run.
 struct Run<'g, S: State> {
     graph: &'g CompiledGraph<S>,
@@ -240,8 +270,11 @@ struct Run<'g, S: State> {
     interrupts: Vec<Interrupt>,
     /// The newest checkpoint of the thread's namespace as this run last saw it.
     expected_latest: Option<String>,
-    /// The background save in flight (`async` durability).
-    /// The background saver of `async` durability.
+    /// `async` durability: the saves not yet handed to the background writer. They are
+    /// handed over as one batch whenever the run waits (for a node that does not finish at
+    /// once), and applied at the end otherwise, so a run whose nodes never wait commits once.
+    pending_saves: Vec<SaveOp>,
+    /// The background saver of `async` durability (started when the run first waits).
     writer: Option<BackgroundWriter>,
     /// `exit` durability: where the final checkpoint goes, on what condition, and the last
     /// step's task writes.
@@ -445,6 +478,7 @@ impl<S: State> CompiledGraph<S> {
             exit_parent,
             exit_expected: expected_latest.clone(),
             expected_latest,
+            pending_saves: Vec::new(),
             writer: None,
             exit_writes: Vec::new(),
             delta_counters,
@@ -668,8 +702,8 @@ impl<S: State> Run<'_, S> {
         } else {
             ValuesFrom::Skip
         };
-        self.checkpoint = create_checkpoint(
-            std::mem::take(&mut self.checkpoint),
+        create_checkpoint(
+            &mut self.checkpoint,
             values,
             self.step,
             self.updated_channels.as_ref(),
@@ -728,7 +762,7 @@ impl<S: State> Run<'_, S> {
                         new_versions,
                         expected_latest: self.expected_latest.clone(),
                     };
-                    self.enqueue(&saver, op).await?;
+                    self.enqueue(op);
                 }
             }
             self.expected_latest = stored.checkpoint_id.clone();
@@ -749,6 +783,10 @@ impl<S: State> Run<'_, S> {
         let Some(saver) = self.saver.clone() else {
             return Ok(());
         };
+        let pending = std::mem::take(&mut self.pending_saves);
+        if !pending.is_empty() {
+            saver.apply_batch(&pending).await?;
+        }
         if self.config.durability != Durability::Exit
             || self.checkpoint_config.checkpoint_id.is_none()
         {
@@ -974,7 +1012,7 @@ impl<S: State> Run<'_, S> {
                 let mut m = Map::new();
                 m.insert("id", t.id.as_str());
                 m.insert("name", t.name.as_str());
-                m.insert("interrupts", Value::List(Vec::new()));
+                m.insert("interrupts", Value::List(Default::default()));
                 m.insert("state", Value::Null);
                 Value::Map(m)
             })
@@ -986,8 +1024,8 @@ impl<S: State> Run<'_, S> {
             m.insert("parent_config", parent.clone());
             m.insert("values", values.clone());
             m.insert("metadata", metadata.clone());
-            m.insert("next", Value::List(next.clone()));
-            m.insert("tasks", Value::List(task_list.clone()));
+            m.insert("next", Value::from(next.clone()));
+            m.insert("tasks", Value::from(task_list.clone()));
             Value::Map(m)
         });
     }
@@ -1023,6 +1061,9 @@ impl<S: State> Run<'_, S> {
         let child_parents = Arc::new(child_parents);
         let mut state: Option<Arc<S>> = None;
         let mut set: JoinSet<TaskOutcome<S>> = JoinSet::new();
+        let mut spawned: std::collections::HashMap<tokio::task::Id, usize> =
+            std::collections::HashMap::new();
+        let mut done: Vec<TaskOutcome<S>> = Vec::new();
         let mut first_error: Option<GraphError> = None;
         let mut pads: Vec<Option<Arc<std::sync::Mutex<Scratchpad>>>> = vec![None; tasks.len()];
         for (i, task) in tasks.iter_mut().enumerate() {
@@ -1097,7 +1138,7 @@ impl<S: State> Run<'_, S> {
                 let payload = Value::Map(m);
                 e.emit_debug(StreamMode::Tasks, "task", self.step, || payload.clone());
             }
-            set.spawn(async move {
+            let mut attempt_task: TaskFuture<S> = Box::pin(async move {
                 let mut attempt = 1;
                 loop {
                     let result = run(Arc::clone(&s), ctx.clone()).await;
@@ -1114,25 +1155,61 @@ impl<S: State> Run<'_, S> {
                     }
                 }
             });
+            // A node that finishes without waiting (most do) finishes right here; one that
+            // waits goes on as its own task, next to the others of the step.
+            match poll_once::<S>(i, &mut attempt_task) {
+                Some(outcome) => done.push(outcome),
+                None => {
+                    let handle = set.spawn(attempt_task);
+                    spawned.insert(handle.id(), i);
+                }
+            }
         }
-        while let Some(joined) = set.join_next().await {
-            let (i, output) = joined.map_err(|e| GraphError::NodeFailed {
-                node: "?".into(),
-                task_id: "?".into(),
-                message: format!("the task panicked or was cancelled: {e}"),
-            })?;
-            let result = output.and_then(|o| self.node_writes(&tasks[i].name, o));
-            let resume_writes = pads[i]
-                .as_ref()
-                .map(|p| std::mem::take(&mut p.lock().unwrap_or_else(|e| e.into_inner()).writes))
-                .unwrap_or_default();
-            self.finish_task(&mut tasks[i], result, resume_writes, &mut first_error)
+        for (i, output) in done {
+            self.finish_output(tasks, &pads, i, output, &mut first_error)
+                .await?;
+        }
+        if !set.is_empty() {
+            // The run waits for nodes: write the queued saves meanwhile.
+            self.hand_over_saves().await?;
+        }
+        while let Some(joined) = set.join_next_with_id().await {
+            let (i, output) = match joined {
+                Ok((_, outcome)) => outcome,
+                Err(e) => {
+                    let i = spawned.get(&e.id()).copied().unwrap_or_default();
+                    (i, Err(panicked(e.is_panic().then(|| e.into_panic()))))
+                }
+            };
+            self.finish_output(tasks, &pads, i, output, &mut first_error)
                 .await?;
         }
         match first_error {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// Records what task `i`'s node returned (or how it failed).
+    async fn finish_output(
+        &mut self,
+        tasks: &mut [Task],
+        pads: &[Option<Arc<std::sync::Mutex<Scratchpad>>>],
+        i: usize,
+        output: Result<NodeOutput<S::Update>, NodeError>,
+        first_error: &mut Option<GraphError>,
+    ) -> Result<(), GraphError> {
+        let Some(task) = tasks.get_mut(i) else {
+            return Ok(());
+        };
+        let result = output.and_then(|o| self.node_writes(&task.name, o));
+        let resume_writes = pads
+            .get(i)
+            .and_then(Option::as_ref)
+            .map(|p| std::mem::take(&mut p.lock().unwrap_or_else(|e| e.into_inner()).writes))
+            .unwrap_or_default();
+        self.finish_task(task, result, resume_writes, first_error)
+            .await
     }
 
     /// A task's interrupt bookkeeping: the answers it already has, plus one by id if the
@@ -1143,7 +1220,7 @@ impl<S: State> Run<'_, S> {
             .iter()
             .find(|w| w.task_id == task.id && w.channel == reserved::RESUME)
             .map(|w| match &w.value {
-                Value::List(l) => l.clone(),
+                Value::List(l) => l.to_vec(),
                 other => vec![other.clone()],
             })
             .unwrap_or_default();
@@ -1169,7 +1246,7 @@ impl<S: State> Run<'_, S> {
         if let Some(Value::Map(input)) = self.channels.get(START).and_then(|c| c.get()) {
             for (k, v) in input {
                 if let Value::Str(k) = k {
-                    writes.push((k, v));
+                    writes.push((k.to_string(), v));
                 }
             }
         }
@@ -1221,17 +1298,27 @@ impl<S: State> Run<'_, S> {
         moved
     }
 
-    /// Hands a save to the background writer (started on first use). A writer that stopped
-    /// on an error reports that error here, at the next save (or when the run flushes).
-    async fn enqueue(
-        &mut self,
-        saver: &Arc<dyn CheckpointSaver>,
-        op: SaveOp,
-    ) -> Result<(), GraphError> {
+    /// Queues a save (`async` durability); it is handed to the background writer when the
+    /// run next waits, or applied when the run ends.
+    fn enqueue(&mut self, op: SaveOp) {
+        self.pending_saves.push(op);
+    }
+
+    /// Hands the queued saves to the background writer (started on first use), so they are
+    /// written while the run waits. A writer that stopped on an error reports that error
+    /// here (or when the run flushes).
+    async fn hand_over_saves(&mut self) -> Result<(), GraphError> {
+        let Some(saver) = self.saver.clone() else {
+            return Ok(());
+        };
+        if self.pending_saves.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::take(&mut self.pending_saves);
         let writer = self
             .writer
-            .get_or_insert_with(|| BackgroundWriter::start(Arc::clone(saver)));
-        if writer.queue.send(op).is_ok() {
+            .get_or_insert_with(|| BackgroundWriter::start(saver));
+        if writer.queue.send(batch).is_ok() {
             return Ok(());
         }
         match self.writer.take() {
@@ -1261,14 +1348,14 @@ impl<S: State> Run<'_, S> {
         if self.config.durability == Durability::Async {
             // Queued behind the checkpoint they belong to: never saved before it (and never
             // saved if its save lost a race).
-            let saver = Arc::clone(saver);
             let op = SaveOp::Writes {
                 config: self.checkpoint_config.clone(),
                 writes: writes.to_vec(),
                 task_id: task.id.clone(),
                 task_path: task.path_str(),
             };
-            return self.enqueue(&saver, op).await;
+            self.enqueue(op);
+            return Ok(());
         }
         saver
             .put_writes(&self.checkpoint_config, writes, &task.id, &task.path_str())
@@ -1304,7 +1391,7 @@ impl<S: State> Run<'_, S> {
         m.insert("name", task.name.as_str());
         m.insert("error", error.unwrap_or_default());
         m.insert("result", Value::Map(result));
-        m.insert("interrupts", Value::List(Vec::new()));
+        m.insert("interrupts", Value::List(Default::default()));
         let payload = Value::Map(m);
         e.emit_debug(StreamMode::Tasks, "task_result", self.step, || {
             payload.clone()
@@ -1367,7 +1454,7 @@ impl<S: State> Run<'_, S> {
                         message: e.message.clone(),
                     });
                 }
-                vec![(reserved::ERROR.to_owned(), Value::Str(e.message))]
+                vec![(reserved::ERROR.to_owned(), Value::from(e.message))]
             }
         };
         self.save_writes(task, &writes).await?;

@@ -1,10 +1,11 @@
 //! Graph state: a schema of channels, typed or dynamic.
 
+use std::any::{Any, TypeId};
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use stategraph_checkpoint::{Map, Value};
+use stategraph_checkpoint::{List, Map, Value};
 
 use crate::channel::{ChannelSpec, Reducer};
 use crate::error::GraphError;
@@ -112,7 +113,7 @@ impl State for DynState {
         update
             .into_iter()
             .map(|(k, v)| match k {
-                Value::Str(k) => Ok((k, v)),
+                Value::Str(k) => Ok((k.to_string(), v)),
                 other => Err(GraphError::InvalidUpdate {
                     channel: other.to_string(),
                     message: "state keys must be strings".into(),
@@ -123,23 +124,85 @@ impl State for DynState {
 }
 
 /// Converts a serializable Rust value into a [`Value`] (structs become maps with their field
-/// names, as Python would store the same data).
+/// names, as Python would store the same data). Direct, no bytes in between (see
+/// [`stategraph_checkpoint::value::to_value`]).
 pub fn to_value<T: Serialize + ?Sized>(value: &T) -> Result<Value, GraphError> {
-    let bytes = rmp_serde::to_vec_named(value).map_err(|e| GraphError::Encode {
-        what: std::any::type_name::<T>().to_owned(),
-        message: e.to_string(),
-    })?;
-    stategraph_checkpoint::value::decode(&bytes).map_err(|e| GraphError::Encode {
+    stategraph_checkpoint::value::to_value(value).map_err(|e| GraphError::Encode {
         what: std::any::type_name::<T>().to_owned(),
         message: e.to_string(),
     })
 }
 
-/// Converts a [`Value`] into a Rust value; the error names `key`.
+/// Converts a [`Value`] into a Rust value; the error names `key` and the path inside the
+/// value where the shape did not fit.
 pub fn from_value<T: DeserializeOwned>(key: &str, value: &Value) -> Result<T, GraphError> {
-    let bytes = stategraph_checkpoint::value::encode(value);
-    rmp_serde::from_slice(&bytes).map_err(|e| GraphError::Decode {
+    stategraph_checkpoint::value::from_value(value).map_err(|e| GraphError::Decode {
         key: key.to_owned(),
         message: e.to_string(),
     })
+}
+
+/// `value` as a `T`, when `T` is `A` (a move, no conversion).
+fn same_type<A: 'static, T: 'static>(value: A) -> Option<T> {
+    let mut slot = Some(value);
+    (&mut slot as &mut dyn Any)
+        .downcast_mut::<Option<T>>()
+        .and_then(Option::take)
+}
+
+/// What `#[derive(State)]` reads a field with: the value itself when the field holds dynamic
+/// data (`Value`, `Vec<Value>`, `Map`, `List`, which share the channel's value instead of
+/// converting it), else [`from_value`].
+#[doc(hidden)]
+pub fn read_field<T: DeserializeOwned + 'static>(
+    key: &str,
+    value: &Value,
+) -> Result<T, GraphError> {
+    let wanted = TypeId::of::<T>();
+    let shared = if wanted == TypeId::of::<Value>() {
+        same_type::<Value, T>(value.clone())
+    } else {
+        match value {
+            Value::List(l) if wanted == TypeId::of::<Vec<Value>>() => same_type(l.to_vec()),
+            Value::List(l) if wanted == TypeId::of::<List>() => same_type(l.clone()),
+            Value::Map(m) if wanted == TypeId::of::<Map>() => same_type(m.clone()),
+            _ => None,
+        }
+    };
+    match shared {
+        Some(t) => Ok(t),
+        None => from_value(key, value),
+    }
+}
+
+/// What `#[derive(State)]` writes a field with: dynamic data (`Value`, `Vec<Value>`, `Map`,
+/// `List`, `String`) moves into the value as it is, anything else goes through
+/// [`to_value`].
+#[doc(hidden)]
+pub fn write_field<T: Serialize + 'static>(value: T) -> Result<Value, GraphError> {
+    // Each check moves the field out only if it is of that type.
+    let mut slot = Some(value);
+    let any = &mut slot as &mut dyn Any;
+    if let Some(v) = any.downcast_mut::<Option<Value>>().and_then(Option::take) {
+        return Ok(v);
+    }
+    if let Some(v) = any
+        .downcast_mut::<Option<Vec<Value>>>()
+        .and_then(Option::take)
+    {
+        return Ok(Value::from(v));
+    }
+    if let Some(v) = any.downcast_mut::<Option<List>>().and_then(Option::take) {
+        return Ok(Value::List(v));
+    }
+    if let Some(v) = any.downcast_mut::<Option<Map>>().and_then(Option::take) {
+        return Ok(Value::Map(v));
+    }
+    if let Some(v) = any.downcast_mut::<Option<String>>().and_then(Option::take) {
+        return Ok(Value::from(v));
+    }
+    match slot {
+        Some(v) => to_value(&v),
+        None => Ok(Value::Null),
+    }
 }

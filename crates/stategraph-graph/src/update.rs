@@ -248,8 +248,9 @@ impl<S: State> CompiledGraph<S> {
             count: true,
         };
         let plan = self.plan_snapshots(&mut checkpoint, &channels, &delta_step, &next);
-        let new = create_checkpoint(
-            checkpoint.clone(),
+        let mut new = checkpoint.clone();
+        create_checkpoint(
+            &mut new,
             ValuesFrom::Channels(&channels),
             step + 1,
             None,
@@ -285,13 +286,8 @@ impl<S: State> CompiledGraph<S> {
             });
         }
         let step = t.metadata.step.unwrap_or(-1) + 1;
-        let mut copy = create_checkpoint(
-            t.checkpoint.clone(),
-            ValuesFrom::Base,
-            step,
-            None,
-            &BTreeSet::new(),
-        );
+        let mut copy = t.checkpoint.clone();
+        create_checkpoint(&mut copy, ValuesFrom::Base, step, None, &BTreeSet::new());
         copy.updated_channels = None;
         let mut metadata = CheckpointMetadata::new(CheckpointSource::Fork, step);
         metadata.parents = t.metadata.parents.clone();
@@ -349,7 +345,7 @@ impl<S: State> CompiledGraph<S> {
             .versions_seen
             .iter()
             .filter(|(n, _)| self.nodes.iter().any(|x| x.name == **n))
-            .flat_map(|(n, vs)| vs.values().map(move |v| (v, n.as_str())))
+            .flat_map(|(n, vs)| vs.values().map(move |v| (v, n)))
             .collect();
         seen.sort();
         match seen.as_slice() {

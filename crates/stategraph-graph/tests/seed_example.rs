@@ -41,8 +41,8 @@ fn input() -> Map {
     Map::from_iter([("foo", value!("")), ("bar", value!([]))])
 }
 
-fn keys<T>(m: &std::collections::BTreeMap<String, T>) -> Vec<&str> {
-    m.keys().map(String::as_str).collect()
+fn keys<'a, T: 'a>(m: impl IntoIterator<Item = (&'a str, &'a T)>) -> Vec<&'a str> {
+    m.into_iter().map(|(k, _)| k).collect()
 }
 
 async fn golden(saver: Arc<dyn CheckpointSaver>) {

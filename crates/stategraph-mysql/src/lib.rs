@@ -21,7 +21,7 @@
 //! let saver = MySqlSaver::connect("mysql://root@127.0.0.1:3306/test").await?;
 //! let mut cp = Checkpoint::empty();
 //! cp.channel_values.insert("messages".into(), value!(["hi"]));
-//! cp.channel_versions.insert("messages".into(), saver.get_next_version(None));
+//! cp.channel_versions.insert("messages", saver.get_next_version(None));
 //! let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);
 //! let at = saver.put(&CheckpointConfig::new("t1"), &cp, &meta, &cp.channel_versions).await?;
 //! assert_eq!(saver.get_tuple(&at).await?.map(|t| t.checkpoint), Some(cp));

@@ -247,7 +247,7 @@ async fn assemble(
                     .1
                     .channel_versions
                     .iter()
-                    .map(|(c, v)| (c.clone(), v.to_string()))
+                    .map(|(c, v)| (c.to_owned(), v.to_string()))
             })
             .collect();
         if !pairs.is_empty() {

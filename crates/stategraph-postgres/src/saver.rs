@@ -188,7 +188,7 @@ async fn assemble<C: GenericClient>(
         let mut pairs: BTreeSet<(String, String)> = BTreeSet::new();
         for &i in members {
             for (ch, v) in &parsed[i].1.channel_versions {
-                pairs.insert((ch.clone(), v.to_string()));
+                pairs.insert((ch.to_owned(), v.to_string()));
             }
         }
         let channels: Vec<&str> = pairs.iter().map(|(c, _)| c.as_str()).collect();
@@ -263,7 +263,7 @@ async fn assemble<C: GenericClient>(
             let key = (
                 row.thread_id.clone(),
                 row.checkpoint_ns.clone(),
-                ch.clone(),
+                ch.to_owned(),
                 version.to_string(),
             );
             if let Some((tag, blob)) = blobs.get(&key) {
@@ -273,11 +273,11 @@ async fn assemble<C: GenericClient>(
                 let loc =
                     Location::checkpoint(&row.thread_id, &row.checkpoint_ns, &row.checkpoint_id)
                         .part("blob")
-                        .channel(ch.clone());
+                        .channel(ch.to_owned());
                 let value = serde
                     .loads_typed(tag, blob.as_deref().unwrap_or_default())
                     .map_err(|e| Error::serialization(loc, e))?;
-                checkpoint.channel_values.insert(ch.clone(), value);
+                checkpoint.channel_values.insert(ch.to_owned(), value);
             }
         }
         let mut pending = writes

@@ -453,7 +453,7 @@ impl CheckpointSaver for RedisSaver {
         pipe.atomic();
         for row in rows {
             let field = format!("{task_id}\u{1f}{}", row.idx);
-            let raw = encode(&Value::List(vec![
+            let raw = encode(&Value::from(vec![
                 Value::from(task_path),
                 Value::from(row.channel),
                 Value::from(row.tag),

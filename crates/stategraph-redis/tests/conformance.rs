@@ -55,7 +55,7 @@ async fn thread_ttl_expires_every_key_of_the_thread() {
     let mut cp = Checkpoint::empty();
     cp.channel_values.insert("k".into(), "v".into());
     cp.channel_versions
-        .insert("k".into(), saver.get_next_version(None));
+        .insert("k", saver.get_next_version(None));
     let at = saver
         .put(
             &CheckpointConfig::new("t"),

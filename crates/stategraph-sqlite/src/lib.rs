@@ -29,7 +29,7 @@
 //! let saver = SqliteSaver::from_url(&format!("sqlite:{}", dir.join("threads.sqlite").display()))?;
 //! let mut cp = Checkpoint::empty();
 //! cp.channel_values.insert("foo".into(), "bar".into());
-//! cp.channel_versions.insert("foo".into(), saver.get_next_version(None));
+//! cp.channel_versions.insert("foo", saver.get_next_version(None));
 //! let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);
 //! let config = saver.put(&CheckpointConfig::new("t1"), &cp, &meta, &cp.channel_versions).await?;
 //! let back = saver.get_tuple(&config).await?.expect("stored");

@@ -28,8 +28,7 @@ async fn db() -> Db {
         .insert("bar".into(), value!(["a", "marker"]));
     cp.channel_values.insert("foo".into(), "x".into());
     for ch in ["bar", "foo"] {
-        cp.channel_versions
-            .insert(ch.into(), saver.get_next_version(None));
+        cp.channel_versions.insert(ch, saver.get_next_version(None));
     }
     let meta = CheckpointMetadata::new(CheckpointSource::Loop, 0);
     let config = saver

@@ -51,7 +51,7 @@ fn dump(t: &CheckpointTuple) -> Json {
     let cp = &t.checkpoint;
     let versions = |v: &stategraph_checkpoint::ChannelVersions| -> Json {
         v.iter()
-            .map(|(k, v)| (k.clone(), v.to_json()))
+            .map(|(k, v)| (k.to_owned(), v.to_json()))
             .collect::<serde_json::Map<_, _>>()
             .into()
     };
@@ -65,7 +65,7 @@ fn dump(t: &CheckpointTuple) -> Json {
             "ts": cp.ts,
             "channel_versions": versions(&cp.channel_versions),
             "versions_seen": cp.versions_seen.iter()
-                .map(|(k, v)| (k.clone(), versions(v)))
+                .map(|(k, v)| (k.to_owned(), versions(v)))
                 .collect::<serde_json::Map<_, _>>(),
             "updated_channels": cp.updated_channels,
         },
@@ -187,22 +187,21 @@ async fn python_reads_a_file_written_by_stategraph() {
         cp.id = checkpoint_id(step);
         let next = saver.get_next_version(versions.values().max());
         for ch in ["foo", "messages", "when"] {
-            versions.insert(ch.into(), next.clone());
+            versions.insert(ch, next.clone());
         }
         cp.channel_values
             .insert("foo".into(), Value::from(format!("step {step}")));
         cp.channel_values
-            .insert("messages".into(), Value::List(vec![human.clone(); 2]));
+            .insert("messages".into(), Value::from(vec![human.clone(); 2]));
         cp.channel_values.insert(
             "when".into(),
             Value::py_datetime("2026-11-22T10:07:00.334735+00:00"),
         );
         cp.channel_values
             .insert("nums".into(), value!([1, -2, 3.5, null, {"k": [true]}]));
-        versions.insert("nums".into(), next.clone());
+        versions.insert("nums", next.clone());
         cp.channel_versions = versions.clone();
-        cp.versions_seen
-            .insert("__input__".into(), Default::default());
+        cp.versions_seen.insert("__input__", Default::default());
         cp.updated_channels = Some(vec!["foo".into(), "messages".into()]);
         let source = if step < 0 {
             CheckpointSource::Input
@@ -287,9 +286,9 @@ async fn python_reads_a_thread_we_encrypted() {
     cp.channel_values
         .insert("list".into(), value!([1, {"k": "v"}]));
     cp.channel_versions
-        .insert("secret".into(), saver.get_next_version(None));
+        .insert("secret", saver.get_next_version(None));
     cp.channel_versions
-        .insert("list".into(), saver.get_next_version(None));
+        .insert("list", saver.get_next_version(None));
     let meta = CheckpointMetadata::new(CheckpointSource::Loop, 0);
     let at = saver
         .put(

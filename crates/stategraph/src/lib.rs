@@ -61,7 +61,7 @@
 //! let saver = stategraph::open_saver("sqlite::memory:").await?;
 //! let mut cp = Checkpoint::empty();
 //! cp.channel_values.insert("greeting".into(), "hello".into());
-//! cp.channel_versions.insert("greeting".into(), saver.get_next_version(None));
+//! cp.channel_versions.insert("greeting", saver.get_next_version(None));
 //! let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);
 //! let at = saver.put(&CheckpointConfig::new("t1"), &cp, &meta, &cp.channel_versions).await?;
 //! assert_eq!(saver.get_tuple(&at).await?.map(|t| t.checkpoint), Some(cp));

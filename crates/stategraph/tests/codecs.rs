@@ -83,7 +83,7 @@ impl Codec for Columnar {
         }
         let mut columns = stategraph::Map::new();
         for (name, column) in names.into_iter().zip(cells) {
-            columns.insert(name, Value::List(column));
+            columns.insert(name, Value::from(column));
         }
         Ok(stategraph::value::encode(&Value::Map(columns)))
     }
@@ -197,7 +197,7 @@ async fn a_value_the_codec_cannot_take_is_an_error_naming_the_channel(
     cp.channel_values
         .insert("raw".into(), Value::from("not bytes"));
     cp.channel_versions
-        .insert("raw".into(), saver.get_next_version(None));
+        .insert("raw", saver.get_next_version(None));
     let meta = stategraph::CheckpointMetadata::new(stategraph::CheckpointSource::Input, -1);
     let err = saver
         .put(

@@ -135,7 +135,7 @@ async fn thousand_turns(saver: Arc<dyn CheckpointSaver>, durability: Durability)
     talk(&graph, "long", TURNS, durability).await;
     let latest = graph.get_state(&RunConfig::thread("long")).await.unwrap();
     let all: Vec<Value> = conversation(TURNS).into_iter().map(Value::from).collect();
-    assert_eq!(latest.values["messages"], Value::List(all));
+    assert_eq!(latest.values["messages"], Value::from(all));
 }
 
 fn report(backend: &str, durability: Durability, bytes: u64) -> f64 {

@@ -183,7 +183,7 @@ async fn all_namespaces(saver: &dyn CheckpointSaver, thread: &str) -> Vec<Json> 
                 "metadata": meta.to_json(),
                 "parent_namespaces": parents.keys().collect::<Vec<_>>(),
                 "values": Value::Map(t.checkpoint.channel_values.clone().into_iter().collect()).to_json(),
-                "versions": t.checkpoint.channel_versions.iter().map(|(k, v)| (k.clone(), v.counter())).collect::<std::collections::BTreeMap<_, _>>(),
+                "versions": t.checkpoint.channel_versions.iter().map(|(k, v)| (k, v.counter())).collect::<std::collections::BTreeMap<_, _>>(),
                 "updated": t.checkpoint.updated_channels,
                 "writes": t.pending_writes.iter().map(|w| {
                     let mut value = w.value.to_json();

@@ -5,7 +5,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use stategraph::graph::inspect::reader_graph;
@@ -61,7 +60,7 @@ async fn lost_values_come_back_through_the_graphs_reducers() {
             latest.parent_config.as_ref().unwrap(),
             &bare,
             &latest.metadata,
-            &BTreeMap::new(),
+            &stategraph::ChannelVersions::new(),
         )
         .await
         .unwrap();

@@ -117,7 +117,7 @@ impl Workload for Fanout {
             g.compile().map_err(failed(self.spec().name))?,
             backend,
         ));
-        let expect = Value::Str(format!("joined {n}"));
+        let expect = Value::from(format!("joined {n}"));
         let samples = repeat(runs, || {
             let graph = Arc::clone(&graph);
             let expect = expect.clone();

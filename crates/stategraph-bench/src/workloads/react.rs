@@ -73,7 +73,7 @@ impl Workload for ReactAgent {
         g.add_node("agent", move |_s: Arc<DynState>, _c| {
             let i = next.fetch_add(1, Ordering::Relaxed) % responses.len();
             let answer = responses[i].clone();
-            async move { Ok(Map::from_iter([("messages", Value::List(vec![answer]))])) }
+            async move { Ok(Map::from_iter([("messages", Value::from(vec![answer]))])) }
         });
         g.add_node("tools", |s: Arc<DynState>, _c| async move {
             let last = last_message(&s)?;
@@ -118,7 +118,7 @@ impl Workload for ReactAgent {
             async move {
                 let input = Map::from_iter([(
                     "messages",
-                    Value::List(vec![Message::human("hi?").to_value()]),
+                    Value::from(vec![Message::human("hi?").to_value()]),
                 )]);
                 let out = graph
                     .invoke(Some(input), fresh_config(backend))

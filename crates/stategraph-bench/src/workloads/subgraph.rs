@@ -88,10 +88,10 @@ impl Workload for FanoutToSubgraph {
             g.compile().map_err(failed(self.spec().name))?,
             backend,
         ));
-        let subjects: Vec<Value> = (0..n).map(|_| Value::Str(letters(1000))).collect();
+        let subjects: Vec<Value> = (0..n).map(|_| Value::from(letters(1000))).collect();
         let samples = repeat(runs, || {
             let graph = Arc::clone(&graph);
-            let input = Map::from_iter([("subjects", Value::List(subjects.clone()))]);
+            let input = Map::from_iter([("subjects", Value::from(subjects.clone()))]);
             async move {
                 let out = graph
                     .invoke(Some(input), fresh_config(backend))

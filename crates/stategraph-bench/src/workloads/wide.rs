@@ -99,7 +99,7 @@ fn read_write(
         };
         let list = match &val {
             Value::List(_) => val.clone(),
-            v => Value::List(vec![v.clone()]),
+            v => Value::from(vec![v.clone()]),
         };
         let update = writes
             .iter()
@@ -109,7 +109,7 @@ fn read_write(
                 } else if DICT_FIELDS.contains(&k) {
                     single.clone()
                 } else {
-                    Value::Str(letters(n))
+                    Value::from(letters(n))
                 };
                 (k, v)
             })
@@ -122,7 +122,7 @@ fn read_write(
 fn input() -> Map {
     let inner = |j: usize| {
         let item = [
-            Value::Str("hi?".repeat(10)),
+            Value::from("hi?".repeat(10)),
             Value::Bool(true),
             Value::Int(1),
             Value::Int(6_327_816_386_138),
@@ -141,7 +141,7 @@ fn input() -> Map {
             )
         })
         .collect();
-    Map::from_iter([("messages", Value::List(vec![Value::Map(message)]))])
+    Map::from_iter([("messages", Value::from(vec![Value::Map(message)]))])
 }
 
 /// `wide_state_15x600`.

@@ -175,7 +175,7 @@ pub async fn delta_history_walk_to_root_has_no_seed(saver: &dyn CheckpointSaver)
 /// is the seed.
 pub async fn delta_history_plain_value_is_a_seed(saver: &dyn CheckpointSaver) {
     let t = thread();
-    let plain = Value::List(vec![Value::Int(10), Value::Int(20), Value::Int(30)]);
+    let plain = Value::from(vec![Value::Int(10), Value::Int(20), Value::Int(30)]);
     let mut out: Vec<CheckpointConfig> = Vec::new();
     for step in 0..4 {
         let cp = if step == 1 {
@@ -207,9 +207,9 @@ pub async fn delta_history_seed_checkpoint_writes_are_replayed(saver: &dyn Check
     let mut out: Vec<CheckpointConfig> = Vec::new();
     for (step, label) in (0..).zip(labels) {
         let cp = match step {
-            0 => checkpoint(&[("ch", Value::List(vec![Value::Int(10)]))], &[("ch", 1)]),
+            0 => checkpoint(&[("ch", Value::from(vec![Value::Int(10)]))], &[("ch", 1)]),
             1 => checkpoint(
-                &[("ch", Value::List(vec![Value::Int(10), Value::Int(20)]))],
+                &[("ch", Value::from(vec![Value::Int(10), Value::Int(20)]))],
                 &[("ch", 2)],
             ),
             _ => checkpoint(&[], &[]),
@@ -221,7 +221,7 @@ pub async fn delta_history_seed_checkpoint_writes_are_replayed(saver: &dyn Check
     let h = history(saver, &out[3], &["ch"]).await;
     assert_eq!(
         h["ch"].seed,
-        Some(Value::List(vec![Value::Int(10), Value::Int(20)]))
+        Some(Value::from(vec![Value::Int(10), Value::Int(20)]))
     );
     assert_eq!(
         values(&h["ch"]),

@@ -130,7 +130,7 @@ pub async fn put_preserves_rich_values(saver: &dyn CheckpointSaver) {
         ("bytes", Value::Bytes(vec![0, 255, 7])),
         ("nested", value!({"a": [{"b": [1, 2, {"c": null}]}]})),
         ("int_keys", Value::Map(int_keys)),
-        ("messages", Value::List(vec![message.clone(), message])),
+        ("messages", Value::from(vec![message.clone(), message])),
         (
             "when",
             Value::py_datetime("2024-01-02T03:04:05.000006+00:00"),
@@ -167,16 +167,13 @@ pub async fn put_preserves_checkpoint_fields(saver: &dyn CheckpointSaver) {
     cp.channel_values.insert("foo".into(), "b".into());
     cp.channel_values.insert("bar".into(), value!(["a", "b"]));
     cp.channel_values.insert("branch:to:x".into(), Value::Null);
-    cp.channel_versions.insert("foo".into(), v2.clone());
-    cp.channel_versions.insert("bar".into(), v2.clone());
-    cp.channel_versions.insert("branch:to:x".into(), v2.clone());
-    cp.channel_versions.insert("__start__".into(), v1.clone());
+    cp.channel_versions.insert("foo", v2.clone());
+    cp.channel_versions.insert("bar", v2.clone());
+    cp.channel_versions.insert("branch:to:x", v2.clone());
+    cp.channel_versions.insert("__start__", v1.clone());
+    cp.versions_seen.insert("__input__", Default::default());
     cp.versions_seen
-        .insert("__input__".into(), Default::default());
-    cp.versions_seen.insert(
-        "node".into(),
-        [("__start__".to_owned(), v1)].into_iter().collect(),
-    );
+        .insert("node", [("__start__".to_owned(), v1)].into_iter().collect());
     cp.updated_channels = Some(vec!["bar".into(), "branch:to:x".into(), "foo".into()]);
     let meta = CheckpointMetadata::new(Update, 3).with("user_key", 1.5);
     let c = saver

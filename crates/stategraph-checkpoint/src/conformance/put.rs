@@ -54,10 +54,8 @@ pub async fn put_preserves_channel_versions(saver: &dyn CheckpointSaver) {
 pub async fn put_preserves_versions_seen(saver: &dyn CheckpointSaver) {
     let t = thread();
     let mut cp = checkpoint(&[], &[]);
-    cp.versions_seen
-        .insert("node1".into(), versions_of(&[("a", 1)]));
-    cp.versions_seen
-        .insert("node2".into(), versions_of(&[("b", 2)]));
+    cp.versions_seen.insert("node1", versions_of(&[("a", 1)]));
+    cp.versions_seen.insert("node2", versions_of(&[("b", 2)]));
     let got = put(saver, &config(&t), &cp, &metadata(Loop, 0)).await;
     let tuple = must_get(saver, &got).await;
     assert!(tuple.checkpoint.versions_seen.contains_key("node1"));
@@ -222,9 +220,8 @@ pub async fn put_preserves_versions_seen_values(saver: &dyn CheckpointSaver) {
     let t = thread();
     let mut cp = checkpoint(&[], &[]);
     cp.versions_seen
-        .insert("node1".into(), versions_of(&[("a", 1), ("b", 2)]));
-    cp.versions_seen
-        .insert("node2".into(), versions_of(&[("c", 3)]));
+        .insert("node1", versions_of(&[("a", 1), ("b", 2)]));
+    cp.versions_seen.insert("node2", versions_of(&[("c", 3)]));
     let got = put(saver, &config(&t), &cp, &metadata(Loop, 0)).await;
     let seen = must_get(saver, &got).await.checkpoint.versions_seen;
     assert_eq!(seen["node1"]["a"].counter(), 1);

@@ -280,7 +280,7 @@ impl<'a> Reader<'a> {
     fn str(&mut self, n: usize, start: usize) -> Result<Value, DecodeError> {
         let bytes = self.take(n)?;
         match std::str::from_utf8(bytes) {
-            Ok(s) => Ok(Value::Str(s.to_owned())),
+            Ok(s) => Ok(Value::Str(s.into())),
             Err(_) => Err(DecodeError::new(DecodeErrorKind::InvalidUtf8, start)),
         }
     }
@@ -305,7 +305,7 @@ impl<'a> Reader<'a> {
                 .map_err(|e| e.within(&Segment::Index(i)))?;
             items.push(v);
         }
-        Ok(Value::List(items))
+        Ok(Value::List(items.into()))
     }
 
     fn map(&mut self, n: usize, depth: usize) -> Result<Value, DecodeError> {
@@ -314,7 +314,7 @@ impl<'a> Reader<'a> {
         for _ in 0..n {
             let k = self.value(depth)?;
             let key_name = match &k {
-                Value::Str(s) => s.clone(),
+                Value::Str(s) => s.to_string(),
                 other => format!("<{other}>"),
             };
             let v = self

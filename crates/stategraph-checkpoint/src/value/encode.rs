@@ -99,6 +99,6 @@ mod tests {
         let mut m = Map::new();
         m.insert("foo", "");
         assert_eq!(hex(&Value::Map(m)), "81a3666f6fa0");
-        assert_eq!(hex(&Value::List(vec!["a".into()])), "91a161");
+        assert_eq!(hex(&Value::from(vec!["a".into()])), "91a161");
     }
 }

@@ -74,14 +74,14 @@ impl Ext {
     /// Encodes a [`PyObject`] under `code`.
     pub fn from_py_object(code: ExtCode, obj: &PyObject) -> Self {
         let mut parts = vec![
-            Value::Str(obj.module.clone()),
-            Value::Str(obj.class.clone()),
+            Value::from(obj.module.as_str()),
+            Value::from(obj.class.as_str()),
             obj.data.clone(),
         ];
         if let Some(m) = &obj.method {
-            parts.push(Value::Str(m.clone()));
+            parts.push(Value::from(m.as_str()));
         }
-        Self::from_raw(code as i8, encode(&Value::List(parts)))
+        Self::from_raw(code as i8, encode(&Value::from(parts)))
     }
 
     /// A `_DeltaSnapshot(value)` (ext 7), whose payload is the value itself.
@@ -152,15 +152,16 @@ impl Ext {
         if !(0..=5).contains(&self.code) {
             return Ok(None);
         }
-        let Value::List(mut parts) = self.payload()? else {
+        let Value::List(parts) = self.payload()? else {
             return Ok(None);
         };
         if !(3..=4).contains(&parts.len()) {
             return Ok(None);
         }
+        let mut parts = parts.into_vec();
         let method = if parts.len() == 4 {
             match parts.pop() {
-                Some(Value::Str(m)) => Some(m),
+                Some(Value::Str(m)) => Some(m.to_string()),
                 _ => return Ok(None),
             }
         } else {
@@ -171,8 +172,8 @@ impl Ext {
             return Ok(None);
         };
         Ok(Some(PyObject {
-            module,
-            class,
+            module: module.to_string(),
+            class: class.to_string(),
             data,
             method,
         }))
@@ -235,8 +236,7 @@ impl Value {
     pub fn py_datetime(iso: &str) -> Value {
         Value::Ext(Ext::from_py_object(
             ExtCode::MethodSingleArg,
-            &PyObject::new("datetime", "datetime", Value::Str(iso.to_owned()))
-                .with_method("fromisoformat"),
+            &PyObject::new("datetime", "datetime", Value::from(iso)).with_method("fromisoformat"),
         ))
     }
 
@@ -246,7 +246,7 @@ impl Value {
             ExtCode::ConstructorSingleArg,
             "uuid",
             "UUID",
-            Value::Str(hex32.to_owned()),
+            Value::from(hex32),
         ))
     }
 }

@@ -23,7 +23,7 @@ impl From<Json> for Value {
                     Value::Float(n.as_f64().unwrap_or(f64::NAN))
                 }
             }
-            Json::String(s) => Value::Str(s),
+            Json::String(s) => Value::Str(s.into()),
             Json::Array(a) => Value::List(a.into_iter().map(Value::from).collect()),
             Json::Object(o) => {
                 Value::Map(o.into_iter().map(|(k, v)| (k, Value::from(v))).collect())
@@ -42,7 +42,7 @@ impl Value {
             Value::Int(i) => Json::from(*i),
             Value::UInt(u) => Json::from(*u),
             Value::Float(f) => serde_json::Number::from_f64(*f).map_or(Json::Null, Json::Number),
-            Value::Str(s) => Json::String(s.clone()),
+            Value::Str(s) => Json::String(s.to_string()),
             Value::Bytes(b) => Json::Array(b.iter().map(|x| Json::from(*x)).collect()),
             Value::List(l) => Json::Array(l.iter().map(Value::to_json).collect()),
             Value::Map(m) => Json::Object(map_to_json(m)),
@@ -78,7 +78,7 @@ fn map_to_json(m: &Map) -> serde_json::Map<String, Json> {
     m.iter()
         .map(|(k, v)| {
             let key = match k {
-                Value::Str(s) => s.clone(),
+                Value::Str(s) => s.to_string(),
                 other => other.to_string(),
             };
             (key, v.to_json())

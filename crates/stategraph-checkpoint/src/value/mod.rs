@@ -6,16 +6,22 @@
 //! `i64`/`u64` range, and msgpack *ext* values (Python objects such as LangChain messages,
 //! datetimes or pydantic models) are kept as [`Ext`] — their payload bytes untouched.
 
+mod convert;
 mod decode;
 mod encode;
 mod ext;
+mod from_value;
 mod json;
+mod list;
 mod peek;
 mod serde_impl;
+mod to_value;
 
+pub use convert::{from_value, to_value};
 pub use decode::{DecodeError, DecodeErrorKind, DecodeLimits, decode, decode_with_limits};
 pub use encode::{encode, encode_into};
 pub use ext::{Ext, ExtCode, PyObject};
+pub use list::List;
 
 use std::fmt;
 use std::sync::Arc;
@@ -24,6 +30,10 @@ use std::sync::Arc;
 ///
 /// Integers that fit in `i64` are always [`Value::Int`]; [`Value::UInt`] only holds values above
 /// `i64::MAX`. Floats are always 64-bit (Python writes no other).
+///
+/// Cloning is cheap at every size: strings, lists, maps and ext payloads are shared (reference
+/// counted) and copied only when a shared one is changed, so a channel value can be handed to a
+/// node, a checkpoint and a background save at once without copying the history it holds.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub enum Value {
     /// msgpack nil, Python `None`.
@@ -37,12 +47,12 @@ pub enum Value {
     UInt(u64),
     /// A 64-bit float.
     Float(f64),
-    /// A UTF-8 string.
-    Str(String),
+    /// A UTF-8 string (shared: a clone is a reference count).
+    Str(Arc<str>),
     /// Raw bytes (msgpack bin; Python `bytes`).
     Bytes(Vec<u8>),
-    /// An array (Python `list` or `tuple`).
-    List(Vec<Value>),
+    /// An array (Python `list` or `tuple`), shared copy-on-write.
+    List(List),
     /// A map with its keys in stored order.
     Map(Map),
     /// A msgpack extension value: a Python object LangGraph knows how to rebuild.
@@ -82,6 +92,11 @@ impl Value {
         }
     }
 
+    /// A string value.
+    pub fn str(s: impl Into<Arc<str>>) -> Self {
+        Value::Str(s.into())
+    }
+
     /// Whether this is [`Value::Null`].
     pub fn is_null(&self) -> bool {
         matches!(self, Value::Null)
@@ -105,11 +120,16 @@ impl Value {
 
 impl From<&str> for Value {
     fn from(s: &str) -> Self {
-        Value::Str(s.to_owned())
+        Value::Str(s.into())
     }
 }
 impl From<String> for Value {
     fn from(s: String) -> Self {
+        Value::Str(s.into())
+    }
+}
+impl From<Arc<str>> for Value {
+    fn from(s: Arc<str>) -> Self {
         Value::Str(s)
     }
 }
@@ -143,6 +163,11 @@ impl From<bool> for Value {
 }
 impl From<Vec<Value>> for Value {
     fn from(l: Vec<Value>) -> Self {
+        Value::List(l.into())
+    }
+}
+impl From<List> for Value {
+    fn from(l: List) -> Self {
         Value::List(l)
     }
 }

@@ -12,7 +12,7 @@ use serde::ser::{Serialize, SerializeMap, SerializeSeq, SerializeTuple, Serializ
 use super::{Ext, Map, Value};
 
 /// rmp-serde's reserved name for msgpack ext values.
-const EXT_STRUCT: &str = "_ExtStruct";
+pub(crate) const EXT_STRUCT: &str = "_ExtStruct";
 
 struct RawBytes<'a>(&'a [u8]);
 
@@ -98,10 +98,10 @@ impl<'de> Visitor<'de> for ValueVisitor {
         Ok(Value::Float(f))
     }
     fn visit_str<E>(self, s: &str) -> Result<Value, E> {
-        Ok(Value::Str(s.to_owned()))
+        Ok(Value::Str(s.into()))
     }
     fn visit_string<E>(self, s: String) -> Result<Value, E> {
-        Ok(Value::Str(s))
+        Ok(Value::Str(s.into()))
     }
     fn visit_bytes<E>(self, b: &[u8]) -> Result<Value, E> {
         Ok(Value::Bytes(b.to_vec()))
@@ -114,7 +114,7 @@ impl<'de> Visitor<'de> for ValueVisitor {
         while let Some(v) = seq.next_element()? {
             out.push(v);
         }
-        Ok(Value::List(out))
+        Ok(Value::List(out.into()))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
         let mut m = Map::with_capacity(access.size_hint().unwrap_or(0).min(4096));
