@@ -14,6 +14,7 @@ pub struct PostgresConfig {
     pub(crate) schema: Option<String>,
     pub(crate) serializer: Arc<dyn Serializer>,
     pub(crate) run_setup: bool,
+    pub(crate) prepared_statements: bool,
 }
 
 impl PostgresConfig {
@@ -32,6 +33,7 @@ impl PostgresConfig {
             schema: None,
             serializer: Arc::new(JsonPlusSerializer::new()),
             run_setup: true,
+            prepared_statements: true,
         })
     }
 
@@ -54,6 +56,16 @@ impl PostgresConfig {
     /// The serializer for blobs and writes (default [`JsonPlusSerializer`]).
     pub fn serializer(mut self, serializer: Arc<dyn Serializer>) -> Self {
         self.serializer = serializer;
+        self
+    }
+
+    /// Whether the saver's statements are prepared on the server, once per pooled connection
+    /// (default `true`, as psycopg does for Python's saver): the server then parses and plans
+    /// each only once. Turn it off behind a pooler in transaction mode that does not carry
+    /// prepared statements between server connections (PgBouncer before 1.21, or without
+    /// `max_prepared_statements`); every statement is then sent with its text.
+    pub fn prepared_statements(mut self, enabled: bool) -> Self {
+        self.prepared_statements = enabled;
         self
     }
 

@@ -10,7 +10,7 @@
 //! let saver = PostgresSaver::connect("postgres://postgres@127.0.0.1:5432/test").await?;
 //! let mut cp = Checkpoint::empty();
 //! cp.channel_values.insert("messages".into(), value!(["hi"]));
-//! cp.channel_versions.insert("messages".into(), saver.get_next_version(None));
+//! cp.channel_versions.insert("messages", saver.get_next_version(None));
 //! let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);
 //! let at = saver.put(&CheckpointConfig::new("t1"), &cp, &meta, &cp.channel_versions).await?;
 //! assert_eq!(saver.get_tuple(&at).await?.map(|t| t.checkpoint), Some(cp));
@@ -52,9 +52,11 @@
 mod config;
 mod error;
 mod migrate;
+mod read;
 mod saver;
 mod schema;
 mod store;
+mod write;
 
 pub use config::PostgresConfig;
 pub use saver::PostgresSaver;

@@ -7,20 +7,20 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::Value as Json;
-use stategraph_checkpoint::blob_layout::{metadata_json, split_checkpoint};
 use stategraph_checkpoint::prune::{PruneRow, plan};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, DeltaChannelHistory, DeltaWalk, EncodedWrites, Error,
-    ListOptions, Location, PendingWrite, PruneStrategy, Result, SaveOp, SerdeError, Serializer,
-    StoredWrite, Value, encode_writes, latest_conflict, sort_writes, tags, validate_put,
+    CheckpointSaver, CheckpointTuple, DeltaChannelHistory, DeltaWalk, Error, ListOptions, Location,
+    PendingWrite, PruneStrategy, Result, SaveOp, Serializer, StoredWrite, Value, sort_writes, tags,
 };
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{GenericClient, NoTls};
 
 use crate::config::PostgresConfig;
 use crate::error::{db, pool};
+use crate::read;
 use crate::schema;
+use crate::write::{self, Encoded, Failure};
 
 /// Stores checkpoints in PostgreSQL with LangGraph's own tables (`checkpoints`,
 /// `checkpoint_blobs`, `checkpoint_writes`, `checkpoint_migrations` v0–v9) and row formats, so
@@ -29,12 +29,17 @@ use crate::schema;
 /// - Primitive channel values (None, str, int, float, bool) stay inline in the checkpoint's
 ///   JSONB; every other value is a `checkpoint_blobs` row keyed by (channel, version), written
 ///   only when that channel's version changed — an unchanged value is never stored twice.
-/// - Statements are unnamed (no server-side prepared statements, no session state), so a
-///   transaction-mode pooler such as PgBouncer works in front of it.
-/// - A pool of connections (deadpool); each write is one transaction.
+/// - A save is one transaction sent in one round trip (the conflict check, blobs, checkpoint
+///   rows and writes of a whole batch of saves in one statement, pipelined with `BEGIN` and
+///   `COMMIT`); the write statements are prepared once per pooled connection (turn that off
+///   with [`PostgresConfig::prepared_statements`] behind a pooler that cannot carry them).
+/// - A pool of connections (deadpool).
 #[derive(Clone)]
 pub struct PostgresSaver {
     pool: Pool,
+    /// Whether statements are prepared once per connection (see
+    /// [`PostgresConfig::prepared_statements`]).
+    cache_statements: bool,
     serializer: Arc<dyn Serializer>,
     schema: Option<String>,
     /// Where it connects, password removed, for error messages.
@@ -69,10 +74,12 @@ impl PostgresSaver {
             config.pg.clone(),
             NoTls,
             ManagerConfig {
-                // Check a pooled connection before handing it out, so a connection the server
-                // dropped (restart, failover, pg_terminate_backend) is replaced instead of
-                // failing the next operation. Costs one empty round trip per checkout.
-                recycling_method: RecyclingMethod::Verified,
+                // A pooled connection is handed out without a health query (that would cost a
+                // round trip per operation): one the server dropped (restart, failover,
+                // pg_terminate_backend) is seen as closed by the driver and replaced, and a
+                // write that finds its connection closed before anything was sent is sent
+                // again on a fresh one.
+                recycling_method: RecyclingMethod::Fast,
             },
         );
         let pool = Pool::builder(manager)
@@ -87,6 +94,7 @@ impl PostgresSaver {
         );
         let saver = Self {
             pool,
+            cache_statements: config.prepared_statements,
             serializer: config.serializer,
             schema: config.schema,
             target,
@@ -106,15 +114,23 @@ impl PostgresSaver {
         schema::setup(&client, self.schema.as_deref()).await
     }
 
+    /// A pooled connection; one the driver already knows to be closed is dropped and
+    /// replaced.
     async fn client(&self) -> Result<deadpool_postgres::Object> {
-        self.pool.get().await.map_err(|e| match e {
-            deadpool_postgres::PoolError::Backend(inner) => Error::backend(
-                "postgres",
-                format!("cannot connect to PostgreSQL at {}", self.target),
-                inner,
-            ),
-            other => pool(other),
-        })
+        loop {
+            let client = self.pool.get().await.map_err(|e| match e {
+                deadpool_postgres::PoolError::Backend(inner) => Error::backend(
+                    "postgres",
+                    format!("cannot connect to PostgreSQL at {}", self.target),
+                    inner,
+                ),
+                other => pool(other),
+            })?;
+            if !client.is_closed() {
+                return Ok(client);
+            }
+            drop(deadpool_postgres::Object::take(client));
+        }
     }
 }
 
@@ -164,15 +180,7 @@ async fn assemble<C: GenericClient>(
         let loc = Location::checkpoint(&row.thread_id, &row.checkpoint_ns, &row.checkpoint_id);
         let checkpoint = Checkpoint::from_value(Value::from(row.checkpoint.clone()))
             .map_err(|e| Error::serialization(loc.clone(), e))?;
-        let metadata = CheckpointMetadata::from_json(row.metadata.clone()).map_err(|e| {
-            Error::serialization(
-                loc.clone().part("metadata"),
-                SerdeError::Shape {
-                    path: String::new(),
-                    message: e.to_string(),
-                },
-            )
-        })?;
+        let metadata = read::metadata(row.metadata.clone(), &loc)?;
         parsed.push((row, checkpoint, metadata));
     }
     let mut groups: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
@@ -431,9 +439,9 @@ async fn prune_by_plan<C: GenericClient>(
 }
 
 impl PostgresSaver {
-    /// Stores a checkpoint and its changed blobs in one transaction; with `expected_latest`,
-    /// only if the namespace's newest checkpoint is still that one (checked under a
-    /// transaction-scoped advisory lock on the thread and namespace).
+    /// Stores a checkpoint and its changed blobs in one transaction, sent in one round trip;
+    /// with `expected_latest`, only if the namespace's newest checkpoint is still that one
+    /// (checked under a transaction-scoped advisory lock on the thread and namespace).
     async fn put_checked(
         &self,
         config: &CheckpointConfig,
@@ -442,263 +450,85 @@ impl PostgresSaver {
         new_versions: &ChannelVersions,
         expected_latest: Option<Option<&str>>,
     ) -> Result<CheckpointConfig> {
-        let mut client = self.client().await?;
-        let tx = client
-            .transaction()
-            .await
-            .map_err(db("starting a checkpoint write"))?;
-        self.put_in(
-            &*tx,
+        let op = Encoded::put(
+            self.serializer.as_ref(),
             config,
             checkpoint,
             metadata,
             new_versions,
             expected_latest,
-        )
-        .await?;
-        tx.commit().await.map_err(db("committing a checkpoint"))?;
+        )?;
+        self.store_each(&[op]).await?;
         Ok(CheckpointConfig::new(config.thread_id.clone())
             .with_ns(config.checkpoint_ns.clone())
             .with_checkpoint_id(checkpoint.id.clone()))
     }
 
-    /// A checkpoint put inside the caller's transaction.
-    async fn put_in<C: GenericClient>(
-        &self,
-        tx: &C,
-        config: &CheckpointConfig,
-        checkpoint: &Checkpoint,
-        metadata: &CheckpointMetadata,
-        new_versions: &ChannelVersions,
-        expected_latest: Option<Option<&str>>,
-    ) -> Result<()> {
-        validate_put(config, checkpoint)?;
-        let split = split_checkpoint(self.serializer.as_ref(), config, checkpoint, new_versions)?;
-        let meta = metadata_json(metadata);
-        let (thread, ns) = (&config.thread_id, &config.checkpoint_ns);
-        if let Some(expected) = expected_latest {
-            tx.query_typed(
-                "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2, 7))",
-                &[p(thread, Type::TEXT), p(ns, Type::TEXT)],
-            )
-            .await
-            .map_err(db("locking the thread"))?;
-            let rows = tx
-                .query_typed(
-                    "SELECT max(checkpoint_id) FROM checkpoints \
-                     WHERE thread_id = $1 AND checkpoint_ns = $2",
-                    &[p(thread, Type::TEXT), p(ns, Type::TEXT)],
-                )
-                .await
-                .map_err(db("reading the latest checkpoint"))?;
-            let latest: Option<String> = rows.first().and_then(|r| r.get(0));
-            if latest.as_deref() != expected {
-                return Err(latest_conflict(config, expected, latest.as_deref()));
+    /// Stores `ops` in one transaction (one round trip), on a pooled connection; a
+    /// connection found closed before anything was sent is replaced once.
+    async fn transact(&self, ops: &[Encoded]) -> std::result::Result<(), Failure> {
+        let mut retried = false;
+        loop {
+            let client = self.client().await.map_err(Failure::NotSent)?;
+            match write::commit(&client, self.cache_statements, ops).await {
+                Err(Failure::NotSent(e)) => {
+                    // Drop the dead connection instead of returning it to the pool.
+                    drop(deadpool_postgres::Object::take(client));
+                    if retried {
+                        return Err(Failure::NotSent(e));
+                    }
+                    retried = true;
+                }
+                other => return other,
             }
         }
-        if !split.blobs.is_empty() {
-            let channels: Vec<&str> = split.blobs.iter().map(|b| b.channel.as_str()).collect();
-            let versions: Vec<&str> = split.blobs.iter().map(|b| b.version.as_str()).collect();
-            let types: Vec<&str> = split.blobs.iter().map(|b| b.type_tag.as_str()).collect();
-            let data: Vec<&[u8]> = split.blobs.iter().map(|b| b.data.as_slice()).collect();
-            tx.query_typed(
-                "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) \
-                 SELECT $1, $2, c, v, t, b FROM unnest($3::text[], $4::text[], $5::text[], $6::bytea[]) \
-                 AS x(c, v, t, b) \
-                 ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING",
-                &[
-                    p(thread, Type::TEXT),
-                    p(ns, Type::TEXT),
-                    p(&channels, Type::TEXT_ARRAY),
-                    p(&versions, Type::TEXT_ARRAY),
-                    p(&types, Type::TEXT_ARRAY),
-                    p(&data, Type::BYTEA_ARRAY),
-                ],
-            )
-            .await
-            .map_err(db("storing blobs"))?;
-        }
-        tx.query_typed(
-            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, \
-             parent_checkpoint_id, checkpoint, metadata) VALUES ($1, $2, $3, $4, $5, $6) \
-             ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) \
-             DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata",
-            &[
-                p(thread, Type::TEXT),
-                p(ns, Type::TEXT),
-                p(&checkpoint.id, Type::TEXT),
-                p(&config.checkpoint_id, Type::TEXT),
-                p(&split.checkpoint, Type::JSONB),
-                p(&meta, Type::JSONB),
-            ],
-        )
-        .await
-        .map_err(db("storing a checkpoint"))?;
-        Ok(())
     }
 
-    /// A `put_writes` inside the caller's transaction (or on a plain connection).
-    async fn writes_in<C: GenericClient>(
-        &self,
-        client: &C,
-        config: &CheckpointConfig,
-        writes: &[(String, Value)],
-        task_id: &str,
-        task_path: &str,
-    ) -> Result<()> {
-        let EncodedWrites {
-            checkpoint_id,
-            replace,
-            rows,
-        } = encode_writes(self.serializer.as_ref(), config, writes, task_id)?;
-        if rows.is_empty() {
-            return Ok(());
+    /// Stores `ops` one transaction each, in order, stopping at the first that fails (the
+    /// ops before it stay stored): what applying them one by one means.
+    async fn store_each(&self, ops: &[Encoded]) -> Result<()> {
+        for op in ops {
+            match self.transact(std::slice::from_ref(op)).await {
+                Ok(()) => {}
+                Err(Failure::RolledBack(e) | Failure::Unknown(e) | Failure::NotSent(e)) => {
+                    return Err(e);
+                }
+            }
         }
-        let idxs: Vec<i32> = rows
-            .iter()
-            .map(|r| i32::try_from(r.idx).unwrap_or(i32::MAX))
-            .collect();
-        let channels: Vec<&str> = rows.iter().map(|r| r.channel.as_str()).collect();
-        let types: Vec<&str> = rows.iter().map(|r| r.tag.as_str()).collect();
-        let blobs: Vec<&[u8]> = rows.iter().map(|r| r.bytes.as_slice()).collect();
-        let conflict = if replace {
-            "DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
-        } else {
-            "DO NOTHING"
-        };
-        let sql = format!(
-            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, \
-             task_path, idx, channel, type, blob) \
-             SELECT $1, $2, $3, $4, $5, i, c, t, b \
-             FROM unnest($6::int4[], $7::text[], $8::text[], $9::bytea[]) AS x(i, c, t, b) \
-             ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {conflict}"
-        );
-        client
-            .query_typed(
-                &sql,
-                &[
-                    p(&config.thread_id, Type::TEXT),
-                    p(&config.checkpoint_ns, Type::TEXT),
-                    p(&checkpoint_id, Type::TEXT),
-                    p(&task_id, Type::TEXT),
-                    p(&task_path, Type::TEXT),
-                    p(&idxs, Type::INT4_ARRAY),
-                    p(&channels, Type::TEXT_ARRAY),
-                    p(&types, Type::TEXT_ARRAY),
-                    p(&blobs, Type::BYTEA_ARRAY),
-                ],
-            )
-            .await
-            .map_err(db("storing writes"))?;
         Ok(())
     }
 }
 
 impl PostgresSaver {
-    /// Applies `ops` in one transaction: `Ok(Err(()))` when an op failed (rolled back,
-    /// nothing stored), `Err` when the commit itself failed (its outcome is unknown, so the
-    /// ops are not retried).
-    async fn batch_in_one_transaction(&self, ops: &[SaveOp]) -> Result<Result<(), ()>> {
-        let mut client = self.client().await?;
-        let tx = client
-            .transaction()
-            .await
-            .map_err(db("starting a batch of writes"))?;
-        for op in ops {
-            let done = match op {
-                SaveOp::Put {
-                    config,
-                    checkpoint,
-                    metadata,
-                    new_versions,
-                    expected_latest,
-                } => {
-                    self.put_in(
-                        &*tx,
-                        config,
-                        checkpoint,
-                        metadata,
-                        new_versions,
-                        Some(expected_latest.as_deref()),
-                    )
-                    .await
-                }
-                SaveOp::Writes {
-                    config,
-                    writes,
-                    task_id,
-                    task_path,
-                } => {
-                    self.writes_in(&*tx, config, writes, task_id, task_path)
-                        .await
-                }
-            };
-            if done.is_err() {
-                // Dropping `tx` rolls the batch back.
-                return Ok(Err(()));
-            }
+    /// Runs a read, once more on a fresh connection if the first found its pooled
+    /// connection closed (the server dropped it, and the driver saw that only when the read
+    /// was about to be sent: nothing reached the server).
+    async fn retry_closed<T, F, Fut>(&self, op: F) -> Result<T>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        match op().await {
+            Err(e) if connection_closed(&e) => op().await,
+            other => other,
         }
-        tx.commit()
-            .await
-            .map_err(db("committing a batch of writes"))?;
-        Ok(Ok(()))
-    }
-}
-
-#[async_trait]
-impl CheckpointSaver for PostgresSaver {
-    fn name(&self) -> &'static str {
-        "postgres"
     }
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities::ALL
-    }
-
-    async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
+    /// One round trip: the row, its blobs and its writes in one statement.
+    async fn get_tuple_once(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
         let client = self.client().await?;
-        let rows = match &config.checkpoint_id {
-            Some(id) => {
-                client
-                    .query_typed(
-                        &format!(
-                            "{SELECT_ROWS} WHERE thread_id = $1 AND checkpoint_ns = $2 \
-                             AND checkpoint_id = $3"
-                        ),
-                        &[
-                            p(&config.thread_id, Type::TEXT),
-                            p(&config.checkpoint_ns, Type::TEXT),
-                            p(id, Type::TEXT),
-                        ],
-                    )
-                    .await
-            }
-            None => {
-                client
-                    .query_typed(
-                        &format!(
-                            "{SELECT_ROWS} WHERE thread_id = $1 AND checkpoint_ns = $2 \
-                             ORDER BY checkpoint_id DESC LIMIT 1"
-                        ),
-                        &[
-                            p(&config.thread_id, Type::TEXT),
-                            p(&config.checkpoint_ns, Type::TEXT),
-                        ],
-                    )
-                    .await
-            }
-        }
-        .map_err(db("reading a checkpoint"))?;
-        let rows = rows.iter().map(Row::from_pg).collect();
-        Ok(assemble(client_of(&client), self.serializer.as_ref(), rows)
-            .await?
-            .into_iter()
-            .next())
+        read::get_tuple(
+            &client,
+            self.cache_statements,
+            self.serializer.as_ref(),
+            config,
+        )
+        .await
     }
 
     /// Two round trips whatever the chain's length: the walk (one statement), then the
     /// walked checkpoints' blobs and writes (pipelined).
-    async fn get_delta_channel_history(
+    async fn delta_history_once(
         &self,
         config: &CheckpointConfig,
         channels: &[String],
@@ -733,7 +563,7 @@ impl CheckpointSaver for PostgresSaver {
         Ok(walk.finish())
     }
 
-    async fn list(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>> {
+    async fn list_once(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>> {
         let mut clauses: Vec<String> = Vec::new();
         let mut texts: Vec<String> = Vec::new();
         let mut kinds: Vec<&str> = Vec::new();
@@ -777,6 +607,43 @@ impl CheckpointSaver for PostgresSaver {
         let rows = rows.iter().map(Row::from_pg).collect();
         assemble(client_of(&client), self.serializer.as_ref(), rows).await
     }
+}
+
+/// Whether `e` is a driver error saying the connection was closed before the request went out.
+fn connection_closed(e: &Error) -> bool {
+    matches!(e, Error::Backend { source: Some(s), .. }
+        if s.downcast_ref::<tokio_postgres::Error>().is_some_and(tokio_postgres::Error::is_closed))
+}
+
+#[async_trait]
+impl CheckpointSaver for PostgresSaver {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+
+    /// One round trip: the row, its blobs and its writes in one statement.
+    async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
+        self.retry_closed(|| self.get_tuple_once(config)).await
+    }
+
+    /// Two round trips whatever the chain's length: the walk (one statement), then the
+    /// walked checkpoints' blobs and writes (pipelined).
+    async fn get_delta_channel_history(
+        &self,
+        config: &CheckpointConfig,
+        channels: &[String],
+    ) -> Result<BTreeMap<String, DeltaChannelHistory>> {
+        self.retry_closed(|| self.delta_history_once(config, channels))
+            .await
+    }
+
+    async fn list(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>> {
+        self.retry_closed(|| self.list_once(options)).await
+    }
 
     async fn put(
         &self,
@@ -814,20 +681,36 @@ impl CheckpointSaver for PostgresSaver {
         task_id: &str,
         task_path: &str,
     ) -> Result<()> {
-        let client = self.client().await?;
-        self.writes_in(&**client, config, writes, task_id, task_path)
-            .await
+        let op = Encoded::writes(self.serializer.as_ref(), config, writes, task_id, task_path)?;
+        self.store_each(&[op]).await
     }
 
-    /// Group commit: the whole batch in one transaction (one WAL flush instead of one per
-    /// op). If any op fails the transaction is rolled back and the ops are applied one by
-    /// one, so the ops before the failing one are stored and its error is the one returned,
-    /// exactly as without batching.
+    /// Group commit: the whole batch in one transaction, sent in one round trip (one WAL
+    /// flush instead of one per op). If any op fails the transaction is rolled back and the
+    /// ops are applied one by one, so the ops before the failing one are stored and its
+    /// error is the one returned, exactly as without batching. A value that does not
+    /// serialize fails its op the same way, before anything is sent.
     async fn apply_batch(&self, ops: &[SaveOp]) -> Result<()> {
-        if ops.len() > 1 && self.batch_in_one_transaction(ops).await?.is_ok() {
-            return Ok(());
+        let mut encoded = Vec::with_capacity(ops.len());
+        let mut unencodable = None;
+        for op in ops {
+            match Encoded::op(self.serializer.as_ref(), op) {
+                Ok(e) => encoded.push(e),
+                Err(e) => {
+                    unencodable = Some(e);
+                    break;
+                }
+            }
         }
-        SaveOp::apply_each(ops, self).await
+        if encoded.len() > 1 && write::combinable(&encoded) {
+            match self.transact(&encoded).await {
+                Ok(()) => return unencodable.map_or(Ok(()), Err),
+                Err(Failure::Unknown(e)) => return Err(e),
+                Err(Failure::RolledBack(_) | Failure::NotSent(_)) => {}
+            }
+        }
+        self.store_each(&encoded).await?;
+        unencodable.map_or(Ok(()), Err)
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {

@@ -1,0 +1,501 @@
+//! Writing checkpoints and writes in one round trip.
+//!
+//! A save is a transaction: the conflict check of a conditional put, the blob rows, the
+//! checkpoint row, the pending writes, the commit. Sent one statement at a time that is one
+//! network round trip per statement; here every statement of a transaction (and of a whole
+//! batch of saves) is sent at once — tokio-postgres pipelines requests issued together on one
+//! connection — so a save costs one round trip plus the server's commit.
+//!
+//! A conflict must abort the transaction inside the server, since the commit is already on
+//! its way when the check runs: the check statement fails on a mismatch (a text that is not a
+//! boolean, naming the checkpoint found), which aborts the transaction, and the pipelined
+//! `COMMIT` then ends it as a rollback. The error is recognised by its marker and reported as
+//! [`Error::Conflict`].
+
+use std::collections::BTreeSet;
+
+use serde_json::Value as Json;
+use stategraph_checkpoint::blob_layout::{BlobRow, metadata_json, split_checkpoint};
+use stategraph_checkpoint::{
+    ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, EncodedWrite, Error, Result,
+    SaveOp, Serializer, Value, encode_writes, latest_conflict, validate_put,
+};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{ToSql, Type};
+
+use crate::error::BACKEND;
+
+/// What the check statement's failure says before the id it found.
+const CONFLICT_MARKER: &str = "stategraph-conflict:";
+
+/// A checkpoint put, serialized.
+pub(crate) struct EncodedPut {
+    thread: String,
+    ns: String,
+    id: String,
+    parent: Option<String>,
+    checkpoint: Json,
+    metadata: Json,
+    blobs: Vec<BlobRow>,
+    /// `Some(expected)` for a conditional put.
+    expected: Option<Option<String>>,
+    /// For the conflict error.
+    config: CheckpointConfig,
+}
+
+/// A `put_writes` call, serialized.
+pub(crate) struct EncodedWriteCall {
+    thread: String,
+    ns: String,
+    checkpoint_id: String,
+    task_id: String,
+    task_path: String,
+    replace: bool,
+    rows: Vec<EncodedWrite>,
+}
+
+/// One save, serialized.
+pub(crate) enum Encoded {
+    Put(Box<EncodedPut>),
+    Writes(EncodedWriteCall),
+}
+
+impl Encoded {
+    /// Serializes a put (validating it first).
+    pub(crate) fn put(
+        serde: &dyn Serializer,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        new_versions: &ChannelVersions,
+        expected: Option<Option<&str>>,
+    ) -> Result<Self> {
+        validate_put(config, checkpoint)?;
+        let split = split_checkpoint(serde, config, checkpoint, new_versions)?;
+        Ok(Encoded::Put(Box::new(EncodedPut {
+            thread: config.thread_id.clone(),
+            ns: config.checkpoint_ns.clone(),
+            id: checkpoint.id.clone(),
+            parent: config.checkpoint_id.clone(),
+            checkpoint: split.checkpoint,
+            metadata: metadata_json(metadata),
+            blobs: split.blobs,
+            expected: expected.map(|e| e.map(str::to_owned)),
+            config: config.clone(),
+        })))
+    }
+
+    /// Serializes a `put_writes` call (validating it first).
+    pub(crate) fn writes(
+        serde: &dyn Serializer,
+        config: &CheckpointConfig,
+        writes: &[(String, Value)],
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<Self> {
+        let encoded = encode_writes(serde, config, writes, task_id)?;
+        Ok(Encoded::Writes(EncodedWriteCall {
+            thread: config.thread_id.clone(),
+            ns: config.checkpoint_ns.clone(),
+            checkpoint_id: encoded.checkpoint_id.to_owned(),
+            task_id: task_id.to_owned(),
+            task_path: task_path.to_owned(),
+            replace: encoded.replace,
+            rows: encoded.rows,
+        }))
+    }
+
+    /// Serializes a batch op.
+    pub(crate) fn op(serde: &dyn Serializer, op: &SaveOp) -> Result<Self> {
+        match op {
+            SaveOp::Put {
+                config,
+                checkpoint,
+                metadata,
+                new_versions,
+                expected_latest,
+            } => Self::put(
+                serde,
+                config,
+                checkpoint,
+                metadata,
+                new_versions,
+                Some(expected_latest.as_deref()),
+            ),
+            SaveOp::Writes {
+                config,
+                writes,
+                task_id,
+                task_path,
+            } => Self::writes(serde, config, writes, task_id, task_path),
+        }
+    }
+}
+
+/// Why a transaction did not commit.
+pub(crate) enum Failure {
+    /// A statement failed before the commit: nothing was stored. The error of the op it
+    /// belongs to (a conflict, or a database error).
+    RolledBack(Error),
+    /// The commit itself failed or its answer was lost: the outcome is unknown, so the ops
+    /// must not be retried.
+    Unknown(Error),
+    /// The connection was closed before the transaction began: nothing reached the server,
+    /// so it is safe to send again on another connection.
+    NotSent(Error),
+}
+
+/// Takes the thread's lock for a conditional put: held until the transaction ends, so the
+/// check in the statement after it sees every put that committed before.
+const LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2, 7))";
+
+/// Everything a batch stores, in one statement: the conflict check (`guard`: when `$3`, the
+/// namespace's newest checkpoint must be `$4`; a mismatch casts a text that is not a boolean,
+/// which fails the statement, naming what it found), the blobs, the checkpoint rows and the
+/// writes (kept: first write wins; replaced: last wins). The sub-statements all read the
+/// snapshot from before the statement, so the guard sees only what committed earlier.
+const STORE: &str = "WITH guard AS (\
+      SELECT CASE WHEN NOT $3::boolean OR max(checkpoint_id) IS NOT DISTINCT FROM $4 THEN true \
+        ELSE ('stategraph-conflict:' || coalesce(max(checkpoint_id), ''))::boolean END AS ok \
+      FROM checkpoints WHERE thread_id = $1 AND checkpoint_ns = $2), \
+    blobs AS (INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) \
+      SELECT $1, $2, * FROM unnest($5::text[], $6::text[], $7::text[], $8::bytea[]) \
+      ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING), \
+    rows AS (INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, \
+        parent_checkpoint_id, checkpoint, metadata) \
+      SELECT $1, $2, * FROM unnest($9::text[], $10::text[], $11::jsonb[], $12::jsonb[]) \
+      ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) \
+      DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata), \
+    kept AS (INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, \
+        task_path, idx, channel, type, blob) \
+      SELECT $1, $2, * FROM unnest($13::text[], $14::text[], $15::text[], $16::int4[], \
+        $17::text[], $18::text[], $19::bytea[]) \
+      ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING), \
+    replaced AS (INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, \
+        task_id, task_path, idx, channel, type, blob) \
+      SELECT $1, $2, * FROM unnest($20::text[], $21::text[], $22::text[], $23::int4[], \
+        $24::text[], $25::text[], $26::bytea[]) \
+      ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) \
+      DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob) \
+    SELECT ok FROM guard";
+
+/// The parameter types of a `put_writes` half of [`STORE`].
+const WRITE_TYPES: [Type; 7] = [
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::INT4_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::TEXT_ARRAY,
+    Type::BYTEA_ARRAY,
+];
+
+/// The parameter types of [`STORE`].
+fn store_types() -> Vec<Type> {
+    let mut types = vec![
+        Type::TEXT,
+        Type::TEXT,
+        Type::BOOL,
+        Type::TEXT,
+        Type::TEXT_ARRAY,
+        Type::TEXT_ARRAY,
+        Type::TEXT_ARRAY,
+        Type::BYTEA_ARRAY,
+        Type::TEXT_ARRAY,
+        Type::TEXT_ARRAY,
+        Type::JSONB_ARRAY,
+        Type::JSONB_ARRAY,
+    ];
+    types.extend(WRITE_TYPES);
+    types.extend(WRITE_TYPES);
+    types
+}
+
+/// Whether `ops` can go in one [`STORE`] statement: one thread and namespace; every
+/// conditional put after the first expects the one before it (so checking the first against
+/// the database checks them all); no unconditional put after a conditional one; no two
+/// `put_writes` rows with the same key (one `INSERT` cannot touch a row twice). A batch from
+/// one run always qualifies; anything else is written op by op.
+pub(crate) fn combinable(ops: &[Encoded]) -> bool {
+    let mut at: Option<(&str, &str)> = None;
+    let mut last_put: Option<&str> = None;
+    let mut conditional = false;
+    let mut keys: BTreeSet<(&str, &str, i64)> = BTreeSet::new();
+    for op in ops {
+        let here = match op {
+            Encoded::Put(p) => (p.thread.as_str(), p.ns.as_str()),
+            Encoded::Writes(w) => (w.thread.as_str(), w.ns.as_str()),
+        };
+        if *at.get_or_insert(here) != here {
+            return false;
+        }
+        match op {
+            Encoded::Put(p) => {
+                match (&p.expected, last_put) {
+                    (Some(expected), Some(prev)) if expected.as_deref() != Some(prev) => {
+                        return false;
+                    }
+                    (None, Some(_)) if conditional => return false,
+                    _ => {}
+                }
+                conditional |= p.expected.is_some();
+                last_put = Some(p.id.as_str());
+            }
+            Encoded::Writes(w) => {
+                for r in &w.rows {
+                    if !keys.insert((w.checkpoint_id.as_str(), w.task_id.as_str(), r.idx)) {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+    true
+}
+
+/// The parameters of [`STORE`] for `ops` (which must be [`combinable`]).
+struct StoreParams<'a> {
+    thread: &'a str,
+    ns: &'a str,
+    /// The put whose expectation is checked (the first conditional one).
+    checked: Option<usize>,
+    checked_flag: bool,
+    expected: Option<&'a str>,
+    blob_channels: Vec<&'a str>,
+    blob_versions: Vec<&'a str>,
+    blob_types: Vec<&'a str>,
+    blob_data: Vec<&'a [u8]>,
+    ids: Vec<&'a str>,
+    parents: Vec<Option<&'a str>>,
+    checkpoints: Vec<&'a Json>,
+    metadata: Vec<&'a Json>,
+    /// Kept (first wins) and replaced (last wins) writes.
+    writes: [WriteColumns<'a>; 2],
+}
+
+#[derive(Default)]
+struct WriteColumns<'a> {
+    checkpoint_ids: Vec<&'a str>,
+    task_ids: Vec<&'a str>,
+    paths: Vec<&'a str>,
+    idxs: Vec<i32>,
+    channels: Vec<&'a str>,
+    types: Vec<&'a str>,
+    data: Vec<&'a [u8]>,
+}
+
+impl<'a> StoreParams<'a> {
+    fn new(ops: &'a [Encoded]) -> Option<Self> {
+        let (thread, ns) = match ops.first()? {
+            Encoded::Put(p) => (p.thread.as_str(), p.ns.as_str()),
+            Encoded::Writes(w) => (w.thread.as_str(), w.ns.as_str()),
+        };
+        let mut out = StoreParams {
+            thread,
+            ns,
+            checked: None,
+            checked_flag: false,
+            expected: None,
+            blob_channels: Vec::new(),
+            blob_versions: Vec::new(),
+            blob_types: Vec::new(),
+            blob_data: Vec::new(),
+            ids: Vec::new(),
+            parents: Vec::new(),
+            checkpoints: Vec::new(),
+            metadata: Vec::new(),
+            writes: Default::default(),
+        };
+        for (i, op) in ops.iter().enumerate() {
+            match op {
+                Encoded::Put(p) => {
+                    if let (None, Some(expected)) = (out.checked, &p.expected) {
+                        out.checked = Some(i);
+                        out.checked_flag = true;
+                        out.expected = expected.as_deref();
+                    }
+                    for b in &p.blobs {
+                        out.blob_channels.push(&b.channel);
+                        out.blob_versions.push(&b.version);
+                        out.blob_types.push(&b.type_tag);
+                        out.blob_data.push(&b.data);
+                    }
+                    // One row per checkpoint id: a later put of an id replaces an earlier
+                    // one, as when they are stored one by one.
+                    if let Some(j) = out.ids.iter().position(|id| *id == p.id) {
+                        out.parents[j] = p.parent.as_deref();
+                        out.checkpoints[j] = &p.checkpoint;
+                        out.metadata[j] = &p.metadata;
+                    } else {
+                        out.ids.push(&p.id);
+                        out.parents.push(p.parent.as_deref());
+                        out.checkpoints.push(&p.checkpoint);
+                        out.metadata.push(&p.metadata);
+                    }
+                }
+                Encoded::Writes(w) => {
+                    let cols = &mut out.writes[usize::from(w.replace)];
+                    for r in &w.rows {
+                        cols.checkpoint_ids.push(&w.checkpoint_id);
+                        cols.task_ids.push(&w.task_id);
+                        cols.paths.push(&w.task_path);
+                        cols.idxs.push(i32::try_from(r.idx).unwrap_or(i32::MAX));
+                        cols.channels.push(&r.channel);
+                        cols.types.push(&r.tag);
+                        cols.data.push(&r.bytes);
+                    }
+                }
+            }
+        }
+        Some(out)
+    }
+
+    fn as_params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        let mut out: Vec<&(dyn ToSql + Sync)> = vec![
+            &self.thread,
+            &self.ns,
+            &self.checked_flag,
+            &self.expected,
+            &self.blob_channels,
+            &self.blob_versions,
+            &self.blob_types,
+            &self.blob_data,
+            &self.ids,
+            &self.parents,
+            &self.checkpoints,
+            &self.metadata,
+        ];
+        for w in &self.writes {
+            out.extend([
+                &w.checkpoint_ids as &(dyn ToSql + Sync),
+                &w.task_ids,
+                &w.paths,
+                &w.idxs,
+                &w.channels,
+                &w.types,
+                &w.data,
+            ]);
+        }
+        out
+    }
+}
+
+/// Prepares `sql` (cached per connection) when the saver uses prepared statements.
+async fn prepare(
+    client: &deadpool_postgres::ClientWrapper,
+    cache: bool,
+    sql: &str,
+    types: &[Type],
+) -> std::result::Result<Option<tokio_postgres::Statement>, tokio_postgres::Error> {
+    if cache {
+        client.prepare_typed_cached(sql, types).await.map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// Runs `sql` with `params`, prepared (`statement`) or not.
+async fn run(
+    client: &tokio_postgres::Client,
+    statement: Option<&tokio_postgres::Statement>,
+    sql: &str,
+    types: &[Type],
+    params: &[&(dyn ToSql + Sync)],
+) -> std::result::Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
+    match statement {
+        Some(s) => client.query(s, params).await,
+        None => {
+            let typed: Vec<(&(dyn ToSql + Sync), Type)> = params
+                .iter()
+                .zip(types)
+                .map(|(p, t)| (*p, t.clone()))
+                .collect();
+            client.query_typed(sql, &typed).await
+        }
+    }
+}
+
+/// Stores `ops` (which must be [`combinable`]) in one transaction, sent in one round trip:
+/// `BEGIN`, the lock (for a conditional put), [`STORE`], `COMMIT`.
+pub(crate) async fn commit(
+    client: &deadpool_postgres::ClientWrapper,
+    cache_statements: bool,
+    ops: &[Encoded],
+) -> std::result::Result<(), Failure> {
+    let Some(params) = StoreParams::new(ops) else {
+        return Ok(());
+    };
+    let not_sent = |e: tokio_postgres::Error| {
+        if e.is_closed() {
+            Failure::NotSent(Error::backend(BACKEND, "preparing a checkpoint write", e))
+        } else {
+            Failure::RolledBack(Error::backend(BACKEND, "preparing a checkpoint write", e))
+        }
+    };
+    // Statements are prepared (once per connection) before anything is sent, so that the
+    // transaction then goes out in order, at once.
+    let text = [Type::TEXT, Type::TEXT];
+    let lock = prepare(client, cache_statements, LOCK, &text)
+        .await
+        .map_err(not_sent)?;
+    let store_types = store_types();
+    let store = prepare(client, cache_statements, STORE, &store_types)
+        .await
+        .map_err(not_sent)?;
+    let lock_params: [&(dyn ToSql + Sync); 2] = [&params.thread, &params.ns];
+    let store_params = params.as_params();
+    let locked = params.checked.is_some();
+    let (begin, lock_result, store_result, end) = tokio::join!(
+        client.query_typed("BEGIN", &[]),
+        async {
+            if locked {
+                run(client, lock.as_ref(), LOCK, &text, &lock_params)
+                    .await
+                    .map(Some)
+            } else {
+                Ok(None)
+            }
+        },
+        run(client, store.as_ref(), STORE, &store_types, &store_params),
+        client.query_typed("COMMIT", &[]),
+    );
+    if let Err(e) = begin {
+        return Err(if e.is_closed() {
+            Failure::NotSent(Error::backend(BACKEND, "starting a checkpoint write", e))
+        } else {
+            Failure::RolledBack(Error::backend(BACKEND, "starting a checkpoint write", e))
+        });
+    }
+    // A statement that failed aborted the transaction: the commit rolled it back.
+    let failed = match (lock_result, store_result) {
+        (Err(e), _) => Some(Error::backend(BACKEND, "locking the thread", e)),
+        (_, Err(e)) => Some(store_error(ops, &params, e)),
+        _ => None,
+    };
+    match (failed, end) {
+        (Some(e), _) => Err(Failure::RolledBack(e)),
+        (None, Err(e)) => Err(Failure::Unknown(Error::backend(
+            BACKEND,
+            "committing a checkpoint",
+            e,
+        ))),
+        (None, Ok(_)) => Ok(()),
+    }
+}
+
+/// The error a failed [`STORE`] stands for: a conflict when the guard failed, else a
+/// database error.
+fn store_error(ops: &[Encoded], params: &StoreParams<'_>, e: tokio_postgres::Error) -> Error {
+    if let Some(db) = e.as_db_error()
+        && *db.code() == SqlState::INVALID_TEXT_REPRESENTATION
+        && let Some(at) = db.message().find(CONFLICT_MARKER)
+        && let Some(Encoded::Put(p)) = params.checked.and_then(|i| ops.get(i))
+    {
+        let found = db.message()[at + CONFLICT_MARKER.len()..]
+            .trim_end_matches('"')
+            .to_owned();
+        let found = (!found.is_empty()).then_some(found);
+        return latest_conflict(&p.config, params.expected, found.as_deref());
+    }
+    Error::backend(BACKEND, "storing a checkpoint", e)
+}
