@@ -54,7 +54,8 @@ pub struct DbSize {
     pub rows: Vec<(String, u64)>,
 }
 
-enum Place {
+/// Where a backend stores (what `commit_floor` writes next to).
+pub(crate) enum Place {
     Nothing,
     Sqlite {
         _dir: tempfile::TempDir,
@@ -160,6 +161,11 @@ impl Backend {
         self.kind
     }
 
+    /// Where it stores.
+    pub(crate) fn place(&self) -> &Place {
+        &self.place
+    }
+
     /// The saver graphs use (`None` for [`BackendKind::None`]).
     pub fn saver(&self) -> Option<Arc<dyn CheckpointSaver>> {
         self.saver.clone()
@@ -249,7 +255,7 @@ fn sqlite_size(path: &std::path::Path) -> Result<DbSize, Box<dyn std::error::Err
     Ok(DbSize { bytes, rows })
 }
 
-async fn pg_connect(url: &str) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+pub(crate) async fn pg_connect(url: &str) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
     tokio::spawn(connection);
     Ok(client)

@@ -24,6 +24,7 @@ use serde_json::{Value as Json, json};
 
 pub mod backend;
 pub mod chart;
+mod floor;
 pub mod report;
 pub mod workloads;
 
@@ -124,6 +125,8 @@ pub enum Unit {
     Invoke,
     /// `ms_per_checkpoint`: the median divided by the checkpoints listed.
     Checkpoint,
+    /// `ms_per_commit`: the median itself (one commit a run).
+    Commit,
 }
 
 /// What a workload is called and its defaults.
@@ -230,6 +233,7 @@ pub async fn run(params: &Params) -> Result<Json, BenchError> {
     match spec.unit {
         Unit::Step => out["ms_per_step"] = json!(per(m.steps.unwrap_or(n))),
         Unit::Invoke => out["ms_per_invoke"] = json!(round(med)),
+        Unit::Commit => out["ms_per_commit"] = json!(round(med)),
         Unit::Checkpoint => {
             let cps = m
                 .extra

@@ -11,9 +11,14 @@ use crate::{BenchError, median, workloads};
 
 /// The per-unit figure of a result and its name.
 pub fn unit_figure(r: &Json) -> Option<(&'static str, f64)> {
-    ["ms_per_step", "ms_per_invoke", "ms_per_checkpoint"]
-        .into_iter()
-        .find_map(|k| r.get(k).and_then(Json::as_f64).map(|v| (k, v)))
+    [
+        "ms_per_step",
+        "ms_per_invoke",
+        "ms_per_checkpoint",
+        "ms_per_commit",
+    ]
+    .into_iter()
+    .find_map(|k| r.get(k).and_then(Json::as_f64).map(|v| (k, v)))
 }
 
 /// Bytes in a human unit.

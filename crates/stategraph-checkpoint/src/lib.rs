@@ -69,7 +69,7 @@ mod writes;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
-pub use checkpoint::{Checkpoint, CheckpointTuple, LATEST_VERSION};
+pub use checkpoint::{Checkpoint, CheckpointTuple, LATEST_VERSION, checkpoint_value_ranges};
 pub use config::{
     CHECKPOINT_ID, CHECKPOINT_NS, CheckpointConfig, NS_END, NS_SEP, THREAD_ID, redact_url,
 };

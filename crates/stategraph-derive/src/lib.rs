@@ -93,6 +93,23 @@ fn reducer_of(field: &syn::Field) -> syn::Result<(ReducerKind, Option<syn::Expr>
     Ok((kind, delta))
 }
 
+/// The item type of a field written `Vec<T>` (the last path segment `Vec` with one type
+/// argument), whose grown lists are converted item by item.
+fn vec_item(ty: &syn::Type) -> Option<&syn::Type> {
+    let syn::Type::Path(p) = ty else { return None };
+    let last = p.path.segments.last()?;
+    if last.ident != "Vec" {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    match args.args.first() {
+        Some(syn::GenericArgument::Type(t)) if args.args.len() == 1 => Some(t),
+        _ => None,
+    }
+}
+
 fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
     let Data::Struct(data) = &input.data else {
         return Err(syn::Error::new(
@@ -123,6 +140,8 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
     let mut update_fields = Vec::new();
     let mut setters = Vec::new();
     let mut touched = Vec::new();
+    let mut names = Vec::new();
+    let mut reuses = Vec::new();
     for field in &fields.named {
         let Some(ident) = &field.ident else { continue };
         let ty = &field.ty;
@@ -149,6 +168,15 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
         };
         schema.push(spec);
         touched.push(quote!(&self.#ident,));
+        let previous = format_ident!("previous_{}", ident);
+        names.push(quote!(#ident: #previous,));
+        let reuse = match vec_item(ty) {
+            Some(item) => quote!(#krate::graph::reuse_vec_field::<#item>),
+            None => quote!(#krate::graph::reuse_field::<#ty>),
+        };
+        reuses.push(quote! {
+            #ident: #reuse(#key_lit, values.get(#key_lit), before.get(#key_lit), #previous)?,
+        });
         reads.push(quote! {
             #ident: match values.get(#key_lit) {
                 Some(v) => #krate::graph::read_field::<#ty>(#key_lit, v)?,
@@ -199,6 +227,17 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
                 values: &#krate::graph::Values,
             ) -> ::core::result::Result<Self, #krate::graph::GraphError> {
                 Ok(Self { #(#reads)* })
+            }
+
+            fn from_values_reusing(
+                values: &#krate::graph::Values,
+                previous: ::core::option::Option<(Self, &#krate::graph::Values)>,
+            ) -> ::core::result::Result<Self, #krate::graph::GraphError> {
+                let ::core::option::Option::Some((previous, before)) = previous else {
+                    return Self::from_values(values);
+                };
+                let Self { #(#names)* } = previous;
+                Ok(Self { #(#reuses)* })
             }
 
             fn __touch_fields(&self) {

@@ -86,7 +86,12 @@ pub struct CompiledGraph<S: State> {
     pub(crate) interrupt_after: Vec<String>,
     /// Per-thread locks for runs that asked to queue.
     pub(crate) run_locks: RunLocks,
+    /// What this graph's runs ended on, per thread (see [`with_state_cache`](Self::with_state_cache)).
+    pub(crate) head: Arc<crate::head::HeadCache<S>>,
 }
+
+/// Threads whose last checkpoint a graph remembers by default.
+pub const DEFAULT_STATE_CACHE: usize = 64;
 
 /// thread id → the lock queued runs on that thread take.
 pub(crate) type RunLocks = Arc<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>;
@@ -131,6 +136,7 @@ impl<S: State> CompiledGraph<S> {
             interrupt_before: Vec::new(),
             interrupt_after: Vec::new(),
             run_locks: Arc::default(),
+            head: Arc::new(crate::head::HeadCache::new(DEFAULT_STATE_CACHE)),
         }
     }
 
@@ -159,6 +165,19 @@ impl<S: State> CompiledGraph<S> {
         T: Into<String>,
     {
         self.interrupt_after = nodes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// How many threads this graph remembers the last checkpoint of (default
+    /// [`DEFAULT_STATE_CACHE`]; 0 turns it off). A run that continues a thread from the
+    /// checkpoint this graph's previous run on it ended on — the next turn of a conversation —
+    /// then takes from memory what reading would rebuild: the values of delta keys (otherwise
+    /// rebuilt from the thread's history) and the typed state the last node saw (from which
+    /// only what changed is converted). Entries are tied to one checkpoint id, so a thread
+    /// moved on by anyone else is read from the database as usual; nothing is served that
+    /// the checkpointer would not return.
+    pub fn with_state_cache(mut self, threads: usize) -> Self {
+        self.head = Arc::new(crate::head::HeadCache::new(threads));
         self
     }
 

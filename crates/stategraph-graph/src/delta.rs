@@ -200,7 +200,7 @@ impl<S: State> CompiledGraph<S> {
         tuple: &mut CheckpointTuple,
     ) -> Result<(), GraphError> {
         let cp = &tuple.checkpoint;
-        let missing: Vec<String> = self
+        let mut missing: Vec<String> = self
             .channel_specs
             .iter()
             .filter(|(k, spec)| {
@@ -210,6 +210,16 @@ impl<S: State> CompiledGraph<S> {
             })
             .map(|(k, _)| k.clone())
             .collect();
+        // Values this graph's own last run on the thread ended with need no walk.
+        let (thread, ns) = (&tuple.config.thread_id, &tuple.config.checkpoint_ns);
+        let id = tuple.checkpoint.id.clone();
+        missing.retain(|k| match self.head.rebuilt(thread, ns, &id, k) {
+            Some(v) => {
+                tuple.checkpoint.channel_values.insert(k.clone(), v);
+                false
+            }
+            None => true,
+        });
         if missing.is_empty() {
             return Ok(());
         }

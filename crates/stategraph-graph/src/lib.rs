@@ -36,6 +36,7 @@ mod config;
 mod delta;
 mod error;
 mod graph;
+mod head;
 pub mod inspect;
 mod interrupt;
 mod messages;
@@ -48,7 +49,7 @@ mod stream;
 mod update;
 
 pub use channel::{ChannelSpec, Reducer, ReducerFn};
-pub use compiled::CompiledGraph;
+pub use compiled::{CompiledGraph, DEFAULT_STATE_CACHE};
 pub use config::{
     Context, DEFAULT_RECURSION_LIMIT, Durability, PregelTask, RunConfig, StateSnapshot,
 };
@@ -61,6 +62,6 @@ pub use repair::{ChannelRepair, RepairPlan};
 pub use retry::{RetryOn, RetryPolicy};
 pub use state::{DynState, Schema, State, Values, from_value, to_value};
 #[doc(hidden)]
-pub use state::{read_field, write_field};
+pub use state::{read_field, reuse_field, reuse_vec_field, write_field};
 pub use stream::{RunStream, StreamMode, StreamPart};
 pub use update::{AS_COPY, StateUpdate};

@@ -291,6 +291,9 @@ struct Run<'g, S: State> {
     /// (step, task id, task path, channel, value), and the run's first step.
     exit_delta_writes: Vec<(i64, String, String, String, Value)>,
     exit_first_step: Option<i64>,
+    /// The typed state nodes last read, with the values it was built from: the next one is
+    /// built from it, converting only what changed.
+    typed: Option<crate::head::TypedState<S>>,
 }
 
 impl<S: State> CompiledGraph<S> {
@@ -387,6 +390,7 @@ impl<S: State> CompiledGraph<S> {
         let flushed = run.flush(stopped_early).await;
         result?;
         flushed?;
+        run.remember_head();
         Ok(RunOutcome {
             values: self.read_values(&run.channels),
             interrupts: run.interrupts,
@@ -447,6 +451,17 @@ impl<S: State> CompiledGraph<S> {
             ),
         };
         let delta_loaded_writes = self.delta_channels_in(&pending_writes);
+        let typed = checkpoint_config
+            .checkpoint_id
+            .as_deref()
+            .and_then(|id| {
+                self.head.take(
+                    &checkpoint_config.thread_id,
+                    &checkpoint_config.checkpoint_ns,
+                    id,
+                )
+            })
+            .and_then(|head| head.typed);
         let channels = channels_from_checkpoint(&self.channel_specs, &checkpoint);
         let exit_parent = checkpoint_config.clone();
         let limit = i64::try_from(config.recursion_limit).unwrap_or(i64::MAX);
@@ -486,11 +501,34 @@ impl<S: State> CompiledGraph<S> {
             delta_loaded_writes,
             exit_delta_writes: Vec::new(),
             exit_first_step: None,
+            typed,
         })
     }
 }
 
 impl<S: State> Run<'_, S> {
+    /// Tells the graph's head cache what this run ended on (its last saved checkpoint).
+    fn remember_head(&mut self) {
+        if self.saver.is_none() {
+            return;
+        }
+        let Some(id) = self.checkpoint_config.checkpoint_id.clone() else {
+            return;
+        };
+        let rebuilt = self
+            .graph
+            .delta_channels()
+            .filter_map(|(k, _)| Some((k.to_owned(), self.channels.get(k)?.get()?)))
+            .collect();
+        let head = crate::head::Head {
+            checkpoint_id: id,
+            rebuilt,
+            typed: self.typed.take(),
+        };
+        let cc = &self.checkpoint_config;
+        self.graph.head.put(&cc.thread_id, &cc.checkpoint_ns, head);
+    }
+
     /// `apply_writes` with the saver's version scheme (integers without a saver).
     fn apply(&mut self, tasks: &[&Task]) -> Result<BTreeSet<String>, GraphError> {
         let saver = self.saver.clone();
@@ -1090,8 +1128,9 @@ impl<S: State> Run<'_, S> {
                 (Some(arg), _) => Arc::new(S::from_values(&arg_values(arg))?),
                 (None, Some(s)) => Arc::clone(s),
                 (None, None) => {
-                    let s = Arc::new(S::from_values(values.as_ref())?);
+                    let s = Arc::new(self.typed_state(&values)?);
                     state = Some(Arc::clone(&s));
+                    self.typed = Some((Arc::clone(&s), Arc::clone(&values)));
                     s
                 }
             };
@@ -1188,6 +1227,20 @@ impl<S: State> Run<'_, S> {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// The typed state of `values`, built from the last one where nothing holds on to it
+    /// (its nodes finished), converting only what changed.
+    fn typed_state(&mut self, values: &Arc<Values>) -> Result<S, GraphError> {
+        let previous = self
+            .typed
+            .take()
+            .and_then(|(s, before)| Arc::try_unwrap(s).ok().map(|s| (s, before)));
+        let s = match previous {
+            Some((s, before)) => S::from_values_reusing(values, Some((s, &before)))?,
+            None => S::from_values(values)?,
+        };
+        Ok(s)
     }
 
     /// Records what task `i`'s node returned (or how it failed).

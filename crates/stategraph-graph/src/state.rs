@@ -72,6 +72,21 @@ pub trait State: Send + Sync + Sized + 'static {
     /// Builds the state nodes read from the channels' current values.
     fn from_values(values: &Values) -> Result<Self, GraphError>;
 
+    /// Builds the state from `values` the way [`from_values`](Self::from_values) does,
+    /// reusing `previous` — the state built from the values `before` — for what did not
+    /// change: a field whose value is the same is taken over as it is, and (for `Vec` fields)
+    /// a list that only grew at its end converts just the new items. The engine calls it
+    /// from one super-step to the next, and from one run to the next on the same thread, so
+    /// a long conversation does not rebuild its whole history for every node.
+    /// `#[derive(State)]` implements it; the default builds from scratch.
+    fn from_values_reusing(
+        values: &Values,
+        previous: Option<(Self, &Values)>,
+    ) -> Result<Self, GraphError> {
+        let _ = previous;
+        Self::from_values(values)
+    }
+
     /// Turns an update into `(channel, value)` writes, in the order LangGraph writes them.
     fn into_writes(update: Self::Update) -> Result<Vec<(String, Value)>, GraphError>;
 
@@ -173,6 +188,53 @@ pub fn read_field<T: DeserializeOwned + 'static>(
         Some(t) => Ok(t),
         None => from_value(key, value),
     }
+}
+
+/// What `#[derive(State)]` rebuilds a field with: `previous` (the field built from `before`)
+/// if the value is the same, else the field read afresh.
+#[doc(hidden)]
+pub fn reuse_field<T: DeserializeOwned + Default + 'static>(
+    key: &str,
+    now: Option<&Value>,
+    before: Option<&Value>,
+    previous: T,
+) -> Result<T, GraphError> {
+    match (now, before) {
+        (None, None) => Ok(previous),
+        (Some(n), Some(b)) if n == b => Ok(previous),
+        (None, Some(_)) => Ok(T::default()),
+        (Some(n), _) => read_field(key, n),
+    }
+}
+
+/// [`reuse_field`] for a `Vec` field: a list that kept every item it had and grew at its end
+/// converts only the new items.
+#[doc(hidden)]
+pub fn reuse_vec_field<E: DeserializeOwned + 'static>(
+    key: &str,
+    now: Option<&Value>,
+    before: Option<&Value>,
+    mut previous: Vec<E>,
+) -> Result<Vec<E>, GraphError> {
+    if let (Some(Value::List(n)), Some(Value::List(b))) = (now, before)
+        && n.len() >= b.len()
+        && previous.len() == b.len()
+        && n[..b.len()] == b[..]
+    {
+        previous.reserve(n.len() - b.len());
+        for (i, item) in n.iter().enumerate().skip(b.len()) {
+            let item = read_field(key, item).map_err(|e| match e {
+                GraphError::Decode { key, message } => GraphError::Decode {
+                    key,
+                    message: format!("at `[{i}]`: {message}"),
+                },
+                other => other,
+            })?;
+            previous.push(item);
+        }
+        return Ok(previous);
+    }
+    reuse_field(key, now, before, previous)
 }
 
 /// What `#[derive(State)]` writes a field with: dynamic data (`Value`, `Vec<Value>`, `Map`,

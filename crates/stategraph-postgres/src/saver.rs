@@ -467,17 +467,17 @@ impl PostgresSaver {
     /// Stores `ops` in one transaction (one round trip), on a pooled connection; a
     /// connection found closed before anything was sent is replaced once.
     async fn transact(&self, ops: &[Encoded]) -> std::result::Result<(), Failure> {
-        let mut retried = false;
+        let mut tries = self.pool.status().max_size + 1;
         loop {
             let client = self.client().await.map_err(Failure::NotSent)?;
             match write::commit(&client, self.cache_statements, ops).await {
                 Err(Failure::NotSent(e)) => {
                     // Drop the dead connection instead of returning it to the pool.
                     drop(deadpool_postgres::Object::take(client));
-                    if retried {
+                    tries -= 1;
+                    if tries == 0 {
                         return Err(Failure::NotSent(e));
                     }
-                    retried = true;
                 }
                 other => return other,
             }
@@ -500,17 +500,21 @@ impl PostgresSaver {
 }
 
 impl PostgresSaver {
-    /// Runs a read, once more on a fresh connection if the first found its pooled
-    /// connection closed (the server dropped it, and the driver saw that only when the read
-    /// was about to be sent: nothing reached the server).
+    /// Runs a read again on another connection while it finds its pooled connection closed
+    /// (the server dropped it, and the driver saw that only when the read was about to be
+    /// sent: nothing reached the server). Every pooled connection may have been dropped at
+    /// once (a server restart), so up to one try per pooled connection, plus a new one.
     async fn retry_closed<T, F, Fut>(&self, op: F) -> Result<T>
     where
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        match op().await {
-            Err(e) if connection_closed(&e) => op().await,
-            other => other,
+        let mut tries = self.pool.status().max_size + 1;
+        loop {
+            match op().await {
+                Err(e) if connection_closed(&e) && tries > 1 => tries -= 1,
+                other => return other,
+            }
         }
     }
 
@@ -609,10 +613,12 @@ impl PostgresSaver {
     }
 }
 
-/// Whether `e` is a driver error saying the connection was closed before the request went out.
+/// Whether `e` says the connection was gone before the request was carried out: closed
+/// before it was sent, or ended by the server instead of an answer (a `FATAL` error, such as
+/// a terminated backend). A read that failed so had no effect and can be sent again.
 fn connection_closed(e: &Error) -> bool {
     matches!(e, Error::Backend { source: Some(s), .. }
-        if s.downcast_ref::<tokio_postgres::Error>().is_some_and(tokio_postgres::Error::is_closed))
+        if s.downcast_ref::<tokio_postgres::Error>().is_some_and(write::connection_lost))
 }
 
 #[async_trait]

@@ -415,6 +415,14 @@ async fn run(
     }
 }
 
+/// Whether the driver error says the connection was gone: closed before the request was
+/// sent, or ended by the server (`FATAL`) instead of answering it.
+pub(crate) fn connection_lost(e: &tokio_postgres::Error) -> bool {
+    e.is_closed()
+        || e.as_db_error()
+            .is_some_and(|db| db.parsed_severity() == Some(tokio_postgres::error::Severity::Fatal))
+}
+
 /// Stores `ops` (which must be [`combinable`]) in one transaction, sent in one round trip:
 /// `BEGIN`, the lock (for a conditional put), [`STORE`], `COMMIT`.
 pub(crate) async fn commit(
@@ -426,7 +434,7 @@ pub(crate) async fn commit(
         return Ok(());
     };
     let not_sent = |e: tokio_postgres::Error| {
-        if e.is_closed() {
+        if connection_lost(&e) {
             Failure::NotSent(Error::backend(BACKEND, "preparing a checkpoint write", e))
         } else {
             Failure::RolledBack(Error::backend(BACKEND, "preparing a checkpoint write", e))
@@ -460,7 +468,7 @@ pub(crate) async fn commit(
         client.query_typed("COMMIT", &[]),
     );
     if let Err(e) = begin {
-        return Err(if e.is_closed() {
+        return Err(if connection_lost(&e) {
             Failure::NotSent(Error::backend(BACKEND, "starting a checkpoint write", e))
         } else {
             Failure::RolledBack(Error::backend(BACKEND, "starting a checkpoint write", e))

@@ -1,5 +1,6 @@
 //! `SqliteSaver`: LangGraph's SQLite checkpointer, in Rust.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -12,7 +13,8 @@ use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, DeltaWalk, EncodedWrites, Error,
     ListOptions, Location, PendingWrite, PruneStrategy, Result, SaveOp, SerdeError, Serializer,
-    StoredWrite, Value, encode_writes, latest_conflict, sort_writes, validate_put,
+    StoredWrite, Value, checkpoint_value_ranges, encode_writes, latest_conflict, sort_writes, tags,
+    validate_put,
 };
 
 use crate::config::{self, SqliteConfig};
@@ -308,6 +310,40 @@ const ANCESTORS: &str = "WITH RECURSIVE ancestors(checkpoint_id, parent_checkpoi
       FROM ancestors a CROSS JOIN checkpoints c ON c.checkpoint_id = a.parent_checkpoint_id \
       WHERE c.thread_id = ?4 AND c.checkpoint_ns = ?5 AND a.depth < ?6)";
 
+/// The values a stored checkpoint holds for `channels`. A msgpack checkpoint is not decoded:
+/// only the requested values are, found by skipping over the rest; anything else (an
+/// encrypted checkpoint, bytes laid out otherwise) is decoded in full, which also names what
+/// is wrong with it.
+fn stored_values(
+    serde: &dyn Serializer,
+    tag: &str,
+    bytes: &[u8],
+    channels: &std::collections::BTreeSet<&str>,
+    loc: &Location,
+) -> Result<BTreeMap<String, Value>> {
+    let wanted: Vec<&str> = channels.iter().copied().collect();
+    if tag == tags::MSGPACK
+        && let Some(found) = checkpoint_value_ranges(bytes, &wanted)
+    {
+        let mut out = BTreeMap::new();
+        for (channel, range) in found {
+            let value = serde
+                .loads_typed(tags::MSGPACK, &bytes[range])
+                .map_err(|e| located(loc.clone().channel(channel.clone()), e))?;
+            out.insert(channel, value);
+        }
+        return Ok(out);
+    }
+    let value = serde
+        .loads_typed(tag, bytes)
+        .map_err(|e| located(loc.clone(), e))?;
+    let mut checkpoint = Checkpoint::from_value(value).map_err(|e| located(loc.clone(), e))?;
+    Ok(wanted
+        .iter()
+        .filter_map(|ch| Some(((*ch).to_owned(), checkpoint.channel_values.remove(*ch)?)))
+        .collect())
+}
+
 /// `get_delta_channel_history` in two queries: the walk up the chain (stopping at the last
 /// seed), then every requested channel's writes on that stretch of the chain.
 fn delta_history(
@@ -333,7 +369,7 @@ fn delta_history(
         return Ok(DeltaWalk::new(channels).finish());
     };
     // Stage 1: the ancestors the walk visits, with what each stores.
-    let mut chain: Vec<(String, Checkpoint)> = Vec::new();
+    let mut chain: Vec<(String, BTreeMap<String, Value>)> = Vec::new();
     {
         let mut active: std::collections::BTreeSet<&str> =
             channels.iter().map(String::as_str).collect();
@@ -369,12 +405,10 @@ fn delta_history(
                 Error::serialization(loc.clone(), SerdeError::UnknownType("NULL".into()))
             })?;
             let bytes = bytes_column(r, 2).map_err(db("walking checkpoint ancestors"))?;
-            let value = serde
-                .loads_typed(&tag, bytes.as_deref().unwrap_or_default())
-                .map_err(|e| located(loc.clone(), e))?;
-            let checkpoint = Checkpoint::from_value(value).map_err(|e| located(loc, e))?;
-            active.retain(|ch| !checkpoint.channel_values.contains_key(*ch));
-            chain.push((id, checkpoint));
+            let bytes = bytes.as_deref().unwrap_or_default();
+            let stored = stored_values(serde, &tag, bytes, &active, &loc)?;
+            active.retain(|ch| !stored.contains_key(*ch));
+            chain.push((id, stored));
             if active.is_empty() {
                 break;
             }
@@ -416,9 +450,8 @@ fn delta_history(
         }
     }
     let mut walk = DeltaWalk::new(channels);
-    for (id, checkpoint) in chain {
+    for (id, values) in chain {
         let here = writes.remove(&id).unwrap_or_default();
-        let values = checkpoint.channel_values;
         walk.visit(&id, here, |ch| values.get(ch).cloned());
     }
     Ok(walk.finish())

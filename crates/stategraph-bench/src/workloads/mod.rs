@@ -23,6 +23,7 @@ pub const NAMES: &[&str] = &[
     "wide_state_15x600",
     "react_agent_100x",
     "fanout_to_subgraph_100x",
+    "commit_floor",
 ];
 
 /// The workload called `name`.
@@ -36,6 +37,7 @@ pub fn by_name(name: &str) -> Result<Box<dyn Workload>, BenchError> {
         "wide_state_15x600" => Box::new(wide::WideState),
         "react_agent_100x" => Box::new(react::ReactAgent),
         "fanout_to_subgraph_100x" => Box::new(subgraph::FanoutToSubgraph),
+        "commit_floor" => Box::new(crate::floor::CommitFloor),
         other => return Err(BenchError::UnknownWorkload(other.to_owned())),
     })
 }

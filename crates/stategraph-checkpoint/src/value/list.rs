@@ -20,9 +20,16 @@ use super::Value;
 /// assert_eq!((a.len(), b.len()), (2, 1));
 /// assert_eq!(a[1], Value::from("y"));
 /// ```
-#[derive(Clone, Debug, PartialEq, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct List {
     items: Arc<Vec<Value>>,
+}
+
+impl PartialEq for List {
+    /// Shared items are equal without being compared.
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.items, &other.items) || self.items == other.items
+    }
 }
 
 impl List {

@@ -22,6 +22,7 @@ pub use decode::{DecodeError, DecodeErrorKind, DecodeLimits, decode, decode_with
 pub use encode::{encode, encode_into};
 pub use ext::{Ext, ExtCode, PyObject};
 pub use list::List;
+pub(crate) use peek::Peek;
 
 use std::fmt;
 use std::sync::Arc;
@@ -193,9 +194,16 @@ impl<T: Into<Value>> From<Option<T>> for Value {
 /// The entries are shared copy-on-write: cloning a map (a state read by a node, a checkpoint
 /// handed to a background save) is a reference count, and only a clone that is then changed
 /// copies its entries — Python's sharing of dicts, without its aliasing.
-#[derive(Clone, Debug, PartialEq, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Map {
     entries: Arc<Vec<(Value, Value)>>,
+}
+
+impl PartialEq for Map {
+    /// Shared entries are equal without being compared.
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.entries, &other.entries) || self.entries == other.entries
+    }
 }
 
 impl Map {

@@ -33,6 +33,11 @@ impl<'a> Peek<'a> {
         usize::try_from(v).ok()
     }
 
+    /// Where the cursor is (a byte offset into the bytes).
+    pub(crate) fn position(&self) -> usize {
+        self.at
+    }
+
     fn peek_byte(&self) -> Option<u8> {
         self.bytes.get(self.at).copied()
     }
