@@ -830,17 +830,26 @@ impl<S: State> Run<'_, S> {
         {
             return Ok(());
         }
-        self.put_exit_delta_writes(&saver).await?;
-        let changed = new_versions(&self.previous_versions, &self.checkpoint.channel_versions);
-        let stored = saver
-            .put_if_latest(
-                &self.exit_parent,
-                &self.checkpoint,
-                &self.metadata,
-                &changed,
-                self.exit_expected.as_deref(),
-            )
-            .await?;
+        let stored = if self.exit_parent.checkpoint_id.as_deref()
+            == Some(self.checkpoint.id.as_str())
+        {
+            // The run made no checkpoint (a finished thread continued, or its first step
+            // failed): the one it started from is stored already and is never rewritten
+            // under its id; what the step's finished tasks wrote belongs to it.
+            self.exit_parent.clone()
+        } else {
+            self.put_exit_delta_writes(&saver).await?;
+            let changed = new_versions(&self.previous_versions, &self.checkpoint.channel_versions);
+            saver
+                .put_if_latest(
+                    &self.exit_parent,
+                    &self.checkpoint,
+                    &self.metadata,
+                    &changed,
+                    self.exit_expected.as_deref(),
+                )
+                .await?
+        };
         if stopped_early {
             for (task_id, path, writes) in std::mem::take(&mut self.exit_writes) {
                 saver.put_writes(&stored, &writes, &task_id, &path).await?;
