@@ -122,20 +122,139 @@ fn ratio(rust: Option<f64>, python: Option<f64>) -> String {
     }
 }
 
+/// A target a figure is held to (issue 17's table).
+#[derive(Clone, Copy)]
+enum Target {
+    /// Python ÷ stategraph at least this.
+    Ratio(f64),
+    /// Last 20 turns ÷ first 20 at most this (stategraph).
+    Growth(f64),
+}
+
+/// (workload, backend, delta, figure) → target. `figure` is the per-unit figure (`unit`) or
+/// `growth` (last 20 turns ÷ first 20).
+const TARGETS: &[(&str, &str, bool, &str, Target)] = &[
+    ("chat", "postgres", false, "unit", Target::Ratio(6.0)),
+    ("linear", "postgres", false, "unit", Target::Ratio(4.0)),
+    ("fanout", "postgres", false, "unit", Target::Ratio(10.0)),
+    ("chat", "sqlite", false, "unit", Target::Ratio(6.0)),
+    ("linear", "memory", false, "unit", Target::Ratio(20.0)),
+    ("chat", "memory", false, "unit", Target::Ratio(20.0)),
+    (
+        "sequential_1000",
+        "memory",
+        false,
+        "unit",
+        Target::Ratio(10.0),
+    ),
+    ("history", "sqlite", false, "unit", Target::Ratio(8.0)),
+    ("history", "postgres", false, "unit", Target::Ratio(8.0)),
+    ("chat", "memory", false, "growth", Target::Growth(1.3)),
+    ("chat", "sqlite", true, "growth", Target::Growth(1.3)),
+    ("chat", "postgres", true, "growth", Target::Growth(1.3)),
+];
+
+fn target_of(workload: &str, backend: &str, delta: bool, figure: &str) -> Option<Target> {
+    TARGETS
+        .iter()
+        .find(|(w, b, d, f, _)| *w == workload && *b == backend && *d == delta && *f == figure)
+        .map(|(.., t)| *t)
+        // Postgres is held to being faster than Python everywhere.
+        .or_else(|| (backend == "postgres" && figure == "unit").then_some(Target::Ratio(1.0)))
+}
+
+/// The target cell: what is asked and whether the figures meet it.
+fn target_cell(target: Option<Target>, rust: Option<f64>, python: Option<f64>) -> String {
+    match target {
+        None => String::new(),
+        Some(Target::Ratio(min)) => match (rust, python) {
+            (Some(r), Some(p)) if r > 0.0 => {
+                let met = if p / r >= min { "met" } else { "missed" };
+                format!("≥ {min}×: {met}")
+            }
+            _ => format!("≥ {min}×"),
+        },
+        Some(Target::Growth(max)) => match rust {
+            Some(g) => {
+                let met = if g <= max { "met" } else { "missed" };
+                format!("≤ {max}: {met}")
+            }
+            None => format!("≤ {max}"),
+        },
+    }
+}
+
+/// The median commit floor (`commit_floor`, 2 KB rows) of each database backend, measured by
+/// stategraph's harness in the same run.
+fn floors(groups: &Groups) -> BTreeMap<String, f64> {
+    groups
+        .iter()
+        .filter(|((_, w, _, _), _)| w == "commit_floor")
+        .filter_map(|((_, _, b, _), sides)| {
+            let rs: Vec<Json> = sides
+                .get("stategraph")?
+                .iter()
+                .filter(|r| r["n"].as_u64() == Some(2048))
+                .cloned()
+                .collect();
+            Some((b.clone(), med_of(&rs, |r| r["ms_per_commit"].as_f64())?))
+        })
+        .collect()
+}
+
+/// A time as a multiple of the backend's commit floor.
+fn over_floor(ms: Option<f64>, floor: Option<f64>) -> String {
+    match (ms, floor) {
+        (Some(m), Some(f)) if f > 0.0 => format!("{:.1}", m / f),
+        _ => String::new(),
+    }
+}
+
 /// The table of medians (Markdown): one row per figure, stategraph beside Python and the
-/// ratio Python / stategraph (how many times faster, or smaller, stategraph is).
+/// ratio Python / stategraph (how many times faster, or smaller, stategraph is); database
+/// times also as multiples of that database's commit floor measured in the same run; and
+/// the targets the figures are held to.
 pub fn table(groups: &Groups) -> String {
+    let floors = floors(groups);
     let mut t = String::from(
-        "| workload | backend | figure | stategraph | Python LangGraph | ratio |\n\
-         |---|---|---|---:|---:|---:|\n",
+        "| workload | backend | figure | stategraph | Python LangGraph | ratio | \
+         stategraph ÷ floor | Python ÷ floor | target |\n\
+         |---|---|---|---:|---:|---:|---:|---:|---|\n",
     );
-    let row = |t: &mut String, w: &str, b: &str, fig: &str, r: Option<f64>, p: Option<f64>| {
+    struct Row<'a> {
+        workload: &'a str,
+        backend: &'a str,
+        figure: &'a str,
+        rust: Option<f64>,
+        python: Option<f64>,
+        /// A time whose floor multiples are shown.
+        timed: bool,
+        target: Option<Target>,
+        /// Whether the Python ÷ stategraph ratio means something here.
+        compared: bool,
+    }
+    let row = |t: &mut String, r: Row<'_>| {
+        let floor = if r.timed {
+            floors.get(r.backend).copied()
+        } else {
+            None
+        };
         let _ = writeln!(
             t,
-            "| {w} | {b} | {fig} | {} | {} | {} |",
-            num(r),
-            num(p),
-            ratio(r, p)
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.workload,
+            r.backend,
+            r.figure,
+            num(r.rust),
+            num(r.python),
+            if r.compared {
+                ratio(r.rust, r.python)
+            } else {
+                String::new()
+            },
+            over_floor(r.rust, floor),
+            over_floor(r.python, floor),
+            target_cell(r.target, r.rust, r.python),
         );
     };
     for ((_, workload, backend, delta), sides) in groups {
@@ -153,48 +272,76 @@ pub fn table(groups: &Groups) -> String {
             .find_map(unit_figure)
             .map_or("ms", |(u, _)| u);
         let fig = |r: &Json| unit_figure(r).map(|(_, v)| v);
+        let figure = if workload == "commit_floor" {
+            let bytes = rust.first().and_then(|r| r["n"].as_u64()).unwrap_or(0);
+            format!(
+                "{} ({} row)",
+                unit.replace('_', " "),
+                crate::report::bytes(bytes as f64)
+            )
+        } else {
+            unit.replace('_', " ")
+        };
         row(
             &mut t,
-            &label,
-            backend,
-            &unit.replace('_', " "),
-            med_of(rust, fig),
-            med_of(py, fig),
+            Row {
+                workload: &label,
+                backend,
+                figure: &figure,
+                rust: med_of(rust, fig),
+                python: med_of(py, fig),
+                timed: workload != "commit_floor",
+                target: target_of(workload, backend, *delta, "unit"),
+                compared: true,
+            },
         );
         if workload == "chat" {
             let get = |k: &'static str| move |r: &Json| r[k].as_f64();
             let growth = |r: &Json| Some(r["last20_ms"].as_f64()? / r["first20_ms"].as_f64()?);
+            for (figure, key) in [
+                ("ms per invoke, first 20 turns", "first20_ms"),
+                ("ms per invoke, last 20 turns", "last20_ms"),
+            ] {
+                row(
+                    &mut t,
+                    Row {
+                        workload: &label,
+                        backend,
+                        figure,
+                        rust: med_of(rust, get(key)),
+                        python: med_of(py, get(key)),
+                        timed: true,
+                        target: None,
+                        compared: true,
+                    },
+                );
+            }
             row(
                 &mut t,
-                &label,
-                backend,
-                "ms per invoke, first 20 turns",
-                med_of(rust, get("first20_ms")),
-                med_of(py, get("first20_ms")),
-            );
-            row(
-                &mut t,
-                &label,
-                backend,
-                "ms per invoke, last 20 turns",
-                med_of(rust, get("last20_ms")),
-                med_of(py, get("last20_ms")),
-            );
-            let (rg, pg) = (med_of(rust, growth), med_of(py, growth));
-            let _ = writeln!(
-                t,
-                "| {label} | {backend} | last 20 / first 20 | {} | {} | |",
-                num(rg),
-                num(pg)
+                Row {
+                    workload: &label,
+                    backend,
+                    figure: "last 20 / first 20",
+                    rust: med_of(rust, growth),
+                    python: med_of(py, growth),
+                    timed: false,
+                    target: target_of(workload, backend, *delta, "growth"),
+                    compared: false,
+                },
             );
             if rust.iter().chain(py).any(|r| r["db_bytes"].is_number()) {
                 row(
                     &mut t,
-                    &label,
-                    backend,
-                    "db bytes (MB)",
-                    med_of(rust, get("db_bytes")).map(|b| b / 1e6),
-                    med_of(py, get("db_bytes")).map(|b| b / 1e6),
+                    Row {
+                        workload: &label,
+                        backend,
+                        figure: "db bytes (MB)",
+                        rust: med_of(rust, get("db_bytes")).map(|b| b / 1e6),
+                        python: med_of(py, get("db_bytes")).map(|b| b / 1e6),
+                        timed: false,
+                        target: None,
+                        compared: true,
+                    },
                 );
             }
         }
@@ -214,11 +361,16 @@ pub fn table(groups: &Groups) -> String {
             if let (Some(r), Some(p)) = (med_of(rust, bytes), med_of(full, bytes)) {
                 row(
                     &mut t,
-                    "chat: stategraph --delta vs Python full",
-                    backend,
-                    "db bytes (MB)",
-                    Some(r / 1e6),
-                    Some(p / 1e6),
+                    Row {
+                        workload: "chat: stategraph --delta vs Python full",
+                        backend,
+                        figure: "db bytes (MB)",
+                        rust: Some(r / 1e6),
+                        python: Some(p / 1e6),
+                        timed: false,
+                        target: None,
+                        compared: true,
+                    },
                 );
             }
         }

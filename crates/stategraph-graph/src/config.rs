@@ -210,6 +210,15 @@ pub struct StateSnapshot {
 }
 
 impl StateSnapshot {
+    /// The values as the graph's typed state (what a node would read at this checkpoint).
+    ///
+    /// # Errors
+    /// [`GraphError::Decode`](crate::GraphError::Decode) naming the key whose value does not
+    /// fit its field.
+    pub fn state<S: crate::state::State>(&self) -> Result<S, crate::error::GraphError> {
+        S::from_values(&self.values)
+    }
+
     /// LangGraph's JSON shape: `values, next, config, metadata, created_at, parent_config,
     /// tasks[{id, name, error, interrupts}]`.
     pub fn to_json(&self) -> Json {

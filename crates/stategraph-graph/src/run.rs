@@ -134,6 +134,8 @@ pub(crate) struct RunSetup {
     pub(crate) emitter: Option<Emitter>,
     /// The store a subgraph inherits from its parent's task.
     pub(crate) store: Option<Arc<dyn Store>>,
+    /// Build the typed final state (for `invoke`).
+    pub(crate) typed_output: bool,
 }
 
 impl RunSetup {
@@ -145,6 +147,7 @@ impl RunSetup {
             parents: BTreeMap::new(),
             emitter: None,
             store: None,
+            typed_output: false,
         }
     }
 }
@@ -188,13 +191,15 @@ impl BackgroundWriter {
 }
 
 /// What a run ends with.
-pub(crate) struct RunOutcome {
+pub(crate) struct RunOutcome<S> {
     pub(crate) values: Values,
     /// Interrupts raised by the last step (the run stopped there).
     pub(crate) interrupts: Vec<Interrupt>,
+    /// The typed final state, when asked for.
+    pub(crate) state: Option<Arc<S>>,
 }
 
-impl RunOutcome {
+impl<S> RunOutcome<S> {
     /// The values, plus `__interrupt__` when the run stopped on interrupts (as LangGraph's
     /// invoke output has it).
     pub(crate) fn into_values(mut self) -> Values {
@@ -298,12 +303,33 @@ struct Run<'g, S: State> {
 
 impl<S: State> CompiledGraph<S> {
     /// Runs the graph on `input` (or, with `None`, resumes the thread from its checkpoint)
-    /// and returns the final state values.
+    /// and returns the final state, typed. It is shared (nodes receive it the same way) and
+    /// built from the state the last node read, converting only what the run changed. If
+    /// the run stopped on interrupts, the state is the one they were raised on; the
+    /// interrupts are in [`get_state`](Self::get_state)`.interrupts` (or use
+    /// [`invoke_values`](Self::invoke_values), whose output carries them as LangGraph's does).
     pub async fn invoke(
         &self,
         input: Option<S::Update>,
         config: RunConfig,
+    ) -> Result<Arc<S>, GraphError> {
+        let setup = self.input_setup(input)?;
+        self.typed_output(self.run_with(config, setup).await?)
+    }
+
+    /// [`invoke`](Self::invoke), returning LangGraph's output: the state keys' values, plus
+    /// `__interrupt__` when the run stopped on interrupts.
+    pub async fn invoke_values(
+        &self,
+        input: Option<S::Update>,
+        config: RunConfig,
     ) -> Result<Values, GraphError> {
+        let mut setup = self.input_setup(input)?;
+        setup.typed_output = false;
+        Ok(self.run_with(config, setup).await?.into_values())
+    }
+
+    fn input_setup(&self, input: Option<S::Update>) -> Result<RunSetup, GraphError> {
         let input = match input {
             Some(update) => {
                 let writes = S::input_writes(update)?;
@@ -312,17 +338,41 @@ impl<S: State> CompiledGraph<S> {
             }
             None => None,
         };
-        let setup = RunSetup {
+        Ok(RunSetup {
             input,
+            typed_output: true,
             ..RunSetup::new(self.checkpointer.clone())
-        };
-        Ok(self.run_with(config, setup).await?.into_values())
+        })
+    }
+
+    /// The typed state a run ended with.
+    fn typed_output(&self, outcome: RunOutcome<S>) -> Result<Arc<S>, GraphError> {
+        match outcome.state {
+            Some(s) => Ok(s),
+            None => Ok(Arc::new(S::from_values(&outcome.values)?)),
+        }
     }
 
     /// Resumes a thread waiting on interrupts (LangGraph's `invoke(Command(resume=…))`):
     /// the interrupted tasks run again from their start and their `interrupt` calls return
-    /// the answers. With several pending interrupts, answer them by id.
-    pub async fn resume(&self, resume: Resume, config: RunConfig) -> Result<Values, GraphError> {
+    /// the answers. With several pending interrupts, answer them by id. Returns the final
+    /// state, as [`invoke`](Self::invoke) does.
+    pub async fn resume(&self, resume: Resume, config: RunConfig) -> Result<Arc<S>, GraphError> {
+        let setup = RunSetup {
+            resume: Some(ResumeInput::Answer(resume)),
+            typed_output: true,
+            ..RunSetup::new(self.checkpointer.clone())
+        };
+        self.typed_output(self.run_with(config, setup).await?)
+    }
+
+    /// [`resume`](Self::resume), returning LangGraph's output as
+    /// [`invoke_values`](Self::invoke_values) does.
+    pub async fn resume_values(
+        &self,
+        resume: Resume,
+        config: RunConfig,
+    ) -> Result<Values, GraphError> {
         let setup = RunSetup {
             resume: Some(ResumeInput::Answer(resume)),
             ..RunSetup::new(self.checkpointer.clone())
@@ -373,11 +423,12 @@ impl<S: State> CompiledGraph<S> {
         &self,
         config: RunConfig,
         setup: RunSetup,
-    ) -> Result<RunOutcome, GraphError> {
+    ) -> Result<RunOutcome<S>, GraphError> {
         let _queued = match (&config.thread_id, config.queue && setup.parents.is_empty()) {
             (Some(thread), true) => Some(self.run_lock(thread).lock_owned().await),
             _ => None,
         };
+        let setup_typed = setup.typed_output;
         let mut run = self.start(config, setup.saver, setup.parents).await?;
         run.emitter = setup.emitter;
         run.store = self.store.clone().or(setup.store);
@@ -390,10 +441,19 @@ impl<S: State> CompiledGraph<S> {
         let flushed = run.flush(stopped_early).await;
         result?;
         flushed?;
+        let values = Arc::new(self.read_values(&run.channels));
+        let state = if setup_typed {
+            let s = Arc::new(run.typed_state(&values)?);
+            run.typed = Some((Arc::clone(&s), Arc::clone(&values)));
+            Some(s)
+        } else {
+            None
+        };
         run.remember_head();
         Ok(RunOutcome {
-            values: self.read_values(&run.channels),
-            interrupts: run.interrupts,
+            values: Arc::unwrap_or_clone(values),
+            interrupts: std::mem::take(&mut run.interrupts),
+            state,
         })
     }
 

@@ -113,6 +113,17 @@ impl DynState {
     }
 }
 
+impl std::ops::Index<&str> for DynState {
+    type Output = Value;
+    /// The value of `key`; panics if the state has none (as map indexing does).
+    fn index(&self, key: &str) -> &Value {
+        match self.0.get(key) {
+            Some(v) => v,
+            None => panic!("the state has no value for {key:?}"),
+        }
+    }
+}
+
 impl State for DynState {
     type Update = Map;
 

@@ -53,6 +53,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             RunConfig::thread("jokes"),
         )
         .await?;
-    println!("{}", out["jokes"]);
+    println!("{:?}", out.jokes);
     Ok(())
 }

@@ -142,12 +142,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let say = |text: &str| Some(ChatUpdate::default().messages(vec![text.to_owned()]));
 
     let out = graph.invoke(say("Hi! I like pizza."), user("1")).await?;
-    println!("thread 1: {}", out["messages"]);
+    println!("thread 1: {:?}", out.messages);
 
     let out = graph
         .invoke(say("what does the user like to eat?"), user("2"))
         .await?;
-    println!("thread 2: {}", out["messages"]);
+    println!("thread 2: {:?}", out.messages);
 
     // The best match for the question, searched directly.
     let hits = store

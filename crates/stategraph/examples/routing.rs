@@ -82,7 +82,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 RunConfig::default(),
             )
             .await?;
-        println!("{text:?}: {}", out["trail"]);
+        println!("{text:?}: {:?}", out.trail);
     }
     Ok(())
 }

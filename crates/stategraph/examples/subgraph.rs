@@ -50,7 +50,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             config.clone(),
         )
         .await?;
-    println!("notes: {}", out["notes"]);
+    println!("notes: {:?}", out.notes);
     let history = graph.get_state_history(&config, Default::default()).await?;
     if let Some(before) = history.iter().find(|s| s.next == ["research"]) {
         let at = config.clone().with_checkpoint_id(

@@ -78,7 +78,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let out = graph
             .invoke(None, config.clone().with_checkpoint_id(target.clone()))
             .await?;
-        println!("replayed from {target}: log = {}", out["log"]);
+        println!("replayed from {target}: log = {:?}", out.log);
     }
     let all = graph.get_state_history(&config, Default::default()).await?;
     println!("{} checkpoints; branch points:", all.len());

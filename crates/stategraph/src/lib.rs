@@ -46,8 +46,9 @@
 //!
 //! let config = RunConfig::thread("1");
 //! let input = SeedUpdate::default().foo("").bar(Vec::<String>::new());
-//! let out = graph.invoke(Some(input), config.clone()).await?;
-//! assert_eq!(out["bar"], value!(["a", "b"]));
+//! let out = graph.invoke(Some(input), config.clone()).await?;   // the typed final state
+//! assert_eq!(out.foo, "ab");
+//! assert_eq!(out.bar, ["a", "b"]);
 //! assert_eq!(graph.get_state_history(&config, Default::default()).await?.len(), 4);
 //! # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
 //! ```

@@ -62,7 +62,7 @@ async fn typed_and_dynamic_states_store_the_same_checkpoints() {
         .add_edge("node_b", END);
     let typed = typed.compile().unwrap().with_checkpointer(saver.clone());
     typed
-        .invoke(
+        .invoke_values(
             Some(SeedUpdate::default().foo("").bar(Vec::<String>::new())),
             RunConfig::thread("typed"),
         )
@@ -92,7 +92,7 @@ async fn typed_and_dynamic_states_store_the_same_checkpoints() {
     let dynamic = dynamic.compile().unwrap().with_checkpointer(saver.clone());
     let input = Map::from_iter([("foo", value!("")), ("bar", value!([]))]);
     dynamic
-        .invoke(Some(input), RunConfig::thread("dyn"))
+        .invoke_values(Some(input), RunConfig::thread("dyn"))
         .await
         .unwrap();
 
@@ -126,7 +126,7 @@ async fn reducers_custom_types_and_messages() {
     g.add_edge(START, "one").add_edge("one", "two");
     let g = g.compile().unwrap().with_checkpointer(saver.clone());
     let out = g
-        .invoke(Some(RichUpdate::default().count(1)), RunConfig::thread("r"))
+        .invoke_values(Some(RichUpdate::default().count(1)), RunConfig::thread("r"))
         .await
         .unwrap();
     assert_eq!(out["count"], value!(6));
@@ -177,7 +177,7 @@ async fn conditional_edges_and_joins() {
         .unwrap()
         .with_checkpointer(Arc::new(InMemorySaver::new()));
     let out = g
-        .invoke(
+        .invoke_values(
             Some(RouteUpdate::default().go_left(true)),
             RunConfig::thread("l"),
         )
@@ -185,7 +185,7 @@ async fn conditional_edges_and_joins() {
         .unwrap();
     assert_eq!(out["log"], value!(["decide", "left", "a", "b", "join"]));
     let out = g
-        .invoke(
+        .invoke_values(
             Some(RouteUpdate::default().go_left(false)),
             RunConfig::thread("r"),
         )
@@ -223,7 +223,7 @@ async fn fifty_parallel_nodes_run_concurrently() {
         .with_checkpointer(Arc::new(InMemorySaver::new()));
     let started = std::time::Instant::now();
     let out = g
-        .invoke(Some(FanUpdate::default()), RunConfig::thread("f"))
+        .invoke_values(Some(FanUpdate::default()), RunConfig::thread("f"))
         .await
         .unwrap();
     // Sequential execution would take 2.5 s; only a generous bound is asserted here.
@@ -233,4 +233,50 @@ async fn fifty_parallel_nodes_run_concurrently() {
         started.elapsed()
     );
     assert_eq!(out["done"], value!(50));
+}
+
+/// `invoke` returns the typed final state; a snapshot reads back as the same typed state; the
+/// LangGraph-shaped output (`invoke_values`) carries the same values.
+#[tokio::test]
+async fn invoke_returns_the_typed_state() {
+    let saver = Arc::new(InMemorySaver::new());
+    let mut g = StateGraph::<Rich>::new();
+    g.add_node("bump", |s: Arc<Rich>, _c| async move {
+        Ok(RichUpdate::default()
+            .count(1)
+            .longest(format!("seen {}", s.count))
+            .doc(Doc {
+                title: "t".into(),
+                score: s.count,
+            }))
+    });
+    g.add_edge(START, "bump");
+    let g = g.compile().unwrap().with_checkpointer(saver);
+    let config = RunConfig::thread("typed");
+    let out = g
+        .invoke(Some(RichUpdate::default().count(2)), config.clone())
+        .await
+        .unwrap();
+    assert_eq!(out.count, 3);
+    assert_eq!(out.longest, "seen 2");
+    assert_eq!(
+        out.doc,
+        Some(Doc {
+            title: "t".into(),
+            score: 2
+        })
+    );
+    let again = g
+        .invoke(Some(RichUpdate::default().count(10)), config.clone())
+        .await
+        .unwrap();
+    assert_eq!(again.count, 14);
+    let snapshot: Rich = g.get_state(&config).await.unwrap().state().unwrap();
+    assert_eq!(snapshot.count, again.count);
+    assert_eq!(snapshot.doc, again.doc);
+    let values = g
+        .invoke_values(Some(RichUpdate::default().count(1)), config)
+        .await
+        .unwrap();
+    assert_eq!(values["count"], Value::from(16));
 }

@@ -91,7 +91,7 @@ async fn approve_edit_reject(saver: Arc<dyn CheckpointSaver>) {
     for (i, (answer, status, last_log)) in cases.into_iter().enumerate() {
         let config = RunConfig::thread(format!("review-{i}"));
         let out = g
-            .invoke(Some(DocUpdate::default()), config.clone())
+            .invoke_values(Some(DocUpdate::default()), config.clone())
             .await
             .unwrap();
         let pending = out["__interrupt__"].as_list().unwrap();
@@ -106,7 +106,7 @@ async fn approve_edit_reject(saver: Arc<dyn CheckpointSaver>) {
         assert_eq!(state.interrupts, state.tasks[0].interrupts);
 
         let out = g
-            .resume(Resume::Value(answer), config.clone())
+            .resume_values(Resume::Value(answer), config.clone())
             .await
             .unwrap();
         assert!(!out.contains_key("__interrupt__"));
@@ -136,7 +136,7 @@ async fn several_interrupts_in_one_node(saver: Arc<dyn CheckpointSaver>) {
     let g = g.compile().unwrap().with_checkpointer(saver);
     let config = RunConfig::thread("form");
     let out = g
-        .invoke(Some(DocUpdate::default()), config.clone())
+        .invoke_values(Some(DocUpdate::default()), config.clone())
         .await
         .unwrap();
     let first =
@@ -144,7 +144,7 @@ async fn several_interrupts_in_one_node(saver: Arc<dyn CheckpointSaver>) {
             .unwrap();
     assert_eq!(first.value, value!("name?"));
     let out = g
-        .resume(Resume::Value("ada".into()), config.clone())
+        .resume_values(Resume::Value("ada".into()), config.clone())
         .await
         .unwrap();
     let second =
@@ -156,7 +156,7 @@ async fn several_interrupts_in_one_node(saver: Arc<dyn CheckpointSaver>) {
         "the second interrupt of a task has its own id"
     );
     let out = g
-        .resume(Resume::Value(36.into()), config.clone())
+        .resume_values(Resume::Value(36.into()), config.clone())
         .await
         .unwrap();
     assert_eq!(out["log"], value!(["ada 36"]));
@@ -178,7 +178,7 @@ async fn parallel_interrupts_resumed_by_id(saver: Arc<dyn CheckpointSaver>) {
     }
     let g = g.compile().unwrap().with_checkpointer(saver);
     let config = RunConfig::thread("parallel");
-    g.invoke(Some(DocUpdate::default()), config.clone())
+    g.invoke_values(Some(DocUpdate::default()), config.clone())
         .await
         .unwrap();
     let state = g.get_state(&config).await.unwrap();
@@ -189,7 +189,7 @@ async fn parallel_interrupts_resumed_by_id(saver: Arc<dyn CheckpointSaver>) {
     );
     // A bare answer is ambiguous with two pending interrupts.
     let err = g
-        .resume(Resume::Value("yes".into()), config.clone())
+        .resume_values(Resume::Value("yes".into()), config.clone())
         .await
         .unwrap_err();
     assert!(matches!(err, GraphError::InvalidConfig(_)), "{err}");
@@ -204,7 +204,7 @@ async fn parallel_interrupts_resumed_by_id(saver: Arc<dyn CheckpointSaver>) {
         })
         .collect();
     let out = g
-        .resume(Resume::ById(answers), config.clone())
+        .resume_values(Resume::ById(answers), config.clone())
         .await
         .unwrap();
     assert_eq!(
@@ -232,7 +232,7 @@ async fn breakpoint_then_update_then_resume(saver: Arc<dyn CheckpointSaver>) {
     let sent = Arc::new(AtomicUsize::new(0));
     let g = pipeline(saver, Arc::clone(&sent)).with_interrupt_before(["send"]);
     let config = RunConfig::thread("bp");
-    g.invoke(Some(DocUpdate::default()), config.clone())
+    g.invoke_values(Some(DocUpdate::default()), config.clone())
         .await
         .unwrap();
     let state = g.get_state(&config).await.unwrap();
@@ -246,13 +246,15 @@ async fn breakpoint_then_update_then_resume(saver: Arc<dyn CheckpointSaver>) {
     )
     .await
     .unwrap();
-    let out = g.invoke(None, config.clone()).await.unwrap();
+    let out = g.invoke_values(None, config.clone()).await.unwrap();
     assert_eq!(sent.load(SeqCst), 1);
     assert_eq!(out["log"], value!(["compose", "sent v2"]));
     // Per-invocation override: no breakpoint this time.
     let mut free = RunConfig::thread("bp2");
     free.interrupt_before = Some(Vec::new());
-    g.invoke(Some(DocUpdate::default()), free).await.unwrap();
+    g.invoke_values(Some(DocUpdate::default()), free)
+        .await
+        .unwrap();
     assert_eq!(sent.load(SeqCst), 2);
 }
 
@@ -261,13 +263,13 @@ async fn interrupt_after_stops_after_the_node(saver: Arc<dyn CheckpointSaver>) {
     let g = pipeline(saver, Arc::clone(&sent)).with_interrupt_after(["compose"]);
     let config = RunConfig::thread("after");
     let out = g
-        .invoke(Some(DocUpdate::default()), config.clone())
+        .invoke_values(Some(DocUpdate::default()), config.clone())
         .await
         .unwrap();
     assert_eq!(out["draft"], value!("v1"), "compose ran");
     assert_eq!(sent.load(SeqCst), 0);
     assert_eq!(g.get_state(&config).await.unwrap().next, ["send"]);
-    g.invoke(None, config.clone()).await.unwrap();
+    g.invoke_values(None, config.clone()).await.unwrap();
     assert_eq!(sent.load(SeqCst), 1);
 }
 
@@ -295,7 +297,7 @@ async fn subgraph_resumes_where_it_stopped(saver: Arc<dyn CheckpointSaver>) {
     let g = outer.compile().unwrap().with_checkpointer(saver);
     let config = RunConfig::thread("nested");
     let out = g
-        .invoke(Some(DocUpdate::default()), config.clone())
+        .invoke_values(Some(DocUpdate::default()), config.clone())
         .await
         .unwrap();
     assert!(out.contains_key("__interrupt__"));
@@ -314,7 +316,7 @@ async fn subgraph_resumes_where_it_stopped(saver: Arc<dyn CheckpointSaver>) {
     assert_eq!(sub.interrupts[0].id, state.interrupts[0].id);
 
     let out = g
-        .resume(Resume::Value("yes".into()), config.clone())
+        .resume_values(Resume::Value("yes".into()), config.clone())
         .await
         .unwrap();
     assert_eq!(out["log"], value!(["prepare", "confirmed yes", "finish"]));
@@ -329,7 +331,7 @@ async fn subgraph_resumes_where_it_stopped(saver: Arc<dyn CheckpointSaver>) {
 async fn exit_durability_saves_the_pending_interrupt(saver: Arc<dyn CheckpointSaver>) {
     let g = review_graph(Arc::clone(&saver));
     let config = RunConfig::thread("exit").with_durability(stategraph::graph::Durability::Exit);
-    g.invoke(Some(DocUpdate::default()), config.clone())
+    g.invoke_values(Some(DocUpdate::default()), config.clone())
         .await
         .unwrap();
     // Only the checkpoint the interrupted step started from is saved, with its writes.
@@ -339,7 +341,7 @@ async fn exit_durability_saves_the_pending_interrupt(saver: Arc<dyn CheckpointSa
     assert_eq!(state.next, ["review"]);
     assert_eq!(state.interrupts.len(), 1);
     let out = g
-        .resume(Resume::Value(value!({"action": "approve"})), config.clone())
+        .resume_values(Resume::Value(value!({"action": "approve"})), config.clone())
         .await
         .unwrap();
     assert_eq!(out["status"], value!("approved"));

@@ -76,7 +76,9 @@ async fn connection_terminated_mid_run() {
         .add_edge("killer", "last");
     let g = g.compile().unwrap().with_checkpointer(Arc::clone(&saver));
     let config = RunConfig::thread("loss");
-    let first = g.invoke(Some(LogUpdate::default()), config.clone()).await;
+    let first = g
+        .invoke_values(Some(LogUpdate::default()), config.clone())
+        .await;
     let failed = first.is_err();
     match first {
         Ok(out) => assert_eq!(out["log"], value!(["first", "killer", "last"])),
@@ -93,7 +95,7 @@ async fn connection_terminated_mid_run() {
     // tasks all stored their writes shows them applied and no `next`, though the checkpoint
     // after them was never saved.
     if failed || !g.get_state(&config).await.unwrap().next.is_empty() {
-        g.invoke(None, config.clone()).await.unwrap();
+        g.invoke_values(None, config.clone()).await.unwrap();
     }
     let state = g.get_state(&config).await.unwrap();
     assert!(state.next.is_empty());

@@ -108,14 +108,16 @@ async fn child_process_entry() {
                 .compile()
                 .unwrap()
                 .with_checkpointer(saver);
-            g.invoke(Some(LogUpdate::default()), config).await.map(drop)
+            g.invoke_values(Some(LogUpdate::default()), config)
+                .await
+                .map(drop)
         }
         "resume" => {
             let g = crash_graph(dir, false)
                 .compile()
                 .unwrap()
                 .with_checkpointer(saver);
-            g.invoke(None, config).await.map(drop)
+            g.invoke_values(None, config).await.map(drop)
         }
         who => {
             let g = race_graph(dir, who.to_owned())
@@ -123,7 +125,7 @@ async fn child_process_entry() {
                 .unwrap()
                 .with_checkpointer(saver);
             let input = LogUpdate::default().log(vec![format!("input by {who}")]);
-            g.invoke(Some(input), config).await.map(drop)
+            g.invoke_values(Some(input), config).await.map(drop)
         }
     };
     match outcome {
@@ -225,7 +227,7 @@ async fn sigkill_mid_step_then_resume_in_a_fresh_process() {
         .unwrap()
         .with_checkpointer(Arc::new(InMemorySaver::new()));
     let expected = clean
-        .invoke(Some(LogUpdate::default()), RunConfig::thread("t"))
+        .invoke_values(Some(LogUpdate::default()), RunConfig::thread("t"))
         .await
         .unwrap();
     let resumed = crash_graph(dir.path().to_path_buf(), false)

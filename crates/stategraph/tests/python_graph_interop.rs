@@ -290,7 +290,10 @@ async fn check_on<S: stategraph::State>(
     };
     let graph = build(Arc::clone(&backend.saver));
     let rust = RunConfig::thread("rust");
-    graph.invoke(Some(input()), rust.clone()).await.unwrap();
+    graph
+        .invoke_values(Some(input()), rust.clone())
+        .await
+        .unwrap();
     let our_history = ours(
         &graph
             .get_state_history(&rust, Default::default())
@@ -323,7 +326,7 @@ async fn check_on<S: stategraph::State>(
     // We continue Python's thread; Python reads what we wrote.
     let py_thread = RunConfig::thread("py");
     graph
-        .invoke(Some(input()), py_thread.clone())
+        .invoke_values(Some(input()), py_thread.clone())
         .await
         .unwrap();
     let ours_py = ours(
@@ -463,7 +466,10 @@ async fn update_state_matches_python() {
     let graph = seed_graph(Arc::new(SqliteSaver::open(&db).unwrap()));
     let rust = RunConfig::thread("rust");
     let input = || SeedUpdate::default().foo("").bar(Vec::<String>::new());
-    graph.invoke(Some(input()), rust.clone()).await.unwrap();
+    graph
+        .invoke_values(Some(input()), rust.clone())
+        .await
+        .unwrap();
     graph
         .update_state(
             &rust,
@@ -476,7 +482,7 @@ async fn update_state_matches_python() {
         .update_state(&rust, Some(SeedUpdate::default().foo("x")), Some("node_a"))
         .await
         .unwrap();
-    graph.invoke(None, rust.clone()).await.unwrap();
+    graph.invoke_values(None, rust.clone()).await.unwrap();
     py(
         &db,
         "seed",
@@ -528,7 +534,10 @@ async fn interrupted_threads_are_shared_with_python() {
     let (rust, rust2) = (RunConfig::thread("rust"), RunConfig::thread("rust2"));
 
     // Interrupted by us: Python sees the same pending interrupt (id included) as we do.
-    let out = graph.invoke(Some(input()), rust.clone()).await.unwrap();
+    let out = graph
+        .invoke_values(Some(input()), rust.clone())
+        .await
+        .unwrap();
     assert!(out.contains_key("__interrupt__"));
     let ours_now = ours(
         &graph
@@ -549,7 +558,7 @@ async fn interrupted_threads_are_shared_with_python() {
     py(&db, "hitl", "py", &["run", "resume_yes"]);
     // We answer ours: the same checkpoints and writes as Python's.
     graph
-        .resume(stategraph::graph::Resume::Value("yes".into()), rust.clone())
+        .resume_values(stategraph::graph::Resume::Value("yes".into()), rust.clone())
         .await
         .unwrap();
     let saver = SqliteSaver::open(&db).unwrap();
@@ -559,11 +568,14 @@ async fn interrupted_threads_are_shared_with_python() {
     );
 
     // Python answers an interrupt we raised; we answer one Python raised.
-    graph.invoke(Some(input()), rust2.clone()).await.unwrap();
+    graph
+        .invoke_values(Some(input()), rust2.clone())
+        .await
+        .unwrap();
     py(&db, "hitl", "rust2", &["resume_yes"]);
     py(&db, "hitl", "py2", &["run"]);
     graph
-        .resume(
+        .resume_values(
             stategraph::graph::Resume::Value("yes".into()),
             RunConfig::thread("py2"),
         )
@@ -687,7 +699,7 @@ async fn encrypted_threads_are_shared_with_python_on_postgres() {
     let graph = seed_graph(Arc::new(saver));
     let config = RunConfig::thread("private");
     graph
-        .invoke(
+        .invoke_values(
             Some(SeedUpdate::default().foo("").bar(Vec::<String>::new())),
             config.clone(),
         )
@@ -791,7 +803,7 @@ async fn chat_threads_with_langchain_messages_are_shared_with_python() {
     assert!(matches!(msgs[1], stategraph::Message::Ai { .. }));
     let again = stategraph::Message::human("again").with_id("h9");
     graph
-        .invoke(
+        .invoke_values(
             Some(ChatUpdate::default().messages(vec![again])),
             RunConfig::thread("py"),
         )
@@ -809,7 +821,7 @@ async fn chat_threads_with_langchain_messages_are_shared_with_python() {
     );
     // And the other way: we start, Python continues, we read Python's message back typed.
     graph
-        .invoke(
+        .invoke_values(
             Some(
                 ChatUpdate::default()
                     .messages(vec![stategraph::Message::human("hello").with_id("r1")]),
@@ -846,7 +858,7 @@ async fn python_continues_a_thread_with_sealed_metadata() {
         .metadata
         .insert("user".into(), json!("alice@example.com"));
     graph
-        .invoke(
+        .invoke_values(
             Some(SeedUpdate::default().foo("").bar(Vec::<String>::new())),
             config.clone(),
         )

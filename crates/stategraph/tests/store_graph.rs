@@ -73,21 +73,21 @@ async fn a_new_thread_of_the_same_user_finds_the_memory() {
         })
     };
     graph
-        .invoke(turn("remember: I like pizza"), as_user("t1", "u1"))
+        .invoke_values(turn("remember: I like pizza"), as_user("t1", "u1"))
         .await
         .unwrap();
     graph
-        .invoke(turn("remember: I like chess"), as_user("t9", "u2"))
+        .invoke_values(turn("remember: I like chess"), as_user("t9", "u2"))
         .await
         .unwrap();
     let out = graph
-        .invoke(turn("what about pizza"), as_user("t2", "u1"))
+        .invoke_values(turn("what about pizza"), as_user("t2", "u1"))
         .await
         .unwrap();
     assert_eq!(out["recalled"], value!(["I like pizza"]));
     // Another user's thread sees only that user's memories.
     let out = graph
-        .invoke(turn("what about pizza"), as_user("t3", "u2"))
+        .invoke_values(turn("what about pizza"), as_user("t3", "u2"))
         .await
         .unwrap();
     assert_eq!(out["recalled"], value!(["I like chess"]));
@@ -109,10 +109,10 @@ async fn subgraphs_inherit_the_parents_store() {
         .with_store(store.clone());
     let cfg = |t: &str| RunConfig::thread(t).with_context(User { id: "u7".into() });
     graph
-        .invoke(turn("remember: tea not coffee"), cfg("a"))
+        .invoke_values(turn("remember: tea not coffee"), cfg("a"))
         .await
         .unwrap();
-    let out = graph.invoke(turn("coffee"), cfg("b")).await.unwrap();
+    let out = graph.invoke_values(turn("coffee"), cfg("b")).await.unwrap();
     assert_eq!(out["recalled"], value!(["tea not coffee"]));
 }
 
@@ -120,7 +120,7 @@ async fn subgraphs_inherit_the_parents_store() {
 async fn a_node_without_a_store_fails_with_a_clear_error() {
     let graph = memory_node().compile().unwrap();
     let err = graph
-        .invoke(
+        .invoke_values(
             turn("hello"),
             RunConfig::default().with_context(User { id: "u".into() }),
         )
@@ -134,6 +134,9 @@ async fn store_errors_inside_a_node_name_the_problem() {
     let graph = memory_node().compile().unwrap().with_store(store());
     // `.` is not allowed in a namespace label: the node's put fails with the store's error.
     let cfg = RunConfig::default().with_context(User { id: "a.b".into() });
-    let err = graph.invoke(turn("remember: x"), cfg).await.unwrap_err();
+    let err = graph
+        .invoke_values(turn("remember: x"), cfg)
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("contains `.`"), "{err}");
 }

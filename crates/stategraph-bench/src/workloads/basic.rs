@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use stategraph::{END, NodeOutput, START, StateGraph, Value};
 
-use super::{Shared, attach, expect_len, failed, fresh_config, unexpected};
+use super::{Shared, attach, expect_count, failed, fresh_config, unexpected};
 use crate::{Backend, BenchError, Measurement, Params, Spec, Unit, Workload, repeat};
 
 /// START → node_0 → … → node_{n-1} → END.
@@ -63,7 +63,7 @@ impl Workload for Linear {
                     )
                     .await
                     .map_err(failed("linear"))?;
-                expect_len("linear", &out, "items", n)
+                expect_count("linear", "items", out.items.len(), n)
             }
         })
         .await?;
@@ -117,7 +117,7 @@ impl Workload for Fanout {
             g.compile().map_err(failed(self.spec().name))?,
             backend,
         ));
-        let expect = Value::from(format!("joined {n}"));
+        let expect = format!("joined {n}");
         let samples = repeat(runs, || {
             let graph = Arc::clone(&graph);
             let expect = expect.clone();
@@ -126,13 +126,10 @@ impl Workload for Fanout {
                     .invoke(Some(FanUpdate::default().topic("t")), fresh_config(backend))
                     .await
                     .map_err(failed("fanout"))?;
-                if out.get("topic") == Some(&expect) {
+                if out.topic == expect {
                     Ok(())
                 } else {
-                    Err(unexpected(
-                        "fanout",
-                        format!("topic {:?}", out.get("topic")),
-                    ))
+                    Err(unexpected("fanout", format!("topic {:?}", out.topic)))
                 }
             }
         })

@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde_json::json;
 use stategraph::{CompiledGraph, END, RunConfig, START, StateGraph};
 
-use super::{attach, expect_len, failed, fresh_config, letters, unexpected};
+use super::{attach, expect_count, failed, fresh_config, letters, unexpected};
 use crate::{Backend, BenchError, Measurement, Params, Spec, Unit, Workload, median, ms, repeat};
 
 #[derive(stategraph::State, Clone, Debug, Default)]
@@ -44,7 +44,7 @@ async fn turn(
         .await
         .map_err(failed("chat"))?;
     let want = if stateful { 2 * (turn + 1) } else { 2 };
-    expect_len("chat", &out, "messages", want)
+    expect_count("chat", "messages", out.messages.len(), want)
 }
 
 fn delta_fields(m: &mut Measurement, params: &Params) {

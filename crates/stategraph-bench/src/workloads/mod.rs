@@ -96,6 +96,20 @@ fn expect_len(
     }
 }
 
+/// Checks that a run's `key` holds `want` items (`have` counted from its typed output).
+fn expect_count(
+    workload: &'static str,
+    key: &str,
+    have: usize,
+    want: usize,
+) -> Result<(), BenchError> {
+    if have == want {
+        Ok(())
+    } else {
+        Err(unexpected(workload, format!("{have} {key}, not {want}")))
+    }
+}
+
 /// The length of list key `key` in a run's output.
 fn list_len(values: &stategraph::Values, key: &str) -> usize {
     values

@@ -124,7 +124,7 @@ impl Workload for ReactAgent {
                     .invoke(Some(input), fresh_config(backend))
                     .await
                     .map_err(failed("react_agent_100x"))?;
-                expect_len("react_agent_100x", &out, "messages", 2 * n + 2)
+                expect_len("react_agent_100x", &out.0, "messages", 2 * n + 2)
             }
         })
         .await?;

@@ -97,7 +97,7 @@ impl Workload for FanoutToSubgraph {
                     .invoke(Some(input), fresh_config(backend))
                     .await
                     .map_err(failed("fanout_to_subgraph_100x"))?;
-                expect_len("fanout_to_subgraph_100x", &out, "jokes", n)
+                expect_len("fanout_to_subgraph_100x", &out.0, "jokes", n)
             }
         })
         .await?;

@@ -224,7 +224,7 @@ impl Workload for WideState {
                     .invoke(Some(input()), fresh_config(backend))
                     .await
                     .map_err(failed("wide_state_15x600"))?;
-                match list_len(&out, "messages") {
+                match list_len(&out.0, "messages") {
                     len if len > n => Ok(()),
                     len => Err(unexpected(
                         "wide_state_15x600",
