@@ -333,6 +333,11 @@ impl<'a> Reader<'a> {
             // LangGraph's own ext types carry a msgpack payload; validate it now so that a
             // corrupt one is reported here, with its location, rather than when it is used.
             let depth = self.enter(depth)?;
+            // Most payloads are whole: a walk that allocates nothing says so; only a payload
+            // it finds fault with is decoded, for the error's place and kind.
+            if super::peek::is_whole(data, self.max_depth.saturating_sub(depth)) {
+                return Ok(Value::Ext(Ext::from_raw(code, data.to_vec())));
+            }
             let mut inner = Reader {
                 buf: data,
                 pos: 0,

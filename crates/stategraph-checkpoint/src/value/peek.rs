@@ -85,6 +85,23 @@ impl<'a> Peek<'a> {
         }
     }
 
+    /// An ext value: its type code and payload, borrowed.
+    pub(crate) fn ext(&mut self) -> Option<(i8, &'a [u8])> {
+        let len = match self.byte()? {
+            0xd4 => 1,
+            0xd5 => 2,
+            0xd6 => 4,
+            0xd7 => 8,
+            0xd8 => 16,
+            0xc7 => self.uint(1)?,
+            0xc8 => self.uint(2)?,
+            0xc9 => self.uint(4)?,
+            _ => return None,
+        };
+        let code = i8::from_be_bytes([self.byte()?]);
+        Some((code, self.take(len)?))
+    }
+
     /// Skips one value.
     pub(crate) fn skip(&mut self) -> Option<()> {
         self.skip_at(0)
@@ -144,6 +161,53 @@ impl<'a> Peek<'a> {
     }
 }
 
+/// A walk over one msgpack value: strings read (and checked to be UTF-8), everything else
+/// skipped by its length, no deeper than `max_depth` (the decoder's limit).
+struct Walk {
+    max_depth: usize,
+}
+
+fn walk(p: &mut Peek<'_>, w: &Walk, depth: usize) -> Option<()> {
+    let m = p.peek_byte()?;
+    let container = matches!(m, 0x80..=0x9f | 0xdc..=0xdf | 0xc7..=0xc9 | 0xd4..=0xd8);
+    if container && depth >= w.max_depth {
+        return None;
+    }
+    match m {
+        0xa0..=0xbf | 0xd9..=0xdb => p.str().map(drop),
+        0x90..=0x9f | 0xdc | 0xdd => {
+            for _ in 0..p.array_len()? {
+                walk(p, w, depth + 1)?;
+            }
+            Some(())
+        }
+        0x80..=0x8f | 0xde | 0xdf => {
+            for _ in 0..p.map_len()? {
+                walk(p, w, depth + 1)?;
+                walk(p, w, depth + 1)?;
+            }
+            Some(())
+        }
+        0xc7..=0xc9 | 0xd4..=0xd8 => {
+            let (code, payload) = p.ext()?;
+            // LangGraph's own ext types carry msgpack, which the decoder checks too.
+            if (0..=7).contains(&code) && !is_whole(payload, w.max_depth - depth - 1) {
+                return None;
+            }
+            Some(())
+        }
+        _ => p.skip(),
+    }
+}
+
+/// Whether `bytes` hold exactly one msgpack value the decoder accepts (markers, lengths,
+/// UTF-8, depth), found without decoding it. `false` says nothing about where or why: decode
+/// for that.
+pub(crate) fn is_whole(bytes: &[u8], max_depth: usize) -> bool {
+    let mut p = Peek::new(bytes);
+    walk(&mut p, &Walk { max_depth }, 0).is_some() && p.position() == bytes.len()
+}
+
 #[cfg(test)]
 mod tests {
     use crate::value::{Ext, ExtCode, Value, encode};
@@ -171,6 +235,48 @@ mod tests {
         let Value::Ext(e) = msg else { panic!("an ext") };
         assert_eq!(e.py_data_str("id"), Some("h1"));
         assert_eq!(e.py_data_str("type"), Some("human"));
+    }
+
+    /// `is_whole` never accepts what the decoder refuses: checked on every one-byte change of
+    /// values with many strings, nested containers and ext payloads.
+    #[test]
+    fn the_walks_agree_with_the_decoder() {
+        use crate::value::{DecodeLimits, decode_with_limits};
+        let msg = Message::human("hi").with_id("h1").to_value();
+        let samples = [
+            value!({"messages": ["a", "bb", "ccc", "dddd", "é", "f", "g", "h", "i"], "n": [1, {"k": "v"}]}),
+            value!([[["x"]], {"y": ["z", null, true, 1.5]}, "w", "v", "u", "t", "s", "r"]),
+            Value::from(vec![msg.clone(), msg, Value::from("tail")]),
+        ];
+        let limits = DecodeLimits::default();
+        for v in samples {
+            let good = encode(&v);
+            assert_eq!(decode_with_limits(&good, limits).unwrap(), v);
+            for i in 0..good.len() {
+                for b in [
+                    0x00,
+                    0x7f,
+                    0x91,
+                    0xa1,
+                    0xc1,
+                    0xc7,
+                    0xd4,
+                    0xdc,
+                    0xff,
+                    good[i] ^ 1,
+                ] {
+                    let mut bad = good.clone();
+                    bad[i] = b;
+                    let decoded = decode_with_limits(&bad, limits);
+                    if super::is_whole(&bad, limits.max_depth) {
+                        assert!(
+                            decoded.is_ok(),
+                            "accepted what the decoder refuses: {bad:?}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]
