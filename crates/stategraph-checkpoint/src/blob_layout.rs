@@ -10,9 +10,11 @@ use crate::checkpoint::Checkpoint;
 use crate::config::CheckpointConfig;
 use crate::error::{Error, Location, Result};
 use crate::metadata::CheckpointMetadata;
+use crate::saver::{SaveOp, validate_put};
 use crate::serializer::Serializer;
 use crate::value::{ExtCode, Value};
 use crate::version::ChannelVersions;
+use crate::writes::{EncodedWrite, encode_writes};
 
 /// One blob row to write: channel, version (as text), type tag, bytes.
 #[derive(Clone, Debug, PartialEq)]
@@ -141,4 +143,194 @@ pub fn restore_blobs(
         checkpoint.channel_values.insert(channel, value);
     }
     Ok(())
+}
+
+/// A checkpoint put, serialized for a blob-layout saver (validated, values split into the
+/// checkpoint JSON and blob rows).
+#[derive(Clone, Debug)]
+pub struct EncodedPut {
+    /// The thread.
+    pub thread: String,
+    /// The namespace.
+    pub ns: String,
+    /// The checkpoint's id.
+    pub id: String,
+    /// Its parent's id.
+    pub parent: Option<String>,
+    /// The checkpoint as stored JSON (inline values only).
+    pub checkpoint: Json,
+    /// The metadata as stored JSON.
+    pub metadata: Json,
+    /// The blob rows of the values that changed.
+    pub blobs: Vec<BlobRow>,
+    /// `Some(expected)` for a conditional put (`put_if_latest`): the namespace's newest
+    /// checkpoint must be `expected` (`None`: it has none).
+    pub expected: Option<Option<String>>,
+    /// Where it goes (for errors).
+    pub config: CheckpointConfig,
+}
+
+/// A `put_writes` call, serialized.
+#[derive(Clone, Debug)]
+pub struct EncodedWriteCall {
+    /// The thread.
+    pub thread: String,
+    /// The namespace.
+    pub ns: String,
+    /// The checkpoint the writes belong to.
+    pub checkpoint_id: String,
+    /// The writing task.
+    pub task_id: String,
+    /// Its path.
+    pub task_path: String,
+    /// Whether the rows replace stored ones with the same key (all writes special).
+    pub replace: bool,
+    /// The rows.
+    pub rows: Vec<EncodedWrite>,
+}
+
+/// One save of a batch ([`SaveOp`]), serialized: what a blob-layout saver writes.
+#[derive(Clone, Debug)]
+pub enum EncodedSave {
+    /// A checkpoint.
+    Put(Box<EncodedPut>),
+    /// Writes.
+    Writes(EncodedWriteCall),
+}
+
+impl EncodedSave {
+    /// Serializes a put (validating it first).
+    pub fn put(
+        serde: &dyn Serializer,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        new_versions: &ChannelVersions,
+        expected: Option<Option<&str>>,
+    ) -> Result<Self> {
+        validate_put(config, checkpoint)?;
+        let split = split_checkpoint(serde, config, checkpoint, new_versions)?;
+        Ok(EncodedSave::Put(Box::new(EncodedPut {
+            thread: config.thread_id.clone(),
+            ns: config.checkpoint_ns.clone(),
+            id: checkpoint.id.clone(),
+            parent: config.checkpoint_id.clone(),
+            checkpoint: split.checkpoint,
+            metadata: metadata_json(metadata),
+            blobs: split.blobs,
+            expected: expected.map(|e| e.map(str::to_owned)),
+            config: config.clone(),
+        })))
+    }
+
+    /// Serializes a `put_writes` call (validating it first).
+    pub fn writes(
+        serde: &dyn Serializer,
+        config: &CheckpointConfig,
+        writes: &[(String, Value)],
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<Self> {
+        let encoded = encode_writes(serde, config, writes, task_id)?;
+        Ok(EncodedSave::Writes(EncodedWriteCall {
+            thread: config.thread_id.clone(),
+            ns: config.checkpoint_ns.clone(),
+            checkpoint_id: encoded.checkpoint_id.to_owned(),
+            task_id: task_id.to_owned(),
+            task_path: task_path.to_owned(),
+            replace: encoded.replace,
+            rows: encoded.rows,
+        }))
+    }
+
+    /// Serializes a batch op.
+    pub fn op(serde: &dyn Serializer, op: &SaveOp) -> Result<Self> {
+        match op {
+            SaveOp::Put {
+                config,
+                checkpoint,
+                metadata,
+                new_versions,
+                expected_latest,
+            } => Self::put(
+                serde,
+                config,
+                checkpoint,
+                metadata,
+                new_versions,
+                Some(expected_latest.as_deref()),
+            ),
+            SaveOp::Writes {
+                config,
+                writes,
+                task_id,
+                task_path,
+            } => Self::writes(serde, config, writes, task_id, task_path),
+        }
+    }
+
+    /// Serializes `ops` up to the first that cannot be (its error is returned beside them):
+    /// a batch stores the ops before a bad one and reports it, as storing them one by one
+    /// would.
+    pub fn batch(serde: &dyn Serializer, ops: &[SaveOp]) -> (Vec<Self>, Option<Error>) {
+        let mut out = Vec::with_capacity(ops.len());
+        for op in ops {
+            match Self::op(serde, op) {
+                Ok(e) => out.push(e),
+                Err(e) => return (out, Some(e)),
+            }
+        }
+        (out, None)
+    }
+
+    /// Whether `ops` can be stored as one set of multi-row statements in one transaction:
+    /// one thread and namespace; every conditional put after the first expects the one
+    /// before it (so checking the first against the database checks them all); no
+    /// unconditional put after a conditional one; no two `put_writes` rows with the same key
+    /// (one `INSERT` cannot touch a row twice). A batch from one run always qualifies;
+    /// anything else is written op by op.
+    pub fn combinable(ops: &[Self]) -> bool {
+        let mut at: Option<(&str, &str)> = None;
+        let mut last_put: Option<&str> = None;
+        let mut conditional = false;
+        let mut keys: std::collections::BTreeSet<(&str, &str, i64)> = Default::default();
+        for op in ops {
+            let here = match op {
+                EncodedSave::Put(p) => (p.thread.as_str(), p.ns.as_str()),
+                EncodedSave::Writes(w) => (w.thread.as_str(), w.ns.as_str()),
+            };
+            if *at.get_or_insert(here) != here {
+                return false;
+            }
+            match op {
+                EncodedSave::Put(p) => {
+                    match (&p.expected, last_put) {
+                        (Some(expected), Some(prev)) if expected.as_deref() != Some(prev) => {
+                            return false;
+                        }
+                        (None, Some(_)) if conditional => return false,
+                        _ => {}
+                    }
+                    conditional |= p.expected.is_some();
+                    last_put = Some(p.id.as_str());
+                }
+                EncodedSave::Writes(w) => {
+                    for r in &w.rows {
+                        if !keys.insert((w.checkpoint_id.as_str(), w.task_id.as_str(), r.idx)) {
+                            return false;
+                        }
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// The first conditional put of `ops`: the one a combined batch checks.
+    pub fn first_check(ops: &[Self]) -> Option<&EncodedPut> {
+        ops.iter().find_map(|op| match op {
+            EncodedSave::Put(p) if p.expected.is_some() => Some(&**p),
+            _ => None,
+        })
+    }
 }

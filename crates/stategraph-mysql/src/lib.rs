@@ -35,6 +35,7 @@ mod config;
 mod error;
 mod saver;
 mod schema;
+mod write;
 
 pub use config::MySqlConfig;
 pub use saver::MySqlSaver;

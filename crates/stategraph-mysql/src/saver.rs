@@ -8,18 +8,18 @@ use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Params, Pool, Row as MyRow, TxOpts, Value as My};
 use serde_json::Value as Json;
-use stategraph_checkpoint::blob_layout::{metadata_json, restore_blobs, split_checkpoint};
+use stategraph_checkpoint::blob_layout::{EncodedSave, restore_blobs};
 use stategraph_checkpoint::prune::{PruneRow, plan};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, EncodedWrites, Error, ListOptions, Location, PendingWrite,
-    PruneStrategy, Result, SerdeError, Serializer, StoredWrite, Value, encode_writes,
-    latest_conflict, sort_writes, validate_put,
+    CheckpointSaver, CheckpointTuple, Error, ListOptions, Location, PendingWrite, PruneStrategy,
+    Result, SaveOp, SerdeError, Serializer, StoredWrite, Value, sort_writes,
 };
 
 use crate::config::MySqlConfig;
 use crate::error::db;
 use crate::schema;
+use crate::write;
 
 /// Stores checkpoints in MySQL or MariaDB: three tables linked by `thread_id` and
 /// `checkpoint_ns_hash` (MD5 of the namespace) with `gmt_create`/`gmt_modified`, in
@@ -78,98 +78,29 @@ impl MySqlSaver {
         new_versions: &ChannelVersions,
         expected_latest: Option<Option<&str>>,
     ) -> Result<CheckpointConfig> {
-        validate_put(config, checkpoint)?;
-        let split = split_checkpoint(self.serializer.as_ref(), config, checkpoint, new_versions)?;
-        let body = split.checkpoint.to_string();
-        let meta = metadata_json(metadata).to_string();
-        let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
-        let mut conn = self.conn().await?;
-        // A named lock per thread namespace makes check-then-write atomic across connections.
-        let lock = expected_latest
-            .is_some()
-            .then(|| format!("sg:{thread}\u{1f}{ns}"));
-        if let Some(name) = &lock {
-            let got: Option<i64> = conn
-                .exec_first("SELECT GET_LOCK(SHA1(?), 30)", (name.as_str(),))
-                .await
-                .map_err(db("locking the thread"))?;
-            if got != Some(1) {
-                return Err(Error::Conflict {
-                    message: format!("timed out waiting for thread `{thread}`"),
-                });
-            }
-        }
-        let result = async {
-            let mut tx = conn
-                .start_transaction(TxOpts::default())
-                .await
-                .map_err(db("starting a checkpoint write"))?;
-            if let Some(expected) = expected_latest {
-                let latest: Option<Option<String>> = tx
-                    .exec_first(
-                        "SELECT MAX(checkpoint_id) FROM checkpoints \
-                         WHERE thread_id = ? AND checkpoint_ns_hash = MD5(?)",
-                        (thread, ns),
-                    )
-                    .await
-                    .map_err(db("reading the latest checkpoint"))?;
-                let latest = latest.flatten();
-                if latest.as_deref() != expected {
-                    return Err(latest_conflict(config, expected, latest.as_deref()));
-                }
-            }
-            if !split.blobs.is_empty() {
-                let rows = vec!["(?, MD5(?), ?, ?, ?, ?)"; split.blobs.len()].join(", ");
-                let mut params = Vec::new();
-                for b in &split.blobs {
-                    params.extend([
-                        s(thread),
-                        s(ns),
-                        s(&b.channel),
-                        s(&b.version),
-                        s(&b.type_tag),
-                        My::from(b.data.clone()),
-                    ]);
-                }
-                tx.exec_drop(
-                    format!(
-                        "INSERT IGNORE INTO checkpoint_blobs (thread_id, checkpoint_ns_hash, \
-                         channel, version, type, blob_data) VALUES {rows}"
-                    ),
-                    Params::Positional(params),
-                )
-                .await
-                .map_err(db("storing blobs"))?;
-            }
-            tx.exec_drop(
-                "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_ns_hash, \
-                 checkpoint_id, parent_checkpoint_id, checkpoint, metadata) \
-                 VALUES (?, ?, MD5(?), ?, ?, ?, ?) \
-                 ON DUPLICATE KEY UPDATE checkpoint = VALUES(checkpoint), metadata = VALUES(metadata)",
-                Params::Positional(vec![
-                    s(thread),
-                    s(ns),
-                    s(ns),
-                    s(&checkpoint.id),
-                    config.checkpoint_id.as_deref().map_or(My::NULL, s),
-                    My::from(body),
-                    My::from(meta),
-                ]),
-            )
-            .await
-            .map_err(db("storing a checkpoint"))?;
-            tx.commit().await.map_err(db("committing a checkpoint"))
-        }
-        .await;
-        if let Some(name) = &lock {
-            let _ = conn
-                .exec_drop("SELECT RELEASE_LOCK(SHA1(?))", (name.as_str(),))
-                .await;
-        }
-        result?;
-        Ok(CheckpointConfig::new(thread)
-            .with_ns(ns)
+        let op = EncodedSave::put(
+            self.serializer.as_ref(),
+            config,
+            checkpoint,
+            metadata,
+            new_versions,
+            expected_latest,
+        )?;
+        self.store_each(std::slice::from_ref(&op)).await?;
+        Ok(CheckpointConfig::new(config.thread_id.clone())
+            .with_ns(config.checkpoint_ns.clone())
             .with_checkpoint_id(checkpoint.id.clone()))
+    }
+
+    /// Stores `ops` one transaction each, in order, stopping at the first that fails.
+    async fn store_each(&self, ops: &[EncodedSave]) -> Result<()> {
+        let mut conn = self.conn().await?;
+        for op in ops {
+            write::store(&mut conn, std::slice::from_ref(op))
+                .await
+                .map_err(write::Failure::into_error)?;
+        }
+        Ok(())
     }
 }
 
@@ -575,48 +506,27 @@ impl CheckpointSaver for MySqlSaver {
         task_id: &str,
         task_path: &str,
     ) -> Result<()> {
-        let EncodedWrites {
-            checkpoint_id,
-            replace,
-            rows,
-        } = encode_writes(self.serializer.as_ref(), config, writes, task_id)?;
-        if rows.is_empty() {
-            return Ok(());
+        let op = EncodedSave::writes(self.serializer.as_ref(), config, writes, task_id, task_path)?;
+        self.store_each(std::slice::from_ref(&op)).await
+    }
+
+    /// Group commit: the whole batch in one transaction of multi-row statements (one lock,
+    /// one check, one log flush). If it fails, nothing of it is stored and the ops are
+    /// applied one by one, so the ops before the failing one are stored and its error is the
+    /// one returned, exactly as without batching (a failed commit is returned as it is: its
+    /// outcome is unknown).
+    async fn apply_batch(&self, ops: &[SaveOp]) -> Result<()> {
+        let (encoded, unencodable) = EncodedSave::batch(self.serializer.as_ref(), ops);
+        if encoded.len() > 1 && EncodedSave::combinable(&encoded) {
+            let mut conn = self.conn().await?;
+            match write::store(&mut conn, &encoded).await {
+                Ok(()) => return unencodable.map_or(Ok(()), Err),
+                Err(write::Failure::Unknown(e)) => return Err(e),
+                Err(write::Failure::RolledBack(_)) => {}
+            }
         }
-        let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
-        let mut params = Vec::new();
-        for row in rows.iter() {
-            params.extend([
-                s(thread),
-                s(ns),
-                s(ns),
-                s(checkpoint_id),
-                s(task_id),
-                s(task_path),
-                My::from(row.idx),
-                s(&row.channel),
-                s(&row.tag),
-                My::from(row.bytes.as_slice()),
-            ]);
-        }
-        let values = vec!["(?, ?, MD5(?), ?, ?, ?, ?, ?, ?, ?)"; rows.len()].join(", ");
-        let (verb, tail) = if replace {
-            (
-                "INSERT",
-                " ON DUPLICATE KEY UPDATE channel = VALUES(channel), type = VALUES(type), \
-                 blob_data = VALUES(blob_data)",
-            )
-        } else {
-            ("INSERT IGNORE", "")
-        };
-        let sql = format!(
-            "{verb} INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_ns_hash, \
-             checkpoint_id, task_id, task_path, idx, channel, type, blob_data) VALUES {values}{tail}"
-        );
-        let mut conn = self.conn().await?;
-        conn.exec_drop(sql, Params::Positional(params))
-            .await
-            .map_err(db("storing writes"))
+        self.store_each(&encoded).await?;
+        unencodable.map_or(Ok(()), Err)
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {

@@ -20,7 +20,8 @@ use crate::config::PostgresConfig;
 use crate::error::{db, pool};
 use crate::read;
 use crate::schema;
-use crate::write::{self, Encoded, Failure};
+use crate::write::{self, Failure};
+use stategraph_checkpoint::blob_layout::EncodedSave as Encoded;
 
 /// Stores checkpoints in PostgreSQL with LangGraph's own tables (`checkpoints`,
 /// `checkpoint_blobs`, `checkpoint_writes`, `checkpoint_migrations` v0–v9) and row formats, so
@@ -697,18 +698,8 @@ impl CheckpointSaver for PostgresSaver {
     /// error is the one returned, exactly as without batching. A value that does not
     /// serialize fails its op the same way, before anything is sent.
     async fn apply_batch(&self, ops: &[SaveOp]) -> Result<()> {
-        let mut encoded = Vec::with_capacity(ops.len());
-        let mut unencodable = None;
-        for op in ops {
-            match Encoded::op(self.serializer.as_ref(), op) {
-                Ok(e) => encoded.push(e),
-                Err(e) => {
-                    unencodable = Some(e);
-                    break;
-                }
-            }
-        }
-        if encoded.len() > 1 && write::combinable(&encoded) {
+        let (encoded, unencodable) = Encoded::batch(self.serializer.as_ref(), ops);
+        if encoded.len() > 1 && Encoded::combinable(&encoded) {
             match self.transact(&encoded).await {
                 Ok(()) => return unencodable.map_or(Ok(()), Err),
                 Err(Failure::Unknown(e)) => return Err(e),

@@ -12,14 +12,9 @@
 //! `COMMIT` then ends it as a rollback. The error is recognised by its marker and reported as
 //! [`Error::Conflict`].
 
-use std::collections::BTreeSet;
-
 use serde_json::Value as Json;
-use stategraph_checkpoint::blob_layout::{BlobRow, metadata_json, split_checkpoint};
-use stategraph_checkpoint::{
-    ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, EncodedWrite, Error, Result,
-    SaveOp, Serializer, Value, encode_writes, latest_conflict, validate_put,
-};
+use stategraph_checkpoint::blob_layout::EncodedSave;
+use stategraph_checkpoint::{Error, latest_conflict};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 
@@ -27,110 +22,6 @@ use crate::error::BACKEND;
 
 /// What the check statement's failure says before the id it found.
 const CONFLICT_MARKER: &str = "stategraph-conflict:";
-
-/// A checkpoint put, serialized.
-pub(crate) struct EncodedPut {
-    thread: String,
-    ns: String,
-    id: String,
-    parent: Option<String>,
-    checkpoint: Json,
-    metadata: Json,
-    blobs: Vec<BlobRow>,
-    /// `Some(expected)` for a conditional put.
-    expected: Option<Option<String>>,
-    /// For the conflict error.
-    config: CheckpointConfig,
-}
-
-/// A `put_writes` call, serialized.
-pub(crate) struct EncodedWriteCall {
-    thread: String,
-    ns: String,
-    checkpoint_id: String,
-    task_id: String,
-    task_path: String,
-    replace: bool,
-    rows: Vec<EncodedWrite>,
-}
-
-/// One save, serialized.
-pub(crate) enum Encoded {
-    Put(Box<EncodedPut>),
-    Writes(EncodedWriteCall),
-}
-
-impl Encoded {
-    /// Serializes a put (validating it first).
-    pub(crate) fn put(
-        serde: &dyn Serializer,
-        config: &CheckpointConfig,
-        checkpoint: &Checkpoint,
-        metadata: &CheckpointMetadata,
-        new_versions: &ChannelVersions,
-        expected: Option<Option<&str>>,
-    ) -> Result<Self> {
-        validate_put(config, checkpoint)?;
-        let split = split_checkpoint(serde, config, checkpoint, new_versions)?;
-        Ok(Encoded::Put(Box::new(EncodedPut {
-            thread: config.thread_id.clone(),
-            ns: config.checkpoint_ns.clone(),
-            id: checkpoint.id.clone(),
-            parent: config.checkpoint_id.clone(),
-            checkpoint: split.checkpoint,
-            metadata: metadata_json(metadata),
-            blobs: split.blobs,
-            expected: expected.map(|e| e.map(str::to_owned)),
-            config: config.clone(),
-        })))
-    }
-
-    /// Serializes a `put_writes` call (validating it first).
-    pub(crate) fn writes(
-        serde: &dyn Serializer,
-        config: &CheckpointConfig,
-        writes: &[(String, Value)],
-        task_id: &str,
-        task_path: &str,
-    ) -> Result<Self> {
-        let encoded = encode_writes(serde, config, writes, task_id)?;
-        Ok(Encoded::Writes(EncodedWriteCall {
-            thread: config.thread_id.clone(),
-            ns: config.checkpoint_ns.clone(),
-            checkpoint_id: encoded.checkpoint_id.to_owned(),
-            task_id: task_id.to_owned(),
-            task_path: task_path.to_owned(),
-            replace: encoded.replace,
-            rows: encoded.rows,
-        }))
-    }
-
-    /// Serializes a batch op.
-    pub(crate) fn op(serde: &dyn Serializer, op: &SaveOp) -> Result<Self> {
-        match op {
-            SaveOp::Put {
-                config,
-                checkpoint,
-                metadata,
-                new_versions,
-                expected_latest,
-            } => Self::put(
-                serde,
-                config,
-                checkpoint,
-                metadata,
-                new_versions,
-                Some(expected_latest.as_deref()),
-            ),
-            SaveOp::Writes {
-                config,
-                writes,
-                task_id,
-                task_path,
-            } => Self::writes(serde, config, writes, task_id, task_path),
-        }
-    }
-}
 
 /// Why a transaction did not commit.
 pub(crate) enum Failure {
@@ -211,49 +102,7 @@ fn store_types() -> Vec<Type> {
     types
 }
 
-/// Whether `ops` can go in one [`STORE`] statement: one thread and namespace; every
-/// conditional put after the first expects the one before it (so checking the first against
-/// the database checks them all); no unconditional put after a conditional one; no two
-/// `put_writes` rows with the same key (one `INSERT` cannot touch a row twice). A batch from
-/// one run always qualifies; anything else is written op by op.
-pub(crate) fn combinable(ops: &[Encoded]) -> bool {
-    let mut at: Option<(&str, &str)> = None;
-    let mut last_put: Option<&str> = None;
-    let mut conditional = false;
-    let mut keys: BTreeSet<(&str, &str, i64)> = BTreeSet::new();
-    for op in ops {
-        let here = match op {
-            Encoded::Put(p) => (p.thread.as_str(), p.ns.as_str()),
-            Encoded::Writes(w) => (w.thread.as_str(), w.ns.as_str()),
-        };
-        if *at.get_or_insert(here) != here {
-            return false;
-        }
-        match op {
-            Encoded::Put(p) => {
-                match (&p.expected, last_put) {
-                    (Some(expected), Some(prev)) if expected.as_deref() != Some(prev) => {
-                        return false;
-                    }
-                    (None, Some(_)) if conditional => return false,
-                    _ => {}
-                }
-                conditional |= p.expected.is_some();
-                last_put = Some(p.id.as_str());
-            }
-            Encoded::Writes(w) => {
-                for r in &w.rows {
-                    if !keys.insert((w.checkpoint_id.as_str(), w.task_id.as_str(), r.idx)) {
-                        return false;
-                    }
-                }
-            }
-        }
-    }
-    true
-}
-
-/// The parameters of [`STORE`] for `ops` (which must be [`combinable`]).
+/// The parameters of [`STORE`] for `ops` (which must be [`EncodedSave::combinable`]).
 struct StoreParams<'a> {
     thread: &'a str,
     ns: &'a str,
@@ -285,10 +134,10 @@ struct WriteColumns<'a> {
 }
 
 impl<'a> StoreParams<'a> {
-    fn new(ops: &'a [Encoded]) -> Option<Self> {
+    fn new(ops: &'a [EncodedSave]) -> Option<Self> {
         let (thread, ns) = match ops.first()? {
-            Encoded::Put(p) => (p.thread.as_str(), p.ns.as_str()),
-            Encoded::Writes(w) => (w.thread.as_str(), w.ns.as_str()),
+            EncodedSave::Put(p) => (p.thread.as_str(), p.ns.as_str()),
+            EncodedSave::Writes(w) => (w.thread.as_str(), w.ns.as_str()),
         };
         let mut out = StoreParams {
             thread,
@@ -308,7 +157,7 @@ impl<'a> StoreParams<'a> {
         };
         for (i, op) in ops.iter().enumerate() {
             match op {
-                Encoded::Put(p) => {
+                EncodedSave::Put(p) => {
                     if let (None, Some(expected)) = (out.checked, &p.expected) {
                         out.checked = Some(i);
                         out.checked_flag = true;
@@ -333,7 +182,7 @@ impl<'a> StoreParams<'a> {
                         out.metadata.push(&p.metadata);
                     }
                 }
-                Encoded::Writes(w) => {
+                EncodedSave::Writes(w) => {
                     let cols = &mut out.writes[usize::from(w.replace)];
                     for r in &w.rows {
                         cols.checkpoint_ids.push(&w.checkpoint_id);
@@ -423,12 +272,13 @@ pub(crate) fn connection_lost(e: &tokio_postgres::Error) -> bool {
             .is_some_and(|db| db.parsed_severity() == Some(tokio_postgres::error::Severity::Fatal))
 }
 
-/// Stores `ops` (which must be [`combinable`]) in one transaction, sent in one round trip:
+/// Stores `ops` (which must be [`EncodedSave::combinable`]) in one transaction, sent in one
+/// round trip:
 /// `BEGIN`, the lock (for a conditional put), [`STORE`], `COMMIT`.
 pub(crate) async fn commit(
     client: &deadpool_postgres::ClientWrapper,
     cache_statements: bool,
-    ops: &[Encoded],
+    ops: &[EncodedSave],
 ) -> std::result::Result<(), Failure> {
     let Some(params) = StoreParams::new(ops) else {
         return Ok(());
@@ -493,11 +343,11 @@ pub(crate) async fn commit(
 
 /// The error a failed [`STORE`] stands for: a conflict when the guard failed, else a
 /// database error.
-fn store_error(ops: &[Encoded], params: &StoreParams<'_>, e: tokio_postgres::Error) -> Error {
+fn store_error(ops: &[EncodedSave], params: &StoreParams<'_>, e: tokio_postgres::Error) -> Error {
     if let Some(db) = e.as_db_error()
         && *db.code() == SqlState::INVALID_TEXT_REPRESENTATION
         && let Some(at) = db.message().find(CONFLICT_MARKER)
-        && let Some(Encoded::Put(p)) = params.checked.and_then(|i| ops.get(i))
+        && let Some(EncodedSave::Put(p)) = params.checked.and_then(|i| ops.get(i))
     {
         let found = db.message()[at + CONFLICT_MARKER.len()..]
             .trim_end_matches('"')
