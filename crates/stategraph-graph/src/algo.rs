@@ -157,7 +157,7 @@ pub(crate) const PUSH: &str = "__pregel_push";
 pub(crate) fn prepare_push_tasks(
     checkpoint: &Checkpoint,
     channels: &Channels,
-    node_names: &[&str],
+    is_node: &dyn Fn(&str) -> bool,
     step: i64,
     ns: &str,
 ) -> Vec<Task> {
@@ -174,7 +174,7 @@ pub(crate) fn prepare_push_tasks(
         let Some((node, arg)) = crate::node::parse_send(packet) else {
             continue;
         };
-        if !node_names.contains(&node.as_str()) {
+        if !is_node(&node) {
             continue;
         }
         let task_ns = if ns.is_empty() {
@@ -208,8 +208,8 @@ pub(crate) fn prepare_next_tasks(
     ns: &str,
     candidates: Option<&BTreeSet<String>>,
 ) -> Vec<Task> {
-    let names: Vec<&str> = nodes.iter().map(|n| n.name).collect();
-    let mut tasks = prepare_push_tasks(checkpoint, channels, &names, step, ns);
+    let is_node = |name: &str| nodes.iter().any(|n| n.name == name);
+    let mut tasks = prepare_push_tasks(checkpoint, channels, &is_node, step, ns);
     tasks.extend(prepare_pull_tasks(
         checkpoint, channels, nodes, step, ns, candidates,
     ));

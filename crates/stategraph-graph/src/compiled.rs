@@ -80,6 +80,8 @@ pub struct CompiledGraph<S: State> {
     pub(crate) store: Option<Arc<dyn Store>>,
     pub(crate) trigger_channels: BTreeSet<String>,
     pub(crate) trigger_to_nodes: HashMap<String, Vec<String>>,
+    /// Node name → its index in `nodes`.
+    pub(crate) node_index: HashMap<String, usize>,
     /// Stop before these nodes run (`*`: any node).
     pub(crate) interrupt_before: Vec<String>,
     /// Stop after these nodes ran (`*`: any node).
@@ -124,6 +126,11 @@ impl<S: State> CompiledGraph<S> {
             .collect();
         let trigger_to_nodes = algo::trigger_map(&triggers);
         let trigger_channels = trigger_to_nodes.keys().cloned().collect();
+        let node_index = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect();
         Self {
             schema,
             channel_specs,
@@ -133,6 +140,7 @@ impl<S: State> CompiledGraph<S> {
             store: None,
             trigger_channels,
             trigger_to_nodes,
+            node_index,
             interrupt_before: Vec::new(),
             interrupt_after: Vec::new(),
             run_locks: Arc::default(),

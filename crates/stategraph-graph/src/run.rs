@@ -11,8 +11,8 @@ use stategraph_checkpoint::{
 use tokio::task::JoinSet;
 
 use crate::algo::{
-    Channels, INPUT, INTERRUPT, Task, ValuesFrom, apply_writes, channels_from_checkpoint,
-    create_checkpoint, new_versions, prepare_next_tasks,
+    Channels, INPUT, INTERRUPT, NodeTriggers, Task, ValuesFrom, apply_writes,
+    channels_from_checkpoint, create_checkpoint, new_versions, prepare_next_tasks,
 };
 use crate::compiled::CompiledGraph;
 use crate::config::{Durability, RunConfig};
@@ -932,14 +932,47 @@ impl<S: State> Run<'_, S> {
                     .cloned()
                     .collect::<BTreeSet<String>>()
             });
-            let mut tasks = prepare_next_tasks(
-                &self.checkpoint,
-                &self.channels,
-                &self.graph.node_triggers(),
-                self.step,
-                &self.checkpoint_config.checkpoint_ns,
-                candidates.as_ref(),
-            );
+            let mut tasks = match &candidates {
+                // Only the nodes the last step's channels trigger (found by name, sorted),
+                // not every node of the graph.
+                Some(c) => {
+                    let pull: Vec<NodeTriggers<'_>> = c
+                        .iter()
+                        .filter_map(|name| self.graph.node_index.get(name))
+                        .filter_map(|&i| self.graph.nodes.get(i))
+                        .map(|n| NodeTriggers {
+                            name: &n.name,
+                            triggers: &n.triggers,
+                        })
+                        .collect();
+                    let graph = self.graph;
+                    let is_node = |name: &str| graph.node_index.contains_key(name);
+                    let mut tasks = crate::algo::prepare_push_tasks(
+                        &self.checkpoint,
+                        &self.channels,
+                        &is_node,
+                        self.step,
+                        &self.checkpoint_config.checkpoint_ns,
+                    );
+                    tasks.extend(crate::algo::prepare_pull_tasks(
+                        &self.checkpoint,
+                        &self.channels,
+                        &pull,
+                        self.step,
+                        &self.checkpoint_config.checkpoint_ns,
+                        None,
+                    ));
+                    tasks
+                }
+                None => prepare_next_tasks(
+                    &self.checkpoint,
+                    &self.channels,
+                    &self.graph.node_triggers(),
+                    self.step,
+                    &self.checkpoint_config.checkpoint_ns,
+                    None,
+                ),
+            };
             self.announce_checkpoint(&tasks);
             if tasks.is_empty() {
                 return Ok(());
