@@ -964,14 +964,7 @@ impl<S: State> Run<'_, S> {
                     ));
                     tasks
                 }
-                None => prepare_next_tasks(
-                    &self.checkpoint,
-                    &self.channels,
-                    &self.graph.node_triggers(),
-                    self.step,
-                    &self.checkpoint_config.checkpoint_ns,
-                    None,
-                ),
+                None => self.next_tasks(),
             };
             self.announce_checkpoint(&tasks);
             if tasks.is_empty() {
@@ -1124,7 +1117,7 @@ impl<S: State> Run<'_, S> {
         Ok(())
     }
 
-    /// The tasks the current checkpoint schedules (for announcing it when the run stops).
+    /// The tasks the current checkpoint schedules.
     fn next_tasks(&self) -> Vec<Task> {
         prepare_next_tasks(
             &self.checkpoint,
