@@ -132,16 +132,30 @@ pub fn restore_blobs(
         let Some((tag, data)) = lookup(&channel, &version) else {
             continue;
         };
-        if tag == crate::serializer::tags::EMPTY {
-            continue;
-        }
-        let value = serde
-            .loads_typed(&tag, data.as_deref().unwrap_or_default())
-            .map_err(|e| {
-                Error::serialization(location.clone().part("blob").channel(channel.clone()), e)
-            })?;
-        checkpoint.channel_values.insert(channel, value);
+        restore_blob(serde, location, checkpoint, channel, &tag, data.as_deref())?;
     }
+    Ok(())
+}
+
+/// Puts one stored blob of `channel` (type tag and bytes, if any) back into `checkpoint`'s
+/// values; an `empty` blob means "no value" and leaves them as they are.
+pub fn restore_blob(
+    serde: &dyn Serializer,
+    location: &Location,
+    checkpoint: &mut Checkpoint,
+    channel: String,
+    tag: &str,
+    data: Option<&[u8]>,
+) -> Result<()> {
+    if tag == crate::serializer::tags::EMPTY {
+        return Ok(());
+    }
+    let value = serde
+        .loads_typed(tag, data.unwrap_or_default())
+        .map_err(|e| {
+            Error::serialization(location.clone().part("blob").channel(channel.clone()), e)
+        })?;
+    checkpoint.channel_values.insert(channel, value);
     Ok(())
 }
 
@@ -199,6 +213,14 @@ pub enum EncodedSave {
 }
 
 impl EncodedSave {
+    /// The thread and namespace the save goes to.
+    pub fn thread_ns(&self) -> (&str, &str) {
+        match self {
+            EncodedSave::Put(p) => (&p.thread, &p.ns),
+            EncodedSave::Writes(w) => (&w.thread, &w.ns),
+        }
+    }
+
     /// Serializes a put (validating it first).
     pub fn put(
         serde: &dyn Serializer,
@@ -295,10 +317,7 @@ impl EncodedSave {
         let mut conditional = false;
         let mut keys: std::collections::BTreeSet<(&str, &str, i64)> = Default::default();
         for op in ops {
-            let here = match op {
-                EncodedSave::Put(p) => (p.thread.as_str(), p.ns.as_str()),
-                EncodedSave::Writes(w) => (w.thread.as_str(), w.ns.as_str()),
-            };
+            let here = op.thread_ns();
             if *at.get_or_insert(here) != here {
                 return false;
             }

@@ -37,10 +37,7 @@ pub(crate) async fn store(
     conn: &mut Conn,
     ops: &[EncodedSave],
 ) -> std::result::Result<(), Failure> {
-    let Some((thread, ns)) = ops.first().map(|op| match op {
-        EncodedSave::Put(p) => (p.thread.as_str(), p.ns.as_str()),
-        EncodedSave::Writes(w) => (w.thread.as_str(), w.ns.as_str()),
-    }) else {
+    let Some((thread, ns)) = ops.first().map(EncodedSave::thread_ns) else {
         return Ok(());
     };
     let checked = EncodedSave::first_check(ops);

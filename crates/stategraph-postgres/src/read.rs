@@ -3,9 +3,10 @@
 //! writes into arrays next to the row), as Python's saver reads them.
 
 use serde_json::Value as Json;
+use stategraph_checkpoint::blob_layout::restore_blob;
 use stategraph_checkpoint::{
     Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointTuple, Error, Location,
-    PendingWrite, Result, SerdeError, Serializer, StoredWrite, Value, sort_writes, tags,
+    PendingWrite, Result, SerdeError, Serializer, StoredWrite, Value, sort_writes,
 };
 use tokio_postgres::types::Type;
 
@@ -129,15 +130,14 @@ fn tuple(serde: &dyn Serializer, row: &tokio_postgres::Row) -> Result<Checkpoint
         .zip(types.unwrap_or_default())
         .zip(data.unwrap_or_default())
     {
-        if tag == tags::EMPTY {
-            continue;
-        }
-        let value = serde
-            .loads_typed(&tag, bytes.as_deref().unwrap_or_default())
-            .map_err(|e| {
-                Error::serialization(loc.clone().part("blob").channel(channel.clone()), e)
-            })?;
-        checkpoint.channel_values.insert(channel, value);
+        restore_blob(
+            serde,
+            &loc,
+            &mut checkpoint,
+            channel,
+            &tag,
+            bytes.as_deref(),
+        )?;
     }
     let task_ids: Option<Vec<String>> = column(row, 9, &loc)?;
     let channels: Option<Vec<String>> = column(row, 10, &loc)?;

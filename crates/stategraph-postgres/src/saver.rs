@@ -11,7 +11,7 @@ use stategraph_checkpoint::prune::{PruneRow, plan};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, DeltaWalk, Error, ListOptions, Location,
-    PendingWrite, PruneStrategy, Result, SaveOp, Serializer, StoredWrite, Value, sort_writes, tags,
+    PendingWrite, PruneStrategy, Result, SaveOp, Serializer, StoredWrite, Value, sort_writes,
 };
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{GenericClient, NoTls};
@@ -21,7 +21,7 @@ use crate::error::{db, pool};
 use crate::read;
 use crate::schema;
 use crate::write::{self, Failure};
-use stategraph_checkpoint::blob_layout::EncodedSave as Encoded;
+use stategraph_checkpoint::blob_layout::{EncodedSave as Encoded, restore_blob};
 
 /// Stores checkpoints in PostgreSQL with LangGraph's own tables (`checkpoints`,
 /// `checkpoint_blobs`, `checkpoint_writes`, `checkpoint_migrations` v0–v9) and row formats, so
@@ -276,17 +276,16 @@ async fn assemble<C: GenericClient>(
                 version.to_string(),
             );
             if let Some((tag, blob)) = blobs.get(&key) {
-                if tag == tags::EMPTY {
-                    continue;
-                }
                 let loc =
-                    Location::checkpoint(&row.thread_id, &row.checkpoint_ns, &row.checkpoint_id)
-                        .part("blob")
-                        .channel(ch.to_owned());
-                let value = serde
-                    .loads_typed(tag, blob.as_deref().unwrap_or_default())
-                    .map_err(|e| Error::serialization(loc, e))?;
-                checkpoint.channel_values.insert(ch.to_owned(), value);
+                    Location::checkpoint(&row.thread_id, &row.checkpoint_ns, &row.checkpoint_id);
+                restore_blob(
+                    serde,
+                    &loc,
+                    &mut checkpoint,
+                    ch.to_owned(),
+                    tag,
+                    blob.as_deref(),
+                )?;
             }
         }
         let mut pending = writes
@@ -466,7 +465,8 @@ impl PostgresSaver {
     }
 
     /// Stores `ops` in one transaction (one round trip), on a pooled connection; a
-    /// connection found closed before anything was sent is replaced once.
+    /// connection found closed before anything was sent is replaced (up to one try per
+    /// pooled connection, plus a new one, as [`Self::retry_closed`]).
     async fn transact(&self, ops: &[Encoded]) -> std::result::Result<(), Failure> {
         let mut tries = self.pool.status().max_size + 1;
         loop {

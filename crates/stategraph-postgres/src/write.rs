@@ -135,10 +135,7 @@ struct WriteColumns<'a> {
 
 impl<'a> StoreParams<'a> {
     fn new(ops: &'a [EncodedSave]) -> Option<Self> {
-        let (thread, ns) = match ops.first()? {
-            EncodedSave::Put(p) => (p.thread.as_str(), p.ns.as_str()),
-            EncodedSave::Writes(w) => (w.thread.as_str(), w.ns.as_str()),
-        };
+        let (thread, ns) = ops.first()?.thread_ns();
         let mut out = StoreParams {
             thread,
             ns,
