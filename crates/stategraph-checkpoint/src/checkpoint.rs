@@ -15,7 +15,7 @@ use crate::writes::PendingWrite;
 pub const LATEST_VERSION: i64 = 4;
 
 /// LangGraph's `Checkpoint`: channel values, their versions, and which versions each node has
-/// seen. Field names and the stored layout are LangGraph's (reference §1.1).
+/// seen. Field names and the stored layout are LangGraph's.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Checkpoint {
     /// Format version (4 today; stored as given).

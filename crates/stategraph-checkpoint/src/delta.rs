@@ -12,6 +12,8 @@
 //! [`DeltaWalk`] is that walk, fed one ancestor at a time (nearest first) by any saver:
 //! [`CheckpointSaver::get_delta_channel_history`]'s default implementation feeds it from
 //! `get_tuple`, and savers with direct storage access feed it from one query over the chain.
+//!
+//! [`CheckpointSaver::get_delta_channel_history`]: crate::CheckpointSaver::get_delta_channel_history
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 

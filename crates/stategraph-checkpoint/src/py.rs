@@ -1,7 +1,7 @@
 //! Python's rich types as Rust types, stored exactly as Python LangGraph stores them.
 //!
 //! LangGraph's serializer writes `datetime`, `date`, `time`, `timedelta`, `UUID`, `Decimal`,
-//! `set`/`frozenset` and `Enum` values as msgpack ext values (reference §3.2). A type
+//! `set`/`frozenset` and `Enum` values as msgpack ext values. A type
 //! implementing [`PyType`] converts to and from that form, so a field of a typed state holds a
 //! real Rust value while the checkpoint holds what Python would have written — Python reads a
 //! `datetime`, not a string, and we read Python's.

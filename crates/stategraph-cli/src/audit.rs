@@ -1,4 +1,4 @@
-//! The audit views of seed 001: `stats` (rows and bytes per table and per thread, writes
+//! The audit views: `stats` (rows and bytes per table and per thread, writes
 //! versus values) and `analyze` (writes and bytes per node and channel across threads).
 //!
 //! Sizes are the serialized sizes of the stored values with LangGraph's serializer, each

@@ -131,7 +131,7 @@ enum Command {
         #[arg(long, default_value = "")]
         ns: String,
     },
-    /// Rows and bytes per table and per thread, and the writes-vs-values volume (seed 001).
+    /// Rows and bytes per table and per thread, and the writes-vs-values volume.
     ///
     /// Bytes are the serialized sizes of the stored values (each channel version counted
     /// once, as the blob tables store them), the same on every backend.

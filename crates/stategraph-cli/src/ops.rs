@@ -64,7 +64,7 @@ pub(crate) async fn prune(
         }
         let plan = plan_lenient(strategy, &stored);
         // Delta keys the kept checkpoint rebuilds from the history about to go are first
-        // written into it as snapshots (seed 001's merge: lists concatenate).
+        // written into it as snapshots (the default merge: lists concatenate).
         let note = if plan.needs_history.is_empty() {
             String::new()
         } else {
@@ -112,7 +112,8 @@ pub(crate) async fn prune(
     ))
 }
 
-/// The `repair` command: rebuild missing values of a checkpoint with seed 001's merge rules.
+/// The `repair` command: rebuild missing values of a checkpoint with the default merge rules
+/// (lists concatenate, maps merge, anything else takes the last write).
 pub(crate) async fn repair(
     saver: Arc<dyn CheckpointSaver>,
     thread: &str,

@@ -414,7 +414,7 @@ mod tests {
 
     #[test]
     fn task_id_matches_langgraph() {
-        // Verified with Python LangGraph (reference §6.3).
+        // Verified with Python LangGraph.
         let id = task_id(
             "1f1e65c8-9911-650d-8001-38d122a7c1d3",
             &["node_b", "2", "node_b", PULL, "branch:to:node_b"],

@@ -10,8 +10,8 @@
 //! anything (its nodes do nothing and are never called by reads).
 //!
 //! What it cannot know: reducers. Values are read as stored; where a snapshot applies pending
-//! writes (the latest state of an interrupted or failed step), state keys merge as seed 001
-//! prescribes for this case — lists concatenate, maps merge, anything else takes the last
+//! writes (the latest state of an interrupted or failed step), state keys merge by a default
+//! rule for this case — lists concatenate, maps merge, anything else takes the last
 //! write. Conditional edges are invisible until they fire (their targets still have trigger
 //! channels, so `next` is right for checkpoints that recorded the route).
 
@@ -29,7 +29,7 @@ use crate::state::{DynState, Schema};
 const BRANCH: &str = "branch:to:";
 const JOIN: &str = "join:";
 
-/// Seed 001's default merge for a state key whose reducer is unknown: list → concatenation,
+/// The default merge for a state key whose reducer is unknown: list → concatenation,
 /// map → merge (the update's keys win), anything else → the last write.
 pub fn default_merge() -> Reducer {
     Reducer::new("merge", None, |cur, upd| {

@@ -1,5 +1,5 @@
 //! Rebuilding a checkpoint's lost values from its parent and the writes stored against the
-//! parent (seed 001, "故障恢复: 从 writes 重建 blobs").
+//! parent.
 //!
 //! Every checkpoint a run saves is its parent's state with the writes of the tasks that ran
 //! from the parent applied — and those writes stay in the writes table, keyed by the parent.

@@ -1,4 +1,4 @@
-//! The three tables of the project's MySQL layout (seed 001): `checkpoints`,
+//! The three tables of the project's MySQL layout: `checkpoints`,
 //! `checkpoint_writes` and `checkpoint_blobs`, linked by `thread_id` + `checkpoint_ns_hash`
 //! (MD5 of the namespace), with `gmt_create` / `gmt_modified` timestamps. Values use
 //! LangGraph's layout (inline primitives in the checkpoint JSON, blobs per channel version) and

@@ -1,4 +1,4 @@
-//! Cross-thread memory with semantic search: the seeds' chatbot memory flow.
+//! Cross-thread memory with semantic search: a chatbot's memory flow.
 //!
 //! One graph, compiled with a checkpointer (conversation state per thread) and a store
 //! (memories shared by every thread of a user). The run's typed context says which user is

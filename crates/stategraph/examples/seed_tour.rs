@@ -12,7 +12,7 @@ use stategraph::prelude::*;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-/// The seeds' state. (Its nodes never read it, exactly as in the seeds.)
+/// The example's state. (Its nodes never read it.)
 #[derive(State, Clone, Debug, Default)]
 struct SeedState {
     foo: String,

@@ -1,7 +1,7 @@
 //! `CompiledGraph::plan_repair` / `apply_repair` through the library: a checkpoint whose
 //! values were lost is rebuilt from its parent plus the writes stored against the parent,
 //! with the graph's own reducers — which is what makes a summing reducer come out right where
-//! seed 001's default merge (used by a graph-less reader) could only take the last write.
+//! the default merge (used by a graph-less reader) could only take the last write.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
