@@ -7,16 +7,16 @@ use std::sync::Arc;
 use stategraph_checkpoint::store::Store;
 use stategraph_checkpoint::{CheckpointSaver, CheckpointTuple, Map, NULL_TASK_ID, Value, channels};
 
-use crate::algo::{
-    self, Channels, INPUT, NodeTriggers, Task, apply_writes, channels_from_checkpoint,
-    prepare_next_tasks,
-};
 use crate::channel::ChannelSpec;
 use crate::config::{PregelTask, RunConfig, StateSnapshot};
 use crate::error::{GraphError, NodeError};
 use crate::graph::{Branch, END, START, branch_channel};
 use crate::node::{Goto, NodeFn, send_value};
 use crate::state::{Schema, State, Values};
+use crate::step::{
+    self, Channels, INPUT, NodeTriggers, Task, apply_writes, channels_from_checkpoint,
+    prepare_next_tasks,
+};
 
 /// A node of the compiled graph: a user node, or the built-in `__start__` (`run: None`).
 pub(crate) struct PregelNode<S: State> {
@@ -124,7 +124,7 @@ impl<S: State> CompiledGraph<S> {
                 triggers: &n.triggers,
             })
             .collect();
-        let trigger_to_nodes = algo::trigger_map(&triggers);
+        let trigger_to_nodes = step::trigger_map(&triggers);
         let trigger_channels = trigger_to_nodes.keys().cloned().collect();
         let node_index = nodes
             .iter()

@@ -17,11 +17,11 @@ use stategraph_checkpoint::{
     CheckpointTuple, PendingWrite,
 };
 
-use crate::algo::Channels;
 use crate::channel::ChannelSpec;
 use crate::compiled::CompiledGraph;
 use crate::error::GraphError;
 use crate::state::State;
+use crate::step::Channels;
 
 /// The metadata key of the per-channel (updates, supersteps) counters.
 pub(crate) const COUNTERS: &str = "counters_since_delta_snapshot";

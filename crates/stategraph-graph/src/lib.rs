@@ -29,7 +29,6 @@
 //! # Ok::<(), stategraph_graph::GraphError>(()) }).unwrap();
 //! ```
 
-mod algo;
 mod channel;
 mod compiled;
 mod config;
@@ -45,6 +44,7 @@ mod repair;
 mod retry;
 mod run;
 mod state;
+mod step;
 mod stream;
 mod update;
 

@@ -19,11 +19,11 @@ use stategraph_checkpoint::{
     CheckpointConfig, CheckpointSource, CheckpointTuple, NULL_TASK_ID, Value,
 };
 
-use crate::algo::{INTERRUPT, Task, apply_writes, channels_from_checkpoint};
 use crate::compiled::CompiledGraph;
 use crate::config::RunConfig;
 use crate::error::GraphError;
 use crate::state::State;
+use crate::step::{INTERRUPT, Task, apply_writes, channels_from_checkpoint};
 
 /// What one channel of the repaired checkpoint looks like against its recomputation.
 #[derive(Clone, Debug, PartialEq)]
@@ -115,7 +115,7 @@ impl<S: State> CompiledGraph<S> {
             if !updates {
                 self.apply_null_writes(&mut checkpoint, &mut channels, &parent.pending_writes)?;
                 let step = parent.metadata.step.unwrap_or(-1) + 1;
-                tasks = crate::algo::prepare_next_tasks(
+                tasks = crate::step::prepare_next_tasks(
                     &checkpoint,
                     &channels,
                     &self.node_triggers(),

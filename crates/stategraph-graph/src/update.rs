@@ -6,15 +6,15 @@ use stategraph_checkpoint::{
     ChannelVersion, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSource,
 };
 
-use crate::algo::{
-    INTERRUPT, Task, ValuesFrom, apply_writes, channels_from_checkpoint, create_checkpoint,
-    new_versions, prepare_next_tasks, task_path_str,
-};
 use crate::compiled::CompiledGraph;
 use crate::config::RunConfig;
 use crate::error::GraphError;
 use crate::graph::{END, START};
 use crate::state::State;
+use crate::step::{
+    INTERRUPT, Task, ValuesFrom, apply_writes, channels_from_checkpoint, create_checkpoint,
+    new_versions, prepare_next_tasks, task_path_str,
+};
 
 /// `as_node` value that copies the checkpoint as a fork, without applying anything.
 pub const AS_COPY: &str = "__copy__";

@@ -1,5 +1,5 @@
-//! The Pregel algorithm's pure parts, bit-compatible with LangGraph: task ids and paths, which
-//! nodes run, how a step's writes are applied, and what a checkpoint stores.
+//! A super-step's pure parts (the Pregel algorithm), bit-compatible with LangGraph: task ids
+//! and paths, which nodes run, how a step's writes are applied, and what a checkpoint stores.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

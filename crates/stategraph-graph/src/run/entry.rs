@@ -1,0 +1,353 @@
+//! Starting a run: the public entry points (`invoke`, `resume`, `stream`), and where a run
+//! starts (the checkpoint it loads, its step and limits).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use stategraph_checkpoint::store::Store;
+use stategraph_checkpoint::{
+    ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver, Map, Value,
+    channels as reserved,
+};
+
+use super::{DeltaState, ExitState, Run, SaveState, StreamState, TaskEnv};
+use crate::compiled::CompiledGraph;
+use crate::config::RunConfig;
+use crate::error::GraphError;
+use crate::interrupt::{Interrupt, Resume, ResumeSource};
+use crate::state::{State, Values};
+use crate::step::channels_from_checkpoint;
+use crate::stream::{Emitter, RunStream, StreamMode};
+
+/// How a run starts: its input (or a resume), where it saves, and who is listening.
+pub(crate) struct RunSetup {
+    pub(crate) input: Option<Map>,
+    pub(crate) resume: Option<ResumeInput>,
+    pub(crate) saver: Option<Arc<dyn CheckpointSaver>>,
+    pub(crate) parents: BTreeMap<String, String>,
+    pub(crate) emitter: Option<Emitter>,
+    /// The store a subgraph inherits from its parent's task.
+    pub(crate) store: Option<Arc<dyn Store>>,
+    /// Build the typed final state (for `invoke`).
+    pub(crate) typed_output: bool,
+}
+
+impl RunSetup {
+    pub(crate) fn new(saver: Option<Arc<dyn CheckpointSaver>>) -> Self {
+        Self {
+            input: None,
+            resume: None,
+            saver,
+            parents: BTreeMap::new(),
+            emitter: None,
+            store: None,
+            typed_output: false,
+        }
+    }
+}
+
+/// Where a resumed run's answers come from.
+pub(crate) enum ResumeInput {
+    /// Given by the caller.
+    Answer(Resume),
+    /// Shared with the parent graph's task (a subgraph resuming inside it).
+    Inherited(ResumeSource),
+}
+
+/// What a run ends with.
+pub(crate) struct RunOutcome<S> {
+    pub(crate) values: Values,
+    /// Interrupts raised by the last step (the run stopped there).
+    pub(crate) interrupts: Vec<Interrupt>,
+    /// The typed final state, when asked for.
+    pub(crate) state: Option<Arc<S>>,
+}
+
+impl<S> RunOutcome<S> {
+    /// The values, plus `__interrupt__` when the run stopped on interrupts (as LangGraph's
+    /// invoke output has it).
+    pub(crate) fn into_values(mut self) -> Values {
+        if !self.interrupts.is_empty() {
+            self.values.insert(
+                reserved::INTERRUPT.to_owned(),
+                Value::List(self.interrupts.iter().map(Interrupt::to_value).collect()),
+            );
+        }
+        self.values
+    }
+}
+
+impl<S: State> CompiledGraph<S> {
+    /// Runs the graph on `input` (or, with `None`, resumes the thread from its checkpoint)
+    /// and returns the final state, typed. It is shared (nodes receive it the same way) and
+    /// built from the state the last node read, converting only what the run changed. If
+    /// the run stopped on interrupts, the state is the one they were raised on; the
+    /// interrupts are in [`get_state`](Self::get_state)`.interrupts` (or use
+    /// [`invoke_values`](Self::invoke_values), whose output carries them as LangGraph's does).
+    pub async fn invoke(
+        &self,
+        input: Option<S::Update>,
+        config: RunConfig,
+    ) -> Result<Arc<S>, GraphError> {
+        let setup = self.input_setup(input)?;
+        self.typed_output(self.run_with(config, setup).await?)
+    }
+
+    /// [`invoke`](Self::invoke), returning LangGraph's output: the state keys' values, plus
+    /// `__interrupt__` when the run stopped on interrupts.
+    pub async fn invoke_values(
+        &self,
+        input: Option<S::Update>,
+        config: RunConfig,
+    ) -> Result<Values, GraphError> {
+        let mut setup = self.input_setup(input)?;
+        setup.typed_output = false;
+        Ok(self.run_with(config, setup).await?.into_values())
+    }
+
+    fn input_setup(&self, input: Option<S::Update>) -> Result<RunSetup, GraphError> {
+        let input = match input {
+            Some(update) => {
+                let writes = S::input_writes(update)?;
+                self.check_state_writes(&writes)?;
+                Some(writes.into_iter().collect())
+            }
+            None => None,
+        };
+        Ok(RunSetup {
+            input,
+            typed_output: true,
+            ..RunSetup::new(self.checkpointer.clone())
+        })
+    }
+
+    /// The typed state a run ended with.
+    fn typed_output(&self, outcome: RunOutcome<S>) -> Result<Arc<S>, GraphError> {
+        match outcome.state {
+            Some(s) => Ok(s),
+            None => Ok(Arc::new(S::from_values(&outcome.values)?)),
+        }
+    }
+
+    /// Resumes a thread waiting on interrupts (LangGraph's `invoke(Command(resume=…))`):
+    /// the interrupted tasks run again from their start and their `interrupt` calls return
+    /// the answers. With several pending interrupts, answer them by id. Returns the final
+    /// state, as [`invoke`](Self::invoke) does.
+    pub async fn resume(&self, resume: Resume, config: RunConfig) -> Result<Arc<S>, GraphError> {
+        let setup = RunSetup {
+            resume: Some(ResumeInput::Answer(resume)),
+            typed_output: true,
+            ..RunSetup::new(self.checkpointer.clone())
+        };
+        self.typed_output(self.run_with(config, setup).await?)
+    }
+
+    /// [`resume`](Self::resume), returning LangGraph's output as
+    /// [`invoke_values`](Self::invoke_values) does.
+    pub async fn resume_values(
+        &self,
+        resume: Resume,
+        config: RunConfig,
+    ) -> Result<Values, GraphError> {
+        let setup = RunSetup {
+            resume: Some(ResumeInput::Answer(resume)),
+            ..RunSetup::new(self.checkpointer.clone())
+        };
+        Ok(self.run_with(config, setup).await?.into_values())
+    }
+
+    /// Like [`invoke`](Self::invoke), streaming events of the given modes as the run goes.
+    ///
+    /// ```no_run
+    /// # async fn demo(graph: stategraph_graph::CompiledGraph<stategraph_graph::DynState>) -> Result<(), stategraph_graph::GraphError> {
+    /// use stategraph_graph::{RunConfig, StreamMode};
+    /// let mut stream = graph.stream(None, RunConfig::thread("1"), &[StreamMode::Updates]);
+    /// while let Some(part) = stream.next().await {
+    ///     println!("{}: {}", part.mode.as_str(), part.data);
+    /// }
+    /// let final_values = stream.result().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn stream(
+        &self,
+        input: Option<S::Update>,
+        config: RunConfig,
+        modes: &[StreamMode],
+    ) -> RunStream<'_> {
+        let input = match input {
+            Some(update) => S::input_writes(update).and_then(|writes| {
+                self.check_state_writes(&writes)?;
+                Ok(Some(writes.into_iter().collect::<Map>()))
+            }),
+            None => Ok(None),
+        };
+        RunStream::new(modes, move |emitter| {
+            Box::pin(async move {
+                let setup = RunSetup {
+                    input: input?,
+                    emitter: Some(emitter),
+                    ..RunSetup::new(self.checkpointer.clone())
+                };
+                Ok(self.run_with(config, setup).await?.into_values())
+            })
+        })
+    }
+
+    /// Runs with raw input values, a given saver and the enclosing graphs' checkpoint ids
+    /// (how a subgraph runs inside its parent's task).
+    pub(crate) async fn run_with(
+        &self,
+        config: RunConfig,
+        setup: RunSetup,
+    ) -> Result<RunOutcome<S>, GraphError> {
+        let _queued = match (&config.thread_id, config.queue && setup.parents.is_empty()) {
+            (Some(thread), true) => Some(self.run_lock(thread).lock_owned().await),
+            _ => None,
+        };
+        let setup_typed = setup.typed_output;
+        let mut run = self.start(config, setup.saver, setup.parents).await?;
+        run.stream.emitter = setup.emitter;
+        run.env.store = self.store.clone().or(setup.store);
+        match setup.input {
+            Some(input) => run.first_input(input).await?,
+            None => run.first_resume(setup.resume).await?,
+        }
+        let result = run.run_loop().await;
+        let stopped_early = result.is_err() || !run.interrupts.is_empty();
+        let flushed = run.flush(stopped_early).await;
+        result?;
+        flushed?;
+        let values = Arc::new(self.read_values(&run.channels));
+        let state = if setup_typed {
+            let s = Arc::new(run.typed_state(&values)?);
+            run.env.typed = Some((Arc::clone(&s), Arc::clone(&values)));
+            Some(s)
+        } else {
+            None
+        };
+        run.remember_head();
+        Ok(RunOutcome {
+            values: Arc::unwrap_or_clone(values),
+            interrupts: std::mem::take(&mut run.interrupts),
+            state,
+        })
+    }
+
+    async fn start(
+        &self,
+        config: RunConfig,
+        saver: Option<Arc<dyn CheckpointSaver>>,
+        parents: BTreeMap<String, String>,
+    ) -> Result<Run<'_, S>, GraphError> {
+        let (saved, checkpoint_config, expected_latest) = match &saver {
+            Some(s) => {
+                let thread = self.thread_of(&config)?;
+                let cc = config.checkpoint_config(thread);
+                let saved = s.get_tuple(&cc).await?;
+                // The run's checkpoints are saved on condition that nobody else moved the
+                // thread on since this point (see `CheckpointSaver::put_if_latest`).
+                let latest = if cc.checkpoint_id.is_none() {
+                    saved.as_ref().map(|t| t.checkpoint.id.clone())
+                } else {
+                    let latest_config = CheckpointConfig {
+                        checkpoint_id: None,
+                        ..cc.clone()
+                    };
+                    s.get_tuple(&latest_config).await?.map(|t| t.checkpoint.id)
+                };
+                (saved, cc, latest)
+            }
+            None => (None, CheckpointConfig::default(), None),
+        };
+        let mut saved = saved;
+        if let (Some(s), Some(t)) = (&saver, saved.as_mut()) {
+            self.hydrate(s.as_ref(), t).await?;
+        }
+        let delta_counters = saved
+            .as_ref()
+            .map(|t| crate::delta::counters_of(&t.metadata))
+            .unwrap_or_default();
+        let (checkpoint, step, checkpoint_config, pending_writes, previous_versions) = match saved {
+            Some(t) => (
+                t.checkpoint.clone(),
+                t.metadata.step.unwrap_or(-1) + 1,
+                t.config,
+                t.pending_writes,
+                t.checkpoint.channel_versions,
+            ),
+            None => (
+                Checkpoint::empty(),
+                -1,
+                CheckpointConfig {
+                    checkpoint_id: None,
+                    ..checkpoint_config
+                },
+                Vec::new(),
+                ChannelVersions::new(),
+            ),
+        };
+        let delta_loaded_writes = self.delta_channels_in(&pending_writes);
+        let typed = checkpoint_config
+            .checkpoint_id
+            .as_deref()
+            .and_then(|id| {
+                self.head.take(
+                    &checkpoint_config.thread_id,
+                    &checkpoint_config.checkpoint_ns,
+                    id,
+                )
+            })
+            .and_then(|head| head.typed);
+        let channels = channels_from_checkpoint(&self.channel_specs, &checkpoint);
+        let exit_parent = checkpoint_config.clone();
+        let limit = i64::try_from(config.recursion_limit).unwrap_or(i64::MAX);
+        if limit < 1 {
+            return Err(GraphError::InvalidConfig(
+                "recursion_limit must be at least 1".into(),
+            ));
+        }
+        let stop = step.saturating_add(limit).saturating_add(1);
+        Ok(Run {
+            graph: self,
+            config: Arc::new(config),
+            saver,
+            checkpoint,
+            metadata: CheckpointMetadata::default(),
+            channels,
+            step,
+            stop,
+            checkpoint_config,
+            pending_writes,
+            updated_channels: None,
+            interrupts: Vec::new(),
+            env: TaskEnv {
+                parents,
+                store: None,
+                resume: ResumeSource::default(),
+                typed,
+            },
+            save: SaveState {
+                previous_versions,
+                expected_latest: expected_latest.clone(),
+                pending: Vec::new(),
+                writer: None,
+            },
+            delta: DeltaState {
+                counters: delta_counters,
+                forced: BTreeSet::new(),
+                loaded_writes: delta_loaded_writes,
+            },
+            exit: ExitState {
+                parent: exit_parent,
+                expected: expected_latest,
+                writes: Vec::new(),
+                delta_writes: Vec::new(),
+                first_step: None,
+            },
+            stream: StreamState {
+                emitter: None,
+                unannounced: None,
+            },
+        })
+    }
+}

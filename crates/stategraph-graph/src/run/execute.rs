@@ -1,0 +1,247 @@
+//! Running a step's tasks: each node with its retries, concurrently; a node that finishes
+//! without waiting finishes in place, one that waits goes on as its own task.
+
+use std::sync::Arc;
+
+use stategraph_checkpoint::{Map, Value, channels as reserved};
+use tokio::task::JoinSet;
+
+use super::{Run, values_map};
+use crate::error::{GraphError, NodeError};
+use crate::graph::START;
+use crate::interrupt::{Scratchpad, interrupt_id};
+use crate::node::{NodeContext, NodeOutput};
+use crate::state::{State, Values};
+use crate::step::Task;
+use crate::stream::StreamMode;
+
+/// A `Send` argument as state values (a map of keys; anything else is empty).
+fn arg_values(arg: &Value) -> Values {
+    match arg {
+        Value::Map(m) => m
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str()?.to_owned(), v.clone())))
+            .collect(),
+        _ => Values::new(),
+    }
+}
+
+/// A finished node: its task's index and what it returned.
+type TaskOutcome<S> = (usize, Result<NodeOutput<<S as State>::Update>, NodeError>);
+
+/// A node's run (with its retries), as a future that can move to its own task.
+type TaskFuture<S> = std::pin::Pin<Box<dyn std::future::Future<Output = TaskOutcome<S>> + Send>>;
+
+/// Polls `task` once, in place: its outcome if it finished without waiting. A panic in the
+/// node becomes the task's error. (A future may be polled with any waker and then moved to
+/// another task, which polls it with its own.)
+fn poll_once<S: State>(i: usize, task: &mut TaskFuture<S>) -> Option<TaskOutcome<S>> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task.as_mut().poll(&mut cx))) {
+        Ok(std::task::Poll::Ready(outcome)) => Some(outcome),
+        Ok(std::task::Poll::Pending) => None,
+        Err(panic) => Some((i, Err(panicked(Some(panic))))),
+    }
+}
+
+/// The error of a node that panicked (or whose task was cancelled).
+fn panicked(payload: Option<Box<dyn std::any::Any + Send>>) -> NodeError {
+    let what = payload
+        .as_ref()
+        .and_then(|p| {
+            p.downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+        })
+        .unwrap_or_else(|| "no message".to_owned());
+    match payload {
+        Some(_) => NodeError::new(format!("the node panicked: {what}")),
+        None => NodeError::new("the node's task was cancelled"),
+    }
+}
+
+impl<S: State> Run<'_, S> {
+    /// Runs every task without writes concurrently; saves each task's writes as it finishes.
+    pub(super) async fn execute(&mut self, tasks: &mut [Task]) -> Result<(), GraphError> {
+        let values = Arc::new(self.graph.read_values(&self.channels));
+        // What a subgraph started by a task of this step records as its parents.
+        let mut child_parents = self.env.parents.clone();
+        if let Some(id) = &self.checkpoint_config.checkpoint_id {
+            child_parents.insert(self.checkpoint_config.checkpoint_ns.clone(), id.clone());
+        }
+        let child_parents = Arc::new(child_parents);
+        let mut state: Option<Arc<S>> = None;
+        let mut set: JoinSet<TaskOutcome<S>> = JoinSet::new();
+        let mut spawned: std::collections::HashMap<tokio::task::Id, usize> =
+            std::collections::HashMap::new();
+        let mut done: Vec<TaskOutcome<S>> = Vec::new();
+        let mut first_error: Option<GraphError> = None;
+        let mut pads: Vec<Option<Arc<std::sync::Mutex<Scratchpad>>>> = vec![None; tasks.len()];
+        for (i, task) in tasks.iter_mut().enumerate() {
+            if !task.writes.is_empty() {
+                continue;
+            }
+            if task.name == START {
+                let result = self.start_writes();
+                self.finish_task(task, result, Vec::new(), &mut first_error)
+                    .await?;
+                continue;
+            }
+            let Some((run, retry)) = self
+                .graph
+                .nodes
+                .iter()
+                .find(|n| n.name == task.name)
+                .and_then(|n| Some((n.run.clone()?, n.retry.clone())))
+            else {
+                continue;
+            };
+            let s = match (&task.input, &state) {
+                // A `Send`'s task reads its own argument, not the graph state.
+                (Some(arg), _) => Arc::new(S::from_values(&arg_values(arg))?),
+                (None, Some(s)) => Arc::clone(s),
+                (None, None) => {
+                    let s = Arc::new(self.typed_state(&values)?);
+                    state = Some(Arc::clone(&s));
+                    self.env.typed = Some((Arc::clone(&s), Arc::clone(&values)));
+                    s
+                }
+            };
+            let ns = &self.checkpoint_config.checkpoint_ns;
+            let task_ns = if ns.is_empty() {
+                format!("{}:{}", task.name, task.id)
+            } else {
+                format!("{ns}|{}:{}", task.name, task.id)
+            };
+            let pad = Arc::new(std::sync::Mutex::new(self.scratchpad(task, &task_ns)));
+            pads[i] = Some(Arc::clone(&pad));
+            let ctx = NodeContext {
+                scratch: pad,
+                resume: self.env.resume.clone(),
+                node: task.name.clone(),
+                task_id: task.id.clone(),
+                step: self.step,
+                config: Arc::clone(&self.config),
+                values: match &task.input {
+                    Some(arg) => Arc::new(arg_values(arg)),
+                    None => Arc::clone(&values),
+                },
+                saver: self.saver.clone(),
+                checkpoint_ns: task_ns,
+                parents: Arc::clone(&child_parents),
+                emitter: self.stream.emitter.clone(),
+                store: self.env.store.clone(),
+            };
+            if let Some(e) = &self.stream.emitter {
+                let input = values_map(&ctx.values);
+                let mut m = Map::new();
+                m.insert("id", task.id.as_str());
+                m.insert("name", task.name.as_str());
+                m.insert("input", input);
+                m.insert(
+                    "triggers",
+                    Value::List(
+                        task.triggers
+                            .iter()
+                            .map(|t| Value::from(t.as_str()))
+                            .collect(),
+                    ),
+                );
+                let payload = Value::Map(m);
+                e.emit_debug(StreamMode::Tasks, "task", self.step, || payload.clone());
+            }
+            let mut attempt_task: TaskFuture<S> = Box::pin(async move {
+                let mut attempt = 1;
+                loop {
+                    let result = run(Arc::clone(&s), ctx.clone()).await;
+                    match (&result, &retry) {
+                        (Err(e), Some(policy)) if policy.retries(attempt, e) => {
+                            tokio::time::sleep(policy.delay(attempt)).await;
+                            attempt += 1;
+                            // A new attempt starts with a fresh interrupt count.
+                            let mut pad = ctx.scratch.lock().unwrap_or_else(|e| e.into_inner());
+                            pad.counter = 0;
+                            pad.writes.clear();
+                        }
+                        _ => return (i, result),
+                    }
+                }
+            });
+            // A node that finishes without waiting (most do) finishes right here; one that
+            // waits goes on as its own task, next to the others of the step.
+            match poll_once::<S>(i, &mut attempt_task) {
+                Some(outcome) => done.push(outcome),
+                None => {
+                    let handle = set.spawn(attempt_task);
+                    spawned.insert(handle.id(), i);
+                }
+            }
+        }
+        for (i, output) in done {
+            self.finish_output(tasks, &pads, i, output, &mut first_error)
+                .await?;
+        }
+        if !set.is_empty() {
+            // The run waits for nodes: write the queued saves meanwhile.
+            self.hand_over_saves().await?;
+        }
+        while let Some(joined) = set.join_next_with_id().await {
+            let (i, output) = match joined {
+                Ok((_, outcome)) => outcome,
+                Err(e) => {
+                    let i = spawned.get(&e.id()).copied().unwrap_or_default();
+                    (i, Err(panicked(e.is_panic().then(|| e.into_panic()))))
+                }
+            };
+            self.finish_output(tasks, &pads, i, output, &mut first_error)
+                .await?;
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// The typed state of `values`, built from the last one where nothing holds on to it
+    /// (its nodes finished), converting only what changed.
+    pub(super) fn typed_state(&mut self, values: &Arc<Values>) -> Result<S, GraphError> {
+        let previous = self
+            .env
+            .typed
+            .take()
+            .and_then(|(s, before)| Arc::try_unwrap(s).ok().map(|s| (s, before)));
+        let s = match previous {
+            Some((s, before)) => S::from_values_reusing(values, Some((s, &before)))?,
+            None => S::from_values(values)?,
+        };
+        Ok(s)
+    }
+
+    /// A task's interrupt bookkeeping: the answers it already has, plus one by id if the
+    /// caller gave it.
+    fn scratchpad(&self, task: &Task, task_ns: &str) -> Scratchpad {
+        let mut resume: Vec<Value> = self
+            .pending_writes
+            .iter()
+            .find(|w| w.task_id == task.id && w.channel == reserved::RESUME)
+            .map(|w| match &w.value {
+                Value::List(l) => l.to_vec(),
+                other => vec![other.clone()],
+            })
+            .unwrap_or_default();
+        if let Some(map) = &self.env.resume.by_id {
+            let next = interrupt_id(task_ns, resume.len());
+            let first = interrupt_id(task_ns, 0);
+            if let Some(v) = map.get(&next).or_else(|| map.get(&first)) {
+                resume.push(v.clone());
+            }
+        }
+        Scratchpad {
+            ns: task_ns.to_owned(),
+            resume,
+            counter: 0,
+            source: self.env.resume.clone(),
+            writes: Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! The Pregel loop: super-steps, each checkpointed exactly when LangGraph checkpoints.
+//!
+//! `Run` is the mutable state of one run; its methods are split by concern:
+//! - `entry`: the public entry points, and where a run starts (its loaded checkpoint);
+//! - `input`: applying the run's input, or resuming (answers to interrupts, replays);
+//! - `execute`: running a step's tasks, concurrently;
+//! - `outcome`: what a task's node returned, as channel writes, recorded and saved;
+//! - `save`: creating and saving checkpoints and writes, by durability mode;
+//! - `exit`: ending a run (waiting for saves, the `exit`-durability final save);
+//! - `events`: stream events of checkpoints and task results.
+
+mod entry;
+mod events;
+mod execute;
+mod exit;
+mod input;
+mod outcome;
+mod save;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use stategraph_checkpoint::store::Store;
+use stategraph_checkpoint::{
+    ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
+    CheckpointSaver, CheckpointSource, PendingWrite, SaveOp, Value, channels as reserved,
+};
+
+pub(crate) use self::entry::{ResumeInput, RunSetup};
+use self::save::BackgroundWriter;
+use crate::compiled::CompiledGraph;
+use crate::config::{Durability, RunConfig};
+use crate::error::GraphError;
+use crate::graph::START;
+use crate::interrupt::{Interrupt, ResumeSource};
+use crate::state::{State, Values};
+use crate::step::{Channels, INTERRUPT, NodeTriggers, Task, apply_writes, prepare_next_tasks};
+use crate::stream::{Emitter, StreamMode};
+
+/// LangGraph's `should_interrupt`: some channel moved since the last interrupt/resume, and a
+/// task of the step is one of `nodes` (`*`: any node but `__start__`).
+fn should_interrupt(checkpoint: &Checkpoint, nodes: &[String], tasks: &[Task]) -> bool {
+    if nodes.is_empty() {
+        return false;
+    }
+    let seen = checkpoint.versions_seen.get(INTERRUPT);
+    let moved =
+        checkpoint
+            .channel_versions
+            .iter()
+            .any(|(ch, v)| match seen.and_then(|s| s.get(ch)) {
+                Some(s) => v > s,
+                None => true,
+            });
+    moved
+        && tasks.iter().any(|t| {
+            nodes
+                .iter()
+                .any(|n| n == &t.name || (n == "*" && t.name != START))
+        })
+}
+
+/// Control writes, which do not make a task count as finished.
+fn is_control(channel: &str) -> bool {
+    matches!(
+        channel,
+        reserved::ERROR | reserved::ERROR_SOURCE_NODE | reserved::INTERRUPT | reserved::RESUME
+    )
+}
+
+/// State values as a map value.
+fn values_map(values: &Values) -> Value {
+    Value::Map(
+        values
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect(),
+    )
+}
+
+/// A task's saved-later writes: (task id, task path, writes).
+type TaskWrites = (String, String, Vec<(String, Value)>);
+
+/// The mutable state of one run.
+struct Run<'g, S: State> {
+    graph: &'g CompiledGraph<S>,
+    config: Arc<RunConfig>,
+    saver: Option<Arc<dyn CheckpointSaver>>,
+    checkpoint: Checkpoint,
+    /// The metadata of the checkpoint created last.
+    metadata: CheckpointMetadata,
+    channels: Channels,
+    step: i64,
+    /// LangGraph's `stop`: step at start + recursion limit + 1; a tick beyond it fails.
+    stop: i64,
+    /// Where the next checkpoint is put: the thread, namespace and (as parent) current id.
+    checkpoint_config: CheckpointConfig,
+    pending_writes: Vec<PendingWrite>,
+    updated_channels: Option<BTreeSet<String>>,
+    /// Interrupts raised in the current step.
+    interrupts: Vec<Interrupt>,
+    /// What the run's tasks are given besides the state.
+    env: TaskEnv<S>,
+    /// Saving as the run goes (`sync` and `async` durability).
+    save: SaveState,
+    /// Delta channels' snapshot bookkeeping.
+    delta: DeltaState,
+    /// `exit` durability: what is saved when the run ends.
+    exit: ExitState,
+    /// The stream the run emits to.
+    stream: StreamState,
+}
+
+/// What the run's tasks are given besides the state.
+struct TaskEnv<S: State> {
+    /// The enclosing graphs' checkpoint ids, by namespace.
+    parents: BTreeMap<String, String>,
+    /// The store nodes see (the graph's, else the parent task's).
+    store: Option<Arc<dyn Store>>,
+    /// Answers to interrupts available to this run's tasks.
+    resume: ResumeSource,
+    /// The typed state nodes last read, with the values it was built from: the next one is
+    /// built from it, converting only what changed.
+    typed: Option<crate::head::TypedState<S>>,
+}
+
+/// Saving as the run goes (`sync` and `async` durability).
+struct SaveState {
+    /// The channel versions of the last saved checkpoint.
+    previous_versions: ChannelVersions,
+    /// The newest checkpoint of the thread's namespace as this run last saw it.
+    expected_latest: Option<String>,
+    /// `async` durability: the saves not yet handed to the background writer. They are
+    /// handed over as one batch whenever the run waits (for a node that does not finish at
+    /// once), and applied at the end otherwise, so a run whose nodes never wait commits once.
+    pending: Vec<SaveOp>,
+    /// The background saver of `async` durability (started when the run first waits).
+    writer: Option<BackgroundWriter>,
+}
+
+/// Delta channels: the counters of the last checkpoint, and the channels the next saved
+/// checkpoint must snapshot whatever the counters say.
+struct DeltaState {
+    counters: crate::delta::Counters,
+    forced: BTreeSet<String>,
+    /// The delta channels the loaded checkpoint's stored writes touch.
+    loaded_writes: BTreeSet<String>,
+}
+
+/// `exit` durability: where the final checkpoint goes, on what condition, and the writes
+/// stored with it.
+struct ExitState {
+    parent: CheckpointConfig,
+    expected: Option<String>,
+    /// The last step's task writes.
+    writes: Vec<TaskWrites>,
+    /// The delta channel writes of every finished step, stored at the end (step, task id,
+    /// task path, channel, value).
+    delta_writes: Vec<(i64, String, String, String, Value)>,
+    /// The run's first step.
+    first_step: Option<i64>,
+}
+
+/// The stream the run emits to.
+struct StreamState {
+    emitter: Option<Emitter>,
+    /// The checkpoint saved last, not yet announced on the stream, and its parent.
+    unannounced: Option<Option<CheckpointConfig>>,
+}
+
+impl<S: State> Run<'_, S> {
+    async fn run_loop(&mut self) -> Result<(), GraphError> {
+        loop {
+            if self.step > self.stop {
+                return Err(GraphError::RecursionLimit {
+                    limit: self.config.recursion_limit,
+                });
+            }
+            let candidates = self.updated_channels.as_ref().map(|u| {
+                u.iter()
+                    .filter_map(|ch| self.graph.trigger_to_nodes.get(ch))
+                    .flatten()
+                    .cloned()
+                    .collect::<BTreeSet<String>>()
+            });
+            let mut tasks = match &candidates {
+                // Only the nodes the last step's channels trigger (found by name, sorted),
+                // not every node of the graph.
+                Some(c) => {
+                    let pull: Vec<NodeTriggers<'_>> = c
+                        .iter()
+                        .filter_map(|name| self.graph.node_index.get(name))
+                        .filter_map(|&i| self.graph.nodes.get(i))
+                        .map(|n| NodeTriggers {
+                            name: &n.name,
+                            triggers: &n.triggers,
+                        })
+                        .collect();
+                    let graph = self.graph;
+                    let is_node = |name: &str| graph.node_index.contains_key(name);
+                    let mut tasks = crate::step::prepare_push_tasks(
+                        &self.checkpoint,
+                        &self.channels,
+                        &is_node,
+                        self.step,
+                        &self.checkpoint_config.checkpoint_ns,
+                    );
+                    tasks.extend(crate::step::prepare_pull_tasks(
+                        &self.checkpoint,
+                        &self.channels,
+                        &pull,
+                        self.step,
+                        &self.checkpoint_config.checkpoint_ns,
+                        None,
+                    ));
+                    tasks
+                }
+                None => self.next_tasks(),
+            };
+            self.announce_checkpoint(&tasks);
+            if tasks.is_empty() {
+                return Ok(());
+            }
+            self.reuse_finished_writes(&mut tasks);
+            // Writes reused from the loaded checkpoint are stored on it already.
+            let reused: BTreeSet<String> = tasks
+                .iter()
+                .filter(|t| !t.writes.is_empty())
+                .map(|t| t.id.clone())
+                .collect();
+            let before = self
+                .config
+                .interrupt_before
+                .as_ref()
+                .unwrap_or(&self.graph.interrupt_before);
+            if should_interrupt(&self.checkpoint, before, &tasks) {
+                return Ok(());
+            }
+            self.execute(&mut tasks).await?;
+            if !self.interrupts.is_empty() {
+                // The step stops here; its finished tasks' writes are saved, and the thread
+                // waits on the checkpoint the step started from.
+                return Ok(());
+            }
+            // An answer no interrupt took does not carry over to later steps.
+            if let Ok(mut null) = self.env.resume.null.lock() {
+                null.take();
+            }
+            let refs: Vec<&Task> = tasks.iter().collect();
+            let updated = self.apply(&refs)?;
+            if let Some(e) = &self.stream.emitter
+                && updated.iter().any(|c| self.graph.schema.contains(c))
+            {
+                let values = self.graph.read_values(&self.channels);
+                e.emit(StreamMode::Values, || values_map(&values));
+            }
+            self.updated_channels = Some(updated);
+            self.pending_writes.clear();
+            self.exit.writes.clear();
+            if self.config.durability == Durability::Exit && self.saver.is_some() {
+                self.keep_exit_delta_writes(&tasks, &reused);
+            }
+            self.put_checkpoint(CheckpointSource::Loop).await?;
+            let after = self
+                .config
+                .interrupt_after
+                .as_ref()
+                .unwrap_or(&self.graph.interrupt_after);
+            if should_interrupt(&self.checkpoint, after, &tasks) {
+                let next = self.next_tasks();
+                self.announce_checkpoint(&next);
+                return Ok(());
+            }
+        }
+    }
+
+    /// `apply_writes` with the saver's version scheme (integers without a saver).
+    fn apply(&mut self, tasks: &[&Task]) -> Result<BTreeSet<String>, GraphError> {
+        let saver = self.saver.clone();
+        let next = move |cur: Option<&ChannelVersion>| match &saver {
+            Some(s) => s.get_next_version(cur),
+            None => ChannelVersion::Int(cur.map_or(0, ChannelVersion::counter) + 1),
+        };
+        apply_writes(
+            &mut self.checkpoint,
+            &mut self.channels,
+            tasks,
+            Some(&next),
+            &self.graph.trigger_channels,
+        )
+    }
+
+    /// The tasks the current checkpoint schedules.
+    fn next_tasks(&self) -> Vec<Task> {
+        prepare_next_tasks(
+            &self.checkpoint,
+            &self.channels,
+            &self.graph.node_triggers(),
+            self.step,
+            &self.checkpoint_config.checkpoint_ns,
+            None,
+        )
+    }
+
+    /// Tasks that already finished on this checkpoint (their writes are saved) are not run
+    /// again: their saved writes are reused.
+    fn reuse_finished_writes(&self, tasks: &mut [Task]) {
+        if self.pending_writes.is_empty() {
+            return;
+        }
+        for task in tasks.iter_mut() {
+            let writes: Vec<(String, Value)> = self
+                .pending_writes
+                .iter()
+                .filter(|w| w.task_id == task.id)
+                .map(|w| (w.channel.clone(), w.value.clone()))
+                .collect();
+            let finished = writes.iter().any(|(ch, _)| !is_control(ch));
+            if finished {
+                task.writes = writes;
+            }
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! A task's outcome: what its node returned as channel writes (state update, then edges),
+//! recorded on the task and saved against the current checkpoint.
+
+use std::sync::Arc;
+
+use stategraph_checkpoint::{Map, Value, channels as reserved};
+
+use super::Run;
+use crate::error::{GraphError, NodeError};
+use crate::graph::START;
+use crate::interrupt::{Interrupt, Scratchpad};
+use crate::node::NodeOutput;
+use crate::state::State;
+use crate::step::Task;
+use crate::stream::StreamMode;
+
+/// Turns a parent-addressed `Command` into the error that carries it out of the subgraph.
+fn parent_command<S: State>(c: crate::node::Command<S::Update>) -> Result<NodeError, NodeError> {
+    let update = match c.update {
+        Some(u) => S::into_writes(u).map_err(NodeError::from)?,
+        None => Vec::new(),
+    };
+    let mut cmd = crate::error::ParentCommand {
+        update,
+        goto: Vec::new(),
+        sends: Vec::new(),
+    };
+    for g in c.goto {
+        match g {
+            crate::node::Goto::Node(n) => cmd.goto.push(n),
+            crate::node::Goto::Send(s) => {
+                let arg: Map = S::into_writes(s.arg)
+                    .map_err(NodeError::from)?
+                    .into_iter()
+                    .collect();
+                cmd.sends.push((s.node, Value::Map(arg)));
+            }
+        }
+    }
+    Ok(NodeError {
+        message: "ParentCommand".to_owned(),
+        parent_command: Some(Box::new(cmd)),
+        interrupts: Vec::new(),
+    })
+}
+
+impl<S: State> Run<'_, S> {
+    /// Records what task `i`'s node returned (or how it failed).
+    pub(super) async fn finish_output(
+        &mut self,
+        tasks: &mut [Task],
+        pads: &[Option<Arc<std::sync::Mutex<Scratchpad>>>],
+        i: usize,
+        output: Result<NodeOutput<S::Update>, NodeError>,
+        first_error: &mut Option<GraphError>,
+    ) -> Result<(), GraphError> {
+        let Some(task) = tasks.get_mut(i) else {
+            return Ok(());
+        };
+        let result = output.and_then(|o| self.node_writes(&task.name, o));
+        let resume_writes = pads
+            .get(i)
+            .and_then(Option::as_ref)
+            .map(|p| std::mem::take(&mut p.lock().unwrap_or_else(|e| e.into_inner()).writes))
+            .unwrap_or_default();
+        self.finish_task(task, result, resume_writes, first_error)
+            .await
+    }
+
+    /// The writes of the built-in `__start__` node: each input key, then the START edges.
+    pub(super) fn start_writes(&self) -> Result<Vec<(String, Value)>, NodeError> {
+        let mut writes = Vec::new();
+        if let Some(Value::Map(input)) = self.channels.get(START).and_then(|c| c.get()) {
+            for (k, v) in input {
+                if let Value::Str(k) = k {
+                    writes.push((k.to_string(), v));
+                }
+            }
+        }
+        let edges = self.graph.edge_writes(START, &self.channels, &writes)?;
+        writes.extend(edges);
+        Ok(writes)
+    }
+
+    /// A node's output as channel writes: its state update, then its edges.
+    fn node_writes(
+        &self,
+        node: &str,
+        output: NodeOutput<S::Update>,
+    ) -> Result<Vec<(String, Value)>, NodeError> {
+        let (mut writes, goto) = match output {
+            NodeOutput::Update(u) => (S::into_writes(u).map_err(NodeError::from)?, Vec::new()),
+            NodeOutput::Empty => (Vec::new(), Vec::new()),
+            NodeOutput::Writes(mut w) => {
+                // Produced by the engine (subgraph results): state writes plus control writes.
+                let own: Vec<(String, Value)> = w
+                    .iter()
+                    .filter(|(k, _)| self.graph.schema.contains(k))
+                    .cloned()
+                    .collect();
+                w.extend(self.graph.edge_writes(node, &self.channels, &own)?);
+                return Ok(w);
+            }
+            NodeOutput::Command(c) if c.parent => return Err(parent_command::<S>(c)?),
+            NodeOutput::Command(c) => match c.update {
+                Some(u) => (S::into_writes(u).map_err(NodeError::from)?, c.goto),
+                None => (Vec::new(), c.goto),
+            },
+        };
+        self.graph
+            .check_state_writes(&writes)
+            .map_err(NodeError::from)?;
+        let own = writes.clone();
+        writes.extend(self.graph.goto_writes(node, goto, None)?);
+        writes.extend(self.graph.edge_writes(node, &self.channels, &own)?);
+        Ok(writes)
+    }
+
+    /// Records a task's outcome and saves it against the current checkpoint.
+    pub(super) async fn finish_task(
+        &mut self,
+        task: &mut Task,
+        result: Result<Vec<(String, Value)>, NodeError>,
+        resume_writes: Vec<(String, Value)>,
+        first_error: &mut Option<GraphError>,
+    ) -> Result<(), GraphError> {
+        let writes = match result {
+            Ok(w) => {
+                // A task that finished with nothing but control writes is marked as done.
+                let mut all = resume_writes;
+                if w.is_empty() {
+                    all.push((reserved::NO_WRITES.to_owned(), Value::Null));
+                }
+                all.extend(w);
+                all
+            }
+            Err(e) if e.is_interrupt() => {
+                let mut writes = vec![(
+                    reserved::INTERRUPT.to_owned(),
+                    Value::List(e.interrupts.iter().map(Interrupt::to_value).collect()),
+                )];
+                writes.extend(resume_writes);
+                self.save_writes(task, &writes).await?;
+                if let Some(em) = &self.stream.emitter {
+                    let list = Value::List(e.interrupts.iter().map(Interrupt::to_value).collect());
+                    em.emit(StreamMode::Updates, || {
+                        Value::Map([(reserved::INTERRUPT, list)].into_iter().collect())
+                    });
+                }
+                self.interrupts.extend(e.interrupts);
+                return Ok(());
+            }
+            Err(NodeError {
+                parent_command: Some(command),
+                ..
+            }) => {
+                // A command for the parent graph: this task writes nothing; the command leaves
+                // the subgraph as its result.
+                if first_error.is_none() {
+                    *first_error = Some(GraphError::ParentCommand {
+                        node: task.name.clone(),
+                        command,
+                    });
+                }
+                return Ok(());
+            }
+            Err(e) => {
+                if first_error.is_none() {
+                    *first_error = Some(GraphError::NodeFailed {
+                        node: task.name.clone(),
+                        task_id: task.id.clone(),
+                        message: e.message.clone(),
+                    });
+                }
+                vec![(reserved::ERROR.to_owned(), Value::from(e.message))]
+            }
+        };
+        self.save_writes(task, &writes).await?;
+        if task.name != START {
+            self.announce_result(task, &writes);
+        }
+        if writes.iter().any(|(c, _)| c != reserved::ERROR) {
+            task.writes = writes;
+        }
+        Ok(())
+    }
+}
