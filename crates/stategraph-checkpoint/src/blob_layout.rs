@@ -10,7 +10,7 @@ use crate::checkpoint::Checkpoint;
 use crate::config::CheckpointConfig;
 use crate::error::{Error, Location, Result};
 use crate::metadata::CheckpointMetadata;
-use crate::saver::{SaveOp, validate_put};
+use crate::saver::{Expect, SaveOp, validate_put};
 use crate::serializer::Serializer;
 use crate::value::{ExtCode, Value};
 use crate::version::ChannelVersions;
@@ -177,9 +177,8 @@ pub struct EncodedPut {
     pub metadata: Json,
     /// The blob rows of the values that changed.
     pub blobs: Vec<BlobRow>,
-    /// `Some(expected)` for a conditional put (`put_if_latest`): the namespace's newest
-    /// checkpoint must be `expected` (`None`: it has none).
-    pub expected: Option<Option<String>>,
+    /// What the namespace's newest checkpoint must be for the put to happen.
+    pub expect: Expect<String>,
     /// Where it goes (for errors).
     pub config: CheckpointConfig,
 }
@@ -228,7 +227,7 @@ impl EncodedSave {
         checkpoint: &Checkpoint,
         metadata: &CheckpointMetadata,
         new_versions: &ChannelVersions,
-        expected: Option<Option<&str>>,
+        expect: Expect<&str>,
     ) -> Result<Self> {
         validate_put(config, checkpoint)?;
         let split = split_checkpoint(serde, config, checkpoint, new_versions)?;
@@ -240,7 +239,7 @@ impl EncodedSave {
             checkpoint: split.checkpoint,
             metadata: metadata_json(metadata),
             blobs: split.blobs,
-            expected: expected.map(|e| e.map(str::to_owned)),
+            expect: expect.to_owned(),
             config: config.clone(),
         })))
     }
@@ -280,7 +279,7 @@ impl EncodedSave {
                 checkpoint,
                 metadata,
                 new_versions,
-                Some(expected_latest.as_deref()),
+                Expect::Latest(expected_latest.as_deref()),
             ),
             SaveOp::Writes {
                 config,
@@ -323,14 +322,14 @@ impl EncodedSave {
             }
             match op {
                 EncodedSave::Put(p) => {
-                    match (&p.expected, last_put) {
-                        (Some(expected), Some(prev)) if expected.as_deref() != Some(prev) => {
+                    match (p.expect.latest(), last_put) {
+                        (Some(expected), Some(prev)) if expected != Some(prev) => {
                             return false;
                         }
                         (None, Some(_)) if conditional => return false,
                         _ => {}
                     }
-                    conditional |= p.expected.is_some();
+                    conditional |= p.expect.latest().is_some();
                     last_put = Some(p.id.as_str());
                 }
                 EncodedSave::Writes(w) => {
@@ -348,7 +347,7 @@ impl EncodedSave {
     /// The first conditional put of `ops`: the one a combined batch checks.
     pub fn first_check(ops: &[Self]) -> Option<&EncodedPut> {
         ops.iter().find_map(|op| match op {
-            EncodedSave::Put(p) if p.expected.is_some() => Some(&**p),
+            EncodedSave::Put(p) if p.expect.latest().is_some() => Some(&**p),
             _ => None,
         })
     }

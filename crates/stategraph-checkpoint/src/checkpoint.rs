@@ -312,6 +312,34 @@ pub struct CheckpointTuple {
     pub pending_writes: Vec<PendingWrite>,
 }
 
+impl CheckpointTuple {
+    /// The tuple of a stored checkpoint from its stored parts: its address is
+    /// (`thread`, `ns`, `id`), its parent (if any, an empty id counting as none) is in the
+    /// same thread and namespace. `pending_writes` are put in LangGraph's order.
+    pub fn from_parts(
+        thread: impl Into<String>,
+        ns: impl Into<String>,
+        id: impl Into<String>,
+        parent: Option<String>,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        mut pending_writes: Vec<PendingWrite>,
+    ) -> Self {
+        let config = CheckpointConfig::new(thread).with_ns(ns);
+        let parent_config = parent
+            .filter(|p| !p.is_empty())
+            .map(|p| config.clone().with_checkpoint_id(p));
+        crate::writes::sort_writes(&mut pending_writes);
+        Self {
+            config: config.with_checkpoint_id(id),
+            checkpoint,
+            metadata,
+            parent_config,
+            pending_writes,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -55,6 +55,13 @@ impl DeltaWalk {
         }
     }
 
+    /// Counts `target` (the checkpoint whose ancestors are walked) as visited, so a parent
+    /// chain that loops back to it stops there.
+    pub fn below(mut self, target: &str) -> Self {
+        self.visited.insert(target.to_owned());
+        self
+    }
+
     /// Whether every channel has found its seed (the walk can stop).
     pub fn is_done(&self) -> bool {
         self.active.is_empty()

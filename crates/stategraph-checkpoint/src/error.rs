@@ -118,6 +118,17 @@ pub enum Error {
         /// The saver or store.
         backend: &'static str,
     },
+    /// The database did not answer in time (connecting, or a statement / command); the
+    /// connection it was waiting on is dropped.
+    #[error("{backend} timed out after {after:?} {operation}")]
+    Timeout {
+        /// The saver or store.
+        backend: &'static str,
+        /// What it was doing (e.g. "connecting to 127.0.0.1:5432", "reading a checkpoint").
+        operation: String,
+        /// The limit that ran out.
+        after: std::time::Duration,
+    },
     /// The database or driver failed.
     #[error("{backend} error: {message}")]
     Backend {

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use serde_json::Value as Json;
 
 use crate::error::Result;
-use crate::saver::{Capabilities, CheckpointSaver, ListOptions};
+use crate::saver::{Capabilities, CheckpointSaver, Expect, ListOptions};
 use crate::{
     ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointTuple, PruneStrategy, Value,
@@ -68,17 +68,11 @@ pub trait SaverLayer: Send + Sync + fmt::Debug + 'static {
     }
 }
 
-/// Whether metadata matches a filter (a `null` also matches a missing key), as the savers'
-/// own filters do.
+/// Whether metadata matches a filter (a `null` also matches a missing key; numbers compare
+/// by value, `42 == 42.0`), exactly as every saver's own filter does: this is
+/// [`CheckpointMetadata::matches`].
 pub fn metadata_matches(metadata: &CheckpointMetadata, filter: &Filter) -> bool {
-    if filter.is_empty() {
-        return true;
-    }
-    let json = metadata.to_json();
-    filter.iter().all(|(k, want)| match json.get(k) {
-        Some(got) => got == want,
-        None => want.is_null(),
-    })
+    metadata.matches(filter)
 }
 
 /// A saver wrapped with a [`SaverLayer`].
@@ -152,30 +146,18 @@ impl<L: SaverLayer> CheckpointSaver for Layered<L> {
         Ok(out)
     }
 
-    async fn put(
+    async fn put_checked(
         &self,
         config: &CheckpointConfig,
         checkpoint: &Checkpoint,
         metadata: &CheckpointMetadata,
         new_versions: &ChannelVersions,
-    ) -> Result<CheckpointConfig> {
-        let cp = self.layer.store_checkpoint(config, checkpoint)?;
-        let meta = self.layer.store_metadata(config, checkpoint, metadata)?;
-        self.inner.put(config, &cp, &meta, new_versions).await
-    }
-
-    async fn put_if_latest(
-        &self,
-        config: &CheckpointConfig,
-        checkpoint: &Checkpoint,
-        metadata: &CheckpointMetadata,
-        new_versions: &ChannelVersions,
-        expected_latest: Option<&str>,
+        expect: Expect<&str>,
     ) -> Result<CheckpointConfig> {
         let cp = self.layer.store_checkpoint(config, checkpoint)?;
         let meta = self.layer.store_metadata(config, checkpoint, metadata)?;
         self.inner
-            .put_if_latest(config, &cp, &meta, new_versions, expected_latest)
+            .put_checked(config, &cp, &meta, new_versions, expect)
             .await
     }
 

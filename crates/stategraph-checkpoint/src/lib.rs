@@ -43,6 +43,7 @@
 //! ```
 
 pub mod allowlist;
+pub mod backend;
 pub mod blob_layout;
 mod checkpoint;
 pub mod codec;
@@ -81,7 +82,7 @@ pub use memory::InMemorySaver;
 pub use messages::{Message, MessageFields, ToolCall};
 pub use metadata::{CheckpointMetadata, CheckpointSource};
 pub use saver::{
-    Capabilities, CheckpointSaver, ListOptions, PruneStrategy, SaveOp, latest_conflict,
+    Capabilities, CheckpointSaver, Expect, ListOptions, PruneStrategy, SaveOp, latest_conflict,
     validate_put, validate_put_writes,
 };
 pub use sealed::{SEALED_KEY, SealedMetadata, SealedMetadataSaver};

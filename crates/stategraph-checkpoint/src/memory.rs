@@ -9,13 +9,14 @@ use crate::checkpoint::{Checkpoint, CheckpointTuple};
 use crate::config::CheckpointConfig;
 use crate::error::{Error, Result};
 use crate::metadata::CheckpointMetadata;
-use crate::prune::{PruneRow, plan};
+use crate::prune::{self, PrunePlan, PruneRow, PruneTarget};
 use crate::saver::{
-    Capabilities, CheckpointSaver, ListOptions, PruneStrategy, validate_put, validate_put_writes,
+    Capabilities, CheckpointSaver, Expect, ListOptions, PruneStrategy, validate_put,
+    validate_put_writes,
 };
 use crate::value::Value;
 use crate::version::{ChannelVersion, ChannelVersions};
-use crate::writes::{PendingWrite, all_special, sort_writes, write_idx};
+use crate::writes::{PendingWrite, all_special, write_idx};
 
 /// Keeps checkpoints in memory, for tests and short-lived programs.
 ///
@@ -157,26 +158,20 @@ impl Inner {
                 }
             }
         }
-        let mut pending_writes: Vec<PendingWrite> = self
+        let pending_writes: Vec<PendingWrite> = self
             .writes
             .get(&(thread.to_owned(), ns.to_owned(), id.to_owned()))
             .map(|w| w.values().cloned().collect())
             .unwrap_or_default();
-        sort_writes(&mut pending_writes);
-        let config = CheckpointConfig::new(thread)
-            .with_ns(ns)
-            .with_checkpoint_id(id);
-        CheckpointTuple {
-            config,
+        CheckpointTuple::from_parts(
+            thread,
+            ns,
+            id,
+            stored.parent.clone(),
             checkpoint,
-            metadata: stored.metadata.clone(),
-            parent_config: stored.parent.as_ref().map(|p| {
-                CheckpointConfig::new(thread)
-                    .with_ns(ns)
-                    .with_checkpoint_id(p)
-            }),
+            stored.metadata.clone(),
             pending_writes,
-        }
+        )
     }
 
     fn remove_checkpoint(&mut self, thread: &str, ns: &str, id: &str) {
@@ -210,6 +205,55 @@ impl Inner {
                 self.blobs.remove(thread);
             }
         }
+    }
+}
+
+/// `prune` on the locked storage (nothing here waits).
+impl PruneTarget for Inner {
+    async fn rows(&mut self, thread: &str) -> Result<Vec<PruneRow>> {
+        Ok(self
+            .storage
+            .get(thread)
+            .into_iter()
+            .flat_map(|nss| nss.iter())
+            .flat_map(|(ns, cps)| {
+                cps.iter().map(|(id, s)| PruneRow {
+                    checkpoint_ns: ns.clone(),
+                    checkpoint_id: id.clone(),
+                    metadata: s.metadata.clone(),
+                    parent: s.parent.clone(),
+                })
+            })
+            .collect())
+    }
+
+    async fn delete_thread(&mut self, thread: &str) -> Result<()> {
+        self.storage.remove(thread);
+        self.writes.retain(|(t, _, _), _| t != thread);
+        self.blobs.remove(thread);
+        Ok(())
+    }
+
+    async fn delete_checkpoint(&mut self, thread: &str, ns: &str, id: &str) -> Result<()> {
+        self.remove_checkpoint(thread, ns, id);
+        Ok(())
+    }
+
+    async fn unlink_parent(&mut self, thread: &str, ns: &str, id: &str) -> Result<()> {
+        if let Some(s) = self
+            .storage
+            .get_mut(thread)
+            .and_then(|nss| nss.get_mut(ns))
+            .and_then(|cps| cps.get_mut(id))
+        {
+            s.parent = None;
+        }
+        Ok(())
+    }
+
+    async fn collect_garbage(&mut self, thread: &str, _plan: &PrunePlan) -> Result<()> {
+        Inner::collect_garbage(self, thread);
+        Ok(())
     }
 }
 
@@ -269,40 +313,29 @@ impl CheckpointSaver for InMemorySaver {
             .collect())
     }
 
-    async fn put(
+    async fn put_checked(
         &self,
         config: &CheckpointConfig,
         checkpoint: &Checkpoint,
         metadata: &CheckpointMetadata,
         new_versions: &ChannelVersions,
+        expect: Expect<&str>,
     ) -> Result<CheckpointConfig> {
         validate_put(config, checkpoint)?;
         let mut inner = self.lock();
-        Ok(inner.put(config, checkpoint, metadata, new_versions))
-    }
-
-    async fn put_if_latest(
-        &self,
-        config: &CheckpointConfig,
-        checkpoint: &Checkpoint,
-        metadata: &CheckpointMetadata,
-        new_versions: &ChannelVersions,
-        expected_latest: Option<&str>,
-    ) -> Result<CheckpointConfig> {
-        validate_put(config, checkpoint)?;
-        let mut inner = self.lock();
-        let latest = inner
-            .storage
-            .get(&config.thread_id)
-            .and_then(|nss| nss.get(&config.checkpoint_ns))
-            .and_then(|cps| cps.keys().next_back())
-            .cloned();
-        if latest.as_deref() != expected_latest {
-            return Err(crate::saver::latest_conflict(
-                config,
-                expected_latest,
-                latest.as_deref(),
-            ));
+        if let Some(expected_latest) = expect.latest() {
+            let latest = inner
+                .storage
+                .get(&config.thread_id)
+                .and_then(|nss| nss.get(&config.checkpoint_ns))
+                .and_then(|cps| cps.keys().next_back());
+            if latest.map(String::as_str) != expected_latest {
+                return Err(crate::saver::latest_conflict(
+                    config,
+                    expected_latest,
+                    latest.map(String::as_str),
+                ));
+            }
         }
         Ok(inner.put(config, checkpoint, metadata, new_versions))
     }
@@ -412,52 +445,8 @@ impl CheckpointSaver for InMemorySaver {
     }
 
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
+        // One lock for the whole prune: planned and carried out atomically.
         let mut inner = self.lock();
-        // Plan every thread first, so that a refused thread leaves all of them untouched.
-        let mut plans = Vec::new();
-        for thread in thread_ids {
-            if strategy == PruneStrategy::Delete {
-                continue;
-            }
-            let rows: Vec<PruneRow> = inner
-                .storage
-                .get(thread)
-                .into_iter()
-                .flat_map(|nss| nss.iter())
-                .flat_map(|(ns, cps)| {
-                    cps.iter().map(|(id, s)| PruneRow {
-                        checkpoint_ns: ns.clone(),
-                        checkpoint_id: id.clone(),
-                        metadata: s.metadata.clone(),
-                        parent: s.parent.clone(),
-                    })
-                })
-                .collect();
-            plans.push((thread, plan(thread, strategy, &rows)?));
-        }
-        if strategy == PruneStrategy::Delete {
-            for thread in thread_ids {
-                inner.storage.remove(thread);
-                inner.writes.retain(|(t, _, _), _| t != thread);
-                inner.blobs.remove(thread);
-            }
-            return Ok(());
-        }
-        for (thread, plan) in plans {
-            for (ns, id) in &plan.delete {
-                inner.remove_checkpoint(thread, ns, id);
-            }
-            if let Some(nss) = inner.storage.get_mut(thread) {
-                for (ns, cps) in nss.iter_mut() {
-                    for s in cps.values_mut() {
-                        if plan.parent_deleted(ns, s.parent.as_deref()) {
-                            s.parent = None;
-                        }
-                    }
-                }
-            }
-            inner.collect_garbage(thread);
-        }
-        Ok(())
+        prune::run_now(&mut *inner, thread_ids, strategy)
     }
 }

@@ -1,5 +1,7 @@
-//! Planning `prune`: which checkpoints of a thread go, for every strategy, shared by every
-//! saver (they only read the rows and delete what the plan says).
+//! `prune` for every saver: which checkpoints of a thread go, for every strategy ([`plan`]),
+//! and the driver that carries a plan out ([`run`]) over a backend's few primitive
+//! operations ([`PruneTarget`]), so that every saver prunes, refuses and collects garbage
+//! the same way.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -51,10 +53,96 @@ impl PrunePlan {
     pub fn parent_deleted(&self, ns: &str, parent: Option<&str>) -> bool {
         parent.is_some_and(|p| self.delete.contains(&(ns.to_owned(), p.to_owned())))
     }
+
+    /// Whether `row` stays but its parent goes (its parent link must be cleared).
+    pub fn needs_unlink(&self, row: &PruneRow) -> bool {
+        self.keep
+            .contains(&(row.checkpoint_ns.clone(), row.checkpoint_id.clone()))
+            && self.parent_deleted(&row.checkpoint_ns, row.parent.as_deref())
+    }
 }
 
 /// Metadata keys that mark a thread using delta channels, whose history cannot be cut.
 const DELTA_MARKERS: [&str; 2] = ["counters_since_delta_snapshot", "delta_writes_versioned"];
+
+/// The storage operations [`run`] needs from a saver. Each is one statement or command of
+/// the backend; the driver decides what to call, so the rules live in one place.
+///
+/// A transactional backend implements this on its open transaction, so that a refused plan
+/// (or any error) leaves every thread untouched.
+#[allow(async_fn_in_trait)] // implemented per backend on concrete types; Send is known there
+pub trait PruneTarget {
+    /// Every stored checkpoint of `thread` (all namespaces). Metadata that cannot be read is
+    /// an error ([`Error::Serialization`] naming the checkpoint), never empty metadata: the
+    /// plan's delta-history check depends on it.
+    async fn rows(&mut self, thread: &str) -> Result<Vec<PruneRow>>;
+    /// Removes every checkpoint, write and blob of `thread`.
+    async fn delete_thread(&mut self, thread: &str) -> Result<()>;
+    /// Removes one checkpoint and its writes (not its blobs).
+    async fn delete_checkpoint(&mut self, thread: &str, ns: &str, id: &str) -> Result<()>;
+    /// Clears the parent link of a kept checkpoint whose parent was deleted.
+    async fn unlink_parent(&mut self, thread: &str, ns: &str, id: &str) -> Result<()>;
+    /// Removes what the deleted checkpoints leave unreferenced (blobs, empty indexes). It
+    /// must be conservative: a stored checkpoint that cannot be read keeps all it may use.
+    async fn collect_garbage(&mut self, thread: &str, plan: &PrunePlan) -> Result<()>;
+}
+
+/// Prunes `thread_ids` by `strategy` through `target`: every thread is planned first, so a
+/// thread the plan refuses (see [`plan`]) leaves all of them untouched, then each plan is
+/// carried out (deletions, parent links of kept checkpoints, garbage).
+pub async fn run<T: PruneTarget + ?Sized>(
+    target: &mut T,
+    thread_ids: &[String],
+    strategy: crate::PruneStrategy,
+) -> Result<()> {
+    if strategy == crate::PruneStrategy::Delete {
+        for thread in thread_ids {
+            target.delete_thread(thread).await?;
+        }
+        return Ok(());
+    }
+    let mut plans = Vec::with_capacity(thread_ids.len());
+    for thread in thread_ids {
+        let rows = target.rows(thread).await?;
+        let plan = plan(thread, strategy, &rows)?;
+        plans.push((thread, rows, plan));
+    }
+    for (thread, rows, plan) in plans {
+        for (ns, id) in &plan.delete {
+            target.delete_checkpoint(thread, ns, id).await?;
+        }
+        for r in &rows {
+            if plan.needs_unlink(r) {
+                target
+                    .unlink_parent(thread, &r.checkpoint_ns, &r.checkpoint_id)
+                    .await?;
+            }
+        }
+        target.collect_garbage(thread, &plan).await?;
+    }
+    Ok(())
+}
+
+/// [`run`] for a target whose operations never wait (an embedded database called on a
+/// blocking thread, memory): drives it to completion on the calling thread.
+pub fn run_now<T: PruneTarget + ?Sized>(
+    target: &mut T,
+    thread_ids: &[String],
+    strategy: crate::PruneStrategy,
+) -> Result<()> {
+    use std::task::{Context, Poll, Waker};
+    let mut future = std::pin::pin!(run(target, thread_ids, strategy));
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(result) => result,
+        Poll::Pending => Err(Error::invalid(
+            "prune target",
+            "run_now needs a target whose operations complete without waiting; use run",
+        )),
+    }
+}
 
 /// Plans `keep_latest` for one thread, as LangGraph's Postgres saver does: keep the newest
 /// checkpoint of every namespace; drop a subgraph namespace (one containing `:`) entirely when

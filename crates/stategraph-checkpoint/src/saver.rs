@@ -106,8 +106,11 @@ pub enum PruneStrategy {
 
 /// The optional operations a saver implements. The conformance suite runs the matching cases
 /// for every declared capability, and checks that undeclared ones fail with
-/// [`Error::Unsupported`] — nothing is skipped silently.
+/// [`Error::Unsupported`] — nothing is skipped silently. New optional operations may be
+/// added, so the struct cannot be built field by field outside this crate: start from
+/// [`Capabilities::NONE`] or [`Capabilities::ALL`] and set fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct Capabilities {
     /// [`CheckpointSaver::delete_for_runs`].
     pub delete_for_runs: bool,
@@ -118,6 +121,13 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
+    /// No optional operation.
+    pub const NONE: Capabilities = Capabilities {
+        delete_for_runs: false,
+        copy_thread: false,
+        prune: false,
+    };
+
     /// Every optional operation.
     pub const ALL: Capabilities = Capabilities {
         delete_for_runs: true,
@@ -162,13 +172,32 @@ pub trait CheckpointSaver: Send + Sync + fmt::Debug {
     async fn list(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>>;
 
     /// Stores a checkpoint; `config.checkpoint_id` is its parent. Returns its address.
+    ///
+    /// With [`Expect::Latest`] the put happens only if the newest checkpoint of the thread's
+    /// namespace is still the expected one (`None`: the namespace has no checkpoint yet);
+    /// otherwise it is an [`Error::Conflict`] and nothing is written. The check and the write
+    /// are atomic, across processes sharing the database too. This is the one put a saver
+    /// implements; [`put`](Self::put) and [`put_if_latest`](Self::put_if_latest) call it.
+    async fn put_checked(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        new_versions: &ChannelVersions,
+        expect: Expect<&str>,
+    ) -> Result<CheckpointConfig>;
+
+    /// Stores a checkpoint; `config.checkpoint_id` is its parent. Returns its address.
     async fn put(
         &self,
         config: &CheckpointConfig,
         checkpoint: &Checkpoint,
         metadata: &CheckpointMetadata,
         new_versions: &ChannelVersions,
-    ) -> Result<CheckpointConfig>;
+    ) -> Result<CheckpointConfig> {
+        self.put_checked(config, checkpoint, metadata, new_versions, Expect::Any)
+            .await
+    }
 
     /// [`put`](Self::put), but only if the newest checkpoint of the thread's namespace is
     /// still `expected_latest` (`None`: the namespace has no checkpoint yet); otherwise
@@ -182,7 +211,16 @@ pub trait CheckpointSaver: Send + Sync + fmt::Debug {
         metadata: &CheckpointMetadata,
         new_versions: &ChannelVersions,
         expected_latest: Option<&str>,
-    ) -> Result<CheckpointConfig>;
+    ) -> Result<CheckpointConfig> {
+        self.put_checked(
+            config,
+            checkpoint,
+            metadata,
+            new_versions,
+            Expect::Latest(expected_latest),
+        )
+        .await
+    }
 
     /// Stores the writes of task `task_id` (path `task_path`) against `config.checkpoint_id`.
     async fn put_writes(
@@ -238,11 +276,14 @@ pub trait CheckpointSaver: Send + Sync + fmt::Debug {
         config: &CheckpointConfig,
         channels: &[String],
     ) -> Result<BTreeMap<String, DeltaChannelHistory>> {
-        let mut walk = DeltaWalk::new(channels);
         if channels.is_empty() {
-            return Ok(walk.finish());
+            return Ok(DeltaWalk::new(channels).finish());
         }
-        let mut cursor = self.get_tuple(config).await?.and_then(|t| t.parent_config);
+        let Some(target) = self.get_tuple(config).await? else {
+            return Ok(DeltaWalk::new(channels).finish());
+        };
+        let mut walk = DeltaWalk::new(channels).below(&target.checkpoint.id);
+        let mut cursor = target.parent_config;
         while let Some(at) = cursor.take() {
             if walk.is_done() {
                 break;
@@ -276,6 +317,43 @@ pub trait CheckpointSaver: Send + Sync + fmt::Debug {
         Error::Unsupported {
             operation,
             backend: self.name(),
+        }
+    }
+}
+
+/// What a conditional put ([`CheckpointSaver::put_checked`]) requires of the thread's
+/// namespace before it writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Expect<Id> {
+    /// Nothing: the put always happens (a plain [`CheckpointSaver::put`]).
+    #[default]
+    Any,
+    /// The namespace's newest checkpoint must be this one (`None`: it must have none).
+    Latest(Option<Id>),
+}
+
+impl<Id: AsRef<str>> Expect<Id> {
+    /// The same expectation, borrowing the id.
+    pub fn as_deref(&self) -> Expect<&str> {
+        match self {
+            Expect::Any => Expect::Any,
+            Expect::Latest(id) => Expect::Latest(id.as_ref().map(AsRef::as_ref)),
+        }
+    }
+
+    /// The same expectation, owning the id.
+    pub fn to_owned(&self) -> Expect<String> {
+        match self {
+            Expect::Any => Expect::Any,
+            Expect::Latest(id) => Expect::Latest(id.as_ref().map(|i| i.as_ref().to_owned())),
+        }
+    }
+
+    /// `Some(expected latest)` for a conditional put, `None` for a plain one.
+    pub fn latest(&self) -> Option<Option<&str>> {
+        match self {
+            Expect::Any => None,
+            Expect::Latest(id) => Some(id.as_ref().map(AsRef::as_ref)),
         }
     }
 }

@@ -1,19 +1,22 @@
 //! `MySqlSaver`: checkpoints in MySQL / MariaDB.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use mysql_async::prelude::FromValue;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Params, Pool, Row as MyRow, TxOpts, Value as My};
 use serde_json::Value as Json;
-use stategraph_checkpoint::blob_layout::{EncodedSave, restore_blobs};
-use stategraph_checkpoint::prune::{PruneRow, plan};
+use stategraph_checkpoint::backend::{
+    self, EncodedSave, Expect, FetchedBlob, LayoutFetch, LayoutRow, ListSql, Placeholders,
+    PrunePlan, PruneRow, PruneTarget, SqlArg, prune,
+};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, Error, ListOptions, Location, PendingWrite, PruneStrategy,
-    Result, SaveOp, SerdeError, Serializer, StoredWrite, Value, sort_writes,
+    CheckpointSaver, CheckpointTuple, ListOptions, Location, PruneStrategy, Result, SaveOp,
+    Serializer, StoredWrite, Value,
 };
 
 use crate::config::MySqlConfig;
@@ -70,28 +73,6 @@ impl MySqlSaver {
             .map_err(db("cannot connect to MySQL"))
     }
 
-    async fn put_checked(
-        &self,
-        config: &CheckpointConfig,
-        checkpoint: &Checkpoint,
-        metadata: &CheckpointMetadata,
-        new_versions: &ChannelVersions,
-        expected_latest: Option<Option<&str>>,
-    ) -> Result<CheckpointConfig> {
-        let op = EncodedSave::put(
-            self.serializer.as_ref(),
-            config,
-            checkpoint,
-            metadata,
-            new_versions,
-            expected_latest,
-        )?;
-        self.store_each(std::slice::from_ref(&op)).await?;
-        Ok(CheckpointConfig::new(config.thread_id.clone())
-            .with_ns(config.checkpoint_ns.clone())
-            .with_checkpoint_id(checkpoint.id.clone()))
-    }
-
     /// Stores `ops` one transaction each, in order, stopping at the first that fails.
     async fn store_each(&self, ops: &[EncodedSave]) -> Result<()> {
         let mut conn = self.conn().await?;
@@ -104,86 +85,60 @@ impl MySqlSaver {
     }
 }
 
-/// (thread, namespace, channel, version) of a blob row.
-type BlobKey = (String, String, String, String);
-
 const SELECT_ROWS: &str = "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, \
      checkpoint, metadata FROM checkpoints";
 
-struct Row {
-    thread_id: String,
-    checkpoint_ns: String,
-    checkpoint_id: String,
-    parent: Option<String>,
-    checkpoint: String,
-    metadata: String,
-}
-
-impl Row {
-    fn from_my(mut r: MyRow) -> Self {
-        Self {
-            thread_id: r.take(0).unwrap_or_default(),
-            checkpoint_ns: r.take(1).unwrap_or_default(),
-            checkpoint_id: r.take(2).unwrap_or_default(),
-            parent: r.take::<Option<String>, _>(3).flatten(),
-            checkpoint: r.take(4).unwrap_or_default(),
-            metadata: r.take(5).unwrap_or_default(),
-        }
+/// Column `idx` of a stored row as `T`: a missing column, a NULL where a value belongs or a
+/// value of another type is an [`Error::Serialization`] at `loc` naming the column, never a
+/// panic or a default.
+fn column<T: FromValue>(r: &mut MyRow, idx: usize, loc: &Location) -> Result<T> {
+    let name = r
+        .columns_ref()
+        .get(idx)
+        .map_or_else(|| format!("#{idx}"), |c| c.name_str().into_owned());
+    match r.take_opt::<T, _>(idx) {
+        Some(Ok(v)) => Ok(v),
+        Some(Err(e)) => Err(backend::column_error(loc, &name, e)),
+        None => Err(backend::column_error(loc, &name, "missing")),
     }
 }
 
-fn shape_error(loc: Location, message: String) -> Error {
-    Error::serialization(
-        loc,
-        SerdeError::Shape {
-            path: String::new(),
-            message,
-        },
-    )
+/// A `checkpoints` row (`SELECT_ROWS` order) of the blob layout, its JSON text parsed.
+fn layout_row(mut r: MyRow) -> Result<LayoutRow> {
+    let unknown = Location::default();
+    let thread_id: String = column(&mut r, 0, &unknown)?;
+    let checkpoint_ns: String = column(&mut r, 1, &unknown)?;
+    let checkpoint_id: String = column(&mut r, 2, &unknown)?;
+    let loc = Location::checkpoint(&thread_id, &checkpoint_ns, &checkpoint_id);
+    let parent: Option<String> = column(&mut r, 3, &loc)?;
+    let checkpoint: String = column(&mut r, 4, &loc)?;
+    let metadata: String = column(&mut r, 5, &loc)?;
+    Ok(LayoutRow {
+        parent,
+        checkpoint: backend::json_from_text(&checkpoint, loc.clone())?,
+        metadata: backend::json_from_text(&metadata, loc.part("metadata"))?,
+        thread_id,
+        checkpoint_ns,
+        checkpoint_id,
+    })
 }
 
-/// Reassembles rows: two queries per (thread, namespace), whatever the number of rows.
-async fn assemble(
-    conn: &mut Conn,
-    serde: &dyn Serializer,
-    rows: Vec<Row>,
-) -> Result<Vec<CheckpointTuple>> {
-    let mut parsed = Vec::with_capacity(rows.len());
-    for row in rows {
-        let loc = Location::checkpoint(&row.thread_id, &row.checkpoint_ns, &row.checkpoint_id);
-        let json: Json = serde_json::from_str(&row.checkpoint)
-            .map_err(|e| shape_error(loc.clone(), format!("invalid JSON: {e}")))?;
-        let checkpoint = Checkpoint::from_value(Value::from(json))
-            .map_err(|e| Error::serialization(loc.clone(), e))?;
-        let meta: Json = serde_json::from_str(&row.metadata)
-            .map_err(|e| shape_error(loc.clone().part("metadata"), format!("invalid JSON: {e}")))?;
-        let metadata = CheckpointMetadata::from_json(meta)
-            .map_err(|e| shape_error(loc.clone().part("metadata"), e.to_string()))?;
-        parsed.push((row, checkpoint, metadata, loc));
-    }
-    let mut groups: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
-    for (i, (row, ..)) in parsed.iter().enumerate() {
-        groups
-            .entry((row.thread_id.clone(), row.checkpoint_ns.clone()))
-            .or_default()
-            .push(i);
-    }
-    let mut blobs: HashMap<BlobKey, (String, Option<Vec<u8>>)> = HashMap::new();
-    let mut writes: HashMap<(String, String, String), Vec<PendingWrite>> = HashMap::new();
-    for ((thread, ns), members) in &groups {
-        let pairs: BTreeSet<(String, String)> = members
-            .iter()
-            .flat_map(|&i| {
-                parsed[i]
-                    .1
-                    .channel_versions
-                    .iter()
-                    .map(|(c, v)| (c.to_owned(), v.to_string()))
-            })
-            .collect();
+/// Blobs and writes for [`backend::assemble`], two statements per (thread, namespace).
+struct Fetch<'c, Q>(&'c mut Q);
+
+impl<Q: Queryable> LayoutFetch for Fetch<'_, Q> {
+    async fn fetch(
+        &mut self,
+        thread: &str,
+        ns: &str,
+        pairs: &[(String, String)],
+        ids: &[&str],
+    ) -> Result<(Vec<FetchedBlob>, Vec<(String, StoredWrite)>)> {
+        let mut blobs = Vec::new();
+        let at = Location::checkpoint(thread, ns, "").part("blob");
         if !pairs.is_empty() {
             let mut params = vec![s(thread), s(ns)];
-            for (c, v) in &pairs {
+            for (c, v) in pairs {
                 params.extend([s(c), s(v)]);
             }
             let sql = format!(
@@ -191,122 +146,102 @@ async fn assemble(
                  WHERE thread_id = ? AND checkpoint_ns_hash = MD5(?) AND (channel, version) IN ({})",
                 vec!["(?, ?)"; pairs.len()].join(", ")
             );
-            let rows: Vec<MyRow> = conn
+            let rows: Vec<MyRow> = self
+                .0
                 .exec(sql, Params::Positional(params))
                 .await
                 .map_err(db("reading blobs"))?;
             for mut r in rows {
-                let key = (
-                    thread.clone(),
-                    ns.clone(),
-                    r.take::<String, _>(0).unwrap_or_default(),
-                    r.take::<String, _>(1).unwrap_or_default(),
-                );
-                let tag: String = r.take(2).unwrap_or_default();
-                let data: Option<Vec<u8>> = r.take::<Option<Vec<u8>>, _>(3).flatten();
-                blobs.insert(key, (tag, data));
+                blobs.push(FetchedBlob {
+                    channel: column(&mut r, 0, &at)?,
+                    version: column(&mut r, 1, &at)?,
+                    type_tag: column(&mut r, 2, &at)?,
+                    data: column(&mut r, 3, &at)?,
+                });
             }
         }
         let mut params = vec![s(thread), s(ns)];
-        params.extend(members.iter().map(|&i| s(&parsed[i].0.checkpoint_id)));
+        params.extend(ids.iter().map(|id| s(id)));
         let sql = format!(
             "SELECT checkpoint_id, task_id, channel, type, blob_data, task_path, idx \
              FROM checkpoint_writes WHERE thread_id = ? AND checkpoint_ns_hash = MD5(?) \
              AND checkpoint_id IN ({})",
-            marks(members.len())
+            marks(ids.len())
         );
-        let rows: Vec<MyRow> = conn
+        let rows: Vec<MyRow> = self
+            .0
             .exec(sql, Params::Positional(params))
             .await
             .map_err(db("reading writes"))?;
+        let mut writes = Vec::with_capacity(rows.len());
         for mut r in rows {
-            let checkpoint_id: String = r.take(0).unwrap_or_default();
+            let checkpoint_id: String = column(&mut r, 0, &at)?;
+            let loc = Location::checkpoint(thread, ns, &checkpoint_id).part("writes");
             let write = StoredWrite {
-                task_id: r.take(1).unwrap_or_default(),
-                channel: r.take(2).unwrap_or_default(),
-                type_tag: r.take::<Option<String>, _>(3).flatten(),
-                value: r.take(4).unwrap_or_default(),
-                task_path: r.take(5).unwrap_or_default(),
-                idx: r.take(6).unwrap_or_default(),
-            }
-            .decode(serde, &Location::checkpoint(thread, ns, &checkpoint_id))?;
-            writes
-                .entry((thread.clone(), ns.clone(), checkpoint_id))
-                .or_default()
-                .push(write);
+                task_id: column(&mut r, 1, &loc)?,
+                channel: column(&mut r, 2, &loc)?,
+                type_tag: column(&mut r, 3, &loc)?,
+                value: column(&mut r, 4, &loc)?,
+                task_path: column(&mut r, 5, &loc)?,
+                idx: column(&mut r, 6, &loc)?,
+            };
+            writes.push((checkpoint_id, write));
         }
+        Ok((blobs, writes))
     }
-    let mut out = Vec::with_capacity(parsed.len());
-    for (row, mut checkpoint, metadata, loc) in parsed {
-        restore_blobs(serde, &loc, &mut checkpoint, |c, v| {
-            blobs
-                .get(&(
-                    row.thread_id.clone(),
-                    row.checkpoint_ns.clone(),
-                    c.to_owned(),
-                    v.to_owned(),
-                ))
-                .cloned()
-        })?;
-        let mut pending = writes
-            .remove(&(
-                row.thread_id.clone(),
-                row.checkpoint_ns.clone(),
-                row.checkpoint_id.clone(),
-            ))
-            .unwrap_or_default();
-        sort_writes(&mut pending);
-        let config = CheckpointConfig::new(row.thread_id.clone())
-            .with_ns(row.checkpoint_ns.clone())
-            .with_checkpoint_id(row.checkpoint_id.clone());
-        let parent_config = row.parent.filter(|p| !p.is_empty()).map(|p| {
-            CheckpointConfig::new(row.thread_id.clone())
-                .with_ns(row.checkpoint_ns.clone())
-                .with_checkpoint_id(p)
-        });
-        out.push(CheckpointTuple {
-            config,
-            checkpoint,
-            metadata,
-            parent_config,
-            pending_writes: pending,
-        });
-    }
-    Ok(out)
 }
 
 /// Deletes blobs of `thread` that no remaining checkpoint references (computed here: MariaDB
-/// has no `jsonb_each_text`).
+/// has no `jsonb_each_text`). Conservative: a namespace holding a checkpoint whose JSON or
+/// `channel_versions` cannot be read keeps all its blobs, since what it references is unknown.
 async fn collect_blobs<Q: Queryable>(q: &mut Q, thread: &str) -> Result<()> {
-    let rows: Vec<(String, String, String)> = q
+    let rows: Vec<MyRow> = q
         .exec(
-            "SELECT checkpoint_ns_hash, checkpoint_ns, checkpoint FROM checkpoints WHERE thread_id = ?",
+            "SELECT checkpoint_ns_hash, checkpoint FROM checkpoints WHERE thread_id = ?",
             (thread,),
         )
         .await
         .map_err(db("reading checkpoints"))?;
+    let at = Location::checkpoint(thread, "", "");
     let mut referenced: BTreeSet<(String, String, String)> = BTreeSet::new();
-    for (hash, _ns, body) in rows {
-        if let Ok(Json::Object(o)) = serde_json::from_str::<Json>(&body)
-            && let Some(Json::Object(versions)) = o.get("channel_versions")
-        {
-            for (ch, v) in versions {
-                let v = match v {
-                    Json::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                referenced.insert((hash.clone(), ch.clone(), v));
-            }
+    let mut unreadable: BTreeSet<String> = BTreeSet::new();
+    for mut r in rows {
+        let hash: String = column(&mut r, 0, &at)?;
+        let body: Option<String> = column(&mut r, 1, &at)?;
+        let versions = body
+            .and_then(|b| serde_json::from_str::<Json>(&b).ok())
+            .and_then(|j| match j {
+                Json::Object(mut o) => o.remove("channel_versions"),
+                _ => None,
+            });
+        let Some(Json::Object(versions)) = versions else {
+            unreadable.insert(hash);
+            continue;
+        };
+        for (ch, v) in versions {
+            let v = match v {
+                Json::String(s) => s,
+                other => other.to_string(),
+            };
+            referenced.insert((hash.clone(), ch, v));
         }
     }
-    let stored: Vec<(String, String, String)> = q
+    let stored: Vec<MyRow> = q
         .exec(
             "SELECT checkpoint_ns_hash, channel, version FROM checkpoint_blobs WHERE thread_id = ?",
             (thread,),
         )
         .await
         .map_err(db("reading blobs"))?;
-    for key in stored.into_iter().filter(|k| !referenced.contains(k)) {
+    for mut r in stored {
+        let key: (String, String, String) = (
+            column(&mut r, 0, &at)?,
+            column(&mut r, 1, &at)?,
+            column(&mut r, 2, &at)?,
+        );
+        if referenced.contains(&key) || unreadable.contains(&key.0) {
+            continue;
+        }
         q.exec_drop(
             "DELETE FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns_hash = ? \
              AND channel = ? AND version = ?",
@@ -330,59 +265,73 @@ async fn delete_thread_in<Q: Queryable>(q: &mut Q, thread: &str) -> Result<()> {
     Ok(())
 }
 
-async fn prune_by_plan<Q: Queryable>(
-    q: &mut Q,
-    thread: &str,
-    strategy: PruneStrategy,
-) -> Result<()> {
-    let rows: Vec<(String, String, Option<String>, String)> = q
-        .exec(
-            "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata \
-             FROM checkpoints WHERE thread_id = ?",
-            (thread,),
-        )
-        .await
-        .map_err(db("reading checkpoints to prune"))?;
-    let prune_rows: Vec<PruneRow> = rows
-        .iter()
-        .map(|(ns, id, parent, meta)| PruneRow {
-            checkpoint_ns: ns.clone(),
-            checkpoint_id: id.clone(),
-            metadata: serde_json::from_str(meta)
-                .ok()
-                .and_then(|j| CheckpointMetadata::from_json(j).ok())
-                .unwrap_or_default(),
-            parent: parent.clone(),
-        })
-        .collect();
-    let plan = plan(thread, strategy, &prune_rows)?;
-    for (ns, id) in &plan.delete {
-        for table in ["checkpoint_writes", "checkpoints"] {
-            q.exec_drop(
-                format!(
-                    "DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns_hash = MD5(?) \
-                     AND checkpoint_id = ?"
-                ),
-                (thread, ns, id),
+/// `prune` inside one transaction.
+struct Pruning<'t, Q>(&'t mut Q);
+
+impl<Q: Queryable> PruneTarget for Pruning<'_, Q> {
+    async fn rows(&mut self, thread: &str) -> Result<Vec<PruneRow>> {
+        let rows: Vec<MyRow> = self
+            .0
+            .exec(
+                "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata \
+                 FROM checkpoints WHERE thread_id = ?",
+                (thread,),
             )
             .await
-            .map_err(db("pruning"))?;
+            .map_err(db("reading checkpoints to prune"))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for mut r in rows {
+            let at = Location::checkpoint(thread, "", "");
+            let ns: String = column(&mut r, 0, &at)?;
+            let id: String = column(&mut r, 1, &at)?;
+            let loc = Location::checkpoint(thread, &ns, &id);
+            let parent: Option<String> = column(&mut r, 2, &loc)?;
+            let meta: String = column(&mut r, 3, &loc)?;
+            let meta = backend::json_from_text(&meta, loc.clone().part("metadata"))?;
+            out.push(PruneRow {
+                metadata: backend::metadata_from_json(meta, &loc)?,
+                checkpoint_ns: ns,
+                checkpoint_id: id,
+                parent,
+            });
         }
+        Ok(out)
     }
-    for (ns, id, parent, _) in &rows {
-        if plan.keep.contains(&(ns.clone(), id.clone()))
-            && plan.parent_deleted(ns, parent.as_deref())
-        {
-            q.exec_drop(
+
+    async fn delete_thread(&mut self, thread: &str) -> Result<()> {
+        delete_thread_in(self.0, thread).await
+    }
+
+    async fn delete_checkpoint(&mut self, thread: &str, ns: &str, id: &str) -> Result<()> {
+        for table in ["checkpoint_writes", "checkpoints"] {
+            self.0
+                .exec_drop(
+                    format!(
+                        "DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns_hash = MD5(?) \
+                         AND checkpoint_id = ?"
+                    ),
+                    (thread, ns, id),
+                )
+                .await
+                .map_err(db("pruning"))?;
+        }
+        Ok(())
+    }
+
+    async fn unlink_parent(&mut self, thread: &str, ns: &str, id: &str) -> Result<()> {
+        self.0
+            .exec_drop(
                 "UPDATE checkpoints SET parent_checkpoint_id = NULL \
                  WHERE thread_id = ? AND checkpoint_ns_hash = MD5(?) AND checkpoint_id = ?",
                 (thread, ns, id),
             )
             .await
-            .map_err(db("unlinking pruned parents"))?;
-        }
+            .map_err(db("unlinking pruned parents"))
     }
-    collect_blobs(q, thread).await
+
+    async fn collect_garbage(&mut self, thread: &str, _plan: &PrunePlan) -> Result<()> {
+        collect_blobs(self.0, thread).await
+    }
 }
 
 #[async_trait]
@@ -421,82 +370,63 @@ impl CheckpointSaver for MySqlSaver {
             }
         }
         .map_err(db("reading a checkpoint"))?;
-        let rows = rows.into_iter().map(Row::from_my).collect();
-        Ok(assemble(&mut conn, self.serializer.as_ref(), rows)
-            .await?
-            .into_iter()
-            .next())
+        let rows = rows.into_iter().map(layout_row).collect::<Result<_>>()?;
+        Ok(
+            backend::assemble(&mut Fetch(&mut conn), self.serializer.as_ref(), rows)
+                .await?
+                .into_iter()
+                .next(),
+        )
     }
 
     async fn list(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>> {
-        let mut clauses = Vec::new();
-        let mut params = Vec::new();
-        if let Some(t) = &options.thread_id {
-            clauses.push("thread_id = ?");
-            params.push(s(t));
-        }
-        if let Some(ns) = &options.checkpoint_ns {
-            clauses.push("checkpoint_ns_hash = MD5(?)");
-            params.push(s(ns));
-        }
-        if let Some(id) = &options.checkpoint_id {
-            clauses.push("checkpoint_id = ?");
-            params.push(s(id));
-        }
-        if !options.filter.is_empty() {
-            clauses.push("JSON_CONTAINS(metadata, ?)");
-            params.push(My::from(Json::Object(options.filter.clone()).to_string()));
-        }
-        if let Some(b) = &options.before {
-            clauses.push("checkpoint_id < ?");
-            params.push(s(b));
-        }
-        let mut sql = SELECT_ROWS.to_owned();
-        if !clauses.is_empty() {
-            sql.push_str(" WHERE ");
-            sql.push_str(&clauses.join(" AND "));
-        }
-        sql.push_str(" ORDER BY checkpoint_id DESC");
-        if let Some(l) = options.limit {
-            sql.push_str(" LIMIT ?");
-            params.push(My::from(u64::try_from(l).unwrap_or(u64::MAX)));
-        }
+        let (sql, args) = ListSql::build_with(
+            SELECT_ROWS,
+            options,
+            Placeholders::Question,
+            |at| format!("checkpoint_ns_hash = MD5({at})"),
+            |q, filter| {
+                let at = q.bind(SqlArg::Json(Json::Object(filter.clone())));
+                q.clause(format!("JSON_CONTAINS(metadata, {at})"));
+                Ok(())
+            },
+        )?;
+        let params = args
+            .into_iter()
+            .map(|a| match a {
+                SqlArg::Text(t) => s(t),
+                SqlArg::Int(i) => My::from(i),
+                SqlArg::Real(f) => My::from(f),
+                SqlArg::Json(j) => My::from(j.to_string()),
+            })
+            .collect();
         let mut conn = self.conn().await?;
         let rows: Vec<MyRow> = conn
             .exec(sql, Params::Positional(params))
             .await
             .map_err(db("listing checkpoints"))?;
-        let rows = rows.into_iter().map(Row::from_my).collect();
-        assemble(&mut conn, self.serializer.as_ref(), rows).await
+        let rows = rows.into_iter().map(layout_row).collect::<Result<_>>()?;
+        backend::assemble(&mut Fetch(&mut conn), self.serializer.as_ref(), rows).await
     }
 
-    async fn put(
+    async fn put_checked(
         &self,
         config: &CheckpointConfig,
         checkpoint: &Checkpoint,
         metadata: &CheckpointMetadata,
         new_versions: &ChannelVersions,
+        expect: Expect<&str>,
     ) -> Result<CheckpointConfig> {
-        self.put_checked(config, checkpoint, metadata, new_versions, None)
-            .await
-    }
-
-    async fn put_if_latest(
-        &self,
-        config: &CheckpointConfig,
-        checkpoint: &Checkpoint,
-        metadata: &CheckpointMetadata,
-        new_versions: &ChannelVersions,
-        expected_latest: Option<&str>,
-    ) -> Result<CheckpointConfig> {
-        self.put_checked(
+        let op = EncodedSave::put(
+            self.serializer.as_ref(),
             config,
             checkpoint,
             metadata,
             new_versions,
-            Some(expected_latest),
-        )
-        .await
+            expect,
+        )?;
+        self.store_each(std::slice::from_ref(&op)).await?;
+        Ok(config.clone().with_checkpoint_id(checkpoint.id.clone()))
     }
 
     async fn put_writes(
@@ -550,7 +480,7 @@ impl CheckpointSaver for MySqlSaver {
             .map_err(db("starting a delete"))?;
         let run_of = "JSON_UNQUOTE(JSON_EXTRACT(metadata, '$.run_id'))";
         let ids: Vec<My> = run_ids.iter().map(|r| s(r)).collect();
-        let doomed: Vec<(String, String, String)> = tx
+        let doomed: Vec<MyRow> = tx
             .exec(
                 format!(
                     "SELECT thread_id, checkpoint_ns_hash, checkpoint_id FROM checkpoints \
@@ -562,19 +492,25 @@ impl CheckpointSaver for MySqlSaver {
             .await
             .map_err(db("finding runs"))?;
         let mut threads = BTreeSet::new();
-        for (thread, hash, id) in &doomed {
+        for mut r in doomed {
+            let at = Location::default();
+            let (thread, hash, id): (String, String, String) = (
+                column(&mut r, 0, &at)?,
+                column(&mut r, 1, &at)?,
+                column(&mut r, 2, &at)?,
+            );
             for table in ["checkpoint_writes", "checkpoints"] {
                 tx.exec_drop(
                     format!(
                         "DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns_hash = ? \
                          AND checkpoint_id = ?"
                     ),
-                    (thread, hash, id),
+                    (&thread, &hash, &id),
                 )
                 .await
                 .map_err(db("deleting runs"))?;
             }
-            threads.insert(thread.clone());
+            threads.insert(thread);
         }
         for thread in threads {
             collect_blobs(&mut tx, &thread).await?;
@@ -589,24 +525,15 @@ impl CheckpointSaver for MySqlSaver {
             .await
             .map_err(db("starting a copy"))?;
         let probe = "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1";
-        let found: Option<i64> = tx
-            .exec_first(probe, (source,))
-            .await
-            .map_err(db("checking a thread"))?;
-        if found.is_none() {
-            return Err(Error::NotFound {
-                what: format!("thread `{source}` to copy"),
-            });
+        let mut exists = [false; 2];
+        for (found, thread) in exists.iter_mut().zip([source, target]) {
+            let row: Option<MyRow> = tx
+                .exec_first(probe, (thread,))
+                .await
+                .map_err(db("checking a thread"))?;
+            *found = row.is_some();
         }
-        let taken: Option<i64> = tx
-            .exec_first(probe, (target,))
-            .await
-            .map_err(db("checking a thread"))?;
-        if taken.is_some() {
-            return Err(Error::Conflict {
-                message: format!("copy_thread target `{target}` already has checkpoints"),
-            });
-        }
+        backend::copy_preflight(source, target, exists[0], exists[1])?;
         for sql in [
             "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_ns_hash, checkpoint_id, \
              parent_checkpoint_id, type, checkpoint, metadata) SELECT ?, checkpoint_ns, \
@@ -633,12 +560,7 @@ impl CheckpointSaver for MySqlSaver {
             .start_transaction(TxOpts::default())
             .await
             .map_err(db("starting a prune"))?;
-        for thread in thread_ids {
-            match strategy {
-                PruneStrategy::Delete => delete_thread_in(&mut tx, thread).await?,
-                _ => prune_by_plan(&mut tx, thread, strategy).await?,
-            }
-        }
+        prune::run(&mut Pruning(&mut tx), thread_ids, strategy).await?;
         tx.commit().await.map_err(db("committing a prune"))
     }
 }

@@ -50,12 +50,13 @@ pub(crate) async fn store(
     // A named lock per thread namespace makes check-then-write atomic across connections.
     let lock = checked.map(|_| format!("sg:{thread}\u{1f}{ns}"));
     if let Some(name) = &lock {
-        let got: Option<i64> = conn
+        // GET_LOCK answers 1 (taken), 0 (timed out) or NULL (an error).
+        let got: Option<Option<i64>> = conn
             .exec_first("SELECT GET_LOCK(SHA1(?), 30)", (name.as_str(),))
             .await
             .map_err(db("locking the thread"))
             .map_err(Failure::RolledBack)?;
-        if got != Some(1) {
+        if got.flatten() != Some(1) {
             return Err(Failure::RolledBack(Error::Conflict {
                 message: format!("timed out waiting for thread `{thread}`"),
             }));
@@ -100,7 +101,7 @@ async fn statements<Q: Queryable>(
     ops: &[EncodedSave],
 ) -> Result<()> {
     if let Some(p) = checked {
-        let expected = p.expected.clone().flatten();
+        let expected = p.expect.latest().flatten();
         let latest: Option<Option<String>> = tx
             .exec_first(
                 "SELECT MAX(checkpoint_id) FROM checkpoints \
@@ -110,12 +111,8 @@ async fn statements<Q: Queryable>(
             .await
             .map_err(db("reading the latest checkpoint"))?;
         let latest = latest.flatten();
-        if latest != expected {
-            return Err(latest_conflict(
-                &p.config,
-                expected.as_deref(),
-                latest.as_deref(),
-            ));
+        if latest.as_deref() != expected {
+            return Err(latest_conflict(&p.config, expected, latest.as_deref()));
         }
     }
     let puts: Vec<&EncodedPut> = ops

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mysql_async::prelude::Queryable;
-use stategraph_checkpoint::conformance::{Cleanup, Fixture};
+use stategraph_checkpoint::conformance::{Cleanup, Corruptor, Fixture, RawPart};
 use stategraph_mysql::MySqlConfig;
 
 fn url() -> String {
@@ -25,6 +25,42 @@ fn drop_database(name: String) -> Cleanup {
     })
 }
 
+/// Edits rows of the scratch database directly.
+struct Rows(mysql_async::Pool);
+
+fn column(part: RawPart) -> &'static str {
+    match part {
+        RawPart::Checkpoint => "checkpoint",
+        RawPart::Metadata => "metadata",
+    }
+}
+
+const ROW: &str = "WHERE thread_id = ? AND checkpoint_ns_hash = MD5(?) AND checkpoint_id = ?";
+
+#[async_trait::async_trait]
+impl Corruptor for Rows {
+    async fn read_raw(&self, thread: &str, ns: &str, id: &str, part: RawPart) -> Vec<u8> {
+        let mut conn = self.0.get_conn().await.unwrap();
+        let sql = format!("SELECT {} FROM checkpoints {ROW}", column(part));
+        let v: Option<Vec<u8>> = conn.exec_first(sql, (thread, ns, id)).await.unwrap();
+        v.expect("the row exists")
+    }
+
+    async fn write_raw(&self, thread: &str, ns: &str, id: &str, part: RawPart, bytes: &[u8]) {
+        let mut conn = self.0.get_conn().await.unwrap();
+        let sql = format!("UPDATE checkpoints SET {} = ? {ROW}", column(part));
+        conn.exec_drop(sql, (bytes, thread, ns, id)).await.unwrap();
+        assert_eq!(conn.affected_rows(), 1, "one row rewritten");
+    }
+
+    async fn set_parent(&self, thread: &str, ns: &str, id: &str, parent: &str) {
+        let mut conn = self.0.get_conn().await.unwrap();
+        let sql = format!("UPDATE checkpoints SET parent_checkpoint_id = ? {ROW}");
+        conn.exec_drop(sql, (parent, thread, ns, id)).await.unwrap();
+        assert_eq!(conn.affected_rows(), 1, "one row rewritten");
+    }
+}
+
 async fn fixture() -> Fixture {
     let name = format!(
         "sg_test_{}",
@@ -41,7 +77,11 @@ async fn fixture() -> Fixture {
                 url()
             )
         });
-    Fixture::new(saver).with_guard(drop_database(name))
+    let opts = mysql_async::OptsBuilder::from_opts(mysql_async::Opts::from_url(&url()).unwrap())
+        .db_name(Some(name.clone()));
+    Fixture::new(saver)
+        .with_corruptor(Rows(mysql_async::Pool::new(opts)))
+        .with_guard(drop_database(name))
 }
 
 stategraph_checkpoint::checkpointer_conformance!(fixture);

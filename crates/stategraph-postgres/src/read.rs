@@ -3,10 +3,10 @@
 //! writes into arrays next to the row), as Python's saver reads them.
 
 use serde_json::Value as Json;
-use stategraph_checkpoint::blob_layout::restore_blob;
+use stategraph_checkpoint::backend::{self, restore_blob};
 use stategraph_checkpoint::{
-    Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointTuple, Error, Location,
-    PendingWrite, Result, SerdeError, Serializer, StoredWrite, Value, sort_writes,
+    Checkpoint, CheckpointConfig, CheckpointTuple, Error, Location, PendingWrite, Result,
+    SerdeError, Serializer, StoredWrite, Value,
 };
 use tokio_postgres::types::Type;
 
@@ -80,7 +80,7 @@ pub(crate) async fn get_tuple(
 }
 
 /// A column that may be NULL, read as a typed error (never a panic) when its type is off.
-fn column<'a, T: tokio_postgres::types::FromSql<'a>>(
+pub(crate) fn column<'a, T: tokio_postgres::types::FromSql<'a>>(
     row: &'a tokio_postgres::Row,
     idx: usize,
     loc: &Location,
@@ -90,19 +90,6 @@ fn column<'a, T: tokio_postgres::types::FromSql<'a>>(
             loc.clone(),
             SerdeError::Shape {
                 path: format!("column {idx}"),
-                message: e.to_string(),
-            },
-        )
-    })
-}
-
-/// A checkpoint's metadata from its JSON column; a shape error names the checkpoint.
-pub(crate) fn metadata(json: Json, loc: &Location) -> Result<CheckpointMetadata> {
-    CheckpointMetadata::from_json(json).map_err(|e| {
-        Error::serialization(
-            loc.clone().part("metadata"),
-            SerdeError::Shape {
-                path: String::new(),
                 message: e.to_string(),
             },
         )
@@ -120,7 +107,7 @@ fn tuple(serde: &dyn Serializer, row: &tokio_postgres::Row) -> Result<Checkpoint
     let meta: Json = column(row, 5, &loc)?;
     let mut checkpoint = Checkpoint::from_value(Value::from(json))
         .map_err(|e| Error::serialization(loc.clone(), e))?;
-    let metadata = metadata(meta, &loc)?;
+    let metadata = backend::metadata_from_json(meta, &loc)?;
     let channels: Option<Vec<String>> = column(row, 6, &loc)?;
     let types: Option<Vec<String>> = column(row, 7, &loc)?;
     let data: Option<Vec<Option<Vec<u8>>>> = column(row, 8, &loc)?;
@@ -167,27 +154,16 @@ fn tuple(serde: &dyn Serializer, row: &tokio_postgres::Row) -> Result<Checkpoint
                 task_id,
                 channel,
                 type_tag,
-                value: value.unwrap_or_default(),
+                value: value.ok_or_else(|| {
+                    backend::column_error(&loc.clone().part("writes"), "blob", "NULL")
+                })?,
                 task_path,
                 idx: i64::from(idx),
             }
             .decode(serde, &loc)?,
         );
     }
-    sort_writes(&mut pending);
-    let config = CheckpointConfig::new(thread.clone())
-        .with_ns(ns.clone())
-        .with_checkpoint_id(id);
-    let parent_config = parent.filter(|p| !p.is_empty()).map(|p| {
-        CheckpointConfig::new(thread)
-            .with_ns(ns)
-            .with_checkpoint_id(p)
-    });
-    Ok(CheckpointTuple {
-        config,
-        checkpoint,
-        metadata,
-        parent_config,
-        pending_writes: pending,
-    })
+    Ok(CheckpointTuple::from_parts(
+        thread, ns, id, parent, checkpoint, metadata, pending,
+    ))
 }

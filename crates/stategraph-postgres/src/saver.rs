@@ -1,17 +1,20 @@
 //! `PostgresSaver`: LangGraph's Postgres checkpointer, in Rust.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::Value as Json;
-use stategraph_checkpoint::prune::{PruneRow, plan};
+use stategraph_checkpoint::backend::{
+    self, Expect, FetchedBlob, LayoutFetch, LayoutRow, ListSql, Placeholders, PrunePlan, PruneRow,
+    PruneTarget, SqlArg, prune,
+};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, DeltaWalk, Error, ListOptions, Location,
-    PendingWrite, PruneStrategy, Result, SaveOp, Serializer, StoredWrite, Value, sort_writes,
+    PruneStrategy, Result, SaveOp, Serializer, StoredWrite, Value,
 };
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{GenericClient, NoTls};
@@ -21,7 +24,7 @@ use crate::error::{db, pool};
 use crate::read;
 use crate::schema;
 use crate::write::{self, Failure};
-use stategraph_checkpoint::blob_layout::{EncodedSave as Encoded, restore_blob};
+use stategraph_checkpoint::blob_layout::EncodedSave as Encoded;
 
 /// Stores checkpoints in PostgreSQL with LangGraph's own tables (`checkpoints`,
 /// `checkpoint_blobs`, `checkpoint_writes`, `checkpoint_migrations` v0–v9) and row formats, so
@@ -140,74 +143,42 @@ fn client_of(c: &deadpool_postgres::Object) -> &tokio_postgres::Client {
     c
 }
 
-/// One `checkpoints` row.
-struct Row {
-    thread_id: String,
-    checkpoint_ns: String,
-    checkpoint_id: String,
-    parent: Option<String>,
-    checkpoint: Json,
-    metadata: Json,
+/// A `checkpoints` row (`SELECT_ROWS` order) of the blob layout, read strictly.
+fn layout_row(r: &tokio_postgres::Row) -> Result<LayoutRow> {
+    let unknown = Location::default();
+    let thread_id: String = read::column(r, 0, &unknown)?;
+    let checkpoint_ns: String = read::column(r, 1, &unknown)?;
+    let checkpoint_id: String = read::column(r, 2, &unknown)?;
+    let loc = Location::checkpoint(&thread_id, &checkpoint_ns, &checkpoint_id);
+    Ok(LayoutRow {
+        parent: read::column(r, 3, &loc)?,
+        checkpoint: read::column(r, 4, &loc)?,
+        metadata: read::column(r, 5, &loc)?,
+        thread_id,
+        checkpoint_ns,
+        checkpoint_id,
+    })
 }
-
-impl Row {
-    fn from_pg(r: &tokio_postgres::Row) -> Self {
-        Self {
-            thread_id: r.get(0),
-            checkpoint_ns: r.get(1),
-            checkpoint_id: r.get(2),
-            parent: r.get(3),
-            checkpoint: r.get(4),
-            metadata: r.get(5),
-        }
-    }
-}
-
-/// (thread, namespace, channel, version) of a blob row.
-type BlobKey = (String, String, String, String);
 
 const SELECT_ROWS: &str = "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, \
      checkpoint, metadata FROM checkpoints";
 
-/// Reassembles rows into tuples: inline values, blobs by (channel, version), pending writes.
-/// Two queries per (thread, namespace) for any number of checkpoints — no N+1.
-async fn assemble<C: GenericClient>(
-    client: &C,
-    serde: &dyn Serializer,
-    rows: Vec<Row>,
-) -> Result<Vec<CheckpointTuple>> {
-    let mut parsed = Vec::with_capacity(rows.len());
-    for row in rows {
-        let loc = Location::checkpoint(&row.thread_id, &row.checkpoint_ns, &row.checkpoint_id);
-        let checkpoint = Checkpoint::from_value(Value::from(row.checkpoint.clone()))
-            .map_err(|e| Error::serialization(loc.clone(), e))?;
-        let metadata = read::metadata(row.metadata.clone(), &loc)?;
-        parsed.push((row, checkpoint, metadata));
-    }
-    let mut groups: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
-    for (i, (row, _, _)) in parsed.iter().enumerate() {
-        groups
-            .entry((row.thread_id.clone(), row.checkpoint_ns.clone()))
-            .or_default()
-            .push(i);
-    }
-    let mut blobs: HashMap<BlobKey, (String, Option<Vec<u8>>)> = HashMap::new();
-    let mut writes: HashMap<(String, String, String), Vec<PendingWrite>> = HashMap::new();
-    for ((thread, ns), members) in &groups {
-        let mut pairs: BTreeSet<(String, String)> = BTreeSet::new();
-        for &i in members {
-            for (ch, v) in &parsed[i].1.channel_versions {
-                pairs.insert((ch.to_owned(), v.to_string()));
-            }
-        }
+/// Blobs and writes for [`backend::assemble`]: both queries go out at once, pipelined on the
+/// one connection, so reading checkpoints costs one round trip for the rows and one for
+/// blobs + writes per (thread, namespace).
+struct Fetch<'c, C>(&'c C);
+
+impl<C: GenericClient + Sync> LayoutFetch for Fetch<'_, C> {
+    async fn fetch(
+        &mut self,
+        thread: &str,
+        ns: &str,
+        pairs: &[(String, String)],
+        ids: &[&str],
+    ) -> Result<(Vec<FetchedBlob>, Vec<(String, StoredWrite)>)> {
+        let client = self.0;
         let channels: Vec<&str> = pairs.iter().map(|(c, _)| c.as_str()).collect();
         let versions: Vec<&str> = pairs.iter().map(|(_, v)| v.as_str()).collect();
-        let ids: Vec<&str> = members
-            .iter()
-            .map(|&i| parsed[i].0.checkpoint_id.as_str())
-            .collect();
-        // Both queries go out at once: the driver pipelines them on the one connection, so
-        // reading a checkpoint costs one round trip for its row and one for blobs + writes.
         let blob_query = async {
             if pairs.is_empty() {
                 return Ok(Vec::new());
@@ -219,8 +190,8 @@ async fn assemble<C: GenericClient>(
                      JOIN checkpoint_blobs b ON b.thread_id = $1 AND b.checkpoint_ns = $2 \
                      AND b.channel = x.channel AND b.version = x.version",
                     &[
-                        p(thread, Type::TEXT),
-                        p(ns, Type::TEXT),
+                        p(&thread, Type::TEXT),
+                        p(&ns, Type::TEXT),
                         p(&channels, Type::TEXT_ARRAY),
                         p(&versions, Type::TEXT_ARRAY),
                     ],
@@ -235,100 +206,62 @@ async fn assemble<C: GenericClient>(
                      FROM checkpoint_writes \
                      WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = ANY($3)",
                     &[
-                        p(thread, Type::TEXT),
-                        p(ns, Type::TEXT),
+                        p(&thread, Type::TEXT),
+                        p(&ns, Type::TEXT),
                         p(&ids, Type::TEXT_ARRAY),
                     ],
                 )
                 .await
                 .map_err(db("reading writes"))
         };
-        let (blob_rows, rows) = tokio::try_join!(blob_query, write_query)?;
-        for r in blob_rows {
-            let key = (thread.clone(), ns.clone(), r.get(0), r.get(1));
-            blobs.insert(key, (r.get(2), r.get(3)));
+        let (blob_rows, write_rows) = tokio::try_join!(blob_query, write_query)?;
+        let at = Location::checkpoint(thread, ns, "").part("blob");
+        let mut blobs = Vec::with_capacity(blob_rows.len());
+        for r in &blob_rows {
+            blobs.push(FetchedBlob {
+                channel: read::column(r, 0, &at)?,
+                version: read::column(r, 1, &at)?,
+                type_tag: read::column(r, 2, &at)?,
+                data: read::column(r, 3, &at)?,
+            });
         }
-        for r in rows {
-            let checkpoint_id: String = r.get(0);
-            let idx: i32 = r.get(6);
+        let mut writes = Vec::with_capacity(write_rows.len());
+        for r in &write_rows {
+            let checkpoint_id: String = read::column(r, 0, &at)?;
+            let loc = Location::checkpoint(thread, ns, &checkpoint_id).part("writes");
+            let idx: i32 = read::column(r, 6, &loc)?;
             let write = StoredWrite {
-                task_id: r.get(1),
-                channel: r.get(2),
-                type_tag: r.get(3),
-                value: r.get(4),
-                task_path: r.get(5),
+                task_id: read::column(r, 1, &loc)?,
+                channel: read::column(r, 2, &loc)?,
+                type_tag: read::column(r, 3, &loc)?,
+                value: read::column(r, 4, &loc)?,
+                task_path: read::column(r, 5, &loc)?,
                 idx: i64::from(idx),
-            }
-            .decode(serde, &Location::checkpoint(thread, ns, &checkpoint_id))?;
-            writes
-                .entry((thread.clone(), ns.clone(), checkpoint_id))
-                .or_default()
-                .push(write);
+            };
+            writes.push((checkpoint_id, write));
         }
+        Ok((blobs, writes))
     }
-    let mut out = Vec::with_capacity(parsed.len());
-    for (row, mut checkpoint, metadata) in parsed {
-        for (ch, version) in &checkpoint.channel_versions.clone() {
-            let key = (
-                row.thread_id.clone(),
-                row.checkpoint_ns.clone(),
-                ch.to_owned(),
-                version.to_string(),
-            );
-            if let Some((tag, blob)) = blobs.get(&key) {
-                let loc =
-                    Location::checkpoint(&row.thread_id, &row.checkpoint_ns, &row.checkpoint_id);
-                restore_blob(
-                    serde,
-                    &loc,
-                    &mut checkpoint,
-                    ch.to_owned(),
-                    tag,
-                    blob.as_deref(),
-                )?;
-            }
-        }
-        let mut pending = writes
-            .remove(&(
-                row.thread_id.clone(),
-                row.checkpoint_ns.clone(),
-                row.checkpoint_id.clone(),
-            ))
-            .unwrap_or_default();
-        sort_writes(&mut pending);
-        let config = CheckpointConfig::new(row.thread_id.clone())
-            .with_ns(row.checkpoint_ns.clone())
-            .with_checkpoint_id(row.checkpoint_id.clone());
-        let parent_config = row.parent.filter(|p| !p.is_empty()).map(|p| {
-            CheckpointConfig::new(row.thread_id.clone())
-                .with_ns(row.checkpoint_ns.clone())
-                .with_checkpoint_id(p)
-        });
-        out.push(CheckpointTuple {
-            config,
-            checkpoint,
-            metadata,
-            parent_config,
-            pending_writes: pending,
-        });
-    }
-    Ok(out)
 }
 
 /// The walk of `get_delta_channel_history` in one statement: the target (`$3`, or the latest of
 /// the namespace), then its ancestors nearest first by `parent_checkpoint_id`, each carrying the
 /// requested channels (`$4`) still without a stored value; the walk stops after the checkpoint
 /// where none is left. A channel is stored at a checkpoint when its JSON has the key (an inline
-/// value, or the `true` marker of a snapshot) or a non-empty blob exists for its version. The
-/// depth is capped at a million steps (far beyond LangGraph's 5,000-superstep bound between
-/// snapshots), so a parent loop made by re-putting an id cannot run forever; the walk in Rust
-/// stops at the first repeated id anyway.
+/// value, or the `true` marker of a snapshot) or a non-empty blob exists for its version.
+///
+/// A parent chain that loops (an edited row, or an id put again under a later checkpoint)
+/// stops inside the query, in bounded memory: ids are time-ordered, so every loop has a hop to
+/// a parent whose id is not smaller than its child's. The walk records the children of such
+/// hops (`back`, empty on ordinary chains) and stops when it would take one a second time, so
+/// it ships at most two turns of the loop (the walk in Rust stops at the first repeated id);
+/// it never comes back to the target (`start`).
 /// Each step looks its parent up by primary key (`LATERAL`, so a planner without statistics
 /// cannot turn it into a scan of the thread).
 const DELTA_WALK: &str = "WITH RECURSIVE walk(thread_id, checkpoint_ns, checkpoint_id, \
-    parent_checkpoint_id, checkpoint, metadata, remaining, depth, cap) AS ( \
+    parent_checkpoint_id, checkpoint, metadata, remaining, depth, back, start) AS ( \
       SELECT c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, \
-        c.checkpoint, c.metadata, $4::text[], 0, 1000000 \
+        c.checkpoint, c.metadata, $4::text[], 0, ARRAY[]::text[], c.checkpoint_id \
       FROM checkpoints c WHERE c.thread_id = $1 AND c.checkpoint_ns = $2 \
         AND c.checkpoint_id = COALESCE($3, (SELECT max(m.checkpoint_id) FROM checkpoints m \
           WHERE m.thread_id = $1 AND m.checkpoint_ns = $2)) \
@@ -339,18 +272,26 @@ const DELTA_WALK: &str = "WITH RECURSIVE walk(thread_id, checkpoint_ns, checkpoi
           (c.checkpoint -> 'channel_values') ? ch OR EXISTS (SELECT 1 FROM checkpoint_blobs b \
             WHERE b.thread_id = $1 AND b.checkpoint_ns = $2 AND b.channel = ch \
               AND b.version = c.checkpoint -> 'channel_versions' ->> ch AND b.type <> 'empty'))), \
-        w.depth + 1, w.cap \
+        w.depth + 1, \
+        CASE WHEN c.checkpoint_id >= w.checkpoint_id THEN w.back || w.checkpoint_id \
+          ELSE w.back END, w.start \
       FROM walk w CROSS JOIN LATERAL (SELECT * FROM checkpoints p WHERE p.thread_id = $1 \
         AND p.checkpoint_ns = $2 AND p.checkpoint_id = w.parent_checkpoint_id LIMIT 1) c \
-      WHERE cardinality(w.remaining) > 0 AND w.depth < w.cap) \
+      WHERE cardinality(w.remaining) > 0 AND c.checkpoint_id <> w.start \
+        AND NOT (c.checkpoint_id >= w.checkpoint_id AND w.checkpoint_id = ANY(w.back))) \
     SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata \
     FROM walk WHERE depth > 0 ORDER BY depth";
 
-/// Deletes blobs of `thread` that no remaining checkpoint references.
+/// Deletes blobs of `thread` that no remaining checkpoint references. Conservative: a
+/// namespace holding a checkpoint whose `channel_versions` cannot be read (not an object)
+/// keeps all its blobs, since what that checkpoint references is unknown.
 const COLLECT_BLOBS: &str = "DELETE FROM checkpoint_blobs b WHERE b.thread_id = $1 AND NOT EXISTS (
     SELECT 1 FROM checkpoints c, jsonb_each_text(c.checkpoint -> 'channel_versions') v
     WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns
-      AND v.key = b.channel AND v.value = b.version)";
+      AND v.key = b.channel AND v.value = b.version)
+  AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id
+      AND c.checkpoint_ns = b.checkpoint_ns
+      AND jsonb_typeof(c.checkpoint -> 'channel_versions') IS DISTINCT FROM 'object')";
 
 async fn delete_thread_in<C: GenericClient>(client: &C, thread_id: &str) -> Result<()> {
     for table in ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] {
@@ -365,39 +306,45 @@ async fn delete_thread_in<C: GenericClient>(client: &C, thread_id: &str) -> Resu
     Ok(())
 }
 
-async fn prune_by_plan<C: GenericClient>(
-    client: &C,
-    thread_id: &str,
-    strategy: PruneStrategy,
-) -> Result<()> {
-    let rows = client
-        .query_typed(
-            "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata \
-             FROM checkpoints WHERE thread_id = $1",
-            &[p(&thread_id, Type::TEXT)],
-        )
-        .await
-        .map_err(db("reading checkpoints to prune"))?;
-    let mut prune_rows = Vec::new();
-    let mut parents = Vec::new();
-    for r in &rows {
-        let ns: String = r.get(0);
-        let id: String = r.get(1);
-        let parent: Option<String> = r.get(2);
-        let meta: Json = r.get(3);
-        let metadata = CheckpointMetadata::from_json(meta).unwrap_or_default();
-        parents.push((ns.clone(), id.clone(), parent.clone()));
-        prune_rows.push(PruneRow {
-            checkpoint_ns: ns,
-            checkpoint_id: id,
-            metadata,
-            parent,
-        });
+/// `prune` inside one transaction.
+struct Pruning<'t, C>(&'t C);
+
+impl<C: GenericClient + Sync> PruneTarget for Pruning<'_, C> {
+    async fn rows(&mut self, thread_id: &str) -> Result<Vec<PruneRow>> {
+        let rows = self
+            .0
+            .query_typed(
+                "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata \
+                 FROM checkpoints WHERE thread_id = $1",
+                &[p(&thread_id, Type::TEXT)],
+            )
+            .await
+            .map_err(db("reading checkpoints to prune"))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let thread = Location::checkpoint(thread_id, "", "");
+            let ns: String = read::column(r, 0, &thread)?;
+            let id: String = read::column(r, 1, &thread)?;
+            let loc = Location::checkpoint(thread_id, &ns, &id);
+            let parent: Option<String> = read::column(r, 2, &loc)?;
+            let meta: Json = read::column(r, 3, &loc)?;
+            out.push(PruneRow {
+                metadata: backend::metadata_from_json(meta, &loc)?,
+                checkpoint_ns: ns,
+                checkpoint_id: id,
+                parent,
+            });
+        }
+        Ok(out)
     }
-    let plan = plan(thread_id, strategy, &prune_rows)?;
-    for (ns, id) in &plan.delete {
+
+    async fn delete_thread(&mut self, thread_id: &str) -> Result<()> {
+        delete_thread_in(self.0, thread_id).await
+    }
+
+    async fn delete_checkpoint(&mut self, thread_id: &str, ns: &str, id: &str) -> Result<()> {
         for table in ["checkpoint_writes", "checkpoints"] {
-            client
+            self.0
                 .query_typed(
                     &format!(
                         "DELETE FROM {table} WHERE thread_id = $1 AND checkpoint_ns = $2 \
@@ -405,65 +352,42 @@ async fn prune_by_plan<C: GenericClient>(
                     ),
                     &[
                         p(&thread_id, Type::TEXT),
-                        p(ns, Type::TEXT),
-                        p(id, Type::TEXT),
+                        p(&ns, Type::TEXT),
+                        p(&id, Type::TEXT),
                     ],
                 )
                 .await
                 .map_err(db("pruning"))?;
         }
+        Ok(())
     }
-    for (ns, id, parent) in &parents {
-        if plan.keep.contains(&(ns.clone(), id.clone()))
-            && plan.parent_deleted(ns, parent.as_deref())
-        {
-            client
-                .query_typed(
-                    "UPDATE checkpoints SET parent_checkpoint_id = NULL \
-                     WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3",
-                    &[
-                        p(&thread_id, Type::TEXT),
-                        p(ns, Type::TEXT),
-                        p(id, Type::TEXT),
-                    ],
-                )
-                .await
-                .map_err(db("unlinking pruned parents"))?;
-        }
+
+    async fn unlink_parent(&mut self, thread_id: &str, ns: &str, id: &str) -> Result<()> {
+        self.0
+            .query_typed(
+                "UPDATE checkpoints SET parent_checkpoint_id = NULL \
+                 WHERE thread_id = $1 AND checkpoint_ns = $2 AND checkpoint_id = $3",
+                &[
+                    p(&thread_id, Type::TEXT),
+                    p(&ns, Type::TEXT),
+                    p(&id, Type::TEXT),
+                ],
+            )
+            .await
+            .map_err(db("unlinking pruned parents"))?;
+        Ok(())
     }
-    client
-        .query_typed(COLLECT_BLOBS, &[p(&thread_id, Type::TEXT)])
-        .await
-        .map_err(db("deleting unreferenced blobs"))?;
-    Ok(())
+
+    async fn collect_garbage(&mut self, thread_id: &str, _plan: &PrunePlan) -> Result<()> {
+        self.0
+            .query_typed(COLLECT_BLOBS, &[p(&thread_id, Type::TEXT)])
+            .await
+            .map_err(db("deleting unreferenced blobs"))?;
+        Ok(())
+    }
 }
 
 impl PostgresSaver {
-    /// Stores a checkpoint and its changed blobs in one transaction, sent in one round trip;
-    /// with `expected_latest`, only if the namespace's newest checkpoint is still that one
-    /// (checked under a transaction-scoped advisory lock on the thread and namespace).
-    async fn put_checked(
-        &self,
-        config: &CheckpointConfig,
-        checkpoint: &Checkpoint,
-        metadata: &CheckpointMetadata,
-        new_versions: &ChannelVersions,
-        expected_latest: Option<Option<&str>>,
-    ) -> Result<CheckpointConfig> {
-        let op = Encoded::put(
-            self.serializer.as_ref(),
-            config,
-            checkpoint,
-            metadata,
-            new_versions,
-            expected_latest,
-        )?;
-        self.store_each(&[op]).await?;
-        Ok(CheckpointConfig::new(config.thread_id.clone())
-            .with_ns(config.checkpoint_ns.clone())
-            .with_checkpoint_id(checkpoint.id.clone()))
-    }
-
     /// Stores `ops` in one transaction (one round trip), on a pooled connection; a
     /// connection found closed before anything was sent is replaced (up to one try per
     /// pooled connection, plus a new one, as [`Self::retry_closed`]).
@@ -554,8 +478,13 @@ impl PostgresSaver {
             )
             .await
             .map_err(db("walking checkpoint ancestors"))?;
-        let rows = rows.iter().map(Row::from_pg).collect();
-        let chain = assemble(client_of(&client), self.serializer.as_ref(), rows).await?;
+        let rows = rows.iter().map(layout_row).collect::<Result<_>>()?;
+        let chain = backend::assemble(
+            &mut Fetch(client_of(&client)),
+            self.serializer.as_ref(),
+            rows,
+        )
+        .await?;
         let mut walk = DeltaWalk::new(channels);
         for t in chain {
             let values = t.checkpoint.channel_values;
@@ -569,48 +498,33 @@ impl PostgresSaver {
     }
 
     async fn list_once(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>> {
-        let mut clauses: Vec<String> = Vec::new();
-        let mut texts: Vec<String> = Vec::new();
-        let mut kinds: Vec<&str> = Vec::new();
-        for (column, value) in [
-            ("thread_id = ", &options.thread_id),
-            ("checkpoint_ns = ", &options.checkpoint_ns),
-            ("checkpoint_id = ", &options.checkpoint_id),
-            ("checkpoint_id < ", &options.before),
-        ] {
-            if let Some(v) = value {
-                texts.push(v.clone());
-                kinds.push(column);
-            }
-        }
-        let filter = Json::Object(options.filter.clone());
-        let limit = options.limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
-        let mut params: Vec<Param<'_>> = Vec::new();
-        for (i, column) in kinds.iter().enumerate() {
-            params.push((&texts[i], Type::TEXT));
-            clauses.push(format!("{column}${}", params.len()));
-        }
-        if !options.filter.is_empty() {
-            params.push(p(&filter, Type::JSONB));
-            clauses.push(format!("metadata @> ${}", params.len()));
-        }
-        let mut sql = SELECT_ROWS.to_owned();
-        if !clauses.is_empty() {
-            sql.push_str(" WHERE ");
-            sql.push_str(&clauses.join(" AND "));
-        }
-        sql.push_str(" ORDER BY checkpoint_id DESC");
-        if let Some(l) = &limit {
-            params.push(p(l, Type::INT8));
-            sql.push_str(&format!(" LIMIT ${}", params.len()));
-        }
+        let (sql, args) =
+            ListSql::build(SELECT_ROWS, options, Placeholders::Dollar, |q, filter| {
+                let at = q.bind(SqlArg::Json(Json::Object(filter.clone())));
+                q.clause(format!("metadata @> {at}"));
+                Ok(())
+            })?;
+        let params: Vec<Param<'_>> = args
+            .iter()
+            .map(|a| match a {
+                SqlArg::Text(t) => p(t, Type::TEXT),
+                SqlArg::Int(i) => p(i, Type::INT8),
+                SqlArg::Real(f) => p(f, Type::FLOAT8),
+                SqlArg::Json(j) => p(j, Type::JSONB),
+            })
+            .collect();
         let client = self.client().await?;
         let rows = client
             .query_typed(&sql, &params)
             .await
             .map_err(db("listing checkpoints"))?;
-        let rows = rows.iter().map(Row::from_pg).collect();
-        assemble(client_of(&client), self.serializer.as_ref(), rows).await
+        let rows = rows.iter().map(layout_row).collect::<Result<_>>()?;
+        backend::assemble(
+            &mut Fetch(client_of(&client)),
+            self.serializer.as_ref(),
+            rows,
+        )
+        .await
     }
 }
 
@@ -652,33 +566,27 @@ impl CheckpointSaver for PostgresSaver {
         self.retry_closed(|| self.list_once(options)).await
     }
 
-    async fn put(
+    /// One transaction sent in one round trip: the checkpoint and its changed blobs; a
+    /// conditional put is checked under a transaction-scoped advisory lock on the thread and
+    /// namespace.
+    async fn put_checked(
         &self,
         config: &CheckpointConfig,
         checkpoint: &Checkpoint,
         metadata: &CheckpointMetadata,
         new_versions: &ChannelVersions,
+        expect: Expect<&str>,
     ) -> Result<CheckpointConfig> {
-        self.put_checked(config, checkpoint, metadata, new_versions, None)
-            .await
-    }
-
-    async fn put_if_latest(
-        &self,
-        config: &CheckpointConfig,
-        checkpoint: &Checkpoint,
-        metadata: &CheckpointMetadata,
-        new_versions: &ChannelVersions,
-        expected_latest: Option<&str>,
-    ) -> Result<CheckpointConfig> {
-        self.put_checked(
+        let op = Encoded::put(
+            self.serializer.as_ref(),
             config,
             checkpoint,
             metadata,
             new_versions,
-            Some(expected_latest),
-        )
-        .await
+            expect,
+        )?;
+        self.store_each(&[op]).await?;
+        Ok(config.clone().with_checkpoint_id(checkpoint.id.clone()))
     }
 
     async fn put_writes(
@@ -751,7 +659,7 @@ impl CheckpointSaver for PostgresSaver {
         .await
         .map_err(db("deleting checkpoints of runs"))?;
         for r in &threads {
-            let thread: String = r.get(0);
+            let thread: String = read::column(r, 0, &Location::default())?;
             tx.query_typed(COLLECT_BLOBS, &[p(&thread, Type::TEXT)])
                 .await
                 .map_err(db("deleting unreferenced blobs"))?;
@@ -762,26 +670,16 @@ impl CheckpointSaver for PostgresSaver {
     async fn copy_thread(&self, source: &str, target: &str) -> Result<()> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db("starting a copy"))?;
-        let exists = |rows: Vec<tokio_postgres::Row>| !rows.is_empty();
         let probe = "SELECT 1 FROM checkpoints WHERE thread_id = $1 LIMIT 1";
-        let source_rows = tx
-            .query_typed(probe, &[p(&source, Type::TEXT)])
-            .await
-            .map_err(db("checking a thread"))?;
-        if !exists(source_rows) {
-            return Err(Error::NotFound {
-                what: format!("thread `{source}` to copy"),
-            });
+        let mut exists = [false; 2];
+        for (found, thread) in exists.iter_mut().zip([source, target]) {
+            *found = !tx
+                .query_typed(probe, &[p(&thread, Type::TEXT)])
+                .await
+                .map_err(db("checking a thread"))?
+                .is_empty();
         }
-        let target_rows = tx
-            .query_typed(probe, &[p(&target, Type::TEXT)])
-            .await
-            .map_err(db("checking a thread"))?;
-        if exists(target_rows) {
-            return Err(Error::Conflict {
-                message: format!("copy_thread target `{target}` already has checkpoints"),
-            });
-        }
+        backend::copy_preflight(source, target, exists[0], exists[1])?;
         for sql in [
             "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, \
              type, checkpoint, metadata) SELECT $2, checkpoint_ns, checkpoint_id, \
@@ -804,12 +702,7 @@ impl CheckpointSaver for PostgresSaver {
         let mut client = self.client().await?;
         // One transaction for all threads: a refused thread leaves every thread untouched.
         let tx = client.transaction().await.map_err(db("starting a prune"))?;
-        for thread in thread_ids {
-            match strategy {
-                PruneStrategy::Delete => delete_thread_in(&*tx, thread).await?,
-                _ => prune_by_plan(&*tx, thread, strategy).await?,
-            }
-        }
+        prune::run(&mut Pruning(&*tx), thread_ids, strategy).await?;
         tx.commit().await.map_err(db("committing a prune"))
     }
 }

@@ -155,10 +155,10 @@ impl<'a> StoreParams<'a> {
         for (i, op) in ops.iter().enumerate() {
             match op {
                 EncodedSave::Put(p) => {
-                    if let (None, Some(expected)) = (out.checked, &p.expected) {
+                    if let (None, Some(expected)) = (out.checked, p.expect.latest()) {
                         out.checked = Some(i);
                         out.checked_flag = true;
-                        out.expected = expected.as_deref();
+                        out.expected = expected;
                     }
                     for b in &p.blobs {
                         out.blob_channels.push(&b.channel);

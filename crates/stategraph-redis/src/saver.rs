@@ -8,14 +8,26 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
-use stategraph_checkpoint::prune::{PruneRow, plan};
+use stategraph_checkpoint::backend::{self, Expect, PrunePlan, PruneRow, PruneTarget, prune};
 use stategraph_checkpoint::value::{decode, encode};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, EncodedWrites, Error, JsonPlusSerializer, ListOptions,
     Location, PendingWrite, PruneStrategy, Result, SerdeError, Serializer, Value, encode_writes,
-    latest_conflict, sort_writes, validate_put,
+    latest_conflict, validate_put,
 };
+
+/// A stored field that must be text, read strictly (bytes that are not UTF-8 are an error
+/// naming the field and the byte offset, never replaced).
+fn utf8(bytes: Vec<u8>, loc: &Location, field: &'static str) -> Result<String> {
+    String::from_utf8(bytes).map_err(|e| {
+        backend::shape_error(
+            loc.clone().part(field),
+            "",
+            format!("not UTF-8 at byte {}", e.utf8_error().valid_up_to()),
+        )
+    })
+}
 
 /// A hash's fields and values.
 type HashFields = Vec<(String, Vec<u8>)>;
@@ -130,52 +142,6 @@ impl RedisSaver {
         self.ttl.map_or(0, |t| t.as_secs().max(1))
     }
 
-    async fn put_checked(
-        &self,
-        config: &CheckpointConfig,
-        checkpoint: &Checkpoint,
-        metadata: &CheckpointMetadata,
-        expected_latest: Option<Option<&str>>,
-    ) -> Result<CheckpointConfig> {
-        validate_put(config, checkpoint)?;
-        let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
-        let (tag, bytes) = self
-            .serializer
-            .dumps_typed(&checkpoint.to_value())
-            .map_err(|e| {
-                Error::serialization(Location::checkpoint(thread, ns, &checkpoint.id), e)
-            })?;
-        let expected = match expected_latest {
-            None => "*".to_owned(),
-            Some(e) => e.unwrap_or_default().to_owned(),
-        };
-        let mut conn = self.conn.clone();
-        let reply: Vec<String> = redis::Script::new(PUT_SCRIPT)
-            .key(self.idx_key(thread, ns))
-            .key(self.cp_key(thread, ns, &checkpoint.id))
-            .key(self.threads_key())
-            .key(self.ns_key(thread))
-            .arg(expected)
-            .arg(&checkpoint.id)
-            .arg(tag)
-            .arg(bytes)
-            .arg(metadata.to_json().to_string())
-            .arg(config.checkpoint_id.clone().unwrap_or_default())
-            .arg(ns)
-            .arg(thread)
-            .arg(self.ttl_secs())
-            .invoke_async(&mut conn)
-            .await
-            .map_err(db("storing a checkpoint"))?;
-        if reply.first().map(String::as_str) == Some("conflict") {
-            let found = reply.get(1).filter(|s| !s.is_empty()).map(String::as_str);
-            return Err(latest_conflict(config, expected_latest.flatten(), found));
-        }
-        Ok(CheckpointConfig::new(thread)
-            .with_ns(ns)
-            .with_checkpoint_id(checkpoint.id.clone()))
-    }
-
     /// Loads one checkpoint (and its writes), or `None` if its hash is gone.
     async fn load(&self, thread: &str, ns: &str, id: &str) -> Result<Option<CheckpointTuple>> {
         let mut conn = self.conn.clone();
@@ -197,91 +163,76 @@ impl RedisSaver {
         let (Some(tag), Some(body)) = (tag, body) else {
             return Ok(None);
         };
-        let tag = String::from_utf8_lossy(&tag).into_owned();
+        let tag = utf8(tag, &loc, "type")?;
         let value = self
             .serializer
             .loads_typed(&tag, &body)
             .map_err(|e| Error::serialization(loc.clone(), e))?;
         let checkpoint =
             Checkpoint::from_value(value).map_err(|e| Error::serialization(loc.clone(), e))?;
-        let metadata = match meta {
-            Some(m) => serde_json::from_slice(&m)
-                .map_err(|e| e.to_string())
-                .and_then(|j| CheckpointMetadata::from_json(j).map_err(|e| e.to_string()))
-                .map_err(|message| {
-                    Error::serialization(
-                        loc.clone().part("metadata"),
-                        SerdeError::Shape {
-                            path: String::new(),
-                            message,
-                        },
-                    )
-                })?,
-            None => CheckpointMetadata::default(),
-        };
+        let metadata = self.metadata(meta, &loc)?;
         let mut pending = Vec::with_capacity(writes.len());
         for (field, raw) in writes {
             pending.push(self.decode_write(&loc, &field, &raw)?);
         }
-        sort_writes(&mut pending);
-        let parent = parent
-            .map(|p| String::from_utf8_lossy(&p).into_owned())
-            .filter(|p| !p.is_empty());
-        Ok(Some(CheckpointTuple {
-            config: CheckpointConfig::new(thread)
-                .with_ns(ns)
-                .with_checkpoint_id(id),
-            checkpoint,
-            metadata,
-            parent_config: parent.map(|p| {
-                CheckpointConfig::new(thread)
-                    .with_ns(ns)
-                    .with_checkpoint_id(p)
-            }),
-            pending_writes: pending,
-        }))
+        let parent = parent.map(|p| utf8(p, &loc, "parent")).transpose()?;
+        Ok(Some(CheckpointTuple::from_parts(
+            thread, ns, id, parent, checkpoint, metadata, pending,
+        )))
+    }
+
+    /// A checkpoint's stored metadata (JSON text), read strictly.
+    fn metadata(&self, stored: Option<Vec<u8>>, loc: &Location) -> Result<CheckpointMetadata> {
+        let Some(bytes) = stored else {
+            return Ok(CheckpointMetadata::default());
+        };
+        let text = utf8(bytes, loc, "metadata")?;
+        let json = backend::json_from_text(&text, loc.clone().part("metadata"))?;
+        backend::metadata_from_json(json, loc)
     }
 
     /// A write is stored as the msgpack array `[task_path, channel, type, bytes]` under the
     /// field `{task_id}\x1f{idx}`.
     fn decode_write(&self, loc: &Location, field: &str, raw: &[u8]) -> Result<PendingWrite> {
-        let (task_id, idx) = field.rsplit_once('\u{1f}').unwrap_or((field, "0"));
+        let at = loc.clone().part("write");
+        let bad = |message: String| backend::shape_error(at.clone(), field, message);
+        let (task_id, idx) = field
+            .rsplit_once('\u{1f}')
+            .ok_or_else(|| bad("the field is not `{task_id}\\x1f{idx}`".to_owned()))?;
+        let idx: i64 = idx
+            .parse()
+            .map_err(|_| bad(format!("index `{idx}` is not an integer")))?;
         let parts = decode(raw).map_err(|source| {
             Error::serialization(
-                loc.clone().part("write").task(task_id),
+                at.clone().task(task_id),
                 SerdeError::Decode {
                     tag: "write".into(),
                     source,
                 },
             )
         })?;
-        let list = parts.as_list().unwrap_or_default();
-        let text = |i: usize| {
-            list.get(i)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
+        let list = parts.as_list().unwrap_or(&[]);
+        let (Some(path), Some(channel), Some(tag), Some(Value::Bytes(bytes)), 4) = (
+            list.first().and_then(Value::as_str),
+            list.get(1).and_then(Value::as_str),
+            list.get(2).and_then(Value::as_str),
+            list.get(3),
+            list.len(),
+        ) else {
+            return Err(bad(
+                "not the array [task_path, channel, type, bytes]".to_owned()
+            ));
         };
-        let channel = text(1);
-        let bytes = match list.get(3) {
-            Some(Value::Bytes(b)) => b.clone(),
-            _ => Vec::new(),
-        };
-        let value = self.serializer.loads_typed(&text(2), &bytes).map_err(|e| {
-            Error::serialization(
-                loc.clone()
-                    .part("write")
-                    .channel(channel.clone())
-                    .task(task_id),
-                e,
-            )
-        })?;
+        let value = self
+            .serializer
+            .loads_typed(tag, bytes)
+            .map_err(|e| Error::serialization(at.clone().channel(channel).task(task_id), e))?;
         Ok(PendingWrite {
             task_id: task_id.to_owned(),
-            channel,
+            channel: channel.to_owned(),
             value,
-            task_path: text(0),
-            idx: idx.parse().unwrap_or_default(),
+            task_path: path.to_owned(),
+            idx,
         })
     }
 
@@ -351,6 +302,75 @@ impl RedisSaver {
     }
 }
 
+/// `prune` through the saver's own commands.
+struct Pruning<'s>(&'s RedisSaver);
+
+impl PruneTarget for Pruning<'_> {
+    /// Ids, parents and metadata only: a checkpoint whose body cannot be read is still
+    /// planned (and kept or deleted) like any other.
+    async fn rows(&mut self, thread: &str) -> Result<Vec<PruneRow>> {
+        let saver = self.0;
+        let mut rows = Vec::new();
+        for ns in saver.namespaces(thread).await? {
+            for id in saver.ids(thread, &ns, None).await? {
+                let mut conn = saver.conn.clone();
+                let fields: Vec<Option<Vec<u8>>> = redis::cmd("HMGET")
+                    .arg(saver.cp_key(thread, &ns, &id))
+                    .arg("metadata")
+                    .arg("parent")
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(db("reading checkpoints to prune"))?;
+                let loc = Location::checkpoint(thread, &ns, &id);
+                let mut fields = fields.into_iter();
+                let (meta, parent) = (fields.next().flatten(), fields.next().flatten());
+                rows.push(PruneRow {
+                    metadata: saver.metadata(meta, &loc)?,
+                    parent: parent
+                        .map(|p| utf8(p, &loc, "parent"))
+                        .transpose()?
+                        .filter(|p| !p.is_empty()),
+                    checkpoint_ns: ns.clone(),
+                    checkpoint_id: id,
+                });
+            }
+        }
+        Ok(rows)
+    }
+
+    async fn delete_thread(&mut self, thread: &str) -> Result<()> {
+        self.0.delete_thread(thread).await
+    }
+
+    async fn delete_checkpoint(&mut self, thread: &str, ns: &str, id: &str) -> Result<()> {
+        self.0.remove_checkpoint(thread, ns, id).await
+    }
+
+    async fn unlink_parent(&mut self, thread: &str, ns: &str, id: &str) -> Result<()> {
+        let mut conn = self.0.conn.clone();
+        conn.hset::<_, _, _, ()>(self.0.cp_key(thread, ns, id), "parent", "")
+            .await
+            .map_err(db("unlinking pruned parents"))
+    }
+
+    async fn collect_garbage(&mut self, thread: &str, plan: &PrunePlan) -> Result<()> {
+        // Values live inside the checkpoint hashes; only emptied namespaces are left.
+        let emptied: BTreeSet<&String> = plan
+            .delete
+            .iter()
+            .map(|(ns, _)| ns)
+            .filter(|ns| !plan.keep.iter().any(|(k, _)| k == *ns))
+            .collect();
+        let mut conn = self.0.conn.clone();
+        for ns in emptied {
+            conn.srem::<_, _, ()>(self.0.ns_key(thread), ns)
+                .await
+                .map_err(db("pruning namespaces"))?;
+        }
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl CheckpointSaver for RedisSaver {
     fn name(&self) -> &'static str {
@@ -413,26 +433,51 @@ impl CheckpointSaver for RedisSaver {
         Ok(out)
     }
 
-    async fn put(
+    async fn put_checked(
         &self,
         config: &CheckpointConfig,
         checkpoint: &Checkpoint,
         metadata: &CheckpointMetadata,
         _new_versions: &ChannelVersions,
+        expect: Expect<&str>,
     ) -> Result<CheckpointConfig> {
-        self.put_checked(config, checkpoint, metadata, None).await
-    }
-
-    async fn put_if_latest(
-        &self,
-        config: &CheckpointConfig,
-        checkpoint: &Checkpoint,
-        metadata: &CheckpointMetadata,
-        _new_versions: &ChannelVersions,
-        expected_latest: Option<&str>,
-    ) -> Result<CheckpointConfig> {
-        self.put_checked(config, checkpoint, metadata, Some(expected_latest))
+        validate_put(config, checkpoint)?;
+        let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
+        let (tag, bytes) = self
+            .serializer
+            .dumps_typed(&checkpoint.to_value())
+            .map_err(|e| {
+                Error::serialization(Location::checkpoint(thread, ns, &checkpoint.id), e)
+            })?;
+        // `*`: unconditional; empty: the namespace must have no checkpoint yet.
+        let expected = match expect {
+            Expect::Any => "*",
+            Expect::Latest(None) => "",
+            Expect::Latest(Some(id)) => id,
+        };
+        let mut conn = self.conn.clone();
+        let reply: Vec<String> = redis::Script::new(PUT_SCRIPT)
+            .key(self.idx_key(thread, ns))
+            .key(self.cp_key(thread, ns, &checkpoint.id))
+            .key(self.threads_key())
+            .key(self.ns_key(thread))
+            .arg(expected)
+            .arg(&checkpoint.id)
+            .arg(tag)
+            .arg(bytes)
+            .arg(metadata.to_json().to_string())
+            .arg(config.checkpoint_id.clone().unwrap_or_default())
+            .arg(ns)
+            .arg(thread)
+            .arg(self.ttl_secs())
+            .invoke_async(&mut conn)
             .await
+            .map_err(db("storing a checkpoint"))?;
+        if reply.first().map(String::as_str) == Some("conflict") {
+            let found = reply.get(1).filter(|s| !s.is_empty()).map(String::as_str);
+            return Err(latest_conflict(config, expect.latest().flatten(), found));
+        }
+        Ok(config.clone().with_checkpoint_id(checkpoint.id.clone()))
     }
 
     async fn put_writes(
@@ -512,16 +557,8 @@ impl CheckpointSaver for RedisSaver {
             .await
             .map_err(db("checking a thread"))?;
         let tuples = self.list(&ListOptions::thread(source)).await?;
-        if tuples.is_empty() {
-            return Err(Error::NotFound {
-                what: format!("thread `{source}` to copy"),
-            });
-        }
-        if exists && !self.list(&ListOptions::thread(target)).await?.is_empty() {
-            return Err(Error::Conflict {
-                message: format!("copy_thread target `{target}` already has checkpoints"),
-            });
-        }
+        let taken = exists && !self.list(&ListOptions::thread(target)).await?.is_empty();
+        backend::copy_preflight(source, target, !tuples.is_empty(), taken)?;
         // Copy the stored hashes as they are (same ids, same write fields and idx).
         let mut conn = self.conn.clone();
         for ns in self.namespaces(source).await? {
@@ -555,51 +592,8 @@ impl CheckpointSaver for RedisSaver {
     }
 
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
-        // Plan every thread first, so that a refused thread leaves all of them untouched.
-        let mut plans = Vec::new();
-        for thread in thread_ids {
-            if strategy == PruneStrategy::Delete {
-                continue;
-            }
-            let tuples = self.list(&ListOptions::thread(thread)).await?;
-            let rows: Vec<PruneRow> = tuples.iter().map(PruneRow::from_tuple).collect();
-            plans.push((thread, plan(thread, strategy, &rows)?, tuples));
-        }
-        if strategy == PruneStrategy::Delete {
-            for thread in thread_ids {
-                self.delete_thread(thread).await?;
-            }
-            return Ok(());
-        }
-        for (thread, plan, tuples) in plans {
-            for (ns, id) in &plan.delete {
-                self.remove_checkpoint(thread, ns, id).await?;
-            }
-            let mut conn = self.conn.clone();
-            for t in &tuples {
-                let key = (t.config.checkpoint_ns.clone(), t.checkpoint.id.clone());
-                let parent = t
-                    .parent_config
-                    .as_ref()
-                    .and_then(|p| p.checkpoint_id.as_deref());
-                if plan.keep.contains(&key) && plan.parent_deleted(&key.0, parent) {
-                    conn.hset::<_, _, _, ()>(self.cp_key(thread, &key.0, &key.1), "parent", "")
-                        .await
-                        .map_err(db("unlinking pruned parents"))?;
-                }
-            }
-            let emptied: BTreeSet<&String> = plan
-                .delete
-                .iter()
-                .map(|(ns, _)| ns)
-                .filter(|ns| !plan.keep.iter().any(|(k, _)| k == *ns))
-                .collect();
-            for ns in emptied {
-                conn.srem::<_, _, ()>(self.ns_key(thread), ns)
-                    .await
-                    .map_err(db("pruning namespaces"))?;
-            }
-        }
-        Ok(())
+        // Redis has no multi-key transaction to plan under: every thread is planned first,
+        // so a refused thread leaves all of them untouched, then each plan is applied.
+        prune::run(&mut Pruning(self), thread_ids, strategy).await
     }
 }

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use stategraph_checkpoint::conformance::Fixture;
+use stategraph_checkpoint::conformance::{Corruptor, Fixture, RawPart};
 use stategraph_redis::RedisSaver;
 
 fn url() -> String {
@@ -34,12 +34,77 @@ impl Drop for DropPrefix {
     }
 }
 
+/// Edits the checkpoint hashes under the test's prefix directly.
+struct Keys {
+    conn: redis::aio::MultiplexedConnection,
+    prefix: String,
+}
+
+impl Keys {
+    fn cp(&self, thread: &str, ns: &str, id: &str) -> String {
+        format!("{}:cp:{thread}:{ns}:{id}", self.prefix)
+    }
+}
+
+fn field(part: RawPart) -> &'static str {
+    match part {
+        RawPart::Checkpoint => "checkpoint",
+        RawPart::Metadata => "metadata",
+    }
+}
+
+#[async_trait::async_trait]
+impl Corruptor for Keys {
+    async fn read_raw(&self, thread: &str, ns: &str, id: &str, part: RawPart) -> Vec<u8> {
+        let mut conn = self.conn.clone();
+        let v: Option<Vec<u8>> = redis::cmd("HGET")
+            .arg(self.cp(thread, ns, id))
+            .arg(field(part))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        v.expect("the field exists")
+    }
+
+    async fn write_raw(&self, thread: &str, ns: &str, id: &str, part: RawPart, bytes: &[u8]) {
+        let mut conn = self.conn.clone();
+        let _: () = redis::cmd("HSET")
+            .arg(self.cp(thread, ns, id))
+            .arg(field(part))
+            .arg(bytes)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+
+    async fn set_parent(&self, thread: &str, ns: &str, id: &str, parent: &str) {
+        let mut conn = self.conn.clone();
+        let _: () = redis::cmd("HSET")
+            .arg(self.cp(thread, ns, id))
+            .arg("parent")
+            .arg(parent)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+}
+
 async fn fixture() -> Fixture {
     let prefix = format!("sg_test:{}", stategraph_checkpoint::uuid6(None));
     let saver = RedisSaver::connect_with(&url(), &prefix, None)
         .await
         .unwrap_or_else(|e| panic!("Redis at {} is required for these tests: {e}", url()));
-    Fixture::new(saver).with_guard(DropPrefix(prefix))
+    let conn = redis::Client::open(url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    Fixture::new(saver)
+        .with_corruptor(Keys {
+            conn,
+            prefix: prefix.clone(),
+        })
+        .with_guard(DropPrefix(prefix))
 }
 
 stategraph_checkpoint::checkpointer_conformance!(fixture);

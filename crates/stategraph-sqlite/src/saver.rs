@@ -8,7 +8,10 @@ use async_trait::async_trait;
 use rusqlite::{
     Connection, OptionalExtension, Transaction, TransactionBehavior, params, types::Value as Sql,
 };
-use stategraph_checkpoint::prune::{PruneRow, plan};
+use serde_json::Value as Json;
+use stategraph_checkpoint::backend::{
+    self, Expect, ListSql, Placeholders, PrunePlan, PruneRow, PruneTarget, SqlArg, prune,
+};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, DeltaWalk, EncodedWrites, Error,
@@ -202,21 +205,15 @@ impl Row {
             &self.checkpoint_ns,
             &self.checkpoint_id,
         )?;
-        let config = CheckpointConfig::new(self.thread_id.clone())
-            .with_ns(self.checkpoint_ns.clone())
-            .with_checkpoint_id(self.checkpoint_id);
-        let parent_config = self.parent.filter(|p| !p.is_empty()).map(|p| {
-            CheckpointConfig::new(self.thread_id)
-                .with_ns(self.checkpoint_ns)
-                .with_checkpoint_id(p)
-        });
-        Ok(CheckpointTuple {
-            config,
+        Ok(CheckpointTuple::from_parts(
+            self.thread_id,
+            self.checkpoint_ns,
+            self.checkpoint_id,
+            self.parent,
             checkpoint,
             metadata,
-            parent_config,
             pending_writes,
-        })
+        ))
     }
 }
 
@@ -238,24 +235,15 @@ fn decode_metadata(bytes: Option<&[u8]>, loc: &Location) -> Result<CheckpointMet
     let Some(bytes) = bytes else {
         return Ok(CheckpointMetadata::default());
     };
-    let json: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
-        Error::serialization(
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        backend::shape_error(
             loc.clone().part("metadata"),
-            SerdeError::Shape {
-                path: String::new(),
-                message: format!("invalid JSON: {e}"),
-            },
+            "",
+            format!("not UTF-8 at byte {}", e.valid_up_to()),
         )
     })?;
-    CheckpointMetadata::from_json(json).map_err(|e| {
-        Error::serialization(
-            loc.clone().part("metadata"),
-            SerdeError::Shape {
-                path: String::new(),
-                message: e.to_string(),
-            },
-        )
-    })
+    let json = backend::json_from_text(text, loc.clone().part("metadata"))?;
+    backend::metadata_from_json(json, loc)
 }
 
 /// A write row's columns from `first` on: task_id, channel, type, value, task_path, idx.
@@ -373,7 +361,8 @@ fn delta_history(
     {
         let mut active: std::collections::BTreeSet<&str> =
             channels.iter().map(String::as_str).collect();
-        let mut seen = std::collections::HashSet::new();
+        // The target counts as seen: a chain looping back to it stops there.
+        let mut seen = std::collections::HashSet::from([target.clone()]);
         let mut stmt = tx
             .prepare_cached(&format!(
                 "{ANCESTORS} SELECT a.checkpoint_id, c.type, c.checkpoint, a.depth FROM ancestors a \
@@ -465,67 +454,50 @@ fn valid_filter_key(key: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
-/// Builds the WHERE clause of `list` and its parameters.
+/// Builds the `list` query and its parameters; the metadata filter compares each key's JSON
+/// path (as LangGraph's SQLite saver does).
 fn list_query(options: &ListOptions) -> Result<(String, Vec<Sql>)> {
-    let mut clauses = Vec::new();
-    let mut args: Vec<Sql> = Vec::new();
-    if let Some(t) = &options.thread_id {
-        clauses.push("thread_id = ?".to_owned());
-        args.push(Sql::Text(t.clone()));
-    }
-    if let Some(ns) = &options.checkpoint_ns {
-        clauses.push("checkpoint_ns = ?".to_owned());
-        args.push(Sql::Text(ns.clone()));
-    }
-    if let Some(id) = &options.checkpoint_id {
-        clauses.push("checkpoint_id = ?".to_owned());
-        args.push(Sql::Text(id.clone()));
-    }
-    for (key, want) in &options.filter {
-        if !valid_filter_key(key) {
-            return Err(Error::invalid(
-                "metadata filter key",
-                format!("`{key}` (allowed: letters, digits, `_`, `.`, `-`)"),
-            ));
+    let select = format!("SELECT {CHECKPOINT_COLUMNS} FROM checkpoints");
+    let (sql, args) = ListSql::build(&select, options, Placeholders::Question, |q, filter| {
+        for (key, want) in filter {
+            if !valid_filter_key(key) {
+                return Err(Error::invalid(
+                    "metadata filter key",
+                    format!("`{key}` (allowed: letters, digits, `_`, `.`, `-`)"),
+                ));
+            }
+            let path = format!("json_extract(CAST(metadata AS TEXT), '$.{key}')");
+            let arg = match want {
+                Json::Null => {
+                    q.clause(format!("{path} IS NULL"));
+                    continue;
+                }
+                Json::Bool(b) => SqlArg::Int(i64::from(*b)),
+                Json::Number(n) => match n.as_i64() {
+                    Some(i) => SqlArg::Int(i),
+                    None => SqlArg::Real(n.as_f64().unwrap_or(f64::NAN)),
+                },
+                Json::String(s) => SqlArg::Text(s),
+                other => {
+                    let at = q.bind(SqlArg::Json(other.clone()));
+                    q.clause(format!("{path} = json({at})"));
+                    continue;
+                }
+            };
+            let at = q.bind(arg);
+            q.clause(format!("{path} = {at}"));
         }
-        let path = format!("json_extract(CAST(metadata AS TEXT), '$.{key}')");
-        match want {
-            serde_json::Value::Null => clauses.push(format!("{path} IS NULL")),
-            serde_json::Value::Bool(b) => {
-                clauses.push(format!("{path} = ?"));
-                args.push(Sql::Integer(i64::from(*b)));
-            }
-            serde_json::Value::Number(n) => {
-                clauses.push(format!("{path} = ?"));
-                args.push(match n.as_i64() {
-                    Some(i) => Sql::Integer(i),
-                    None => Sql::Real(n.as_f64().unwrap_or(f64::NAN)),
-                });
-            }
-            serde_json::Value::String(s) => {
-                clauses.push(format!("{path} = ?"));
-                args.push(Sql::Text(s.clone()));
-            }
-            other => {
-                clauses.push(format!("{path} = json(?)"));
-                args.push(Sql::Text(other.to_string()));
-            }
-        }
-    }
-    if let Some(before) = &options.before {
-        clauses.push("checkpoint_id < ?".to_owned());
-        args.push(Sql::Text(before.clone()));
-    }
-    let mut sql = format!("SELECT {CHECKPOINT_COLUMNS} FROM checkpoints");
-    if !clauses.is_empty() {
-        sql.push_str(" WHERE ");
-        sql.push_str(&clauses.join(" AND "));
-    }
-    sql.push_str(" ORDER BY checkpoint_id DESC");
-    if let Some(limit) = options.limit {
-        sql.push_str(" LIMIT ?");
-        args.push(Sql::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
-    }
+        Ok(())
+    })?;
+    let args = args
+        .into_iter()
+        .map(|a| match a {
+            SqlArg::Text(t) => Sql::Text(t.to_owned()),
+            SqlArg::Int(i) => Sql::Integer(i),
+            SqlArg::Real(f) => Sql::Real(f),
+            SqlArg::Json(j) => Sql::Text(j.to_string()),
+        })
+        .collect();
     Ok((sql, args))
 }
 
@@ -539,8 +511,8 @@ struct EncodedPut {
     tag: String,
     bytes: Vec<u8>,
     meta: Vec<u8>,
-    /// `Some(latest)`: only if the namespace's newest checkpoint is still `latest`.
-    expected_latest: Option<Option<String>>,
+    /// What the namespace's newest checkpoint must be.
+    expect: Expect<String>,
 }
 
 /// A `put_writes`, serialized and ready for a transaction.
@@ -560,7 +532,7 @@ impl SqliteSaver {
         config: &CheckpointConfig,
         checkpoint: &Checkpoint,
         metadata: &CheckpointMetadata,
-        expected_latest: Option<Option<String>>,
+        expect: Expect<String>,
     ) -> Result<EncodedPut> {
         validate_put(config, checkpoint)?;
         let (tag, bytes) = self
@@ -583,7 +555,7 @@ impl SqliteSaver {
             tag,
             bytes,
             meta: metadata.to_python_json_bytes(),
-            expected_latest,
+            expect,
         })
     }
 
@@ -621,35 +593,12 @@ impl SqliteSaver {
             rows,
         })
     }
-
-    /// Stores a checkpoint; with `expected_latest`, only if the namespace's newest checkpoint
-    /// is still that one, checked and written in one `BEGIN IMMEDIATE` transaction (which
-    /// takes SQLite's write lock first, so the check holds across processes too).
-    async fn put_checked(
-        &self,
-        config: &CheckpointConfig,
-        checkpoint: &Checkpoint,
-        metadata: &CheckpointMetadata,
-        expected_latest: Option<Option<String>>,
-    ) -> Result<CheckpointConfig> {
-        let put = self.encode_put(config, checkpoint, metadata, expected_latest)?;
-        let out = put.out.clone();
-        self.write(move |conn, _| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(db("starting a checkpoint write"))?;
-            put_in(&tx, &put)?;
-            tx.commit().map_err(db("committing a checkpoint"))
-        })
-        .await?;
-        Ok(out)
-    }
 }
 
 /// A checkpoint put inside `tx` (its conflict check first).
 fn put_in(tx: &Transaction<'_>, put: &EncodedPut) -> Result<()> {
     let row = &put.out;
-    if let Some(expected) = &put.expected_latest {
+    if let Expect::Latest(expected) = &put.expect {
         let latest: Option<String> = tx
             .prepare_cached(
                 "SELECT max(checkpoint_id) FROM checkpoints \
@@ -718,27 +667,28 @@ fn delete_thread_in(tx: &Transaction<'_>, thread_id: &str) -> Result<()> {
     Ok(())
 }
 
-fn prune_by_plan(tx: &Transaction<'_>, thread_id: &str, strategy: PruneStrategy) -> Result<()> {
-    let mut rows = Vec::new();
-    let mut parents = Vec::new();
-    {
-        let mut stmt = tx
+/// `prune` inside one transaction.
+struct Pruning<'t, 'c>(&'t Transaction<'c>);
+
+impl PruneTarget for Pruning<'_, '_> {
+    async fn rows(&mut self, thread_id: &str) -> Result<Vec<PruneRow>> {
+        let reading = || db("reading checkpoints to prune");
+        let mut stmt = self
+            .0
             .prepare(
                 "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata \
                  FROM checkpoints WHERE thread_id = ?1",
             )
-            .map_err(db("reading checkpoints to prune"))?;
-        let mut q = stmt
-            .query([thread_id])
-            .map_err(db("reading checkpoints to prune"))?;
-        while let Some(r) = q.next().map_err(db("reading checkpoints to prune"))? {
-            let ns: String = r.get(0).map_err(db("reading checkpoints to prune"))?;
-            let id: String = r.get(1).map_err(db("reading checkpoints to prune"))?;
-            let parent: Option<String> = r.get(2).map_err(db("reading checkpoints to prune"))?;
-            let meta = bytes_column(r, 3).map_err(db("reading checkpoints to prune"))?;
+            .map_err(reading())?;
+        let mut q = stmt.query([thread_id]).map_err(reading())?;
+        let mut rows = Vec::new();
+        while let Some(r) = q.next().map_err(reading())? {
+            let ns: String = r.get(0).map_err(reading())?;
+            let id: String = r.get(1).map_err(reading())?;
+            let parent: Option<String> = r.get(2).map_err(reading())?;
+            let meta = bytes_column(r, 3).map_err(reading())?;
             let loc = Location::checkpoint(thread_id, &ns, &id);
             let metadata = decode_metadata(meta.as_deref(), &loc)?;
-            parents.push((ns.clone(), id.clone(), parent.clone()));
             rows.push(PruneRow {
                 checkpoint_ns: ns,
                 checkpoint_id: id,
@@ -746,33 +696,46 @@ fn prune_by_plan(tx: &Transaction<'_>, thread_id: &str, strategy: PruneStrategy)
                 parent,
             });
         }
+        Ok(rows)
     }
-    let plan = plan(thread_id, strategy, &rows)?;
-    for (ns, id) in &plan.delete {
-        tx.execute(
-            "DELETE FROM writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
-            params![thread_id, ns, id],
-        )
-        .map_err(db("pruning writes"))?;
-        tx.execute(
-            "DELETE FROM checkpoints WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
-            params![thread_id, ns, id],
-        )
-        .map_err(db("pruning checkpoints"))?;
+
+    async fn delete_thread(&mut self, thread_id: &str) -> Result<()> {
+        delete_thread_in(self.0, thread_id)
     }
-    for (ns, id, parent) in &parents {
-        if plan.keep.contains(&(ns.clone(), id.clone()))
-            && plan.parent_deleted(ns, parent.as_deref())
-        {
-            tx.execute(
+
+    async fn delete_checkpoint(&mut self, thread_id: &str, ns: &str, id: &str) -> Result<()> {
+        for (table, doing) in [
+            ("writes", "pruning writes"),
+            ("checkpoints", "pruning checkpoints"),
+        ] {
+            self.0
+                .execute(
+                    &format!(
+                        "DELETE FROM {table} WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
+                         AND checkpoint_id = ?3"
+                    ),
+                    params![thread_id, ns, id],
+                )
+                .map_err(db(doing))?;
+        }
+        Ok(())
+    }
+
+    async fn unlink_parent(&mut self, thread_id: &str, ns: &str, id: &str) -> Result<()> {
+        self.0
+            .execute(
                 "UPDATE checkpoints SET parent_checkpoint_id = NULL \
                  WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
                 params![thread_id, ns, id],
             )
             .map_err(db("unlinking pruned parents"))?;
-        }
+        Ok(())
     }
-    Ok(())
+
+    async fn collect_garbage(&mut self, _thread_id: &str, _plan: &PrunePlan) -> Result<()> {
+        // Values live inside the checkpoint rows: nothing is left behind.
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -853,27 +816,28 @@ impl CheckpointSaver for SqliteSaver {
         .await
     }
 
-    async fn put(
+    /// Stores a checkpoint; a conditional put is checked and written in one `BEGIN
+    /// IMMEDIATE` transaction (which takes SQLite's write lock first, so the check holds
+    /// across processes too).
+    async fn put_checked(
         &self,
         config: &CheckpointConfig,
         checkpoint: &Checkpoint,
         metadata: &CheckpointMetadata,
         _new_versions: &ChannelVersions,
+        expect: Expect<&str>,
     ) -> Result<CheckpointConfig> {
-        self.put_checked(config, checkpoint, metadata, None).await
-    }
-
-    async fn put_if_latest(
-        &self,
-        config: &CheckpointConfig,
-        checkpoint: &Checkpoint,
-        metadata: &CheckpointMetadata,
-        _new_versions: &ChannelVersions,
-        expected_latest: Option<&str>,
-    ) -> Result<CheckpointConfig> {
-        let expected = Some(expected_latest.map(str::to_owned));
-        self.put_checked(config, checkpoint, metadata, expected)
-            .await
+        let put = self.encode_put(config, checkpoint, metadata, expect.to_owned())?;
+        let out = put.out.clone();
+        self.write(move |conn, _| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db("starting a checkpoint write"))?;
+            put_in(&tx, &put)?;
+            tx.commit().map_err(db("committing a checkpoint"))
+        })
+        .await?;
+        Ok(out)
     }
 
     async fn put_writes(
@@ -907,7 +871,12 @@ impl CheckpointSaver for SqliteSaver {
                     expected_latest,
                     ..
                 } => self
-                    .encode_put(config, checkpoint, metadata, Some(expected_latest.clone()))
+                    .encode_put(
+                        config,
+                        checkpoint,
+                        metadata,
+                        Expect::Latest(expected_latest.clone()),
+                    )
                     .map(EncodedOp::Put),
                 SaveOp::Writes {
                     config,
@@ -995,16 +964,7 @@ impl CheckpointSaver for SqliteSaver {
                     .and_then(|mut s| s.exists([t]))
                     .map_err(db("checking a thread"))
             };
-            if !exists(&source)? {
-                return Err(Error::NotFound {
-                    what: format!("thread `{source}` to copy"),
-                });
-            }
-            if exists(&target)? {
-                return Err(Error::Conflict {
-                    message: format!("copy_thread target `{target}` already has checkpoints"),
-                });
-            }
+            backend::copy_preflight(&source, &target, exists(&source)?, exists(&target)?)?;
             tx.execute(
                 "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, \
                  parent_checkpoint_id, type, checkpoint, metadata) \
@@ -1030,12 +990,7 @@ impl CheckpointSaver for SqliteSaver {
         self.write(move |conn, _| {
             // One transaction for all threads: a refused thread leaves every thread untouched.
             let tx = conn.transaction().map_err(db("starting a prune"))?;
-            for thread in &thread_ids {
-                match strategy {
-                    PruneStrategy::Delete => delete_thread_in(&tx, thread)?,
-                    _ => prune_by_plan(&tx, thread, strategy)?,
-                }
-            }
+            prune::run_now(&mut Pruning(&tx), &thread_ids, strategy)?;
             tx.commit().map_err(db("committing a prune"))
         })
         .await

@@ -43,6 +43,7 @@ mod delete_thread;
 mod delta_history;
 mod extras;
 mod get_tuple;
+mod integrity;
 mod list;
 mod prune;
 mod put;
@@ -55,6 +56,7 @@ pub use delete_thread::*;
 pub use delta_history::*;
 pub use extras::*;
 pub use get_tuple::*;
+pub use integrity::*;
 pub use list::*;
 pub use prune::*;
 pub use put::*;
@@ -184,6 +186,8 @@ pub fn seed_graph_py(
 /// scratch schema).
 pub struct Fixture {
     saver: Box<dyn CheckpointSaver>,
+    corruptor: Option<Box<dyn Corruptor>>,
+    no_corruptor: Option<&'static str>,
     _guard: Option<Box<dyn Any + Send>>,
 }
 
@@ -192,8 +196,36 @@ impl Fixture {
     pub fn new(saver: impl CheckpointSaver + 'static) -> Self {
         Self {
             saver: Box::new(saver),
+            corruptor: None,
+            no_corruptor: None,
             _guard: None,
         }
+    }
+
+    /// Gives the cases that damage stored rows direct access to the saver's storage. Every
+    /// saver that stores bytes must provide one (only the in-memory saver, which keeps
+    /// decoded values, has none).
+    pub fn with_corruptor(mut self, corruptor: impl Corruptor + 'static) -> Self {
+        self.corruptor = Some(Box::new(corruptor));
+        self
+    }
+
+    /// Declares, with the reason, that this fixture cannot reach its saver's storage (a
+    /// private in-memory database): the cases that damage rows run on another fixture of the
+    /// same saver instead.
+    pub fn without_corruptor(mut self, reason: &'static str) -> Self {
+        self.no_corruptor = Some(reason);
+        self
+    }
+
+    /// Why the fixture has no [`Corruptor`], if it declared so.
+    pub fn corruptor_exemption(&self) -> Option<&'static str> {
+        self.no_corruptor
+    }
+
+    /// The fixture's [`Corruptor`], if any.
+    pub fn corruptor(&self) -> Option<&dyn Corruptor> {
+        self.corruptor.as_deref()
     }
 
     /// Keeps `guard` alive until the fixture is dropped.
@@ -272,7 +304,10 @@ macro_rules! checkpointer_conformance {
             copy_thread_onto_existing_thread_conflicts, prune_unlinks_deleted_parents,
             get_next_version_increases, list_filter_on_nested_value,
             put_if_latest_on_an_empty_namespace, put_if_latest_chains_and_refuses_a_stale_parent,
-            concurrent_put_if_latest_has_one_winner,
+            concurrent_put_if_latest_has_one_winner, list_metadata_filter_numbers_by_value;
+            // stored data damaged behind the saver's back (cases take the whole fixture)
+            delta_history_stops_at_a_parent_loop, prune_refuses_unreadable_metadata,
+            prune_keeps_values_of_unreadable_checkpoints, damaged_rows_read_as_typed_errors,
         );
     };
 }
@@ -280,12 +315,19 @@ macro_rules! checkpointer_conformance {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_cases {
-    ($factory:path; $($case:ident),* $(,)?) => {
+    ($factory:path; $($case:ident),* ; $($fixture_case:ident),* $(,)?) => {
         $(
             #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
                 let fixture: $crate::conformance::Fixture = $factory().await;
                 $crate::conformance::$case(fixture.saver()).await;
+            }
+        )*
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $fixture_case() {
+                let fixture: $crate::conformance::Fixture = $factory().await;
+                $crate::conformance::$fixture_case(fixture).await;
             }
         )*
     };

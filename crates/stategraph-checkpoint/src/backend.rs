@@ -1,0 +1,380 @@
+//! For saver and store authors: the machinery every stategraph backend shares, so that each
+//! backend keeps only its own SQL or commands and all of them behave the same.
+//!
+//! - [`CheckpointSaver::put_checked`](crate::CheckpointSaver::put_checked) with [`Expect`] is
+//!   the one put a saver implements (`put` and `put_if_latest` are provided);
+//! - [`prune::run`] carries out every prune strategy over a small [`PruneTarget`];
+//! - [`assemble`] turns rows of LangGraph's blob layout into tuples over a small
+//!   [`LayoutFetch`] (two queries per thread and namespace, whatever the number of rows);
+//! - [`ListSql`] builds the `WHERE … ORDER BY … LIMIT` of `list` from [`ListOptions`];
+//! - [`CheckpointTuple::from_parts`] builds a tuple's configs from stored columns;
+//! - [`copy_preflight`], [`metadata_from_json`] and [`column_error`] give every backend the
+//!   same errors for the same failures.
+//!
+//! Reading stored data is strict everywhere: a column of the wrong type, a NULL where a
+//! value belongs or metadata that does not parse is an [`Error::Serialization`] naming the
+//! thread, checkpoint and part, never a panic or a default value.
+//!
+//! ```
+//! use stategraph_checkpoint::backend::{ListSql, Placeholders, SqlArg};
+//! use stategraph_checkpoint::ListOptions;
+//!
+//! let options = ListOptions::thread("t1").before("1ef").limit(5);
+//! let (sql, args) = ListSql::build(
+//!     "SELECT * FROM checkpoints",
+//!     &options,
+//!     Placeholders::Dollar,
+//!     |_, _| Ok(()),
+//! )?;
+//! assert_eq!(
+//!     sql,
+//!     "SELECT * FROM checkpoints WHERE thread_id = $1 AND checkpoint_id < $2 \
+//!      ORDER BY checkpoint_id DESC LIMIT $3"
+//! );
+//! assert_eq!(args, vec![SqlArg::Text("t1"), SqlArg::Text("1ef"), SqlArg::Int(5)]);
+//! # Ok::<(), stategraph_checkpoint::Error>(())
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde_json::Value as Json;
+
+pub use crate::blob_layout::{self, EncodedSave, restore_blob, restore_blobs};
+pub use crate::prune::{self, PrunePlan, PruneRow, PruneTarget};
+pub use crate::saver::{Expect, latest_conflict, validate_put, validate_put_writes};
+pub use crate::writes::{EncodedWrite, StoredWrite, encode_writes};
+
+use crate::checkpoint::{Checkpoint, CheckpointTuple};
+use crate::error::{Error, Location, Result};
+use crate::metadata::CheckpointMetadata;
+use crate::saver::ListOptions;
+use crate::serializer::{SerdeError, Serializer};
+use crate::value::Value;
+use crate::writes::PendingWrite;
+
+/// The checks of `copy_thread` before it copies: `source` must have checkpoints
+/// ([`Error::NotFound`]) and `target` none ([`Error::Conflict`]).
+pub fn copy_preflight(
+    source: &str,
+    target: &str,
+    source_exists: bool,
+    target_exists: bool,
+) -> Result<()> {
+    if !source_exists {
+        return Err(Error::NotFound {
+            what: format!("thread `{source}` to copy"),
+        });
+    }
+    if target_exists {
+        return Err(Error::Conflict {
+            message: format!("copy_thread target `{target}` already has checkpoints"),
+        });
+    }
+    Ok(())
+}
+
+/// A stored value that does not have the shape it must have, at `location` (`path` says
+/// where inside it, e.g. a column).
+pub fn shape_error(
+    location: Location,
+    path: impl Into<String>,
+    message: impl Into<String>,
+) -> Error {
+    Error::serialization(
+        location,
+        SerdeError::Shape {
+            path: path.into(),
+            message: message.into(),
+        },
+    )
+}
+
+/// A column of a stored row that cannot be read as the type it must have (or is NULL where a
+/// value belongs): the driver's message, at `location`, naming the column.
+pub fn column_error(location: &Location, column: &str, message: impl std::fmt::Display) -> Error {
+    shape_error(
+        location.clone(),
+        format!("column `{column}`"),
+        message.to_string(),
+    )
+}
+
+/// A checkpoint's metadata from its stored JSON; anything that is not LangGraph metadata is an
+/// [`Error::Serialization`] naming the checkpoint's metadata.
+pub fn metadata_from_json(json: Json, location: &Location) -> Result<CheckpointMetadata> {
+    CheckpointMetadata::from_json(json)
+        .map_err(|e| shape_error(location.clone().part("metadata"), "", e.to_string()))
+}
+
+/// JSON stored as text (MySQL columns, Redis fields), parsed; invalid JSON is an
+/// [`Error::Serialization`] at `location` naming the byte offset.
+pub fn json_from_text(text: &str, location: Location) -> Result<Json> {
+    serde_json::from_str(text).map_err(|e| {
+        let offset = text
+            .lines()
+            .take(e.line().saturating_sub(1))
+            .map(|l| l.len() + 1)
+            .sum::<usize>()
+            + e.column().saturating_sub(1);
+        shape_error(location, "", format!("invalid JSON at byte {offset}: {e}"))
+    })
+}
+
+/// A query argument of [`ListSql`], converted by each backend to its driver's type.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SqlArg<'a> {
+    /// Text.
+    Text(&'a str),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Real(f64),
+    /// A JSON document.
+    Json(Json),
+}
+
+/// How a database writes query placeholders.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placeholders {
+    /// `?` (SQLite, MySQL).
+    Question,
+    /// `$1`, `$2`, … (Postgres).
+    Dollar,
+}
+
+/// The `WHERE … ORDER BY checkpoint_id DESC LIMIT …` of a `list` query, built once for every
+/// SQL backend: thread, namespace, checkpoint id and `before` are column comparisons; the
+/// metadata filter is the backend's own clause, added by the `filter` callback of
+/// [`build`](Self::build) with [`bind`](Self::bind) and [`clause`](Self::clause).
+#[derive(Debug)]
+pub struct ListSql<'a> {
+    clauses: Vec<String>,
+    args: Vec<SqlArg<'a>>,
+    style: Placeholders,
+}
+
+impl<'a> ListSql<'a> {
+    /// Adds an argument and returns its placeholder.
+    pub fn bind(&mut self, arg: SqlArg<'a>) -> String {
+        self.args.push(arg);
+        match self.style {
+            Placeholders::Question => "?".to_owned(),
+            Placeholders::Dollar => format!("${}", self.args.len()),
+        }
+    }
+
+    /// Adds a condition (joined with `AND`).
+    pub fn clause(&mut self, clause: impl Into<String>) {
+        self.clauses.push(clause.into());
+    }
+
+    /// `select` narrowed by `options`, newest first, with its arguments in placeholder order.
+    /// A non-empty metadata filter is handed to `filter`.
+    pub fn build(
+        select: &str,
+        options: &'a ListOptions,
+        style: Placeholders,
+        filter: impl FnOnce(&mut Self, &'a serde_json::Map<String, Json>) -> Result<()>,
+    ) -> Result<(String, Vec<SqlArg<'a>>)> {
+        Self::build_with(
+            select,
+            options,
+            style,
+            |at| format!("checkpoint_ns = {at}"),
+            filter,
+        )
+    }
+
+    /// [`build`](Self::build) where the namespace is matched by `ns` (given the placeholder),
+    /// for a schema that indexes a hash of it.
+    pub fn build_with(
+        select: &str,
+        options: &'a ListOptions,
+        style: Placeholders,
+        ns: impl FnOnce(&str) -> String,
+        filter: impl FnOnce(&mut Self, &'a serde_json::Map<String, Json>) -> Result<()>,
+    ) -> Result<(String, Vec<SqlArg<'a>>)> {
+        let mut q = ListSql {
+            clauses: Vec::new(),
+            args: Vec::new(),
+            style,
+        };
+        if let Some(thread) = &options.thread_id {
+            let at = q.bind(SqlArg::Text(thread));
+            q.clause(format!("thread_id = {at}"));
+        }
+        if let Some(namespace) = &options.checkpoint_ns {
+            let at = q.bind(SqlArg::Text(namespace));
+            q.clause(ns(&at));
+        }
+        if let Some(id) = &options.checkpoint_id {
+            let at = q.bind(SqlArg::Text(id));
+            q.clause(format!("checkpoint_id = {at}"));
+        }
+        if !options.filter.is_empty() {
+            filter(&mut q, &options.filter)?;
+        }
+        if let Some(before) = &options.before {
+            let at = q.bind(SqlArg::Text(before));
+            q.clause(format!("checkpoint_id < {at}"));
+        }
+        let mut sql = select.to_owned();
+        if !q.clauses.is_empty() {
+            sql.push_str(" WHERE ");
+            sql.push_str(&q.clauses.join(" AND "));
+        }
+        sql.push_str(" ORDER BY checkpoint_id DESC");
+        if let Some(limit) = options.limit {
+            let at = q.bind(SqlArg::Int(i64::try_from(limit).unwrap_or(i64::MAX)));
+            sql.push_str(" LIMIT ");
+            sql.push_str(&at);
+        }
+        Ok((sql, q.args))
+    }
+}
+
+/// A checkpoint row of LangGraph's blob layout, read from the database.
+#[derive(Clone, Debug)]
+pub struct LayoutRow {
+    /// The thread.
+    pub thread_id: String,
+    /// The namespace.
+    pub checkpoint_ns: String,
+    /// The checkpoint's id.
+    pub checkpoint_id: String,
+    /// Its parent's id.
+    pub parent: Option<String>,
+    /// The checkpoint JSON (inline values only).
+    pub checkpoint: Json,
+    /// The metadata JSON.
+    pub metadata: Json,
+}
+
+impl LayoutRow {
+    /// Where the row is stored, for errors.
+    pub fn location(&self) -> Location {
+        Location::checkpoint(&self.thread_id, &self.checkpoint_ns, &self.checkpoint_id)
+    }
+}
+
+/// A stored blob: channel, version, type tag and bytes (`None`: the `empty` marker's NULL).
+#[derive(Clone, Debug)]
+pub struct FetchedBlob {
+    /// The channel.
+    pub channel: String,
+    /// The version, as text.
+    pub version: String,
+    /// The serializer's type tag.
+    pub type_tag: String,
+    /// The bytes.
+    pub data: Option<Vec<u8>>,
+}
+
+/// What [`assemble`] fetches per (thread, namespace): the blobs of some (channel, version)
+/// pairs and the writes of some checkpoints (each write with its checkpoint id). A backend
+/// may send both queries at once.
+#[allow(async_fn_in_trait)] // implemented per backend on concrete types; Send is known there
+pub trait LayoutFetch {
+    /// The stored blobs among `pairs` and the writes of `checkpoint_ids`.
+    async fn fetch(
+        &mut self,
+        thread: &str,
+        ns: &str,
+        pairs: &[(String, String)],
+        checkpoint_ids: &[&str],
+    ) -> Result<(Vec<FetchedBlob>, Vec<(String, StoredWrite)>)>;
+}
+
+/// Rows of the blob layout as tuples, in the order given: each row's blobs restored, its
+/// writes attached, with one [`LayoutFetch::fetch`] per (thread, namespace).
+pub async fn assemble<F: LayoutFetch + ?Sized>(
+    fetch: &mut F,
+    serde: &dyn Serializer,
+    rows: Vec<LayoutRow>,
+) -> Result<Vec<CheckpointTuple>> {
+    let mut parsed = Vec::with_capacity(rows.len());
+    for mut row in rows {
+        let loc = row.location();
+        let checkpoint = Checkpoint::from_value(Value::from(std::mem::take(&mut row.checkpoint)))
+            .map_err(|e| Error::serialization(loc.clone(), e))?;
+        let metadata = metadata_from_json(std::mem::take(&mut row.metadata), &loc)?;
+        parsed.push((row, checkpoint, metadata));
+    }
+    let mut groups: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
+    for (i, (row, ..)) in parsed.iter().enumerate() {
+        groups
+            .entry((&row.thread_id, &row.checkpoint_ns))
+            .or_default()
+            .push(i);
+    }
+    /// (thread, namespace, channel, version).
+    type BlobKey = (String, String, String, String);
+    let mut blobs: HashMap<BlobKey, FetchedBlob> = HashMap::new();
+    let mut writes: HashMap<(String, String, String), Vec<PendingWrite>> = HashMap::new();
+    for ((thread, ns), members) in &groups {
+        let mut pairs: BTreeSet<(String, String)> = BTreeSet::new();
+        let mut ids = Vec::with_capacity(members.len());
+        for (row, checkpoint, _) in members.iter().filter_map(|&i| parsed.get(i)) {
+            ids.push(row.checkpoint_id.as_str());
+            for (ch, v) in &checkpoint.channel_versions {
+                pairs.insert((ch.to_owned(), v.to_string()));
+            }
+        }
+        let pairs: Vec<(String, String)> = pairs.into_iter().collect();
+        let (found_blobs, found_writes) = fetch.fetch(thread, ns, &pairs, &ids).await?;
+        for b in found_blobs {
+            let key = (
+                (*thread).to_owned(),
+                (*ns).to_owned(),
+                b.channel.clone(),
+                b.version.clone(),
+            );
+            blobs.insert(key, b);
+        }
+        for (checkpoint_id, w) in found_writes {
+            let write = w.decode(serde, &Location::checkpoint(thread, ns, &checkpoint_id))?;
+            writes
+                .entry(((*thread).to_owned(), (*ns).to_owned(), checkpoint_id))
+                .or_default()
+                .push(write);
+        }
+    }
+    let mut out = Vec::with_capacity(parsed.len());
+    for (row, mut checkpoint, metadata) in parsed {
+        let loc = row.location();
+        let LayoutRow {
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            parent,
+            ..
+        } = row;
+        restore_blobs(serde, &loc, &mut checkpoint, |c, v| {
+            blobs
+                .get(&(
+                    thread_id.clone(),
+                    checkpoint_ns.clone(),
+                    c.to_owned(),
+                    v.to_owned(),
+                ))
+                .map(|b| (b.type_tag.clone(), b.data.clone()))
+        })?;
+        let pending = writes
+            .remove(&(
+                thread_id.clone(),
+                checkpoint_ns.clone(),
+                checkpoint_id.clone(),
+            ))
+            .unwrap_or_default();
+        out.push(CheckpointTuple::from_parts(
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            parent,
+            checkpoint,
+            metadata,
+            pending,
+        ));
+    }
+    Ok(out)
+}
