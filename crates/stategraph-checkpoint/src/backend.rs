@@ -9,7 +9,8 @@
 //! - [`ListSql`] builds the `WHERE … ORDER BY … LIMIT` of `list` from [`ListOptions`];
 //! - [`CheckpointTuple::from_parts`] builds a tuple's configs from stored columns;
 //! - [`copy_preflight`], [`metadata_from_json`] and [`column_error`] give every backend the
-//!   same errors for the same failures.
+//!   same errors for the same failures;
+//! - [`Timeouts`] bounds every wait on a networked database (connect, operation, idle).
 //!
 //! Reading stored data is strict everywhere: a column of the wrong type, a NULL where a
 //! value belongs or metadata that does not parse is an [`Error::Serialization`] naming the
@@ -42,6 +43,7 @@ use serde_json::Value as Json;
 pub use crate::blob_layout::{self, EncodedSave, restore_blob, restore_blobs};
 pub use crate::prune::{self, PrunePlan, PruneRow, PruneTarget};
 pub use crate::saver::{Expect, latest_conflict, validate_put, validate_put_writes};
+pub use crate::timeouts::{Timeouts, within};
 pub use crate::writes::{EncodedWrite, StoredWrite, encode_writes};
 
 use crate::checkpoint::{Checkpoint, CheckpointTuple};

@@ -129,8 +129,9 @@ pub enum Error {
         /// The limit that ran out.
         after: std::time::Duration,
     },
-    /// The database or driver failed.
-    #[error("{backend} error: {message}")]
+    /// The database or driver failed. The message ends with the driver's own (e.g.
+    /// "database is locked"), so printing the error alone says what happened.
+    #[error("{backend} error: {message}{}", cause_suffix(source.as_deref()))]
     Backend {
         /// The saver or store.
         backend: &'static str,
@@ -171,6 +172,11 @@ impl Error {
             message: message.into(),
         }
     }
+}
+
+/// `": <the driver's message>"`, or nothing.
+fn cause_suffix(source: Option<&(dyn std::error::Error + Send + Sync + 'static)>) -> String {
+    source.map_or_else(String::new, |s| format!(": {s}"))
 }
 
 /// Result with this crate's [`Error`].

@@ -62,6 +62,7 @@ mod saver;
 mod sealed;
 mod serializer;
 pub mod store;
+mod timeouts;
 pub mod value;
 mod version;
 pub mod version_map;

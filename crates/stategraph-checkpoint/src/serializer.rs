@@ -103,23 +103,50 @@ pub trait Serializer: Send + Sync + fmt::Debug {
 /// LangGraph's default serializer: `null` for `None`, `bytes` for top-level bytes, msgpack
 /// (with LangGraph's ext types kept as [`crate::Ext`]) for everything else; reads the legacy
 /// `json` tag and `bytearray`. Decoding is strict and bounded by [`DecodeLimits`].
-#[derive(Debug, Clone, Default)]
+///
+/// Like LangGraph's, it honours `LANGGRAPH_STRICT_MSGPACK`: when the variable is `1`, `true`
+/// or `yes` (any case), [`new`](Self::new) refuses stored values carrying Python classes
+/// outside LangGraph's safe types (see [`strict`](Self::strict)).
+#[derive(Debug, Clone)]
 pub struct JsonPlusSerializer {
     limits: DecodeLimits,
     strict: Option<crate::allowlist::Allowlist>,
 }
 
+impl Default for JsonPlusSerializer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Whether `LANGGRAPH_STRICT_MSGPACK` asks for strict decoding (as LangGraph reads it).
+pub(crate) fn strict_msgpack_from_env() -> bool {
+    std::env::var("LANGGRAPH_STRICT_MSGPACK")
+        .is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
+}
+
 impl JsonPlusSerializer {
-    /// A serializer with the default decoding limits.
+    /// A serializer with the default decoding limits; strict when `LANGGRAPH_STRICT_MSGPACK`
+    /// says so.
     pub fn new() -> Self {
-        Self::default()
+        Self::with_limits(DecodeLimits::default())
     }
 
-    /// A serializer with custom decoding limits.
+    /// A serializer that decodes every Python class (as LangGraph does without
+    /// `LANGGRAPH_STRICT_MSGPACK`), whatever the environment says.
+    pub fn permissive() -> Self {
+        Self {
+            limits: DecodeLimits::default(),
+            strict: None,
+        }
+    }
+
+    /// A serializer with custom decoding limits; strict when `LANGGRAPH_STRICT_MSGPACK` says
+    /// so.
     pub fn with_limits(limits: DecodeLimits) -> Self {
         Self {
             limits,
-            strict: None,
+            strict: strict_msgpack_from_env().then(crate::allowlist::Allowlist::safe),
         }
     }
 

@@ -107,7 +107,7 @@ pub(crate) async fn run(
     to: &str,
     as_json: bool,
 ) -> Result<String, Failure> {
-    let graph = reader(saver, thread, ns).await?;
+    let graph = reader(saver, thread, ns, Some(to)).await?;
     let mut values = Vec::new();
     for id in [from, to] {
         let snapshot = graph

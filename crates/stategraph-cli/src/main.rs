@@ -18,7 +18,11 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use serde_json::{Value as Json, json};
-use stategraph::{CheckpointSaver, EncryptedSerializer, ListOptions, OpenOptions, PruneStrategy};
+use stategraph::allowlist::Allowlist;
+use stategraph::{
+    AesEaxCipher, CheckpointSaver, EncryptedSerializer, JsonPlusSerializer, ListOptions,
+    OpenOptions, PruneStrategy, Serializer,
+};
 
 mod audit;
 mod diff;
@@ -48,6 +52,11 @@ struct Cli {
     /// Print JSON instead of a table.
     #[arg(long, global = true)]
     json: bool,
+    /// Refuse stored values carrying Python classes outside LangGraph's safe types (as
+    /// LANGGRAPH_STRICT_MSGPACK=true does); such a checkpoint reads as an error naming the
+    /// class and where it was found.
+    #[arg(long, global = true)]
+    strict_msgpack: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -257,21 +266,9 @@ async fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             let message = message.replace('\n', " ");
-            eprintln!("error: {}", with_hint(&message));
+            eprintln!("error: {message}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Adds what to do about failures with a known cure.
-fn with_hint(message: &str) -> String {
-    let missing_table = ["relation \"checkpoint", "no such table", "doesn't exist"]
-        .iter()
-        .any(|m| message.contains(m));
-    if missing_table {
-        format!("{message} (the database has no checkpoint tables: run `stategraph migrate`)")
-    } else {
-        message.to_owned()
     }
 }
 
@@ -285,7 +282,12 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         println!("{out}");
         return Ok(());
     }
-    let saver = open(&url, matches!(cli.command, Command::Migrate)).await?;
+    let saver = open(
+        &url,
+        matches!(cli.command, Command::Migrate),
+        cli.strict_msgpack,
+    )
+    .await?;
     let out = match cli.command {
         Command::Threads => read::threads(saver.as_ref(), cli.json).await?,
         Command::History { thread, ns, limit } => {
@@ -297,18 +299,11 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             ns,
         } => read::state(saver, &thread, &ns, checkpoint, cli.json).await?,
         Command::Tree { thread, ns, format } => {
-            let tuples = saver
-                .list(&ListOptions {
-                    thread_id: Some(thread.clone()),
-                    checkpoint_ns: Some(ns.clone()),
-                    ..ListOptions::default()
-                })
-                .await
-                .map_err(fail)?;
-            if tuples.is_empty() {
+            let listed = read::entries(saver.as_ref(), &thread, &ns, None).await?;
+            if listed.is_empty() {
                 return Err(format!("no thread `{thread}` in this database"));
             }
-            let nodes = tree::nodes(&tuples);
+            let nodes = tree::nodes(&listed);
             match (cli.json, format.as_str()) {
                 (true, _) => tree::json(&nodes).to_string(),
                 (false, "mermaid") => tree::mermaid(&nodes),
@@ -354,6 +349,17 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             )
         }
         Command::DeleteThread { thread } => {
+            // Deleting what is not there is an error here (the library's delete is
+            // idempotent): a typo must not read as success.
+            let found = match saver.list(&ListOptions::thread(&thread).limit(1)).await {
+                Ok(tuples) => !tuples.is_empty(),
+                // A damaged checkpoint is still a checkpoint of the thread.
+                Err(stategraph::Error::Serialization { .. }) => true,
+                Err(e) => return Err(fail(e)),
+            };
+            if !found {
+                return Err(format!("no thread `{thread}` in this database"));
+            }
             saver.delete_thread(&thread).await.map_err(fail)?;
             done(
                 cli.json,
@@ -397,14 +403,20 @@ async fn run(cli: Cli) -> Result<(), Failure> {
 }
 
 /// Opens the saver: with `LANGGRAPH_AES_KEY` set, through LangGraph's AES serializer (which
-/// still reads unencrypted values); only `migrate` creates or upgrades tables.
-async fn open(url: &str, migrate: bool) -> Result<Arc<dyn CheckpointSaver>, Failure> {
-    let mut options = OpenOptions::new();
-    if std::env::var_os("LANGGRAPH_AES_KEY").is_some() {
-        let serde =
-            EncryptedSerializer::from_env().map_err(|e| format!("LANGGRAPH_AES_KEY: {e}"))?;
-        options = options.serializer(Arc::new(serde));
+/// still reads unencrypted values); strict about Python classes with `--strict-msgpack` (or
+/// `LANGGRAPH_STRICT_MSGPACK`); only `migrate` creates or upgrades tables.
+async fn open(url: &str, migrate: bool, strict: bool) -> Result<Arc<dyn CheckpointSaver>, Failure> {
+    let mut plain = JsonPlusSerializer::new();
+    if strict {
+        plain = plain.strict(Allowlist::safe());
     }
+    let serde: Arc<dyn Serializer> = if std::env::var_os("LANGGRAPH_AES_KEY").is_some() {
+        let cipher = AesEaxCipher::from_env().map_err(|e| format!("LANGGRAPH_AES_KEY: {e}"))?;
+        Arc::new(EncryptedSerializer::new(Arc::new(plain), Arc::new(cipher)))
+    } else {
+        Arc::new(plain)
+    };
+    let mut options = OpenOptions::new().serializer(serde);
     if !migrate {
         options = options.existing();
     }

@@ -77,7 +77,7 @@ pub(crate) async fn prune(
                     .await
                     .map_err(fail)?;
             } else {
-                reader(Arc::clone(&saver), thread, "")
+                reader(Arc::clone(&saver), thread, "", None)
                     .await?
                     .prune(thread, strategy)
                     .await
@@ -122,7 +122,7 @@ pub(crate) async fn repair(
     apply: bool,
     as_json: bool,
 ) -> Result<String, Failure> {
-    let graph = reader(saver, thread, ns).await?;
+    let graph = reader(saver, thread, ns, checkpoint.as_deref()).await?;
     let plan = graph
         .plan_repair(&run_config(thread, ns, checkpoint))
         .await

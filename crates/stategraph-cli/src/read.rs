@@ -5,7 +5,8 @@ use std::sync::Arc;
 use serde_json::{Value as Json, json};
 use stategraph::graph::inspect::reader_graph;
 use stategraph::{
-    CheckpointConfig, CheckpointSaver, JsonPlusSerializer, ListOptions, RunConfig, StateSnapshot,
+    CheckpointConfig, CheckpointSaver, CheckpointTuple, JsonPlusSerializer, ListOptions, RunConfig,
+    StateSnapshot,
 };
 
 use crate::{Failure, fail, table};
@@ -53,22 +54,130 @@ pub(crate) async fn threads(saver: &dyn CheckpointSaver, as_json: bool) -> Resul
     ))
 }
 
-/// The reader graph for `thread`/`ns`, attached to `saver`; `None` when the thread is empty.
+/// One checkpoint of a listing: readable, or damaged with the typed error reading it gave.
+pub(crate) enum Entry {
+    /// A checkpoint that reads.
+    Readable(Box<CheckpointTuple>),
+    /// A checkpoint that does not, and why.
+    Damaged {
+        /// Its id.
+        id: String,
+        /// The error reading it, one line.
+        error: String,
+    },
+}
+
+/// The id of the stored checkpoint an error says could not be read, if it says so.
+fn damaged_id(e: &stategraph::Error) -> Option<String> {
+    match e {
+        stategraph::Error::Serialization { location, .. } => location.checkpoint_id.clone(),
+        _ => None,
+    }
+}
+
+fn no_thread(thread: &str, ns: &str) -> Failure {
+    if ns.is_empty() {
+        format!("no thread `{thread}` in this database")
+    } else {
+        format!("thread `{thread}` has no namespace `{ns}`")
+    }
+}
+
+/// The checkpoints of `thread`/`ns`, newest first (at most `limit`). A damaged checkpoint
+/// does not hide the others: it is listed with its error and the listing goes on past it
+/// (one checkpoint per query from there, which only damaged threads pay).
+pub(crate) async fn entries(
+    saver: &dyn CheckpointSaver,
+    thread: &str,
+    ns: &str,
+    limit: Option<usize>,
+) -> Result<Vec<Entry>, Failure> {
+    let mut options = ListOptions::thread(thread).ns(ns);
+    options.limit = limit;
+    match saver.list(&options).await {
+        Ok(tuples) => {
+            return Ok(tuples
+                .into_iter()
+                .map(|t| Entry::Readable(Box::new(t)))
+                .collect());
+        }
+        Err(e) if damaged_id(&e).is_some() => {}
+        Err(e) => return Err(fail(e)),
+    }
+    let mut out = Vec::new();
+    let mut before: Option<String> = None;
+    while limit.is_none_or(|l| out.len() < l) {
+        let mut one = ListOptions::thread(thread).ns(ns).limit(1);
+        one.before.clone_from(&before);
+        let next = match saver.list(&one).await {
+            Ok(tuples) => match tuples.into_iter().next() {
+                Some(t) => {
+                    let id = t.checkpoint.id.clone();
+                    out.push(Entry::Readable(Box::new(t)));
+                    id
+                }
+                None => break,
+            },
+            Err(e) => match damaged_id(&e) {
+                Some(id) => {
+                    out.push(Entry::Damaged {
+                        id: id.clone(),
+                        error: fail(e),
+                    });
+                    id
+                }
+                None => return Err(fail(e)),
+            },
+        };
+        // Ids only go down; anything else would not end.
+        if before.as_ref().is_some_and(|b| next >= *b) {
+            return Err(format!(
+                "listing thread `{thread}` did not move past {next}"
+            ));
+        }
+        before = Some(next);
+    }
+    Ok(out)
+}
+
+/// The reader graph for `thread`/`ns`, attached to `saver`, inferred from the newest
+/// checkpoint that reads. With `checkpoint`, that checkpoint must exist and read: a missing
+/// or damaged one is an error naming it.
 pub(crate) async fn reader(
     saver: Arc<dyn CheckpointSaver>,
     thread: &str,
     ns: &str,
+    checkpoint: Option<&str>,
 ) -> Result<stategraph::CompiledGraph<stategraph::DynState>, Failure> {
     let mut at = CheckpointConfig::new(thread);
     at.checkpoint_ns = ns.to_owned();
-    let latest = saver.get_tuple(&at).await.map_err(fail)?.ok_or_else(|| {
-        if ns.is_empty() {
-            format!("no thread `{thread}` in this database")
-        } else {
-            format!("thread `{thread}` has no namespace `{ns}`")
+    if let Some(id) = checkpoint {
+        let mut there = at.clone();
+        there.checkpoint_id = Some(id.to_owned());
+        if saver.get_tuple(&there).await.map_err(fail)?.is_none() {
+            return Err(format!("no checkpoint `{id}` in thread `{thread}`"));
         }
-    })?;
-    Ok(reader_graph(&latest.checkpoint)
+    }
+    let base = match saver.get_tuple(&at).await {
+        Ok(Some(t)) => t,
+        Ok(None) => return Err(no_thread(thread, ns)),
+        // The newest checkpoint is damaged: infer from the newest that reads.
+        Err(e) if damaged_id(&e).is_some() => entries(saver.as_ref(), thread, ns, None)
+            .await?
+            .into_iter()
+            .find_map(|e| match e {
+                Entry::Readable(t) => Some(*t),
+                Entry::Damaged { .. } => None,
+            })
+            .ok_or_else(|| {
+                format!(
+                    "no checkpoint of thread `{thread}` can be read: {}",
+                    fail(e)
+                )
+            })?,
+        Err(e) => return Err(fail(e)),
+    };
+    Ok(reader_graph(&base.checkpoint)
         .map_err(fail)?
         .with_checkpointer(saver))
 }
@@ -87,37 +196,79 @@ pub(crate) async fn history(
     limit: Option<usize>,
     as_json: bool,
 ) -> Result<String, Failure> {
-    let graph = reader(saver, thread, ns).await?;
+    let graph = reader(Arc::clone(&saver), thread, ns, None).await?;
     let options = ListOptions {
         limit,
         ..ListOptions::default()
     };
-    let snapshots = graph
+    // A snapshot, or a damaged checkpoint's id and error.
+    let rows: Vec<Result<StateSnapshot, (String, String)>> = match graph
         .get_state_history(&run_config(thread, ns, None), options)
         .await
-        .map_err(fail)?;
+    {
+        Ok(snapshots) => snapshots.into_iter().map(Ok).collect(),
+        // Damage somewhere: list around it, each readable checkpoint as its snapshot.
+        Err(stategraph::GraphError::Checkpoint(e)) if damaged_id(&e).is_some() => {
+            let mut rows = Vec::new();
+            for entry in entries(saver.as_ref(), thread, ns, limit).await? {
+                rows.push(match entry {
+                    Entry::Readable(t) => {
+                        let id = t.checkpoint.id.clone();
+                        match graph
+                            .get_state(&run_config(thread, ns, Some(id.clone())))
+                            .await
+                        {
+                            Ok(s) => Ok(s),
+                            Err(e) => Err((id, fail(e))),
+                        }
+                    }
+                    Entry::Damaged { id, error } => Err((id, error)),
+                });
+            }
+            rows
+        }
+        Err(e) => return Err(fail(e)),
+    };
     if as_json {
-        let list: Vec<Json> = snapshots.iter().map(StateSnapshot::to_json).collect();
+        let list: Vec<Json> = rows
+            .iter()
+            .map(|r| match r {
+                Ok(s) => s.to_json(),
+                Err((id, error)) => json!({
+                    "config": {"configurable": {"thread_id": thread, "checkpoint_ns": ns,
+                                                "checkpoint_id": id}},
+                    "error": error,
+                }),
+            })
+            .collect();
         return Ok(Json::Array(list).to_string());
     }
     Ok(table::render(
         &["CHECKPOINT", "STEP", "SOURCE", "NEXT", "VALUES"],
-        snapshots
-            .iter()
-            .map(|s| {
-                let meta = s.metadata.as_ref();
-                vec![
-                    s.config
-                        .as_ref()
-                        .and_then(|c| c.checkpoint_id.clone())
-                        .unwrap_or_default(),
-                    meta.and_then(|m| m.step)
-                        .map_or_else(String::new, |s| s.to_string()),
-                    meta.and_then(|m| m.source)
-                        .map_or_else(String::new, |s| s.to_string()),
-                    s.next.join(","),
-                    table::shorten(&s.to_json()["values"].to_string(), 60),
-                ]
+        rows.iter()
+            .map(|r| match r {
+                Ok(s) => {
+                    let meta = s.metadata.as_ref();
+                    vec![
+                        s.config
+                            .as_ref()
+                            .and_then(|c| c.checkpoint_id.clone())
+                            .unwrap_or_default(),
+                        meta.and_then(|m| m.step)
+                            .map_or_else(String::new, |s| s.to_string()),
+                        meta.and_then(|m| m.source)
+                            .map_or_else(String::new, |s| s.to_string()),
+                        s.next.join(","),
+                        table::shorten(&s.to_json()["values"].to_string(), 60),
+                    ]
+                }
+                Err((id, error)) => vec![
+                    id.clone(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    format!("DAMAGED: {error}"),
+                ],
             })
             .collect(),
     ))
@@ -130,7 +281,7 @@ pub(crate) async fn state(
     checkpoint: Option<String>,
     as_json: bool,
 ) -> Result<String, Failure> {
-    let graph = reader(saver, thread, ns).await?;
+    let graph = reader(saver, thread, ns, checkpoint.as_deref()).await?;
     let snapshot = graph
         .get_state(&run_config(thread, ns, checkpoint))
         .await

@@ -1,10 +1,10 @@
 //! `tree`: the branch tree of a thread's checkpoints (a replay or `update_state` on a past
 //! checkpoint starts a branch), as indented text, Mermaid or Graphviz dot.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use crate::read::Entry;
 use serde_json::{Value as Json, json};
-use stategraph::CheckpointTuple;
 
 /// One checkpoint of the tree.
 pub(crate) struct Node {
@@ -14,40 +14,59 @@ pub(crate) struct Node {
     source: String,
 }
 
-/// The checkpoints of one namespace, any order.
-pub(crate) fn nodes(tuples: &[CheckpointTuple]) -> Vec<Node> {
-    let mut nodes: Vec<Node> = tuples
+/// The checkpoints of one namespace, any order (a damaged one has no known parent: it is a
+/// root, labelled with its error).
+pub(crate) fn nodes(listed: &[Entry]) -> Vec<Node> {
+    let mut nodes: Vec<Node> = listed
         .iter()
-        .map(|t| Node {
-            id: t.checkpoint.id.clone(),
-            parent: t
-                .parent_config
-                .as_ref()
-                .and_then(|p| p.checkpoint_id.clone()),
-            step: t.metadata.step,
-            source: t.metadata.source.map(|s| s.to_string()).unwrap_or_default(),
+        .map(|e| match e {
+            Entry::Readable(t) => Node {
+                id: t.checkpoint.id.clone(),
+                parent: t
+                    .parent_config
+                    .as_ref()
+                    .and_then(|p| p.checkpoint_id.clone()),
+                step: t.metadata.step,
+                source: t.metadata.source.map(|s| s.to_string()).unwrap_or_default(),
+            },
+            Entry::Damaged { id, error } => Node {
+                id: id.clone(),
+                parent: None,
+                step: None,
+                source: format!("DAMAGED: {error}"),
+            },
         })
         .collect();
     nodes.sort_by(|a, b| a.id.cmp(&b.id));
     nodes
 }
 
+/// The parent a node hangs from in the tree: its stored parent if that is listed and older.
+/// A parent outside the listed checkpoints (pruned) makes the node a root; so does a parent
+/// that is not older than the node (ids are time-ordered: a self-parented checkpoint, or a
+/// loop made by editing rows), so every checkpoint is shown and the tree has no cycle.
+fn tree_parent<'a>(n: &'a Node, ids: &BTreeSet<&str>) -> Option<&'a str> {
+    n.parent
+        .as_deref()
+        .filter(|p| ids.contains(p) && *p < n.id.as_str())
+}
+
 fn children(nodes: &[Node]) -> BTreeMap<Option<&str>, Vec<&Node>> {
+    let ids: BTreeSet<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
     let mut by_parent: BTreeMap<Option<&str>, Vec<&Node>> = BTreeMap::new();
     for n in nodes {
-        // A parent outside the listed checkpoints (pruned) makes the node a root.
-        let parent = n
-            .parent
-            .as_deref()
-            .filter(|p| nodes.iter().any(|m| m.id == *p));
-        by_parent.entry(parent).or_default().push(n);
+        by_parent.entry(tree_parent(n, &ids)).or_default().push(n);
     }
     by_parent
 }
 
 fn label(n: &Node) -> String {
     let step = n.step.map_or_else(|| "?".to_owned(), |s| s.to_string());
-    format!("{} (step {step}, {})", n.id, n.source)
+    let note = match n.parent.as_deref() {
+        Some(p) if p >= n.id.as_str() => format!(", parent {p} is not older: the chain loops"),
+        _ => String::new(),
+    };
+    format!("{} (step {step}, {}{note})", n.id, n.source)
 }
 
 /// Text: a line of history runs straight down; where a checkpoint has several children, each
@@ -56,19 +75,23 @@ pub(crate) fn text(nodes: &[Node]) -> String {
     let kids = children(nodes);
     let mut out = Vec::new();
     fn walk<'a>(
-        n: &'a Node,
+        mut n: &'a Node,
         first: &str,
         rest: &str,
         kids: &BTreeMap<Option<&str>, Vec<&'a Node>>,
         out: &mut Vec<String>,
     ) {
         out.push(format!("{first}{}", label(n)));
-        let next = kids
+        // A straight line of history is a loop, not a recursion (threads run long).
+        let mut next = kids
             .get(&Some(n.id.as_str()))
             .map_or(&[][..], Vec::as_slice);
-        if let [only] = next {
-            walk(only, rest, rest, kids, out);
-            return;
+        while let [only] = next {
+            n = only;
+            out.push(format!("{rest}{}", label(n)));
+            next = kids
+                .get(&Some(n.id.as_str()))
+                .map_or(&[][..], Vec::as_slice);
         }
         for (i, c) in next.iter().enumerate() {
             let last = i + 1 == next.len();
@@ -98,10 +121,9 @@ pub(crate) fn mermaid(nodes: &[Node]) -> String {
     for n in nodes {
         out.push(format!("  c{}[\"{}\"]", short(&n.id), label(n)));
     }
+    let ids: BTreeSet<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
     for n in nodes {
-        if let Some(p) = &n.parent
-            && nodes.iter().any(|m| &m.id == p)
-        {
+        if let Some(p) = n.parent.as_deref().filter(|p| ids.contains(p)) {
             out.push(format!("  c{} --> c{}", short(p), short(&n.id)));
         }
     }
@@ -117,10 +139,9 @@ pub(crate) fn dot(nodes: &[Node]) -> String {
     for n in nodes {
         out.push(format!("  \"{}\" [label=\"{}\"];", n.id, label(n)));
     }
+    let ids: BTreeSet<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
     for n in nodes {
-        if let Some(p) = &n.parent
-            && nodes.iter().any(|m| &m.id == p)
-        {
+        if let Some(p) = n.parent.as_deref().filter(|p| ids.contains(p)) {
             out.push(format!("  \"{p}\" -> \"{}\";", n.id));
         }
     }

@@ -2,7 +2,10 @@
 
 use std::sync::Arc;
 
-use stategraph_checkpoint::{Error, JsonPlusSerializer, Result, Serializer};
+use stategraph_checkpoint::backend::Timeouts;
+use stategraph_checkpoint::{Error, JsonPlusSerializer, Result, Serializer, redact_url};
+
+use crate::error::BACKEND;
 
 use crate::saver::MySqlSaver;
 
@@ -11,21 +14,33 @@ use crate::saver::MySqlSaver;
 pub struct MySqlConfig {
     pub(crate) opts: mysql_async::Opts,
     pub(crate) serializer: Arc<dyn Serializer>,
+    pub(crate) timeouts: Timeouts,
+    pub(crate) run_setup: bool,
 }
 
 impl MySqlConfig {
     /// Parses a `mysql://user:password@host:port/database` URL (driver options such as
     /// `pool_max` or `stmt_cache_size` are accepted as query parameters).
+    ///
+    /// `connect_timeout`, `statement_timeout` and `idle_timeout` (seconds, `0` for none) set
+    /// the saver's [`Timeouts`].
     pub fn from_url(url: &str) -> Result<Self> {
-        let opts = mysql_async::Opts::from_url(url)
-            .map_err(|e| Error::invalid("database URL", format!("not a MySQL URL: {e}")))?;
+        let (rest, timeouts) = Timeouts::default().take_from_url(url)?;
+        let opts = mysql_async::Opts::from_url(&rest).map_err(|e| {
+            Error::invalid(
+                "database URL",
+                format!("`{}`: not a MySQL URL: {e}", redact_url(url)),
+            )
+        })?;
         Ok(Self {
             opts,
             serializer: Arc::new(JsonPlusSerializer::new()),
+            timeouts,
+            run_setup: true,
         })
     }
 
-    /// Uses database `name` on the same server (created if missing when connecting).
+    /// Uses database `name` instead of the URL's.
     pub fn database(mut self, name: impl Into<String>) -> Self {
         self.opts = mysql_async::OptsBuilder::from_opts(self.opts)
             .db_name(Some(name.into()))
@@ -33,30 +48,56 @@ impl MySqlConfig {
         self
     }
 
-    /// The serializer for blobs and writes (default [`JsonPlusSerializer`]).
+    /// Uses another serializer for checkpoints and writes.
     pub fn serializer(mut self, serializer: Arc<dyn Serializer>) -> Self {
         self.serializer = serializer;
         self
     }
 
-    /// Connects and creates the tables if missing.
+    /// How long to wait for the server: connecting, each operation, and how long a pooled
+    /// connection may idle before it is closed (default: 10 s, 60 s, 5 minutes; see
+    /// [`Timeouts`]). A limit that runs out is an `Error::Timeout` naming the operation.
+    pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// Connects without creating or changing anything: the database and its tables must
+    /// exist (for tools that only read). A missing database or missing tables are an
+    /// `Error::NotFound` naming them.
+    pub fn without_setup(mut self) -> Self {
+        self.run_setup = false;
+        self
+    }
+
+    /// Connects; unless [`without_setup`](Self::without_setup), creates the database and the
+    /// tables if they are missing.
     pub async fn connect(self) -> Result<MySqlSaver> {
-        if let Some(db) = self.opts.db_name() {
+        if let (Some(db), true) = (self.opts.db_name(), self.run_setup) {
             // Create the database first, from a connection that does not select it.
             let server: mysql_async::Opts = mysql_async::OptsBuilder::from_opts(self.opts.clone())
                 .db_name(None::<String>)
                 .into();
-            let mut conn = mysql_async::Conn::new(server)
+            let target = redact_url(&format!(
+                "{}:{}",
+                self.opts.ip_or_hostname(),
+                self.opts.tcp_port()
+            ));
+            let create = async {
+                let mut conn = mysql_async::Conn::new(server)
+                    .await
+                    .map_err(crate::error::db("cannot connect to MySQL"))?;
+                use mysql_async::prelude::Queryable;
+                conn.query_drop(format!(
+                    "CREATE DATABASE IF NOT EXISTS `{}` CHARACTER SET utf8mb4",
+                    db.replace('`', "")
+                ))
                 .await
-                .map_err(crate::error::db("cannot connect to MySQL"))?;
-            use mysql_async::prelude::Queryable;
-            conn.query_drop(format!(
-                "CREATE DATABASE IF NOT EXISTS `{}` CHARACTER SET utf8mb4",
-                db.replace('`', "")
-            ))
-            .await
-            .map_err(crate::error::db("creating the database"))?;
-            let _ = conn.disconnect().await;
+                .map_err(crate::error::db("creating the database"))?;
+                let _ = conn.disconnect().await;
+                Ok(())
+            };
+            self.timeouts.connect(BACKEND, &target, create).await?;
         }
         MySqlSaver::connect_with(self).await
     }

@@ -11,16 +11,16 @@ use mysql_async::{Conn, Params, Pool, Row as MyRow, TxOpts, Value as My};
 use serde_json::Value as Json;
 use stategraph_checkpoint::backend::{
     self, EncodedSave, Expect, FetchedBlob, LayoutFetch, LayoutRow, ListSql, Placeholders,
-    PrunePlan, PruneRow, PruneTarget, SqlArg, prune,
+    PrunePlan, PruneRow, PruneTarget, SqlArg, Timeouts, prune,
 };
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, ListOptions, Location, PruneStrategy, Result, SaveOp,
+    CheckpointSaver, CheckpointTuple, Error, ListOptions, Location, PruneStrategy, Result, SaveOp,
     Serializer, StoredWrite, Value,
 };
 
 use crate::config::MySqlConfig;
-use crate::error::db;
+use crate::error::{BACKEND, db};
 use crate::schema;
 use crate::write;
 
@@ -32,6 +32,9 @@ use crate::write;
 pub struct MySqlSaver {
     pool: Pool,
     serializer: Arc<dyn Serializer>,
+    timeouts: Timeouts,
+    /// Where it connects, for errors.
+    target: String,
 }
 
 impl fmt::Debug for MySqlSaver {
@@ -56,21 +59,60 @@ impl MySqlSaver {
     }
 
     pub(crate) async fn connect_with(config: MySqlConfig) -> Result<Self> {
-        let pool = Pool::new(config.opts.clone());
+        let opts = &config.opts;
+        let target = format!(
+            "{}:{}/{}",
+            opts.ip_or_hostname(),
+            opts.tcp_port(),
+            opts.db_name().unwrap_or_default()
+        );
+        // Pooled connections idle for longer than the limit are closed, not reused.
+        let opts = mysql_async::OptsBuilder::from_opts(config.opts.clone())
+            .conn_ttl(config.timeouts.idle)
+            .into();
         let saver = Self {
-            pool,
+            pool: Pool::new::<mysql_async::Opts>(opts),
             serializer: config.serializer,
+            timeouts: config.timeouts,
+            target,
         };
         let mut conn = saver.conn().await?;
-        schema::setup(&mut conn).await?;
+        let setup = async {
+            if config.run_setup {
+                schema::setup(&mut conn).await
+            } else {
+                schema::check(&mut conn, &saver.target).await
+            }
+        };
+        saver
+            .timeouts
+            .statement(BACKEND, "checking the tables", setup)
+            .await?;
         Ok(saver)
     }
 
     async fn conn(&self) -> Result<Conn> {
-        self.pool
-            .get_conn()
-            .await
-            .map_err(db("cannot connect to MySQL"))
+        let get = async {
+            self.pool.get_conn().await.map_err(|e| {
+                if unknown_database(&e) {
+                    Error::NotFound {
+                        what: format!("MySQL database at {}", self.target),
+                    }
+                } else {
+                    db("cannot connect to MySQL")(e)
+                }
+            })
+        };
+        self.timeouts.connect(BACKEND, &self.target, get).await
+    }
+
+    /// Runs one operation of the saver within its statement limit.
+    async fn timed<T>(
+        &self,
+        operation: &str,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        self.timeouts.statement(BACKEND, operation, work).await
     }
 
     /// Stores `ops` one transaction each, in order, stopping at the first that fails.
@@ -83,6 +125,11 @@ impl MySqlSaver {
         }
         Ok(())
     }
+}
+
+/// Whether the server refused the connection because its database does not exist.
+fn unknown_database(e: &mysql_async::Error) -> bool {
+    matches!(e, mysql_async::Error::Server(s) if s.code == 1049)
 }
 
 const SELECT_ROWS: &str = "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, \
@@ -345,68 +392,74 @@ impl CheckpointSaver for MySqlSaver {
     }
 
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
-        let mut conn = self.conn().await?;
-        let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
-        let rows: Vec<MyRow> = match &config.checkpoint_id {
-            Some(id) => {
-                conn.exec(
-                    format!(
-                        "{SELECT_ROWS} WHERE thread_id = ? AND checkpoint_ns_hash = MD5(?) \
-                         AND checkpoint_id = ?"
-                    ),
-                    (thread, ns, id.as_str()),
-                )
-                .await
+        self.timed("reading a checkpoint", async {
+            let mut conn = self.conn().await?;
+            let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
+            let rows: Vec<MyRow> = match &config.checkpoint_id {
+                Some(id) => {
+                    conn.exec(
+                        format!(
+                            "{SELECT_ROWS} WHERE thread_id = ? AND checkpoint_ns_hash = MD5(?) \
+                             AND checkpoint_id = ?"
+                        ),
+                        (thread, ns, id.as_str()),
+                    )
+                    .await
+                }
+                None => {
+                    conn.exec(
+                        format!(
+                            "{SELECT_ROWS} WHERE thread_id = ? AND checkpoint_ns_hash = MD5(?) \
+                             ORDER BY checkpoint_id DESC LIMIT 1"
+                        ),
+                        (thread, ns),
+                    )
+                    .await
+                }
             }
-            None => {
-                conn.exec(
-                    format!(
-                        "{SELECT_ROWS} WHERE thread_id = ? AND checkpoint_ns_hash = MD5(?) \
-                         ORDER BY checkpoint_id DESC LIMIT 1"
-                    ),
-                    (thread, ns),
-                )
-                .await
-            }
-        }
-        .map_err(db("reading a checkpoint"))?;
-        let rows = rows.into_iter().map(layout_row).collect::<Result<_>>()?;
-        Ok(
-            backend::assemble(&mut Fetch(&mut conn), self.serializer.as_ref(), rows)
-                .await?
-                .into_iter()
-                .next(),
-        )
+            .map_err(db("reading a checkpoint"))?;
+            let rows = rows.into_iter().map(layout_row).collect::<Result<_>>()?;
+            Ok(
+                backend::assemble(&mut Fetch(&mut conn), self.serializer.as_ref(), rows)
+                    .await?
+                    .into_iter()
+                    .next(),
+            )
+        })
+        .await
     }
 
     async fn list(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>> {
-        let (sql, args) = ListSql::build_with(
-            SELECT_ROWS,
-            options,
-            Placeholders::Question,
-            |at| format!("checkpoint_ns_hash = MD5({at})"),
-            |q, filter| {
-                let at = q.bind(SqlArg::Json(Json::Object(filter.clone())));
-                q.clause(format!("JSON_CONTAINS(metadata, {at})"));
-                Ok(())
-            },
-        )?;
-        let params = args
-            .into_iter()
-            .map(|a| match a {
-                SqlArg::Text(t) => s(t),
-                SqlArg::Int(i) => My::from(i),
-                SqlArg::Real(f) => My::from(f),
-                SqlArg::Json(j) => My::from(j.to_string()),
-            })
-            .collect();
-        let mut conn = self.conn().await?;
-        let rows: Vec<MyRow> = conn
-            .exec(sql, Params::Positional(params))
-            .await
-            .map_err(db("listing checkpoints"))?;
-        let rows = rows.into_iter().map(layout_row).collect::<Result<_>>()?;
-        backend::assemble(&mut Fetch(&mut conn), self.serializer.as_ref(), rows).await
+        self.timed("listing checkpoints", async {
+            let (sql, args) = ListSql::build_with(
+                SELECT_ROWS,
+                options,
+                Placeholders::Question,
+                |at| format!("checkpoint_ns_hash = MD5({at})"),
+                |q, filter| {
+                    let at = q.bind(SqlArg::Json(Json::Object(filter.clone())));
+                    q.clause(format!("JSON_CONTAINS(metadata, {at})"));
+                    Ok(())
+                },
+            )?;
+            let params = args
+                .into_iter()
+                .map(|a| match a {
+                    SqlArg::Text(t) => s(t),
+                    SqlArg::Int(i) => My::from(i),
+                    SqlArg::Real(f) => My::from(f),
+                    SqlArg::Json(j) => My::from(j.to_string()),
+                })
+                .collect();
+            let mut conn = self.conn().await?;
+            let rows: Vec<MyRow> = conn
+                .exec(sql, Params::Positional(params))
+                .await
+                .map_err(db("listing checkpoints"))?;
+            let rows = rows.into_iter().map(layout_row).collect::<Result<_>>()?;
+            backend::assemble(&mut Fetch(&mut conn), self.serializer.as_ref(), rows).await
+        })
+        .await
     }
 
     async fn put_checked(
@@ -417,16 +470,19 @@ impl CheckpointSaver for MySqlSaver {
         new_versions: &ChannelVersions,
         expect: Expect<&str>,
     ) -> Result<CheckpointConfig> {
-        let op = EncodedSave::put(
-            self.serializer.as_ref(),
-            config,
-            checkpoint,
-            metadata,
-            new_versions,
-            expect,
-        )?;
-        self.store_each(std::slice::from_ref(&op)).await?;
-        Ok(config.clone().with_checkpoint_id(checkpoint.id.clone()))
+        self.timed("storing a checkpoint", async {
+            let op = EncodedSave::put(
+                self.serializer.as_ref(),
+                config,
+                checkpoint,
+                metadata,
+                new_versions,
+                expect,
+            )?;
+            self.store_each(std::slice::from_ref(&op)).await?;
+            Ok(config.clone().with_checkpoint_id(checkpoint.id.clone()))
+        })
+        .await
     }
 
     async fn put_writes(
@@ -436,8 +492,12 @@ impl CheckpointSaver for MySqlSaver {
         task_id: &str,
         task_path: &str,
     ) -> Result<()> {
-        let op = EncodedSave::writes(self.serializer.as_ref(), config, writes, task_id, task_path)?;
-        self.store_each(std::slice::from_ref(&op)).await
+        self.timed("storing writes", async {
+            let op =
+                EncodedSave::writes(self.serializer.as_ref(), config, writes, task_id, task_path)?;
+            self.store_each(std::slice::from_ref(&op)).await
+        })
+        .await
     }
 
     /// Group commit: the whole batch in one transaction of multi-row statements (one lock,
@@ -446,121 +506,136 @@ impl CheckpointSaver for MySqlSaver {
     /// one returned, exactly as without batching (a failed commit is returned as it is: its
     /// outcome is unknown).
     async fn apply_batch(&self, ops: &[SaveOp]) -> Result<()> {
-        let (encoded, unencodable) = EncodedSave::batch(self.serializer.as_ref(), ops);
-        if encoded.len() > 1 && EncodedSave::combinable(&encoded) {
-            let mut conn = self.conn().await?;
-            match write::store(&mut conn, &encoded).await {
-                Ok(()) => return unencodable.map_or(Ok(()), Err),
-                Err(write::Failure::Unknown(e)) => return Err(e),
-                Err(write::Failure::RolledBack(_)) => {}
+        self.timed("storing a batch of saves", async {
+            let (encoded, unencodable) = EncodedSave::batch(self.serializer.as_ref(), ops);
+            if encoded.len() > 1 && EncodedSave::combinable(&encoded) {
+                let mut conn = self.conn().await?;
+                match write::store(&mut conn, &encoded).await {
+                    Ok(()) => return unencodable.map_or(Ok(()), Err),
+                    Err(write::Failure::Unknown(e)) => return Err(e),
+                    Err(write::Failure::RolledBack(_)) => {}
+                }
             }
-        }
-        self.store_each(&encoded).await?;
-        unencodable.map_or(Ok(()), Err)
+            self.store_each(&encoded).await?;
+            unencodable.map_or(Ok(()), Err)
+        })
+        .await
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
-        let mut conn = self.conn().await?;
-        let mut tx = conn
-            .start_transaction(TxOpts::default())
-            .await
-            .map_err(db("starting a delete"))?;
-        delete_thread_in(&mut tx, thread_id).await?;
-        tx.commit().await.map_err(db("committing a delete"))
+        self.timed("deleting a thread", async {
+            let mut conn = self.conn().await?;
+            let mut tx = conn
+                .start_transaction(TxOpts::default())
+                .await
+                .map_err(db("starting a delete"))?;
+            delete_thread_in(&mut tx, thread_id).await?;
+            tx.commit().await.map_err(db("committing a delete"))
+        })
+        .await
     }
 
     async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
-        if run_ids.is_empty() {
-            return Ok(());
-        }
-        let mut conn = self.conn().await?;
-        let mut tx = conn
-            .start_transaction(TxOpts::default())
-            .await
-            .map_err(db("starting a delete"))?;
-        let run_of = "JSON_UNQUOTE(JSON_EXTRACT(metadata, '$.run_id'))";
-        let ids: Vec<My> = run_ids.iter().map(|r| s(r)).collect();
-        let doomed: Vec<MyRow> = tx
-            .exec(
-                format!(
-                    "SELECT thread_id, checkpoint_ns_hash, checkpoint_id FROM checkpoints \
-                     WHERE {run_of} IN ({})",
-                    marks(ids.len())
-                ),
-                Params::Positional(ids),
-            )
-            .await
-            .map_err(db("finding runs"))?;
-        let mut threads = BTreeSet::new();
-        for mut r in doomed {
-            let at = Location::default();
-            let (thread, hash, id): (String, String, String) = (
-                column(&mut r, 0, &at)?,
-                column(&mut r, 1, &at)?,
-                column(&mut r, 2, &at)?,
-            );
-            for table in ["checkpoint_writes", "checkpoints"] {
-                tx.exec_drop(
+        self.timed("deleting runs", async {
+            if run_ids.is_empty() {
+                return Ok(());
+            }
+            let mut conn = self.conn().await?;
+            let mut tx = conn
+                .start_transaction(TxOpts::default())
+                .await
+                .map_err(db("starting a delete"))?;
+            let run_of = "JSON_UNQUOTE(JSON_EXTRACT(metadata, '$.run_id'))";
+            let ids: Vec<My> = run_ids.iter().map(|r| s(r)).collect();
+            let doomed: Vec<MyRow> = tx
+                .exec(
                     format!(
-                        "DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns_hash = ? \
-                         AND checkpoint_id = ?"
+                        "SELECT thread_id, checkpoint_ns_hash, checkpoint_id FROM checkpoints \
+                         WHERE {run_of} IN ({})",
+                        marks(ids.len())
                     ),
-                    (&thread, &hash, &id),
+                    Params::Positional(ids),
                 )
                 .await
-                .map_err(db("deleting runs"))?;
+                .map_err(db("finding runs"))?;
+            let mut threads = BTreeSet::new();
+            for mut r in doomed {
+                let at = Location::default();
+                let (thread, hash, id): (String, String, String) = (
+                    column(&mut r, 0, &at)?,
+                    column(&mut r, 1, &at)?,
+                    column(&mut r, 2, &at)?,
+                );
+                for table in ["checkpoint_writes", "checkpoints"] {
+                    tx.exec_drop(
+                        format!(
+                            "DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns_hash = ? \
+                             AND checkpoint_id = ?"
+                        ),
+                        (&thread, &hash, &id),
+                    )
+                    .await
+                    .map_err(db("deleting runs"))?;
+                }
+                threads.insert(thread);
             }
-            threads.insert(thread);
-        }
-        for thread in threads {
-            collect_blobs(&mut tx, &thread).await?;
-        }
-        tx.commit().await.map_err(db("committing a delete"))
+            for thread in threads {
+                collect_blobs(&mut tx, &thread).await?;
+            }
+            tx.commit().await.map_err(db("committing a delete"))
+        })
+        .await
     }
 
     async fn copy_thread(&self, source: &str, target: &str) -> Result<()> {
-        let mut conn = self.conn().await?;
-        let mut tx = conn
-            .start_transaction(TxOpts::default())
-            .await
-            .map_err(db("starting a copy"))?;
-        let probe = "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1";
-        let mut exists = [false; 2];
-        for (found, thread) in exists.iter_mut().zip([source, target]) {
-            let row: Option<MyRow> = tx
-                .exec_first(probe, (thread,))
+        self.timed("copying a thread", async {
+            let mut conn = self.conn().await?;
+            let mut tx = conn
+                .start_transaction(TxOpts::default())
                 .await
-                .map_err(db("checking a thread"))?;
-            *found = row.is_some();
-        }
-        backend::copy_preflight(source, target, exists[0], exists[1])?;
-        for sql in [
-            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_ns_hash, checkpoint_id, \
-             parent_checkpoint_id, type, checkpoint, metadata) SELECT ?, checkpoint_ns, \
-             checkpoint_ns_hash, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata \
-             FROM checkpoints WHERE thread_id = ?",
-            "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns_hash, channel, version, type, \
-             blob_data) SELECT ?, checkpoint_ns_hash, channel, version, type, blob_data \
-             FROM checkpoint_blobs WHERE thread_id = ?",
-            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_ns_hash, \
-             checkpoint_id, task_id, task_path, idx, channel, type, blob_data) SELECT ?, \
-             checkpoint_ns, checkpoint_ns_hash, checkpoint_id, task_id, task_path, idx, channel, \
-             type, blob_data FROM checkpoint_writes WHERE thread_id = ?",
-        ] {
-            tx.exec_drop(sql, (target, source))
-                .await
-                .map_err(db("copying a thread"))?;
-        }
-        tx.commit().await.map_err(db("committing a copy"))
+                .map_err(db("starting a copy"))?;
+            let probe = "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1";
+            let mut exists = [false; 2];
+            for (found, thread) in exists.iter_mut().zip([source, target]) {
+                let row: Option<MyRow> = tx
+                    .exec_first(probe, (thread,))
+                    .await
+                    .map_err(db("checking a thread"))?;
+                *found = row.is_some();
+            }
+            backend::copy_preflight(source, target, exists[0], exists[1])?;
+            for sql in [
+                "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_ns_hash, checkpoint_id, \
+                 parent_checkpoint_id, type, checkpoint, metadata) SELECT ?, checkpoint_ns, \
+                 checkpoint_ns_hash, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata \
+                 FROM checkpoints WHERE thread_id = ?",
+                "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns_hash, channel, version, type, \
+                 blob_data) SELECT ?, checkpoint_ns_hash, channel, version, type, blob_data \
+                 FROM checkpoint_blobs WHERE thread_id = ?",
+                "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_ns_hash, \
+                 checkpoint_id, task_id, task_path, idx, channel, type, blob_data) SELECT ?, \
+                 checkpoint_ns, checkpoint_ns_hash, checkpoint_id, task_id, task_path, idx, channel, \
+                 type, blob_data FROM checkpoint_writes WHERE thread_id = ?",
+            ] {
+                tx.exec_drop(sql, (target, source))
+                    .await
+                    .map_err(db("copying a thread"))?;
+            }
+            tx.commit().await.map_err(db("committing a copy"))
+        })
+        .await
     }
 
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
-        let mut conn = self.conn().await?;
-        let mut tx = conn
-            .start_transaction(TxOpts::default())
-            .await
-            .map_err(db("starting a prune"))?;
-        prune::run(&mut Pruning(&mut tx), thread_ids, strategy).await?;
-        tx.commit().await.map_err(db("committing a prune"))
+        self.timed("pruning", async {
+            let mut conn = self.conn().await?;
+            let mut tx = conn
+                .start_transaction(TxOpts::default())
+                .await
+                .map_err(db("starting a prune"))?;
+            prune::run(&mut Pruning(&mut tx), thread_ids, strategy).await?;
+            tx.commit().await.map_err(db("committing a prune"))
+        })
+        .await
     }
 }

@@ -55,6 +55,35 @@ pub(crate) const MIGRATIONS: [&str; 3] = [
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
 ];
 
+/// The tables a saver needs.
+const TABLES: [&str; 3] = ["checkpoints", "checkpoint_blobs", "checkpoint_writes"];
+
+/// Checks, without changing anything, that the saver's tables exist in the connection's
+/// database; missing ones are an `Error::NotFound` naming them.
+pub(crate) async fn check(conn: &mut mysql_async::Conn, target: &str) -> Result<()> {
+    let found: Vec<String> = conn
+        .query(
+            "SELECT CAST(table_name AS CHAR) FROM information_schema.tables \
+             WHERE table_schema = DATABASE()",
+        )
+        .await
+        .map_err(db("checking the tables"))?;
+    let missing: Vec<&str> = TABLES
+        .into_iter()
+        .filter(|t| !found.iter().any(|f| f == t))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(stategraph_checkpoint::Error::NotFound {
+        what: format!(
+            "checkpoint tables {} in the MySQL database at {target} (run `stategraph migrate` \
+             to create them)",
+            missing.join(", ")
+        ),
+    })
+}
+
 /// Creates or upgrades the tables (idempotent; concurrent setups take turns on a named lock).
 pub(crate) async fn setup(conn: &mut mysql_async::Conn) -> Result<()> {
     conn.query_drop("SELECT GET_LOCK('stategraph_setup', 60)")

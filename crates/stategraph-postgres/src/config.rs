@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use stategraph_checkpoint::backend::Timeouts;
 use stategraph_checkpoint::{Error, JsonPlusSerializer, Result, Serializer};
 
 use crate::saver::PostgresSaver;
@@ -15,6 +16,7 @@ pub struct PostgresConfig {
     pub(crate) serializer: Arc<dyn Serializer>,
     pub(crate) run_setup: bool,
     pub(crate) prepared_statements: bool,
+    pub(crate) timeouts: Timeouts,
 }
 
 impl PostgresConfig {
@@ -23,10 +25,18 @@ impl PostgresConfig {
     /// `application_name`, `options` — are passed to the driver. This build connects without
     /// TLS: `sslmode=prefer` (the default) falls back to plain TCP, `sslmode=require` fails to
     /// connect with a clear error.
+    ///
+    /// `connect_timeout`, `statement_timeout` and `idle_timeout` (seconds, `0` for none) set
+    /// the saver's [`Timeouts`]; `connect_timeout` bounds the whole connection (handshake and
+    /// authentication included), not only the TCP connect.
     pub fn from_url(url: &str) -> Result<Self> {
-        let pg: tokio_postgres::Config = url
+        let (rest, timeouts) = Timeouts::default().take_from_url(url)?;
+        let mut pg: tokio_postgres::Config = rest
             .parse()
             .map_err(|e| Error::invalid("database URL", format!("`{}`: {e}", redact(url))))?;
+        if let Some(t) = timeouts.connect {
+            pg.connect_timeout(t);
+        }
         Ok(Self {
             pg,
             pool_size: 8,
@@ -34,6 +44,7 @@ impl PostgresConfig {
             serializer: Arc::new(JsonPlusSerializer::new()),
             run_setup: true,
             prepared_statements: true,
+            timeouts,
         })
     }
 
@@ -73,6 +84,17 @@ impl PostgresConfig {
     /// e.g. from a deploy step).
     pub fn without_setup(mut self) -> Self {
         self.run_setup = false;
+        self
+    }
+
+    /// How long to wait for the server: connecting, each operation, and how long a pooled
+    /// connection may idle before it is replaced (default: 10 s, 60 s, 5 minutes; see
+    /// [`Timeouts`]). A limit that runs out is an `Error::Timeout` naming the operation.
+    pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
+        if let Some(t) = timeouts.connect {
+            self.pg.connect_timeout(t);
+        }
+        self.timeouts = timeouts;
         self
     }
 

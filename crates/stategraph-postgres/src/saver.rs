@@ -9,7 +9,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde_json::Value as Json;
 use stategraph_checkpoint::backend::{
     self, Expect, FetchedBlob, LayoutFetch, LayoutRow, ListSql, Placeholders, PrunePlan, PruneRow,
-    PruneTarget, SqlArg, prune,
+    PruneTarget, SqlArg, Timeouts, prune,
 };
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
@@ -20,10 +20,11 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{GenericClient, NoTls};
 
 use crate::config::PostgresConfig;
-use crate::error::{db, pool};
+use crate::error::{BACKEND, db, pool};
 use crate::read;
 use crate::schema;
 use crate::write::{self, Failure};
+use deadpool_postgres::{Hook, HookError};
 use stategraph_checkpoint::blob_layout::EncodedSave as Encoded;
 
 /// Stores checkpoints in PostgreSQL with LangGraph's own tables (`checkpoints`,
@@ -48,6 +49,7 @@ pub struct PostgresSaver {
     schema: Option<String>,
     /// Where it connects, password removed, for error messages.
     target: String,
+    timeouts: Timeouts,
 }
 
 impl fmt::Debug for PostgresSaver {
@@ -86,8 +88,16 @@ impl PostgresSaver {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
+        let idle = config.timeouts.idle;
         let pool = Pool::builder(manager)
             .max_size(config.pool_size)
+            // A connection idle for longer than the limit is replaced instead of reused.
+            .pre_recycle(Hook::sync_fn(move |_, metrics| match idle {
+                Some(limit) if metrics.last_used() > limit => {
+                    Err(HookError::Message("idle for too long".into()))
+                }
+                _ => Ok(()),
+            }))
             .build()
             .map_err(|e| Error::backend("postgres", "building the connection pool", e))?;
         let hosts = config.pg.get_hosts();
@@ -102,12 +112,22 @@ impl PostgresSaver {
             serializer: config.serializer,
             schema: config.schema,
             target,
+            timeouts: config.timeouts,
         };
         if config.run_setup {
-            saver.setup().await?;
+            saver
+                .timeouts
+                .statement(BACKEND, "setting up the tables", saver.setup())
+                .await?;
         } else {
-            // Fail now, not at the first query, if the database cannot be reached.
-            drop(saver.client().await?);
+            // Fail now, not at the first query, if the database cannot be reached or lacks
+            // the tables (nothing is created: a read-only tool reports what is missing).
+            let client = saver.client().await?;
+            let check = schema::check(&client, saver.schema.as_deref(), &saver.target);
+            saver
+                .timeouts
+                .statement(BACKEND, "checking the tables", check)
+                .await?;
         }
         Ok(saver)
     }
@@ -122,14 +142,17 @@ impl PostgresSaver {
     /// replaced.
     async fn client(&self) -> Result<deadpool_postgres::Object> {
         loop {
-            let client = self.pool.get().await.map_err(|e| match e {
-                deadpool_postgres::PoolError::Backend(inner) => Error::backend(
-                    "postgres",
-                    format!("cannot connect to PostgreSQL at {}", self.target),
-                    inner,
-                ),
-                other => pool(other),
-            })?;
+            let get = async {
+                self.pool.get().await.map_err(|e| match e {
+                    deadpool_postgres::PoolError::Backend(inner) => Error::backend(
+                        "postgres",
+                        format!("cannot connect to PostgreSQL at {}", self.target),
+                        inner,
+                    ),
+                    other => pool(other),
+                })
+            };
+            let client = self.timeouts.connect(BACKEND, &self.target, get).await?;
             if !client.is_closed() {
                 return Ok(client);
             }
@@ -425,6 +448,15 @@ impl PostgresSaver {
 }
 
 impl PostgresSaver {
+    /// Runs one operation of the saver within its statement limit.
+    async fn timed<T>(
+        &self,
+        operation: &str,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        self.timeouts.statement(BACKEND, operation, work).await
+    }
+
     /// Runs a read again on another connection while it finds its pooled connection closed
     /// (the server dropped it, and the driver saw that only when the read was about to be
     /// sent: nothing reached the server). Every pooled connection may have been dropped at
@@ -548,7 +580,10 @@ impl CheckpointSaver for PostgresSaver {
 
     /// One round trip: the row, its blobs and its writes in one statement.
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
-        self.retry_closed(|| self.get_tuple_once(config)).await
+        self.timed("reading a checkpoint", async {
+            self.retry_closed(|| self.get_tuple_once(config)).await
+        })
+        .await
     }
 
     /// Two round trips whatever the chain's length: the walk (one statement), then the
@@ -558,12 +593,18 @@ impl CheckpointSaver for PostgresSaver {
         config: &CheckpointConfig,
         channels: &[String],
     ) -> Result<BTreeMap<String, DeltaChannelHistory>> {
-        self.retry_closed(|| self.delta_history_once(config, channels))
-            .await
+        self.timed("reading delta channel history", async {
+            self.retry_closed(|| self.delta_history_once(config, channels))
+                .await
+        })
+        .await
     }
 
     async fn list(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>> {
-        self.retry_closed(|| self.list_once(options)).await
+        self.timed("listing checkpoints", async {
+            self.retry_closed(|| self.list_once(options)).await
+        })
+        .await
     }
 
     /// One transaction sent in one round trip: the checkpoint and its changed blobs; a
@@ -577,16 +618,19 @@ impl CheckpointSaver for PostgresSaver {
         new_versions: &ChannelVersions,
         expect: Expect<&str>,
     ) -> Result<CheckpointConfig> {
-        let op = Encoded::put(
-            self.serializer.as_ref(),
-            config,
-            checkpoint,
-            metadata,
-            new_versions,
-            expect,
-        )?;
-        self.store_each(&[op]).await?;
-        Ok(config.clone().with_checkpoint_id(checkpoint.id.clone()))
+        self.timed("storing a checkpoint", async {
+            let op = Encoded::put(
+                self.serializer.as_ref(),
+                config,
+                checkpoint,
+                metadata,
+                new_versions,
+                expect,
+            )?;
+            self.store_each(&[op]).await?;
+            Ok(config.clone().with_checkpoint_id(checkpoint.id.clone()))
+        })
+        .await
     }
 
     async fn put_writes(
@@ -596,8 +640,11 @@ impl CheckpointSaver for PostgresSaver {
         task_id: &str,
         task_path: &str,
     ) -> Result<()> {
-        let op = Encoded::writes(self.serializer.as_ref(), config, writes, task_id, task_path)?;
-        self.store_each(&[op]).await
+        self.timed("storing writes", async {
+            let op = Encoded::writes(self.serializer.as_ref(), config, writes, task_id, task_path)?;
+            self.store_each(&[op]).await
+        })
+        .await
     }
 
     /// Group commit: the whole batch in one transaction, sent in one round trip (one WAL
@@ -606,103 +653,118 @@ impl CheckpointSaver for PostgresSaver {
     /// error is the one returned, exactly as without batching. A value that does not
     /// serialize fails its op the same way, before anything is sent.
     async fn apply_batch(&self, ops: &[SaveOp]) -> Result<()> {
-        let (encoded, unencodable) = Encoded::batch(self.serializer.as_ref(), ops);
-        if encoded.len() > 1 && Encoded::combinable(&encoded) {
-            match self.transact(&encoded).await {
-                Ok(()) => return unencodable.map_or(Ok(()), Err),
-                Err(Failure::Unknown(e)) => return Err(e),
-                Err(Failure::RolledBack(_) | Failure::NotSent(_)) => {}
+        self.timed("storing a batch of saves", async {
+            let (encoded, unencodable) = Encoded::batch(self.serializer.as_ref(), ops);
+            if encoded.len() > 1 && Encoded::combinable(&encoded) {
+                match self.transact(&encoded).await {
+                    Ok(()) => return unencodable.map_or(Ok(()), Err),
+                    Err(Failure::Unknown(e)) => return Err(e),
+                    Err(Failure::RolledBack(_) | Failure::NotSent(_)) => {}
+                }
             }
-        }
-        self.store_each(&encoded).await?;
-        unencodable.map_or(Ok(()), Err)
+            self.store_each(&encoded).await?;
+            unencodable.map_or(Ok(()), Err)
+        })
+        .await
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
-        let mut client = self.client().await?;
-        let tx = client
-            .transaction()
-            .await
-            .map_err(db("starting a delete"))?;
-        delete_thread_in(&*tx, thread_id).await?;
-        tx.commit().await.map_err(db("committing a delete"))
+        self.timed("deleting a thread", async {
+            let mut client = self.client().await?;
+            let tx = client
+                .transaction()
+                .await
+                .map_err(db("starting a delete"))?;
+            delete_thread_in(&*tx, thread_id).await?;
+            tx.commit().await.map_err(db("committing a delete"))
+        })
+        .await
     }
 
     async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
-        if run_ids.is_empty() {
-            return Ok(());
-        }
-        let mut client = self.client().await?;
-        let tx = client
-            .transaction()
-            .await
-            .map_err(db("starting a delete"))?;
-        let threads = tx
-            .query_typed(
-                "SELECT DISTINCT thread_id FROM checkpoints WHERE metadata->>'run_id' = ANY($1)",
+        self.timed("deleting runs", async {
+            if run_ids.is_empty() {
+                return Ok(());
+            }
+            let mut client = self.client().await?;
+            let tx = client
+                .transaction()
+                .await
+                .map_err(db("starting a delete"))?;
+            let threads = tx
+                .query_typed(
+                    "SELECT DISTINCT thread_id FROM checkpoints WHERE metadata->>'run_id' = ANY($1)",
+                    &[p(&run_ids, Type::TEXT_ARRAY)],
+                )
+                .await
+                .map_err(db("finding runs"))?;
+            tx.query_typed(
+                "DELETE FROM checkpoint_writes w USING checkpoints c \
+                 WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns \
+                 AND c.checkpoint_id = w.checkpoint_id AND c.metadata->>'run_id' = ANY($1)",
                 &[p(&run_ids, Type::TEXT_ARRAY)],
             )
             .await
-            .map_err(db("finding runs"))?;
-        tx.query_typed(
-            "DELETE FROM checkpoint_writes w USING checkpoints c \
-             WHERE c.thread_id = w.thread_id AND c.checkpoint_ns = w.checkpoint_ns \
-             AND c.checkpoint_id = w.checkpoint_id AND c.metadata->>'run_id' = ANY($1)",
-            &[p(&run_ids, Type::TEXT_ARRAY)],
-        )
+            .map_err(db("deleting writes of runs"))?;
+            tx.query_typed(
+                "DELETE FROM checkpoints WHERE metadata->>'run_id' = ANY($1)",
+                &[p(&run_ids, Type::TEXT_ARRAY)],
+            )
+            .await
+            .map_err(db("deleting checkpoints of runs"))?;
+            for r in &threads {
+                let thread: String = read::column(r, 0, &Location::default())?;
+                tx.query_typed(COLLECT_BLOBS, &[p(&thread, Type::TEXT)])
+                    .await
+                    .map_err(db("deleting unreferenced blobs"))?;
+            }
+            tx.commit().await.map_err(db("committing a delete"))
+        })
         .await
-        .map_err(db("deleting writes of runs"))?;
-        tx.query_typed(
-            "DELETE FROM checkpoints WHERE metadata->>'run_id' = ANY($1)",
-            &[p(&run_ids, Type::TEXT_ARRAY)],
-        )
-        .await
-        .map_err(db("deleting checkpoints of runs"))?;
-        for r in &threads {
-            let thread: String = read::column(r, 0, &Location::default())?;
-            tx.query_typed(COLLECT_BLOBS, &[p(&thread, Type::TEXT)])
-                .await
-                .map_err(db("deleting unreferenced blobs"))?;
-        }
-        tx.commit().await.map_err(db("committing a delete"))
     }
 
     async fn copy_thread(&self, source: &str, target: &str) -> Result<()> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db("starting a copy"))?;
-        let probe = "SELECT 1 FROM checkpoints WHERE thread_id = $1 LIMIT 1";
-        let mut exists = [false; 2];
-        for (found, thread) in exists.iter_mut().zip([source, target]) {
-            *found = !tx
-                .query_typed(probe, &[p(&thread, Type::TEXT)])
-                .await
-                .map_err(db("checking a thread"))?
-                .is_empty();
-        }
-        backend::copy_preflight(source, target, exists[0], exists[1])?;
-        for sql in [
-            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, \
-             type, checkpoint, metadata) SELECT $2, checkpoint_ns, checkpoint_id, \
-             parent_checkpoint_id, type, checkpoint, metadata FROM checkpoints WHERE thread_id = $1",
-            "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) \
-             SELECT $2, checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs \
-             WHERE thread_id = $1",
-            "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, \
-             task_path, idx, channel, type, blob) SELECT $2, checkpoint_ns, checkpoint_id, task_id, \
-             task_path, idx, channel, type, blob FROM checkpoint_writes WHERE thread_id = $1",
-        ] {
-            tx.query_typed(sql, &[p(&source, Type::TEXT), p(&target, Type::TEXT)])
-                .await
-                .map_err(db("copying a thread"))?;
-        }
-        tx.commit().await.map_err(db("committing a copy"))
+        self.timed("copying a thread", async {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(db("starting a copy"))?;
+            let probe = "SELECT 1 FROM checkpoints WHERE thread_id = $1 LIMIT 1";
+            let mut exists = [false; 2];
+            for (found, thread) in exists.iter_mut().zip([source, target]) {
+                *found = !tx
+                    .query_typed(probe, &[p(&thread, Type::TEXT)])
+                    .await
+                    .map_err(db("checking a thread"))?
+                    .is_empty();
+            }
+            backend::copy_preflight(source, target, exists[0], exists[1])?;
+            for sql in [
+                "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, \
+                 type, checkpoint, metadata) SELECT $2, checkpoint_ns, checkpoint_id, \
+                 parent_checkpoint_id, type, checkpoint, metadata FROM checkpoints WHERE thread_id = $1",
+                "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) \
+                 SELECT $2, checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs \
+                 WHERE thread_id = $1",
+                "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, \
+                 task_path, idx, channel, type, blob) SELECT $2, checkpoint_ns, checkpoint_id, task_id, \
+                 task_path, idx, channel, type, blob FROM checkpoint_writes WHERE thread_id = $1",
+            ] {
+                tx.query_typed(sql, &[p(&source, Type::TEXT), p(&target, Type::TEXT)])
+                    .await
+                    .map_err(db("copying a thread"))?;
+            }
+            tx.commit().await.map_err(db("committing a copy"))
+        })
+        .await
     }
 
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
-        let mut client = self.client().await?;
-        // One transaction for all threads: a refused thread leaves every thread untouched.
-        let tx = client.transaction().await.map_err(db("starting a prune"))?;
-        prune::run(&mut Pruning(&*tx), thread_ids, strategy).await?;
-        tx.commit().await.map_err(db("committing a prune"))
+        self.timed("pruning", async {
+            let mut client = self.client().await?;
+            // One transaction for all threads: a refused thread leaves every thread untouched.
+            let tx = client.transaction().await.map_err(db("starting a prune"))?;
+            prune::run(&mut Pruning(&*tx), thread_ids, strategy).await?;
+            tx.commit().await.map_err(db("committing a prune"))
+        })
+        .await
     }
 }

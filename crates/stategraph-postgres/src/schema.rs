@@ -54,6 +54,35 @@ const SETUP_LOCK_SEED: i64 = 0x5354_4752_4150_4831; // "STGRAPH1"
 
 /// Runs the missing migrations. Idempotent, and safe to run from several processes at once:
 /// an advisory lock makes them take turns, and each migration is recorded as it completes.
+/// Checks, without changing anything, that the checkpoint tables exist where the saver looks
+/// (its schema, else the search path); missing ones are an `Error::NotFound` naming them.
+pub(crate) async fn check(client: &Client, schema: Option<&str>, target: &str) -> Result<()> {
+    let mut missing = Vec::new();
+    for table in ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] {
+        let row = client
+            .query_one("SELECT to_regclass($1)::text", &[&table])
+            .await
+            .map_err(crate::error::db("checking the checkpoint tables"))?;
+        let found: Option<String> = row
+            .try_get(0)
+            .map_err(crate::error::db("checking the checkpoint tables"))?;
+        if found.is_none() {
+            missing.push(table);
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let place = schema.map_or_else(String::new, |s| format!(" (schema `{s}`)"));
+    Err(stategraph_checkpoint::Error::NotFound {
+        what: format!(
+            "checkpoint tables {} in the PostgreSQL database at {target}{place} (run \
+             `stategraph migrate` to create them)",
+            missing.join(", ")
+        ),
+    })
+}
+
 pub(crate) async fn setup(client: &Client, schema: Option<&str>) -> Result<()> {
     if let Some(schema) = schema {
         create_schema(client, schema).await?;

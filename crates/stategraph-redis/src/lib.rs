@@ -21,8 +21,11 @@
 //! (Needs a running server, so the example is compiled, not run; the conformance suite runs
 //! against a real server.)
 
+mod config;
+mod error;
 mod saver;
 
+pub use config::RedisConfig;
 pub use saver::RedisSaver;
 #[doc(no_inline)]
 pub use stategraph_checkpoint::CheckpointSaver;

@@ -8,13 +8,18 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
-use stategraph_checkpoint::backend::{self, Expect, PrunePlan, PruneRow, PruneTarget, prune};
+use stategraph_checkpoint::backend::{
+    self, Expect, PrunePlan, PruneRow, PruneTarget, Timeouts, prune,
+};
+
+use crate::config::RedisConfig;
+use crate::error::{BACKEND, db};
 use stategraph_checkpoint::value::{decode, encode};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, EncodedWrites, Error, JsonPlusSerializer, ListOptions,
-    Location, PendingWrite, PruneStrategy, Result, SerdeError, Serializer, Value, encode_writes,
-    latest_conflict, validate_put,
+    CheckpointSaver, CheckpointTuple, EncodedWrites, Error, ListOptions, Location, PendingWrite,
+    PruneStrategy, Result, SerdeError, Serializer, Value, encode_writes, latest_conflict,
+    validate_put,
 };
 
 /// A stored field that must be text, read strictly (bytes that are not UTF-8 are an error
@@ -31,13 +36,6 @@ fn utf8(bytes: Vec<u8>, loc: &Location, field: &'static str) -> Result<String> {
 
 /// A hash's fields and values.
 type HashFields = Vec<(String, Vec<u8>)>;
-
-/// The backend name in errors.
-const BACKEND: &str = "redis";
-
-fn db(context: &'static str) -> impl Fn(redis::RedisError) -> Error {
-    move |e| Error::backend(BACKEND, context, e)
-}
 
 /// Stores checkpoints in Redis using only core data structures (any Redis ≥ 6.2 or Valkey;
 /// no RediSearch/RedisJSON):
@@ -59,6 +57,7 @@ pub struct RedisSaver {
     prefix: String,
     ttl: Option<Duration>,
     serializer: Arc<dyn Serializer>,
+    timeouts: Timeouts,
 }
 
 impl fmt::Debug for RedisSaver {
@@ -95,31 +94,50 @@ return {'ok', ARGV[2]}
 ";
 
 impl RedisSaver {
-    /// Connects to the server a `redis://` URL names (keys under the prefix `stategraph`).
+    /// Connects to the server a `redis://` URL names (keys under the prefix `stategraph`,
+    /// unless the URL sets `prefix`; see [`RedisConfig::from_url`]).
     pub async fn connect(url: &str) -> Result<Self> {
-        Self::connect_with(url, "stategraph", None).await
+        RedisConfig::from_url(url)?.connect().await
     }
 
     /// Connects with a key prefix and an optional per-thread TTL.
     pub async fn connect_with(url: &str, prefix: &str, ttl: Option<Duration>) -> Result<Self> {
-        let client = redis::Client::open(url)
-            .map_err(|e| Error::invalid("database URL", format!("not a Redis URL: {e}")))?;
-        let conn = client
-            .get_multiplexed_async_connection()
+        RedisConfig::from_url(url)?
+            .prefix(prefix)
+            .ttl(ttl)
+            .connect()
             .await
-            .map_err(db("cannot connect to Redis"))?;
-        Ok(Self {
+    }
+
+    pub(crate) fn new(
+        conn: MultiplexedConnection,
+        prefix: String,
+        ttl: Option<Duration>,
+        serializer: Arc<dyn Serializer>,
+        timeouts: Timeouts,
+    ) -> Self {
+        Self {
             conn,
-            prefix: prefix.to_owned(),
+            prefix,
             ttl,
-            serializer: Arc::new(JsonPlusSerializer::new()),
-        })
+            serializer,
+            timeouts,
+        }
     }
 
     /// Uses another serializer for checkpoints and writes.
     pub fn with_serializer(mut self, serializer: Arc<dyn Serializer>) -> Self {
         self.serializer = serializer;
         self
+    }
+
+    /// Runs one operation of the saver within its statement limit.
+    async fn timed<T>(
+        &self,
+        operation: &str,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        self.timeouts.statement(BACKEND, operation, work).await
     }
 
     fn threads_key(&self) -> String {
@@ -382,55 +400,61 @@ impl CheckpointSaver for RedisSaver {
     }
 
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
-        let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
-        let id = match &config.checkpoint_id {
-            Some(id) => id.clone(),
-            None => match self.latest_id(thread, ns).await? {
-                Some(id) => id,
-                None => return Ok(None),
-            },
-        };
-        self.load(thread, ns, &id).await
+        self.timed("reading a checkpoint", async {
+            let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
+            let id = match &config.checkpoint_id {
+                Some(id) => id.clone(),
+                None => match self.latest_id(thread, ns).await? {
+                    Some(id) => id,
+                    None => return Ok(None),
+                },
+            };
+            self.load(thread, ns, &id).await
+        })
+        .await
     }
 
     async fn list(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>> {
-        let threads: Vec<String> = match &options.thread_id {
-            Some(t) => vec![t.clone()],
-            None => {
-                let mut conn = self.conn.clone();
-                conn.smembers(self.threads_key())
-                    .await
-                    .map_err(db("listing threads"))?
-            }
-        };
-        let mut candidates: Vec<(String, String, String)> = Vec::new();
-        for thread in &threads {
-            let namespaces = match &options.checkpoint_ns {
-                Some(ns) => vec![ns.clone()],
-                None => self.namespaces(thread).await?,
+        self.timed("listing checkpoints", async {
+            let threads: Vec<String> = match &options.thread_id {
+                Some(t) => vec![t.clone()],
+                None => {
+                    let mut conn = self.conn.clone();
+                    conn.smembers(self.threads_key())
+                        .await
+                        .map_err(db("listing threads"))?
+                }
             };
-            for ns in namespaces {
-                for id in self.ids(thread, &ns, options.before.as_deref()).await? {
-                    if options.checkpoint_id.as_ref().is_none_or(|c| *c == id) {
-                        candidates.push((id, thread.clone(), ns.clone()));
+            let mut candidates: Vec<(String, String, String)> = Vec::new();
+            for thread in &threads {
+                let namespaces = match &options.checkpoint_ns {
+                    Some(ns) => vec![ns.clone()],
+                    None => self.namespaces(thread).await?,
+                };
+                for ns in namespaces {
+                    for id in self.ids(thread, &ns, options.before.as_deref()).await? {
+                        if options.checkpoint_id.as_ref().is_none_or(|c| *c == id) {
+                            candidates.push((id, thread.clone(), ns.clone()));
+                        }
                     }
                 }
             }
-        }
-        candidates.sort_by(|a, b| b.0.cmp(&a.0));
-        let limit = options.limit.unwrap_or(usize::MAX);
-        let mut out = Vec::new();
-        for (id, thread, ns) in candidates {
-            if out.len() >= limit {
-                break;
+            candidates.sort_by(|a, b| b.0.cmp(&a.0));
+            let limit = options.limit.unwrap_or(usize::MAX);
+            let mut out = Vec::new();
+            for (id, thread, ns) in candidates {
+                if out.len() >= limit {
+                    break;
+                }
+                if let Some(t) = self.load(&thread, &ns, &id).await?
+                    && t.metadata.matches(&options.filter)
+                {
+                    out.push(t);
+                }
             }
-            if let Some(t) = self.load(&thread, &ns, &id).await?
-                && t.metadata.matches(&options.filter)
-            {
-                out.push(t);
-            }
-        }
-        Ok(out)
+            Ok(out)
+        })
+        .await
     }
 
     async fn put_checked(
@@ -441,43 +465,46 @@ impl CheckpointSaver for RedisSaver {
         _new_versions: &ChannelVersions,
         expect: Expect<&str>,
     ) -> Result<CheckpointConfig> {
-        validate_put(config, checkpoint)?;
-        let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
-        let (tag, bytes) = self
-            .serializer
-            .dumps_typed(&checkpoint.to_value())
-            .map_err(|e| {
-                Error::serialization(Location::checkpoint(thread, ns, &checkpoint.id), e)
-            })?;
-        // `*`: unconditional; empty: the namespace must have no checkpoint yet.
-        let expected = match expect {
-            Expect::Any => "*",
-            Expect::Latest(None) => "",
-            Expect::Latest(Some(id)) => id,
-        };
-        let mut conn = self.conn.clone();
-        let reply: Vec<String> = redis::Script::new(PUT_SCRIPT)
-            .key(self.idx_key(thread, ns))
-            .key(self.cp_key(thread, ns, &checkpoint.id))
-            .key(self.threads_key())
-            .key(self.ns_key(thread))
-            .arg(expected)
-            .arg(&checkpoint.id)
-            .arg(tag)
-            .arg(bytes)
-            .arg(metadata.to_json().to_string())
-            .arg(config.checkpoint_id.clone().unwrap_or_default())
-            .arg(ns)
-            .arg(thread)
-            .arg(self.ttl_secs())
-            .invoke_async(&mut conn)
-            .await
-            .map_err(db("storing a checkpoint"))?;
-        if reply.first().map(String::as_str) == Some("conflict") {
-            let found = reply.get(1).filter(|s| !s.is_empty()).map(String::as_str);
-            return Err(latest_conflict(config, expect.latest().flatten(), found));
-        }
-        Ok(config.clone().with_checkpoint_id(checkpoint.id.clone()))
+        self.timed("storing a checkpoint", async {
+            validate_put(config, checkpoint)?;
+            let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
+            let (tag, bytes) = self
+                .serializer
+                .dumps_typed(&checkpoint.to_value())
+                .map_err(|e| {
+                    Error::serialization(Location::checkpoint(thread, ns, &checkpoint.id), e)
+                })?;
+            // `*`: unconditional; empty: the namespace must have no checkpoint yet.
+            let expected = match expect {
+                Expect::Any => "*",
+                Expect::Latest(None) => "",
+                Expect::Latest(Some(id)) => id,
+            };
+            let mut conn = self.conn.clone();
+            let reply: Vec<String> = redis::Script::new(PUT_SCRIPT)
+                .key(self.idx_key(thread, ns))
+                .key(self.cp_key(thread, ns, &checkpoint.id))
+                .key(self.threads_key())
+                .key(self.ns_key(thread))
+                .arg(expected)
+                .arg(&checkpoint.id)
+                .arg(tag)
+                .arg(bytes)
+                .arg(metadata.to_json().to_string())
+                .arg(config.checkpoint_id.clone().unwrap_or_default())
+                .arg(ns)
+                .arg(thread)
+                .arg(self.ttl_secs())
+                .invoke_async(&mut conn)
+                .await
+                .map_err(db("storing a checkpoint"))?;
+            if reply.first().map(String::as_str) == Some("conflict") {
+                let found = reply.get(1).filter(|s| !s.is_empty()).map(String::as_str);
+                return Err(latest_conflict(config, expect.latest().flatten(), found));
+            }
+            Ok(config.clone().with_checkpoint_id(checkpoint.id.clone()))
+        })
+        .await
     }
 
     async fn put_writes(
@@ -487,113 +514,128 @@ impl CheckpointSaver for RedisSaver {
         task_id: &str,
         task_path: &str,
     ) -> Result<()> {
-        let EncodedWrites {
-            checkpoint_id,
-            replace,
-            rows,
-        } = encode_writes(self.serializer.as_ref(), config, writes, task_id)?;
-        let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
-        let key = self.w_key(thread, ns, checkpoint_id);
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        for row in rows {
-            let field = format!("{task_id}\u{1f}{}", row.idx);
-            let raw = encode(&Value::from(vec![
-                Value::from(task_path),
-                Value::from(row.channel),
-                Value::from(row.tag),
-                Value::Bytes(row.bytes),
-            ]));
-            if replace {
-                pipe.hset(&key, field, raw).ignore();
-            } else {
-                pipe.hset_nx(&key, field, raw).ignore();
+        self.timed("storing writes", async {
+            let EncodedWrites {
+                checkpoint_id,
+                replace,
+                rows,
+            } = encode_writes(self.serializer.as_ref(), config, writes, task_id)?;
+            let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
+            let key = self.w_key(thread, ns, checkpoint_id);
+            let mut pipe = redis::pipe();
+            pipe.atomic();
+            for row in rows {
+                let field = format!("{task_id}\u{1f}{}", row.idx);
+                let raw = encode(&Value::from(vec![
+                    Value::from(task_path),
+                    Value::from(row.channel),
+                    Value::from(row.tag),
+                    Value::Bytes(row.bytes),
+                ]));
+                if replace {
+                    pipe.hset(&key, field, raw).ignore();
+                } else {
+                    pipe.hset_nx(&key, field, raw).ignore();
+                }
             }
-        }
-        if self.ttl_secs() > 0 {
-            pipe.expire(&key, i64::try_from(self.ttl_secs()).unwrap_or(i64::MAX))
-                .ignore();
-        }
-        let mut conn = self.conn.clone();
-        pipe.query_async::<()>(&mut conn)
-            .await
-            .map_err(db("storing writes"))
+            if self.ttl_secs() > 0 {
+                pipe.expire(&key, i64::try_from(self.ttl_secs()).unwrap_or(i64::MAX))
+                    .ignore();
+            }
+            let mut conn = self.conn.clone();
+            pipe.query_async::<()>(&mut conn)
+                .await
+                .map_err(db("storing writes"))
+        })
+        .await
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
-        let keys = self.thread_keys(thread_id).await?;
-        let mut conn = self.conn.clone();
-        redis::pipe()
-            .atomic()
-            .del(keys)
-            .srem(self.threads_key(), thread_id)
-            .query_async::<()>(&mut conn)
-            .await
-            .map_err(db("deleting a thread"))
+        self.timed("deleting a thread", async {
+            let keys = self.thread_keys(thread_id).await?;
+            let mut conn = self.conn.clone();
+            redis::pipe()
+                .atomic()
+                .del(keys)
+                .srem(self.threads_key(), thread_id)
+                .query_async::<()>(&mut conn)
+                .await
+                .map_err(db("deleting a thread"))
+        })
+        .await
     }
 
     async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
-        if run_ids.is_empty() {
-            return Ok(());
-        }
-        for t in self.list(&ListOptions::all()).await? {
-            if t.metadata
-                .run_id()
-                .is_some_and(|r| run_ids.iter().any(|x| x == r))
-            {
-                let c = &t.config;
-                let id = c.checkpoint_id.clone().unwrap_or_default();
-                self.remove_checkpoint(&c.thread_id, &c.checkpoint_ns, &id)
-                    .await?;
+        self.timed("deleting runs", async {
+            if run_ids.is_empty() {
+                return Ok(());
             }
-        }
-        Ok(())
+            for t in self.list(&ListOptions::all()).await? {
+                if t.metadata
+                    .run_id()
+                    .is_some_and(|r| run_ids.iter().any(|x| x == r))
+                {
+                    let c = &t.config;
+                    let id = c.checkpoint_id.clone().unwrap_or_default();
+                    self.remove_checkpoint(&c.thread_id, &c.checkpoint_ns, &id)
+                        .await?;
+                }
+            }
+            Ok(())
+        })
+        .await
     }
 
     async fn copy_thread(&self, source: &str, target: &str) -> Result<()> {
-        let mut conn = self.conn.clone();
-        let exists: bool = conn
-            .sismember(self.threads_key(), target)
-            .await
-            .map_err(db("checking a thread"))?;
-        let tuples = self.list(&ListOptions::thread(source)).await?;
-        let taken = exists && !self.list(&ListOptions::thread(target)).await?.is_empty();
-        backend::copy_preflight(source, target, !tuples.is_empty(), taken)?;
-        // Copy the stored hashes as they are (same ids, same write fields and idx).
-        let mut conn = self.conn.clone();
-        for ns in self.namespaces(source).await? {
-            for id in self.ids(source, &ns, None).await? {
-                let (cp, writes): (HashFields, HashFields) = redis::pipe()
-                    .hgetall(self.cp_key(source, &ns, &id))
-                    .hgetall(self.w_key(source, &ns, &id))
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(db("reading a thread to copy"))?;
-                let mut pipe = redis::pipe();
-                pipe.atomic();
-                if !cp.is_empty() {
-                    pipe.hset_multiple(self.cp_key(target, &ns, &id), &cp)
-                        .ignore();
+        self.timed("copying a thread", async {
+            let mut conn = self.conn.clone();
+            let exists: bool = conn
+                .sismember(self.threads_key(), target)
+                .await
+                .map_err(db("checking a thread"))?;
+            let tuples = self.list(&ListOptions::thread(source)).await?;
+            let taken = exists && !self.list(&ListOptions::thread(target)).await?.is_empty();
+            backend::copy_preflight(source, target, !tuples.is_empty(), taken)?;
+            // Copy the stored hashes as they are (same ids, same write fields and idx).
+            let mut conn = self.conn.clone();
+            for ns in self.namespaces(source).await? {
+                for id in self.ids(source, &ns, None).await? {
+                    let (cp, writes): (HashFields, HashFields) = redis::pipe()
+                        .hgetall(self.cp_key(source, &ns, &id))
+                        .hgetall(self.w_key(source, &ns, &id))
+                        .query_async(&mut conn)
+                        .await
+                        .map_err(db("reading a thread to copy"))?;
+                    let mut pipe = redis::pipe();
+                    pipe.atomic();
+                    if !cp.is_empty() {
+                        pipe.hset_multiple(self.cp_key(target, &ns, &id), &cp)
+                            .ignore();
+                    }
+                    if !writes.is_empty() {
+                        pipe.hset_multiple(self.w_key(target, &ns, &id), &writes)
+                            .ignore();
+                    }
+                    pipe.zadd(self.idx_key(target, &ns), &id, 0).ignore();
+                    pipe.sadd(self.ns_key(target), &ns).ignore();
+                    pipe.sadd(self.threads_key(), target).ignore();
+                    pipe.query_async::<()>(&mut conn)
+                        .await
+                        .map_err(db("copying a thread"))?;
                 }
-                if !writes.is_empty() {
-                    pipe.hset_multiple(self.w_key(target, &ns, &id), &writes)
-                        .ignore();
-                }
-                pipe.zadd(self.idx_key(target, &ns), &id, 0).ignore();
-                pipe.sadd(self.ns_key(target), &ns).ignore();
-                pipe.sadd(self.threads_key(), target).ignore();
-                pipe.query_async::<()>(&mut conn)
-                    .await
-                    .map_err(db("copying a thread"))?;
             }
-        }
-        drop(tuples);
-        Ok(())
+            drop(tuples);
+            Ok(())
+        })
+        .await
     }
 
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
-        // Redis has no multi-key transaction to plan under: every thread is planned first,
-        // so a refused thread leaves all of them untouched, then each plan is applied.
-        prune::run(&mut Pruning(self), thread_ids, strategy).await
+        self.timed("pruning", async {
+            // Redis has no multi-key transaction to plan under: every thread is planned first,
+            // so a refused thread leaves all of them untouched, then each plan is applied.
+            prune::run(&mut Pruning(self), thread_ids, strategy).await
+        })
+        .await
     }
 }

@@ -45,6 +45,8 @@ pub struct SqliteConfig {
     pub(crate) max_readers: usize,
     pub(crate) busy_timeout_ms: u32,
     pub(crate) serializer: Arc<dyn Serializer>,
+    /// Whether opening may create the file and tables and switch the file to WAL.
+    pub(crate) run_setup: bool,
 }
 
 impl SqliteConfig {
@@ -65,7 +67,16 @@ impl SqliteConfig {
             max_readers: 4,
             busy_timeout_ms: 5_000,
             serializer: Arc::new(JsonPlusSerializer::new()),
+            run_setup: true,
         }
+    }
+
+    /// Opens without creating or changing anything: the file and the checkpoint tables must
+    /// exist (a missing file or missing tables are an `Error::NotFound` naming them), and the
+    /// file's journal mode is left as it is (for tools that only read).
+    pub fn without_setup(mut self) -> Self {
+        self.run_setup = false;
+        self
     }
 
     /// Parses a database URL: `sqlite:PATH`, `sqlite://PATH` (`sqlite:///abs/path` for an
@@ -172,10 +183,12 @@ pub(crate) fn open_connection(
         Location::File(path) => {
             let flags = if read_only {
                 OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            } else {
+            } else if config.run_setup {
                 OpenFlags::SQLITE_OPEN_READ_WRITE
                     | OpenFlags::SQLITE_OPEN_CREATE
                     | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            } else {
+                OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
             };
             Connection::open_with_flags(path, flags)
         }
@@ -185,7 +198,7 @@ pub(crate) fn open_connection(
         config.busy_timeout_ms,
     )))
     .map_err(|e| ("setting busy_timeout", e))?;
-    if !read_only && config.location != Location::Memory {
+    if !read_only && config.run_setup && config.location != Location::Memory {
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(|e| ("enabling WAL", e))?;
     }

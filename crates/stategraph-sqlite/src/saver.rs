@@ -78,8 +78,23 @@ impl SqliteSaver {
     }
 
     pub(crate) fn open_with(config: SqliteConfig) -> Result<Self> {
+        if let (false, config::Location::File(path)) = (config.run_setup, &config.location)
+            && !path.exists()
+        {
+            return Err(Error::NotFound {
+                what: format!("SQLite database {}", path.display()),
+            });
+        }
         let writer = open_connection(&config, false)?;
-        schema::setup(&writer).map_err(db("creating the checkpoint tables"))?;
+        if config.run_setup {
+            schema::setup(&writer).map_err(db("creating the checkpoint tables"))?;
+        } else {
+            let what = match &config.location {
+                config::Location::File(path) => format!("SQLite database {}", path.display()),
+                config::Location::Memory => "the in-memory SQLite database".to_owned(),
+            };
+            schema::check(&writer, &what)?;
+        }
         Ok(Self {
             inner: Arc::new(Inner {
                 writer: Mutex::new(writer),

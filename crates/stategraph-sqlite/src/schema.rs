@@ -33,6 +33,30 @@ const CREATE_WRITES: &str = "CREATE TABLE IF NOT EXISTS writes (
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
 )";
 
+/// Checks, without changing anything, that the checkpoint tables exist; missing ones are an
+/// `Error::NotFound` naming them and `what` (the database).
+pub(crate) fn check(conn: &Connection, what: &str) -> stategraph_checkpoint::Result<()> {
+    let mut missing = Vec::new();
+    for table in ["checkpoints", "writes"] {
+        let found = conn
+            .prepare_cached("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1")
+            .and_then(|mut s| s.exists([table]))
+            .map_err(crate::error::db("checking the checkpoint tables"))?;
+        if !found {
+            missing.push(table);
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(stategraph_checkpoint::Error::NotFound {
+        what: format!(
+            "checkpoint tables {} in {what} (run `stategraph migrate` to create them)",
+            missing.join(", ")
+        ),
+    })
+}
+
 /// Creates the tables if they are missing and upgrades pre-`task_path` files.
 pub(crate) fn setup(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(CREATE_CHECKPOINTS)?;

@@ -1,0 +1,171 @@
+//! Connecting a Redis saver: URL, key prefix, thread TTL, serializer, timeouts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use stategraph_checkpoint::backend::Timeouts;
+use stategraph_checkpoint::{Error, JsonPlusSerializer, Result, Serializer, redact_url};
+
+use crate::error::{BACKEND, db};
+use crate::saver::RedisSaver;
+
+/// Builds a [`RedisSaver`].
+///
+/// ```
+/// use std::time::Duration;
+/// use stategraph_redis::RedisConfig;
+///
+/// let config = RedisConfig::from_url("redis://127.0.0.1:6379/0?prefix=myapp&ttl=86400")?;
+/// assert_eq!(config.key_prefix(), "myapp");
+/// assert_eq!(config.thread_ttl(), Some(Duration::from_secs(86_400)));
+/// # Ok::<(), stategraph_checkpoint::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct RedisConfig {
+    url: String,
+    prefix: String,
+    ttl: Option<Duration>,
+    serializer: Arc<dyn Serializer>,
+    timeouts: Timeouts,
+}
+
+impl RedisConfig {
+    /// Parses a `redis://` / `rediss://` URL. Besides the driver's own settings it may carry,
+    /// as query parameters: `prefix` (the key prefix, default `stategraph`), `ttl` (a thread
+    /// TTL in seconds: every key of a thread expires that long after its last write), and
+    /// `connect_timeout` / `statement_timeout` (seconds, `0` for none; see [`Timeouts`]).
+    pub fn from_url(url: &str) -> Result<Self> {
+        let (rest, timeouts) = Timeouts::default().take_from_url(url)?;
+        let (rest, prefix) = take_param(&rest, "prefix");
+        let (rest, ttl) = take_param(&rest, "ttl");
+        let ttl = match ttl {
+            None => None,
+            Some(t) => Some(
+                t.parse::<u64>()
+                    .ok()
+                    .filter(|s| *s > 0)
+                    .map(Duration::from_secs)
+                    .ok_or_else(|| {
+                        Error::invalid(
+                            "database URL parameter `ttl`",
+                            format!("`{t}` is not a positive number of seconds"),
+                        )
+                    })?,
+            ),
+        };
+        redis::Client::open(rest.as_str()).map_err(|e| {
+            Error::invalid(
+                "database URL",
+                format!("`{}`: not a Redis URL: {e}", redact_url(url)),
+            )
+        })?;
+        Ok(Self {
+            url: rest,
+            prefix: prefix.unwrap_or_else(|| "stategraph".to_owned()),
+            ttl,
+            serializer: Arc::new(JsonPlusSerializer::new()),
+            timeouts,
+        })
+    }
+
+    /// The key prefix (every key is `{prefix}:…`).
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Every key of a thread expires `ttl` after the thread's last write (`None`: never).
+    pub fn ttl(mut self, ttl: Option<Duration>) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Uses another serializer for checkpoints and writes.
+    pub fn serializer(mut self, serializer: Arc<dyn Serializer>) -> Self {
+        self.serializer = serializer;
+        self
+    }
+
+    /// How long to wait for the server: connecting and each command's answer (default 10 s
+    /// and 60 s; see [`Timeouts`]; the saver multiplexes one connection, so there is no idle
+    /// pool to limit). A limit that runs out is an error naming the operation.
+    pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// The key prefix.
+    pub fn key_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The thread TTL.
+    pub fn thread_ttl(&self) -> Option<Duration> {
+        self.ttl
+    }
+
+    /// Connects.
+    pub async fn connect(self) -> Result<RedisSaver> {
+        let client = redis::Client::open(self.url.as_str())
+            .map_err(|e| Error::invalid("database URL", format!("not a Redis URL: {e}")))?;
+        // Each operation of the saver runs within the statement limit (see `RedisSaver`), so
+        // the driver's own per-command limit is off.
+        let settings = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(self.timeouts.connect)
+            .set_response_timeout(None);
+        let target = redact_url(&self.url);
+        let connecting = async {
+            client
+                .get_multiplexed_async_connection_with_config(&settings)
+                .await
+                .map_err(db("cannot connect to Redis"))
+        };
+        let conn = self.timeouts.connect(BACKEND, &target, connecting).await?;
+        Ok(RedisSaver::new(
+            conn,
+            self.prefix,
+            self.ttl,
+            self.serializer,
+            self.timeouts,
+        ))
+    }
+}
+
+/// Removes the query parameter `name` from `url`, returning the rest and its value.
+fn take_param(url: &str, name: &str) -> (String, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_owned(), None);
+    };
+    let mut value = None;
+    let rest: Vec<&str> = query
+        .split('&')
+        .filter(|kv| match kv.split_once('=') {
+            Some((k, v)) if k == name => {
+                value = Some(v.to_owned());
+                false
+            }
+            _ => true,
+        })
+        .collect();
+    let url = if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    (url, value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let c = RedisConfig::from_url("redis://h:6379/2?prefix=p&statement_timeout=2").unwrap();
+        assert_eq!(c.url, "redis://h:6379/2");
+        assert_eq!(c.key_prefix(), "p");
+        assert_eq!(c.timeouts.statement, Some(Duration::from_secs(2)));
+        assert!(RedisConfig::from_url("redis://h?ttl=soon").is_err());
+        assert!(RedisConfig::from_url("ftp://h").is_err());
+    }
+}

@@ -1,0 +1,130 @@
+//! A server that accepts connections and never answers, and a proxy that can go silent in
+//! the middle of a session.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+/// Accepts every connection on a loopback port and then says nothing, holding the sockets
+/// open (what a hung database server looks like to a client). Stops when dropped.
+#[derive(Debug)]
+pub struct SilentServer {
+    addr: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl SilentServer {
+    /// Starts listening on `127.0.0.1` (a free port).
+    ///
+    /// # Panics
+    /// If no loopback port can be bound.
+    #[allow(clippy::expect_used)] // test support: failing to bind fails the test
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binding a loopback port");
+        let addr = listener.local_addr().expect("the bound address");
+        let task = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        Self { addr, task }
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for SilentServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Forwards loopback connections to `upstream` until told to go silent; from then on it
+/// passes nothing in either direction and keeps the sockets open (a server or network that
+/// stops answering mid-run). Stops when dropped.
+#[derive(Debug)]
+pub struct StallingProxy {
+    addr: SocketAddr,
+    silent: Arc<AtomicBool>,
+    task: JoinHandle<()>,
+}
+
+impl StallingProxy {
+    /// Starts a proxy to `upstream` on `127.0.0.1` (a free port).
+    ///
+    /// # Panics
+    /// If no loopback port can be bound.
+    #[allow(clippy::expect_used)] // test support: failing to bind fails the test
+    pub async fn start(upstream: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binding a loopback port");
+        let addr = listener.local_addr().expect("the bound address");
+        let silent = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&silent);
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let flag = Arc::clone(&flag);
+                tokio::spawn(async move {
+                    if let Ok(server) = TcpStream::connect(upstream).await {
+                        let (cr, cw) = client.into_split();
+                        let (sr, sw) = server.into_split();
+                        let up = tokio::spawn(pump(cr, sw, Arc::clone(&flag)));
+                        let down = tokio::spawn(pump(sr, cw, flag));
+                        let _ = tokio::join!(up, down);
+                    }
+                });
+            }
+        });
+        Self { addr, silent, task }
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// From now on nothing passes (connections stay open).
+    pub fn go_silent(&self) {
+        self.silent.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Drop for StallingProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Copies `from` to `to` while the flag is down; once it is up, holds both ends forever.
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    silent: Arc<AtomicBool>,
+) {
+    let mut buf = vec![0_u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if silent.load(Ordering::SeqCst) {
+            // Swallow this and everything after it, keeping the sockets open.
+            std::future::pending::<()>().await;
+        }
+        let Some(chunk) = buf.get(..n) else { return };
+        if to.write_all(chunk).await.is_err() {
+            return;
+        }
+    }
+}
