@@ -6,8 +6,8 @@ use std::sync::Arc;
 use clap::Subcommand;
 use serde_json::{Value as Json, json};
 use stategraph::store::{
-    IndexConfig, IndexFields, ListNamespacesOptions, PutOptions, SearchOptions, Store,
-    StoreOptions, Ttl,
+    IndexConfig, IndexFields, ListNamespacesOptions, PutOptions, SearchOptions, Store, StoreError,
+    StoreOptions, Ttl, TtlConfig,
 };
 
 use crate::{Failure, done, fail, table};
@@ -43,7 +43,7 @@ pub(crate) enum StoreCommand {
         #[arg(long)]
         ttl: Option<f64>,
     },
-    /// Get one document.
+    /// Get one document (without refreshing its TTL: reading changes nothing).
     ///
     /// Example: stategraph --db sqlite:app.sqlite store get --ns user-1.memories --key m1
     Get {
@@ -55,7 +55,7 @@ pub(crate) enum StoreCommand {
         key: String,
     },
     /// Search the documents under a namespace prefix: by meaning with --query, by value with
-    /// --filter.
+    /// --filter (without refreshing their TTLs).
     ///
     /// Example: stategraph --db sqlite:app.sqlite store search --ns user-1 --query "food"
     /// --embed minilm --limit 3
@@ -117,13 +117,30 @@ fn labels(ns: &str) -> Vec<&str> {
     }
 }
 
+/// How a command uses the store.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// Puts: the store's tables are created (or migrated) if needed.
+    Write,
+    /// Everything else: the database must already have the store's tables, and is not
+    /// changed (no tables created, no file switched to WAL, no TTL refreshed).
+    Existing,
+}
+
 /// The store of `url`, with the MiniLM index when `embed` names it.
 async fn open(
     url: &str,
+    access: Access,
     embed: Option<&str>,
     fields: &[String],
 ) -> Result<Arc<dyn Store>, Failure> {
     let mut options = StoreOptions::new();
+    if access == Access::Existing {
+        options = options.ttl(TtlConfig {
+            refresh_on_read: false,
+            ..TtlConfig::default()
+        });
+    }
     if embed.is_some() {
         let model = stategraph::embed::MiniLm::shared().map_err(fail)?;
         let mut index = IndexConfig::new(384, model);
@@ -132,10 +149,19 @@ async fn open(
         }
         options = options.index(index);
     }
-    stategraph::open_store(url, options).await.map_err(|e| {
+    let opened = match access {
+        Access::Write => stategraph::open_store(url, options).await,
+        Access::Existing => stategraph::open_existing_store(url, options).await,
+    };
+    opened.map_err(|e| {
+        let hint = match e {
+            StoreError::MissingTables { .. } => " (`stategraph store put` sets it up)",
+            _ => "",
+        };
         format!(
-            "cannot open the store of {}: {e}",
-            stategraph::redact_url(url)
+            "cannot open the store of {}: {}{hint}",
+            stategraph::redact_url(url),
+            fail(e)
         )
     })
 }
@@ -154,7 +180,7 @@ pub(crate) async fn run(url: &str, cmd: StoreCommand, as_json: bool) -> Result<S
         } => {
             let value: Json =
                 serde_json::from_str(&value).map_err(|e| format!("--value is not JSON: {e}"))?;
-            let store = open(url, embed.as_deref(), &fields).await?;
+            let store = open(url, Access::Write, embed.as_deref(), &fields).await?;
             let options = PutOptions {
                 index: if no_index {
                     IndexFields::Disabled
@@ -174,7 +200,7 @@ pub(crate) async fn run(url: &str, cmd: StoreCommand, as_json: bool) -> Result<S
             ))
         }
         StoreCommand::Get { ns, key } => {
-            let store = open(url, None, &[]).await?;
+            let store = open(url, Access::Existing, None, &[]).await?;
             let item = store
                 .get(&labels(&ns), &key)
                 .await
@@ -197,7 +223,7 @@ pub(crate) async fn run(url: &str, cmd: StoreCommand, as_json: bool) -> Result<S
             if query.is_some() && embed.is_none() {
                 return Err("--query searches by meaning: add --embed minilm".to_owned());
             }
-            let store = open(url, embed.as_deref(), &[]).await?;
+            let store = open(url, Access::Existing, embed.as_deref(), &[]).await?;
             let mut options = SearchOptions::new().limit(limit).offset(offset);
             if let Some(q) = query {
                 options = options.query(q);
@@ -226,7 +252,7 @@ pub(crate) async fn run(url: &str, cmd: StoreCommand, as_json: bool) -> Result<S
             ))
         }
         StoreCommand::Delete { ns, key } => {
-            let store = open(url, None, &[]).await?;
+            let store = open(url, Access::Existing, None, &[]).await?;
             store.delete(&labels(&ns), &key).await.map_err(fail)?;
             Ok(done(
                 as_json,
@@ -240,7 +266,7 @@ pub(crate) async fn run(url: &str, cmd: StoreCommand, as_json: bool) -> Result<S
             max_depth,
             limit,
         } => {
-            let store = open(url, None, &[]).await?;
+            let store = open(url, Access::Existing, None, &[]).await?;
             let mut options = ListNamespacesOptions::new().limit(limit);
             if let Some(p) = &prefix {
                 options = options.prefix(&labels(p));

@@ -962,3 +962,119 @@ async fn redis() {
     })
     .await;
 }
+
+/// Read-only `store` commands change nothing: on a database without the store's tables they
+/// fail with one line naming the tables, and the database stays exactly as it was.
+mod store_reads_change_nothing {
+    use super::*;
+
+    /// The reads, and `delete` (which has nothing to delete there either).
+    const READS: [&[&str]; 4] = [
+        &["store", "get", "--ns", "a.b", "--key", "k"],
+        &["store", "search", "--ns", "a", "--filter", r#"{"v": 1}"#],
+        &["store", "namespaces"],
+        &["store", "delete", "--ns", "a", "--key", "k"],
+    ];
+
+    /// A SQLite database without any table, in rollback-journal mode (not WAL): its one page,
+    /// as SQLite writes it.
+    fn empty_sqlite_database() -> Vec<u8> {
+        let mut page = vec![0u8; 4096];
+        page[..16].copy_from_slice(b"SQLite format 3\0");
+        page[16..18].copy_from_slice(&4096u16.to_be_bytes());
+        page[18..20].copy_from_slice(&[1, 1]); // file format versions: 1 = rollback journal
+        page[21..24].copy_from_slice(&[64, 32, 32]);
+        page[24..28].copy_from_slice(&1u32.to_be_bytes()); // change counter
+        page[28..32].copy_from_slice(&1u32.to_be_bytes()); // size in pages
+        page[44..48].copy_from_slice(&4u32.to_be_bytes()); // schema format
+        page[56..60].copy_from_slice(&1u32.to_be_bytes()); // UTF-8
+        page[92..96].copy_from_slice(&1u32.to_be_bytes());
+        page[96..100].copy_from_slice(&3_045_001u32.to_be_bytes());
+        page[100] = 0x0d; // an empty leaf table page: the schema
+        page[105..107].copy_from_slice(&4096u16.to_be_bytes());
+        page
+    }
+
+    #[test]
+    fn sqlite_file_without_store_tables() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plain.sqlite");
+        let bytes = empty_sqlite_database();
+        std::fs::write(&path, &bytes).unwrap();
+        let url = format!("sqlite:{}", path.display());
+        for args in READS {
+            let (code, out, err) = cli(&url, args);
+            let after = std::fs::read(&path).unwrap();
+            assert!(
+                after == bytes,
+                "{args:?} changed the file: {} bytes, file format versions {:?} (2 = WAL)",
+                after.len(),
+                after.get(18..20)
+            );
+            let files: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+            assert_eq!(files.len(), 1, "{args:?} left files beside the database");
+            assert_eq!(code, 1, "{args:?}: {out}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(err.contains("store, store_migrations"), "{args:?}: {err}");
+        }
+        assert_eq!(bytes[18..20], [1, 1], "still not in WAL mode");
+
+        // A missing file is not created.
+        let missing = dir.path().join("missing.sqlite");
+        let (code, _, err) = cli(&format!("sqlite:{}", missing.display()), READS[0]);
+        assert_eq!(code, 1);
+        assert!(err.contains("does not exist"), "{err}");
+        assert!(!missing.exists());
+
+        // A put sets the store up, as it always has; then the reads work.
+        cli_json(
+            &url,
+            &[
+                "store",
+                "put",
+                "--ns",
+                "a.b",
+                "--key",
+                "k",
+                "--value",
+                r#"{"v": 1}"#,
+                "--json",
+            ],
+        );
+        let item = cli_json(
+            &url,
+            &["store", "get", "--ns", "a.b", "--key", "k", "--json"],
+        );
+        assert_eq!(item["value"], json!({"v": 1}));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_schema_without_store_tables() {
+        let (url, schema, _drop) = postgres_schema();
+        let (client, conn) = tokio_postgres::connect(&postgres_base(), tokio_postgres::NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("PostgreSQL at {} is required: {e}", postgres_base()));
+        tokio::spawn(conn);
+        client
+            .batch_execute(&format!("CREATE SCHEMA \"{schema}\""))
+            .await
+            .unwrap();
+        // (Only the test's schema on the search path: `public` may hold other tests' tables.)
+        let own_only = url.replace("%2Cpublic", "");
+        for args in READS {
+            let (code, out, err) = cli(&own_only, args);
+            let tables: i64 = client
+                .query_one(
+                    "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1",
+                    &[&schema],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            assert_eq!(tables, 0, "{args:?} created tables");
+            assert_eq!(code, 1, "{args:?}: {out}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(err.contains("store, store_migrations"), "{args:?}: {err}");
+        }
+    }
+}

@@ -155,7 +155,9 @@ async fn setup_records_langgraph_migrations_and_is_concurrent_safe() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fractional_ttls_are_exact_and_rounded_up_for_python() {
-    let (store, _guard, schema) = fresh(StoreOptions::default()).await;
+    let clock = ManualClock::starting_now();
+    let ttl = TtlConfig::default().with_clock(clock.clock());
+    let (store, _guard, schema) = fresh(StoreOptions::new().ttl(ttl)).await;
     let opts = |m| PutOptions {
         index: IndexFields::Default,
         ttl: Ttl::Minutes(m),
@@ -194,37 +196,38 @@ async fn fractional_ttls_are_exact_and_rounded_up_for_python() {
         .collect();
     assert_eq!(exact, [("frac".to_owned(), 0.25)]);
 
-    // A refresh uses the exact TTL.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // A refresh uses the exact TTL: read 5 s on, the item expires 15 s after the read.
+    let left_at = |at: Timestamp| {
+        let c = &c;
+        async move {
+            c.query_one(
+                "SELECT extract(epoch FROM expires_at - $1::timestamptz)::float8 FROM store \
+                 WHERE key = 'frac'",
+                &[&at.to_system_time()],
+            )
+            .await
+            .unwrap()
+            .get::<_, f64>(0)
+        }
+    };
+    clock.advance(Duration::from_secs(5));
+    let read_at = clock.time();
     store.get(&["t"], "frac").await.unwrap().unwrap();
-    let left: f64 = c
-        .query_one(
-            "SELECT extract(epoch FROM expires_at - clock_timestamp())::float8 FROM store \
-             WHERE key = 'frac'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert!(left > 14.0 && left <= 15.0, "{left}");
+    let left = left_at(read_at).await;
+    assert!((left - 15.0).abs() < 1e-3, "{left}");
 
     // Once another writer (Python) replaces the row, its INT ttl_minutes rules.
     c.batch_execute(
-        "UPDATE store SET updated_at = clock_timestamp(), ttl_minutes = 3 WHERE key = 'frac'",
+        "UPDATE store SET updated_at = updated_at + interval '1 second', ttl_minutes = 3 \
+         WHERE key = 'frac'",
     )
     .await
     .unwrap();
+    clock.advance(Duration::from_secs(5));
+    let read_at = clock.time();
     store.get(&["t"], "frac").await.unwrap().unwrap();
-    let left: f64 = c
-        .query_one(
-            "SELECT extract(epoch FROM expires_at - clock_timestamp())::float8 FROM store \
-             WHERE key = 'frac'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    assert!(left > 170.0 && left <= 180.0, "{left}");
+    let left = left_at(read_at).await;
+    assert!((left - 180.0).abs() < 1e-3, "{left}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -370,4 +373,64 @@ async fn concurrent_puts_keep_vectors_in_step_with_values() {
             item.key
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_tables_names_what_is_missing_and_creates_nothing() {
+    let schema = scratch_name("sg_store");
+    let _guard = drop_schema(schema.clone());
+    require_pgvector().await;
+    let c = connect().await;
+    c.batch_execute(&format!("CREATE SCHEMA \"{schema}\""))
+        .await
+        .unwrap();
+    // Only the scratch schema on the search path: `public` may hold other tests' tables.
+    let base = url();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let own_only = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+    let tables = || async {
+        c.query_one(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1",
+            &[&schema],
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>(0)
+    };
+    let missing = |err: StoreError| match err {
+        StoreError::MissingTables { tables, .. } => tables,
+        other => panic!("expected MissingTables, got {other}"),
+    };
+
+    let plain = PostgresStore::from_url(&own_only).unwrap();
+    let err = plain.check_tables().await.unwrap_err();
+    assert!(err.to_string().contains("store, store_migrations"), "{err}");
+    assert_eq!(missing(err), ["store", "store_migrations"]);
+    let indexed = PostgresStore::from_url(&own_only)
+        .unwrap()
+        .with_index(index(8));
+    assert_eq!(
+        missing(indexed.check_tables().await.unwrap_err()),
+        [
+            "store",
+            "store_migrations",
+            "store_vectors",
+            "vector_migrations"
+        ]
+    );
+    assert_eq!(tables().await, 0, "checking created nothing");
+
+    unset(&schema).await.setup().await.unwrap();
+    plain.check_tables().await.unwrap();
+    assert_eq!(
+        missing(indexed.check_tables().await.unwrap_err()),
+        ["store_vectors", "vector_migrations"]
+    );
+    unset(&schema)
+        .await
+        .with_index(index(8))
+        .setup()
+        .await
+        .unwrap();
+    indexed.check_tables().await.unwrap();
 }

@@ -90,7 +90,9 @@ async fn reads_items_python_put() {
     let items = theirs["items"].as_array().unwrap();
     assert_eq!(items.len(), 3);
 
-    let store = store_on(&scratch.0);
+    // Our clock, moved by hand for the TTL check below.
+    let clock = ManualClock::starting_now();
+    let store = store_on(&scratch.0).with_ttl(TtlConfig::default().with_clock(clock.clock()));
     store.setup().await.unwrap();
     for it in items {
         let ns: Vec<String> = serde_json::from_value(it["namespace"].clone()).unwrap();
@@ -137,28 +139,34 @@ async fn reads_items_python_put() {
     // Python's TTL row (ttl_minutes 5, no exact row of ours) refreshes by its INT column.
     let client = connect().await;
     let q = format!(
-        "SELECT extract(epoch FROM expires_at - clock_timestamp())::float8 \
+        "SELECT extract(epoch FROM expires_at - $1::timestamptz)::float8 \
          FROM \"{}\".store WHERE key = 'k3'",
         scratch.0
     );
+    let soon = clock.time().plus_minutes(10.0 / 60.0);
     client
-        .batch_execute(&format!(
-            "UPDATE \"{}\".store SET expires_at = clock_timestamp() + interval '10 seconds' \
-             WHERE key = 'k3'",
-            scratch.0
-        ))
+        .execute(
+            &format!(
+                "UPDATE \"{}\".store SET expires_at = $1 WHERE key = 'k3'",
+                scratch.0
+            ),
+            &[&soon.to_system_time()],
+        )
         .await
         .unwrap();
-    let left: f64 = client.query_one(&q, &[]).await.unwrap().get(0);
-    assert!(left <= 10.0, "{left}");
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    clock.advance(Duration::from_secs(1));
+    let read_at = clock.time();
     store
         .get(&["interop", "py", "prefs"], "k3")
         .await
         .unwrap()
         .unwrap();
-    let left: f64 = client.query_one(&q, &[]).await.unwrap().get(0);
-    assert!(left > 290.0 && left <= 300.0, "{left}");
+    let left: f64 = client
+        .query_one(&q, &[&read_at.to_system_time()])
+        .await
+        .unwrap()
+        .get(0);
+    assert!((left - 300.0).abs() < 1e-3, "{left}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde_json::{Value as Json, json};
 use stategraph_checkpoint::store::{
-    ListNamespacesOptions, PutOptions, SearchOptions, Store, Timestamp, Ttl,
+    ListNamespacesOptions, ManualClock, PutOptions, SearchOptions, Store, Timestamp, Ttl, TtlConfig,
 };
 use stategraph_sqlite::SqliteStore;
 
@@ -221,7 +221,11 @@ async fn we_read_items_python_wrote() {
 async fn python_reads_items_we_wrote() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("ours.sqlite");
-    let store = SqliteStore::open(&db).unwrap();
+    // Our clock, moved on between puts so that each has its own time.
+    let clock = ManualClock::starting_now();
+    let store = SqliteStore::open(&db)
+        .unwrap()
+        .with_ttl(TtlConfig::default().with_clock(clock.clock()));
     let puts = [
         (
             vec!["users", "u1", "prefs"],
@@ -247,7 +251,7 @@ async fn python_reads_items_we_wrote() {
     ];
     for (ns, key, value) in &puts {
         store.put(ns, key, value.clone()).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        clock.advance(Duration::from_millis(2));
     }
     let hour = PutOptions {
         ttl: Ttl::Minutes(60.0),
@@ -263,7 +267,7 @@ async fn python_reads_items_we_wrote() {
         .await
         .unwrap();
     // An update: created_at stays, updated_at moves.
-    tokio::time::sleep(Duration::from_millis(2)).await;
+    clock.advance(Duration::from_millis(2));
     store
         .put(
             &["users", "u1", "memories"],

@@ -92,7 +92,7 @@ pub use stategraph_mysql::{MySqlConfig, MySqlSaver};
 #[cfg(feature = "postgres")]
 pub use stategraph_postgres::{PostgresConfig, PostgresSaver, PostgresStore};
 #[cfg(feature = "redis")]
-pub use stategraph_redis::RedisSaver;
+pub use stategraph_redis::{RedisConfig, RedisSaver};
 #[cfg(feature = "sqlite")]
 pub use stategraph_sqlite::{SqliteConfig, SqliteSaver, SqliteStore, Synchronous};
 
@@ -120,8 +120,11 @@ pub mod prelude {
 /// `memory:` is an [`InMemorySaver`]; `sqlite:` URLs need the `sqlite` feature (on by default),
 /// `postgres://` / `postgresql://` the `postgres` feature, `mysql://` the `mysql` feature and
 /// `redis://` / `rediss://` the `redis` feature. An unknown scheme, or one whose feature is off,
-/// is an [`Error::InvalidInput`] that says so. A Redis URL may carry `prefix=NAME` among its
-/// query parameters: the saver's key prefix (default `stategraph`).
+/// is an [`Error::InvalidInput`] that says so. A Redis URL may carry `prefix=NAME` (the key
+/// prefix, default `stategraph`) and `ttl=SECONDS` among its query parameters. Networked
+/// databases take `connect_timeout`, `statement_timeout` and `idle_timeout` (seconds, `0` for
+/// none) as query parameters: no call waits on a silent server forever (see
+/// [`backend::Timeouts`]).
 pub async fn open_saver(url: &str) -> Result<Arc<dyn CheckpointSaver>> {
     open_saver_with(url, OpenOptions::new()).await
 }
@@ -155,9 +158,10 @@ impl OpenOptions {
         self
     }
 
-    /// Opens only a database that exists, without creating or migrating anything: a missing
-    /// SQLite file is an [`Error::NotFound`], and Postgres skips its migrations (tools that
-    /// only read use this; MySQL and Redis savers always check their tables).
+    /// Opens only a database that exists, without creating or changing anything: no file,
+    /// database or table is created and no migration runs (a SQLite file also keeps its
+    /// journal mode). A missing SQLite file, MySQL database or checkpoint tables are an
+    /// [`Error::NotFound`] naming them. Tools that only read use this.
     pub fn existing(mut self) -> Self {
         self.existing = true;
         self
@@ -192,11 +196,9 @@ pub async fn open_saver_with(url: &str, options: OpenOptions) -> Result<Arc<dyn 
         "memory" => Ok(Arc::new(InMemorySaver::new())),
         #[cfg(feature = "sqlite")]
         "sqlite" => {
-            let config = SqliteConfig::from_url(url)?.serializer(serializer);
-            if let Some(path) = config.path().filter(|p| existing && !p.exists()) {
-                return Err(Error::NotFound {
-                    what: format!("SQLite database {}", path.display()),
-                });
+            let mut config = SqliteConfig::from_url(url)?.serializer(serializer);
+            if existing {
+                config = config.without_setup();
             }
             Ok(Arc::new(config.open()?))
         }
@@ -213,24 +215,22 @@ pub async fn open_saver_with(url: &str, options: OpenOptions) -> Result<Arc<dyn 
         #[cfg(not(feature = "postgres"))]
         "postgres" | "postgresql" => Err(missing_feature(scheme)),
         #[cfg(feature = "mysql")]
-        "mysql" => Ok(Arc::new(
-            MySqlConfig::from_url(url)?
+        "mysql" => {
+            let mut config = MySqlConfig::from_url(url)?.serializer(serializer);
+            if existing {
+                config = config.without_setup();
+            }
+            Ok(Arc::new(config.connect().await?))
+        }
+        #[cfg(not(feature = "mysql"))]
+        "mysql" => Err(missing_feature(scheme)),
+        #[cfg(feature = "redis")]
+        "redis" | "rediss" => Ok(Arc::new(
+            RedisConfig::from_url(url)?
                 .serializer(serializer)
                 .connect()
                 .await?,
         )),
-        #[cfg(not(feature = "mysql"))]
-        "mysql" => Err(missing_feature(scheme)),
-        #[cfg(feature = "redis")]
-        "redis" | "rediss" => {
-            let (url, prefix) = take_query_param(url, "prefix");
-            let prefix = prefix.unwrap_or_else(|| "stategraph".to_owned());
-            Ok(Arc::new(
-                stategraph_redis::RedisSaver::connect_with(&url, &prefix, None)
-                    .await?
-                    .with_serializer(serializer),
-            ))
-        }
         #[cfg(not(feature = "redis"))]
         "redis" | "rediss" => Err(missing_feature(scheme)),
         _ => Err(Error::invalid(
@@ -241,31 +241,6 @@ pub async fn open_saver_with(url: &str, options: OpenOptions) -> Result<Arc<dyn 
             ),
         )),
     }
-}
-
-/// Removes the query parameter `name` from `url`, returning the rest and its value.
-#[cfg(feature = "redis")]
-fn take_query_param(url: &str, name: &str) -> (String, Option<String>) {
-    let Some((base, query)) = url.split_once('?') else {
-        return (url.to_owned(), None);
-    };
-    let mut value = None;
-    let rest: Vec<&str> = query
-        .split('&')
-        .filter(|kv| match kv.split_once('=') {
-            Some((k, v)) if k == name => {
-                value = Some(v.to_owned());
-                false
-            }
-            _ => true,
-        })
-        .collect();
-    let url = if rest.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", rest.join("&"))
-    };
-    (url, value)
 }
 
 /// Opens (and sets up) the cross-thread memory [`Store`](store::Store) a database URL names.
@@ -293,8 +268,43 @@ pub async fn open_store(
     url: &str,
     options: store::StoreOptions,
 ) -> std::result::Result<Arc<dyn store::Store>, store::StoreError> {
+    open_store_as(url, options, true).await
+}
+
+/// [`open_store`] for tools that only read: opens the store a database URL names without
+/// creating or changing anything. A SQLite file must exist and a database must already have
+/// the store's tables (created by the store's `setup`, which [`open_store`] runs): otherwise
+/// the error is [`StoreError::MissingTables`](store::StoreError::MissingTables), naming them.
+/// Writing through the store still works where the tables exist.
+///
+/// ```
+/// use stategraph::store::{StoreError, StoreOptions};
+///
+/// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+/// let dir = tempfile::tempdir().unwrap();
+/// let url = format!("sqlite:{}", dir.path().join("app.sqlite").display());
+/// let err = stategraph::open_existing_store(&url, StoreOptions::new()).await.unwrap_err();
+/// assert!(matches!(err, StoreError::MissingTables { .. }));
+/// assert!(!dir.path().join("app.sqlite").exists());
+/// # });
+/// ```
+pub async fn open_existing_store(
+    url: &str,
+    options: store::StoreOptions,
+) -> std::result::Result<Arc<dyn store::Store>, store::StoreError> {
+    open_store_as(url, options, false).await
+}
+
+/// Opens the store of `url`; `setup`: create and migrate its tables, else only check them.
+async fn open_store_as(
+    url: &str,
+    options: store::StoreOptions,
+    setup: bool,
+) -> std::result::Result<Arc<dyn store::Store>, store::StoreError> {
     let scheme = url.split(':').next().unwrap_or_default();
     let store::StoreOptions { index, ttl } = options;
+    #[cfg(not(all(feature = "sqlite", feature = "postgres")))]
+    let _ = setup;
     match scheme {
         "memory" => {
             let mut s = store::InMemoryStore::new().with_ttl(ttl);
@@ -305,7 +315,14 @@ pub async fn open_store(
         }
         #[cfg(feature = "sqlite")]
         "sqlite" => {
-            let mut s = SqliteStore::from_url(url)?.with_ttl(ttl);
+            let config = SqliteConfig::from_url(url)
+                .map_err(|e| store::StoreError::InvalidConfig(e.to_string()))?;
+            let mut s = if setup {
+                SqliteStore::with_config(config)?
+            } else {
+                SqliteStore::open_existing(config)?
+            }
+            .with_ttl(ttl);
             if let Some(index) = index {
                 s = s.with_index(index)?;
             }
@@ -317,7 +334,11 @@ pub async fn open_store(
             if let Some(index) = index {
                 s = s.with_index(index);
             }
-            s.setup().await?;
+            if setup {
+                s.setup().await?;
+            } else {
+                s.check_tables().await?;
+            }
             Ok(Arc::new(s))
         }
         #[cfg(not(feature = "sqlite"))]

@@ -76,7 +76,8 @@ macro_rules! store_conformance {
             reembeds_only_changed_text, reindex_after_text_change, delete_removes_vectors,
             list_namespaces_sorted, list_namespaces_max_depth, list_namespaces_suffix_and_wildcard,
             list_namespaces_limit_offset, ttl_expires_items, ttl_refresh_on_read,
-            ttl_sweep_deletes_expired, ttl_default_from_config, unicode_and_nested_values,
+            ttl_sweep_deletes_expired, ttl_default_from_config, clock_stamps_items,
+            unicode_and_nested_values,
         );
     };
 }
@@ -147,6 +148,20 @@ async fn plain(make: MakeStore<'_>) -> StoreFixture {
     make(StoreOptions::default()).await
 }
 
+/// The time the suite's manual clocks start at: long past, so that a store comparing expiry
+/// with the database server's clock instead of its own sees every item as expired.
+pub fn manual_start() -> Timestamp {
+    Timestamp::parse("2001-02-03T04:05:06.789Z").expect("a valid timestamp")
+}
+
+/// A store without index whose clock is the returned manual clock (starting at
+/// [`manual_start`]).
+async fn clocked(make: MakeStore<'_>) -> (StoreFixture, ManualClock) {
+    let clock = ManualClock::new(manual_start());
+    let ttl = TtlConfig::default().with_clock(clock.clock());
+    (make(StoreOptions::new().ttl(ttl)).await, clock)
+}
+
 fn keys(items: &[SearchItem]) -> Vec<&str> {
     items.iter().map(|i| i.key.as_str()).collect()
 }
@@ -193,12 +208,12 @@ pub async fn item_fields(make: MakeStore<'_>) {
 }
 
 pub async fn put_updates_in_place(make: MakeStore<'_>) {
-    let f = plain(make).await;
+    let (f, clock) = clocked(make).await;
     let r = root();
     let s = f.store();
     s.put(&[&r], "k", json!({"v": 1})).await.unwrap();
     let first = s.get(&[&r], "k").await.unwrap().unwrap();
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    clock.advance(Duration::from_millis(5));
     s.put(&[&r], "k", json!({"v": 2})).await.unwrap();
     let second = s.get(&[&r], "k").await.unwrap().unwrap();
     assert_eq!(second.value, json!({"v": 2}));
@@ -402,12 +417,12 @@ pub async fn search_prefix_is_label_wise(make: MakeStore<'_>) {
 }
 
 pub async fn search_orders_newest_first(make: MakeStore<'_>) {
-    let f = plain(make).await;
+    let (f, clock) = clocked(make).await;
     let r = root();
     let s = f.store();
     for k in ["a", "b", "c"] {
         s.put(&[&r], k, json!({"k": k})).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        clock.advance(Duration::from_millis(2));
     }
     s.put(&[&r], "a", json!({"k": "a2"})).await.unwrap();
     let got = search(s.as_ref(), &[&r], SearchOptions::new()).await;
@@ -416,14 +431,14 @@ pub async fn search_orders_newest_first(make: MakeStore<'_>) {
 }
 
 pub async fn search_limit_offset(make: MakeStore<'_>) {
-    let f = plain(make).await;
+    let (f, clock) = clocked(make).await;
     let r = root();
     let s = f.store();
     for i in 0..7 {
         s.put(&[&r], &format!("k{i}"), json!({"i": i}))
             .await
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        clock.advance(Duration::from_millis(2));
     }
     let page = search(s.as_ref(), &[&r], SearchOptions::new().limit(3).offset(2)).await;
     assert_eq!(keys(&page), ["k4", "k3", "k2"]);
@@ -998,22 +1013,25 @@ pub async fn list_namespaces_limit_offset(make: MakeStore<'_>) {
     );
 }
 
-fn ttl_options(default_ttl: Option<f64>, refresh_on_read: bool) -> StoreOptions {
-    StoreOptions {
-        index: None,
-        ttl: TtlConfig {
-            default_ttl,
-            refresh_on_read,
-            sweep_interval_minutes: None,
-        },
-    }
+/// TTL options with a manual clock (starting at [`manual_start`]) that the case moves past
+/// expiry times instead of sleeping.
+fn ttl_options(default_ttl: Option<f64>, refresh_on_read: bool) -> (StoreOptions, ManualClock) {
+    let clock = ManualClock::new(manual_start());
+    let ttl = TtlConfig {
+        default_ttl,
+        refresh_on_read,
+        sweep_interval_minutes: None,
+        clock: clock.clock(),
+    };
+    (StoreOptions::new().ttl(ttl), clock)
 }
 
-/// 0.6 s, in minutes.
-const SHORT: f64 = 0.01;
+/// A short TTL, in minutes (fractional: LangGraph's Postgres column holds whole minutes).
+const SHORT: f64 = 0.5;
 
 pub async fn ttl_expires_items(make: MakeStore<'_>) {
-    let f = make(ttl_options(None, false)).await;
+    let (options, clock) = ttl_options(None, false);
+    let f = make(options).await;
     let r = root();
     let s = f.store();
     let short = PutOptions {
@@ -1024,8 +1042,12 @@ pub async fn ttl_expires_items(make: MakeStore<'_>) {
         .await
         .unwrap();
     s.put(&[&r], "forever", json!({"v": 2})).await.unwrap();
-    assert!(s.get(&[&r], "short").await.unwrap().is_some());
-    tokio::time::sleep(Duration::from_millis(900)).await;
+    clock.advance_minutes(SHORT * 0.9);
+    assert!(
+        s.get(&[&r], "short").await.unwrap().is_some(),
+        "live until its TTL is over"
+    );
+    clock.advance_minutes(SHORT * 0.2);
     assert_eq!(
         s.get(&[&r], "short").await.unwrap(),
         None,
@@ -1037,10 +1059,16 @@ pub async fn ttl_expires_items(make: MakeStore<'_>) {
     );
     let opts = ListNamespacesOptions::new().prefix(&[&r]);
     assert_eq!(s.list_namespaces(opts).await.unwrap().len(), 1);
+    clock.advance_minutes(60.0 * 24.0 * 365.0);
+    assert!(
+        s.get(&[&r], "forever").await.unwrap().is_some(),
+        "no TTL, no expiry"
+    );
 }
 
 pub async fn ttl_refresh_on_read(make: MakeStore<'_>) {
-    let f = make(ttl_options(None, true)).await;
+    let (options, clock) = ttl_options(None, true);
+    let f = make(options).await;
     let r = root();
     let s = f.store();
     let opts = PutOptions {
@@ -1054,7 +1082,7 @@ pub async fn ttl_refresh_on_read(make: MakeStore<'_>) {
         .await
         .unwrap();
     for _ in 0..4 {
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        clock.advance_minutes(SHORT * 2.0 / 3.0);
         assert!(
             s.get(&[&r], "k").await.unwrap().is_some(),
             "each read extends the TTL"
@@ -1065,10 +1093,19 @@ pub async fn ttl_refresh_on_read(make: MakeStore<'_>) {
         None,
         "an unread item expired"
     );
+    // A search refreshes what it returns, unless told not to.
+    let hits = search(s.as_ref(), &[&r], SearchOptions::new()).await;
+    assert_eq!(keys(&hits), ["k"]);
+    clock.advance_minutes(SHORT * 1.5);
+    let quiet = SearchOptions::new().refresh_ttl(false);
+    assert_eq!(keys(&search(s.as_ref(), &[&r], quiet.clone()).await), ["k"]);
+    clock.advance_minutes(SHORT);
+    assert!(search(s.as_ref(), &[&r], quiet).await.is_empty());
 }
 
 pub async fn ttl_sweep_deletes_expired(make: MakeStore<'_>) {
-    let f = make(ttl_options(None, false)).await;
+    let (options, clock) = ttl_options(None, false);
+    let f = make(options).await;
     let r = root();
     let s = f.store();
     let short = PutOptions {
@@ -1080,9 +1117,9 @@ pub async fn ttl_sweep_deletes_expired(make: MakeStore<'_>) {
         .unwrap();
     s.put_with(&[&r], "b", json!({}), short).await.unwrap();
     s.put(&[&r], "c", json!({})).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(900)).await;
-    let swept = s.sweep_ttl().await.unwrap();
-    assert!(swept >= 2, "swept {swept}");
+    assert_eq!(s.sweep_ttl().await.unwrap(), 0, "nothing has expired yet");
+    clock.advance_minutes(SHORT * 1.1);
+    assert_eq!(s.sweep_ttl().await.unwrap(), 2);
     assert_eq!(
         keys(&search(s.as_ref(), &[&r], SearchOptions::new()).await),
         ["c"]
@@ -1090,7 +1127,8 @@ pub async fn ttl_sweep_deletes_expired(make: MakeStore<'_>) {
 }
 
 pub async fn ttl_default_from_config(make: MakeStore<'_>) {
-    let f = make(ttl_options(Some(SHORT), false)).await;
+    let (options, clock) = ttl_options(Some(SHORT), false);
+    let f = make(options).await;
     let r = root();
     let s = f.store();
     s.put(&[&r], "default", json!({})).await.unwrap();
@@ -1099,9 +1137,29 @@ pub async fn ttl_default_from_config(make: MakeStore<'_>) {
         ttl: Ttl::Never,
     };
     s.put_with(&[&r], "never", json!({}), never).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(900)).await;
+    clock.advance_minutes(SHORT * 1.1);
     assert_eq!(s.get(&[&r], "default").await.unwrap(), None);
     assert!(s.get(&[&r], "never").await.unwrap().is_some());
+}
+
+/// Items are stamped by the store's clock, not the database server's.
+pub async fn clock_stamps_items(make: MakeStore<'_>) {
+    let (f, clock) = clocked(make).await;
+    let r = root();
+    let s = f.store();
+    let before = clock.time();
+    s.put(&[&r], "k", json!({"v": 1})).await.unwrap();
+    let first = s.get(&[&r], "k").await.unwrap().unwrap();
+    assert!(first.created_at >= before && first.created_at < clock.time());
+    clock.advance_minutes(90.0);
+    s.put(&[&r], "k", json!({"v": 2})).await.unwrap();
+    let second = s.get(&[&r], "k").await.unwrap().unwrap();
+    assert_eq!(second.created_at, first.created_at);
+    let moved = second.updated_at.unix_micros() - first.updated_at.unix_micros();
+    assert!(
+        (90 * 60_000_000..91 * 60_000_000).contains(&moved),
+        "updated_at moved by {moved} µs"
+    );
 }
 
 pub async fn unicode_and_nested_values(make: MakeStore<'_>) {

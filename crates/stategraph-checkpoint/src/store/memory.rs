@@ -128,7 +128,7 @@ impl InMemoryStore {
     /// Applies a run of consecutive puts (one per address, see [`BatchStep::Puts`]) with one
     /// embedding call.
     async fn put_run(&self, items: &mut Items, run: &[PutOp]) -> Result<(), StoreError> {
-        let now = Timestamp::now();
+        let now = self.ttl.clock.now();
         // Plan the vectors against what is stored, then embed every new text at once.
         let mut plans = Vec::new();
         for op in run {
@@ -223,7 +223,7 @@ impl Store for InMemoryStore {
                 }
                 BatchStep::Reads(reads) => {
                     for read in reads {
-                        let now = Timestamp::now();
+                        let now = self.ttl.clock.now();
                         results.push(match &read {
                             ReadOp::Get(g) => OpResult::Get(Self::get(&mut items, g, now)),
                             ReadOp::Search(s, query) => {
@@ -249,7 +249,7 @@ impl Store for InMemoryStore {
     }
 
     async fn sweep_ttl(&self) -> Result<usize, StoreError> {
-        let now = Timestamp::now();
+        let now = self.ttl.clock.now();
         let mut items = self.items.write().await;
         let mut n = 0;
         items.retain(|_, m| {

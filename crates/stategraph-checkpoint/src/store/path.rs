@@ -277,4 +277,22 @@ mod tests {
             );
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn parse_never_panics(text in proptest::arbitrary::any::<String>()) {
+            let _ = FieldPath::parse(&text);
+        }
+
+        /// Path-like text (keys, indexes, wildcards, key sets, multi-byte labels) parses or is
+        /// refused, and what parses selects from a value without panicking.
+        #[test]
+        fn path_like_text_never_panics(text in r"([a-zé🍕]{0,3}|[.\[\]{},*$-]|-?[0-9]{1,20}){0,12}") {
+            if let Ok(path) = FieldPath::parse(&text) {
+                let v = json!({"a": [{"b": "x"}, "é", [1, 2]], "é": {"🍕": true}, "b": null});
+                let _ = path.texts(&v);
+                let _ = texts_to_embed(&v, &[path]);
+            }
+        }
+    }
 }

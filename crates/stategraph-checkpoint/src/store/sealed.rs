@@ -228,3 +228,37 @@ impl Store for SealedStore {
         self.inner.sweep_ttl().await
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::AesEaxCipher;
+    use crate::store::InMemoryStore;
+
+    proptest::proptest! {
+        /// Whatever text sits in a stored value's sealed field (another program's, a damaged
+        /// row's), reading it is the item or a `Corrupt` error, never a panic.
+        #[test]
+        fn unsealing_any_text_never_panics(
+            text in proptest::prop_oneof![
+                proptest::arbitrary::any::<String>(),
+                "[a-z0-9-]{0,12}:[0-9a-fA-F+é]{0,40}",
+            ],
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            runtime.block_on(async {
+                let inner: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+                let cipher = Arc::new(AesEaxCipher::new(b"0123456789abcdef").unwrap());
+                let sealed = SealedStore::new(Arc::clone(&inner), cipher).unwrap();
+                inner.put(&["ns"], "k", json!({ SEALED_KEY: text })).await.unwrap();
+                match sealed.get(&["ns"], "k").await {
+                    Ok(_) | Err(StoreError::Corrupt { .. }) => {}
+                    Err(other) => panic!("unexpected error: {other}"),
+                }
+            });
+        }
+    }
+}

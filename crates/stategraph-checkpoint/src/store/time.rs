@@ -84,17 +84,24 @@ impl Timestamp {
         }
     }
 
-    /// Parses `YYYY-MM-DD[T| ]HH:MM:SS[.f…][Z|±HH:MM]` (a missing offset means UTC).
+    /// Parses `YYYY-MM-DD[T| ]HH:MM:SS[.f…][Z|±HH:MM]` (a missing offset means UTC); `None`
+    /// for any other text (never a panic, whatever the text).
     pub fn parse(text: &str) -> Option<Self> {
+        // Every accepted form is ASCII; checking first lets the rest work on bytes.
         let t = text.trim();
-        let num = |s: &str| -> Option<i64> {
-            if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        if !t.is_ascii() {
+            return None;
+        }
+        let t = t.as_bytes();
+        let num = |s: &[u8]| -> Option<i64> {
+            if s.is_empty() || s.len() > 9 || !s.iter().all(u8::is_ascii_digit) {
                 return None;
             }
-            s.parse().ok()
+            Some(s.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0')))
         };
+        let at = |i: usize| t.get(i).copied();
         let (y, mo, d) = (num(t.get(0..4)?)?, num(t.get(5..7)?)?, num(t.get(8..10)?)?);
-        if t.get(4..5)? != "-" || t.get(7..8)? != "-" || !matches!(t.get(10..11)?, "T" | " ") {
+        if at(4)? != b'-' || at(7)? != b'-' || !matches!(at(10)?, b'T' | b' ') {
             return None;
         }
         let (hh, mm, ss) = (
@@ -102,31 +109,29 @@ impl Timestamp {
             num(t.get(14..16)?)?,
             num(t.get(17..19)?)?,
         );
-        if t.get(13..14)? != ":" || t.get(16..17)? != ":" {
+        if at(13)? != b':' || at(16)? != b':' {
             return None;
         }
         if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
             return None;
         }
-        let mut rest = &t[19..];
+        let mut rest = t.get(19..)?;
         let mut frac = 0i64;
-        if let Some(r) = rest.strip_prefix('.') {
-            let digits = r.bytes().take_while(u8::is_ascii_digit).count();
+        if let Some(r) = rest.strip_prefix(b".") {
+            let digits = r.iter().take_while(|b| b.is_ascii_digit()).count();
             if digits == 0 {
                 return None;
             }
-            let mut f = r[..digits.min(6)].to_owned();
-            while f.len() < 6 {
-                f.push('0');
-            }
-            frac = num(&f)?;
-            rest = &r[digits..];
+            // Microseconds: the first six digits, padded with zeros.
+            let kept = r.get(..digits.min(6))?;
+            frac = num(kept)? * 10i64.pow(6 - u32::try_from(kept.len()).ok()?);
+            rest = r.get(digits..)?;
         }
         let offset_secs = match rest {
-            "" | "Z" | "z" => 0,
-            o if o.len() == 6 && matches!(&o[..1], "+" | "-") && &o[3..4] == ":" => {
-                let s = num(&o[1..3])? * 3600 + num(&o[4..6])? * 60;
-                if o.starts_with('-') { -s } else { s }
+            b"" | b"Z" | b"z" => 0,
+            [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+                let s = num(&[*h1, *h2])? * 3600 + num(&[*m1, *m2])? * 60;
+                if *sign == b'-' { -s } else { s }
             }
             _ => return None,
         };
@@ -181,6 +186,46 @@ mod tests {
             "x",
         ] {
             assert_eq!(Timestamp::parse(bad), None, "{bad}");
+        }
+    }
+
+    /// Stored text is not always ASCII (a corrupt row, a hand-edited file): parsing it is a
+    /// `None`, never a panic from slicing inside a multi-byte character.
+    #[test]
+    fn parse_non_ascii_is_none() {
+        for text in [
+            "2024-01-01 00:00:00é1234",
+            "2024-01-01 00:00:00+0é:00",
+            "2024-01-01 00:00:00.5é123",
+            "2024-01-01 00:00:00ü",
+            "２０２４-01-01 00:00:00",
+            "2024-01-01 00:00:0é",
+            "2024-01-01T00:00:00Z🍕",
+        ] {
+            assert_eq!(Timestamp::parse(text), None, "{text}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parse_never_panics(text in proptest::arbitrary::any::<String>()) {
+            let _ = Timestamp::parse(&text);
+        }
+
+        /// Valid heads with arbitrary tails reach the fraction and offset parsing.
+        #[test]
+        fn parse_never_panics_after_a_valid_head(
+            head in "[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}",
+            tail in ".{0,10}",
+        ) {
+            let _ = Timestamp::parse(&format!("{head}{tail}"));
+        }
+
+        #[test]
+        fn parse_reads_what_is_written(micros in 0i64..253_402_300_799_999_999) {
+            let t = Timestamp::from_unix_micros(micros);
+            proptest::prop_assert_eq!(Timestamp::parse(&t.to_iso()), Some(t));
+            proptest::prop_assert_eq!(Timestamp::parse(&t.to_sql_text()), Some(t));
         }
     }
 
