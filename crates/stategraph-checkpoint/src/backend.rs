@@ -40,7 +40,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value as Json;
 
-pub use crate::blob_layout::{self, EncodedSave, restore_blob, restore_blobs};
+pub use crate::blob_layout::{
+    self, EncodedSave, LayoutWriter, WriteFailure, restore_blob, restore_blobs,
+};
 pub use crate::prune::{self, PrunePlan, PruneRow, PruneTarget};
 pub use crate::saver::{Expect, latest_conflict, validate_put, validate_put_writes};
 pub use crate::timeouts::{Timeouts, within};

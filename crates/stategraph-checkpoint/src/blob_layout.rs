@@ -352,3 +352,103 @@ impl EncodedSave {
         })
     }
 }
+
+/// How storing a batch in one transaction failed.
+#[derive(Debug)]
+pub enum WriteFailure {
+    /// Nothing was stored (the transaction was rolled back): the error of the failing op (a
+    /// conflict, or a database error).
+    RolledBack(Error),
+    /// The commit itself failed or its answer was lost: the outcome is unknown, so the ops
+    /// must not be retried.
+    Unknown(Error),
+    /// Nothing reached the server (the connection was closed first): safe to send again.
+    NotSent(Error),
+}
+
+impl WriteFailure {
+    /// The error, whatever the outcome.
+    pub fn into_error(self) -> Error {
+        match self {
+            WriteFailure::RolledBack(e) | WriteFailure::Unknown(e) | WriteFailure::NotSent(e) => e,
+        }
+    }
+}
+
+/// A blob-layout saver's one write primitive: a [combinable](EncodedSave::combinable) batch
+/// in one transaction. [`put_checked`], [`put_writes`] and [`apply_batch`] build every save
+/// of the [`CheckpointSaver`](crate::CheckpointSaver) contract on it.
+#[allow(async_fn_in_trait)] // implemented per backend on concrete types; Send is known there
+pub trait LayoutWriter: Sync {
+    /// The serializer values are stored with.
+    fn serializer(&self) -> &dyn Serializer;
+
+    /// Stores `ops` in one transaction (a single op is always combinable).
+    async fn transact(&self, ops: &[EncodedSave]) -> std::result::Result<(), WriteFailure>;
+}
+
+/// Stores `ops` one transaction each, in order, stopping at the first that fails (the ops
+/// before it stay stored): what applying them one by one means.
+pub async fn store_each<W: LayoutWriter + ?Sized>(writer: &W, ops: &[EncodedSave]) -> Result<()> {
+    for op in ops {
+        writer
+            .transact(std::slice::from_ref(op))
+            .await
+            .map_err(WriteFailure::into_error)?;
+    }
+    Ok(())
+}
+
+/// [`CheckpointSaver::put_checked`](crate::CheckpointSaver::put_checked) on a blob-layout
+/// writer: the checkpoint and its changed blobs in one transaction.
+pub async fn put_checked<W: LayoutWriter + ?Sized>(
+    writer: &W,
+    config: &CheckpointConfig,
+    checkpoint: &Checkpoint,
+    metadata: &CheckpointMetadata,
+    new_versions: &ChannelVersions,
+    expect: Expect<&str>,
+) -> Result<CheckpointConfig> {
+    let op = EncodedSave::put(
+        writer.serializer(),
+        config,
+        checkpoint,
+        metadata,
+        new_versions,
+        expect,
+    )?;
+    store_each(writer, std::slice::from_ref(&op)).await?;
+    Ok(config.clone().with_checkpoint_id(checkpoint.id.clone()))
+}
+
+/// [`CheckpointSaver::put_writes`](crate::CheckpointSaver::put_writes) on a blob-layout
+/// writer.
+pub async fn put_writes<W: LayoutWriter + ?Sized>(
+    writer: &W,
+    config: &CheckpointConfig,
+    writes: &[(String, Value)],
+    task_id: &str,
+    task_path: &str,
+) -> Result<()> {
+    let op = EncodedSave::writes(writer.serializer(), config, writes, task_id, task_path)?;
+    store_each(writer, std::slice::from_ref(&op)).await
+}
+
+/// [`CheckpointSaver::apply_batch`](crate::CheckpointSaver::apply_batch) on a blob-layout
+/// writer — group commit: a combinable batch in one transaction (one lock, one check, one
+/// log flush). If it fails, nothing of it is stored and the ops are applied one by one, so
+/// the ops before the failing one are stored and its error is the one returned, exactly as
+/// without batching; a failed commit is returned as it is (its outcome is unknown). A value
+/// that does not serialize fails its op the same way, before anything is sent.
+pub async fn apply_batch<W: LayoutWriter + ?Sized>(writer: &W, ops: &[SaveOp]) -> Result<()> {
+    let (encoded, unencodable) = EncodedSave::batch(writer.serializer(), ops);
+    if encoded.len() > 1 && EncodedSave::combinable(&encoded) {
+        match writer.transact(&encoded).await {
+            Ok(()) => return unencodable.map_or(Ok(()), Err),
+            Err(WriteFailure::Unknown(e)) => return Err(e),
+            Err(WriteFailure::RolledBack(_) | WriteFailure::NotSent(_)) => {}
+        }
+    }
+    store_each(writer, &encoded).await?;
+    unencodable.map_or(Ok(()), Err)
+}

@@ -10,8 +10,9 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Params, Pool, Row as MyRow, TxOpts, Value as My};
 use serde_json::Value as Json;
 use stategraph_checkpoint::backend::{
-    self, EncodedSave, Expect, FetchedBlob, LayoutFetch, LayoutRow, ListSql, Placeholders,
-    PrunePlan, PruneRow, PruneTarget, SqlArg, Timeouts, prune,
+    self, EncodedSave, Expect, FetchedBlob, LayoutFetch, LayoutRow, LayoutWriter, ListSql,
+    Placeholders, PrunePlan, PruneRow, PruneTarget, SqlArg, Timeouts, WriteFailure, blob_layout,
+    prune,
 };
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
@@ -113,17 +114,6 @@ impl MySqlSaver {
         work: impl std::future::Future<Output = Result<T>>,
     ) -> Result<T> {
         self.timeouts.statement(BACKEND, operation, work).await
-    }
-
-    /// Stores `ops` one transaction each, in order, stopping at the first that fails.
-    async fn store_each(&self, ops: &[EncodedSave]) -> Result<()> {
-        let mut conn = self.conn().await?;
-        for op in ops {
-            write::store(&mut conn, std::slice::from_ref(op))
-                .await
-                .map_err(write::Failure::into_error)?;
-        }
-        Ok(())
     }
 }
 
@@ -381,6 +371,17 @@ impl<Q: Queryable> PruneTarget for Pruning<'_, Q> {
     }
 }
 
+impl LayoutWriter for MySqlSaver {
+    fn serializer(&self) -> &dyn Serializer {
+        self.serializer.as_ref()
+    }
+
+    async fn transact(&self, ops: &[EncodedSave]) -> std::result::Result<(), WriteFailure> {
+        let mut conn = self.conn().await.map_err(WriteFailure::NotSent)?;
+        write::store(&mut conn, ops).await
+    }
+}
+
 #[async_trait]
 impl CheckpointSaver for MySqlSaver {
     fn name(&self) -> &'static str {
@@ -470,18 +471,10 @@ impl CheckpointSaver for MySqlSaver {
         new_versions: &ChannelVersions,
         expect: Expect<&str>,
     ) -> Result<CheckpointConfig> {
-        self.timed("storing a checkpoint", async {
-            let op = EncodedSave::put(
-                self.serializer.as_ref(),
-                config,
-                checkpoint,
-                metadata,
-                new_versions,
-                expect,
-            )?;
-            self.store_each(std::slice::from_ref(&op)).await?;
-            Ok(config.clone().with_checkpoint_id(checkpoint.id.clone()))
-        })
+        self.timed(
+            "storing a checkpoint",
+            blob_layout::put_checked(self, config, checkpoint, metadata, new_versions, expect),
+        )
         .await
     }
 
@@ -492,11 +485,10 @@ impl CheckpointSaver for MySqlSaver {
         task_id: &str,
         task_path: &str,
     ) -> Result<()> {
-        self.timed("storing writes", async {
-            let op =
-                EncodedSave::writes(self.serializer.as_ref(), config, writes, task_id, task_path)?;
-            self.store_each(std::slice::from_ref(&op)).await
-        })
+        self.timed(
+            "storing writes",
+            blob_layout::put_writes(self, config, writes, task_id, task_path),
+        )
         .await
     }
 
@@ -506,19 +498,10 @@ impl CheckpointSaver for MySqlSaver {
     /// one returned, exactly as without batching (a failed commit is returned as it is: its
     /// outcome is unknown).
     async fn apply_batch(&self, ops: &[SaveOp]) -> Result<()> {
-        self.timed("storing a batch of saves", async {
-            let (encoded, unencodable) = EncodedSave::batch(self.serializer.as_ref(), ops);
-            if encoded.len() > 1 && EncodedSave::combinable(&encoded) {
-                let mut conn = self.conn().await?;
-                match write::store(&mut conn, &encoded).await {
-                    Ok(()) => return unencodable.map_or(Ok(()), Err),
-                    Err(write::Failure::Unknown(e)) => return Err(e),
-                    Err(write::Failure::RolledBack(_)) => {}
-                }
-            }
-            self.store_each(&encoded).await?;
-            unencodable.map_or(Ok(()), Err)
-        })
+        self.timed(
+            "storing a batch of saves",
+            blob_layout::apply_batch(self, ops),
+        )
         .await
     }
 

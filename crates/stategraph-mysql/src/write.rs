@@ -16,21 +16,7 @@ fn s(v: &str) -> My {
     My::from(v)
 }
 
-/// Why a batch did not commit.
-pub(crate) enum Failure {
-    /// Nothing was stored (the transaction was rolled back): the error of the failing op.
-    RolledBack(Error),
-    /// The commit itself failed: the outcome is unknown, so the ops must not be retried.
-    Unknown(Error),
-}
-
-impl Failure {
-    pub(crate) fn into_error(self) -> Error {
-        match self {
-            Failure::RolledBack(e) | Failure::Unknown(e) => e,
-        }
-    }
-}
+pub(crate) use stategraph_checkpoint::backend::WriteFailure as Failure;
 
 /// Stores `ops` (which must be [`EncodedSave::combinable`]) in one transaction.
 pub(crate) async fn store(

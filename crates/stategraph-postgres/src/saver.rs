@@ -25,6 +25,7 @@ use crate::read;
 use crate::schema;
 use crate::write::{self, Failure};
 use deadpool_postgres::{Hook, HookError};
+use stategraph_checkpoint::backend::{LayoutWriter, blob_layout};
 use stategraph_checkpoint::blob_layout::EncodedSave as Encoded;
 
 /// Stores checkpoints in PostgreSQL with LangGraph's own tables (`checkpoints`,
@@ -410,42 +411,7 @@ impl<C: GenericClient + Sync> PruneTarget for Pruning<'_, C> {
     }
 }
 
-impl PostgresSaver {
-    /// Stores `ops` in one transaction (one round trip), on a pooled connection; a
-    /// connection found closed before anything was sent is replaced (up to one try per
-    /// pooled connection, plus a new one, as [`Self::retry_closed`]).
-    async fn transact(&self, ops: &[Encoded]) -> std::result::Result<(), Failure> {
-        let mut tries = self.pool.status().max_size + 1;
-        loop {
-            let client = self.client().await.map_err(Failure::NotSent)?;
-            match write::commit(&client, self.cache_statements, ops).await {
-                Err(Failure::NotSent(e)) => {
-                    // Drop the dead connection instead of returning it to the pool.
-                    drop(deadpool_postgres::Object::take(client));
-                    tries -= 1;
-                    if tries == 0 {
-                        return Err(Failure::NotSent(e));
-                    }
-                }
-                other => return other,
-            }
-        }
-    }
-
-    /// Stores `ops` one transaction each, in order, stopping at the first that fails (the
-    /// ops before it stay stored): what applying them one by one means.
-    async fn store_each(&self, ops: &[Encoded]) -> Result<()> {
-        for op in ops {
-            match self.transact(std::slice::from_ref(op)).await {
-                Ok(()) => {}
-                Err(Failure::RolledBack(e) | Failure::Unknown(e) | Failure::NotSent(e)) => {
-                    return Err(e);
-                }
-            }
-        }
-        Ok(())
-    }
-}
+impl PostgresSaver {}
 
 impl PostgresSaver {
     /// Runs one operation of the saver within its statement limit.
@@ -568,6 +534,33 @@ fn connection_closed(e: &Error) -> bool {
         if s.downcast_ref::<tokio_postgres::Error>().is_some_and(write::connection_lost))
 }
 
+impl LayoutWriter for PostgresSaver {
+    fn serializer(&self) -> &dyn Serializer {
+        self.serializer.as_ref()
+    }
+
+    /// Stores `ops` in one transaction (one round trip), on a pooled connection; a
+    /// connection found closed before anything was sent is replaced (up to one try per
+    /// pooled connection, plus a new one, as [`Self::retry_closed`]).
+    async fn transact(&self, ops: &[Encoded]) -> std::result::Result<(), Failure> {
+        let mut tries = self.pool.status().max_size + 1;
+        loop {
+            let client = self.client().await.map_err(Failure::NotSent)?;
+            match write::commit(&client, self.cache_statements, ops).await {
+                Err(Failure::NotSent(e)) => {
+                    // Drop the dead connection instead of returning it to the pool.
+                    drop(deadpool_postgres::Object::take(client));
+                    tries -= 1;
+                    if tries == 0 {
+                        return Err(Failure::NotSent(e));
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl CheckpointSaver for PostgresSaver {
     fn name(&self) -> &'static str {
@@ -618,18 +611,10 @@ impl CheckpointSaver for PostgresSaver {
         new_versions: &ChannelVersions,
         expect: Expect<&str>,
     ) -> Result<CheckpointConfig> {
-        self.timed("storing a checkpoint", async {
-            let op = Encoded::put(
-                self.serializer.as_ref(),
-                config,
-                checkpoint,
-                metadata,
-                new_versions,
-                expect,
-            )?;
-            self.store_each(&[op]).await?;
-            Ok(config.clone().with_checkpoint_id(checkpoint.id.clone()))
-        })
+        self.timed(
+            "storing a checkpoint",
+            blob_layout::put_checked(self, config, checkpoint, metadata, new_versions, expect),
+        )
         .await
     }
 
@@ -640,10 +625,10 @@ impl CheckpointSaver for PostgresSaver {
         task_id: &str,
         task_path: &str,
     ) -> Result<()> {
-        self.timed("storing writes", async {
-            let op = Encoded::writes(self.serializer.as_ref(), config, writes, task_id, task_path)?;
-            self.store_each(&[op]).await
-        })
+        self.timed(
+            "storing writes",
+            blob_layout::put_writes(self, config, writes, task_id, task_path),
+        )
         .await
     }
 
@@ -653,18 +638,10 @@ impl CheckpointSaver for PostgresSaver {
     /// error is the one returned, exactly as without batching. A value that does not
     /// serialize fails its op the same way, before anything is sent.
     async fn apply_batch(&self, ops: &[SaveOp]) -> Result<()> {
-        self.timed("storing a batch of saves", async {
-            let (encoded, unencodable) = Encoded::batch(self.serializer.as_ref(), ops);
-            if encoded.len() > 1 && Encoded::combinable(&encoded) {
-                match self.transact(&encoded).await {
-                    Ok(()) => return unencodable.map_or(Ok(()), Err),
-                    Err(Failure::Unknown(e)) => return Err(e),
-                    Err(Failure::RolledBack(_) | Failure::NotSent(_)) => {}
-                }
-            }
-            self.store_each(&encoded).await?;
-            unencodable.map_or(Ok(()), Err)
-        })
+        self.timed(
+            "storing a batch of saves",
+            blob_layout::apply_batch(self, ops),
+        )
         .await
     }
 

@@ -23,18 +23,7 @@ use crate::error::BACKEND;
 /// What the check statement's failure says before the id it found.
 const CONFLICT_MARKER: &str = "stategraph-conflict:";
 
-/// Why a transaction did not commit.
-pub(crate) enum Failure {
-    /// A statement failed before the commit: nothing was stored. The error of the op it
-    /// belongs to (a conflict, or a database error).
-    RolledBack(Error),
-    /// The commit itself failed or its answer was lost: the outcome is unknown, so the ops
-    /// must not be retried.
-    Unknown(Error),
-    /// The connection was closed before the transaction began: nothing reached the server,
-    /// so it is safe to send again on another connection.
-    NotSent(Error),
-}
+pub(crate) use stategraph_checkpoint::backend::WriteFailure as Failure;
 
 /// Takes the thread's lock for a conditional put: held until the transaction ends, so the
 /// check in the statement after it sees every put that committed before.
