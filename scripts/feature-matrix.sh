@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The facade crate with no default features and with each backend feature alone: it must
+# compile without warnings and pass its own tests in every combination a user can pick.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/stategraph/target}"
+
+for features in "" sqlite postgres mysql redis; do
+    args=(-p stategraph --no-default-features)
+    [ -n "$features" ] && args+=(--features "$features")
+    echo "== stategraph --no-default-features ${features:+--features $features}"
+    cargo clippy "${args[@]}" --lib --quiet -- -D warnings
+    cargo test "${args[@]}" --lib --quiet
+done
