@@ -38,8 +38,11 @@
 //! # Ok::<(), Error>(()) }).unwrap();
 //! ```
 
+#![cfg_attr(not(test), warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic))]
+
 mod config;
 mod error;
+mod pool;
 mod saver;
 mod schema;
 mod store;

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use rusqlite::{
@@ -22,6 +22,7 @@ use stategraph_checkpoint::{
 
 use crate::config::{self, SqliteConfig};
 use crate::error::{db, join};
+use crate::pool::{OpenError, Pool};
 use crate::schema;
 
 /// Stores checkpoints in a SQLite database, in LangGraph's own schema and byte formats, so
@@ -35,25 +36,19 @@ pub struct SqliteSaver {
     inner: Arc<Inner>,
 }
 
-struct Inner {
-    writer: Mutex<Connection>,
-    /// Idle reader connections; empty and unused for in-memory databases.
-    readers: Mutex<Vec<Connection>>,
-    config: SqliteConfig,
+/// The saver's connections (see [`Pool`]): nothing beyond SQLite's defaults is prepared.
+type Inner = Pool;
+
+fn no_preparation(_: &Connection) -> std::result::Result<(), OpenError> {
+    Ok(())
 }
 
 impl fmt::Debug for SqliteSaver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SqliteSaver")
-            .field("location", &self.inner.config.location)
+            .field("location", &self.inner.config().location)
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Connections stay consistent even if a panic happened elsewhere while one was held:
-    // SQLite rolls back any open transaction when its handle is next used.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl SqliteSaver {
@@ -85,22 +80,21 @@ impl SqliteSaver {
                 what: format!("SQLite database {}", path.display()),
             });
         }
-        let writer = open_connection(&config, false)?;
-        if config.run_setup {
-            schema::setup(&writer).map_err(db("creating the checkpoint tables"))?;
-        } else {
-            let what = match &config.location {
-                config::Location::File(path) => format!("SQLite database {}", path.display()),
-                config::Location::Memory => "the in-memory SQLite database".to_owned(),
-            };
-            schema::check(&writer, &what)?;
-        }
+        let what = match &config.location {
+            config::Location::File(path) => format!("SQLite database {}", path.display()),
+            config::Location::Memory => "the in-memory SQLite database".to_owned(),
+        };
+        let run_setup = config.run_setup;
+        let pool = Pool::new(config, no_preparation);
+        pool.write(|writer| {
+            if run_setup {
+                schema::setup(writer).map_err(db("creating the checkpoint tables"))
+            } else {
+                schema::check(writer, &what)
+            }
+        })?;
         Ok(Self {
-            inner: Arc::new(Inner {
-                writer: Mutex::new(writer),
-                readers: Mutex::new(Vec::new()),
-                config,
-            }),
+            inner: Arc::new(pool),
         })
     }
 
@@ -112,8 +106,7 @@ impl SqliteSaver {
     {
         let inner = Arc::clone(&self.inner);
         tokio::task::spawn_blocking(move || {
-            let mut conn = lock(&inner.writer);
-            f(&mut conn, inner.config.serializer.as_ref())
+            inner.write(|conn| f(conn, inner.config().serializer.as_ref()))
         })
         .await
         .map_err(join)?
@@ -128,30 +121,11 @@ impl SqliteSaver {
     {
         let inner = Arc::clone(&self.inner);
         tokio::task::spawn_blocking(move || {
-            let serializer = inner.config.serializer.as_ref();
-            if inner.config.location == config::Location::Memory {
-                let mut conn = lock(&inner.writer);
-                return f(&mut conn, serializer);
-            }
-            let pooled = lock(&inner.readers).pop();
-            let mut conn = match pooled {
-                Some(c) => c,
-                None => open_connection(&inner.config, true)?,
-            };
-            let out = f(&mut conn, serializer);
-            let mut idle = lock(&inner.readers);
-            if idle.len() < inner.config.max_readers {
-                idle.push(conn);
-            }
-            out
+            inner.read(|conn| f(conn, inner.config().serializer.as_ref()))
         })
         .await
         .map_err(join)?
     }
-}
-
-fn open_connection(config: &SqliteConfig, read_only: bool) -> Result<Connection> {
-    config::open_connection(config, read_only).map_err(|(doing, e)| db(doing)(e))
 }
 
 /// The columns every checkpoint query selects, in this order.
@@ -330,8 +304,10 @@ fn stored_values(
     {
         let mut out = BTreeMap::new();
         for (channel, range) in found {
+            // The ranges are within `bytes` (where they were found); were one not, its empty
+            // slice would fail to decode, located like any corrupt value.
             let value = serde
-                .loads_typed(tags::MSGPACK, &bytes[range])
+                .loads_typed(tags::MSGPACK, bytes.get(range).unwrap_or_default())
                 .map_err(|e| located(loc.clone().channel(channel.clone()), e))?;
             out.insert(channel, value);
         }
@@ -552,7 +528,7 @@ impl SqliteSaver {
         validate_put(config, checkpoint)?;
         let (tag, bytes) = self
             .inner
-            .config
+            .config()
             .serializer
             .dumps_typed(&checkpoint.to_value())
             .map_err(|e| {
@@ -586,7 +562,7 @@ impl SqliteSaver {
             replace,
             rows,
         } = encode_writes(
-            self.inner.config.serializer.as_ref(),
+            self.inner.config().serializer.as_ref(),
             config,
             writes,
             task_id,

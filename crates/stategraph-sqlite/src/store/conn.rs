@@ -2,7 +2,6 @@
 //! with the store's SQL functions registered.
 
 use std::fmt;
-use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::Connection;
 use rusqlite::functions::{Context, FunctionFlags};
@@ -12,8 +11,9 @@ use stategraph_checkpoint::BoxError;
 use stategraph_checkpoint::store::{StoreError, filter};
 
 use super::vec::register_sqlite_vec;
-use crate::config::{Location, SqliteConfig};
+use crate::config::SqliteConfig;
 use crate::error::BACKEND;
+use crate::pool::{OpenError, Pool};
 
 /// The SQL function `sg_store_filter(value, filter_json)`: whether a stored value matches.
 pub(super) const FILTER_FN: &str = "sg_store_filter";
@@ -45,86 +45,51 @@ pub(super) fn db(doing: &'static str) -> impl Fn(rusqlite::Error) -> StoreError 
     move |source| StoreError::backend(BACKEND, DbError { doing, source })
 }
 
-/// The connections.
-pub(super) struct Db {
-    /// The writer, opened on first use (opening it puts a database file in WAL mode).
-    writer: Mutex<Option<Connection>>,
-    /// Idle reader connections; empty and unused for in-memory databases.
-    readers: Mutex<Vec<Connection>>,
-    pub(super) config: SqliteConfig,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A connection stays consistent even if a panic happened while it was held: SQLite rolls
-    // back any open transaction when its handle is next used.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-impl Db {
-    /// No connection yet.
-    pub(super) fn new(config: SqliteConfig) -> Self {
-        Self {
-            writer: Mutex::new(None),
-            readers: Mutex::new(Vec::new()),
-            config,
-        }
-    }
-
-    /// Runs `f` on the writer connection, opening it first if needed.
-    pub(super) fn write<T>(
-        &self,
-        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        let mut writer = lock(&self.writer);
-        let conn = match &mut *writer {
-            Some(conn) => conn,
-            slot @ None => slot.insert(open_connection(&self.config, false)?),
-        };
-        f(conn)
-    }
-
-    /// Runs `f` on a reader connection (the writer for in-memory databases).
-    pub(super) fn read<T>(
-        &self,
-        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        if self.config.location == Location::Memory {
-            return self.write(f);
-        }
-        let pooled = lock(&self.readers).pop();
-        let mut conn = match pooled {
-            Some(c) => c,
-            None => open_connection(&self.config, true)?,
-        };
-        let out = f(&mut conn);
-        let mut idle = lock(&self.readers);
-        if idle.len() < self.config.max_readers {
-            idle.push(conn);
-        }
-        out
+impl From<OpenError> for StoreError {
+    fn from(e: OpenError) -> Self {
+        StoreError::backend(BACKEND, e)
     }
 }
 
-pub(super) fn open_connection(
-    config: &SqliteConfig,
-    read_only: bool,
-) -> Result<Connection, StoreError> {
-    let conn =
-        crate::config::open_connection(config, read_only).map_err(|(doing, e)| db(doing)(e))?;
+/// The store's connections: the SQLite crate's shared [`Pool`], each connection prepared with
+/// the store's SQL functions.
+pub(super) fn pool(config: SqliteConfig) -> Pool {
+    Pool::new(config, prepare)
+}
+
+/// Registers what the store's SQL uses: foreign keys, sqlite-vec, the namespace collation and
+/// the filter function.
+fn prepare(conn: &Connection) -> Result<(), OpenError> {
+    let at = OpenError::at;
     conn.pragma_update(None, "foreign_keys", "ON")
-        .map_err(db("enabling foreign keys"))?;
-    register_sqlite_vec(&conn)?;
+        .map_err(at("enabling foreign keys"))?;
+    register_sqlite_vec(conn).map_err(|e| OpenError {
+        doing: "loading sqlite-vec",
+        source: e.into(),
+    })?;
     conn.create_collation(NAMESPACE_COLLATION, |a: &str, b: &str| {
         a.split('.').cmp(b.split('.'))
     })
-    .map_err(db("registering the namespace collation"))?;
+    .map_err(at("registering the namespace collation"))?;
     conn.create_scalar_function(
         FILTER_FN,
         2,
         FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
         filter_fn,
     )
-    .map_err(db("registering the filter function"))?;
+    .map_err(at("registering the filter function"))?;
+    Ok(())
+}
+
+/// One connection prepared as the store's are (for tests of the SQL functions).
+#[cfg(test)]
+pub(super) fn open_connection(
+    config: &SqliteConfig,
+    read_only: bool,
+) -> Result<Connection, StoreError> {
+    let conn = crate::config::open_connection(config, read_only)
+        .map_err(|(doing, source)| OpenError::at(doing)(source))?;
+    prepare(&conn)?;
     Ok(conn)
 }
 

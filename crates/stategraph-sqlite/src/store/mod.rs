@@ -36,7 +36,8 @@ use stategraph_checkpoint::store::{
 
 use crate::config::{Location, SqliteConfig};
 use crate::error::BACKEND;
-use conn::{Db, db};
+use crate::pool::Pool;
+use conn::db;
 use read::run_reads;
 use schema::{
     STORE_MIGRATIONS, STORE_TABLES, VECTOR_MIGRATIONS, VECTOR_TABLES, migrate, missing_tables,
@@ -82,7 +83,7 @@ use write::{MAX_PUT_ATTEMPTS, PutTask, RunOutcome, write_put_run};
 /// ```
 #[derive(Clone)]
 pub struct SqliteStore {
-    db: Arc<Db>,
+    db: Arc<Pool>,
     index: Option<IndexConfig>,
     ttl: TtlConfig,
     /// Whether opening and [`with_index`](Self::with_index) create missing tables (else they
@@ -93,7 +94,7 @@ pub struct SqliteStore {
 impl fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SqliteStore")
-            .field("location", &self.db.config.location)
+            .field("location", &self.db.config().location)
             .field("index", &self.index)
             .field("ttl", &self.ttl)
             .field("creates_tables", &self.creates_tables)
@@ -144,7 +145,7 @@ impl SqliteStore {
 
     fn unopened(config: SqliteConfig, creates_tables: bool) -> Self {
         Self {
-            db: Arc::new(Db::new(config)),
+            db: Arc::new(conn::pool(config)),
             index: None,
             ttl: TtlConfig::default(),
             creates_tables,
@@ -168,7 +169,7 @@ impl SqliteStore {
 
     /// [`StoreError::MissingTables`] unless every one of `tables` exists.
     fn check_tables(&self, tables: &[&str]) -> Result<(), StoreError> {
-        let database = match &self.db.config.location {
+        let database = match &self.db.config().location {
             Location::Memory => "the in-memory SQLite database".to_owned(),
             Location::File(path) if !path.exists() => {
                 return Err(StoreError::MissingTables {
@@ -215,7 +216,7 @@ impl SqliteStore {
     async fn blocking<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&Db) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&Pool) -> Result<T, StoreError> + Send + 'static,
     {
         let db = Arc::clone(&self.db);
         tokio::task::spawn_blocking(move || f(&db))
