@@ -1,0 +1,396 @@
+//! `SqliteSaver`: LangGraph's SQLite checkpointer, in Rust.
+
+mod pruning;
+mod read;
+mod write;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use rusqlite::{
+    Connection, OptionalExtension, Transaction, TransactionBehavior, params, types::Value as Sql,
+};
+use serde_json::Value as Json;
+use stategraph_checkpoint::backend::{
+    self, Expect, ListSql, Placeholders, PrunePlan, PruneRow, PruneTarget, SqlArg, prune,
+};
+use stategraph_checkpoint::{
+    Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
+    CheckpointSaver, CheckpointTuple, DeltaChannelHistory, DeltaWalk, EncodedWrites, Error,
+    ListOptions, Location, PendingWrite, PruneStrategy, Result, SaveOp, SerdeError, Serializer,
+    StoredWrite, Value, checkpoint_value_ranges, encode_writes, latest_conflict, sort_writes, tags,
+    validate_put,
+};
+
+use crate::config::{self, SqliteConfig};
+use crate::error::{db, join};
+use crate::pool::{OpenError, Pool};
+use crate::schema;
+
+use pruning::*;
+use read::*;
+use write::*;
+
+/// Stores checkpoints in a SQLite database, in LangGraph's own schema and byte formats, so
+/// that Python's `SqliteSaver` and this one can share a file.
+///
+/// One writer connection (SQLite allows one writer at a time) and a small pool of reader
+/// connections (WAL lets them read while the writer writes); every database call runs on
+/// tokio's blocking pool, never on the async threads.
+#[derive(Clone)]
+pub struct SqliteSaver {
+    inner: Arc<Inner>,
+}
+
+/// The saver's connections (see [`Pool`]): nothing beyond SQLite's defaults is prepared.
+type Inner = Pool;
+
+fn no_preparation(_: &Connection) -> std::result::Result<(), OpenError> {
+    Ok(())
+}
+
+impl fmt::Debug for SqliteSaver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteSaver")
+            .field("location", &self.inner.config().location)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteSaver {
+    /// Opens (creating if needed) the database file at `path`.
+    pub fn open(path: impl AsRef<std::path::Path>) -> Result<Self> {
+        SqliteConfig::file(path).open()
+    }
+
+    /// Opens the database a `sqlite:` URL names (see [`SqliteConfig::from_url`]).
+    pub fn from_url(url: &str) -> Result<Self> {
+        SqliteConfig::from_url(url)?.open()
+    }
+
+    /// A private in-memory database.
+    pub fn in_memory() -> Result<Self> {
+        SqliteConfig::memory().open()
+    }
+
+    /// A builder with every setting.
+    pub fn builder(path: impl AsRef<std::path::Path>) -> SqliteConfig {
+        SqliteConfig::file(path)
+    }
+
+    pub(crate) fn open_with(config: SqliteConfig) -> Result<Self> {
+        if let (false, config::Location::File(path)) = (config.run_setup, &config.location)
+            && !path.exists()
+        {
+            return Err(Error::NotFound {
+                what: format!("SQLite database {}", path.display()),
+            });
+        }
+        let what = match &config.location {
+            config::Location::File(path) => format!("SQLite database {}", path.display()),
+            config::Location::Memory => "the in-memory SQLite database".to_owned(),
+        };
+        let run_setup = config.run_setup;
+        let pool = Pool::new(config, no_preparation);
+        pool.write(|writer| {
+            if run_setup {
+                schema::setup(writer).map_err(db("creating the checkpoint tables"))
+            } else {
+                schema::check(writer, &what)
+            }
+        })?;
+        Ok(Self {
+            inner: Arc::new(pool),
+        })
+    }
+
+    /// Runs `f` on the writer connection, on the blocking pool.
+    async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection, &dyn Serializer) -> Result<T> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            inner.write(|conn| f(conn, inner.config().serializer.as_ref()))
+        })
+        .await
+        .map_err(join)?
+    }
+
+    /// Runs `f` on a reader connection (the writer for in-memory databases), on the blocking
+    /// pool.
+    async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection, &dyn Serializer) -> Result<T> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            inner.read(|conn| f(conn, inner.config().serializer.as_ref()))
+        })
+        .await
+        .map_err(join)?
+    }
+}
+
+#[async_trait]
+impl CheckpointSaver for SqliteSaver {
+    fn name(&self) -> &'static str {
+        "sqlite"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::ALL
+    }
+
+    async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
+        let config = config.clone();
+        self.read(move |conn, serde| {
+            let tx = conn.transaction().map_err(db("starting a read"))?;
+            let row = match &config.checkpoint_id {
+                Some(id) => tx
+                    .prepare_cached(&format!(
+                        "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints \
+                         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"
+                    ))
+                    .and_then(|mut s| {
+                        s.query_row(
+                            params![config.thread_id, config.checkpoint_ns, id],
+                            Row::from_sql,
+                        )
+                        .optional()
+                    }),
+                None => tx
+                    .prepare_cached(&format!(
+                        "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints \
+                         WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
+                         ORDER BY checkpoint_id DESC LIMIT 1"
+                    ))
+                    .and_then(|mut s| {
+                        s.query_row(
+                            params![config.thread_id, config.checkpoint_ns],
+                            Row::from_sql,
+                        )
+                        .optional()
+                    }),
+            }
+            .map_err(db("reading a checkpoint"))?;
+            row.map(|r| r.into_tuple(&tx, serde)).transpose()
+        })
+        .await
+    }
+
+    async fn get_delta_channel_history(
+        &self,
+        config: &CheckpointConfig,
+        channels: &[String],
+    ) -> Result<std::collections::BTreeMap<String, DeltaChannelHistory>> {
+        let (config, channels) = (config.clone(), channels.to_vec());
+        self.read(move |conn, serde| {
+            let tx = conn.transaction().map_err(db("starting a read"))?;
+            delta_history(&tx, serde, &config, &channels)
+        })
+        .await
+    }
+
+    async fn list(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>> {
+        let (sql, args) = list_query(options)?;
+        self.read(move |conn, serde| {
+            let tx = conn.transaction().map_err(db("starting a read"))?;
+            let rows: Vec<Row> = {
+                let mut stmt = tx.prepare(&sql).map_err(db("listing checkpoints"))?;
+                let mapped = stmt
+                    .query_map(rusqlite::params_from_iter(args), Row::from_sql)
+                    .map_err(db("listing checkpoints"))?;
+                mapped
+                    .collect::<rusqlite::Result<_>>()
+                    .map_err(db("listing checkpoints"))?
+            };
+            rows.into_iter().map(|r| r.into_tuple(&tx, serde)).collect()
+        })
+        .await
+    }
+
+    /// Stores a checkpoint; a conditional put is checked and written in one `BEGIN
+    /// IMMEDIATE` transaction (which takes SQLite's write lock first, so the check holds
+    /// across processes too).
+    async fn put_checked(
+        &self,
+        config: &CheckpointConfig,
+        checkpoint: &Checkpoint,
+        metadata: &CheckpointMetadata,
+        _new_versions: &ChannelVersions,
+        expect: Expect<&str>,
+    ) -> Result<CheckpointConfig> {
+        let put = self.encode_put(config, checkpoint, metadata, expect.to_owned())?;
+        let out = put.out.clone();
+        self.write(move |conn, _| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db("starting a checkpoint write"))?;
+            put_in(&tx, &put)?;
+            tx.commit().map_err(db("committing a checkpoint"))
+        })
+        .await?;
+        Ok(out)
+    }
+
+    async fn put_writes(
+        &self,
+        config: &CheckpointConfig,
+        writes: &[(String, Value)],
+        task_id: &str,
+        task_path: &str,
+    ) -> Result<()> {
+        let call = self.encode_write_call(config, writes, task_id, task_path)?;
+        self.write(move |conn, _| {
+            let tx = conn.transaction().map_err(db("starting a write"))?;
+            writes_in(&tx, &call)?;
+            tx.commit().map_err(db("committing writes"))
+        })
+        .await
+    }
+
+    /// Group commit: the whole batch in one `BEGIN IMMEDIATE` transaction (one fsync instead
+    /// of one per op). If any op fails — a conflict, a value that does not serialize — the
+    /// transaction is rolled back and the ops are applied one by one, so the ops before the
+    /// failing one are stored and its error is the one returned, exactly as without batching.
+    async fn apply_batch(&self, ops: &[SaveOp]) -> Result<()> {
+        let encoded: Result<Vec<EncodedOp>> = ops
+            .iter()
+            .map(|op| match op {
+                SaveOp::Put {
+                    config,
+                    checkpoint,
+                    metadata,
+                    expected_latest,
+                    ..
+                } => self
+                    .encode_put(
+                        config,
+                        checkpoint,
+                        metadata,
+                        Expect::Latest(expected_latest.clone()),
+                    )
+                    .map(EncodedOp::Put),
+                SaveOp::Writes {
+                    config,
+                    writes,
+                    task_id,
+                    task_path,
+                } => self
+                    .encode_write_call(config, writes, task_id, task_path)
+                    .map(EncodedOp::Writes),
+            })
+            .collect();
+        let together = match encoded {
+            Ok(encoded) => {
+                self.write(move |conn, _| {
+                    let tx = conn
+                        .transaction_with_behavior(TransactionBehavior::Immediate)
+                        .map_err(db("starting a batch of writes"))?;
+                    for op in &encoded {
+                        let done = match op {
+                            EncodedOp::Put(put) => put_in(&tx, put),
+                            EncodedOp::Writes(call) => writes_in(&tx, call),
+                        };
+                        if done.is_err() {
+                            // Dropping `tx` rolls the batch back.
+                            return Ok(false);
+                        }
+                    }
+                    tx.commit().map_err(db("committing a batch of writes"))?;
+                    Ok(true)
+                })
+                .await?
+            }
+            Err(_) => false,
+        };
+        if together {
+            Ok(())
+        } else {
+            SaveOp::apply_each(ops, self).await
+        }
+    }
+
+    async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        let thread_id = thread_id.to_owned();
+        self.write(move |conn, _| {
+            let tx = conn.transaction().map_err(db("starting a delete"))?;
+            delete_thread_in(&tx, &thread_id)?;
+            tx.commit().map_err(db("committing a delete"))
+        })
+        .await
+    }
+
+    async fn delete_for_runs(&self, run_ids: &[String]) -> Result<()> {
+        if run_ids.is_empty() {
+            return Ok(());
+        }
+        let ids = serde_json::to_string(run_ids).unwrap_or_else(|_| "[]".into());
+        self.write(move |conn, _| {
+            let tx = conn.transaction().map_err(db("starting a delete"))?;
+            const DOOMED: &str = "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints \
+                WHERE json_extract(CAST(metadata AS TEXT), '$.run_id') IN (SELECT value FROM json_each(?1))";
+            tx.execute(
+                &format!(
+                    "DELETE FROM writes WHERE (thread_id, checkpoint_ns, checkpoint_id) IN ({DOOMED})"
+                ),
+                [&ids],
+            )
+            .map_err(db("deleting writes of runs"))?;
+            tx.execute(
+                "DELETE FROM checkpoints WHERE json_extract(CAST(metadata AS TEXT), '$.run_id') \
+                 IN (SELECT value FROM json_each(?1))",
+                [&ids],
+            )
+            .map_err(db("deleting checkpoints of runs"))?;
+            tx.commit().map_err(db("committing a delete"))
+        })
+        .await
+    }
+
+    async fn copy_thread(&self, source: &str, target: &str) -> Result<()> {
+        let (source, target) = (source.to_owned(), target.to_owned());
+        self.write(move |conn, _| {
+            let tx = conn.transaction().map_err(db("starting a copy"))?;
+            let exists = |t: &str| -> Result<bool> {
+                tx.prepare_cached("SELECT 1 FROM checkpoints WHERE thread_id = ?1 LIMIT 1")
+                    .and_then(|mut s| s.exists([t]))
+                    .map_err(db("checking a thread"))
+            };
+            backend::copy_preflight(&source, &target, exists(&source)?, exists(&target)?)?;
+            tx.execute(
+                "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, \
+                 parent_checkpoint_id, type, checkpoint, metadata) \
+                 SELECT ?2, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, \
+                 metadata FROM checkpoints WHERE thread_id = ?1",
+                params![source, target],
+            )
+            .map_err(db("copying checkpoints"))?;
+            tx.execute(
+                "INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, \
+                 idx, channel, type, value) SELECT ?2, checkpoint_ns, checkpoint_id, task_id, \
+                 task_path, idx, channel, type, value FROM writes WHERE thread_id = ?1",
+                params![source, target],
+            )
+            .map_err(db("copying writes"))?;
+            tx.commit().map_err(db("committing a copy"))
+        })
+        .await
+    }
+
+    async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
+        let thread_ids = thread_ids.to_vec();
+        self.write(move |conn, _| {
+            // One transaction for all threads: a refused thread leaves every thread untouched.
+            let tx = conn.transaction().map_err(db("starting a prune"))?;
+            prune::run_now(&mut Pruning(&tx), &thread_ids, strategy)?;
+            tx.commit().map_err(db("committing a prune"))
+        })
+        .await
+    }
+}

@@ -1,0 +1,371 @@
+//! Reading checkpoints: rows, their writes, the delta walk and the `list` query.
+
+use super::*;
+
+/// The columns every checkpoint query selects, in this order.
+pub(super) const CHECKPOINT_COLUMNS: &str =
+    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata";
+
+/// A BLOB column that may also hold TEXT (SQLite does not enforce column types, and other
+/// writers, or hand edits, may store text): both are read as bytes.
+pub(super) fn bytes_column(r: &rusqlite::Row<'_>, idx: usize) -> rusqlite::Result<Option<Vec<u8>>> {
+    use rusqlite::types::ValueRef;
+    match r.get_ref(idx)? {
+        ValueRef::Null => Ok(None),
+        ValueRef::Blob(b) | ValueRef::Text(b) => Ok(Some(b.to_vec())),
+        other => Err(rusqlite::Error::InvalidColumnType(
+            idx,
+            "a blob column".into(),
+            other.data_type(),
+        )),
+    }
+}
+
+/// One raw `checkpoints` row.
+pub(super) struct Row {
+    pub(super) thread_id: String,
+    pub(super) checkpoint_ns: String,
+    pub(super) checkpoint_id: String,
+    pub(super) parent: Option<String>,
+    pub(super) type_tag: Option<String>,
+    pub(super) checkpoint: Option<Vec<u8>>,
+    pub(super) metadata: Option<Vec<u8>>,
+}
+
+impl Row {
+    pub(super) fn from_sql(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            thread_id: r.get(0)?,
+            checkpoint_ns: r.get(1)?,
+            checkpoint_id: r.get(2)?,
+            parent: r.get(3)?,
+            type_tag: r.get(4)?,
+            checkpoint: bytes_column(r, 5)?,
+            metadata: bytes_column(r, 6)?,
+        })
+    }
+
+    pub(super) fn location(&self) -> Location {
+        Location::checkpoint(&self.thread_id, &self.checkpoint_ns, &self.checkpoint_id)
+    }
+
+    /// Decodes the row and loads its writes.
+    pub(super) fn into_tuple(
+        self,
+        conn: &Connection,
+        serde: &dyn Serializer,
+    ) -> Result<CheckpointTuple> {
+        let loc = self.location();
+        let tag = self.type_tag.as_deref().ok_or_else(|| {
+            Error::serialization(loc.clone(), SerdeError::UnknownType("NULL".into()))
+        })?;
+        let bytes = self.checkpoint.as_deref().unwrap_or_default();
+        let value = serde
+            .loads_typed(tag, bytes)
+            .map_err(|e| located(loc.clone(), e))?;
+        let checkpoint = Checkpoint::from_value(value).map_err(|e| located(loc.clone(), e))?;
+        let metadata = decode_metadata(self.metadata.as_deref(), &loc)?;
+        let pending_writes = load_writes(
+            conn,
+            serde,
+            &self.thread_id,
+            &self.checkpoint_ns,
+            &self.checkpoint_id,
+        )?;
+        Ok(CheckpointTuple::from_parts(
+            self.thread_id,
+            self.checkpoint_ns,
+            self.checkpoint_id,
+            self.parent,
+            checkpoint,
+            metadata,
+            pending_writes,
+        ))
+    }
+}
+
+/// Attaches a location to a serializer error, naming the channel when the failure is inside
+/// one (`channel_values.<channel>…`).
+pub(super) fn located(loc: Location, e: SerdeError) -> Error {
+    let channel = e
+        .path()
+        .and_then(|p| p.strip_prefix("channel_values."))
+        .map(|rest| rest.split(['.', '[']).next().unwrap_or(rest).to_owned());
+    let loc = match channel {
+        Some(ch) => loc.channel(ch),
+        None => loc,
+    };
+    Error::serialization(loc, e)
+}
+
+pub(super) fn decode_metadata(bytes: Option<&[u8]>, loc: &Location) -> Result<CheckpointMetadata> {
+    let Some(bytes) = bytes else {
+        return Ok(CheckpointMetadata::default());
+    };
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        backend::shape_error(
+            loc.clone().part("metadata"),
+            "",
+            format!("not UTF-8 at byte {}", e.valid_up_to()),
+        )
+    })?;
+    let json = backend::json_from_text(text, loc.clone().part("metadata"))?;
+    backend::metadata_from_json(json, loc)
+}
+
+/// A write row's columns from `first` on: task_id, channel, type, value, task_path, idx.
+pub(super) fn stored_write(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<StoredWrite> {
+    Ok(StoredWrite {
+        task_id: r.get(first)?,
+        channel: r.get(first + 1)?,
+        type_tag: r.get(first + 2)?,
+        value: bytes_column(r, first + 3)?.unwrap_or_default(),
+        task_path: r.get(first + 4)?,
+        idx: r.get(first + 5)?,
+    })
+}
+
+pub(super) fn load_writes(
+    conn: &Connection,
+    serde: &dyn Serializer,
+    thread_id: &str,
+    ns: &str,
+    checkpoint_id: &str,
+) -> Result<Vec<PendingWrite>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT task_id, channel, type, value, task_path, idx FROM writes \
+             WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3",
+        )
+        .map_err(db("reading writes"))?;
+    let rows = stmt
+        .query_map(params![thread_id, ns, checkpoint_id], |r| {
+            stored_write(r, 0)
+        })
+        .map_err(db("reading writes"))?;
+    let at = Location::checkpoint(thread_id, ns, checkpoint_id);
+    let mut writes = Vec::new();
+    for row in rows {
+        writes.push(row.map_err(db("reading writes"))?.decode(serde, &at)?);
+    }
+    sort_writes(&mut writes);
+    Ok(writes)
+}
+
+/// The target checkpoint's ancestors' ids, nearest first, by following
+/// `parent_checkpoint_id` (ids are not ordered across processes, so no range scan), at most
+/// `?6` levels up. `CROSS JOIN` keeps `ancestors` the outer loop: one primary-key lookup per
+/// level. Only ids travel through the recursion; a query reads the (large) checkpoint column
+/// by joining it, for the rows it actually steps through.
+pub(super) const ANCESTORS: &str = "WITH RECURSIVE ancestors(checkpoint_id, parent_checkpoint_id, depth) AS ( \
+      SELECT checkpoint_id, parent_checkpoint_id, 0 FROM checkpoints \
+      WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3 \
+      UNION ALL \
+      SELECT c.checkpoint_id, c.parent_checkpoint_id, a.depth + 1 \
+      FROM ancestors a CROSS JOIN checkpoints c ON c.checkpoint_id = a.parent_checkpoint_id \
+      WHERE c.thread_id = ?4 AND c.checkpoint_ns = ?5 AND a.depth < ?6)";
+
+/// The values a stored checkpoint holds for `channels`. A msgpack checkpoint is not decoded:
+/// only the requested values are, found by skipping over the rest; anything else (an
+/// encrypted checkpoint, bytes laid out otherwise) is decoded in full, which also names what
+/// is wrong with it.
+pub(super) fn stored_values(
+    serde: &dyn Serializer,
+    tag: &str,
+    bytes: &[u8],
+    channels: &std::collections::BTreeSet<&str>,
+    loc: &Location,
+) -> Result<BTreeMap<String, Value>> {
+    let wanted: Vec<&str> = channels.iter().copied().collect();
+    if tag == tags::MSGPACK
+        && let Some(found) = checkpoint_value_ranges(bytes, &wanted)
+    {
+        let mut out = BTreeMap::new();
+        for (channel, range) in found {
+            // The ranges are within `bytes` (where they were found); were one not, its empty
+            // slice would fail to decode, located like any corrupt value.
+            let value = serde
+                .loads_typed(tags::MSGPACK, bytes.get(range).unwrap_or_default())
+                .map_err(|e| located(loc.clone().channel(channel.clone()), e))?;
+            out.insert(channel, value);
+        }
+        return Ok(out);
+    }
+    let value = serde
+        .loads_typed(tag, bytes)
+        .map_err(|e| located(loc.clone(), e))?;
+    let mut checkpoint = Checkpoint::from_value(value).map_err(|e| located(loc.clone(), e))?;
+    Ok(wanted
+        .iter()
+        .filter_map(|ch| Some(((*ch).to_owned(), checkpoint.channel_values.remove(*ch)?)))
+        .collect())
+}
+
+/// `get_delta_channel_history` in two queries: the walk up the chain (stopping at the last
+/// seed), then every requested channel's writes on that stretch of the chain.
+pub(super) fn delta_history(
+    tx: &Transaction<'_>,
+    serde: &dyn Serializer,
+    config: &CheckpointConfig,
+    channels: &[String],
+) -> Result<std::collections::BTreeMap<String, DeltaChannelHistory>> {
+    let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
+    let target: Option<String> = match &config.checkpoint_id {
+        Some(id) => Some(id.clone()),
+        None => tx
+            .query_row(
+                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 \
+                 AND checkpoint_ns = ?2 ORDER BY checkpoint_id DESC LIMIT 1",
+                params![thread, ns],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db("reading a checkpoint"))?,
+    };
+    let Some(target) = target.filter(|_| !channels.is_empty()) else {
+        return Ok(DeltaWalk::new(channels).finish());
+    };
+    // Stage 1: the ancestors the walk visits, with what each stores.
+    let mut chain: Vec<(String, BTreeMap<String, Value>)> = Vec::new();
+    {
+        let mut active: std::collections::BTreeSet<&str> =
+            channels.iter().map(String::as_str).collect();
+        // The target counts as seen: a chain looping back to it stops there.
+        let mut seen = std::collections::HashSet::from([target.clone()]);
+        let mut stmt = tx
+            .prepare_cached(&format!(
+                "{ANCESTORS} SELECT a.checkpoint_id, c.type, c.checkpoint, a.depth FROM ancestors a \
+                 CROSS JOIN checkpoints c ON c.thread_id = ?4 AND c.checkpoint_ns = ?5 \
+                 AND c.checkpoint_id = a.checkpoint_id WHERE a.depth > 0"
+            ))
+            .map_err(db("walking checkpoint ancestors"))?;
+        let mut rows = stmt
+            .query(params![thread, ns, target, thread, ns, i64::MAX])
+            .map_err(db("walking checkpoint ancestors"))?;
+        while let Some(r) = rows.next().map_err(db("walking checkpoint ancestors"))? {
+            let id: String = r.get(0).map_err(db("walking checkpoint ancestors"))?;
+            if !seen.insert(id.clone()) {
+                break;
+            }
+            // The recursion yields nearest first (a FIFO queue, no ORDER BY: sorting would
+            // read every ancestor's checkpoint); the walk relies on it.
+            let depth: i64 = r.get(3).map_err(db("walking checkpoint ancestors"))?;
+            if usize::try_from(depth).ok() != Some(chain.len() + 1) {
+                return Err(Error::Backend {
+                    backend: "sqlite",
+                    message: format!("ancestors of {target} came back out of order"),
+                    source: None,
+                });
+            }
+            let loc = Location::checkpoint(thread, ns, &id);
+            let tag: Option<String> = r.get(1).map_err(db("walking checkpoint ancestors"))?;
+            let tag = tag.ok_or_else(|| {
+                Error::serialization(loc.clone(), SerdeError::UnknownType("NULL".into()))
+            })?;
+            let bytes = bytes_column(r, 2).map_err(db("walking checkpoint ancestors"))?;
+            let bytes = bytes.as_deref().unwrap_or_default();
+            let stored = stored_values(serde, &tag, bytes, &active, &loc)?;
+            active.retain(|ch| !stored.contains_key(*ch));
+            chain.push((id, stored));
+            if active.is_empty() {
+                break;
+            }
+        }
+    }
+    // Stage 2: the requested channels' writes on that stretch of the chain.
+    let mut writes: std::collections::HashMap<String, Vec<PendingWrite>> =
+        std::collections::HashMap::new();
+    if !chain.is_empty() {
+        let marks = vec!["?"; channels.len()].join(", ");
+        let sql = format!(
+            "{ANCESTORS} SELECT w.checkpoint_id, w.task_id, w.channel, w.type, w.value, \
+             w.task_path, w.idx FROM ancestors a CROSS JOIN writes w \
+             ON w.checkpoint_id = a.checkpoint_id \
+             WHERE a.depth > 0 AND w.thread_id = ?4 AND w.checkpoint_ns = ?5 \
+             AND w.channel IN ({marks})"
+        );
+        let mut args: Vec<Sql> = vec![
+            Sql::Text(thread.to_owned()),
+            Sql::Text(ns.to_owned()),
+            Sql::Text(target),
+            Sql::Text(thread.to_owned()),
+            Sql::Text(ns.to_owned()),
+            Sql::Integer(i64::try_from(chain.len()).unwrap_or(i64::MAX)),
+        ];
+        args.extend(channels.iter().map(|c| Sql::Text(c.clone())));
+        let mut stmt = tx
+            .prepare_cached(&sql)
+            .map_err(db("reading delta channel writes"))?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(args), |r| {
+                Ok((r.get::<_, String>(0)?, stored_write(r, 1)?))
+            })
+            .map_err(db("reading delta channel writes"))?;
+        for row in rows {
+            let (cid, w) = row.map_err(db("reading delta channel writes"))?;
+            let w = w.decode(serde, &Location::checkpoint(thread, ns, &cid))?;
+            writes.entry(cid).or_default().push(w);
+        }
+    }
+    let mut walk = DeltaWalk::new(channels);
+    for (id, values) in chain {
+        let here = writes.remove(&id).unwrap_or_default();
+        walk.visit(&id, here, |ch| values.get(ch).cloned());
+    }
+    Ok(walk.finish())
+}
+
+/// Metadata filter keys become a JSON path; LangGraph allows only these characters.
+pub(super) fn valid_filter_key(key: &str) -> bool {
+    !key.is_empty()
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// Builds the `list` query and its parameters; the metadata filter compares each key's JSON
+/// path (as LangGraph's SQLite saver does).
+pub(super) fn list_query(options: &ListOptions) -> Result<(String, Vec<Sql>)> {
+    let select = format!("SELECT {CHECKPOINT_COLUMNS} FROM checkpoints");
+    let (sql, args) = ListSql::build(&select, options, Placeholders::Question, |q, filter| {
+        for (key, want) in filter {
+            if !valid_filter_key(key) {
+                return Err(Error::invalid(
+                    "metadata filter key",
+                    format!("`{key}` (allowed: letters, digits, `_`, `.`, `-`)"),
+                ));
+            }
+            let path = format!("json_extract(CAST(metadata AS TEXT), '$.{key}')");
+            let arg = match want {
+                Json::Null => {
+                    q.clause(format!("{path} IS NULL"));
+                    continue;
+                }
+                Json::Bool(b) => SqlArg::Int(i64::from(*b)),
+                Json::Number(n) => match n.as_i64() {
+                    Some(i) => SqlArg::Int(i),
+                    None => SqlArg::Real(n.as_f64().unwrap_or(f64::NAN)),
+                },
+                Json::String(s) => SqlArg::Text(s),
+                other => {
+                    let at = q.bind(SqlArg::Json(other.clone()));
+                    q.clause(format!("{path} = json({at})"));
+                    continue;
+                }
+            };
+            let at = q.bind(arg);
+            q.clause(format!("{path} = {at}"));
+        }
+        Ok(())
+    })?;
+    let args = args
+        .into_iter()
+        .map(|a| match a {
+            SqlArg::Text(t) => Sql::Text(t.to_owned()),
+            SqlArg::Int(i) => Sql::Integer(i),
+            SqlArg::Real(f) => Sql::Real(f),
+            SqlArg::Json(j) => Sql::Text(j.to_string()),
+        })
+        .collect();
+    Ok((sql, args))
+}
