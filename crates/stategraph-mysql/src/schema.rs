@@ -61,13 +61,17 @@ const TABLES: [&str; 3] = ["checkpoints", "checkpoint_blobs", "checkpoint_writes
 /// Checks, without changing anything, that the saver's tables exist in the connection's
 /// database; missing ones are an `Error::NotFound` naming them.
 pub(crate) async fn check(conn: &mut mysql_async::Conn, target: &str) -> Result<()> {
-    let found: Vec<String> = conn
+    let rows: Vec<mysql_async::Row> = conn
         .query(
             "SELECT CAST(table_name AS CHAR) FROM information_schema.tables \
              WHERE table_schema = DATABASE()",
         )
         .await
         .map_err(db("checking the tables"))?;
+    let found: Vec<String> = rows
+        .into_iter()
+        .filter_map(|mut r| r.take_opt::<String, _>(0).and_then(|v| v.ok()))
+        .collect();
     let missing: Vec<&str> = TABLES
         .into_iter()
         .filter(|t| !found.iter().any(|f| f == t))

@@ -68,7 +68,12 @@ pub(crate) async fn with_setup_lock<T, E: From<SetupFailure>>(
             )
             .await
             .map_err(step("waiting for other setups"))?;
-        if rows.first().is_some_and(|r| r.get::<_, bool>(0)) {
+        let taken: Option<bool> = rows
+            .first()
+            .map(|r| r.try_get(0))
+            .transpose()
+            .map_err(step("waiting for other setups"))?;
+        if taken == Some(true) {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -107,7 +112,12 @@ pub(crate) async fn run_migrations<S: AsRef<str>>(
         )
         .await
         .map_err(step("reading a migrations table"))?;
-    let current: i32 = rows.first().map_or(-1, |r| r.get(0));
+    let current: i32 = rows
+        .first()
+        .map(|r| r.try_get(0))
+        .transpose()
+        .map_err(step("reading a migrations table"))?
+        .unwrap_or(-1);
     for (v, sql) in migrations
         .iter()
         .enumerate()

@@ -12,7 +12,7 @@ use tokio_postgres::types::Type;
 
 use super::PostgresStore;
 use super::sql::{
-    Address, ItemRow, ORDER, Params, client_of, db, filter_conditions, item_columns, live,
+    Address, ItemRow, ORDER, Params, client_of, col, db, filter_conditions, item_columns, live,
     match_regex, namespace_condition, namespace_of, prefix_of, time_param,
 };
 use super::ttl::refresh;
@@ -153,7 +153,7 @@ impl PostgresStore {
             )
             .await
             .map_err(db("estimating the vector count"))?;
-        let estimate: f64 = rows.first().map_or(0.0, |r| r.get(0));
+        let estimate: f64 = rows.first().map(|r| col(r, 0)).transpose()?.unwrap_or(0.0);
         Ok(estimate >= self.exact_search_limit as f64)
     }
 
@@ -204,7 +204,7 @@ impl PostgresStore {
         let mut seen = BTreeSet::new();
         let (mut prefixes, mut keys) = (Vec::new(), Vec::new());
         for r in &rows {
-            let addr: Address = (r.get(0), r.get(1));
+            let addr: Address = (col(r, 0)?, col(r, 1)?);
             if seen.insert(addr.clone()) {
                 prefixes.push(addr.0);
                 keys.push(addr.1);
@@ -267,7 +267,10 @@ impl PostgresStore {
             .query_typed(&sql, &p.refs())
             .await
             .map_err(db("listing namespaces"))?;
-        let namespaces = rows.iter().map(|r| namespace_of(r.get(0)));
+        let namespaces = rows
+            .iter()
+            .map(|r| col::<&str>(r, 0).map(namespace_of))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(finish_list_namespaces(namespaces, op))
     }
 }

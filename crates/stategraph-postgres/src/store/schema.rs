@@ -5,7 +5,7 @@ use stategraph_checkpoint::store::StoreError;
 use tokio_postgres::types::Type;
 
 use super::PostgresStore;
-use super::sql::{backend, db};
+use super::sql::{backend, col, db};
 use crate::migrate::{SetupFailure, create_schema, run_migrations, with_setup_lock};
 
 /// LangGraph's `store_migrations` v0–v3 (`langgraph-checkpoint-postgres`), indexed by
@@ -104,7 +104,7 @@ impl PostgresStore {
                 )
                 .await
                 .map_err(db("reading the vector dimensions"))?;
-            let dims: Option<i32> = rows.first().map(|r| r.get(0));
+            let dims: Option<i32> = rows.first().map(|r| col(r, 0)).transpose()?.flatten();
             if let Some(d) = dims
                 && usize::try_from(d).ok() != Some(index.dims)
             {
@@ -137,7 +137,7 @@ impl PostgresStore {
             )
             .await
             .map_err(db("reading the schema"))?;
-        let missing: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        let missing: Vec<String> = rows.iter().map(|r| col(r, 0)).collect::<Result<_, _>>()?;
         if missing.is_empty() {
             return Ok(());
         }

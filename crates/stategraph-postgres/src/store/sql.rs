@@ -204,6 +204,18 @@ pub(super) fn item_columns(score: &str) -> String {
     )
 }
 
+/// Column `idx` of a row, read strictly: a value of another type, or a NULL where a value
+/// belongs, is an error naming the column, never a panic.
+pub(super) fn col<'a, T: tokio_postgres::types::FromSql<'a>>(
+    r: &'a tokio_postgres::Row,
+    idx: usize,
+) -> Result<T, StoreError> {
+    r.try_get(idx).map_err(|e| {
+        let name = r.columns().get(idx).map_or("?", |c| c.name());
+        StoreError::backend(BACKEND, format!("reading column `{name}` (#{idx}): {e}"))
+    })
+}
+
 /// An item read back, with its score and whether it has a TTL.
 pub(super) struct ItemRow {
     pub(super) item: Item,
@@ -213,18 +225,22 @@ pub(super) struct ItemRow {
 
 impl ItemRow {
     pub(super) fn from_pg(r: &tokio_postgres::Row) -> Result<Self, StoreError> {
-        let prefix: String = r.get(0);
-        let key: String = r.get(1);
-        let value: Json = r.get(2);
+        let prefix: String = col(r, 0)?;
+        let key: String = col(r, 1)?;
         let namespace = namespace_of(&prefix);
+        let corrupt = |i: usize, why: String| StoreError::Corrupt {
+            namespace: namespace.clone(),
+            key: key.clone(),
+            reason: format!(
+                "column `{}` {why}",
+                r.columns().get(i).map_or("?", |c| c.name())
+            ),
+        };
+        let value: Json = r.try_get(2).map_err(|e| corrupt(2, e.to_string()))?;
         let time = |i: usize| -> Result<Timestamp, StoreError> {
-            let t: Option<SystemTime> = r.get(i);
+            let t: Option<SystemTime> = r.try_get(i).map_err(|e| corrupt(i, e.to_string()))?;
             t.map(Timestamp::from_system_time)
-                .ok_or_else(|| StoreError::Corrupt {
-                    namespace: namespace.clone(),
-                    key: key.clone(),
-                    reason: format!("{} is NULL", r.columns()[i].name()),
-                })
+                .ok_or_else(|| corrupt(i, "is NULL".to_owned()))
         };
         let (created_at, updated_at) = (time(3)?, time(4)?);
         if !value.is_object() {
@@ -242,8 +258,8 @@ impl ItemRow {
                 created_at,
                 updated_at,
             },
-            score: r.get(5),
-            has_ttl: r.get(6),
+            score: col(r, 5)?,
+            has_ttl: col(r, 6)?,
         })
     }
 }

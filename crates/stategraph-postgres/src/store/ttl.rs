@@ -4,7 +4,7 @@ use stategraph_checkpoint::store::{StoreError, Timestamp};
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::Type;
 
-use super::sql::{Address, db, time_param};
+use super::sql::{Address, col, db, time_param};
 
 /// Largest TTL, in minutes, a refresh adds (about 9,500 years; keeps timestamps in range).
 const MAX_REFRESH_MINUTES: f64 = 5e9;
@@ -55,6 +55,6 @@ pub(super) async fn sweep<C: GenericClient>(
         )
         .await
         .map_err(db("sweeping expired items"))?;
-    let n: i64 = rows.first().map_or(0, |r| r.get(0));
+    let n: i64 = rows.first().map(|r| col(r, 0)).transpose()?.unwrap_or(0);
     Ok(usize::try_from(n).unwrap_or(0))
 }

@@ -9,7 +9,7 @@ use tokio_postgres::GenericClient;
 use tokio_postgres::types::Type;
 
 use super::PostgresStore;
-use super::sql::{Address, client_of, db, prefix_of, time_param};
+use super::sql::{Address, client_of, col, db, prefix_of, time_param};
 
 /// The stored state of an address, for planning vectors.
 struct OldRow {
@@ -286,12 +286,12 @@ async fn plan_vectors<C: GenericClient>(
             .await
             .map_err(db("reading items to update"))?;
         for r in &rows {
-            let fields: Vec<String> = r.get(4);
+            let fields: Vec<String> = col(r, 4)?;
             old.insert(
-                (r.get(0), r.get(1)),
+                (col(r, 0)?, col(r, 1)?),
                 OldRow {
-                    value: r.get(2),
-                    live: r.get(3),
+                    value: col(r, 2)?,
+                    live: col(r, 3)?,
                     fields: fields.into_iter().collect(),
                 },
             );
