@@ -64,14 +64,74 @@ impl CheckpointConfig {
 /// A database URL without its password (`postgres://u:***@host/db`), for error messages and
 /// logs.
 pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let creds = &url[scheme + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_owned(),
+    // The credentials are between the first `://` and the last `@` after it.
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((creds, host)) = rest.rsplit_once('@') else {
+        return url.to_owned();
+    };
+    match creds.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The former, index-based `redact_url`: the rewrite must agree with it on every input.
+    fn redact_url_by_index(url: &str) -> String {
+        match (url.find("://"), url.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme => {
+                let creds = &url[scheme + 3..at];
+                match creds.split_once(':') {
+                    Some((user, _)) => {
+                        format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
+                    }
+                    None => url.to_owned(),
+                }
             }
+            _ => url.to_owned(),
         }
-        _ => url.to_owned(),
+    }
+
+    #[test]
+    fn redacts_the_password_only() {
+        assert_eq!(
+            redact_url("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(redact_url("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact_url("redis://h:6379"), "redis://h:6379");
+        assert_eq!(redact_url("a@b://c"), "a@b://c");
+        assert_eq!(redact_url("mysql://u:p@w@h/db"), "mysql://u:***@h/db");
+        assert_eq!(redact_url("sqlite:x.db"), "sqlite:x.db");
+        assert_eq!(redact_url(""), "");
+    }
+
+    proptest! {
+        #[test]
+        fn redact_url_never_panics(url in any::<String>()) {
+            let _ = redact_url(&url);
+        }
+
+        #[test]
+        fn redact_url_is_unchanged(url in "([a-zé]{0,3}(://|:|@|/|é|€)?){0,6}") {
+            prop_assert_eq!(redact_url(&url), redact_url_by_index(&url));
+        }
+
+        #[test]
+        fn redact_url_hides_the_password(
+            user in "[a-z]{1,8}",
+            password in "[a-zA-Z0-9@:é€]{1,12}",
+            host in "[a-z0-9.:/]{0,16}",
+        ) {
+            let url = format!("postgres://{user}:{password}@{host}");
+            let redacted = redact_url(&url);
+            prop_assert_eq!(&redacted, &format!("postgres://{user}:***@{host}"));
+        }
     }
 }

@@ -65,14 +65,14 @@ fn next_timestamp() -> u64 {
 
 /// Formats 128 bits as `8-4-4-4-12` lowercase hex.
 pub fn format_uuid(value: u128) -> String {
-    let hex = format!("{value:032x}");
+    // Each group is formatted from its own bits, zero-padded to its width.
     format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        value >> 96,
+        (value >> 80) & 0xffff,
+        (value >> 64) & 0xffff,
+        (value >> 48) & 0xffff,
+        value & 0xffff_ffff_ffff
     )
 }
 
@@ -136,6 +136,35 @@ mod tests {
         assert_eq!(&checkpoint_id(2)[19..23], "8002");
         assert_eq!(&uuid6(Some(-2))[19..23], "bffe");
         assert_eq!(&checkpoint_id(0)[14..15], "6");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn format_uuid_groups_the_hex_digits(value in proptest::arbitrary::any::<u128>()) {
+            let hex = format!("{value:032x}");
+            let expected = format!(
+                "{}-{}-{}-{}-{}",
+                &hex[0..8],
+                &hex[8..12],
+                &hex[12..16],
+                &hex[16..20],
+                &hex[20..32]
+            );
+            proptest::prop_assert_eq!(format_uuid(value), expected);
+        }
+    }
+
+    #[test]
+    fn format_uuid_edges() {
+        assert_eq!(format_uuid(0), "00000000-0000-0000-0000-000000000000");
+        assert_eq!(
+            format_uuid(u128::MAX),
+            "ffffffff-ffff-ffff-ffff-ffffffffffff"
+        );
+        assert_eq!(
+            format_uuid(0x0123_4567_89ab_cdef_0011_2233_4455_6677),
+            "01234567-89ab-cdef-0011-223344556677"
+        );
     }
 
     #[test]

@@ -42,6 +42,11 @@
 //! # Ok::<(), Error>(()) }).unwrap();
 //! ```
 
+#![cfg_attr(
+    not(test),
+    warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
+)]
+
 pub mod allowlist;
 pub mod backend;
 pub mod blob_layout;

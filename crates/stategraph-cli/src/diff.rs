@@ -6,7 +6,7 @@ use serde_json::{Map, Value as Json, json};
 use stategraph::CheckpointSaver;
 
 use crate::read::{reader, run_config};
-use crate::{Failure, fail, table};
+use crate::{Failure, at, fail, table};
 
 /// How one state key differs.
 #[derive(Debug, PartialEq)]
@@ -43,10 +43,13 @@ pub(crate) fn changes(a: &Map<String, Json>, b: &Map<String, Json>) -> Vec<(Stri
 }
 
 fn change(old: &Json, new: &Json) -> Change {
+    if let (Json::Array(o), Json::Array(n)) = (old, new)
+        && let Some(added) = n.strip_prefix(o.as_slice())
+        && !added.is_empty()
+    {
+        return Change::Appended(added.to_vec());
+    }
     match (old, new) {
-        (Json::Array(o), Json::Array(n)) if n.len() > o.len() && n.starts_with(o) => {
-            Change::Appended(n[o.len()..].to_vec())
-        }
         (Json::Object(o), Json::Object(n)) => Change::Merged {
             set: n
                 .iter()
@@ -98,6 +101,27 @@ fn describe(c: &Change) -> (&'static str, String) {
     }
 }
 
+/// The state values of checkpoint `id` and its step.
+async fn values_at(
+    graph: &stategraph::CompiledGraph<stategraph::DynState>,
+    thread: &str,
+    ns: &str,
+    id: &str,
+) -> Result<(Map<String, Json>, Json), Failure> {
+    let snapshot = graph
+        .get_state(&run_config(thread, ns, Some(id.to_owned())))
+        .await
+        .map_err(fail)?;
+    if snapshot.config.is_none() {
+        return Err(format!("no checkpoint `{id}` in thread `{thread}`"));
+    }
+    let j = snapshot.to_json();
+    Ok((
+        at(&j, "/values").as_object().cloned().unwrap_or_default(),
+        at(&j, "/metadata/step").clone(),
+    ))
+}
+
 /// The `diff` command.
 pub(crate) async fn run(
     saver: Arc<dyn CheckpointSaver>,
@@ -108,33 +132,18 @@ pub(crate) async fn run(
     as_json: bool,
 ) -> Result<String, Failure> {
     let graph = reader(saver, thread, ns, Some(to)).await?;
-    let mut values = Vec::new();
-    for id in [from, to] {
-        let snapshot = graph
-            .get_state(&run_config(thread, ns, Some(id.to_owned())))
-            .await
-            .map_err(fail)?;
-        if snapshot.config.is_none() {
-            return Err(format!("no checkpoint `{id}` in thread `{thread}`"));
-        }
-        let j = snapshot.to_json();
-        values.push((
-            j["values"].as_object().cloned().unwrap_or_default(),
-            j["metadata"]["step"].clone(),
-        ));
-    }
-    let found = changes(&values[0].0, &values[1].0);
+    let (from_values, from_step) = values_at(&graph, thread, ns, from).await?;
+    let (to_values, to_step) = values_at(&graph, thread, ns, to).await?;
+    let found = changes(&from_values, &to_values);
     if as_json {
         let changed: Map<String, Json> =
             found.iter().map(|(k, c)| (k.clone(), to_json(c))).collect();
-        return Ok(json!({"from": from, "to": to, "from_step": values[0].1,
-                         "to_step": values[1].1, "changes": changed})
+        return Ok(json!({"from": from, "to": to, "from_step": from_step,
+                         "to_step": to_step, "changes": changed})
         .to_string());
     }
     let header = format!(
-        "{from} (step {}) → {to} (step {}): {} key(s) changed\n",
-        values[0].1,
-        values[1].1,
+        "{from} (step {from_step}) → {to} (step {to_step}): {} key(s) changed\n",
         found.len()
     );
     Ok(header

@@ -13,6 +13,11 @@
 //! stategraph --db sqlite:seed_tour.sqlite history --thread 1 --json
 //! ```
 
+#![cfg_attr(
+    not(test),
+    warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
+)]
+
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -423,6 +428,13 @@ async fn open(url: &str, migrate: bool, strict: bool) -> Result<Arc<dyn Checkpoi
     stategraph::open_saver_with(url, options)
         .await
         .map_err(|e| format!("cannot open {}: {}", stategraph::redact_url(url), fail(e)))
+}
+
+/// What `j` holds at JSON `pointer` (`/metadata/step`), `null` where it holds nothing — as
+/// indexing (`j["metadata"]["step"]`) reads it.
+pub(crate) fn at<'a>(j: &'a Json, pointer: &str) -> &'a Json {
+    static NULL: Json = Json::Null;
+    j.pointer(pointer).unwrap_or(&NULL)
 }
 
 pub(crate) fn done(as_json: bool, j: Json, text: String) -> String {

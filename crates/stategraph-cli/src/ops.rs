@@ -151,14 +151,15 @@ pub(crate) async fn repair(
         let channels: serde_json::Map<String, Json> = rows
             .iter()
             .map(|(k, status, v, stored)| {
-                let mut o = json!({"status": status.split(' ').next()});
+                let mut o = serde_json::Map::new();
+                o.insert("status".to_owned(), json!(status.split(' ').next()));
                 if !v.is_null() {
-                    o["value"] = v.clone();
+                    o.insert("value".to_owned(), v.clone());
                 }
                 if let Some(s) = stored {
-                    o["stored"] = s.clone();
+                    o.insert("stored".to_owned(), s.clone());
                 }
-                (k.clone(), o)
+                (k.clone(), Json::Object(o))
             })
             .collect();
         return Ok(
@@ -203,5 +204,43 @@ mod tests {
         );
         assert!(parse_age("7w").is_err());
         assert!(parse_age("d").is_err());
+        assert!(parse_age("").is_err());
+        assert!(parse_age("7é").is_err());
+        assert!(parse_age("é7d").is_err());
+        assert_eq!(
+            parse_age("99999999999999999999d").ok(),
+            None,
+            "a number too large for u64 is not an age"
+        );
+        assert_eq!(
+            parse_age(&format!("{}d", u64::MAX)),
+            Ok(std::time::Duration::from_secs(u64::MAX))
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn ages_never_panic(text in proptest::arbitrary::any::<String>()) {
+            let _ = parse_age(&text);
+        }
+
+        #[test]
+        fn ages_near_the_format_never_panic(text in "[0-9]{0,22}[smhdwé\\p{L}]{0,3}") {
+            let _ = parse_age(&text);
+        }
+
+        #[test]
+        fn ages_read_number_and_unit(n in 0u64..1_000_000, unit in "[smhd]") {
+            let seconds = match unit.as_str() {
+                "s" => 1,
+                "m" => 60,
+                "h" => 3600,
+                _ => 86_400,
+            };
+            proptest::prop_assert_eq!(
+                parse_age(&format!("{n}{unit}")),
+                Ok(std::time::Duration::from_secs(n * seconds))
+            );
+        }
     }
 }

@@ -9,7 +9,7 @@ use stategraph::{
     StateSnapshot,
 };
 
-use crate::{Failure, fail, table};
+use crate::{Failure, at, fail, table};
 
 pub(crate) async fn threads(saver: &dyn CheckpointSaver, as_json: bool) -> Result<String, Failure> {
     let all = saver.list(&ListOptions::all()).await.map_err(fail)?;
@@ -259,7 +259,7 @@ pub(crate) async fn history(
                         meta.and_then(|m| m.source)
                             .map_or_else(String::new, |s| s.to_string()),
                         s.next.join(","),
-                        table::shorten(&s.to_json()["values"].to_string(), 60),
+                        table::shorten(&at(&s.to_json(), "/values").to_string(), 60),
                     ]
                 }
                 Err((id, error)) => vec![
@@ -291,17 +291,17 @@ pub(crate) async fn state(
         return Ok(j.to_string());
     }
     let mut rows: Vec<Vec<String>> = Vec::new();
-    if let Some(values) = j["values"].as_object() {
+    if let Some(values) = at(&j, "/values").as_object() {
         for (k, v) in values {
             rows.push(vec![k.clone(), table::shorten(&v.to_string(), 100)]);
         }
     }
     let header = format!(
         "checkpoint {}  step {}  next [{}]\n",
-        j["config"]["configurable"]["checkpoint_id"]
+        at(&j, "/config/configurable/checkpoint_id")
             .as_str()
             .unwrap_or("-"),
-        j["metadata"]["step"],
+        at(&j, "/metadata/step"),
         snapshot.next.join(", ")
     );
     Ok(header + &table::render(&["KEY", "VALUE"], rows))

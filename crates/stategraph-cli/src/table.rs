@@ -21,7 +21,9 @@ pub(crate) fn render(headers: &[&str], rows: Vec<Vec<String>>) -> String {
             }
             out.push_str(cell);
             if i + 1 < cells.len() {
-                let pad = widths[i].saturating_sub(cell.chars().count());
+                // A row with more cells than there are headers leaves the extra ones unpadded.
+                let width = widths.get(i).copied().unwrap_or_default();
+                let pad = width.saturating_sub(cell.chars().count());
                 out.push_str(&" ".repeat(pad));
             }
         }
@@ -99,18 +101,20 @@ impl Drop for Progress {
 
 /// A byte count for people: `812 B`, `3.4 KiB`, `12.0 MiB`.
 pub(crate) fn bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
     if n < 1024 {
         return format!("{n} B");
     }
     #[allow(clippy::cast_precision_loss)]
     let mut v = n as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
+    let mut unit = "KiB";
+    for larger in ["MiB", "GiB", "TiB"] {
+        if v < 1024.0 {
+            break;
+        }
         v /= 1024.0;
-        unit += 1;
+        unit = larger;
     }
-    format!("{v:.1} {}", UNITS[unit])
+    format!("{v:.1} {unit}")
 }
 
 #[cfg(test)]
@@ -134,5 +138,16 @@ mod tests {
         assert_eq!(bytes(812), "812 B");
         assert_eq!(bytes(3 * 1024 + 410), "3.4 KiB");
         assert_eq!(bytes(12 * 1024 * 1024), "12.0 MiB");
+        assert_eq!(bytes(5 << 40), "5.0 TiB");
+        assert_eq!(bytes(u64::MAX), "16777216.0 TiB");
+    }
+
+    #[test]
+    fn rows_wider_than_the_headers_are_kept() {
+        let t = render(
+            &["A"],
+            vec![vec!["x".into(), "extra".into(), "more".into()]],
+        );
+        assert_eq!(t, "A\nx  extra  more");
     }
 }

@@ -25,6 +25,11 @@
 //! `Default` (a key without a value reads as the default). The generated code refers to the
 //! `stategraph` crate.
 
+#![cfg_attr(
+    not(test),
+    warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
+)]
+
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as Tokens};
 use quote::{format_ident, quote};

@@ -45,6 +45,11 @@
 //! # });
 //! ```
 
+#![cfg_attr(
+    not(test),
+    warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
+)]
+
 #[cfg(feature = "minilm")]
 mod minilm;
 #[cfg(feature = "openai")]

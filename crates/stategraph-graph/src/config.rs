@@ -238,8 +238,8 @@ impl StateSnapshot {
                     "error": t.error,
                     "interrupts": t.interrupts.iter().map(crate::interrupt::Interrupt::to_json).collect::<Vec<_>>(),
                 });
-                if let Some(state) = &t.state {
-                    task["state"] = state.to_json();
+                if let (Some(state), Some(task)) = (&t.state, task.as_object_mut()) {
+                    task.insert("state".to_owned(), state.to_json());
                 }
                 task
             }).collect::<Vec<_>>(),

@@ -117,9 +117,12 @@ impl Scratchpad {
         let mut sp = lock(pad);
         let idx = sp.counter;
         sp.counter += 1;
-        if let Some(v) = sp.resume.get(idx).cloned() {
-            let answered = Value::from(sp.resume[..=idx].to_vec());
-            sp.writes.push((channels::RESUME.to_owned(), answered));
+        // The answers up to this interrupt's, which is their last.
+        if let Some(answered) = sp.resume.get(..=idx).map(<[Value]>::to_vec)
+            && let Some(v) = answered.last().cloned()
+        {
+            sp.writes
+                .push((channels::RESUME.to_owned(), Value::from(answered)));
             return Ok(v);
         }
         let null = lock(&sp.source.null).take();

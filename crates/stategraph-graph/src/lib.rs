@@ -29,6 +29,11 @@
 //! # Ok::<(), stategraph_graph::GraphError>(()) }).unwrap();
 //! ```
 
+#![cfg_attr(
+    not(test),
+    warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
+)]
+
 mod channel;
 mod compiled;
 mod config;

@@ -96,7 +96,12 @@ pub(crate) fn add_messages(left: Value, right: Value) -> Result<Value, String> {
     for (m, id) in right {
         match index.get(&id).copied() {
             Some(i) if is_remove(&m) => remove.push(i),
-            Some(i) => merged[i] = m,
+            Some(i) => {
+                // `index` holds positions in `merged` only.
+                if let Some(slot) = merged.get_mut(i) {
+                    *slot = m;
+                }
+            }
             None if is_remove(&m) => {
                 return Err(format!(
                     "attempting to delete a message with an id that doesn't exist ('{id}')"

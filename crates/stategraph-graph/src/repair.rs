@@ -139,25 +139,22 @@ impl<S: State> CompiledGraph<S> {
                 if w.task_id == NULL_TASK_ID || is_update_write(&w.task_path) != updates {
                     continue;
                 }
-                let pos = match tasks.iter().position(|t| t.id == w.task_id) {
-                    Some(p) => p,
-                    None => {
-                        tasks.push(Task {
-                            id: w.task_id.clone(),
-                            name: w.task_id.clone(),
-                            path: vec![w.task_path.clone()],
-                            triggers: if updates {
-                                vec![INTERRUPT.to_owned()]
-                            } else {
-                                Vec::new()
-                            },
-                            writes: Vec::new(),
-                            input: None,
-                        });
-                        tasks.len() - 1
-                    }
-                };
-                tasks[pos].writes.push((w.channel.clone(), w.value.clone()));
+                let write = (w.channel.clone(), w.value.clone());
+                match tasks.iter_mut().find(|t| t.id == w.task_id) {
+                    Some(task) => task.writes.push(write),
+                    None => tasks.push(Task {
+                        id: w.task_id.clone(),
+                        name: w.task_id.clone(),
+                        path: vec![w.task_path.clone()],
+                        triggers: if updates {
+                            vec![INTERRUPT.to_owned()]
+                        } else {
+                            Vec::new()
+                        },
+                        writes: vec![write],
+                        input: None,
+                    }),
+                }
             }
             let ran: Vec<&Task> = tasks.iter().filter(|t| !t.writes.is_empty()).collect();
             apply_writes(

@@ -116,6 +116,10 @@ impl DynState {
 impl std::ops::Index<&str> for DynState {
     type Output = Value;
     /// The value of `key`; panics if the state has none (as map indexing does).
+    #[allow(
+        clippy::panic,
+        reason = "`Index` has no way to fail but panicking, as `HashMap`'s; `DynState::get` is the fallible read"
+    )]
     fn index(&self, key: &str) -> &Value {
         match self.0.get(key) {
             Some(v) => v,
@@ -230,7 +234,7 @@ pub fn reuse_vec_field<E: DeserializeOwned + 'static>(
     if let (Some(Value::List(n)), Some(Value::List(b))) = (now, before)
         && n.len() >= b.len()
         && previous.len() == b.len()
-        && n[..b.len()] == b[..]
+        && n.starts_with(b)
     {
         previous.reserve(n.len() - b.len());
         for (i, item) in n.iter().enumerate().skip(b.len()) {

@@ -75,7 +75,7 @@ impl<S: State> CompiledGraph<S> {
     async fn update_superstep(
         &self,
         config: &RunConfig,
-        mut updates: Vec<StateUpdate<S::Update>>,
+        updates: Vec<StateUpdate<S::Update>>,
         is_first: bool,
     ) -> Result<CheckpointConfig, GraphError> {
         let saver = self.saver()?;
@@ -89,8 +89,10 @@ impl<S: State> CompiledGraph<S> {
                     .await?
             }
         };
-        if updates.len() == 1 && updates[0].as_node.as_deref() == Some(AS_COPY) {
-            let has_values = updates.remove(0).values.is_some();
+        if let [only] = updates.as_slice()
+            && only.as_node.as_deref() == Some(AS_COPY)
+        {
+            let has_values = only.values.is_some();
             return self.copy_checkpoint(config, saved, has_values).await;
         }
         let mut saved = saved;

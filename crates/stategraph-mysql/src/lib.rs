@@ -31,6 +31,11 @@
 //! (Needs a running server, so the example is compiled, not run; the conformance suite runs
 //! against a real server.)
 
+#![cfg_attr(
+    not(test),
+    warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
+)]
+
 mod config;
 mod error;
 mod saver;

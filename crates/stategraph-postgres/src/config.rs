@@ -119,4 +119,23 @@ mod tests {
         assert!(!err.to_string().contains("secret"), "{err}");
         assert_eq!(redact("postgres://u:pw@h/db"), "postgres://u:***@h/db");
     }
+
+    proptest::proptest! {
+        #[test]
+        fn from_url_never_panics(url in proptest::arbitrary::any::<String>()) {
+            let _ = PostgresConfig::from_url(&url);
+        }
+
+        #[test]
+        fn from_url_near_the_format_never_panics(
+            url in "postgres(ql)?://([a-zé%0-9]{0,4}(:[a-z%]{0,4})?@)?[a-z0-9.\\[\\]:,é]{0,16}(/[a-z%é]{0,6})?(\\?(([a-z_]{1,16}|sslmode|connect_timeout|statement_timeout|idle_timeout|application_name|options|host|hostaddr|port|user|password|dbname|keepalives|keepalives_idle|target_session_attrs|channel_binding|load_balance_hosts)=(-?[0-9]{0,22}(\\.[0-9]{0,3})?|[a-z%é-]{0,8})&?){0,4})?",
+        ) {
+            let _ = PostgresConfig::from_url(&url);
+        }
+
+        #[test]
+        fn key_value_strings_never_panic(text in "([a-z_]{1,12}=('[^']{0,6}'?|[a-z0-9\\\\]{0,6}) ?){0,5}") {
+            let _ = PostgresConfig::from_url(&text);
+        }
+    }
 }

@@ -49,6 +49,11 @@
 //! fractional TTLs are kept exactly; expired items are never read; `created_at` resets when an
 //! expired item is put again.
 
+#![cfg_attr(
+    not(test),
+    warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
+)]
+
 mod config;
 mod error;
 mod migrate;

@@ -47,20 +47,19 @@ pub(crate) async fn get_tuple(
     serde: &dyn Serializer,
     config: &CheckpointConfig,
 ) -> Result<Option<CheckpointTuple>> {
-    let (sql, types): (String, &[Type]) = match &config.checkpoint_id {
-        Some(_) => (
+    type Params<'a> = &'a [&'a (dyn tokio_postgres::types::ToSql + Sync)];
+    let (sql, types, params): (String, &[Type], Params<'_>) = match &config.checkpoint_id {
+        Some(id) => (
             SELECT_ONE.replace("{pick}", BY_ID),
             &[Type::TEXT, Type::TEXT, Type::TEXT],
+            &[&config.thread_id, &config.checkpoint_ns, id],
         ),
         None => (
             SELECT_ONE.replace("{pick}", LATEST),
             &[Type::TEXT, Type::TEXT],
+            &[&config.thread_id, &config.checkpoint_ns],
         ),
     };
-    let id = config.checkpoint_id.as_deref().unwrap_or_default();
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
-        [&config.thread_id, &config.checkpoint_ns, &id];
-    let params = &params[..types.len()];
     let rows = if cache_statements {
         let statement = client
             .prepare_typed_cached(&sql, types)

@@ -541,7 +541,7 @@ impl LayoutWriter for PostgresSaver {
 
     /// Stores `ops` in one transaction (one round trip), on a pooled connection; a
     /// connection found closed before anything was sent is replaced (up to one try per
-    /// pooled connection, plus a new one, as [`Self::retry_closed`]).
+    /// pooled connection, plus a new one, as reads are retried).
     async fn transact(&self, ops: &[Encoded]) -> std::result::Result<(), Failure> {
         let mut tries = self.pool.status().max_size + 1;
         loop {

@@ -158,9 +158,16 @@ impl<'a> StoreParams<'a> {
                     // One row per checkpoint id: a later put of an id replaces an earlier
                     // one, as when they are stored one by one.
                     if let Some(j) = out.ids.iter().position(|id| *id == p.id) {
-                        out.parents[j] = p.parent.as_deref();
-                        out.checkpoints[j] = &p.checkpoint;
-                        out.metadata[j] = &p.metadata;
+                        // The four columns grow together, so row `j` is in each.
+                        if let (Some(parent), Some(checkpoint), Some(metadata)) = (
+                            out.parents.get_mut(j),
+                            out.checkpoints.get_mut(j),
+                            out.metadata.get_mut(j),
+                        ) {
+                            *parent = p.parent.as_deref();
+                            *checkpoint = &p.checkpoint;
+                            *metadata = &p.metadata;
+                        }
                     } else {
                         out.ids.push(&p.id);
                         out.parents.push(p.parent.as_deref());
@@ -169,7 +176,8 @@ impl<'a> StoreParams<'a> {
                     }
                 }
                 EncodedSave::Writes(w) => {
-                    let cols = &mut out.writes[usize::from(w.replace)];
+                    let [kept, replaced] = &mut out.writes;
+                    let cols = if w.replace { replaced } else { kept };
                     for r in &w.rows {
                         cols.checkpoint_ids.push(&w.checkpoint_id);
                         cols.task_ids.push(&w.task_id);
@@ -332,12 +340,10 @@ pub(crate) async fn commit(
 fn store_error(ops: &[EncodedSave], params: &StoreParams<'_>, e: tokio_postgres::Error) -> Error {
     if let Some(db) = e.as_db_error()
         && *db.code() == SqlState::INVALID_TEXT_REPRESENTATION
-        && let Some(at) = db.message().find(CONFLICT_MARKER)
+        && let Some((_, found)) = db.message().split_once(CONFLICT_MARKER)
         && let Some(EncodedSave::Put(p)) = params.checked.and_then(|i| ops.get(i))
     {
-        let found = db.message()[at + CONFLICT_MARKER.len()..]
-            .trim_end_matches('"')
-            .to_owned();
+        let found = found.trim_end_matches('"').to_owned();
         let found = (!found.is_empty()).then_some(found);
         return latest_conflict(&p.config, params.expected, found.as_deref());
     }

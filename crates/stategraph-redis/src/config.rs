@@ -168,4 +168,18 @@ mod tests {
         assert!(RedisConfig::from_url("redis://h?ttl=soon").is_err());
         assert!(RedisConfig::from_url("ftp://h").is_err());
     }
+
+    proptest::proptest! {
+        #[test]
+        fn from_url_never_panics(url in proptest::arbitrary::any::<String>()) {
+            let _ = RedisConfig::from_url(&url);
+        }
+
+        #[test]
+        fn from_url_near_the_format_never_panics(
+            url in "(redis|rediss|redis\\+unix|unix)://([a-zé%]{0,4}(:[a-z%]{0,4})?@)?[a-z0-9.\\[\\]:é]{0,16}(/[0-9a-z%]{0,4})?(\\?(([a-z_]{1,16}|prefix|ttl|connect_timeout|statement_timeout|idle_timeout|protocol|db|insecure|resp3)=(-?[0-9]{0,22}(\\.[0-9]{0,3})?|[a-z%é-]{0,8})&?){0,4})?",
+        ) {
+            let _ = RedisConfig::from_url(&url);
+        }
+    }
 }

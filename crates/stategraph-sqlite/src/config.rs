@@ -226,4 +226,18 @@ mod tests {
         ));
         assert!(SqliteConfig::from_url("sqlite:x.db?cache=shared").is_err());
     }
+
+    proptest::proptest! {
+        #[test]
+        fn from_url_never_panics(url in proptest::arbitrary::any::<String>()) {
+            let _ = SqliteConfig::from_url(&url);
+        }
+
+        #[test]
+        fn from_url_near_the_format_never_panics(
+            url in "sqlite:(//)?/?[a-z./:é€]{0,12}(\\?([a-zé=&]|synchronous=|off|normal|FULL){0,6})?",
+        ) {
+            let _ = SqliteConfig::from_url(&url);
+        }
+    }
 }

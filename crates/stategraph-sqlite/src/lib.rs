@@ -38,7 +38,10 @@
 //! # Ok::<(), Error>(()) }).unwrap();
 //! ```
 
-#![cfg_attr(not(test), warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
+)]
 
 mod config;
 mod error;

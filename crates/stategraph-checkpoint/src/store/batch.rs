@@ -85,7 +85,11 @@ pub async fn plan_batch(
                     *given += 1;
                     let address = (put.namespace.clone(), put.key.clone());
                     match positions.get(&address) {
-                        Some(&i) => ops[i] = put,
+                        Some(&i) => {
+                            if let Some(slot) = ops.get_mut(i) {
+                                *slot = put;
+                            }
+                        }
                         None => {
                             positions.insert(address, ops.len());
                             ops.push(put);

@@ -93,7 +93,9 @@ impl HashingEmbeddings {
                 h = h.wrapping_mul(0x0100_0000_01b3);
             }
             let bucket = (h % self.dims as u64) as usize;
-            v[bucket] += if (h >> 63) == 0 { 1.0 } else { -1.0 };
+            if let Some(x) = v.get_mut(bucket) {
+                *x += if (h >> 63) == 0 { 1.0 } else { -1.0 };
+            }
         }
         let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
         if norm > 0.0 {

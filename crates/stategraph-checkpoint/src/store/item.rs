@@ -53,7 +53,9 @@ impl SearchItem {
     /// [`Item::to_json`] plus `score`.
     pub fn to_json(&self) -> Json {
         let mut j = self.item.to_json();
-        j["score"] = self.score.map_or(Json::Null, Json::from);
+        if let Json::Object(o) = &mut j {
+            o.insert("score".into(), self.score.map_or(Json::Null, Json::from));
+        }
         j
     }
 }

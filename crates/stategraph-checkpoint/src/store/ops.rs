@@ -97,9 +97,10 @@ impl MatchCondition {
             return false;
         }
         let part = match self.match_type {
-            MatchType::Prefix => &ns[..self.path.len()],
-            MatchType::Suffix => &ns[ns.len() - self.path.len()..],
-        };
+            MatchType::Prefix => ns.get(..self.path.len()),
+            MatchType::Suffix => ns.get(ns.len() - self.path.len()..),
+        }
+        .unwrap_or_default();
         part.iter().zip(&self.path).all(|(l, p)| p == "*" || l == p)
     }
 }

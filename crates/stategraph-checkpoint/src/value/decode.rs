@@ -156,12 +156,11 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self
+        let (s, end) = self
             .pos
             .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
+            .and_then(|end| Some((self.buf.get(self.pos..end)?, end)))
             .ok_or_else(|| DecodeError::new(DecodeErrorKind::Truncated, self.pos))?;
-        let s = &self.buf[self.pos..end];
         self.pos = end;
         Ok(s)
     }

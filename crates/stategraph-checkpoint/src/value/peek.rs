@@ -24,7 +24,7 @@ impl<'a> Peek<'a> {
     }
 
     fn byte(&mut self) -> Option<u8> {
-        self.take(1).map(|b| b[0])
+        self.take(1)?.first().copied()
     }
 
     fn uint(&mut self, width: usize) -> Option<usize> {

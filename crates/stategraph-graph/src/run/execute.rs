@@ -77,7 +77,7 @@ impl<S: State> Run<'_, S> {
         let mut done: Vec<TaskOutcome<S>> = Vec::new();
         let mut first_error: Option<GraphError> = None;
         let mut pads: Vec<Option<Arc<std::sync::Mutex<Scratchpad>>>> = vec![None; tasks.len()];
-        for (i, task) in tasks.iter_mut().enumerate() {
+        for ((i, task), pad_slot) in tasks.iter_mut().enumerate().zip(pads.iter_mut()) {
             if !task.writes.is_empty() {
                 continue;
             }
@@ -114,7 +114,7 @@ impl<S: State> Run<'_, S> {
                 format!("{ns}|{}:{}", task.name, task.id)
             };
             let pad = Arc::new(std::sync::Mutex::new(self.scratchpad(task, &task_ns)));
-            pads[i] = Some(Arc::clone(&pad));
+            *pad_slot = Some(Arc::clone(&pad));
             let ctx = NodeContext {
                 scratch: pad,
                 resume: self.env.resume.clone(),
