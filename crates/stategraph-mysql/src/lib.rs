@@ -40,7 +40,6 @@ mod config;
 mod error;
 mod saver;
 mod schema;
-mod write;
 
 pub use config::MySqlConfig;
 pub use saver::MySqlSaver;

@@ -57,11 +57,9 @@
 mod config;
 mod error;
 mod migrate;
-mod read;
 mod saver;
 mod schema;
 mod store;
-mod write;
 
 pub use config::PostgresConfig;
 pub use saver::PostgresSaver;

@@ -1,5 +1,9 @@
 //! `MySqlSaver`: checkpoints in MySQL / MariaDB.
 
+mod layout;
+mod pruning;
+mod write;
+
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
@@ -23,7 +27,8 @@ use stategraph_checkpoint::{
 use crate::config::MySqlConfig;
 use crate::error::{BACKEND, db};
 use crate::schema;
-use crate::write;
+use layout::*;
+use pruning::*;
 
 /// Stores checkpoints in MySQL or MariaDB: three tables linked by `thread_id` and
 /// `checkpoint_ns_hash` (MD5 of the namespace) with `gmt_create`/`gmt_modified`, in
@@ -44,12 +49,12 @@ impl fmt::Debug for MySqlSaver {
     }
 }
 
-fn s(v: &str) -> My {
+pub(super) fn s(v: &str) -> My {
     My::from(v)
 }
 
 /// `?, ?, …` for `n` placeholders.
-fn marks(n: usize) -> String {
+pub(super) fn marks(n: usize) -> String {
     vec!["?"; n].join(", ")
 }
 
@@ -120,255 +125,6 @@ impl MySqlSaver {
 /// Whether the server refused the connection because its database does not exist.
 fn unknown_database(e: &mysql_async::Error) -> bool {
     matches!(e, mysql_async::Error::Server(s) if s.code == 1049)
-}
-
-const SELECT_ROWS: &str = "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, \
-     checkpoint, metadata FROM checkpoints";
-
-/// Column `idx` of a stored row as `T`: a missing column, a NULL where a value belongs or a
-/// value of another type is an [`Error::Serialization`] at `loc` naming the column, never a
-/// panic or a default.
-fn column<T: FromValue>(r: &mut MyRow, idx: usize, loc: &Location) -> Result<T> {
-    let name = r
-        .columns_ref()
-        .get(idx)
-        .map_or_else(|| format!("#{idx}"), |c| c.name_str().into_owned());
-    match r.take_opt::<T, _>(idx) {
-        Some(Ok(v)) => Ok(v),
-        Some(Err(e)) => Err(backend::column_error(loc, &name, e)),
-        None => Err(backend::column_error(loc, &name, "missing")),
-    }
-}
-
-/// A `checkpoints` row (`SELECT_ROWS` order) of the blob layout, its JSON text parsed.
-fn layout_row(mut r: MyRow) -> Result<LayoutRow> {
-    let unknown = Location::default();
-    let thread_id: String = column(&mut r, 0, &unknown)?;
-    let checkpoint_ns: String = column(&mut r, 1, &unknown)?;
-    let checkpoint_id: String = column(&mut r, 2, &unknown)?;
-    let loc = Location::checkpoint(&thread_id, &checkpoint_ns, &checkpoint_id);
-    let parent: Option<String> = column(&mut r, 3, &loc)?;
-    let checkpoint: String = column(&mut r, 4, &loc)?;
-    let metadata: String = column(&mut r, 5, &loc)?;
-    Ok(LayoutRow {
-        parent,
-        checkpoint: backend::json_from_text(&checkpoint, loc.clone())?,
-        metadata: backend::json_from_text(&metadata, loc.part("metadata"))?,
-        thread_id,
-        checkpoint_ns,
-        checkpoint_id,
-    })
-}
-
-/// Blobs and writes for [`backend::assemble`], two statements per (thread, namespace).
-struct Fetch<'c, Q>(&'c mut Q);
-
-impl<Q: Queryable> LayoutFetch for Fetch<'_, Q> {
-    async fn fetch(
-        &mut self,
-        thread: &str,
-        ns: &str,
-        pairs: &[(String, String)],
-        ids: &[&str],
-    ) -> Result<(Vec<FetchedBlob>, Vec<(String, StoredWrite)>)> {
-        let mut blobs = Vec::new();
-        let at = Location::checkpoint(thread, ns, "").part("blob");
-        if !pairs.is_empty() {
-            let mut params = vec![s(thread), s(ns)];
-            for (c, v) in pairs {
-                params.extend([s(c), s(v)]);
-            }
-            let sql = format!(
-                "SELECT channel, version, type, blob_data FROM checkpoint_blobs \
-                 WHERE thread_id = ? AND checkpoint_ns_hash = MD5(?) AND (channel, version) IN ({})",
-                vec!["(?, ?)"; pairs.len()].join(", ")
-            );
-            let rows: Vec<MyRow> = self
-                .0
-                .exec(sql, Params::Positional(params))
-                .await
-                .map_err(db("reading blobs"))?;
-            for mut r in rows {
-                blobs.push(FetchedBlob {
-                    channel: column(&mut r, 0, &at)?,
-                    version: column(&mut r, 1, &at)?,
-                    type_tag: column(&mut r, 2, &at)?,
-                    data: column(&mut r, 3, &at)?,
-                });
-            }
-        }
-        let mut params = vec![s(thread), s(ns)];
-        params.extend(ids.iter().map(|id| s(id)));
-        let sql = format!(
-            "SELECT checkpoint_id, task_id, channel, type, blob_data, task_path, idx \
-             FROM checkpoint_writes WHERE thread_id = ? AND checkpoint_ns_hash = MD5(?) \
-             AND checkpoint_id IN ({})",
-            marks(ids.len())
-        );
-        let rows: Vec<MyRow> = self
-            .0
-            .exec(sql, Params::Positional(params))
-            .await
-            .map_err(db("reading writes"))?;
-        let mut writes = Vec::with_capacity(rows.len());
-        for mut r in rows {
-            let checkpoint_id: String = column(&mut r, 0, &at)?;
-            let loc = Location::checkpoint(thread, ns, &checkpoint_id).part("writes");
-            let write = StoredWrite {
-                task_id: column(&mut r, 1, &loc)?,
-                channel: column(&mut r, 2, &loc)?,
-                type_tag: column(&mut r, 3, &loc)?,
-                value: column(&mut r, 4, &loc)?,
-                task_path: column(&mut r, 5, &loc)?,
-                idx: column(&mut r, 6, &loc)?,
-            };
-            writes.push((checkpoint_id, write));
-        }
-        Ok((blobs, writes))
-    }
-}
-
-/// Deletes blobs of `thread` that no remaining checkpoint references (computed here: MariaDB
-/// has no `jsonb_each_text`). Conservative: a namespace holding a checkpoint whose JSON or
-/// `channel_versions` cannot be read keeps all its blobs, since what it references is unknown.
-async fn collect_blobs<Q: Queryable>(q: &mut Q, thread: &str) -> Result<()> {
-    let rows: Vec<MyRow> = q
-        .exec(
-            "SELECT checkpoint_ns_hash, checkpoint FROM checkpoints WHERE thread_id = ?",
-            (thread,),
-        )
-        .await
-        .map_err(db("reading checkpoints"))?;
-    let at = Location::checkpoint(thread, "", "");
-    let mut referenced: BTreeSet<(String, String, String)> = BTreeSet::new();
-    let mut unreadable: BTreeSet<String> = BTreeSet::new();
-    for mut r in rows {
-        let hash: String = column(&mut r, 0, &at)?;
-        let body: Option<String> = column(&mut r, 1, &at)?;
-        let versions = body
-            .and_then(|b| serde_json::from_str::<Json>(&b).ok())
-            .and_then(|j| match j {
-                Json::Object(mut o) => o.remove("channel_versions"),
-                _ => None,
-            });
-        let Some(Json::Object(versions)) = versions else {
-            unreadable.insert(hash);
-            continue;
-        };
-        for (ch, v) in versions {
-            let v = match v {
-                Json::String(s) => s,
-                other => other.to_string(),
-            };
-            referenced.insert((hash.clone(), ch, v));
-        }
-    }
-    let stored: Vec<MyRow> = q
-        .exec(
-            "SELECT checkpoint_ns_hash, channel, version FROM checkpoint_blobs WHERE thread_id = ?",
-            (thread,),
-        )
-        .await
-        .map_err(db("reading blobs"))?;
-    for mut r in stored {
-        let key: (String, String, String) = (
-            column(&mut r, 0, &at)?,
-            column(&mut r, 1, &at)?,
-            column(&mut r, 2, &at)?,
-        );
-        if referenced.contains(&key) || unreadable.contains(&key.0) {
-            continue;
-        }
-        q.exec_drop(
-            "DELETE FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns_hash = ? \
-             AND channel = ? AND version = ?",
-            (thread, key.0, key.1, key.2),
-        )
-        .await
-        .map_err(db("deleting unreferenced blobs"))?;
-    }
-    Ok(())
-}
-
-async fn delete_thread_in<Q: Queryable>(q: &mut Q, thread: &str) -> Result<()> {
-    for table in ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] {
-        q.exec_drop(
-            format!("DELETE FROM {table} WHERE thread_id = ?"),
-            (thread,),
-        )
-        .await
-        .map_err(db("deleting a thread"))?;
-    }
-    Ok(())
-}
-
-/// `prune` inside one transaction.
-struct Pruning<'t, Q>(&'t mut Q);
-
-impl<Q: Queryable> PruneTarget for Pruning<'_, Q> {
-    async fn rows(&mut self, thread: &str) -> Result<Vec<PruneRow>> {
-        let rows: Vec<MyRow> = self
-            .0
-            .exec(
-                "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, metadata \
-                 FROM checkpoints WHERE thread_id = ?",
-                (thread,),
-            )
-            .await
-            .map_err(db("reading checkpoints to prune"))?;
-        let mut out = Vec::with_capacity(rows.len());
-        for mut r in rows {
-            let at = Location::checkpoint(thread, "", "");
-            let ns: String = column(&mut r, 0, &at)?;
-            let id: String = column(&mut r, 1, &at)?;
-            let loc = Location::checkpoint(thread, &ns, &id);
-            let parent: Option<String> = column(&mut r, 2, &loc)?;
-            let meta: String = column(&mut r, 3, &loc)?;
-            let meta = backend::json_from_text(&meta, loc.clone().part("metadata"))?;
-            out.push(PruneRow {
-                metadata: backend::metadata_from_json(meta, &loc)?,
-                checkpoint_ns: ns,
-                checkpoint_id: id,
-                parent,
-            });
-        }
-        Ok(out)
-    }
-
-    async fn delete_thread(&mut self, thread: &str) -> Result<()> {
-        delete_thread_in(self.0, thread).await
-    }
-
-    async fn delete_checkpoint(&mut self, thread: &str, ns: &str, id: &str) -> Result<()> {
-        for table in ["checkpoint_writes", "checkpoints"] {
-            self.0
-                .exec_drop(
-                    format!(
-                        "DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns_hash = MD5(?) \
-                         AND checkpoint_id = ?"
-                    ),
-                    (thread, ns, id),
-                )
-                .await
-                .map_err(db("pruning"))?;
-        }
-        Ok(())
-    }
-
-    async fn unlink_parent(&mut self, thread: &str, ns: &str, id: &str) -> Result<()> {
-        self.0
-            .exec_drop(
-                "UPDATE checkpoints SET parent_checkpoint_id = NULL \
-                 WHERE thread_id = ? AND checkpoint_ns_hash = MD5(?) AND checkpoint_id = ?",
-                (thread, ns, id),
-            )
-            .await
-            .map_err(db("unlinking pruned parents"))
-    }
-
-    async fn collect_garbage(&mut self, thread: &str, _plan: &PrunePlan) -> Result<()> {
-        collect_blobs(self.0, thread).await
-    }
 }
 
 impl LayoutWriter for MySqlSaver {
