@@ -181,3 +181,33 @@ fn cause_suffix(source: Option<&(dyn std::error::Error + Send + Sync + 'static)>
 
 /// Result with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Printing a backend error alone says what the driver said (a library user who prints
+    /// `{e}` sees "database is locked", not only what was being done).
+    #[test]
+    fn backend_errors_print_their_cause() {
+        let e = Error::backend(
+            "sqlite",
+            "starting a batch of writes",
+            std::io::Error::other("database is locked"),
+        );
+        assert_eq!(
+            e.to_string(),
+            "sqlite error: starting a batch of writes: database is locked"
+        );
+        assert!(
+            std::error::Error::source(&e).is_some(),
+            "the cause stays a source"
+        );
+        let bare = Error::Backend {
+            backend: "sqlite",
+            message: "no cause".into(),
+            source: None,
+        };
+        assert_eq!(bare.to_string(), "sqlite error: no cause");
+    }
+}
