@@ -6,10 +6,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use serde_json::Value as Json;
 use stategraph_bench::{BackendKind, Params, workloads};
+use stategraph_testkit::python::{python_interpreter, repo_root, run_python_json};
 
 const BACKENDS: [BackendKind; 6] = [
     BackendKind::None,
@@ -146,29 +146,13 @@ async fn unknown_workloads_are_named() {
     assert!(e.contains("`linaer`") && e.contains("linear"), "{e}");
 }
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// Runs `bench/python/run.py` with the pinned Python LangGraph.
 fn python(args: &[&str]) -> Json {
-    let out = std::process::Command::new(stategraph_checkpoint::conformance::python_interpreter())
-        .arg(repo().join("bench/python/run.py"))
-        .args(args)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "python {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "python {args:?} printed no JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
+    let script = repo_root().join("bench/python/run.py").into_os_string();
+    let args = std::iter::once(script)
+        .chain(args.iter().map(Into::into))
+        .chain(["--json".into()]);
+    run_python_json(args, "")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -231,8 +215,8 @@ async fn both_sides_print_the_same_fields_and_the_report_compares_them() {
         lines.push(py.to_string());
     }
     // Python has no MySQL or Redis saver in the pinned set: it says so and exits 2.
-    let out = std::process::Command::new(stategraph_checkpoint::conformance::python_interpreter())
-        .arg(repo().join("bench/python/run.py"))
+    let out = std::process::Command::new(python_interpreter())
+        .arg(repo_root().join("bench/python/run.py"))
         .args(["linear", "--backend", "redis", "--json"])
         .output()
         .unwrap();

@@ -13,9 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
-use stategraph_checkpoint::conformance::run_python_json;
 use stategraph_checkpoint::py::{PyDecimal, PyType};
 use stategraph_checkpoint::{JsonPlusSerializer, Serializer, Value};
+use stategraph_testkit::python::run_python_json;
 
 const SCRIPT: &str = r#"
 import datetime, decimal, enum, json, sys, uuid

@@ -1,6 +1,7 @@
 //! The built `stategraph` binary against real SQLite, Postgres, MariaDB and Redis databases
 //! holding threads of the seeds' graph (with a branch from `update_state` on a past
-//! checkpoint) and of a graph with a subgraph: `history --json` and `state --json` equal the
+//! checkpoint) and of a graph with a subgraph. Each behaviour is a module with one test per
+//! backend, on a fresh database of its own: `history --json` and `state --json` equal the
 //! library's own snapshots (from the graphs themselves, root and subgraph namespaces), `tree`
 //! shows the fork, `diff`, `writes`, `stats`, `analyze`, `copy-thread`, `prune`,
 //! `delete-thread`, `repair` (values deleted from the database come back equal), `store`, and
@@ -114,11 +115,106 @@ enum Kind {
     Redis,
 }
 
+/// A fresh database with a saver on it, the URL the binary reads it by, and the guard that
+/// removes it.
 struct Db {
     saver: Arc<dyn CheckpointSaver>,
     url: String,
     kind: Kind,
+    _guard: Box<dyn std::any::Any + Send>,
 }
+
+impl Db {
+    /// A fresh SQLite file.
+    async fn sqlite() -> Self {
+        let (saver, file) = stategraph_testkit::sqlite::saver();
+        Self {
+            saver: Arc::new(saver),
+            url: file.url(),
+            kind: Kind::Sqlite,
+            _guard: Box::new(file),
+        }
+    }
+
+    /// A fresh schema on the Postgres test server (`public`, where pgvector's type lives,
+    /// after it on the search path).
+    async fn postgres() -> Self {
+        let (saver, schema) = stategraph_testkit::postgres::saver().await;
+        let url = schema.url_with_public();
+        Self {
+            saver: Arc::new(saver),
+            url: url.clone(),
+            kind: Kind::Postgres(url),
+            _guard: Box::new(schema),
+        }
+    }
+
+    /// A fresh database on the MariaDB test server.
+    async fn mariadb() -> Self {
+        let (saver, database) = stategraph_testkit::mysql::saver().await;
+        let url = database.url();
+        Self {
+            saver: Arc::new(saver),
+            url: url.clone(),
+            kind: Kind::MySql(url),
+            _guard: Box::new(database),
+        }
+    }
+
+    /// A fresh key prefix on the Redis test server.
+    async fn redis() -> Self {
+        let (saver, prefix) = stategraph_testkit::redis::saver().await;
+        Self {
+            saver: Arc::new(saver),
+            url: prefix.url(),
+            kind: Kind::Redis,
+            _guard: Box::new(prefix),
+        }
+    }
+}
+
+/// Expands each listed `async fn behaviour(db: Db)` into a module `behaviour` with one test
+/// per backend: `sqlite`, `postgres`, `mariadb` and `redis` (or the backends listed in
+/// `on [...]`).
+macro_rules! on_every_backend {
+    (on $backends:tt: $($behaviour:ident),* $(,)?) => {
+        $(behaviour_on!($behaviour $backends);)*
+    };
+    ($($behaviour:ident),* $(,)?) => {
+        on_every_backend!(on [sqlite, postgres, mariadb, redis]: $($behaviour),*);
+    };
+}
+
+/// One test per backend of `behaviour`, in a module of that name.
+macro_rules! behaviour_on {
+    ($behaviour:ident [$($backend:ident),*]) => {
+        mod $behaviour {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $backend() {
+                    super::$behaviour(super::Db::$backend().await).await;
+                }
+            )*
+        }
+    };
+}
+
+on_every_backend!(
+    history_and_state_equal_the_library_snapshots,
+    threads_lists_the_thread,
+    writes_lists_the_writes_of_a_checkpoint,
+    diff_shows_what_changed_between_checkpoints,
+    stats_and_analyze_count_what_the_runs_stored,
+    copy_thread_then_prune_and_delete_thread,
+    tree_shows_the_fork,
+    repair_restores_deleted_values,
+    repair_refuses_what_cannot_be_rebuilt,
+    subgraph_namespace_reads_like_the_subgraphs_history,
+    delta_thread_reads_and_prunes_like_the_graph,
+    errors_are_one_line_with_nonzero_exit,
+);
+
+on_every_backend!(on [sqlite, postgres]: store_puts_gets_searches_and_deletes);
 
 /// Loses the stored values of one checkpoint, as a failed or partial write would: the
 /// checkpoint record stays (id, versions, metadata), its values go — inline ones by
@@ -186,8 +282,20 @@ async fn lose_values(db: &Db, t: &CheckpointTuple) {
     }
 }
 
-async fn check(db: Db) {
-    let url = db.url.as_str();
+/// What the behaviours start from: thread `1` with two runs of the seeds' graph (8
+/// checkpoints), and the library's own view of it.
+struct Runs {
+    graph: CompiledGraph<Seed>,
+    config: RunConfig,
+    /// The library's history, newest first.
+    history: Vec<StateSnapshot>,
+    /// The first run's step-0 checkpoint.
+    first_step: String,
+    /// The latest checkpoint.
+    last: String,
+}
+
+async fn two_runs(db: &Db) -> Runs {
     let graph = seed_graph(Arc::clone(&db.saver));
     let config = RunConfig::thread("1");
     for _ in 0..2 {
@@ -203,9 +311,45 @@ async fn check(db: Db) {
         .get_state_history(&config, Default::default())
         .await
         .unwrap();
-    let library: Json = history.iter().map(StateSnapshot::to_json).collect();
+    let first_step = history[6].config.clone().unwrap().checkpoint_id.unwrap();
+    let last = history[0].config.clone().unwrap().checkpoint_id.unwrap();
+    Runs {
+        graph,
+        config,
+        history,
+        first_step,
+        last,
+    }
+}
 
-    // history --json and state --json: the library's snapshots.
+/// Updating a past checkpoint (the first run's step 0) starts a branch; returns the id of the
+/// update's checkpoint.
+async fn fork(runs: &Runs) -> String {
+    let mut at_step0 = RunConfig::thread("1");
+    at_step0.checkpoint_id = Some(runs.first_step.clone());
+    runs.graph
+        .update_state(
+            &at_step0,
+            Some(SeedUpdate::default().foo("x")),
+            Some("node_a"),
+        )
+        .await
+        .unwrap()
+        .checkpoint_id
+        .unwrap()
+}
+
+/// `history --json` and `state --json`: the library's snapshots.
+async fn history_and_state_equal_the_library_snapshots(db: Db) {
+    let url = db.url.as_str();
+    let Runs {
+        graph,
+        config,
+        history,
+        first_step,
+        ..
+    } = two_runs(&db).await;
+    let library: Json = history.iter().map(StateSnapshot::to_json).collect();
     let ours = cli_json(url, &["history", "--thread", "1", "--json"]);
     assert_eq!(ours.as_array().unwrap().len(), 8);
     assert_eq!(
@@ -224,8 +368,6 @@ async fn check(db: Db) {
     assert_eq!(code, 0);
     assert!(table.starts_with("CHECKPOINT"), "{table}");
     assert_eq!(table.lines().count(), 9, "{table}");
-    let first_step = history[6].config.clone().unwrap().checkpoint_id.unwrap();
-    let last = history[0].config.clone().unwrap().checkpoint_id.unwrap();
     let past = cli_json(
         url,
         &[
@@ -238,16 +380,23 @@ async fn check(db: Db) {
         ],
     );
     assert_eq!(past["next"], json!(["node_a"]));
+}
 
-    // threads
+async fn threads_lists_the_thread(db: Db) {
+    let url = db.url.as_str();
+    two_runs(&db).await;
     let threads = cli_json(url, &["threads", "--json"]);
     assert_eq!(threads[0]["thread_id"], "1");
     assert_eq!(threads[0]["checkpoints"], 8);
     let (code, table, _) = cli(url, &["threads"]);
     assert_eq!(code, 0);
     assert!(table.starts_with("THREAD"), "{table}");
+}
 
-    // writes: node_a's writes against the step-0 checkpoint.
+/// node_a's writes against the step-0 checkpoint.
+async fn writes_lists_the_writes_of_a_checkpoint(db: Db) {
+    let url = db.url.as_str();
+    let Runs { first_step, .. } = two_runs(&db).await;
     let writes = cli_json(
         url,
         &[
@@ -268,8 +417,17 @@ async fn check(db: Db) {
     assert_eq!(channels, ["foo", "bar", "branch:to:node_b"]);
     assert!(writes[0]["bytes"].as_u64().unwrap() > 0);
     assert_eq!(writes[0]["task_path"], "~__pregel_pull, node_a");
+}
 
-    // diff: from the first run's step 0 to the end of the second run.
+/// From the first run's step 0 to the end of the second run, and within the second run.
+async fn diff_shows_what_changed_between_checkpoints(db: Db) {
+    let url = db.url.as_str();
+    let Runs {
+        history,
+        first_step,
+        last,
+        ..
+    } = two_runs(&db).await;
     let d = cli_json(
         url,
         &["diff", "--thread", "1", &first_step, &last, "--json"],
@@ -294,8 +452,12 @@ async fn check(db: Db) {
     let (code, text, _) = cli(url, &["diff", "--thread", "1", &second_start, &last]);
     assert_eq!(code, 0);
     assert!(text.contains("appended"), "{text}");
+}
 
-    // stats and analyze: counts that follow from the runs.
+/// `stats` and `analyze`: counts that follow from the runs.
+async fn stats_and_analyze_count_what_the_runs_stored(db: Db) {
+    let url = db.url.as_str();
+    two_runs(&db).await;
     let stats = cli_json(url, &["stats", "--json"]);
     let stored_writes: usize = db
         .saver
@@ -325,8 +487,13 @@ async fn check(db: Db) {
     );
     let none = cli_json(url, &["analyze", "--since", "2999-01-01", "--json"]);
     assert_eq!(none["checkpoints"], 0);
+}
 
-    // copy-thread, prune (a plan, then applied), delete-thread.
+/// `copy-thread`, `prune` (a plan, then applied), `delete-thread`.
+async fn copy_thread_then_prune_and_delete_thread(db: Db) {
+    let url = db.url.as_str();
+    two_runs(&db).await;
+    let state = cli_json(url, &["state", "--thread", "1", "--json"]);
     cli_json(url, &["copy-thread", "--from", "1", "--to", "2", "--json"]);
     let copied = cli_json(url, &["history", "--thread", "2", "--json"]);
     assert_eq!(copied.as_array().unwrap().len(), 8);
@@ -357,20 +524,20 @@ async fn check(db: Db) {
     cli_json(url, &["delete-thread", "--thread", "2", "--json"]);
     let (code, _, _) = cli(url, &["state", "--thread", "2"]);
     assert_eq!(code, 1);
+}
 
-    // tree: updating a past checkpoint starts a branch; the tree shows the fork.
-    let mut at_step0 = RunConfig::thread("1");
-    at_step0.checkpoint_id = Some(first_step.clone());
-    let fork = graph
-        .update_state(
-            &at_step0,
-            Some(SeedUpdate::default().foo("x")),
-            Some("node_a"),
-        )
-        .await
-        .unwrap()
-        .checkpoint_id
-        .unwrap();
+/// Updating a past checkpoint starts a branch; the tree shows the fork, and the history
+/// still equals the library's (the branch included).
+async fn tree_shows_the_fork(db: Db) {
+    let url = db.url.as_str();
+    let runs = two_runs(&db).await;
+    let fork = fork(&runs).await;
+    let Runs {
+        graph,
+        config,
+        first_step,
+        ..
+    } = runs;
     let nodes = cli_json(url, &["tree", "--thread", "1", "--json"]);
     assert_eq!(nodes.as_array().unwrap().len(), 9);
     let forked = nodes
@@ -409,10 +576,16 @@ async fn check(db: Db) {
         without_empty_lists(cli_json(url, &["history", "--thread", "1", "--json"])),
         without_empty_lists(library)
     );
+}
 
-    // repair: the values of a loop checkpoint and of the update (fork) checkpoint are lost
-    // from the database; `repair` shows what it would restore, then restores values equal to
-    // the originals.
+/// The values of a loop checkpoint and of an update checkpoint (on the fork) are lost from
+/// the database; `repair` shows what it would restore, then restores values equal to the
+/// originals.
+async fn repair_restores_deleted_values(db: Db) {
+    let url = db.url.as_str();
+    let runs = two_runs(&db).await;
+    let fork = fork(&runs).await;
+    let Runs { graph, last, .. } = runs;
     let mut at_fork = RunConfig::thread("1");
     at_fork.checkpoint_id = Some(fork.clone());
     let updated = graph
@@ -500,6 +673,14 @@ async fn check(db: Db) {
         );
         assert_eq!(again["restored"], 0, "nothing left to restore: {again}");
     }
+}
+
+/// An update of a checkpoint the thread had moved past, and the first checkpoint of a
+/// thread, cannot be rebuilt: one line, exit code 1.
+async fn repair_refuses_what_cannot_be_rebuilt(db: Db) {
+    let url = db.url.as_str();
+    let runs = two_runs(&db).await;
+    let fork = fork(&runs).await;
     // The fork updated a checkpoint the thread had moved past: its writes were not recorded.
     let (code, _, err) = cli(url, &["repair", "--thread", "1", "--checkpoint", &fork]);
     assert_eq!(code, 1);
@@ -511,7 +692,8 @@ async fn check(db: Db) {
             "--thread",
             "1",
             "--checkpoint",
-            &history
+            &runs
+                .history
                 .last()
                 .unwrap()
                 .config
@@ -523,11 +705,12 @@ async fn check(db: Db) {
     );
     assert_eq!(code, 1);
     assert!(err.contains("no parent"), "{err}");
+}
 
-    check_subgraph(&db).await;
-    check_delta_prune(&db).await;
-
-    // Errors: one line, non-zero exit.
+/// Errors: one line, non-zero exit.
+async fn errors_are_one_line_with_nonzero_exit(db: Db) {
+    let url = db.url.as_str();
+    let Runs { first_step, .. } = two_runs(&db).await;
     let (code, _, err) = cli(url, &["history", "--thread", "nope"]);
     assert_eq!(code, 1);
     assert_eq!(err.trim(), "error: no thread `nope` in this database");
@@ -541,69 +724,9 @@ async fn check(db: Db) {
     assert!(err.contains("unknown scheme"), "{err}");
 }
 
-/// A chat stored as deltas: the binary reads it as the graph does, and `prune --apply`
-/// re-snapshots the kept checkpoint first, so the pruned thread still reads the same.
-async fn check_delta_prune(db: &Db) {
-    let url = db.url.as_str();
-    let mut g = StateGraph::<Seed>::new();
-    g.add_node("node_a", |_s: Arc<Seed>, _c| async {
-        Ok(SeedUpdate::default().foo("a").bar(vec!["a".to_owned()]))
-    });
-    g.add_edge(START, "node_a");
-    g.delta_storage(3);
-    let graph = g
-        .compile()
-        .unwrap()
-        .with_checkpointer(Arc::clone(&db.saver));
-    let config = RunConfig::thread("deltas");
-    for _ in 0..4 {
-        graph
-            .invoke(
-                Some(SeedUpdate::default().bar(vec!["in".to_owned()])),
-                config.clone(),
-            )
-            .await
-            .unwrap();
-    }
-    let latest = graph.get_state(&config).await.unwrap().to_json();
-    assert_eq!(latest["values"]["bar"].as_array().unwrap().len(), 8);
-    let ours = cli_json(url, &["state", "--thread", "deltas", "--json"]);
-    assert_eq!(ours["values"], latest["values"]);
-    // Delta keys left out by design are not "missing".
-    let repair = cli_json(url, &["repair", "--thread", "deltas", "--json"]);
-    assert_eq!(repair["restored"], 0, "{repair}");
-    let plan = cli_json(url, &["prune", "--thread", "deltas", "--json"]);
-    assert_eq!(
-        plan["threads"][0]["note"], "re-snapshots delta keys first",
-        "{plan}"
-    );
-    let kept3 = cli_json(
-        url,
-        &[
-            "prune", "--thread", "deltas", "--keep", "3", "--apply", "--json",
-        ],
-    );
-    assert_eq!(kept3["threads"][0]["kept"], 3, "{kept3}");
-    let left = cli_json(url, &["history", "--thread", "deltas", "--json"]);
-    assert_eq!(left.as_array().unwrap().len(), 3);
-    assert_eq!(left[0]["values"], latest["values"]);
-    let (code, _, err) = cli(url, &["prune", "--thread", "deltas", "--older-than", "7w"]);
-    assert_eq!(code, 2, "a bad duration is a usage error: {err}");
-    let pruned = cli_json(url, &["prune", "--thread", "deltas", "--apply", "--json"]);
-    assert!(pruned["deleted"].as_u64().unwrap() > 0);
-    let left = cli_json(url, &["history", "--thread", "deltas", "--json"]);
-    assert_eq!(left.as_array().unwrap().len(), 1);
-    assert_eq!(left[0]["values"], latest["values"]);
-    assert_eq!(
-        graph.get_state(&config).await.unwrap().to_json()["values"],
-        latest["values"]
-    );
-    cli_json(url, &["delete-thread", "--thread", "deltas", "--json"]);
-}
-
 /// A thread of a graph with a subgraph: the subgraph's namespace reads like the subgraph's
 /// own history.
-async fn check_subgraph(db: &Db) {
+async fn subgraph_namespace_reads_like_the_subgraphs_history(db: Db) {
     let url = db.url.as_str();
     let graph = report_graph(Arc::clone(&db.saver));
     let config = RunConfig::thread("report");
@@ -663,9 +786,70 @@ async fn check_subgraph(db: &Db) {
     assert!(err.contains("has no namespace"), "{err}");
 }
 
+/// A chat stored as deltas: the binary reads it as the graph does, and `prune --apply`
+/// re-snapshots the kept checkpoint first, so the pruned thread still reads the same.
+async fn delta_thread_reads_and_prunes_like_the_graph(db: Db) {
+    let url = db.url.as_str();
+    let mut g = StateGraph::<Seed>::new();
+    g.add_node("node_a", |_s: Arc<Seed>, _c| async {
+        Ok(SeedUpdate::default().foo("a").bar(vec!["a".to_owned()]))
+    });
+    g.add_edge(START, "node_a");
+    g.delta_storage(3);
+    let graph = g
+        .compile()
+        .unwrap()
+        .with_checkpointer(Arc::clone(&db.saver));
+    let config = RunConfig::thread("deltas");
+    for _ in 0..4 {
+        graph
+            .invoke(
+                Some(SeedUpdate::default().bar(vec!["in".to_owned()])),
+                config.clone(),
+            )
+            .await
+            .unwrap();
+    }
+    let latest = graph.get_state(&config).await.unwrap().to_json();
+    assert_eq!(latest["values"]["bar"].as_array().unwrap().len(), 8);
+    let ours = cli_json(url, &["state", "--thread", "deltas", "--json"]);
+    assert_eq!(ours["values"], latest["values"]);
+    // Delta keys left out by design are not "missing".
+    let repair = cli_json(url, &["repair", "--thread", "deltas", "--json"]);
+    assert_eq!(repair["restored"], 0, "{repair}");
+    let plan = cli_json(url, &["prune", "--thread", "deltas", "--json"]);
+    assert_eq!(
+        plan["threads"][0]["note"], "re-snapshots delta keys first",
+        "{plan}"
+    );
+    let kept3 = cli_json(
+        url,
+        &[
+            "prune", "--thread", "deltas", "--keep", "3", "--apply", "--json",
+        ],
+    );
+    assert_eq!(kept3["threads"][0]["kept"], 3, "{kept3}");
+    let left = cli_json(url, &["history", "--thread", "deltas", "--json"]);
+    assert_eq!(left.as_array().unwrap().len(), 3);
+    assert_eq!(left[0]["values"], latest["values"]);
+    let (code, _, err) = cli(url, &["prune", "--thread", "deltas", "--older-than", "7w"]);
+    assert_eq!(code, 2, "a bad duration is a usage error: {err}");
+    let pruned = cli_json(url, &["prune", "--thread", "deltas", "--apply", "--json"]);
+    assert!(pruned["deleted"].as_u64().unwrap() > 0);
+    let left = cli_json(url, &["history", "--thread", "deltas", "--json"]);
+    assert_eq!(left.as_array().unwrap().len(), 1);
+    assert_eq!(left[0]["values"], latest["values"]);
+    assert_eq!(
+        graph.get_state(&config).await.unwrap().to_json()["values"],
+        latest["values"]
+    );
+    cli_json(url, &["delete-thread", "--thread", "deltas", "--json"]);
+}
+
 /// `store` on a database with a store (SQLite, Postgres): put with the local model, get,
 /// search by meaning and by filter, namespaces, delete.
-fn check_store(url: &str) {
+async fn store_puts_gets_searches_and_deletes(db: Db) {
+    let url = db.url.as_str();
     let memories = [
         ("m1", "I like pizza", "food"),
         ("m2", "I work as a nurse at night", "work"),
@@ -808,71 +992,35 @@ fn check_store(url: &str) {
     assert!(err.contains("--value is not JSON"), "{err}");
 }
 
+/// The Postgres test server (for `store_reads_change_nothing`).
 fn postgres_base() -> String {
-    std::env::var("STATEGRAPH_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+    stategraph_testkit::postgres::url()
 }
 
 /// A fresh schema on the test server: its URL (search_path: the schema, then `public` where
 /// pgvector's type lives), its name, and a guard dropping it.
-fn postgres_schema() -> (String, String, stategraph_checkpoint::conformance::Cleanup) {
-    let base = postgres_base();
-    let schema = format!("sg_cli_{}", stategraph::uuid6(None).replace('-', ""));
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}%2Cpublic");
-    let guard = {
-        let (base, schema) = (base.clone(), schema.clone());
-        stategraph_checkpoint::conformance::Cleanup::new(async move {
-            if let Ok((client, conn)) = tokio_postgres::connect(&base, tokio_postgres::NoTls).await
-            {
-                let task = tokio::spawn(conn);
-                let _ = client
-                    .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-                    .await;
-                drop(client);
-                let _ = task.await;
-            }
-        })
-    };
-    (url, schema, guard)
+fn postgres_schema() -> (String, String, stategraph_testkit::postgres::ScratchSchema) {
+    let schema = stategraph_testkit::postgres::ScratchSchema::new("sg_cli");
+    (schema.url_with_public(), schema.name().to_owned(), schema)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sqlite() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("cli.sqlite");
-    let saver = Arc::new(stategraph::SqliteSaver::open(&path).unwrap());
-    let url = format!("sqlite:{}", path.display());
-    check(Db {
-        saver,
-        url: url.clone(),
-        kind: Kind::Sqlite,
-    })
-    .await;
-    check_store(&url);
-
-    // A file that does not exist is not created.
-    let missing = dir.path().join("missing.sqlite");
-    let (code, _, err) = cli(&format!("sqlite:{}", missing.display()), &["threads"]);
+/// A SQLite file that does not exist is not created.
+#[test]
+fn a_missing_sqlite_file_is_not_created() {
+    let missing = stategraph_testkit::sqlite::ScratchFile::new("missing.sqlite");
+    let (code, _, err) = cli(&missing.url(), &["threads"]);
     assert_eq!(code, 1);
     assert!(err.contains("not found"), "{err}");
-    assert!(!missing.exists());
+    assert!(!missing.path().exists());
 }
 
+/// A Postgres database without the tables: one line that says what to do; `migrate` creates
+/// them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres() {
-    let (url, schema, _drop) = postgres_schema();
-    // A database without the tables: one line that says what to do; `migrate` creates them.
-    let (client, conn) = tokio_postgres::connect(&postgres_base(), tokio_postgres::NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("PostgreSQL at {} is required: {e}", postgres_base()));
-    tokio::spawn(conn);
-    client
-        .batch_execute(&format!("CREATE SCHEMA \"{schema}\""))
-        .await
-        .unwrap();
+async fn postgres_without_tables_says_to_run_migrate() {
+    let schema = stategraph_testkit::postgres::ScratchSchema::create("sg_cli").await;
     // (Only the test's schema on the search path: `public` may hold other tests' tables.)
-    let own_only = url.replace("%2Cpublic", "");
+    let own_only = schema.url();
     let (code, _, err) = cli(&own_only, &["threads"]);
     assert_eq!(code, 1);
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -880,87 +1028,6 @@ async fn postgres() {
     let migrated = cli_json(&own_only, &["migrate", "--json"]);
     assert_eq!(migrated["schema"], "up to date");
     assert_eq!(cli_json(&own_only, &["threads", "--json"]), json!([]));
-
-    let saver = stategraph::PostgresConfig::from_url(&postgres_base())
-        .unwrap()
-        .schema(schema.clone())
-        .connect()
-        .await
-        .unwrap();
-    check(Db {
-        saver: Arc::new(saver),
-        url: url.clone(),
-        kind: Kind::Postgres(url.clone()),
-    })
-    .await;
-    check_store(&url);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mariadb() {
-    use mysql_async::prelude::Queryable;
-    let base = std::env::var("STATEGRAPH_TEST_MYSQL_URL")
-        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned());
-    let name = format!("sg_cli_{}", stategraph::uuid6(None).replace('-', ""));
-    let saver = stategraph::MySqlConfig::from_url(&base)
-        .unwrap()
-        .database(name.clone())
-        .connect()
-        .await
-        .unwrap_or_else(|e| panic!("MySQL/MariaDB at {base} is required: {e}"));
-    let _drop = {
-        let (base, name) = (base.clone(), name.clone());
-        stategraph_checkpoint::conformance::Cleanup::new(async move {
-            if let Ok(mut conn) = mysql_async::Conn::from_url(base.as_str()).await {
-                let _ = conn
-                    .query_drop(format!("DROP DATABASE IF EXISTS `{name}`"))
-                    .await;
-                let _ = conn.disconnect().await;
-            }
-        })
-    };
-    let url = format!("{}/{name}", base.rsplit_once('/').unwrap().0);
-    check(Db {
-        saver: Arc::new(saver),
-        url: url.clone(),
-        kind: Kind::MySql(url),
-    })
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis() {
-    let base = std::env::var("STATEGRAPH_TEST_REDIS_URL")
-        .unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
-    let prefix = format!("sg_cli_{}", stategraph::uuid6(None).replace('-', ""));
-    let saver = stategraph::RedisSaver::connect_with(&base, &prefix, None)
-        .await
-        .unwrap_or_else(|e| panic!("Redis at {base} is required: {e}"));
-    let _drop = {
-        let (base, prefix) = (base.clone(), prefix.clone());
-        stategraph_checkpoint::conformance::Cleanup::new(async move {
-            if let Ok(client) = redis::Client::open(base)
-                && let Ok(mut conn) = client.get_multiplexed_async_connection().await
-            {
-                let keys: Vec<String> = redis::cmd("KEYS")
-                    .arg(format!("{prefix}:*"))
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap_or_default();
-                if !keys.is_empty() {
-                    let _: redis::RedisResult<()> =
-                        redis::cmd("DEL").arg(keys).query_async(&mut conn).await;
-                }
-            }
-        })
-    };
-    let sep = if base.contains('?') { '&' } else { '?' };
-    check(Db {
-        saver: Arc::new(saver),
-        url: format!("{base}{sep}prefix={prefix}"),
-        kind: Kind::Redis,
-    })
-    .await;
 }
 
 /// Read-only `store` commands change nothing: on a database without the store's tables they

@@ -130,11 +130,9 @@ fn read_commands_leave_a_database_without_tables_untouched() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mysql_database_that_does_not_exist_is_reported_not_created() {
     use mysql_async::prelude::Queryable;
-    let base = std::env::var("STATEGRAPH_TEST_MYSQL_URL")
-        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned());
-    let name = format!("sg_absent_{}", stategraph::uuid6(None).replace('-', ""));
-    let server = base.rsplit_once('/').unwrap().0;
-    let url = format!("{server}/{name}");
+    let base = stategraph_testkit::services::mysql_url();
+    let name = stategraph_testkit::services::scratch_name("sg_absent");
+    let url = stategraph_testkit::mysql::url_of(&base, &name);
     let (code, _, err) = tokio::task::spawn_blocking({
         let url = url.clone();
         move || cli(&url, &["threads"])

@@ -8,7 +8,8 @@
 use std::process::Command;
 
 use serde_json::Value as Json;
-use stategraph_checkpoint::conformance::{Cleanup, seed_graph_py as py};
+use stategraph_testkit::postgres::ScratchSchema;
+use stategraph_testkit::python::seed_graph_py as py;
 
 const AES_KEY: &str = "0123456789abcdef0123456789abcdef";
 
@@ -96,33 +97,8 @@ fn sqlite_threads_written_by_python() {
 /// the binary fails with one line naming where the bytes are.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn encrypted_postgres_threads_written_by_python() {
-    let base = std::env::var("STATEGRAPH_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-    let schema = format!("sg_clipy_{}", stategraph::uuid6(None).replace('-', ""));
-    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("PostgreSQL at {base} is required: {e}"));
-    tokio::spawn(conn);
-    client
-        .batch_execute(&format!("CREATE SCHEMA \"{schema}\""))
-        .await
-        .unwrap();
-    let _drop = {
-        let (base, schema) = (base.clone(), schema.clone());
-        Cleanup::new(async move {
-            if let Ok((client, conn)) = tokio_postgres::connect(&base, tokio_postgres::NoTls).await
-            {
-                let task = tokio::spawn(conn);
-                let _ = client
-                    .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"))
-                    .await;
-                drop(client);
-                let _ = task.await;
-            }
-        })
-    };
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+    let schema = ScratchSchema::create("sg_clipy").await;
+    let url = schema.url();
     tokio::task::spawn_blocking({
         let url = url.clone();
         move || check(&url, &url, Some(AES_KEY))

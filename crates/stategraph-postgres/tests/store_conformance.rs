@@ -14,10 +14,10 @@ use stategraph_checkpoint::conformance::store::{StoreFixture, StoreOptions};
 use stategraph_checkpoint::store::*;
 use stategraph_postgres::{PostgresConfig, PostgresStore};
 
-mod common;
-
-use common::*;
-use stategraph_checkpoint::conformance::Cleanup;
+use stategraph_testkit::Cleanup;
+use stategraph_testkit::postgres::{
+    connect, drop_schema, in_schema, require_pgvector, scratch_name, url,
+};
 
 /// A store (not yet set up) on a fresh scratch schema.
 async fn unset(schema: &str) -> PostgresStore {

@@ -20,12 +20,8 @@ use std::time::Duration;
 use serde_json::{Value as Json, json};
 use stategraph_checkpoint::store::*;
 use stategraph_postgres::{PostgresConfig, PostgresStore};
-
-mod common;
-
-use common::*;
-
-use stategraph_checkpoint::conformance::run_python_json;
+use stategraph_testkit::postgres::{connect, drop_schema, require_pgvector, scratch_name, url};
+use stategraph_testkit::python::run_python_json;
 
 /// Runs `pg_store.py URL SCHEMA ACTION` with `input` on stdin; returns its JSON output.
 fn py(schema: &str, action: &str, input: &Json) -> Json {
@@ -42,10 +38,7 @@ fn py(schema: &str, action: &str, input: &Json) -> Json {
 
 /// A fresh schema (pgvector required), dropped when the guard (field 1, held only for its
 /// `Drop`) goes away.
-struct Scratch(
-    String,
-    #[allow(dead_code)] stategraph_checkpoint::conformance::Cleanup,
-);
+struct Scratch(String, #[allow(dead_code)] stategraph_testkit::Cleanup);
 
 impl Scratch {
     async fn new() -> Self {

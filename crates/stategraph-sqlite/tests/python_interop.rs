@@ -140,7 +140,7 @@ async fn reads_a_file_written_by_python() {
 }
 
 /// The Python interpreter of the pinned environment.
-use stategraph_checkpoint::conformance::python_interpreter as python;
+use stategraph_testkit::python::python_interpreter as python;
 
 fn python_dump(db: &Path) -> Vec<Json> {
     python_dump_with(db, &[], &[])

@@ -61,7 +61,7 @@ with SqliteStore.from_conn_string(path) as store:
 "#;
 
 /// The Python interpreter of the pinned environment.
-use stategraph_checkpoint::conformance::python_interpreter as python;
+use stategraph_testkit::python::python_interpreter as python;
 
 fn run_python(mode: &str, db: &Path, arg: &Json) -> Json {
     let out = Command::new(python())

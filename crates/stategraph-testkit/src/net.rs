@@ -1,13 +1,26 @@
-//! A server that accepts connections and never answers, and a proxy that can go silent in
-//! the middle of a session.
+//! A server that accepts connections and never answers, a proxy that can go silent in the
+//! middle of a session, and a bound on how long a call that must give up by itself may take.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
+
+/// Runs `work`, failing the test (instead of hanging CI) if it has not ended after 30 s: for
+/// calls that must give up by themselves, on their own timeouts.
+///
+/// # Panics
+/// If `work` is still running after 30 seconds.
+#[allow(clippy::expect_used)] // test support: a call that never ends fails the test
+pub async fn bounded<T>(work: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), work)
+        .await
+        .expect("the saver's own limit must end the call")
+}
 
 /// Accepts every connection on a loopback port and then says nothing, holding the sockets
 /// open (what a hung database server looks like to a client). Stops when dropped.

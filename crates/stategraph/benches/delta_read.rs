@@ -47,8 +47,7 @@ async fn savers(unique: &str) -> Vec<(&'static str, Arc<dyn CheckpointSaver>)> {
         .synchronous(stategraph::Synchronous::Normal)
         .open()
         .expect("sqlite");
-    let url = std::env::var("STATEGRAPH_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let url = stategraph_testkit::services::postgres_url();
     let pg = stategraph_postgres::PostgresConfig::from_url(&url)
         .expect("postgres url")
         .schema(format!("sg_bench_{unique}"))

@@ -69,7 +69,10 @@
 //! # Ok::<(), stategraph::Error>(()) }).unwrap();
 //! ```
 
-#![cfg_attr(not(test), warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
+)]
 
 use std::sync::Arc;
 

@@ -14,7 +14,7 @@ use common::chat::{Chat, chat_graph, conversation, talk};
 use serde_json::Value as Json;
 use stategraph::prelude::*;
 use stategraph::{CheckpointSaver, Durability, StateSnapshot};
-use stategraph_checkpoint::conformance::seed_graph_py;
+use stategraph_testkit::python::seed_graph_py;
 
 /// Our history in the script's shape (configs flattened to their `configurable`).
 async fn ours(graph: &CompiledGraph<Chat>, thread: &str) -> Vec<Json> {

@@ -10,8 +10,6 @@
 #![cfg(feature = "minilm")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::sync::Arc;
 
 use serde_json::{Value as Json, json};
@@ -119,12 +117,12 @@ async fn sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres() {
-    let schema = format!("sg_recall_{}", stategraph::uuid6(None).replace('-', ""));
-    let _guard = common::drop_schema(schema.clone());
-    let config = stategraph_postgres::PostgresConfig::from_url(&common::postgres_url())
-        .unwrap()
-        .schema(schema)
-        .pool_size(2);
+    let schema = stategraph_testkit::postgres::ScratchSchema::new("sg_recall");
+    let config =
+        stategraph_postgres::PostgresConfig::from_url(&stategraph_testkit::postgres::url())
+            .unwrap()
+            .schema(schema.name())
+            .pool_size(2);
     let StoreOptions { index, ttl } = options();
     let store = stategraph_postgres::PostgresStore::from_config(&config)
         .unwrap()
@@ -133,7 +131,7 @@ async fn postgres() {
     store.setup().await.unwrap_or_else(|e| {
         panic!(
             "PostgreSQL with pgvector at {} is required (scripts/install-pgvector.sh): {e}",
-            common::postgres_url()
+            stategraph_testkit::postgres::url()
         )
     });
     recall(Arc::new(store)).await.unwrap();

@@ -19,9 +19,10 @@ struct Log {
 
 /// Terminates every other session of this database (our saver's pooled connections).
 async fn kill_other_sessions() -> u64 {
-    let (client, conn) = tokio_postgres::connect(&common::postgres_url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
+    let (client, conn) =
+        tokio_postgres::connect(&stategraph_testkit::postgres::url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
     let task = tokio::spawn(conn);
     let rows = client
         .query(

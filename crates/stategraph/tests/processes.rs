@@ -1,8 +1,10 @@
 //! Real processes: a run killed with SIGKILL mid-step resumes in a fresh process without
 //! re-running finished nodes, and two processes racing on one thread never interleave.
 //!
-//! The child processes are this test binary itself, re-run on `child_process_entry` with
-//! `STATEGRAPH_TEST_CHILD` naming the role; in a normal test run that entry does nothing.
+//! The child processes are this test binary itself, re-run on `child_process_entry` (with
+//! `--ignored --exact`) with `STATEGRAPH_TEST_CHILD` naming the role. That entry is ignored
+//! in a normal test run, and fails when run without a role: it never passes having done
+//! nothing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -95,9 +97,10 @@ fn db_url(dir: &Path) -> String {
 
 /// The child side: runs the role named in the environment, prints `RESULT <outcome>`.
 #[tokio::test]
+#[ignore = "the child side of the process tests, which run it with a role; not a test itself"]
 async fn child_process_entry() {
     let (Ok(role), Ok(dir)) = (std::env::var(ROLE), std::env::var(DIR)) else {
-        return;
+        panic!("run only by the process tests, with {ROLE} and {DIR} set");
     };
     let dir = PathBuf::from(dir);
     let saver = stategraph::open_saver(&db_url(&dir)).await.unwrap();
@@ -139,6 +142,7 @@ fn spawn_child(role: &str, dir: &Path) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args([
             "child_process_entry",
+            "--ignored",
             "--exact",
             "--nocapture",
             "--test-threads",

@@ -149,7 +149,7 @@ fn py(
     py_with_key(None, db, graph, thread, actions)
 }
 
-use stategraph_checkpoint::conformance::seed_graph_py as py_with_key;
+use stategraph_testkit::python::seed_graph_py as py_with_key;
 
 /// Our snapshots in the script's shape (configs flattened, tasks without interrupts).
 fn ours(history: &[StateSnapshot]) -> Vec<Json> {
@@ -659,11 +659,12 @@ async fn encrypted_threads_are_shared_with_python_on_postgres() {
     // The wrong key, or no key, is a typed error that names where the bytes are.
     let schema = backend.python_db.rsplit("search_path%3D").next().unwrap();
     let reader = |serde: Option<Arc<dyn stategraph::Serializer>>| {
-        let mut config = stategraph_postgres::PostgresConfig::from_url(&common::postgres_url())
-            .unwrap()
-            .schema(schema)
-            .pool_size(1)
-            .without_setup();
+        let mut config =
+            stategraph_postgres::PostgresConfig::from_url(&stategraph_testkit::postgres::url())
+                .unwrap()
+                .schema(schema)
+                .pool_size(1)
+                .without_setup();
         if let Some(serde) = serde {
             config = config.serializer(serde);
         }

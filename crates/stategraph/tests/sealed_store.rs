@@ -4,8 +4,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::sync::Arc;
 
 use serde_json::json;
@@ -151,12 +149,12 @@ async fn sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres() {
-    let schema = format!("sg_sealed_{}", stategraph::uuid6(None).replace('-', ""));
-    let _guard = common::drop_schema(schema.clone());
-    let config = stategraph_postgres::PostgresConfig::from_url(&common::postgres_url())
-        .unwrap()
-        .schema(schema)
-        .pool_size(2);
+    let schema = stategraph_testkit::postgres::ScratchSchema::new("sg_sealed");
+    let config =
+        stategraph_postgres::PostgresConfig::from_url(&stategraph_testkit::postgres::url())
+            .unwrap()
+            .schema(schema.name())
+            .pool_size(2);
     let StoreOptions { index, ttl } = options();
     let store = stategraph_postgres::PostgresStore::from_config(&config)
         .unwrap()

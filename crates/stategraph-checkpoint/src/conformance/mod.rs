@@ -6,7 +6,10 @@
 //!
 //! ```text
 //! async fn fixture() -> stategraph_checkpoint::conformance::Fixture {
-//!     Fixture::new(MySaver::connect(...).await)
+//!     let scratch = MyScratchDatabase::new();        // dropped when the fixture is
+//!     Fixture::new(MySaver::connect(&scratch).await)
+//!         .with_corruptor(MyRows::on(&scratch))      // direct access to the stored bytes
+//!         .with_guard(scratch)
 //! }
 //! stategraph_checkpoint::checkpointer_conformance!(fixture);
 //! ```
@@ -16,8 +19,16 @@
 //! undeclared one must fail with [`Error::Unsupported`](crate::Error::Unsupported). Nothing
 //! is skipped.
 
-// Assertions are the point of this module; a failed one panics with a message naming the case.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+// Assertions are the point of this module (and its submodules); a failed one panics with a
+// message naming the case.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::string_slice,
+    missing_docs
+)]
 
 use std::any::Any;
 
@@ -61,126 +72,6 @@ pub use list::*;
 pub use prune::*;
 pub use put::*;
 pub use put_writes::*;
-
-/// Runs the pinned Python ([`python_interpreter`]) with `args`, `input` on its stdin, and
-/// parses its stdout as JSON. Panics with Python's stderr when it fails.
-pub fn run_python_json<I, S>(args: I, input: &str) -> serde_json::Value
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<std::ffi::OsStr>,
-{
-    use std::io::Write;
-    use std::process::{Command, Stdio};
-    let args: Vec<std::ffi::OsString> = args.into_iter().map(|a| a.as_ref().into()).collect();
-    let mut child = Command::new(python_interpreter())
-        .args(&args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting Python");
-    child
-        .stdin
-        .take()
-        .expect("Python's stdin")
-        .write_all(input.as_bytes())
-        .expect("writing to Python");
-    let out = child.wait_with_output().expect("waiting for Python");
-    assert!(
-        out.status.success(),
-        "python {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "python {args:?} printed no JSON ({e}):\n{}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
-}
-
-/// Runs an async clean-up when dropped — a test's scratch schema, database or key prefix —
-/// on a runtime of its own in a thread of its own, so it works from sync and async tests
-/// alike (a `Drop` cannot await, and cannot block inside the test's runtime).
-pub struct Cleanup(Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>);
-
-impl Cleanup {
-    /// Runs `work` when the guard is dropped.
-    pub fn new(work: impl std::future::Future<Output = ()> + Send + 'static) -> Self {
-        Self(Some(Box::pin(work)))
-    }
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let Some(work) = self.0.take() else { return };
-        let _ = std::thread::spawn(move || {
-            match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt.block_on(work),
-                Err(e) => eprintln!("clean-up skipped: no runtime: {e}"),
-            }
-        })
-        .join();
-    }
-}
-
-/// The Python interpreter of the pinned LangGraph environment that interop tests drive:
-/// `$STATEGRAPH_PYTHON`, else `~/.cache/stategraph/py-venv/bin/python` (where
-/// `scripts/python-env.sh` puts it). Panics, naming the set-up command, when it is missing, so
-/// an interop test fails instead of silently skipping.
-pub fn python_interpreter() -> std::path::PathBuf {
-    let candidate = std::env::var_os("STATEGRAPH_PYTHON")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
-                .join(".cache/stategraph/py-venv/bin/python")
-        });
-    assert!(
-        candidate.exists(),
-        "Python LangGraph is not installed at {}: run `scripts/python-env.sh` (scripts/test.sh \
-         does) or set STATEGRAPH_PYTHON",
-        candidate.display()
-    );
-    candidate
-}
-
-/// Runs the project's `scripts/interop/seed_graph.py DB GRAPH THREAD ACTIONS…` with the
-/// pinned Python LangGraph (its saver encrypting under `aes_key` when given, as
-/// `LANGGRAPH_AES_KEY`), and returns the JSON it prints. Panics with Python's stderr when the
-/// script fails.
-pub fn seed_graph_py(
-    aes_key: Option<&str>,
-    db: &(impl AsRef<std::ffi::OsStr> + ?Sized),
-    graph: &str,
-    thread: &str,
-    actions: &[&str],
-) -> serde_json::Value {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../scripts/interop/seed_graph.py");
-    let mut cmd = std::process::Command::new(python_interpreter());
-    match aes_key {
-        Some(key) => cmd.env("LANGGRAPH_AES_KEY", key),
-        None => cmd.env_remove("LANGGRAPH_AES_KEY"),
-    };
-    let out = cmd
-        .arg(script)
-        .arg(db)
-        .arg(graph)
-        .arg(thread)
-        .args(actions)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run seed_graph.py: {e}"));
-    assert!(
-        out.status.success(),
-        "seed_graph.py failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("seed_graph.py printed no JSON: {e}"))
-}
 
 /// A saver under test, plus anything that must live as long as it (a temporary directory, a
 /// scratch schema).

@@ -1,0 +1,75 @@
+//! Where the test servers are, and unique names for the scratch places tests make on them.
+//!
+//! Each URL comes from an environment variable, with the local server as default:
+//!
+//! | service | variable | default |
+//! |---|---|---|
+//! | PostgreSQL | `STATEGRAPH_TEST_POSTGRES_URL` | `postgres://postgres@127.0.0.1:5432/test` |
+//! | MySQL / MariaDB | `STATEGRAPH_TEST_MYSQL_URL` | `mysql://root@127.0.0.1:3306/test` |
+//! | Redis | `STATEGRAPH_TEST_REDIS_URL` | `redis://127.0.0.1:6379` |
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The variable naming the PostgreSQL test server.
+pub const POSTGRES_URL_VAR: &str = "STATEGRAPH_TEST_POSTGRES_URL";
+/// The variable naming the MySQL / MariaDB test server.
+pub const MYSQL_URL_VAR: &str = "STATEGRAPH_TEST_MYSQL_URL";
+/// The variable naming the Redis test server.
+pub const REDIS_URL_VAR: &str = "STATEGRAPH_TEST_REDIS_URL";
+
+/// The PostgreSQL test server (`STATEGRAPH_TEST_POSTGRES_URL`, default
+/// `postgres://postgres@127.0.0.1:5432/test`).
+pub fn postgres_url() -> String {
+    from_env(POSTGRES_URL_VAR, "postgres://postgres@127.0.0.1:5432/test")
+}
+
+/// The MySQL / MariaDB test server (`STATEGRAPH_TEST_MYSQL_URL`, default
+/// `mysql://root@127.0.0.1:3306/test`).
+pub fn mysql_url() -> String {
+    from_env(MYSQL_URL_VAR, "mysql://root@127.0.0.1:3306/test")
+}
+
+/// The Redis test server (`STATEGRAPH_TEST_REDIS_URL`, default `redis://127.0.0.1:6379`).
+pub fn redis_url() -> String {
+    from_env(REDIS_URL_VAR, "redis://127.0.0.1:6379")
+}
+
+fn from_env(var: &str, default: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| default.to_owned())
+}
+
+/// `url` with the query parameter `param` added (after `?`, or `&` if it already has a
+/// query).
+///
+/// ```
+/// use stategraph_testkit::services::with_param;
+/// assert_eq!(with_param("redis://h:6379", "prefix=p"), "redis://h:6379?prefix=p");
+/// assert_eq!(with_param("redis://h?ttl=1", "prefix=p"), "redis://h?ttl=1&prefix=p");
+/// ```
+pub fn with_param(url: &str, param: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}{param}")
+}
+
+/// A name no other test (in this process or another) uses: `prefix`, `_`, then 30 lowercase
+/// hex digits — a valid unquoted identifier for PostgreSQL and MySQL when `prefix` is one.
+///
+/// ```
+/// let a = stategraph_testkit::services::scratch_name("sg_test");
+/// let b = stategraph_testkit::services::scratch_name("sg_test");
+/// assert!(a.starts_with("sg_test_") && a != b);
+/// ```
+pub fn scratch_name(prefix: &str) -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let count = COUNTER.fetch_add(1, Ordering::Relaxed) & 0xff_ffff;
+    format!(
+        "{prefix}_{:016x}{:08x}{count:06x}",
+        nanos & u128::from(u64::MAX),
+        std::process::id()
+    )
+}
