@@ -22,6 +22,25 @@ pub struct PruneRow {
 }
 
 impl PruneRow {
+    /// The row of a stored checkpoint from its columns: its metadata's stored JSON is read
+    /// strictly (anything but LangGraph metadata is an [`Error::Serialization`] naming the
+    /// checkpoint, never empty metadata, which would switch the delta-history check off).
+    pub fn read(
+        thread: &str,
+        checkpoint_ns: String,
+        checkpoint_id: String,
+        parent: Option<String>,
+        metadata: serde_json::Value,
+    ) -> Result<Self> {
+        let loc = crate::Location::checkpoint(thread, &checkpoint_ns, &checkpoint_id);
+        Ok(Self {
+            metadata: crate::backend::metadata_from_json(metadata, &loc)?,
+            checkpoint_ns,
+            checkpoint_id,
+            parent,
+        })
+    }
+
     /// The row of a stored checkpoint.
     pub fn from_tuple(t: &crate::CheckpointTuple) -> Self {
         Self {

@@ -80,8 +80,9 @@ impl PostgresConfig {
         self
     }
 
-    /// Skips running the migrations when connecting (run [`PostgresSaver::setup`] yourself,
-    /// e.g. from a deploy step).
+    /// Connects without creating or changing anything: no migration runs (run
+    /// [`PostgresSaver::setup`] yourself, e.g. from a deploy step), and the checkpoint
+    /// tables must exist (missing ones are an `Error::NotFound` naming them).
     pub fn without_setup(mut self) -> Self {
         self.run_setup = false;
         self

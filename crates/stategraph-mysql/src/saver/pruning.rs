@@ -99,13 +99,8 @@ impl<Q: Queryable> PruneTarget for Pruning<'_, Q> {
             let loc = Location::checkpoint(thread, &ns, &id);
             let parent: Option<String> = column(&mut r, 2, &loc)?;
             let meta: String = column(&mut r, 3, &loc)?;
-            let meta = backend::json_from_text(&meta, loc.clone().part("metadata"))?;
-            out.push(PruneRow {
-                metadata: backend::metadata_from_json(meta, &loc)?,
-                checkpoint_ns: ns,
-                checkpoint_id: id,
-                parent,
-            });
+            let meta = backend::json_from_text(&meta, loc.part("metadata"))?;
+            out.push(PruneRow::read(thread, ns, id, parent, meta)?);
         }
         Ok(out)
     }

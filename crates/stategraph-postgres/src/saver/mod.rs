@@ -107,12 +107,7 @@ impl PostgresSaver {
             }))
             .build()
             .map_err(|e| Error::backend("postgres", "building the connection pool", e))?;
-        let hosts = config.pg.get_hosts();
-        let target = format!(
-            "{hosts:?}:{:?}/{}",
-            config.pg.get_ports(),
-            config.pg.get_dbname().unwrap_or_default()
-        );
+        let target = describe(&config.pg);
         let saver = Self {
             pool,
             cache_statements: config.prepared_statements,
@@ -166,6 +161,30 @@ impl PostgresSaver {
             drop(deadpool_postgres::Object::take(client));
         }
     }
+}
+
+/// Where a configuration connects, for messages: `host:port/dbname` (several hosts joined
+/// with commas; a Unix socket by its path).
+fn describe(pg: &tokio_postgres::Config) -> String {
+    let ports = pg.get_ports();
+    let hosts: Vec<String> = pg
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let host = match h {
+                tokio_postgres::config::Host::Tcp(name) => name.clone(),
+                tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+            };
+            let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+            format!("{host}:{port}")
+        })
+        .collect();
+    format!(
+        "{}/{}",
+        hosts.join(","),
+        pg.get_dbname().unwrap_or_default()
+    )
 }
 
 /// The driver client behind a pooled connection.

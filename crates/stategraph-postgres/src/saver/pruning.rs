@@ -50,12 +50,7 @@ impl<C: GenericClient + Sync> PruneTarget for Pruning<'_, C> {
             let loc = Location::checkpoint(thread_id, &ns, &id);
             let parent: Option<String> = read::column(r, 2, &loc)?;
             let meta: Json = read::column(r, 3, &loc)?;
-            out.push(PruneRow {
-                metadata: backend::metadata_from_json(meta, &loc)?,
-                checkpoint_ns: ns,
-                checkpoint_id: id,
-                parent,
-            });
+            out.push(PruneRow::read(thread_id, ns, id, parent, meta)?);
         }
         Ok(out)
     }
