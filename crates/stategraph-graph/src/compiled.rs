@@ -224,17 +224,14 @@ impl<S: State> CompiledGraph<S> {
     }
 
     pub(crate) fn saver(&self) -> Result<&Arc<dyn CheckpointSaver>, GraphError> {
-        self.checkpointer.as_ref().ok_or_else(|| {
-            GraphError::InvalidConfig("this graph was compiled without a checkpointer".into())
-        })
+        self.checkpointer.as_ref().ok_or(GraphError::NoCheckpointer)
     }
 
     pub(crate) fn thread_of<'a>(&self, config: &'a RunConfig) -> Result<&'a str, GraphError> {
-        config.thread_id.as_deref().ok_or_else(|| {
-            GraphError::InvalidConfig(
-                "a checkpointer is attached, so the config needs a `thread_id`".into(),
-            )
-        })
+        config
+            .thread_id
+            .as_deref()
+            .ok_or(GraphError::MissingThreadId)
     }
 
     /// The state keys' current values.

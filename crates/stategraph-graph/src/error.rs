@@ -51,9 +51,52 @@ pub enum GraphError {
         /// Why.
         message: String,
     },
-    /// The run configuration is unusable (no thread id with a checkpointer, …).
+    /// A value of the run configuration is unusable (e.g. a `recursion_limit` below 1).
     #[error("invalid config: {0}")]
     InvalidConfig(String),
+    /// The call needs a checkpointer (state, history, updates, resuming, repair), but the
+    /// graph was compiled without one.
+    #[error("this graph was compiled without a checkpointer")]
+    NoCheckpointer,
+    /// A checkpointer is attached, so the run config needs a `thread_id`.
+    #[error("a checkpointer is attached, so the config needs a `thread_id`")]
+    MissingThreadId,
+    /// What the call addresses is not stored (a thread, a checkpoint, a parent checkpoint).
+    #[error("not found: {what}")]
+    NotFound {
+        /// What was looked for.
+        what: String,
+    },
+    /// A run was started without input on a thread that has no checkpoint to resume from.
+    #[error("no input was given and the thread has no checkpoint to resume from")]
+    NothingToResume,
+    /// A bare resume value while several interrupts are pending: resume them by id
+    /// (`Resume::ById`).
+    #[error("{} interrupts are pending ({}); resume them by id", pending.len(), pending.join(", "))]
+    AmbiguousResume {
+        /// The ids of the pending interrupts.
+        pending: Vec<String>,
+    },
+    /// An argument of the call is invalid (not a write to a state channel, which is
+    /// [`InvalidUpdate`](Self::InvalidUpdate)): e.g. an `as_node` that names no node.
+    #[error("invalid {what}: {message}")]
+    InvalidArgument {
+        /// Which argument.
+        what: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// `plan_repair` cannot rebuild this checkpoint.
+    #[error("checkpoint `{checkpoint}` cannot be rebuilt: {reason}")]
+    CannotRepair {
+        /// The checkpoint.
+        checkpoint: String,
+        /// Why.
+        reason: String,
+    },
+    /// An invariant of the engine did not hold: a bug in stategraph (please report it).
+    #[error("internal error: {0}")]
+    Internal(String),
     /// The checkpointer failed.
     #[error(transparent)]
     Checkpoint(#[from] stategraph_checkpoint::Error),

@@ -79,29 +79,42 @@ impl<S: State> CompiledGraph<S> {
     ///
     /// Loop checkpoints replay the parent's task writes, update checkpoints the parent's
     /// `update_state` writes, forks copy the parent. A checkpoint without a parent (the first
-    /// of its thread) is an [`GraphError::InvalidConfig`]: there is nothing to rebuild it from.
+    /// of its thread) is a [`GraphError::CannotRepair`]: there is nothing to rebuild it from.
     pub async fn plan_repair(&self, config: &RunConfig) -> Result<RepairPlan, GraphError> {
         let saver = self.saver()?;
         let thread = self.thread_of(config)?;
         let at = config.checkpoint_config(thread);
-        let target = saver.get_tuple(&at).await?.ok_or_else(|| {
-            GraphError::InvalidConfig(match &at.checkpoint_id {
-                Some(id) => format!("no checkpoint `{id}` in thread `{thread}`"),
-                None => format!("no thread `{thread}`"),
-            })
-        })?;
+        let target = saver
+            .get_tuple(&at)
+            .await?
+            .ok_or_else(|| GraphError::NotFound {
+                what: match &at.checkpoint_id {
+                    Some(id) => format!("checkpoint `{id}` in thread `{thread}`"),
+                    None => format!("thread `{thread}`"),
+                },
+            })?;
         let id = target.checkpoint.id.clone();
-        let parent_config = target.parent_config.clone().ok_or_else(|| {
-            GraphError::InvalidConfig(format!(
-                "checkpoint `{id}` is the first of thread `{thread}`: it has no parent to rebuild it from"
-            ))
-        })?;
-        let mut parent = saver.get_tuple(&parent_config).await?.ok_or_else(|| {
-            GraphError::InvalidConfig(format!(
-                "the parent of checkpoint `{id}` ({}) is not stored: it cannot be rebuilt",
-                parent_config.checkpoint_id.as_deref().unwrap_or("?")
-            ))
-        })?;
+        let parent_config =
+            target
+                .parent_config
+                .clone()
+                .ok_or_else(|| GraphError::CannotRepair {
+                    checkpoint: id.clone(),
+                    reason: format!(
+                        "it is the first of thread `{thread}`: it has no parent to rebuild it from"
+                    ),
+                })?;
+        let mut parent =
+            saver
+                .get_tuple(&parent_config)
+                .await?
+                .ok_or_else(|| GraphError::CannotRepair {
+                    checkpoint: id.clone(),
+                    reason: format!(
+                        "its parent ({}) is not stored",
+                        parent_config.checkpoint_id.as_deref().unwrap_or("?")
+                    ),
+                })?;
 
         // The parent's delta channels are rebuilt from their history; the target is compared
         // as stored, so what it lacks shows.
@@ -129,10 +142,12 @@ impl<S: State> CompiledGraph<S> {
                 .iter()
                 .any(|w| is_update_write(&w.task_path));
             if updates && !recorded {
-                return Err(GraphError::InvalidConfig(format!(
-                    "checkpoint `{id}` is an update_state on a checkpoint the thread had moved \
-                     past, whose writes are not recorded: it cannot be rebuilt"
-                )));
+                return Err(GraphError::CannotRepair {
+                    checkpoint: id,
+                    reason: "it is an update_state on a checkpoint the thread had moved past, \
+                             whose writes are not recorded"
+                        .into(),
+                });
             }
             // The writes of each task, in the order they were stored.
             for w in &parent.pending_writes {

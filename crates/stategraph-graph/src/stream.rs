@@ -152,7 +152,7 @@ impl<'g> RunStream<'g> {
     pub async fn result(mut self) -> Result<Values, GraphError> {
         while self.next().await.is_some() {}
         self.result.unwrap_or_else(|| {
-            Err(GraphError::InvalidConfig(
+            Err(GraphError::Internal(
                 "the run ended without a result".into(),
             ))
         })

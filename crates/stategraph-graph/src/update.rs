@@ -55,8 +55,8 @@ impl<S: State> CompiledGraph<S> {
         supersteps: Vec<Vec<StateUpdate<S::Update>>>,
     ) -> Result<CheckpointConfig, GraphError> {
         if supersteps.is_empty() || supersteps.iter().any(Vec::is_empty) {
-            return Err(GraphError::InvalidUpdate {
-                channel: INTERRUPT.to_owned(),
+            return Err(GraphError::InvalidArgument {
+                what: "supersteps".into(),
                 message: "bulk_update_state needs at least one update in every super-step".into(),
             });
         }
@@ -69,7 +69,7 @@ impl<S: State> CompiledGraph<S> {
             current.checkpoint_ns.clone_from(&at.checkpoint_ns);
             last = Some(at);
         }
-        last.ok_or_else(|| GraphError::InvalidConfig(format!("no update applied to `{thread}`")))
+        last.ok_or_else(|| GraphError::Internal(format!("no update applied to `{thread}`")))
     }
 
     async fn update_superstep(
@@ -136,16 +136,16 @@ impl<S: State> CompiledGraph<S> {
                 Some(n) => n,
                 None if single => self.default_as_node(&checkpoint)?,
                 None => {
-                    return Err(GraphError::InvalidUpdate {
-                        channel: INTERRUPT.to_owned(),
+                    return Err(GraphError::InvalidArgument {
+                        what: "as_node".into(),
                         message: "as_node is required when applying several updates".into(),
                     });
                 }
             };
             if as_node != START && !self.nodes.iter().any(|n| n.name == as_node) {
-                return Err(GraphError::InvalidUpdate {
-                    channel: as_node.clone(),
-                    message: format!("as_node: node `{as_node}` does not exist"),
+                return Err(GraphError::InvalidArgument {
+                    what: "as_node".into(),
+                    message: format!("node `{as_node}` does not exist"),
                 });
             }
             let mut writes = match update.values {
@@ -277,13 +277,13 @@ impl<S: State> CompiledGraph<S> {
     ) -> Result<CheckpointConfig, GraphError> {
         let saver = self.saver()?;
         let Some(t) = saved else {
-            return Err(GraphError::InvalidConfig(
-                "as_node=\"__copy__\" needs an existing checkpoint to copy".into(),
-            ));
+            return Err(GraphError::NotFound {
+                what: "a checkpoint to copy (as_node=\"__copy__\")".into(),
+            });
         };
         if has_values {
-            return Err(GraphError::InvalidUpdate {
-                channel: AS_COPY.into(),
+            return Err(GraphError::InvalidArgument {
+                what: format!("update as `{AS_COPY}`"),
                 message: "a copy takes no values; update the copy afterwards".into(),
             });
         }

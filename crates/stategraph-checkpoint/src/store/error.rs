@@ -81,6 +81,9 @@ pub enum StoreError {
         #[source]
         source: BoxError,
     },
+    /// An invariant of the store did not hold: a bug in stategraph (please report it).
+    #[error("internal store error: {0}")]
+    Internal(String),
 }
 
 impl StoreError {

@@ -52,9 +52,7 @@ impl<S: State> Run<'_, S> {
         resume: Option<ResumeInput>,
     ) -> Result<(), GraphError> {
         if self.checkpoint.channel_versions.is_empty() {
-            return Err(GraphError::InvalidConfig(
-                "no input was given and the thread has no checkpoint to resume from".into(),
-            ));
+            return Err(GraphError::NothingToResume);
         }
         let answering = resume.is_some();
         match resume {
@@ -65,11 +63,7 @@ impl<S: State> Run<'_, S> {
             Some(ResumeInput::Answer(Resume::Value(v))) => {
                 let pending = self.pending_interrupts();
                 if pending.len() > 1 {
-                    return Err(GraphError::InvalidConfig(format!(
-                        "{} interrupts are pending ({}); resume them by id",
-                        pending.len(),
-                        pending.join(", ")
-                    )));
+                    return Err(GraphError::AmbiguousResume { pending });
                 }
                 let write = vec![(reserved::RESUME.to_owned(), v.clone())];
                 if let Some(saver) = &self.saver {

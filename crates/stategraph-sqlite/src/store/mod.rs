@@ -274,7 +274,7 @@ impl SqliteStore {
                 RunOutcome::Done => return Ok(()),
                 RunOutcome::Missing(texts) => {
                     let index = self.index.as_ref().ok_or_else(|| {
-                        StoreError::InvalidConfig("vectors planned without an index".into())
+                        StoreError::Internal("vectors planned without an index".into())
                     })?;
                     vectors.extend(index.embed_texts(&texts).await?);
                 }
