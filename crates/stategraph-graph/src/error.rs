@@ -1,5 +1,8 @@
 //! The engine's error type.
 
+use std::fmt;
+use std::sync::Arc;
+
 /// Everything that can go wrong building or running a graph.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -132,15 +135,75 @@ pub struct ParentCommand {
 }
 
 /// A node's failure, as a node returns it.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{message}")]
+///
+/// Any error converts with `?` inside a node: it is stored (as LangGraph stores a Python
+/// exception) as `TypeName('message')` — `Error('missing field `x` at line 1 column 2')` for a
+/// `serde_json::Error` — and kept as the failure's [`source`](Self::source). (So that the
+/// conversion can cover every error type, `NodeError` is not itself a
+/// `std::error::Error`; it displays as its message.)
+///
+/// ```
+/// use std::sync::Arc;
+/// use stategraph_graph::{NodeError, NodeOutput};
+///
+/// async fn parse(text: Arc<String>) -> Result<NodeOutput<serde_json::Map<String, serde_json::Value>>, NodeError> {
+///     let value: serde_json::Value = serde_json::from_str(&text)?;
+///     let _bytes = std::fs::read("/definitely/not/here").or_else(|e| {
+///         if e.kind() == std::io::ErrorKind::NotFound { Ok(Vec::new()) } else { Err(e) }
+///     })?;
+///     let _ = value;
+///     Ok(NodeOutput::Empty)
+/// }
+/// # let err = tokio::runtime::Builder::new_current_thread().build().unwrap()
+/// #     .block_on(parse(Arc::new("{not json".into()))).err().unwrap();
+/// # assert!(err.message.starts_with("Error('"), "{}", err.message);
+/// # assert!(err.source().is_some());
+/// ```
+#[derive(Debug, Clone)]
 pub struct NodeError {
     /// Python-style `repr` of the error, stored in the `__error__` write: `ValueError('boom')`.
     pub message: String,
+    /// The error this failure was converted from, if any.
+    pub(crate) source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
     /// Set when the "error" is a command bubbling up to the parent graph (no error write).
     pub(crate) parent_command: Option<Box<ParentCommand>>,
     /// Set when the "error" is an interrupt: the run stops and waits for an answer.
     pub(crate) interrupts: Vec<crate::interrupt::Interrupt>,
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Equal when they store the same: the message, the interrupts and the parent command (the
+/// source is not compared).
+impl PartialEq for NodeError {
+    fn eq(&self, other: &Self) -> bool {
+        self.message == other.message
+            && self.parent_command == other.parent_command
+            && self.interrupts == other.interrupts
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for NodeError {
+    /// Any error, stored as `TypeName('message')` and kept as the source.
+    fn from(e: E) -> Self {
+        let name = short_type_name(std::any::type_name::<E>());
+        Self {
+            message: format!("{name}({})", py_repr_str(&e.to_string())),
+            source: Some(Arc::new(e)),
+            parent_command: None,
+            interrupts: Vec::new(),
+        }
+    }
+}
+
+/// `a::b::Name<c::D>` → `Name`.
+fn short_type_name(full: &str) -> &str {
+    let base = full.split('<').next().unwrap_or(full);
+    base.rsplit("::").next().unwrap_or(base)
 }
 
 impl NodeError {
@@ -149,15 +212,24 @@ impl NodeError {
         let message = message.into();
         Self {
             message: format!("NodeError({})", py_repr_str(&message)),
+            source: None,
             parent_command: None,
             interrupts: Vec::new(),
         }
+    }
+
+    /// The error this failure was converted from (with `?` or `From`), if any.
+    pub fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
     }
 
     /// The control-flow "error" of a node that interrupted.
     pub(crate) fn interrupted(interrupts: Vec<crate::interrupt::Interrupt>) -> Self {
         Self {
             message: "GraphInterrupt".to_owned(),
+            source: None,
             parent_command: None,
             interrupts,
         }
@@ -172,22 +244,10 @@ impl NodeError {
     pub fn from_repr(repr: impl Into<String>) -> Self {
         Self {
             message: repr.into(),
+            source: None,
             parent_command: None,
             interrupts: Vec::new(),
         }
-    }
-}
-
-impl From<stategraph_checkpoint::store::StoreError> for NodeError {
-    /// A store failure inside a node, stored as `StoreError('…')`.
-    fn from(e: stategraph_checkpoint::store::StoreError) -> Self {
-        NodeError::from_repr(format!("StoreError({})", py_repr_str(&e.to_string())))
-    }
-}
-
-impl From<GraphError> for NodeError {
-    fn from(e: GraphError) -> Self {
-        NodeError::new(e.to_string())
     }
 }
 
@@ -230,5 +290,16 @@ mod tests {
         assert_eq!(py_repr_str("it's"), "\"it's\"");
         assert_eq!(py_repr_str("a\nb"), "'a\\nb'");
         assert_eq!(NodeError::new("boom").message, "NodeError('boom')");
+        let parsed: Result<serde_json::Value, _> = serde_json::from_str("{");
+        let e = NodeError::from(parsed.unwrap_err());
+        assert!(
+            e.message.starts_with("Error('EOF while parsing"),
+            "{}",
+            e.message
+        );
+        assert!(e.source().is_some());
+        let io = NodeError::from(std::io::Error::other("disk full"));
+        assert_eq!(io.message, "Error('disk full')");
+        assert_eq!(short_type_name("a::b::Name<c::D>"), "Name");
     }
 }

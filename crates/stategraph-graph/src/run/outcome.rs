@@ -39,6 +39,7 @@ fn parent_command<S: State>(c: crate::node::Command<S::Update>) -> Result<NodeEr
     }
     Ok(NodeError {
         message: "ParentCommand".to_owned(),
+        source: None,
         parent_command: Some(Box::new(cmd)),
         interrupts: Vec::new(),
     })
