@@ -376,6 +376,12 @@ fn missing_feature(scheme: &str) -> Error {
     )
 }
 
+/// The README's Rust blocks, compiled (and the quick start run) as doc tests, so they cannot
+/// drift from the API.
+#[cfg(all(doctest, feature = "sqlite", feature = "minilm"))]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
+
 #[cfg(test)]
 mod tests {
     use super::*;
