@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use serde_json::{Value as Json, json};
-use stategraph::prune::{PruneRow, plan_lenient};
+use stategraph::backend::prune::{PruneRow, plan_lenient};
 use stategraph::{ChannelRepair, CheckpointSaver, ListOptions, PruneStrategy};
 
 use crate::read::{reader, run_config};

@@ -4,8 +4,11 @@
 //! super-step of a graph is checkpointed into a *thread*, in LangGraph's own storage format, so
 //! Python LangGraph and stategraph can share one database.
 //!
-//! This crate is the one to depend on. It re-exports the checkpoint core
-//! ([`stategraph_checkpoint`]) and, behind one feature each, the backends:
+//! This crate is the one to depend on. It re-exports what programs use of the checkpoint core
+//! ([`stategraph_checkpoint`]) — the data model, the [`CheckpointSaver`] trait, serializers,
+//! values, the memory [`store`] — while what only saver and store authors need (the shared
+//! backend machinery, the storage format's helpers) is under [`backend`]. Behind one feature
+//! each, the backends:
 //!
 //! | feature | backend | URL |
 //! | --- | --- | --- |
@@ -76,7 +79,30 @@
 
 use std::sync::Arc;
 
-pub use stategraph_checkpoint::*;
+// The checkpoint core, explicitly: what programs that run graphs, read threads or call a
+// saver use. What only saver and store authors need is in `backend`.
+pub use stategraph_checkpoint::{
+    AesEaxCipher, BoxError, Capabilities, ChannelVersion, ChannelVersions, Checkpoint,
+    CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource, CheckpointTuple,
+    Cipher, DeltaChannelHistory, EncryptedSerializer, Error, Expect, Ext, ExtCode, InMemorySaver,
+    JsonPlusSerializer, List, ListOptions, Location, Map, Message, MessageFields, PendingWrite,
+    PruneStrategy, PyObject, Result, SEALED_KEY, SaveOp, SealedMetadata, SealedMetadataSaver,
+    SerdeError, Serializer, ToolCall, Value, VersionsSeen, allowlist, checkpoint_id, codec,
+    now_iso, py, redact_url, store, uuid4, uuid6, value,
+};
+/// For saver and store authors (and tools that work on stored data): the machinery every
+/// backend shares, and the low-level helpers of LangGraph's storage format.
+pub mod backend {
+    pub use stategraph_checkpoint::backend::*;
+    pub use stategraph_checkpoint::{
+        CHECKPOINT_ID, CHECKPOINT_NS, EncodedWrites, LATEST_VERSION, NS_END, NS_SEP, NULL_TASK_ID,
+        StoredWrite, THREAD_ID, all_special, channels, checkpoint_value_ranges, delta, format_uuid,
+        iso_from_unix_micros, layer, next_version, sort_writes, special_write_idx, tags,
+        version_map, write_idx,
+    };
+}
+#[doc(hidden)]
+pub use stategraph_checkpoint::__serde_json;
 /// `#[derive(State)]`: one channel per field, per-field reducers, a generated update type.
 pub use stategraph_derive::State;
 /// Text embeddings for the memory store (features `minilm`, `openai`).
@@ -112,8 +138,8 @@ pub mod prelude {
     };
     pub use stategraph_derive::State;
     pub use stategraph_graph::{
-        Command, CompiledGraph, DynState, END, NodeContext, NodeError, Reducer, Resume, RunConfig,
-        START, Schema, State, StateGraph,
+        Command, CompiledGraph, Durability, DynState, END, GraphError, NodeContext, NodeError,
+        NodeOutput, Reducer, Resume, RunConfig, START, Schema, State, StateGraph, StreamMode,
     };
     #[cfg(feature = "sqlite")]
     pub use stategraph_sqlite::SqliteSaver;
