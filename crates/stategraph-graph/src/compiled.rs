@@ -436,6 +436,26 @@ impl<S: State> CompiledGraph<S> {
     ) -> Result<Vec<StateSnapshot>, GraphError> {
         let saver = self.saver()?;
         let thread = self.thread_of(config)?;
+        // The thread and namespace come from `config`; options naming others would be
+        // silently overwritten, so they are refused instead.
+        for (field, given, from_config) in [
+            ("thread_id", options.thread_id.as_deref(), thread),
+            (
+                "checkpoint_ns",
+                options.checkpoint_ns.as_deref(),
+                config.checkpoint_ns.as_str(),
+            ),
+        ] {
+            if let Some(given) = given.filter(|g| *g != from_config) {
+                return Err(GraphError::InvalidArgument {
+                    what: format!("history options' {field}"),
+                    message: format!(
+                        "`{given}` differs from the run config's `{from_config}`; the history is \
+                         of the config's thread and namespace (leave the field unset)"
+                    ),
+                });
+            }
+        }
         let mut options = options;
         options.thread_id = Some(thread.to_owned());
         options.checkpoint_ns = Some(config.checkpoint_ns.clone());

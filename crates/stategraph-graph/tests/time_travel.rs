@@ -454,3 +454,26 @@ async fn durability_modes_save_what_langgraph_saves() {
         assert_eq!(state.values["foo"], value!("b"));
     }
 }
+
+#[tokio::test]
+async fn history_options_naming_another_thread_are_refused() {
+    let s = seed();
+    let config = RunConfig::thread("t");
+    s.graph.invoke(input(), config.clone()).await.unwrap();
+    let same = ListOptions::thread("t").limit(1);
+    assert_eq!(
+        s.graph
+            .get_state_history(&config, same)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    for other in [ListOptions::thread("u"), ListOptions::default().ns("sub:1")] {
+        let err = s.graph.get_state_history(&config, other).await.unwrap_err();
+        assert!(
+            matches!(&err, GraphError::InvalidArgument { what, .. } if what.starts_with("history options")),
+            "{err}"
+        );
+    }
+}

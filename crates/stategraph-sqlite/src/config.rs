@@ -43,7 +43,7 @@ pub struct SqliteConfig {
     pub(crate) location: Location,
     pub(crate) synchronous: Synchronous,
     pub(crate) max_readers: usize,
-    pub(crate) busy_timeout_ms: u32,
+    pub(crate) busy_timeout: std::time::Duration,
     pub(crate) serializer: Arc<dyn Serializer>,
     /// Whether opening may create the file and tables and switch the file to WAL.
     pub(crate) run_setup: bool,
@@ -65,7 +65,7 @@ impl SqliteConfig {
             location,
             synchronous: Synchronous::default(),
             max_readers: 4,
-            busy_timeout_ms: 5_000,
+            busy_timeout: std::time::Duration::from_secs(5),
             serializer: Arc::new(JsonPlusSerializer::new()),
             run_setup: true,
         }
@@ -154,8 +154,8 @@ impl SqliteConfig {
     }
 
     /// How long to wait for another process's lock before failing (default 5 s).
-    pub fn busy_timeout_ms(mut self, ms: u32) -> Self {
-        self.busy_timeout_ms = ms;
+    pub fn busy_timeout(mut self, wait: std::time::Duration) -> Self {
+        self.busy_timeout = wait;
         self
     }
 
@@ -194,10 +194,8 @@ pub(crate) fn open_connection(
         }
     }
     .map_err(|e| ("opening the database", e))?;
-    conn.busy_timeout(std::time::Duration::from_millis(u64::from(
-        config.busy_timeout_ms,
-    )))
-    .map_err(|e| ("setting busy_timeout", e))?;
+    conn.busy_timeout(config.busy_timeout)
+        .map_err(|e| ("setting busy_timeout", e))?;
     if !read_only && config.run_setup && config.location != Location::Memory {
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(|e| ("enabling WAL", e))?;
