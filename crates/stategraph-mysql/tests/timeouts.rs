@@ -9,7 +9,7 @@ use stategraph_checkpoint::backend::Timeouts;
 use stategraph_checkpoint::*;
 use stategraph_mysql::MySqlConfig;
 use stategraph_testkit::mysql::{server_addr, url_via};
-use stategraph_testkit::net::{SilentServer, StallingProxy, bounded};
+use stategraph_testkit::net::{SilentServer, StallingProxy, bounded, read_after_silence};
 
 #[tokio::test]
 async fn a_server_that_never_answers_times_out_connecting() {
@@ -37,20 +37,8 @@ async fn a_server_that_goes_silent_mid_run_times_out_the_operation() {
         .connect()
         .await
         .unwrap();
-    let thread = format!("timeout-{}", uuid6(None));
-    let cp = Checkpoint::empty();
-    let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);
-    let at = saver
-        .put(
-            &CheckpointConfig::new(&thread),
-            &cp,
-            &meta,
-            &cp.channel_versions,
-        )
-        .await
-        .unwrap();
-    proxy.go_silent();
-    let err = bounded(saver.get_tuple(&at)).await.unwrap_err();
+    let (_, read) = read_after_silence(&saver, &proxy, &format!("timeout-{}", uuid6(None))).await;
+    let err = read.unwrap_err();
     assert!(
         matches!(&err, Error::Timeout { operation, .. } if operation == "reading a checkpoint"),
         "{err:?}"

@@ -8,7 +8,7 @@ use std::time::Duration;
 use stategraph_checkpoint::backend::Timeouts;
 use stategraph_checkpoint::*;
 use stategraph_postgres::PostgresConfig;
-use stategraph_testkit::net::{SilentServer, StallingProxy, bounded};
+use stategraph_testkit::net::{SilentServer, StallingProxy, bounded, read_after_silence};
 use stategraph_testkit::postgres::{ScratchSchema, server_addr, url_via};
 
 #[tokio::test]
@@ -44,24 +44,14 @@ async fn a_server_that_goes_silent_mid_run_times_out_the_operation() {
         .connect()
         .await
         .unwrap();
-    let cp = Checkpoint::empty();
-    let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);
-    let at = saver
-        .put(
-            &CheckpointConfig::new("t"),
-            &cp,
-            &meta,
-            &cp.channel_versions,
-        )
-        .await
-        .unwrap();
-    proxy.go_silent();
-    let err = bounded(saver.get_tuple(&at)).await.unwrap_err();
+    let (at, read) = read_after_silence(&saver, &proxy, "t").await;
+    let err = read.unwrap_err();
     assert!(
         matches!(&err, Error::Timeout { operation, after, .. }
             if operation == "reading a checkpoint" && *after == Duration::from_millis(800)),
         "{err:?}"
     );
+    let meta = CheckpointMetadata::new(CheckpointSource::Loop, 0);
     let err = bounded(saver.put(&at, &Checkpoint::empty(), &meta, &Default::default()))
         .await
         .unwrap_err();

@@ -8,7 +8,7 @@ use std::time::Duration;
 use stategraph_checkpoint::backend::Timeouts;
 use stategraph_checkpoint::*;
 use stategraph_redis::RedisConfig;
-use stategraph_testkit::net::{SilentServer, StallingProxy, bounded};
+use stategraph_testkit::net::{SilentServer, StallingProxy, bounded, read_after_silence};
 use stategraph_testkit::redis::{ScratchPrefix, server_addr};
 
 #[tokio::test]
@@ -47,19 +47,8 @@ async fn a_server_that_goes_silent_mid_run_times_out_the_operation() {
         .connect()
         .await
         .unwrap();
-    let cp = Checkpoint::empty();
-    let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);
-    let at = saver
-        .put(
-            &CheckpointConfig::new("t"),
-            &cp,
-            &meta,
-            &cp.channel_versions,
-        )
-        .await
-        .unwrap();
-    proxy.go_silent();
-    let err = bounded(saver.get_tuple(&at)).await.unwrap_err();
+    let (_, read) = read_after_silence(&saver, &proxy, "t").await;
+    let err = read.unwrap_err();
     assert!(
         matches!(&err, Error::Timeout { operation, .. } if operation == "reading a checkpoint"),
         "{err:?}"

@@ -141,3 +141,43 @@ async fn pump(
         }
     }
 }
+
+/// Mid-run silence: stores an empty checkpoint on `thread` through `saver` (connected via
+/// `proxy`), silences the proxy, and reads the checkpoint back, bounded by [`bounded`].
+/// Returns the checkpoint's address and the read's outcome, for the test to assert on.
+///
+/// # Panics
+/// If the first save fails (the proxy still forwarded then), or the read does not end.
+#[cfg(any(
+    feature = "postgres",
+    feature = "mysql",
+    feature = "redis",
+    feature = "sqlite"
+))]
+#[allow(clippy::expect_used)] // test support: a failed save fails the test
+pub async fn read_after_silence(
+    saver: &dyn stategraph_checkpoint::CheckpointSaver,
+    proxy: &StallingProxy,
+    thread: &str,
+) -> (
+    stategraph_checkpoint::CheckpointConfig,
+    stategraph_checkpoint::Result<Option<stategraph_checkpoint::CheckpointTuple>>,
+) {
+    use stategraph_checkpoint::{
+        Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSource,
+    };
+    let cp = Checkpoint::empty();
+    let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);
+    let at = saver
+        .put(
+            &CheckpointConfig::new(thread),
+            &cp,
+            &meta,
+            &cp.channel_versions,
+        )
+        .await
+        .expect("the save before the silence");
+    proxy.go_silent();
+    let read = bounded(saver.get_tuple(&at)).await;
+    (at, read)
+}

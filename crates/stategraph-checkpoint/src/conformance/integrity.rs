@@ -50,10 +50,7 @@ fn corruptor(fixture: &Fixture) -> Option<&dyn Corruptor> {
 
 /// The checkpoint id an error's location names, if it is a serialization error.
 fn damaged_id(e: &Error) -> Option<String> {
-    match e {
-        Error::Serialization { location, .. } => location.checkpoint_id.clone(),
-        _ => None,
-    }
+    e.location().and_then(|l| l.checkpoint_id.clone())
 }
 
 #[track_caller]
@@ -156,14 +153,11 @@ pub async fn delta_history_stops_at_a_parent_loop(fixture: Fixture) {
 /// a typed error naming the checkpoint, and nothing deleted.
 pub async fn prune_refuses_unreadable_metadata(fixture: Fixture) {
     let saver = fixture.saver();
-    let caps = saver.capabilities();
-    if !caps.prune {
-        assert_unsupported(
-            saver.prune(&[thread()], PruneStrategy::KeepLatest).await,
-            "prune",
-        );
-        return;
-    }
+    require!(
+        saver,
+        prune,
+        saver.prune(&[thread()], PruneStrategy::KeepLatest)
+    );
     let Some(c) = corruptor(&fixture) else { return };
     let thread = thread();
     let cfgs = chain(saver, &thread, "", 3).await;
@@ -184,13 +178,11 @@ pub async fn prune_refuses_unreadable_metadata(fixture: Fixture) {
 /// references survives a prune, and reads back once the checkpoint is repaired.
 pub async fn prune_keeps_values_of_unreadable_checkpoints(fixture: Fixture) {
     let saver = fixture.saver();
-    if !saver.capabilities().prune {
-        assert_unsupported(
-            saver.prune(&[thread()], PruneStrategy::KeepLatest).await,
-            "prune",
-        );
-        return;
-    }
+    require!(
+        saver,
+        prune,
+        saver.prune(&[thread()], PruneStrategy::KeepLatest)
+    );
     let Some(c) = corruptor(&fixture) else { return };
     let thread = thread();
     let big = Value::from(vec![Value::from("a"), Value::from("b")]);
