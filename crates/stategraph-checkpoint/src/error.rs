@@ -165,6 +165,15 @@ impl Error {
         }
     }
 
+    /// Where the stored data is that could not be read (a [`Serialization`](Self::Serialization)
+    /// error), e.g. to tell which checkpoint of a listing is damaged.
+    pub fn location(&self) -> Option<&Location> {
+        match self {
+            Error::Serialization { location, .. } => Some(location),
+            _ => None,
+        }
+    }
+
     /// An invalid-input error.
     pub fn invalid(what: impl Into<String>, message: impl Into<String>) -> Self {
         Error::InvalidInput {

@@ -69,10 +69,7 @@ pub(crate) enum Entry {
 
 /// The id of the stored checkpoint an error says could not be read, if it says so.
 fn damaged_id(e: &stategraph::Error) -> Option<String> {
-    match e {
-        stategraph::Error::Serialization { location, .. } => location.checkpoint_id.clone(),
-        _ => None,
-    }
+    e.location().and_then(|l| l.checkpoint_id.clone())
 }
 
 fn no_thread(thread: &str, ns: &str) -> Failure {

@@ -6,7 +6,7 @@ use serde_json::Value as Json;
 use stategraph_checkpoint::backend::{self, restore_blob};
 use stategraph_checkpoint::{
     Checkpoint, CheckpointConfig, CheckpointTuple, Error, Location, PendingWrite, Result,
-    SerdeError, Serializer, StoredWrite, Value,
+    Serializer, StoredWrite, Value,
 };
 use tokio_postgres::types::Type;
 
@@ -78,20 +78,16 @@ pub(crate) async fn get_tuple(
     rows.first().map(|r| tuple(serde, r)).transpose()
 }
 
-/// A column that may be NULL, read as a typed error (never a panic) when its type is off.
+/// A column that may be NULL, read as a typed error (never a panic) when its type is off:
+/// [`backend::column_error`] naming the column, as every backend reports it.
 pub(crate) fn column<'a, T: tokio_postgres::types::FromSql<'a>>(
     row: &'a tokio_postgres::Row,
     idx: usize,
     loc: &Location,
 ) -> Result<T> {
     row.try_get(idx).map_err(|e| {
-        Error::serialization(
-            loc.clone(),
-            SerdeError::Shape {
-                path: format!("column {idx}"),
-                message: e.to_string(),
-            },
-        )
+        let name = row.columns().get(idx).map_or("?", |c| c.name());
+        backend::column_error(loc, name, e)
     })
 }
 
