@@ -103,7 +103,7 @@ impl Backend {
     pub async fn open(kind: BackendKind, db: Option<&str>) -> Result<Self, BenchError> {
         let unique = stategraph::uuid6(None).replace('-', "");
         let unique = &unique[unique.len() - 16..];
-        let err = |e: stategraph::Error| fail(kind, e);
+        let err = |e: stategraph::CheckpointError| fail(kind, e);
         let (saver, place): (Option<Arc<dyn CheckpointSaver>>, Place) = match kind {
             BackendKind::None => (None, Place::Nothing),
             BackendKind::Memory => (Some(Arc::new(InMemorySaver::new())), Place::Nothing),

@@ -359,7 +359,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             let found = match saver.list(&ListOptions::thread(&thread).limit(1)).await {
                 Ok(tuples) => !tuples.is_empty(),
                 // A damaged checkpoint is still a checkpoint of the thread.
-                Err(stategraph::Error::Serialization { .. }) => true,
+                Err(stategraph::CheckpointError::Serialization { .. }) => true,
                 Err(e) => return Err(fail(e)),
             };
             if !found {

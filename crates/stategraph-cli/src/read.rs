@@ -68,7 +68,7 @@ pub(crate) enum Entry {
 }
 
 /// The id of the stored checkpoint an error says could not be read, if it says so.
-fn damaged_id(e: &stategraph::Error) -> Option<String> {
+fn damaged_id(e: &stategraph::CheckpointError) -> Option<String> {
     e.location().and_then(|l| l.checkpoint_id.clone())
 }
 

@@ -71,21 +71,25 @@ impl<S: State> Default for Edges<S> {
 /// A compiled graph: run it with [`invoke`](Self::invoke), inspect and edit its threads with
 /// [`get_state`](Self::get_state), [`get_state_history`](Self::get_state_history) and
 /// [`update_state`](Self::update_state).
+///
+/// Cloning is cheap (the compiled nodes and edges are shared) and gives the same graph: clones
+/// share its per-thread run locks and state cache, so a clone can be moved into a spawned task
+/// or a server's handler.
 pub struct CompiledGraph<S: State> {
-    pub(crate) schema: Schema,
-    pub(crate) channel_specs: Vec<(String, ChannelSpec)>,
-    pub(crate) nodes: Vec<PregelNode<S>>,
-    pub(crate) edges: HashMap<String, Edges<S>>,
+    pub(crate) schema: Arc<Schema>,
+    pub(crate) channel_specs: Arc<Vec<(String, ChannelSpec)>>,
+    pub(crate) nodes: Arc<Vec<PregelNode<S>>>,
+    pub(crate) edges: Arc<HashMap<String, Edges<S>>>,
     pub(crate) checkpointer: Option<Arc<dyn CheckpointSaver>>,
     pub(crate) store: Option<Arc<dyn Store>>,
-    pub(crate) trigger_channels: BTreeSet<String>,
-    pub(crate) trigger_to_nodes: HashMap<String, Vec<String>>,
+    pub(crate) trigger_channels: Arc<BTreeSet<String>>,
+    pub(crate) trigger_to_nodes: Arc<HashMap<String, Vec<String>>>,
     /// Node name → its index in `nodes`.
-    pub(crate) node_index: HashMap<String, usize>,
+    pub(crate) node_index: Arc<HashMap<String, usize>>,
     /// Stop before these nodes run (`*`: any node).
-    pub(crate) interrupt_before: Vec<String>,
+    pub(crate) interrupt_before: Arc<[String]>,
     /// Stop after these nodes ran (`*`: any node).
-    pub(crate) interrupt_after: Vec<String>,
+    pub(crate) interrupt_after: Arc<[String]>,
     /// Per-thread locks for runs that asked to queue.
     pub(crate) run_locks: RunLocks,
     /// What this graph's runs ended on, per thread (see [`with_state_cache`](Self::with_state_cache)).
@@ -97,6 +101,26 @@ pub const DEFAULT_STATE_CACHE: usize = 64;
 
 /// thread id → the lock queued runs on that thread take.
 pub(crate) type RunLocks = Arc<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>;
+
+impl<S: State> Clone for CompiledGraph<S> {
+    fn clone(&self) -> Self {
+        Self {
+            schema: Arc::clone(&self.schema),
+            channel_specs: Arc::clone(&self.channel_specs),
+            nodes: Arc::clone(&self.nodes),
+            edges: Arc::clone(&self.edges),
+            checkpointer: self.checkpointer.clone(),
+            store: self.store.clone(),
+            trigger_channels: Arc::clone(&self.trigger_channels),
+            trigger_to_nodes: Arc::clone(&self.trigger_to_nodes),
+            node_index: Arc::clone(&self.node_index),
+            interrupt_before: Arc::clone(&self.interrupt_before),
+            interrupt_after: Arc::clone(&self.interrupt_after),
+            run_locks: Arc::clone(&self.run_locks),
+            head: Arc::clone(&self.head),
+        }
+    }
+}
 
 impl<S: State> fmt::Debug for CompiledGraph<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -132,17 +156,17 @@ impl<S: State> CompiledGraph<S> {
             .map(|(i, n)| (n.name.clone(), i))
             .collect();
         Self {
-            schema,
-            channel_specs,
-            nodes,
-            edges,
+            schema: Arc::new(schema),
+            channel_specs: Arc::new(channel_specs),
+            nodes: Arc::new(nodes),
+            edges: Arc::new(edges),
             checkpointer: None,
             store: None,
-            trigger_channels,
-            trigger_to_nodes,
-            node_index,
-            interrupt_before: Vec::new(),
-            interrupt_after: Vec::new(),
+            trigger_channels: Arc::new(trigger_channels),
+            trigger_to_nodes: Arc::new(trigger_to_nodes),
+            node_index: Arc::new(node_index),
+            interrupt_before: Arc::from([]),
+            interrupt_after: Arc::from([]),
             run_locks: Arc::default(),
             head: Arc::new(crate::head::HeadCache::new(DEFAULT_STATE_CACHE)),
         }
@@ -192,6 +216,8 @@ impl<S: State> CompiledGraph<S> {
     /// Attaches a checkpointer: every super-step of every run is then saved to its thread.
     pub fn with_checkpointer(mut self, saver: Arc<dyn CheckpointSaver>) -> Self {
         self.checkpointer = Some(saver);
+        // What the cache remembers came from the previous checkpointer.
+        self.head = Arc::new(crate::head::HeadCache::new(self.head.capacity()));
         self
     }
 

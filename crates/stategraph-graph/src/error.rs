@@ -103,13 +103,12 @@ pub enum GraphError {
     /// The checkpointer failed.
     #[error(transparent)]
     Checkpoint(#[from] stategraph_checkpoint::Error),
-    /// A node returned a `Command` for the parent graph, but this graph has none.
+    /// A node returned a [`Command`](crate::Command) for the parent graph, but this graph
+    /// runs on its own, not as a subgraph.
     #[error("node `{node}` sent a Command to the parent graph, but this graph is not a subgraph")]
-    ParentCommand {
+    NoParentGraph {
         /// The node.
         node: String,
-        /// The command, as writes for the parent.
-        command: Box<ParentCommand>,
     },
 }
 
@@ -125,7 +124,7 @@ impl GraphError {
 
 /// A `Command` addressed to the parent graph, carried out of a subgraph as raw writes.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ParentCommand {
+pub(crate) struct ParentCommand {
     /// State writes (for keys the parent has).
     pub update: Vec<(String, stategraph_checkpoint::Value)>,
     /// Nodes of the parent to run next.
@@ -165,10 +164,18 @@ pub struct NodeError {
     pub message: String,
     /// The error this failure was converted from, if any.
     pub(crate) source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
-    /// Set when the "error" is a command bubbling up to the parent graph (no error write).
-    pub(crate) parent_command: Option<Box<ParentCommand>>,
-    /// Set when the "error" is an interrupt: the run stops and waits for an answer.
-    pub(crate) interrupts: Vec<crate::interrupt::Interrupt>,
+    /// Set when this is not a failure but control flow leaving the node the way an error
+    /// does (so that `?` carries it): an interrupt, or a command for the parent graph.
+    pub(crate) signal: Option<Signal>,
+}
+
+/// Control flow that leaves a node through its error path; never shown to users as an error.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Signal {
+    /// The node interrupted: the run stops and waits for an answer.
+    Interrupt(Vec<crate::interrupt::Interrupt>),
+    /// A command bubbling up to the parent graph (no error write).
+    Parent(Box<ParentCommand>),
 }
 
 impl fmt::Display for NodeError {
@@ -177,13 +184,11 @@ impl fmt::Display for NodeError {
     }
 }
 
-/// Equal when they store the same: the message, the interrupts and the parent command (the
-/// source is not compared).
+/// Equal when they store the same message (and carry the same control flow); the source is
+/// not compared.
 impl PartialEq for NodeError {
     fn eq(&self, other: &Self) -> bool {
-        self.message == other.message
-            && self.parent_command == other.parent_command
-            && self.interrupts == other.interrupts
+        self.message == other.message && self.signal == other.signal
     }
 }
 
@@ -194,8 +199,7 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for NodeError {
         Self {
             message: format!("{name}({})", py_repr_str(&e.to_string())),
             source: Some(Arc::new(e)),
-            parent_command: None,
-            interrupts: Vec::new(),
+            signal: None,
         }
     }
 }
@@ -213,8 +217,7 @@ impl NodeError {
         Self {
             message: format!("NodeError({})", py_repr_str(&message)),
             source: None,
-            parent_command: None,
-            interrupts: Vec::new(),
+            signal: None,
         }
     }
 
@@ -230,14 +233,23 @@ impl NodeError {
         Self {
             message: "GraphInterrupt".to_owned(),
             source: None,
-            parent_command: None,
-            interrupts,
+            signal: Some(Signal::Interrupt(interrupts)),
         }
     }
 
-    /// Whether this is an interrupt rather than a failure.
-    pub fn is_interrupt(&self) -> bool {
-        !self.interrupts.is_empty()
+    /// The control-flow "error" carrying a command out of a subgraph.
+    pub(crate) fn to_parent(command: ParentCommand) -> Self {
+        Self {
+            message: "ParentCommand".to_owned(),
+            source: None,
+            signal: Some(Signal::Parent(Box::new(command))),
+        }
+    }
+
+    /// Whether this is control flow (an interrupt, a command for the parent graph) rather
+    /// than a failure.
+    pub(crate) fn is_signal(&self) -> bool {
+        self.signal.is_some()
     }
 
     /// An error stored exactly as `repr` (e.g. `ValueError('boom')`).
@@ -245,8 +257,7 @@ impl NodeError {
         Self {
             message: repr.into(),
             source: None,
-            parent_command: None,
-            interrupts: Vec::new(),
+            signal: None,
         }
     }
 }

@@ -149,6 +149,7 @@ impl<S: State> StateGraph<S> {
                 setup.parents = (*ctx.parents).clone();
                 setup.resume = Some(crate::run::ResumeInput::Inherited(ctx.resume.clone()));
                 setup.store = ctx.store.clone();
+                setup.subgraph = true;
                 if !existing {
                     setup.input = Some(input);
                 }
@@ -157,10 +158,17 @@ impl<S: State> StateGraph<S> {
                     Ok(outcome) if !outcome.interrupts.is_empty() => {
                         return Err(NodeError::interrupted(outcome.interrupts));
                     }
-                    Ok(outcome) => outcome.values,
+                    Ok(crate::run::RunOutcome {
+                        parent_command: None,
+                        values,
+                        ..
+                    }) => values,
                     // A command for this graph, from inside the subgraph: it is this node's
                     // result.
-                    Err(GraphError::ParentCommand { command, .. }) => {
+                    Ok(crate::run::RunOutcome {
+                        parent_command: Some(command),
+                        ..
+                    }) => {
                         let mut writes: Vec<(String, stategraph_checkpoint::Value)> = command
                             .update
                             .into_iter()

@@ -49,6 +49,11 @@ pub(crate) struct HeadCache<S> {
 }
 
 impl<S: State> HeadCache<S> {
+    /// How many threads it holds at most.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     pub(crate) fn new(capacity: usize) -> Self {
         Self {
             capacity,

@@ -50,7 +50,7 @@ mod retry;
 mod run;
 mod state;
 mod step;
-mod stream;
+pub mod stream;
 mod update;
 
 pub use channel::{ChannelSpec, Reducer, ReducerFn};
@@ -58,7 +58,7 @@ pub use compiled::{CompiledGraph, DEFAULT_STATE_CACHE};
 pub use config::{
     Context, DEFAULT_RECURSION_LIMIT, Durability, PregelTask, RunConfig, StateSnapshot,
 };
-pub use error::{GraphError, NodeError, ParentCommand};
+pub use error::{GraphError, NodeError};
 pub use graph::{END, START, StateGraph};
 pub use interrupt::{Interrupt, Resume};
 pub use messages::REMOVE_ALL_MESSAGES;
@@ -68,5 +68,8 @@ pub use retry::{RetryOn, RetryPolicy};
 pub use state::{DynState, Schema, State, Values, from_value, to_value};
 #[doc(hidden)]
 pub use state::{read_field, reuse_field, reuse_vec_field, write_field};
-pub use stream::{RunStream, StreamMode, StreamPart};
+pub use stream::{
+    CheckpointEvent, DebugEvent, DebugPayload, MessageEvent, RunStream, STREAM_CAPACITY,
+    StreamEvent, StreamMode, TaskEvent, TaskResult, TaskStart, UpdatesEvent, ValuesEvent,
+};
 pub use update::{AS_COPY, StateUpdate};

@@ -193,11 +193,16 @@ impl NodeContext {
         self.config.configurable.get(key)
     }
 
-    /// Sends `value` to the `custom` stream mode (a no-op when nobody streams it).
-    pub fn write_custom(&self, value: impl Into<stategraph_checkpoint::Value>) {
+    /// Sends `value` to the `custom` stream mode (a no-op when nobody streams it). When the
+    /// stream's reader is [`STREAM_CAPACITY`](crate::stream::STREAM_CAPACITY) events behind,
+    /// this waits for it.
+    pub async fn write_custom(&self, value: impl Into<stategraph_checkpoint::Value>) {
         if let Some(e) = &self.emitter {
             let value = value.into();
-            e.emit(crate::stream::StreamMode::Custom, move || value);
+            e.emit(crate::stream::StreamMode::Custom, move || {
+                crate::stream::StreamEvent::Custom(value)
+            });
+            e.room().await;
         }
     }
 

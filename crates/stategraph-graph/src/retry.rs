@@ -59,8 +59,7 @@ impl RetryPolicy {
     /// Whether a failure of try `attempt` (1-based) is tried again.
     pub(crate) fn retries(&self, attempt: u32, error: &NodeError) -> bool {
         attempt < self.max_attempts
-            && !error.is_interrupt()
-            && error.parent_command.is_none()
+            && !error.is_signal()
             && self.retry_on.as_ref().is_none_or(|f| f(error))
     }
 

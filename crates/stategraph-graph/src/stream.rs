@@ -1,14 +1,29 @@
-//! Streaming a run: LangGraph's stream modes, as the run happens.
+//! Streaming a run: LangGraph's stream modes, as typed events, as the run happens.
+//!
+//! [`CompiledGraph::stream`](crate::CompiledGraph::stream) returns a [`RunStream`]: an owned
+//! [`futures_core::Stream`] of [`StreamEvent`]s that drives the run as it is read. It borrows
+//! nothing (move it into a spawned task, or make it an HTTP response body), and it is bounded:
+//! when [`STREAM_CAPACITY`] events wait unread, the run waits for the reader before its next
+//! step, task result or custom write. Dropping the stream stops the run at its next wait; what
+//! was checkpointed so far stays.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 
-use stategraph_checkpoint::{Map, Value, now_iso};
-use tokio::sync::mpsc;
+use serde_json::{Value as Json, json};
+use stategraph_checkpoint::{CheckpointConfig, CheckpointMetadata, Map, Message, Value, now_iso};
+use tokio::sync::Notify;
 
 use crate::error::GraphError;
-use crate::state::Values;
+use crate::interrupt::Interrupt;
+use crate::state::{State, Values};
+
+/// How many events may wait unread before the run waits for the reader.
+pub const STREAM_CAPACITY: usize = 256;
 
 /// What a stream carries (several modes can be asked for at once).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -27,6 +42,9 @@ pub enum StreamMode {
     Debug,
     /// Whatever nodes write with [`NodeContext::write_custom`](crate::NodeContext::write_custom).
     Custom,
+    /// LangChain messages that nodes return in their updates, each with the metadata of the
+    /// task that produced it (`langgraph_node`, `langgraph_step`, …), once per message id.
+    Messages,
 }
 
 impl StreamMode {
@@ -39,24 +57,354 @@ impl StreamMode {
             StreamMode::Tasks => "tasks",
             StreamMode::Debug => "debug",
             StreamMode::Custom => "custom",
+            StreamMode::Messages => "messages",
+        }
+    }
+
+    /// The mode LangGraph names `name` (`messages-tuple`, the Agent Server's name for
+    /// `messages`, included).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "values" => StreamMode::Values,
+            "updates" => StreamMode::Updates,
+            "checkpoints" => StreamMode::Checkpoints,
+            "tasks" => StreamMode::Tasks,
+            "debug" => StreamMode::Debug,
+            "custom" => StreamMode::Custom,
+            "messages" | "messages-tuple" => StreamMode::Messages,
+            _ => return None,
+        })
+    }
+}
+
+/// One event of a run's stream.
+///
+/// Each variant is one [`StreamMode`]; [`to_json`](Self::to_json) renders the payload as
+/// LangGraph streams it (`stream_mode=…` in Python, the `data` of the Agent Server's
+/// server-sent events).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum StreamEvent<S> {
+    /// The state after a super-step (and, on resume, the state resumed from).
+    Values(ValuesEvent<S>),
+    /// A task's update, or the interrupts a step raised.
+    Updates(UpdatesEvent),
+    /// A value a node wrote with [`NodeContext::write_custom`](crate::NodeContext::write_custom).
+    Custom(Value),
+    /// A message a node returned, with its task's metadata.
+    Messages(MessageEvent),
+    /// A task started or finished.
+    Tasks(TaskEvent),
+    /// A checkpoint was saved.
+    Checkpoints(CheckpointEvent),
+    /// A checkpoint or task event, with its step and time.
+    Debug(DebugEvent),
+}
+
+impl<S> StreamEvent<S> {
+    /// The mode this event belongs to.
+    pub fn mode(&self) -> StreamMode {
+        match self {
+            StreamEvent::Values(_) => StreamMode::Values,
+            StreamEvent::Updates(_) => StreamMode::Updates,
+            StreamEvent::Custom(_) => StreamMode::Custom,
+            StreamEvent::Messages(_) => StreamMode::Messages,
+            StreamEvent::Tasks(_) => StreamMode::Tasks,
+            StreamEvent::Checkpoints(_) => StreamMode::Checkpoints,
+            StreamEvent::Debug(_) => StreamMode::Debug,
+        }
+    }
+
+    /// The payload as LangGraph streams it, e.g. `{"node_a": {"foo": "a"}}` for an update
+    /// or `[message, metadata]` for a message.
+    pub fn to_json(&self) -> Json {
+        match self {
+            StreamEvent::Values(v) => values_json(&v.values),
+            StreamEvent::Updates(u) => u.to_json(),
+            StreamEvent::Custom(v) => v.to_json(),
+            StreamEvent::Messages(m) => m.to_json(),
+            StreamEvent::Tasks(t) => t.to_json(),
+            StreamEvent::Checkpoints(c) => c.to_json(),
+            StreamEvent::Debug(d) => d.to_json(),
         }
     }
 }
 
-/// One streamed event: its mode and payload (LangGraph's dict shapes, as [`Value`] maps).
+/// A map of state values as JSON.
+fn values_json(values: &Values) -> Json {
+    Json::Object(
+        values
+            .iter()
+            .map(|(k, v)| (k.clone(), value_json(v)))
+            .collect(),
+    )
+}
+
+/// A value as JSON, as LangGraph's server renders it: Python objects stored with their fields
+/// (LangChain messages, pydantic models, dataclasses; also inside lists and maps) as the dict
+/// of those fields.
+pub(crate) fn value_json(value: &Value) -> Json {
+    if let Value::Ext(ext) = value
+        && let Ok(Some(object)) = ext.py_object()
+        && let Value::Map(_) = object.data
+    {
+        return value_json(&object.data);
+    }
+    match value {
+        Value::List(l) => Json::Array(l.iter().map(value_json).collect()),
+        Value::Map(m) => Json::Object(
+            m.iter()
+                .map(|(k, v)| {
+                    let key = k
+                        .as_str()
+                        .map_or_else(|| k.to_json().to_string(), str::to_owned);
+                    (key, value_json(v))
+                })
+                .collect(),
+        ),
+        other => other.to_json(),
+    }
+}
+
+/// The state after a super-step: its values, readable as the typed state.
 #[derive(Clone, Debug, PartialEq)]
-pub struct StreamPart {
-    /// The mode it belongs to.
-    pub mode: StreamMode,
-    /// The payload.
-    pub data: Value,
+pub struct ValuesEvent<S> {
+    /// The state's values, by key.
+    pub values: Values,
+    state: PhantomData<fn() -> S>,
+}
+
+impl<S: State> ValuesEvent<S> {
+    /// The values as the typed state.
+    pub fn state(&self) -> Result<S, GraphError> {
+        S::from_values(&self.values)
+    }
+}
+
+/// What the `updates` mode reports.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum UpdatesEvent {
+    /// A task finished with this update of the state (`None`: it wrote no state key).
+    Node {
+        /// The node.
+        node: String,
+        /// The state keys it wrote.
+        update: Option<Values>,
+    },
+    /// A step stopped on these interrupts (`{"__interrupt__": [...]}`).
+    Interrupt(Vec<Interrupt>),
+}
+
+impl UpdatesEvent {
+    fn to_json(&self) -> Json {
+        match self {
+            UpdatesEvent::Node { node, update } => {
+                json!({ node.as_str(): update.as_ref().map_or(Json::Null, values_json) })
+            }
+            UpdatesEvent::Interrupt(list) => {
+                json!({ "__interrupt__": list.iter().map(Interrupt::to_json).collect::<Vec<_>>() })
+            }
+        }
+    }
+}
+
+/// A message a node returned, with the metadata of its task.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MessageEvent {
+    /// The message.
+    pub message: Message,
+    /// `langgraph_step`, `langgraph_node`, `langgraph_triggers`, `langgraph_path`,
+    /// `langgraph_checkpoint_ns`, `checkpoint_ns`, and the run's `thread_id`.
+    pub metadata: Map,
+}
+
+impl MessageEvent {
+    fn to_json(&self) -> Json {
+        json!([
+            value_json(&self.message.to_value()),
+            Value::Map(self.metadata.clone()).to_json()
+        ])
+    }
+}
+
+/// A task starting or finishing.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum TaskEvent {
+    /// A task starts.
+    Start(TaskStart),
+    /// A task finished (or failed, or interrupted).
+    Result(TaskResult),
+}
+
+impl TaskEvent {
+    fn to_json(&self) -> Json {
+        match self {
+            TaskEvent::Start(t) => json!({
+                "id": t.id, "name": t.name, "input": values_json(&t.input), "triggers": t.triggers,
+            }),
+            TaskEvent::Result(t) => json!({
+                "id": t.id,
+                "name": t.name,
+                "error": t.error.as_ref().map_or(Json::Null, Value::to_json),
+                "result": values_json(&t.result),
+                "interrupts": t.interrupts.iter().map(Interrupt::to_json).collect::<Vec<_>>(),
+            }),
+        }
+    }
+}
+
+/// A task that starts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskStart {
+    /// The task id.
+    pub id: String,
+    /// The node.
+    pub name: String,
+    /// What the node is given (the state, or a `Send`'s argument).
+    pub input: Values,
+    /// The channels that triggered it.
+    pub triggers: Vec<String>,
+}
+
+/// A task that finished.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskResult {
+    /// The task id.
+    pub id: String,
+    /// The node.
+    pub name: String,
+    /// The stored error, if the node failed.
+    pub error: Option<Value>,
+    /// The state keys it wrote.
+    pub result: Values,
+    /// The interrupts it raised.
+    pub interrupts: Vec<Interrupt>,
+}
+
+/// A saved checkpoint, with the tasks that run next.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckpointEvent {
+    /// Its address.
+    pub config: CheckpointConfig,
+    /// Its parent's address.
+    pub parent_config: Option<CheckpointConfig>,
+    /// The state's values.
+    pub values: Values,
+    /// Its metadata.
+    pub metadata: CheckpointMetadata,
+    /// The nodes that run next.
+    pub next: Vec<String>,
+    /// The tasks that run next: (id, node).
+    pub tasks: Vec<(String, String)>,
+}
+
+impl CheckpointEvent {
+    fn to_json(&self) -> Json {
+        json!({
+            "config": self.config.to_json(),
+            "parent_config": self.parent_config.as_ref().map_or(Json::Null, CheckpointConfig::to_json),
+            "values": values_json(&self.values),
+            "metadata": self.metadata.to_json(),
+            "next": self.next,
+            "tasks": self.tasks.iter().map(|(id, name)| json!({
+                "id": id, "name": name, "interrupts": [], "state": null,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// A checkpoint or task event, wrapped with its step and time (`debug` mode).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DebugEvent {
+    /// The step.
+    pub step: i64,
+    /// When, as an ISO 8601 timestamp.
+    pub timestamp: String,
+    /// What happened.
+    pub payload: DebugPayload,
+}
+
+/// What a [`DebugEvent`] reports.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum DebugPayload {
+    /// A checkpoint was saved (`type: "checkpoint"`).
+    Checkpoint(Box<CheckpointEvent>),
+    /// A task starts (`type: "task"`).
+    Task(TaskStart),
+    /// A task finished (`type: "task_result"`).
+    TaskResult(TaskResult),
+}
+
+impl DebugEvent {
+    fn to_json(&self) -> Json {
+        let (kind, payload) = match &self.payload {
+            DebugPayload::Checkpoint(c) => ("checkpoint", c.to_json()),
+            DebugPayload::Task(t) => ("task", TaskEvent::Start(t.clone()).to_json()),
+            DebugPayload::TaskResult(t) => ("task_result", TaskEvent::Result(t.clone()).to_json()),
+        };
+        json!({ "step": self.step, "timestamp": self.timestamp, "type": kind, "payload": payload })
+    }
+}
+
+/// An event as the engine emits it, before it is typed for the stream's state.
+pub(crate) type Raw = StreamEvent<()>;
+
+impl Raw {
+    /// Raw values as the values of state `S`.
+    pub(crate) fn values(values: Values) -> Self {
+        StreamEvent::Values(ValuesEvent {
+            values,
+            state: PhantomData,
+        })
+    }
+
+    fn typed<S>(self) -> StreamEvent<S> {
+        match self {
+            StreamEvent::Values(v) => StreamEvent::Values(ValuesEvent {
+                values: v.values,
+                state: PhantomData,
+            }),
+            StreamEvent::Updates(u) => StreamEvent::Updates(u),
+            StreamEvent::Custom(v) => StreamEvent::Custom(v),
+            StreamEvent::Messages(m) => StreamEvent::Messages(m),
+            StreamEvent::Tasks(t) => StreamEvent::Tasks(t),
+            StreamEvent::Checkpoints(c) => StreamEvent::Checkpoints(c),
+            StreamEvent::Debug(d) => StreamEvent::Debug(d),
+        }
+    }
+}
+
+/// The queue between a run and its reader.
+#[derive(Debug, Default)]
+struct Queue {
+    events: VecDeque<Raw>,
+    /// The reader, waiting for an event.
+    reader: Option<Waker>,
+    /// The reader is gone: nothing waits for room any more.
+    closed: bool,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    queue: Mutex<Queue>,
+    /// Signalled when the reader takes an event (or leaves).
+    room: Notify,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// Sends events of the requested modes.
 #[derive(Clone, Debug)]
 pub(crate) struct Emitter {
     modes: BTreeSet<StreamMode>,
-    tx: mpsc::UnboundedSender<StreamPart>,
+    shared: Arc<Shared>,
 }
 
 impl Emitter {
@@ -64,44 +412,121 @@ impl Emitter {
         self.modes.contains(&mode)
     }
 
-    pub(crate) fn emit(&self, mode: StreamMode, data: impl FnOnce() -> Value) {
+    /// Queues an event of `mode` (built only when the mode is streamed).
+    pub(crate) fn emit(&self, mode: StreamMode, event: impl FnOnce() -> Raw) {
         if self.wants(mode) {
-            // The receiver may be gone (the caller stopped reading); the run goes on.
-            let _ = self.tx.send(StreamPart { mode, data: data() });
+            self.push(event());
         }
     }
 
-    /// A checkpoint or task event, also wrapped for `debug`.
-    pub(crate) fn emit_debug(
+    fn push(&self, event: Raw) {
+        let reader = {
+            let mut q = self.shared.lock();
+            if q.closed {
+                return;
+            }
+            q.events.push_back(event);
+            q.reader.take()
+        };
+        if let Some(w) = reader {
+            w.wake();
+        }
+    }
+
+    /// Waits until the reader has room for more events (at once if it has, or left).
+    pub(crate) async fn room(&self) {
+        loop {
+            let notified = self.shared.room.notified();
+            {
+                let q = self.shared.lock();
+                if q.closed || q.events.len() < STREAM_CAPACITY {
+                    return;
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// A checkpoint event, also wrapped for `debug`.
+    pub(crate) fn checkpoint(&self, step: i64, event: impl FnOnce() -> CheckpointEvent) {
+        self.debug_pair(
+            StreamMode::Checkpoints,
+            step,
+            event,
+            StreamEvent::Checkpoints,
+            |c| DebugPayload::Checkpoint(Box::new(c)),
+        );
+    }
+
+    /// A task start, also wrapped for `debug`.
+    pub(crate) fn task_start(&self, step: i64, event: impl FnOnce() -> TaskStart) {
+        self.debug_pair(
+            StreamMode::Tasks,
+            step,
+            event,
+            |t| StreamEvent::Tasks(TaskEvent::Start(t)),
+            DebugPayload::Task,
+        );
+    }
+
+    /// A task result, also wrapped for `debug`.
+    pub(crate) fn task_result(&self, step: i64, event: impl FnOnce() -> TaskResult) {
+        self.debug_pair(
+            StreamMode::Tasks,
+            step,
+            event,
+            |t| StreamEvent::Tasks(TaskEvent::Result(t)),
+            DebugPayload::TaskResult,
+        );
+    }
+
+    fn debug_pair<T: Clone>(
         &self,
         mode: StreamMode,
-        kind: &str,
         step: i64,
-        payload: impl Fn() -> Value,
+        event: impl FnOnce() -> T,
+        plain: impl FnOnce(T) -> Raw,
+        wrapped: impl FnOnce(T) -> DebugPayload,
     ) {
-        self.emit(mode, &payload);
-        self.emit(StreamMode::Debug, || {
-            let mut m = Map::new();
-            m.insert("step", step);
-            m.insert("timestamp", now_iso());
-            m.insert("type", kind);
-            m.insert("payload", payload());
-            Value::Map(m)
-        });
+        let (want_plain, want_debug) = (self.wants(mode), self.wants(StreamMode::Debug));
+        if !want_plain && !want_debug {
+            return;
+        }
+        let event = event();
+        if want_plain {
+            self.push(plain(event.clone()));
+        }
+        if want_debug {
+            self.push(StreamEvent::Debug(DebugEvent {
+                step,
+                timestamp: now_iso(),
+                payload: wrapped(event),
+            }));
+        }
     }
 }
 
-type RunFuture<'g> = Pin<Box<dyn Future<Output = Result<Values, GraphError>> + Send + 'g>>;
+type RunFuture = Pin<Box<dyn Future<Output = Result<Values, GraphError>> + Send + 'static>>;
 
-/// A running graph's event stream. Read events with [`next`](Self::next); when it returns
-/// `None` the run is over and [`result`](Self::result) gives its outcome.
-pub struct RunStream<'g> {
-    rx: mpsc::UnboundedReceiver<StreamPart>,
-    run: Option<RunFuture<'g>>,
-    result: Option<Result<Values, GraphError>>,
+/// A running graph's events: a [`futures_core::Stream`] of `Result<StreamEvent<S>,
+/// GraphError>` that drives the run as it is read.
+///
+/// Every item is an event until the run ends; if the run fails, its error is the last item.
+/// [`result`](Self::result) reads what is left and returns the final values instead. It owns
+/// what it needs (no borrow of the graph), so it can be moved into `tokio::spawn` or used
+/// as an HTTP response body; see the [module docs](self) for backpressure.
+#[must_use = "a stream does nothing unless read"]
+pub struct RunStream<S> {
+    shared: Arc<Shared>,
+    run: Option<RunFuture>,
+    /// How the run ended, once it has.
+    outcome: Option<Result<Values, GraphError>>,
+    /// The run's error was returned as an item.
+    error_taken: bool,
+    state: PhantomData<fn() -> S>,
 }
 
-impl std::fmt::Debug for RunStream<'_> {
+impl<S> std::fmt::Debug for RunStream<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunStream")
             .field("running", &self.run.is_some())
@@ -109,52 +534,118 @@ impl std::fmt::Debug for RunStream<'_> {
     }
 }
 
-impl<'g> RunStream<'g> {
-    pub(crate) fn new(modes: &[StreamMode], start: impl FnOnce(Emitter) -> RunFuture<'g>) -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
+impl<S> RunStream<S> {
+    pub(crate) fn new(modes: &[StreamMode], start: impl FnOnce(Emitter) -> RunFuture) -> Self {
+        let shared = Arc::new(Shared::default());
         let emitter = Emitter {
             modes: modes.iter().copied().collect(),
-            tx,
+            shared: Arc::clone(&shared),
         };
         Self {
-            rx,
             run: Some(start(emitter)),
-            result: None,
+            shared,
+            outcome: None,
+            error_taken: false,
+            state: PhantomData,
         }
     }
 
-    /// The next event, or `None` once the run has ended and every event was read.
-    pub async fn next(&mut self) -> Option<StreamPart> {
+    /// A stream of a run that failed before it started.
+    pub(crate) fn failed(error: GraphError) -> Self {
+        Self {
+            shared: Arc::new(Shared::default()),
+            run: None,
+            outcome: Some(Err(error)),
+            error_taken: false,
+            state: PhantomData,
+        }
+    }
+
+    /// Takes the next queued event, or registers the reader to be woken by the next one.
+    fn take(&self, cx: &Context<'_>) -> Option<Raw> {
+        let event = {
+            let mut q = self.shared.lock();
+            match q.events.pop_front() {
+                Some(e) => Some(e),
+                None => {
+                    q.reader = Some(cx.waker().clone());
+                    None
+                }
+            }
+        };
+        if event.is_some() {
+            self.shared.room.notify_waiters();
+        }
+        event
+    }
+
+    fn poll_event(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<StreamEvent<S>, GraphError>>> {
         loop {
-            let Some(run) = self.run.as_mut() else {
-                return self.rx.recv().await;
-            };
-            let finished = tokio::select! {
-                biased;
-                part = self.rx.recv() => match part {
-                    Some(p) => return Some(p),
-                    None => None,
-                },
-                result = run => Some(result),
-            };
-            let result = match (finished, self.run.as_mut()) {
-                (Some(r), _) => r,
-                // Every sender is gone but the run is not over: wait for it.
-                (None, Some(run)) => run.await,
-                (None, None) => continue,
-            };
-            self.result = Some(result);
-            self.run = None;
+            if let Some(raw) = self.take(cx) {
+                return Poll::Ready(Some(Ok(raw.typed())));
+            }
+            if let Some(run) = self.run.as_mut() {
+                match run.as_mut().poll(cx) {
+                    Poll::Ready(outcome) => {
+                        self.run = None;
+                        self.outcome = Some(outcome);
+                    }
+                    Poll::Pending => {
+                        if self.shared.lock().events.is_empty() {
+                            return Poll::Pending;
+                        }
+                    }
+                }
+                continue;
+            }
+            return Poll::Ready(match self.outcome.take() {
+                Some(Err(e)) => {
+                    self.error_taken = true;
+                    Some(Err(e))
+                }
+                other => {
+                    self.outcome = other;
+                    None
+                }
+            });
         }
     }
 
     /// Reads the remaining events and returns the run's outcome: the final state values.
+    /// (If the run's error was already read as the stream's last item, this is an
+    /// [`GraphError::Internal`] saying so.)
     pub async fn result(mut self) -> Result<Values, GraphError> {
-        while self.next().await.is_some() {}
-        self.result.unwrap_or_else(|| {
-            Err(GraphError::Internal(
+        while let Some(item) = std::future::poll_fn(|cx| self.poll_event(cx)).await {
+            item?;
+        }
+        match self.outcome.take() {
+            Some(outcome) => outcome,
+            None if self.error_taken => Err(GraphError::Internal(
+                "the run's error was already returned by the stream".into(),
+            )),
+            None => Err(GraphError::Internal(
                 "the run ended without a result".into(),
-            ))
-        })
+            )),
+        }
+    }
+}
+
+impl<S> futures_core::Stream for RunStream<S> {
+    type Item = Result<StreamEvent<S>, GraphError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_event(cx)
+    }
+}
+
+impl<S> Drop for RunStream<S> {
+    fn drop(&mut self) {
+        // Nobody reads any more: let a run waiting for room go on (and stop at its next
+        // await, as its future is dropped with this stream).
+        self.shared.lock().closed = true;
+        self.shared.room.notify_waiters();
     }
 }

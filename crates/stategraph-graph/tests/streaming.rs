@@ -1,17 +1,31 @@
 //! Stream modes: the same events, in the same order, as Python LangGraph streams for the
-//! seeds' 2-node graph with every mode on (recorded from langgraph 1.2.22).
+//! seeds' 2-node graph with every mode on (recorded from langgraph 1.2.22); the stream as an
+//! owned, bounded `futures::Stream` of typed events.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use stategraph_checkpoint::{InMemorySaver, Map, Value, value};
+use futures_util::StreamExt;
+use serde_json::{Value as Json, json};
+use stategraph_checkpoint::{InMemorySaver, Map, Message, Value, value};
 use stategraph_graph::{
-    DynState, END, Reducer, RunConfig, START, Schema, StateGraph, StreamMode, StreamPart,
+    DynState, END, GraphError, Reducer, RunConfig, START, STREAM_CAPACITY, Schema, StateGraph,
+    StreamEvent, StreamMode, TaskEvent, UpdatesEvent,
 };
 
-fn field<'a>(v: &'a Value, key: &str) -> &'a Value {
-    v.as_map().and_then(|m| m.get(key)).unwrap_or(&Value::Null)
+fn field<'a>(v: &'a Json, key: &str) -> &'a Json {
+    v.get(key).unwrap_or(&Json::Null)
+}
+
+/// Reads a stream to its end; every item must be an event.
+async fn events<S>(stream: &mut stategraph_graph::RunStream<S>) -> Vec<StreamEvent<S>> {
+    let mut out = Vec::new();
+    while let Some(event) = stream.next().await {
+        out.push(event.unwrap());
+    }
+    out
 }
 
 #[tokio::test]
@@ -21,7 +35,7 @@ async fn all_modes_in_langgraph_order() {
         .reducer("bar", Reducer::append());
     let mut g = StateGraph::<DynState>::with_schema(schema);
     g.add_node("node_a", |_s: Arc<DynState>, ctx| async move {
-        ctx.write_custom(value!({"progress": 1}));
+        ctx.write_custom(value!({"progress": 1})).await;
         Ok(Map::from_iter([
             ("foo", value!("a")),
             ("bar", value!(["a"])),
@@ -43,18 +57,15 @@ async fn all_modes_in_langgraph_order() {
     use StreamMode::*;
     let input = Map::from_iter([("foo", value!("")), ("bar", value!([]))]);
     let mut stream = g.stream(
-        Some(input),
+        input,
         RunConfig::thread("1"),
         &[Values, Updates, Checkpoints, Tasks, Debug, Custom],
     );
-    let mut parts: Vec<StreamPart> = Vec::new();
-    while let Some(p) = stream.next().await {
-        parts.push(p);
-    }
+    let parts = events(&mut stream).await;
     let out = stream.result().await.unwrap();
     assert_eq!(out["bar"], value!(["a", "b"]));
 
-    let modes: Vec<&str> = parts.iter().map(|p| p.mode.as_str()).collect();
+    let modes: Vec<&str> = parts.iter().map(|p| p.mode().as_str()).collect();
     assert_eq!(
         modes,
         [
@@ -82,37 +93,47 @@ async fn all_modes_in_langgraph_order() {
             "debug", // final checkpoint
         ]
     );
-    // Payloads.
-    let first = &parts[0].data;
-    assert_eq!(field(first, "values"), &value!({"bar": []}));
-    assert_eq!(field(first, "next"), &value!(["__start__"]));
-    assert_eq!(field(first, "parent_config"), &Value::Null);
-    assert_eq!(field(field(first, "metadata"), "source"), &value!("input"));
-    assert_eq!(parts[2].data, value!({"bar": [], "foo": ""}));
-    assert_eq!(field(&parts[5].data, "name"), &value!("node_a"));
+    // Payloads, as LangGraph's JSON.
+    let data: Vec<Json> = parts.iter().map(StreamEvent::to_json).collect();
+    let first = &data[0];
+    assert_eq!(field(first, "values"), &json!({"bar": []}));
+    assert_eq!(field(first, "next"), &json!(["__start__"]));
+    assert_eq!(field(first, "parent_config"), &Json::Null);
+    assert_eq!(field(field(first, "metadata"), "source"), &json!("input"));
+    assert_eq!(data[2], json!({"bar": [], "foo": ""}));
+    assert_eq!(field(&data[5], "name"), &json!("node_a"));
+    assert_eq!(field(&data[5], "triggers"), &json!(["branch:to:node_a"]));
+    assert_eq!(field(&data[5], "input"), &json!({"bar": [], "foo": ""}));
+    assert_eq!(field(&data[6], "type"), &json!("task"));
+    assert_eq!(field(&data[6], "step"), &json!(1));
+    assert_eq!(field(&data[6], "payload"), &data[5]);
+    assert_eq!(data[7], json!({"progress": 1}));
+    assert_eq!(data[8], json!({"node_a": {"foo": "a", "bar": ["a"]}}));
     assert_eq!(
-        field(&parts[5].data, "triggers"),
-        &value!(["branch:to:node_a"])
+        field(&data[9], "result"),
+        &json!({"foo": "a", "bar": ["a"]})
     );
+    assert_eq!(field(&data[9], "error"), &Json::Null);
+    let last = &data[20];
+    assert_eq!(field(last, "next"), &json!([]));
+    assert_eq!(field(field(last, "metadata"), "step"), &json!(2));
+    // The same events, typed.
+    let StreamEvent::Tasks(TaskEvent::Start(start)) = &parts[5] else {
+        panic!("not a task start: {:?}", parts[5]);
+    };
     assert_eq!(
-        field(&parts[5].data, "input"),
-        &value!({"bar": [], "foo": ""})
+        (start.name.as_str(), start.triggers.as_slice()),
+        ("node_a", &["branch:to:node_a".to_owned()][..])
     );
-    assert_eq!(field(&parts[6].data, "type"), &value!("task"));
-    assert_eq!(field(&parts[6].data, "step"), &value!(1));
-    assert_eq!(parts[7].data, value!({"progress": 1}));
-    assert_eq!(
-        parts[8].data,
-        value!({"node_a": {"foo": "a", "bar": ["a"]}})
-    );
-    assert_eq!(
-        field(&parts[9].data, "result"),
-        &value!({"foo": "a", "bar": ["a"]})
-    );
-    assert_eq!(field(&parts[9].data, "error"), &Value::Null);
-    let last = &parts[20].data;
-    assert_eq!(field(last, "next"), &value!([]));
-    assert_eq!(field(field(last, "metadata"), "step"), &value!(2));
+    let StreamEvent::Updates(UpdatesEvent::Node { node, update }) = &parts[8] else {
+        panic!("not an update: {:?}", parts[8]);
+    };
+    assert_eq!(node, "node_a");
+    assert_eq!(update.as_ref().unwrap()["foo"], value!("a"));
+    let StreamEvent::Values(values) = &parts[19] else {
+        panic!("not values: {:?}", parts[19]);
+    };
+    assert_eq!(values.state().unwrap().get("foo"), Some(&value!("b")));
 }
 
 #[tokio::test]
@@ -120,20 +141,194 @@ async fn only_requested_modes_are_sent() {
     let schema = Schema::new().reducer("n", Reducer::add());
     let mut g = StateGraph::<DynState>::with_schema(schema);
     g.add_node("inc", |_s: Arc<DynState>, ctx| async move {
-        ctx.write_custom("ignored");
+        ctx.write_custom("ignored").await;
         Ok(Map::from_iter([("n", value!(1))]))
     });
     g.add_edge(START, "inc");
     let g = g.compile().unwrap();
     let mut stream = g.stream(
-        Some(Map::from_iter([("n", value!(1))])),
+        Map::from_iter([("n", value!(1))]),
         RunConfig::default(),
         &[StreamMode::Updates],
     );
-    let mut parts = Vec::new();
-    while let Some(p) = stream.next().await {
-        parts.push(p.data);
-    }
-    assert_eq!(parts, [value!({"inc": {"n": 1}})]);
+    let parts: Vec<Json> = events(&mut stream)
+        .await
+        .iter()
+        .map(StreamEvent::to_json)
+        .collect();
+    assert_eq!(parts, [json!({"inc": {"n": 1}})]);
     assert_eq!(stream.result().await.unwrap()["n"], value!(2));
+}
+
+fn counter_graph(
+    writes: usize,
+    written: Arc<AtomicUsize>,
+) -> stategraph_graph::CompiledGraph<DynState> {
+    let schema = Schema::new().reducer("n", Reducer::add());
+    let mut g = StateGraph::<DynState>::with_schema(schema);
+    g.add_node("chatty", move |_s: Arc<DynState>, ctx| {
+        let written = Arc::clone(&written);
+        async move {
+            for i in 0..writes {
+                ctx.write_custom(i as i64).await;
+                written.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(Map::from_iter([("n", value!(1))]))
+        }
+    });
+    g.add_edge(START, "chatty");
+    g.compile()
+        .unwrap()
+        .with_checkpointer(Arc::new(InMemorySaver::new()))
+}
+
+#[tokio::test]
+async fn a_stream_is_owned_and_read_from_a_spawned_task() {
+    let graph = counter_graph(3, Arc::default());
+    let mut stream = graph.stream(
+        Map::from_iter([("n", value!(1))]),
+        RunConfig::thread("spawned"),
+        &[StreamMode::Custom, StreamMode::Values],
+    );
+    drop(graph); // the stream holds what it needs
+    let reader = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        while let Some(event) = stream.next().await {
+            seen.push(event?.to_json());
+        }
+        Ok::<_, GraphError>(seen)
+    });
+    let seen = reader.await.unwrap().unwrap();
+    assert_eq!(
+        seen,
+        [
+            json!({"n": 1}),
+            json!(0),
+            json!(1),
+            json!(2),
+            json!({"n": 2})
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_slow_reader_holds_the_run_back() {
+    let written = Arc::new(AtomicUsize::new(0));
+    let total = STREAM_CAPACITY * 4;
+    let graph = counter_graph(total, Arc::clone(&written));
+    let mut stream = graph.stream(
+        Map::from_iter([("n", value!(1))]),
+        RunConfig::thread("slow"),
+        &[StreamMode::Custom],
+    );
+    // Read one event, then let the run go as far as it can without the reader.
+    let first = stream.next().await.unwrap().unwrap();
+    assert_eq!(first.to_json(), json!(0));
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let ahead = written.load(Ordering::SeqCst);
+    assert!(
+        ahead <= STREAM_CAPACITY + 2,
+        "the run got {ahead} events ahead of a reader that stopped"
+    );
+    // Reading on lets it finish, with nothing lost.
+    let rest = events(&mut stream).await;
+    assert_eq!(rest.len(), total - 1);
+    assert_eq!(rest.last().unwrap().to_json(), json!(total as i64 - 1));
+    assert_eq!(stream.result().await.unwrap()["n"], value!(2));
+}
+
+#[tokio::test]
+async fn a_failed_run_ends_its_stream_with_the_error() {
+    let schema = Schema::new().last_value("x");
+    let mut g = StateGraph::<DynState>::with_schema(schema);
+    g.add_node("fails", |_s: Arc<DynState>, _ctx| async {
+        Err::<Map, _>(stategraph_graph::NodeError::new("boom"))
+    });
+    g.add_edge(START, "fails");
+    let g = g.compile().unwrap();
+    let mut stream = g.stream(
+        Map::from_iter([("x", value!(1))]),
+        RunConfig::default(),
+        &[StreamMode::Updates],
+    );
+    let mut items = Vec::new();
+    while let Some(item) = stream.next().await {
+        items.push(item);
+    }
+    let last = items.pop().unwrap();
+    assert!(
+        matches!(last, Err(GraphError::NodeFailed { ref node, .. }) if node == "fails"),
+        "{last:?}"
+    );
+    assert!(items.iter().all(Result::is_ok));
+    // An input the state cannot take is the stream's only item.
+    let mut bad = g.stream(
+        Map::from_iter([("nope", value!(1))]),
+        RunConfig::default(),
+        &[StreamMode::Updates],
+    );
+    let only = bad.next().await.unwrap();
+    assert!(
+        matches!(only, Err(GraphError::InvalidUpdate { ref channel, .. }) if channel == "nope"),
+        "{only:?}"
+    );
+    assert!(bad.next().await.is_none());
+}
+
+#[tokio::test]
+async fn messages_mode_shows_each_returned_message_once() {
+    let schema = Schema::new().reducer("messages", Reducer::add_messages());
+    let mut g = StateGraph::<DynState>::with_schema(schema);
+    g.add_node("bot", |_s: Arc<DynState>, _ctx| async {
+        let reply = Message::ai("hello there", Vec::new()).with_id("ai-1");
+        Ok(Map::from_iter([(
+            "messages",
+            Value::List(vec![reply.to_value()].into()),
+        )]))
+    });
+    g.add_node("echo", |s: Arc<DynState>, _ctx| async move {
+        // Returns the whole list again: only news is shown.
+        let all = s.get("messages").cloned().unwrap_or_default();
+        let extra = Message::ai("and more", Vec::new()).with_id("ai-2");
+        let mut list: Vec<Value> = all.as_list().map(|l| l.to_vec()).unwrap_or_default();
+        list.push(extra.to_value());
+        Ok(Map::from_iter([("messages", Value::List(list.into()))]))
+    });
+    g.add_edge(START, "bot")
+        .add_edge("bot", "echo")
+        .add_edge("echo", END);
+    let g = g
+        .compile()
+        .unwrap()
+        .with_checkpointer(Arc::new(InMemorySaver::new()));
+    let question = Message::human("hi").with_id("human-1");
+    let mut stream = g.stream(
+        Map::from_iter([("messages", Value::List(vec![question.to_value()].into()))]),
+        RunConfig::thread("chat"),
+        &[StreamMode::Messages],
+    );
+    let shown: Vec<Json> = events(&mut stream)
+        .await
+        .iter()
+        .map(StreamEvent::to_json)
+        .collect();
+    assert_eq!(shown.len(), 2, "{shown:#?}");
+    assert_eq!(shown[0][0]["content"], json!("hello there"));
+    assert_eq!(shown[0][0]["type"], json!("ai"));
+    let meta = &shown[0][1];
+    assert_eq!(meta["langgraph_node"], json!("bot"));
+    assert_eq!(meta["langgraph_step"], json!(1));
+    assert_eq!(meta["langgraph_triggers"], json!(["branch:to:bot"]));
+    assert_eq!(meta["thread_id"], json!("chat"));
+    assert!(
+        meta["langgraph_checkpoint_ns"]
+            .as_str()
+            .unwrap()
+            .starts_with("bot:")
+    );
+    assert_eq!(shown[1][0]["content"], json!("and more"));
+    assert_eq!(shown[1][1]["langgraph_node"], json!("echo"));
 }

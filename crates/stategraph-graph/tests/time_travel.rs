@@ -331,7 +331,10 @@ async fn command_to_parent_routes_the_parent_graph() {
         .invoke(Some(Map::new()), RunConfig::default())
         .await
         .unwrap_err();
-    assert!(matches!(err, GraphError::ParentCommand { .. }), "{err}");
+    assert!(
+        matches!(err, GraphError::NoParentGraph { ref node } if node == "n"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -28,10 +28,11 @@ async fn run() -> stategraph::Result<()> {
         match (a.as_str(), args.next()) {
             ("--db", Some(u)) => url = u,
             _ => {
-                return Err(stategraph::Error::invalid(
+                return Err(stategraph::CheckpointError::invalid(
                     "arguments",
                     "usage: saver_api [--db URL]",
-                ));
+                )
+                .into());
             }
         }
     }

@@ -79,16 +79,21 @@
 
 use std::sync::Arc;
 
+mod error;
+pub use error::{Error, Result};
+/// The checkpointers' error (also [`Error::Checkpoint`]).
+pub use stategraph_checkpoint::Error as CheckpointError;
+
 // The checkpoint core, explicitly: what programs that run graphs, read threads or call a
 // saver use. What only saver and store authors need is in `backend`.
 pub use stategraph_checkpoint::{
     AesEaxCipher, BoxError, Capabilities, ChannelVersion, ChannelVersions, Checkpoint,
     CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource, CheckpointTuple,
-    Cipher, DeltaChannelHistory, EncryptedSerializer, Error, Expect, Ext, ExtCode, InMemorySaver,
+    Cipher, DeltaChannelHistory, EncryptedSerializer, Expect, Ext, ExtCode, InMemorySaver,
     JsonPlusSerializer, List, ListOptions, Location, Map, Message, MessageFields, PendingWrite,
-    PruneStrategy, PyObject, Result, SEALED_KEY, SaveOp, SealedMetadata, SealedMetadataSaver,
-    SerdeError, Serializer, ToolCall, Value, VersionsSeen, allowlist, checkpoint_id, codec,
-    now_iso, py, redact_url, store, uuid4, uuid6, value,
+    PruneStrategy, PyObject, SEALED_KEY, SaveOp, SealedMetadata, SealedMetadataSaver, SerdeError,
+    Serializer, ToolCall, Value, VersionsSeen, allowlist, checkpoint_id, codec, now_iso, py,
+    redact_url, store, uuid4, uuid6, value,
 };
 /// For saver and store authors (and tools that work on stored data): the machinery every
 /// backend shares, and the low-level helpers of LangGraph's storage format.
@@ -112,11 +117,13 @@ pub use stategraph_embed as embed;
 pub use stategraph_graph as graph;
 /// The state trait `#[derive(State)]` implements.
 pub use stategraph_graph::State;
+/// Streaming a run: [`StreamEvent`] and the payload types of its variants.
+pub use stategraph_graph::stream;
 pub use stategraph_graph::{
     AS_COPY, ChannelRepair, ChannelSpec, Command, CompiledGraph, Durability, DynState, END,
     GraphError, Interrupt, NodeContext, NodeError, NodeOutput, PregelTask, Reducer, RepairPlan,
-    Resume, RetryPolicy, RunConfig, START, Schema, Send, StateGraph, StateSnapshot, StateUpdate,
-    StreamMode, StreamPart, Values,
+    Resume, RetryPolicy, RunConfig, RunStream, START, Schema, Send, StateGraph, StateSnapshot,
+    StateUpdate, StreamEvent, StreamMode, UpdatesEvent, Values,
 };
 #[cfg(feature = "mysql")]
 pub use stategraph_mysql::{MySqlConfig, MySqlSaver};
@@ -129,6 +136,7 @@ pub use stategraph_sqlite::{SqliteConfig, SqliteSaver, SqliteStore, Synchronous}
 
 /// The names most programs need, in one import.
 pub mod prelude {
+    pub use crate::Error;
     pub use stategraph_checkpoint::store::{
         InMemoryStore, IndexConfig, Item, SearchItem, SearchOptions, Store, StoreOptions,
     };
@@ -139,7 +147,8 @@ pub mod prelude {
     pub use stategraph_derive::State;
     pub use stategraph_graph::{
         Command, CompiledGraph, Durability, DynState, END, GraphError, NodeContext, NodeError,
-        NodeOutput, Reducer, Resume, RunConfig, START, Schema, State, StateGraph, StreamMode,
+        NodeOutput, Reducer, Resume, RunConfig, START, Schema, State, StateGraph, StreamEvent,
+        StreamMode,
     };
     #[cfg(feature = "sqlite")]
     pub use stategraph_sqlite::SqliteSaver;
@@ -151,12 +160,12 @@ pub mod prelude {
 /// `memory:` is an [`InMemorySaver`]; `sqlite:` URLs need the `sqlite` feature (on by default),
 /// `postgres://` / `postgresql://` the `postgres` feature, `mysql://` the `mysql` feature and
 /// `redis://` / `rediss://` the `redis` feature. An unknown scheme, or one whose feature is off,
-/// is an [`Error::InvalidInput`] that says so. A Redis URL may carry `prefix=NAME` (the key
+/// is a [`CheckpointError::InvalidInput`] that says so. A Redis URL may carry `prefix=NAME` (the key
 /// prefix, default `stategraph`) and `ttl=SECONDS` among its query parameters. Networked
 /// databases take `connect_timeout`, `statement_timeout` and `idle_timeout` (seconds, `0` for
 /// none) as query parameters: no call waits on a silent server forever (see
 /// [`backend::Timeouts`]).
-pub async fn open_saver(url: &str) -> Result<Arc<dyn CheckpointSaver>> {
+pub async fn open_saver(url: &str) -> Result<Arc<dyn CheckpointSaver>, CheckpointError> {
     open_saver_with(url, OpenOptions::new()).await
 }
 
@@ -192,7 +201,7 @@ impl OpenOptions {
     /// Opens only a database that exists, without creating or changing anything: no file,
     /// database or table is created and no migration runs (a SQLite file also keeps its
     /// journal mode). A missing SQLite file, MySQL database or checkpoint tables are an
-    /// [`Error::NotFound`] naming them. Tools that only read use this.
+    /// [`CheckpointError::NotFound`] naming them. Tools that only read use this.
     pub fn existing(mut self) -> Self {
         self.existing = true;
         self
@@ -210,7 +219,10 @@ impl OpenOptions {
 /// assert_eq!(saver.name(), "sqlite");
 /// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
 /// ```
-pub async fn open_saver_with(url: &str, options: OpenOptions) -> Result<Arc<dyn CheckpointSaver>> {
+pub async fn open_saver_with(
+    url: &str,
+    options: OpenOptions,
+) -> Result<Arc<dyn CheckpointSaver>, CheckpointError> {
     let scheme = url.split(':').next().unwrap_or_default();
     let OpenOptions {
         serializer,
@@ -264,7 +276,7 @@ pub async fn open_saver_with(url: &str, options: OpenOptions) -> Result<Arc<dyn 
         )),
         #[cfg(not(feature = "redis"))]
         "redis" | "rediss" => Err(missing_feature(scheme)),
-        _ => Err(Error::invalid(
+        _ => Err(CheckpointError::invalid(
             "database URL",
             format!(
                 "`{}`: unknown scheme (expected memory:, sqlite:, postgres://, mysql:// or redis://)",
@@ -395,8 +407,8 @@ fn store_missing_feature(scheme: &str, feature: &str) -> store::StoreError {
     feature = "mysql",
     feature = "redis"
 )))]
-fn missing_feature(scheme: &str) -> Error {
-    Error::invalid(
+fn missing_feature(scheme: &str) -> CheckpointError {
+    CheckpointError::invalid(
         "database URL",
         format!("`{scheme}:` URLs need a stategraph backend feature that this build lacks"),
     )
@@ -437,14 +449,14 @@ mod tests {
             // Port 1 refuses: a backend that is built fails to connect, one that is not
             // says which feature it needs.
             let err = open_saver(url).await.err().unwrap();
-            let names_feature = matches!(&err, Error::InvalidInput { message, .. }
+            let names_feature = matches!(&err, CheckpointError::InvalidInput { message, .. }
                 if message.contains("feature"));
             assert_eq!(names_feature, !enabled, "{url}: {err}");
         }
         for url in ["ftp://x", "oracle://x"] {
             assert!(matches!(
                 open_saver(url).await,
-                Err(Error::InvalidInput { .. })
+                Err(CheckpointError::InvalidInput { .. })
             ));
         }
     }

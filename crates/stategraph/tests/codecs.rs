@@ -209,7 +209,7 @@ async fn a_value_the_codec_cannot_take_is_an_error_naming_the_channel(
         .await
         .unwrap_err();
     assert!(
-        matches!(err, stategraph::Error::Serialization { .. }),
+        matches!(err, stategraph::CheckpointError::Serialization { .. }),
         "{err}"
     );
     let message = err.to_string();

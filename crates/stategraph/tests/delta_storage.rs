@@ -222,7 +222,10 @@ async fn prune_keeps_delta_threads_readable(saver: Arc<dyn CheckpointSaver>) {
         .prune(&["p".to_owned()], stategraph::PruneStrategy::KeepLatest)
         .await;
     assert!(
-        matches!(refused, Err(stategraph::Error::InvalidInput { .. })),
+        matches!(
+            refused,
+            Err(stategraph::CheckpointError::InvalidInput { .. })
+        ),
         "{refused:?}"
     );
     saver.copy_thread("p", "p-copy").await.unwrap();
@@ -293,7 +296,10 @@ async fn other_strategies_keep_values(
         .prune(&[thread.to_owned()], stategraph::PruneStrategy::KeepLast(4))
         .await;
     assert!(
-        matches!(refused, Err(stategraph::Error::InvalidInput { .. })),
+        matches!(
+            refused,
+            Err(stategraph::CheckpointError::InvalidInput { .. })
+        ),
         "{refused:?}"
     );
 }

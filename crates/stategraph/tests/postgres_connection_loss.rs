@@ -83,7 +83,7 @@ async fn connection_terminated_mid_run() {
     let failed = first.is_err();
     match first {
         Ok(out) => assert_eq!(out["log"], value!(["first", "killer", "last"])),
-        Err(GraphError::Checkpoint(stategraph::Error::Backend { backend, .. })) => {
+        Err(GraphError::Checkpoint(stategraph::CheckpointError::Backend { backend, .. })) => {
             assert_eq!(backend, "postgres");
         }
         Err(other) => panic!("expected success or a typed backend error, got {other:?}"),

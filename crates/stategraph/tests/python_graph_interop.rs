@@ -681,7 +681,7 @@ async fn encrypted_threads_are_shared_with_python_on_postgres() {
             .await
             .expect_err(what);
         assert!(
-            matches!(err, stategraph::Error::Serialization { .. }),
+            matches!(err, stategraph::CheckpointError::Serialization { .. }),
             "{what}: {err}"
         );
         let message = err.to_string();

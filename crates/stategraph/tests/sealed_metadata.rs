@@ -119,7 +119,7 @@ async fn metadata_is_sealed_at_rest_and_filterable(inner: Arc<dyn CheckpointSave
         .await
         .unwrap_err();
     assert!(
-        matches!(err, stategraph::Error::Serialization { .. }),
+        matches!(err, stategraph::CheckpointError::Serialization { .. }),
         "{err}"
     );
     let message = err.to_string();

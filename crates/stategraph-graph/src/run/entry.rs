@@ -30,6 +30,9 @@ pub(crate) struct RunSetup {
     pub(crate) store: Option<Arc<dyn Store>>,
     /// Build the typed final state (for `invoke`).
     pub(crate) typed_output: bool,
+    /// The run is a subgraph's, inside its parent's task: commands for the parent graph end
+    /// it as its result.
+    pub(crate) subgraph: bool,
 }
 
 impl RunSetup {
@@ -42,6 +45,7 @@ impl RunSetup {
             emitter: None,
             store: None,
             typed_output: false,
+            subgraph: false,
         }
     }
 }
@@ -61,6 +65,8 @@ pub(crate) struct RunOutcome<S> {
     pub(crate) interrupts: Vec<Interrupt>,
     /// The typed final state, when asked for.
     pub(crate) state: Option<Arc<S>>,
+    /// A subgraph's run that a node ended with a command for the parent graph: the command.
+    pub(crate) parent_command: Option<Box<crate::error::ParentCommand>>,
 }
 
 impl<S> RunOutcome<S> {
@@ -156,40 +162,73 @@ impl<S: State> CompiledGraph<S> {
         Ok(self.run_with(config, setup).await?.into_values())
     }
 
-    /// Like [`invoke`](Self::invoke), streaming events of the given modes as the run goes.
+    /// Like [`invoke`](Self::invoke), streaming events of the given modes as the run goes
+    /// (LangGraph's `stream`). The stream owns a handle to the graph, so it can be moved into
+    /// a spawned task:
     ///
     /// ```no_run
-    /// # async fn demo(graph: stategraph_graph::CompiledGraph<stategraph_graph::DynState>) -> Result<(), stategraph_graph::GraphError> {
-    /// use stategraph_graph::{RunConfig, StreamMode};
-    /// let mut stream = graph.stream(None, RunConfig::thread("1"), &[StreamMode::Updates]);
-    /// while let Some(part) = stream.next().await {
-    ///     println!("{}: {}", part.mode.as_str(), part.data);
-    /// }
-    /// let final_values = stream.result().await?;
+    /// # async fn demo(graph: stategraph_graph::CompiledGraph<stategraph_graph::DynState>, input: stategraph_checkpoint::Map) -> Result<(), stategraph_graph::GraphError> {
+    /// use futures_util::StreamExt;
+    /// use stategraph_graph::{RunConfig, StreamEvent, StreamMode, UpdatesEvent};
+    /// let mut stream = graph.stream(input, RunConfig::thread("1"), &[StreamMode::Updates]);
+    /// let printer = tokio::spawn(async move {
+    ///     while let Some(event) = stream.next().await {
+    ///         match event? {
+    ///             StreamEvent::Updates(UpdatesEvent::Node { node, .. }) => println!("{node} ran"),
+    ///             other => println!("{}: {}", other.mode().as_str(), other.to_json()),
+    ///         }
+    ///     }
+    ///     Ok::<_, stategraph_graph::GraphError>(())
+    /// });
+    /// printer.await.expect("the printer panicked")?;
     /// # Ok(()) }
     /// ```
     pub fn stream(
         &self,
-        input: Option<S::Update>,
+        input: S::Update,
         config: RunConfig,
         modes: &[StreamMode],
-    ) -> RunStream<'_> {
-        let input = match input {
-            Some(update) => S::input_writes(update).and_then(|writes| {
-                self.check_state_writes(&writes)?;
-                Ok(Some(writes.into_iter().collect::<Map>()))
-            }),
-            None => Ok(None),
+    ) -> RunStream<S> {
+        let input = match S::input_writes(input).and_then(|writes| {
+            self.check_state_writes(&writes)?;
+            Ok(writes.into_iter().collect::<Map>())
+        }) {
+            Ok(input) => input,
+            Err(e) => return RunStream::failed(e),
         };
+        self.stream_with(config, modes, |setup| setup.input = Some(input))
+    }
+
+    /// [`resume`](Self::resume), streaming events as [`stream`](Self::stream) does.
+    pub fn stream_resume(
+        &self,
+        resume: Resume,
+        config: RunConfig,
+        modes: &[StreamMode],
+    ) -> RunStream<S> {
+        self.stream_with(config, modes, |setup| {
+            setup.resume = Some(ResumeInput::Answer(resume));
+        })
+    }
+
+    /// Continues the thread from its checkpoint (LangGraph's `stream(None)`), streaming
+    /// events as [`stream`](Self::stream) does.
+    pub fn stream_continue(&self, config: RunConfig, modes: &[StreamMode]) -> RunStream<S> {
+        self.stream_with(config, modes, |_| {})
+    }
+
+    fn stream_with(
+        &self,
+        config: RunConfig,
+        modes: &[StreamMode],
+        start: impl FnOnce(&mut RunSetup),
+    ) -> RunStream<S> {
+        let graph = self.clone();
+        let mut setup = RunSetup::new(self.checkpointer.clone());
+        start(&mut setup);
         RunStream::new(modes, move |emitter| {
-            Box::pin(async move {
-                let setup = RunSetup {
-                    input: input?,
-                    emitter: Some(emitter),
-                    ..RunSetup::new(self.checkpointer.clone())
-                };
-                Ok(self.run_with(config, setup).await?.into_values())
-            })
+            setup.emitter = Some(emitter);
+            Box::pin(async move { Ok(graph.run_with(config, setup).await?.into_values()) })
         })
     }
 
@@ -215,6 +254,17 @@ impl<S: State> CompiledGraph<S> {
         let result = run.run_loop().await;
         let stopped_early = result.is_err() || !run.interrupts.is_empty();
         let flushed = run.flush(stopped_early).await;
+        if setup.subgraph
+            && let Some(command) = run.parent_command.take()
+        {
+            flushed?;
+            return Ok(RunOutcome {
+                values: Values::new(),
+                interrupts: Vec::new(),
+                state: None,
+                parent_command: Some(command),
+            });
+        }
         result?;
         flushed?;
         let values = Arc::new(self.read_values(&run.channels));
@@ -230,6 +280,7 @@ impl<S: State> CompiledGraph<S> {
             values: Arc::unwrap_or_clone(values),
             interrupts: std::mem::take(&mut run.interrupts),
             state,
+            parent_command: None,
         })
     }
 
@@ -346,8 +397,11 @@ impl<S: State> CompiledGraph<S> {
             },
             stream: StreamState {
                 emitter: None,
+                seen_messages: Default::default(),
+                messages_seeded: false,
                 unannounced: None,
             },
+            parent_command: None,
         })
     }
 }

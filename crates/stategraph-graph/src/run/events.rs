@@ -1,15 +1,26 @@
-//! Stream events: the checkpoints a run saves, and its tasks' results.
+//! Stream events: the checkpoints a run saves, and its tasks' results (with the messages
+//! they return).
 
-use stategraph_checkpoint::{CheckpointConfig, Map, Value, channels as reserved};
+use stategraph_checkpoint::{Map, Message, Value, channels as reserved};
 
-use super::{Run, values_map};
-use crate::state::State;
+use super::Run;
+use crate::state::{State, Values};
 use crate::step::Task;
-use crate::stream::StreamMode;
+use crate::stream::{
+    CheckpointEvent, MessageEvent, StreamEvent, StreamMode, TaskResult, UpdatesEvent,
+};
 
-/// A checkpoint address as LangGraph's config dict (or null).
-fn config_value(config: Option<&CheckpointConfig>) -> Value {
-    config.map_or(Value::Null, |c| Value::from(c.to_json()))
+/// The LangChain messages in a written value: the value itself, or the items of a list.
+fn messages_in(value: &Value) -> Vec<Message> {
+    match value {
+        Value::Ext(_) => Message::from_value(value).into_iter().collect(),
+        Value::List(items) => items
+            .iter()
+            .filter(|v| matches!(v, Value::Ext(_)))
+            .filter_map(|v| Message::from_value(v).ok())
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 impl<S: State> Run<'_, S> {
@@ -18,69 +29,106 @@ impl<S: State> Run<'_, S> {
         let (Some(e), Some(parent)) = (&self.stream.emitter, self.stream.unannounced.take()) else {
             return;
         };
-        let values = values_map(&self.graph.read_values(&self.channels));
-        let config = config_value(Some(&self.checkpoint_config));
-        let parent = config_value(parent.as_ref());
-        let metadata = Value::from(self.metadata.to_json());
-        let next: Vec<Value> = tasks.iter().map(|t| Value::from(t.name.as_str())).collect();
-        let task_list: Vec<Value> = tasks
-            .iter()
-            .map(|t| {
-                let mut m = Map::new();
-                m.insert("id", t.id.as_str());
-                m.insert("name", t.name.as_str());
-                m.insert("interrupts", Value::List(Default::default()));
-                m.insert("state", Value::Null);
-                Value::Map(m)
-            })
-            .collect();
         let step = self.metadata.step.unwrap_or_default();
-        e.emit_debug(StreamMode::Checkpoints, "checkpoint", step, || {
-            let mut m = Map::new();
-            m.insert("config", config.clone());
-            m.insert("parent_config", parent.clone());
-            m.insert("values", values.clone());
-            m.insert("metadata", metadata.clone());
-            m.insert("next", Value::from(next.clone()));
-            m.insert("tasks", Value::from(task_list.clone()));
-            Value::Map(m)
+        e.checkpoint(step, || CheckpointEvent {
+            config: self.checkpoint_config.clone(),
+            parent_config: parent,
+            values: self.graph.read_values(&self.channels),
+            metadata: self.metadata.clone(),
+            next: tasks.iter().map(|t| t.name.clone()).collect(),
+            tasks: tasks
+                .iter()
+                .map(|t| (t.id.clone(), t.name.clone()))
+                .collect(),
         });
     }
 
-    /// Emits a finished task's `updates` and `tasks`/`debug` result events.
-    pub(super) fn announce_result(&self, task: &Task, writes: &[(String, Value)]) {
+    /// Emits a finished task's `updates`, `messages` and `tasks`/`debug` result events.
+    pub(super) fn announce_result(&mut self, task: &Task, writes: &[(String, Value)]) {
         let Some(e) = &self.stream.emitter else {
             return;
         };
-        let mut result = Map::new();
-        for (k, v) in writes {
-            if self.graph.schema.contains(k) {
-                result.insert(k.as_str(), v.clone());
-            }
-        }
+        let result: Values = writes
+            .iter()
+            .filter(|(k, _)| self.graph.schema.contains(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         let error = writes
             .iter()
             .find(|(c, _)| c == reserved::ERROR)
             .map(|(_, v)| v.clone());
         e.emit(StreamMode::Updates, || {
-            let mut m = Map::new();
-            let update = if result.is_empty() {
-                Value::Null
-            } else {
-                Value::Map(result.clone())
-            };
-            m.insert(task.name.as_str(), update);
-            Value::Map(m)
+            StreamEvent::Updates(UpdatesEvent::Node {
+                node: task.name.clone(),
+                update: (!result.is_empty()).then(|| result.clone()),
+            })
         });
-        let mut m = Map::new();
-        m.insert("id", task.id.as_str());
-        m.insert("name", task.name.as_str());
-        m.insert("error", error.unwrap_or_default());
-        m.insert("result", Value::Map(result));
-        m.insert("interrupts", Value::List(Default::default()));
-        let payload = Value::Map(m);
-        e.emit_debug(StreamMode::Tasks, "task_result", self.step, || {
-            payload.clone()
-        });
+        if e.wants(StreamMode::Messages) {
+            self.announce_messages(task, &result);
+        }
+        if let Some(e) = &self.stream.emitter {
+            e.task_result(self.step, || TaskResult {
+                id: task.id.clone(),
+                name: task.name.clone(),
+                error,
+                result,
+                interrupts: Vec::new(),
+            });
+        }
+    }
+
+    /// `messages` mode: each message a task returned that the run has not shown yet (nor was
+    /// in the state the task read), with the task's metadata.
+    fn announce_messages(&mut self, task: &Task, result: &Values) {
+        let returned: Vec<Message> = result.values().flat_map(messages_in).collect();
+        if returned.is_empty() {
+            return;
+        }
+        if !self.stream.messages_seeded {
+            // Messages already in the state when streaming starts are not news.
+            self.stream.messages_seeded = true;
+            for v in self.graph.read_values(&self.channels).values() {
+                for m in messages_in(v) {
+                    if let Some(id) = &m.fields().id {
+                        self.stream.seen_messages.insert(id.clone());
+                    }
+                }
+            }
+        }
+        let Some(e) = &self.stream.emitter else {
+            return;
+        };
+        let ns = format!("{}:{}", task.name, task.id);
+        for message in returned {
+            if let Some(id) = &message.fields().id
+                && !self.stream.seen_messages.insert(id.clone())
+            {
+                continue;
+            }
+            let mut metadata = Map::new();
+            if let Some(thread) = &self.config.thread_id {
+                metadata.insert("thread_id", thread.as_str());
+            }
+            metadata.insert("langgraph_step", self.step);
+            metadata.insert("langgraph_node", task.name.as_str());
+            metadata.insert(
+                "langgraph_triggers",
+                Value::List(
+                    task.triggers
+                        .iter()
+                        .map(|t| Value::from(t.as_str()))
+                        .collect(),
+                ),
+            );
+            metadata.insert(
+                "langgraph_path",
+                Value::List(task.path.iter().map(|p| Value::from(p.as_str())).collect()),
+            );
+            metadata.insert("langgraph_checkpoint_ns", ns.as_str());
+            metadata.insert("checkpoint_ns", ns.as_str());
+            e.emit(StreamMode::Messages, || {
+                StreamEvent::Messages(MessageEvent { message, metadata })
+            });
+        }
     }
 }

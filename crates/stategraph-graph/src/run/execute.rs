@@ -3,17 +3,17 @@
 
 use std::sync::Arc;
 
-use stategraph_checkpoint::{Map, Value, channels as reserved};
+use stategraph_checkpoint::{Value, channels as reserved};
 use tokio::task::JoinSet;
 
-use super::{Run, values_map};
+use super::Run;
 use crate::error::{GraphError, NodeError};
 use crate::graph::START;
 use crate::interrupt::{Scratchpad, interrupt_id};
 use crate::node::{NodeContext, NodeOutput};
 use crate::state::{State, Values};
 use crate::step::Task;
-use crate::stream::StreamMode;
+use crate::stream::TaskStart;
 
 /// A `Send` argument as state values (a map of keys; anything else is empty).
 fn arg_values(arg: &Value) -> Values {
@@ -133,22 +133,12 @@ impl<S: State> Run<'_, S> {
                 store: self.env.store.clone(),
             };
             if let Some(e) = &self.stream.emitter {
-                let input = values_map(&ctx.values);
-                let mut m = Map::new();
-                m.insert("id", task.id.as_str());
-                m.insert("name", task.name.as_str());
-                m.insert("input", input);
-                m.insert(
-                    "triggers",
-                    Value::List(
-                        task.triggers
-                            .iter()
-                            .map(|t| Value::from(t.as_str()))
-                            .collect(),
-                    ),
-                );
-                let payload = Value::Map(m);
-                e.emit_debug(StreamMode::Tasks, "task", self.step, || payload.clone());
+                e.task_start(self.step, || TaskStart {
+                    id: task.id.clone(),
+                    name: task.name.clone(),
+                    input: (*ctx.values).clone(),
+                    triggers: task.triggers.clone(),
+                });
             }
             let mut attempt_task: TaskFuture<S> = Box::pin(async move {
                 let mut attempt = 1;
@@ -180,6 +170,7 @@ impl<S: State> Run<'_, S> {
         for (i, output) in done {
             self.finish_output(tasks, &pads, i, output, &mut first_error)
                 .await?;
+            self.stream_room().await;
         }
         if !set.is_empty() {
             // The run waits for nodes: write the queued saves meanwhile.
@@ -195,6 +186,7 @@ impl<S: State> Run<'_, S> {
             };
             self.finish_output(tasks, &pads, i, output, &mut first_error)
                 .await?;
+            self.stream_room().await;
         }
         match first_error {
             Some(e) => Err(e),

@@ -7,13 +7,13 @@ use stategraph_checkpoint::{
     CheckpointConfig, CheckpointSource, Map, PendingWrite, Value, channels as reserved,
 };
 
-use super::{ResumeInput, Run, is_control, values_map};
+use super::{ResumeInput, Run, is_control};
 use crate::error::GraphError;
 use crate::graph::START;
 use crate::interrupt::{Interrupt, Resume};
 use crate::state::State;
 use crate::step::{INPUT, INTERRUPT, Task};
-use crate::stream::StreamMode;
+use crate::stream::{Raw, StreamMode};
 
 impl<S: State> Run<'_, S> {
     /// New input: discard the tasks pending on the loaded checkpoint, write the input to
@@ -132,7 +132,7 @@ impl<S: State> Run<'_, S> {
         // A resumed run streams the state it resumes from, as LangGraph does.
         if let Some(e) = &self.stream.emitter {
             let values = self.graph.read_values(&self.channels);
-            e.emit(StreamMode::Values, || values_map(&values));
+            e.emit(StreamMode::Values, || Raw::values(values));
         }
         Ok(())
     }

@@ -26,16 +26,16 @@ use stategraph_checkpoint::{
     CheckpointSaver, CheckpointSource, PendingWrite, SaveOp, Value, channels as reserved,
 };
 
-pub(crate) use self::entry::{ResumeInput, RunSetup};
+pub(crate) use self::entry::{ResumeInput, RunOutcome, RunSetup};
 use self::save::BackgroundWriter;
 use crate::compiled::CompiledGraph;
 use crate::config::{Durability, RunConfig};
 use crate::error::GraphError;
 use crate::graph::START;
 use crate::interrupt::{Interrupt, ResumeSource};
-use crate::state::{State, Values};
+use crate::state::State;
 use crate::step::{Channels, INTERRUPT, NodeTriggers, Task, apply_writes, prepare_next_tasks};
-use crate::stream::{Emitter, StreamMode};
+use crate::stream::{Emitter, Raw, StreamMode};
 
 /// LangGraph's `should_interrupt`: some channel moved since the last interrupt/resume, and a
 /// task of the step is one of `nodes` (`*`: any node but `__start__`).
@@ -65,16 +65,6 @@ fn is_control(channel: &str) -> bool {
     matches!(
         channel,
         reserved::ERROR | reserved::ERROR_SOURCE_NODE | reserved::INTERRUPT | reserved::RESUME
-    )
-}
-
-/// State values as a map value.
-fn values_map(values: &Values) -> Value {
-    Value::Map(
-        values
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.clone()))
-            .collect(),
     )
 }
 
@@ -109,6 +99,8 @@ struct Run<'g, S: State> {
     exit: ExitState,
     /// The stream the run emits to.
     stream: StreamState,
+    /// A command a node sent to the parent graph (the run stopped on it).
+    parent_command: Option<Box<crate::error::ParentCommand>>,
 }
 
 /// What the run's tasks are given besides the state.
@@ -164,13 +156,25 @@ struct ExitState {
 /// The stream the run emits to.
 struct StreamState {
     emitter: Option<Emitter>,
+    /// `messages` mode: the ids of the messages shown (or in the state when it started).
+    seen_messages: std::collections::HashSet<String>,
+    /// Whether `seen_messages` holds the state's messages yet.
+    messages_seeded: bool,
     /// The checkpoint saved last, not yet announced on the stream, and its parent.
     unannounced: Option<Option<CheckpointConfig>>,
 }
 
 impl<S: State> Run<'_, S> {
+    /// Waits while the stream's reader is too far behind.
+    async fn stream_room(&self) {
+        if let Some(e) = &self.stream.emitter {
+            e.room().await;
+        }
+    }
+
     async fn run_loop(&mut self) -> Result<(), GraphError> {
         loop {
+            self.stream_room().await;
             if self.step > self.stop {
                 return Err(GraphError::RecursionLimit {
                     limit: self.config.recursion_limit,
@@ -231,7 +235,7 @@ impl<S: State> Run<'_, S> {
             let before = self
                 .config
                 .interrupt_before
-                .as_ref()
+                .as_deref()
                 .unwrap_or(&self.graph.interrupt_before);
             if should_interrupt(&self.checkpoint, before, &tasks) {
                 return Ok(());
@@ -252,7 +256,7 @@ impl<S: State> Run<'_, S> {
                 && updated.iter().any(|c| self.graph.schema.contains(c))
             {
                 let values = self.graph.read_values(&self.channels);
-                e.emit(StreamMode::Values, || values_map(&values));
+                e.emit(StreamMode::Values, || Raw::values(values));
             }
             self.updated_channels = Some(updated);
             self.pending_writes.clear();
@@ -264,7 +268,7 @@ impl<S: State> Run<'_, S> {
             let after = self
                 .config
                 .interrupt_after
-                .as_ref()
+                .as_deref()
                 .unwrap_or(&self.graph.interrupt_after);
             if should_interrupt(&self.checkpoint, after, &tasks) {
                 let next = self.next_tasks();

@@ -6,13 +6,13 @@ use std::sync::Arc;
 use stategraph_checkpoint::{Map, Value, channels as reserved};
 
 use super::Run;
-use crate::error::{GraphError, NodeError};
+use crate::error::{GraphError, NodeError, Signal};
 use crate::graph::START;
 use crate::interrupt::{Interrupt, Scratchpad};
 use crate::node::NodeOutput;
 use crate::state::State;
 use crate::step::Task;
-use crate::stream::StreamMode;
+use crate::stream::{StreamEvent, StreamMode, UpdatesEvent};
 
 /// Turns a parent-addressed `Command` into the error that carries it out of the subgraph.
 fn parent_command<S: State>(c: crate::node::Command<S::Update>) -> Result<NodeError, NodeError> {
@@ -37,12 +37,7 @@ fn parent_command<S: State>(c: crate::node::Command<S::Update>) -> Result<NodeEr
             }
         }
     }
-    Ok(NodeError {
-        message: "ParentCommand".to_owned(),
-        source: None,
-        parent_command: Some(Box::new(cmd)),
-        interrupts: Vec::new(),
-    })
+    Ok(NodeError::to_parent(cmd))
 }
 
 impl<S: State> Run<'_, S> {
@@ -135,33 +130,36 @@ impl<S: State> Run<'_, S> {
                 all.extend(w);
                 all
             }
-            Err(e) if e.is_interrupt() => {
+            Err(NodeError {
+                signal: Some(Signal::Interrupt(interrupts)),
+                ..
+            }) => {
                 let mut writes = vec![(
                     reserved::INTERRUPT.to_owned(),
-                    Value::List(e.interrupts.iter().map(Interrupt::to_value).collect()),
+                    Value::List(interrupts.iter().map(Interrupt::to_value).collect()),
                 )];
                 writes.extend(resume_writes);
                 self.save_writes(task, &writes).await?;
                 if let Some(em) = &self.stream.emitter {
-                    let list = Value::List(e.interrupts.iter().map(Interrupt::to_value).collect());
                     em.emit(StreamMode::Updates, || {
-                        Value::Map([(reserved::INTERRUPT, list)].into_iter().collect())
+                        StreamEvent::Updates(UpdatesEvent::Interrupt(interrupts.clone()))
                     });
                 }
-                self.interrupts.extend(e.interrupts);
+                self.interrupts.extend(interrupts);
                 return Ok(());
             }
             Err(NodeError {
-                parent_command: Some(command),
+                signal: Some(Signal::Parent(command)),
                 ..
             }) => {
-                // A command for the parent graph: this task writes nothing; the command leaves
-                // the subgraph as its result.
+                // A command for the parent graph: this task writes nothing; the run stops and
+                // the command leaves the subgraph as its result (a graph without a parent
+                // fails with `NoParentGraph`).
                 if first_error.is_none() {
-                    *first_error = Some(GraphError::ParentCommand {
+                    *first_error = Some(GraphError::NoParentGraph {
                         node: task.name.clone(),
-                        command,
                     });
+                    self.parent_command = Some(command);
                 }
                 return Ok(());
             }
