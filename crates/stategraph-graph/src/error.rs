@@ -1,7 +1,6 @@
 //! The engine's error type.
 
 use std::fmt;
-use std::sync::Arc;
 
 /// Everything that can go wrong building or running a graph.
 #[derive(Debug, thiserror::Error)]
@@ -35,8 +34,11 @@ pub enum GraphError {
         node: String,
         /// The task id.
         task_id: String,
-        /// The node's error.
+        /// The node's error, as stored in the thread.
         message: String,
+        /// The error the node's failure was converted from, if any.
+        #[source]
+        source: Option<NodeErrorSource>,
     },
     /// A Rust value could not be turned into a channel value.
     #[error("cannot encode {what}: {message}")]
@@ -122,6 +124,9 @@ impl GraphError {
     }
 }
 
+/// The error a node's failure was converted from (see [`NodeError`]'s `From`).
+pub type NodeErrorSource = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// A `Command` addressed to the parent graph, carried out of a subgraph as raw writes.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ParentCommand {
@@ -158,12 +163,12 @@ pub(crate) struct ParentCommand {
 /// # assert!(err.message.starts_with("Error('"), "{}", err.message);
 /// # assert!(err.source().is_some());
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct NodeError {
     /// Python-style `repr` of the error, stored in the `__error__` write: `ValueError('boom')`.
     pub message: String,
     /// The error this failure was converted from, if any.
-    pub(crate) source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+    pub(crate) source: Option<NodeErrorSource>,
     /// Set when this is not a failure but control flow leaving the node the way an error
     /// does (so that `?` carries it): an interrupt, or a command for the parent graph.
     pub(crate) signal: Option<Signal>,
@@ -198,7 +203,7 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for NodeError {
         let name = short_type_name(std::any::type_name::<E>());
         Self {
             message: format!("{name}({})", py_repr_str(&e.to_string())),
-            source: Some(Arc::new(e)),
+            source: Some(Box::new(e)),
             signal: None,
         }
     }

@@ -58,7 +58,7 @@ pub use compiled::{CompiledGraph, DEFAULT_STATE_CACHE};
 pub use config::{
     Context, DEFAULT_RECURSION_LIMIT, Durability, PregelTask, RunConfig, StateSnapshot,
 };
-pub use error::{GraphError, NodeError};
+pub use error::{GraphError, NodeError, NodeErrorSource};
 pub use graph::{END, START, StateGraph};
 pub use interrupt::{Interrupt, Resume};
 pub use messages::REMOVE_ALL_MESSAGES;

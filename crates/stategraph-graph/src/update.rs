@@ -159,6 +159,7 @@ impl<S: State> CompiledGraph<S> {
                     node: as_node.clone(),
                     task_id: String::new(),
                     message: e.message,
+                    source: e.source,
                 })?;
             writes.extend(edges);
             let task_id = match update.task_id {

@@ -163,12 +163,13 @@ impl<S: State> Run<'_, S> {
                 }
                 return Ok(());
             }
-            Err(e) => {
+            Err(mut e) => {
                 if first_error.is_none() {
                     *first_error = Some(GraphError::NodeFailed {
                         node: task.name.clone(),
                         task_id: task.id.clone(),
                         message: e.message.clone(),
+                        source: e.source.take(),
                     });
                 }
                 vec![(reserved::ERROR.to_owned(), Value::from(e.message))]
