@@ -100,11 +100,12 @@ impl<S: State> Run<'_, S> {
         };
         let ns = format!("{}:{}", task.name, task.id);
         for message in returned {
-            if let Some(id) = &message.fields().id
-                && !self.stream.seen_messages.insert(id.clone())
-            {
-                continue;
-            }
+            // A message without an id is shown with a new one, as LangGraph does.
+            let message = match &message.fields().id {
+                Some(id) if !self.stream.seen_messages.insert(id.clone()) => continue,
+                Some(_) => message,
+                None => message.with_id(stategraph_checkpoint::uuid4()),
+            };
             let mut metadata = Map::new();
             if let Some(thread) = &self.config.thread_id {
                 metadata.insert("thread_id", thread.as_str());
