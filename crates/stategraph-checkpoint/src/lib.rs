@@ -51,6 +51,7 @@ pub mod allowlist;
 pub mod backend;
 pub mod blob_layout;
 mod checkpoint;
+mod checkpoint_id;
 pub mod codec;
 mod config;
 pub mod delta;
@@ -77,6 +78,7 @@ mod writes;
 pub mod conformance;
 
 pub use checkpoint::{Checkpoint, CheckpointTuple, LATEST_VERSION, checkpoint_value_ranges};
+pub use checkpoint_id::CheckpointId;
 pub use config::{
     CHECKPOINT_ID, CHECKPOINT_NS, CheckpointConfig, NS_END, NS_SEP, THREAD_ID, redact_url,
 };
