@@ -20,14 +20,14 @@ async fn all_modes_in_langgraph_order() {
         .last_value("foo")
         .reducer("bar", Reducer::append());
     let mut g = StateGraph::<DynState>::with_schema(schema);
-    g.add_node("node_a", |_s: Arc<DynState>, ctx| async move {
+    g.add_node("node_a", |_s, ctx| async move {
         ctx.write_custom(value!({"progress": 1}));
         Ok(Map::from_iter([
             ("foo", value!("a")),
             ("bar", value!(["a"])),
         ]))
     });
-    g.add_node("node_b", |_s: Arc<DynState>, _c| async {
+    g.add_node("node_b", |_s, _c| async {
         Ok(Map::from_iter([
             ("foo", value!("b")),
             ("bar", value!(["b"])),
@@ -119,7 +119,7 @@ async fn all_modes_in_langgraph_order() {
 async fn only_requested_modes_are_sent() {
     let schema = Schema::new().reducer("n", Reducer::add());
     let mut g = StateGraph::<DynState>::with_schema(schema);
-    g.add_node("inc", |_s: Arc<DynState>, ctx| async move {
+    g.add_node("inc", |_s, ctx| async move {
         ctx.write_custom("ignored");
         Ok(Map::from_iter([("n", value!(1))]))
     });

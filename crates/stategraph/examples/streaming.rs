@@ -3,8 +3,6 @@
 //! Streams a run with several modes at once: per-node `updates`, the full state (`values`),
 //! and `custom` progress events that a node writes through its context.
 
-use std::sync::Arc;
-
 use stategraph::graph::StreamMode;
 use stategraph::prelude::*;
 
@@ -17,13 +15,13 @@ struct Job {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut g = StateGraph::<Job>::new();
-    g.add_node("work", |_s: Arc<Job>, ctx| async move {
+    g.add_node("work", |_s, ctx| async move {
         for pct in [25, 50, 75, 100] {
             ctx.write_custom(value!({"progress": pct}));
         }
         Ok(JobUpdate::default().done(1))
     });
-    g.add_node("report", |s: Arc<Job>, _c| async move {
+    g.add_node("report", |s, _c| async move {
         Ok(JobUpdate::default().done(s.done * 10))
     });
     g.add_edge(START, "work").add_edge("work", "report");
