@@ -119,7 +119,7 @@ fn savers(c: &mut Criterion) {
         });
 
         let mut g = StateGraph::<Turns>::new();
-        g.add_node("reply", |_s: Arc<Turns>, _c| async {
+        g.add_node("reply", |_s, _c| async {
             Ok(TurnsUpdate::default().answer("y".repeat(200)))
         });
         g.add_edge(START, "reply");
@@ -131,7 +131,7 @@ fn savers(c: &mut Criterion) {
             b.to_async(&rt).iter(|| async {
                 graph
                     .invoke(
-                        Some(TurnsUpdate::default().question("x".repeat(200))),
+                        TurnsUpdate::default().question("x".repeat(200)),
                         RunConfig::thread("graph"),
                     )
                     .await

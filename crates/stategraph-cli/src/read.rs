@@ -5,8 +5,8 @@ use std::sync::Arc;
 use serde_json::{Value as Json, json};
 use stategraph::graph::inspect::reader_graph;
 use stategraph::{
-    CheckpointConfig, CheckpointSaver, CheckpointTuple, JsonPlusSerializer, ListOptions, RunConfig,
-    StateSnapshot,
+    CheckpointConfig, CheckpointSaver, CheckpointTuple, HistoryOptions, JsonPlusSerializer,
+    ListOptions, RunConfig, StateSnapshot,
 };
 
 use crate::{Failure, at, fail, table};
@@ -194,9 +194,9 @@ pub(crate) async fn history(
     as_json: bool,
 ) -> Result<String, Failure> {
     let graph = reader(Arc::clone(&saver), thread, ns, None).await?;
-    let options = ListOptions {
+    let options = HistoryOptions {
         limit,
-        ..ListOptions::default()
+        ..HistoryOptions::default()
     };
     // A snapshot, or a damaged checkpoint's id and error.
     let rows: Vec<Result<StateSnapshot, (String, String)>> = match graph

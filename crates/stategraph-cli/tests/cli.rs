@@ -32,11 +32,11 @@ struct Report {
 
 fn research() -> StateGraph<Report> {
     let mut g = StateGraph::<Report>::new();
-    g.add_node("search", |s: Arc<Report>, _c| async move {
-        Ok(ReportUpdate::default().notes(vec![format!("searched: {}", s.question)]))
+    g.add_node("search", |s, _c| async move {
+        Ok(ReportUpdate::default().notes([format!("searched: {}", s.question)]))
     });
-    g.add_node("read", |_s: Arc<Report>, _c| async {
-        Ok(ReportUpdate::default().notes(vec!["read 3 sources".to_owned()]))
+    g.add_node("read", |_s, _c| async {
+        Ok(ReportUpdate::default().notes(["read 3 sources"]))
     });
     g.add_edge(START, "search").add_edge("search", "read");
     g
@@ -46,8 +46,8 @@ fn research() -> StateGraph<Report> {
 fn report_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Report> {
     let mut g = StateGraph::<Report>::new();
     g.add_subgraph("research", research().compile().unwrap());
-    g.add_node("write", |s: Arc<Report>, _c| async move {
-        Ok(ReportUpdate::default().notes(vec![format!("wrote from {} notes", s.notes.len())]))
+    g.add_node("write", |s, _c| async move {
+        Ok(ReportUpdate::default().notes([format!("wrote from {} notes", s.notes.len())]))
     });
     g.add_edge(START, "research").add_edge("research", "write");
     g.compile().unwrap().with_checkpointer(saver)
@@ -55,11 +55,11 @@ fn report_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Report> {
 
 fn seed_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Seed> {
     let mut g = StateGraph::<Seed>::new();
-    g.add_node("node_a", |_s: Arc<Seed>, _c| async {
-        Ok(SeedUpdate::default().foo("a").bar(vec!["a".to_owned()]))
+    g.add_node("node_a", |_s, _c| async {
+        Ok(SeedUpdate::default().foo("a").bar(["a"]))
     });
-    g.add_node("node_b", |_s: Arc<Seed>, _c| async {
-        Ok(SeedUpdate::default().foo("b").bar(vec!["b".to_owned()]))
+    g.add_node("node_b", |_s, _c| async {
+        Ok(SeedUpdate::default().foo("b").bar(["b"]))
     });
     g.add_edge(START, "node_a")
         .add_edge("node_a", "node_b")
@@ -301,7 +301,7 @@ async fn two_runs(db: &Db) -> Runs {
     for _ in 0..2 {
         graph
             .invoke(
-                Some(SeedUpdate::default().foo("").bar(Vec::<String>::new())),
+                SeedUpdate::default().foo("").bar(Vec::<String>::new()),
                 config.clone(),
             )
             .await
@@ -328,11 +328,7 @@ async fn fork(runs: &Runs) -> String {
     let mut at_step0 = RunConfig::thread("1");
     at_step0.checkpoint_id = Some(runs.first_step.clone());
     runs.graph
-        .update_state(
-            &at_step0,
-            Some(SeedUpdate::default().foo("x")),
-            Some("node_a"),
-        )
+        .update_state(&at_step0, SeedUpdate::default().foo("x"), "node_a")
         .await
         .unwrap()
         .checkpoint_id
@@ -589,11 +585,7 @@ async fn repair_restores_deleted_values(db: Db) {
     let mut at_fork = RunConfig::thread("1");
     at_fork.checkpoint_id = Some(fork.clone());
     let updated = graph
-        .update_state(
-            &at_fork,
-            Some(SeedUpdate::default().foo("y")),
-            Some("node_a"),
-        )
+        .update_state(&at_fork, SeedUpdate::default().foo("y"), "node_a")
         .await
         .unwrap()
         .checkpoint_id
@@ -732,7 +724,7 @@ async fn subgraph_namespace_reads_like_the_subgraphs_history(db: Db) {
     let config = RunConfig::thread("report");
     graph
         .invoke(
-            Some(ReportUpdate::default().question("what is Pregel?")),
+            ReportUpdate::default().question("what is Pregel?"),
             config.clone(),
         )
         .await
@@ -791,8 +783,8 @@ async fn subgraph_namespace_reads_like_the_subgraphs_history(db: Db) {
 async fn delta_thread_reads_and_prunes_like_the_graph(db: Db) {
     let url = db.url.as_str();
     let mut g = StateGraph::<Seed>::new();
-    g.add_node("node_a", |_s: Arc<Seed>, _c| async {
-        Ok(SeedUpdate::default().foo("a").bar(vec!["a".to_owned()]))
+    g.add_node("node_a", |_s, _c| async {
+        Ok(SeedUpdate::default().foo("a").bar(["a"]))
     });
     g.add_edge(START, "node_a");
     g.delta_storage(3);
@@ -803,10 +795,7 @@ async fn delta_thread_reads_and_prunes_like_the_graph(db: Db) {
     let config = RunConfig::thread("deltas");
     for _ in 0..4 {
         graph
-            .invoke(
-                Some(SeedUpdate::default().bar(vec!["in".to_owned()])),
-                config.clone(),
-            )
+            .invoke(SeedUpdate::default().bar(["in"]), config.clone())
             .await
             .unwrap();
     }

@@ -50,9 +50,9 @@ struct Notes {
 /// START → note → END, each run adding a note and counting.
 fn graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Notes> {
     let mut g = StateGraph::<Notes>::new();
-    g.add_node("note", |s: Arc<Notes>, _c| async move {
+    g.add_node("note", |s, _c| async move {
         Ok(NotesUpdate::default()
-            .notes(vec![format!("note {}", s.n)])
+            .notes([format!("note {}", s.n)])
             .n(s.n + 1))
     });
     g.add_edge(START, "note").add_edge("note", END);
@@ -64,7 +64,7 @@ fn graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Notes> {
 async fn chain(saver: Arc<dyn CheckpointSaver>, thread: &str, runs: usize) -> Vec<String> {
     let g = graph(Arc::clone(&saver));
     for _ in 0..runs {
-        g.invoke(Some(NotesUpdate::default()), RunConfig::thread(thread))
+        g.invoke(NotesUpdate::default(), RunConfig::thread(thread))
             .await
             .unwrap();
     }

@@ -14,7 +14,8 @@
 //!     bar: Vec<String>,         // lists are concatenated
 //! }
 //! // Generated: `SeedUpdate { foo: Option<String>, bar: Option<Vec<String>> }` with a setter
-//! // per field: `SeedUpdate::default().foo("a").bar(vec!["a".into()])`.
+//! // per field: `SeedUpdate::default().foo("a").bar(["a"])` — a field takes anything that
+//! // converts into its type, a `Vec<T>` field anything iterable whose items convert into `T`.
 //! ```
 //!
 //! Reducers: `append` (list concatenation), `add` (numbers), `merge` (maps),
@@ -198,12 +199,40 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
             #[doc = #doc]
             pub #ident: ::core::option::Option<#ty>,
         });
-        let setter_doc = format!("Sets `{key}`.");
-        setters.push(quote! {
-            #[doc = #setter_doc]
-            pub fn #ident(mut self, value: impl ::core::convert::Into<#ty>) -> Self {
-                self.#ident = Some(value.into());
-                self
+        setters.push(match vec_item(ty) {
+            Some(item) => {
+                let doc = format!(
+                    "Sets `{key}` to these items: anything iterable (an array, a `Vec`, an \
+                     iterator) whose items convert into the field's."
+                );
+                quote! {
+                    #[doc = #doc]
+                    pub fn #ident(
+                        mut self,
+                        items: impl ::core::iter::IntoIterator<
+                            Item = impl ::core::convert::Into<#item>,
+                        >,
+                    ) -> Self {
+                        self.#ident = Some(
+                            items
+                                .into_iter()
+                                .map(::core::convert::Into::into)
+                                .collect(),
+                        );
+                        self
+                    }
+                }
+            }
+            None => {
+                let doc =
+                    format!("Sets `{key}` (to anything that converts into the field's type).");
+                quote! {
+                    #[doc = #doc]
+                    pub fn #ident(mut self, value: impl ::core::convert::Into<#ty>) -> Self {
+                        self.#ident = Some(value.into());
+                        self
+                    }
+                }
             }
         });
     }

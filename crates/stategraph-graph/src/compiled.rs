@@ -8,7 +8,7 @@ use stategraph_checkpoint::store::Store;
 use stategraph_checkpoint::{CheckpointSaver, CheckpointTuple, Map, NULL_TASK_ID, Value, channels};
 
 use crate::channel::ChannelSpec;
-use crate::config::{PregelTask, RunConfig, StateSnapshot};
+use crate::config::{HistoryOptions, PregelTask, RunConfig, StateSnapshot};
 use crate::error::{GraphError, NodeError};
 use crate::graph::{Branch, END, START, branch_channel};
 use crate::node::{Goto, NodeFn, send_value};
@@ -23,7 +23,8 @@ pub(crate) struct PregelNode<S: State> {
     pub(crate) name: String,
     pub(crate) triggers: Vec<String>,
     pub(crate) run: Option<NodeFn<S>>,
-    /// Set for subgraph nodes: reads the subgraph's state for `get_state(subgraphs)`.
+    /// Set for subgraph nodes: reads the subgraph's state for
+    /// `get_state_with_subgraphs`.
     pub(crate) subgraph: Option<Arc<dyn SubgraphView>>,
     /// How the node is retried when it fails.
     pub(crate) retry: Option<crate::retry::RetryPolicy>,
@@ -179,7 +180,8 @@ impl<S: State> CompiledGraph<S> {
     }
 
     /// Stops every run before any of `nodes` runs (`"*"`: before any node), leaving the
-    /// thread at the checkpoint where they are next; resuming (input `None`) runs them.
+    /// thread at the checkpoint where they are next; [`continue_run`](Self::continue_run) runs
+    /// them.
     pub fn with_interrupt_before<I, T>(mut self, nodes: I) -> Self
     where
         I: IntoIterator<Item = T>,
@@ -383,20 +385,21 @@ impl<S: State> CompiledGraph<S> {
         Ok(())
     }
 
-    /// The state of a thread at its latest checkpoint, or at `config.checkpoint_id`.
+    /// The state of a thread at its latest checkpoint, or at `config.checkpoint_id`
+    /// (LangGraph's `get_state(config)`).
     pub async fn get_state(&self, config: &RunConfig) -> Result<StateSnapshot, GraphError> {
-        self.get_state_with(config, false).await
+        let saver = Arc::clone(self.saver()?);
+        self.state_with(&saver, config, false).await
     }
 
-    /// [`get_state`](Self::get_state); with `subgraphs`, the tasks of subgraph nodes carry the
-    /// subgraph's own state (recursively).
-    pub async fn get_state_with(
+    /// [`get_state`](Self::get_state) where the tasks of subgraph nodes carry the subgraph's
+    /// own state, recursively (LangGraph's `get_state(config, subgraphs=True)`).
+    pub async fn get_state_with_subgraphs(
         &self,
         config: &RunConfig,
-        subgraphs: bool,
     ) -> Result<StateSnapshot, GraphError> {
         let saver = Arc::clone(self.saver()?);
-        self.state_with(&saver, config, subgraphs).await
+        self.state_with(&saver, config, true).await
     }
 
     pub(crate) async fn state_with(
@@ -454,40 +457,40 @@ impl<S: State> CompiledGraph<S> {
         Ok(snapshot)
     }
 
-    /// Every checkpoint of a thread, newest first (optionally filtered, before an id, limited).
+    /// Every checkpoint of the thread `config` names, in its namespace, newest first
+    /// (LangGraph's `get_state_history`); `options` filter by metadata, keep those before a
+    /// checkpoint and limit the count. As in LangGraph, a `config.checkpoint_id` narrows the
+    /// list to that one checkpoint (use [`HistoryOptions::before`] to list from a point on).
+    ///
+    /// ```no_run
+    /// # async fn demo(graph: stategraph_graph::CompiledGraph<stategraph_graph::DynState>) -> Result<(), stategraph_graph::GraphError> {
+    /// use stategraph_graph::{HistoryOptions, RunConfig};
+    /// let config = RunConfig::thread("1");
+    /// let last_updates = graph
+    ///     .get_state_history(&config, HistoryOptions::new().filter("source", "update").limit(5))
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn get_state_history(
         &self,
         config: &RunConfig,
-        options: stategraph_checkpoint::ListOptions,
+        options: HistoryOptions,
     ) -> Result<Vec<StateSnapshot>, GraphError> {
         let saver = self.saver()?;
         let thread = self.thread_of(config)?;
-        // The thread and namespace come from `config`; options naming others would be
-        // silently overwritten, so they are refused instead.
-        for (field, given, from_config) in [
-            ("thread_id", options.thread_id.as_deref(), thread),
-            (
-                "checkpoint_ns",
-                options.checkpoint_ns.as_deref(),
-                config.checkpoint_ns.as_str(),
-            ),
-        ] {
-            if let Some(given) = given.filter(|g| *g != from_config) {
-                return Err(GraphError::InvalidArgument {
-                    what: format!("history options' {field}"),
-                    message: format!(
-                        "`{given}` differs from the run config's `{from_config}`; the history is \
-                         of the config's thread and namespace (leave the field unset)"
-                    ),
-                });
-            }
-        }
-        let mut options = options;
-        options.thread_id = Some(thread.to_owned());
-        options.checkpoint_ns = Some(config.checkpoint_ns.clone());
-        if options.checkpoint_id.is_none() {
-            options.checkpoint_id.clone_from(&config.checkpoint_id);
-        }
+        let HistoryOptions {
+            filter,
+            before,
+            limit,
+        } = options;
+        let options = stategraph_checkpoint::ListOptions {
+            thread_id: Some(thread.to_owned()),
+            checkpoint_ns: Some(config.checkpoint_ns.clone()),
+            checkpoint_id: config.checkpoint_id.clone(),
+            filter,
+            before,
+            limit,
+        };
         let mut out = Vec::new();
         for mut t in saver.list(&options).await? {
             self.hydrate(saver.as_ref(), &mut t).await?;

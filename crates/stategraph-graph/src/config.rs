@@ -128,6 +128,36 @@ impl RunConfig {
         self
     }
 
+    /// Overrides the graph's `interrupt_before` for this run (`"*"`: before any node; none:
+    /// no breakpoint this time).
+    ///
+    /// ```
+    /// use stategraph_graph::RunConfig;
+    /// let config = RunConfig::thread("1").with_interrupt_before(["review"]);
+    /// assert_eq!(config.interrupt_before, Some(vec!["review".to_owned()]));
+    /// let free = RunConfig::thread("2").with_interrupt_before(Vec::<String>::new());
+    /// assert_eq!(free.interrupt_before, Some(Vec::new()));
+    /// ```
+    pub fn with_interrupt_before<I>(mut self, nodes: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        self.interrupt_before = Some(nodes.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Overrides the graph's `interrupt_after` for this run (`"*"`: after any node; none: no
+    /// breakpoint this time).
+    pub fn with_interrupt_after<I>(mut self, nodes: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        self.interrupt_after = Some(nodes.into_iter().map(Into::into).collect());
+        self
+    }
+
     /// The checkpoint address this config names.
     pub(crate) fn checkpoint_config(&self, thread_id: &str) -> CheckpointConfig {
         CheckpointConfig {
@@ -169,6 +199,50 @@ impl RunConfig {
     }
 }
 
+/// Which checkpoints [`get_state_history`](crate::CompiledGraph::get_state_history) returns,
+/// besides the thread and namespace its [`RunConfig`] names. The default: all of them.
+///
+/// ```
+/// use stategraph_graph::HistoryOptions;
+/// let options = HistoryOptions::new().filter("source", "loop").before("1ef").limit(5);
+/// assert_eq!(options.limit, Some(5));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HistoryOptions {
+    /// Metadata keys that must all be equal (a `null` also matches a missing key).
+    pub filter: serde_json::Map<String, Json>,
+    /// Only checkpoints older than this one (by id).
+    pub before: Option<String>,
+    /// At most this many, newest first.
+    pub limit: Option<usize>,
+}
+
+impl HistoryOptions {
+    /// Every checkpoint.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Only checkpoints whose metadata `key` equals `value` (LangGraph's `filter={key: value}`;
+    /// several keys must all match).
+    pub fn filter(mut self, key: impl Into<String>, value: impl Into<Json>) -> Self {
+        self.filter.insert(key.into(), value.into());
+        self
+    }
+
+    /// Only checkpoints older than `checkpoint_id`.
+    pub fn before(mut self, checkpoint_id: impl Into<String>) -> Self {
+        self.before = Some(checkpoint_id.into());
+        self
+    }
+
+    /// At most `n` checkpoints, newest first.
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
+        self
+    }
+}
+
 /// A task of a snapshot: a node scheduled to run from that checkpoint.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PregelTask {
@@ -182,7 +256,8 @@ pub struct PregelTask {
     pub error: Option<String>,
     /// The task's writes, mapped to state keys, if it finished.
     pub result: Option<Values>,
-    /// For a subgraph node, the subgraph's own state (with `get_state_with(.., true)`).
+    /// For a subgraph node, the subgraph's own state (with
+    /// [`get_state_with_subgraphs`](crate::CompiledGraph::get_state_with_subgraphs)).
     pub state: Option<Box<StateSnapshot>>,
     /// Interrupts the task raised and that are waiting for an answer.
     pub interrupts: Vec<crate::interrupt::Interrupt>,

@@ -30,6 +30,76 @@ impl<S: State> Clone for Branch<S> {
     }
 }
 
+/// The conditional edge just added by [`StateGraph::add_conditional_edges`]: give it a path
+/// map with [`path_map`](Self::path_map), or go on declaring (it derefs to the graph).
+pub struct ConditionalEdges<'g, S: State> {
+    graph: &'g mut StateGraph<S>,
+    /// The edge's index in `graph.branches`.
+    index: usize,
+}
+
+impl<'g, S: State> ConditionalEdges<'g, S> {
+    /// Maps the routing function's results to nodes (LangGraph's `path_map`): each entry is
+    /// a `(key, node)` pair (`("done", END)`), or a node name that is its own key (LangGraph's
+    /// list form, `["a", "b"]`). A result not in the map fails the step, and validation then
+    /// knows every node the edge can lead to. Returns the graph, to go on declaring.
+    pub fn path_map<I>(self, entries: I) -> &'g mut StateGraph<S>
+    where
+        I: IntoIterator,
+        I::Item: PathMapEntry,
+    {
+        let map = entries.into_iter().map(PathMapEntry::into_entry).collect();
+        if let Some((_, branch)) = self.graph.branches.get_mut(self.index) {
+            branch.path_map = Some(map);
+        }
+        self.graph
+    }
+}
+
+impl<S: State> std::ops::Deref for ConditionalEdges<'_, S> {
+    type Target = StateGraph<S>;
+    fn deref(&self) -> &StateGraph<S> {
+        self.graph
+    }
+}
+
+impl<S: State> std::ops::DerefMut for ConditionalEdges<'_, S> {
+    fn deref_mut(&mut self) -> &mut StateGraph<S> {
+        self.graph
+    }
+}
+
+/// An entry of a conditional edge's [path map](ConditionalEdges::path_map): a node name that
+/// is its own key (`"a"`), or a `(key, node)` pair (`("yes", "a")`, `("done", END)`).
+pub trait PathMapEntry {
+    /// The entry as `(key, node)`.
+    fn into_entry(self) -> (String, String);
+}
+
+impl PathMapEntry for &str {
+    fn into_entry(self) -> (String, String) {
+        (self.to_owned(), self.to_owned())
+    }
+}
+
+impl PathMapEntry for String {
+    fn into_entry(self) -> (String, String) {
+        (self.clone(), self)
+    }
+}
+
+impl PathMapEntry for &String {
+    fn into_entry(self) -> (String, String) {
+        (self.clone(), self.clone())
+    }
+}
+
+impl<K: Into<String>, V: Into<String>> PathMapEntry for (K, V) {
+    fn into_entry(self) -> (String, String) {
+        (self.0.into(), self.1.into())
+    }
+}
+
 /// A declared node: name, function, and (for subgraph nodes) the subgraph's state reader.
 type NodeDecl<S> = (String, NodeFn<S>, Option<Arc<dyn SubgraphView>>);
 
@@ -231,14 +301,36 @@ impl<S: State> StateGraph<S> {
         self
     }
 
-    /// Adds a conditional edge from `from`: `path` sees the state with `from`'s update applied
-    /// and returns route keys; `path_map` (if given) maps keys to node names or `END`.
+    /// Adds a conditional edge from `from` (LangGraph's `add_conditional_edges`): `path` sees
+    /// the state with `from`'s update applied and returns where to go — node names (or `END`),
+    /// [`Send`](crate::Send)s, or keys of a path map given with
+    /// [`path_map`](ConditionalEdges::path_map) on the returned handle. The handle derefs to
+    /// the graph, so declaring goes on from it.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use stategraph_checkpoint::{Map, value};
+    /// use stategraph_graph::{DynState, END, Goto, START, Schema, StateGraph};
+    ///
+    /// let mut graph = StateGraph::<DynState>::with_schema(Schema::new().last_value("n"));
+    /// for name in ["check", "fix"] {
+    ///     graph.add_node(name, |_s, _ctx| async { Ok(Map::new()) });
+    /// }
+    /// graph.add_edge(START, "check");
+    /// graph
+    ///     .add_conditional_edges("check", |s: &DynState| {
+    ///         let ok = s.get("n") == Some(&value!(0));
+    ///         Ok(vec![Goto::from(if ok { "done" } else { "retry" })])
+    ///     })
+    ///     .path_map([("done", END), ("retry", "fix")])
+    ///     .add_edge("fix", "check");
+    /// assert!(graph.compile().is_ok());
+    /// ```
     pub fn add_conditional_edges<F>(
         &mut self,
         from: impl Into<String>,
         path: F,
-        path_map: Option<BTreeMap<String, String>>,
-    ) -> &mut Self
+    ) -> ConditionalEdges<'_, S>
     where
         F: Fn(&S) -> Result<Vec<Goto<S::Update>>, NodeError> + Send + Sync + 'static,
     {
@@ -246,10 +338,11 @@ impl<S: State> StateGraph<S> {
             from.into(),
             Branch {
                 path: Arc::new(path),
-                path_map,
+                path_map: None,
             },
         ));
-        self
+        let index = self.branches.len() - 1;
+        ConditionalEdges { graph: self, index }
     }
 
     /// Validates the graph and builds its channels and Pregel nodes.

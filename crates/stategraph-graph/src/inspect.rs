@@ -95,11 +95,10 @@ pub fn reader_graph(checkpoint: &Checkpoint) -> Result<CompiledGraph<DynState>, 
             .map(str::to_owned),
     );
     let mut graph = StateGraph::<DynState>::with_schema(schema);
-    let noop = |_s: std::sync::Arc<DynState>, _ctx| async {
-        Ok::<_, crate::error::NodeError>(NodeOutput::<stategraph_checkpoint::Map>::Empty)
-    };
     for node in &nodes {
-        graph.add_node(node.clone(), noop);
+        graph.add_node(node.clone(), |_s, _ctx| async {
+            Ok(NodeOutput::<stategraph_checkpoint::Map>::Empty)
+        });
         graph.add_edge(START, node.clone());
     }
     for (sources, node) in joins {

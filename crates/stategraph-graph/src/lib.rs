@@ -11,10 +11,10 @@
 //! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
 //! let schema = Schema::new().last_value("foo").reducer("bar", Reducer::append());
 //! let mut graph = StateGraph::<DynState>::with_schema(schema);
-//! graph.add_node("node_a", |_s: Arc<DynState>, _ctx| async {
+//! graph.add_node("node_a", |_s, _ctx| async {
 //!     Ok(Map::from_iter([("foo", value!("a")), ("bar", value!(["a"]))]))
 //! });
-//! graph.add_node("node_b", |_s: Arc<DynState>, _ctx| async {
+//! graph.add_node("node_b", |_s, _ctx| async {
 //!     Ok(Map::from_iter([("foo", value!("b")), ("bar", value!(["b"]))]))
 //! });
 //! graph.add_edge(START, "node_a").add_edge("node_a", "node_b").add_edge("node_b", END);
@@ -22,7 +22,7 @@
 //!
 //! let config = RunConfig::thread("1");
 //! let input = Map::from_iter([("foo", value!("")), ("bar", value!([]))]);
-//! let out = graph.invoke(Some(input), config.clone()).await?;
+//! let out = graph.invoke(input, config.clone()).await?;
 //! assert_eq!(out["bar"], value!(["a", "b"]));
 //! let history = graph.get_state_history(&config, Default::default()).await?;
 //! assert_eq!(history.len(), 4); // input, then one checkpoint per super-step
@@ -56,10 +56,11 @@ mod update;
 pub use channel::{ChannelSpec, Reducer, ReducerFn};
 pub use compiled::{CompiledGraph, DEFAULT_STATE_CACHE};
 pub use config::{
-    Context, DEFAULT_RECURSION_LIMIT, Durability, PregelTask, RunConfig, StateSnapshot,
+    Context, DEFAULT_RECURSION_LIMIT, Durability, HistoryOptions, PregelTask, RunConfig,
+    StateSnapshot,
 };
 pub use error::{GraphError, NodeError, NodeErrorSource};
-pub use graph::{END, START, StateGraph};
+pub use graph::{ConditionalEdges, END, PathMapEntry, START, StateGraph};
 pub use interrupt::{Interrupt, Resume};
 pub use messages::REMOVE_ALL_MESSAGES;
 pub use node::{Command, Goto, NodeContext, NodeFuture, NodeOutput, Send};
@@ -72,4 +73,4 @@ pub use stream::{
     CheckpointEvent, DebugEvent, DebugPayload, MessageEvent, RunStream, STREAM_CAPACITY,
     StreamEvent, StreamMode, TaskEvent, TaskResult, TaskStart, UpdatesEvent, ValuesEvent,
 };
-pub use update::{AS_COPY, StateUpdate};
+pub use update::{AsNode, StateUpdate};

@@ -90,11 +90,11 @@ impl<U> Command<U> {
         }
     }
 
-    /// A command that updates and routes.
-    pub fn update_and_goto(update: U, goto: impl IntoIterator<Item = Goto<U>>) -> Self {
+    /// A command that updates and routes (to node names, `END` or [`Send`]s).
+    pub fn update_and_goto(update: U, goto: impl IntoIterator<Item = impl Into<Goto<U>>>) -> Self {
         Self {
             update: Some(update),
-            goto: goto.into_iter().collect(),
+            goto: goto.into_iter().map(Into::into).collect(),
             parent: false,
         }
     }

@@ -16,33 +16,115 @@ use crate::step::{
     new_versions, prepare_next_tasks, task_path_str,
 };
 
-/// `as_node` value that copies the checkpoint as a fork, without applying anything.
-pub const AS_COPY: &str = "__copy__";
+/// The node an [`update_state`](CompiledGraph::update_state) is made as (LangGraph's
+/// `as_node`): it decides, through that node's edges, what runs next.
+///
+/// A node name converts into it, so `update_state(&config, values, "node_a")` works; pass
+/// [`AsNode::Inferred`] for LangGraph's default.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AsNode {
+    /// LangGraph's default (`as_node=None`): the graph's only node; on a thread no node has
+    /// run on, the graph input ([`AsNode::Start`]); else the node that updated the state
+    /// last. An error if that is ambiguous, and in a super-step of several updates.
+    #[default]
+    Inferred,
+    /// As the graph input (LangGraph's `as_node=START`, `"__start__"`): START's edges run
+    /// next, as after an `invoke`'s input.
+    Start,
+    /// As this node.
+    Node(String),
+    /// LangGraph's `as_node="__copy__"`: no values; the checkpoint is copied under a new id as
+    /// a sibling (`source: "fork"`). [`fork`](CompiledGraph::fork) is the direct call; in
+    /// [`bulk_update_state`](CompiledGraph::bulk_update_state) (see [`StateUpdate::fork`]) it
+    /// must be alone in its super-step.
+    Fork,
+}
+
+impl AsNode {
+    /// The node's name, if one is named (`__start__` for [`AsNode::Start`]).
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            AsNode::Start => Some(START),
+            AsNode::Node(n) => Some(n),
+            AsNode::Inferred | AsNode::Fork => None,
+        }
+    }
+}
+
+impl From<&str> for AsNode {
+    /// A node by name; [`START`] is [`AsNode::Start`].
+    fn from(name: &str) -> Self {
+        if name == START {
+            AsNode::Start
+        } else {
+            AsNode::Node(name.to_owned())
+        }
+    }
+}
+
+impl From<String> for AsNode {
+    /// A node by name; [`START`] is [`AsNode::Start`].
+    fn from(name: String) -> Self {
+        if name == START {
+            AsNode::Start
+        } else {
+            AsNode::Node(name)
+        }
+    }
+}
+
+impl From<&String> for AsNode {
+    /// A node by name; [`START`] is [`AsNode::Start`].
+    fn from(name: &String) -> Self {
+        AsNode::from(name.as_str())
+    }
+}
 
 impl<S: State> CompiledGraph<S> {
     /// Applies `values` to the thread's checkpoint (the latest, or `config.checkpoint_id`) as
-    /// if node `as_node` had returned them: through the reducers, followed by that node's edges,
-    /// so `as_node` decides what runs next. Without `as_node`, LangGraph's default: the node
-    /// that last updated the state (an error if that is ambiguous). Writes a new checkpoint
-    /// (`source: "update"`, step + 1) whose parent is the one updated — updating an older
-    /// checkpoint forks the thread. Returns the new checkpoint's address.
+    /// if node `as_node` had returned them: through the reducers, followed by that node's
+    /// edges, so `as_node` decides what runs next ([`AsNode::Inferred`]: LangGraph's default,
+    /// the node that last updated the state). Writes a new checkpoint (`source: "update"`,
+    /// step + 1) whose parent is the one updated — updating an older checkpoint forks the
+    /// thread. Returns the new checkpoint's address. (LangGraph's
+    /// `update_state(config, values, as_node)`; an update without values is a
+    /// [`StateUpdate::without_values`], a copy is [`fork`](Self::fork).)
     ///
-    /// `as_node = "__copy__"` (with no values) copies the checkpoint as a `fork` sibling.
+    /// ```no_run
+    /// # async fn demo(graph: stategraph_graph::CompiledGraph<stategraph_graph::DynState>) -> Result<(), stategraph_graph::GraphError> {
+    /// use stategraph_checkpoint::{Map, value};
+    /// use stategraph_graph::{AsNode, RunConfig};
+    /// let config = RunConfig::thread("1");
+    /// let values = Map::from_iter([("foo", value!("edited"))]);
+    /// graph.update_state(&config, values.clone(), "node_a").await?; // node_a's edges run next
+    /// graph.update_state(&config, values, AsNode::Inferred).await?; // LangGraph's default
+    /// # Ok(()) }
+    /// ```
     pub async fn update_state(
         &self,
         config: &RunConfig,
-        values: Option<S::Update>,
-        as_node: Option<&str>,
+        values: S::Update,
+        as_node: impl Into<AsNode>,
     ) -> Result<CheckpointConfig, GraphError> {
         self.bulk_update_state(
             config,
             vec![vec![StateUpdate {
-                values,
-                as_node: as_node.map(str::to_owned),
+                values: Some(values),
+                as_node: as_node.into(),
                 task_id: None,
             }]],
         )
         .await
+    }
+
+    /// Copies the thread's checkpoint (the latest, or `config.checkpoint_id`) under a new id,
+    /// as a sibling with the same parent (`source: "fork"`, step + 1), and returns the copy's
+    /// address: LangGraph's `update_state(config, None, as_node="__copy__")`. Continuing from
+    /// the copy (or updating it) branches the thread there.
+    pub async fn fork(&self, config: &RunConfig) -> Result<CheckpointConfig, GraphError> {
+        self.bulk_update_state(config, vec![vec![StateUpdate::fork()]])
+            .await
     }
 
     /// Applies several super-steps of updates in one call (LangGraph's `bulk_update_state`):
@@ -90,7 +172,7 @@ impl<S: State> CompiledGraph<S> {
             }
         };
         if let [only] = updates.as_slice()
-            && only.as_node.as_deref() == Some(AS_COPY)
+            && only.as_node == AsNode::Fork
         {
             let has_values = only.values.is_some();
             return self.copy_checkpoint(config, saved, has_values).await;
@@ -133,12 +215,20 @@ impl<S: State> CompiledGraph<S> {
         let mut tasks = Vec::with_capacity(updates.len());
         for (i, update) in updates.into_iter().enumerate() {
             let as_node = match update.as_node {
-                Some(n) => n,
-                None if single => self.default_as_node(&checkpoint)?,
-                None => {
+                AsNode::Node(n) => n,
+                AsNode::Start => START.to_owned(),
+                AsNode::Inferred if single => self.default_as_node(&checkpoint)?,
+                AsNode::Inferred => {
                     return Err(GraphError::InvalidArgument {
                         what: "as_node".into(),
                         message: "as_node is required when applying several updates".into(),
+                    });
+                }
+                AsNode::Fork => {
+                    return Err(GraphError::InvalidArgument {
+                        what: "as_node".into(),
+                        message: "a fork copies a checkpoint: it must be alone in its super-step"
+                            .into(),
                     });
                 }
             };
@@ -269,7 +359,8 @@ impl<S: State> CompiledGraph<S> {
             .await?)
     }
 
-    /// `as_node="__copy__"`: the same checkpoint under a new id, as a sibling (`fork`).
+    /// [`AsNode::Fork`] (`as_node="__copy__"`): the same checkpoint under a new id, as a
+    /// sibling (`fork`).
     async fn copy_checkpoint(
         &self,
         config: &RunConfig,
@@ -279,13 +370,13 @@ impl<S: State> CompiledGraph<S> {
         let saver = self.saver()?;
         let Some(t) = saved else {
             return Err(GraphError::NotFound {
-                what: "a checkpoint to copy (as_node=\"__copy__\")".into(),
+                what: "a checkpoint to fork".into(),
             });
         };
         if has_values {
             return Err(GraphError::InvalidArgument {
-                what: format!("update as `{AS_COPY}`"),
-                message: "a copy takes no values; update the copy afterwards".into(),
+                what: "fork".into(),
+                message: "a fork takes no values; update the copy afterwards".into(),
             });
         }
         let step = t.metadata.step.unwrap_or(-1) + 1;
@@ -377,24 +468,51 @@ pub(crate) fn update_task_id(checkpoint_id: &str, i: usize) -> String {
     }
 }
 
-/// One update of [`CompiledGraph::bulk_update_state`].
+/// One update of [`CompiledGraph::bulk_update_state`] (LangGraph's `StateUpdate`).
 #[derive(Clone, Debug)]
 pub struct StateUpdate<U> {
     /// The values, applied through the reducers (`None`: only the node's edges).
     pub values: Option<U>,
     /// The node the update is made as.
-    pub as_node: Option<String>,
+    pub as_node: AsNode,
     /// The task id to record it under (default: the prepared task of `as_node`, if any).
     pub task_id: Option<String>,
 }
 
 impl<U> StateUpdate<U> {
-    /// An update of `values` made as `as_node`.
-    pub fn new(values: U, as_node: impl Into<String>) -> Self {
+    /// An update of `values` made as `as_node` (a node name, or an [`AsNode`]).
+    pub fn new(values: U, as_node: impl Into<AsNode>) -> Self {
         Self {
             values: Some(values),
-            as_node: Some(as_node.into()),
+            as_node: as_node.into(),
             task_id: None,
         }
+    }
+
+    /// An update that writes no values but follows `as_node`'s edges (LangGraph's
+    /// `update_state(config, None, as_node)`): what runs next is what would after that node.
+    pub fn without_values(as_node: impl Into<AsNode>) -> Self {
+        Self {
+            values: None,
+            as_node: as_node.into(),
+            task_id: None,
+        }
+    }
+
+    /// A copy of the checkpoint as a fork sibling ([`AsNode::Fork`], LangGraph's
+    /// `StateUpdate(None, "__copy__")`); alone in its super-step, typically followed by
+    /// super-steps that update the copy.
+    pub fn fork() -> Self {
+        Self {
+            values: None,
+            as_node: AsNode::Fork,
+            task_id: None,
+        }
+    }
+
+    /// Records the update under task id `task_id` (LangGraph's `StateUpdate.task_id`).
+    pub fn with_task_id(mut self, task_id: impl Into<String>) -> Self {
+        self.task_id = Some(task_id.into());
+        self
     }
 }

@@ -17,7 +17,7 @@ async fn read_config(path: &str) -> Result<Map, NodeError> {
 #[tokio::test]
 async fn a_failed_node_keeps_its_source_error() {
     let mut g = StateGraph::<DynState>::with_schema(Schema::new().last_value("x"));
-    g.add_node("load", |_s: Arc<DynState>, _ctx| async {
+    g.add_node("load", |_s, _ctx| async {
         read_config("/definitely/not/here.json").await
     });
     g.add_edge(START, "load");
@@ -26,10 +26,7 @@ async fn a_failed_node_keeps_its_source_error() {
         .unwrap()
         .with_checkpointer(Arc::new(InMemorySaver::new()));
     let err = g
-        .invoke_values(
-            Some(Map::from_iter([("x", value!(""))])),
-            RunConfig::thread("t"),
-        )
+        .invoke_values(Map::from_iter([("x", value!(""))]), RunConfig::thread("t"))
         .await
         .unwrap_err();
     let GraphError::NodeFailed { node, message, .. } = &err else {

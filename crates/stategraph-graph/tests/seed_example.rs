@@ -10,7 +10,7 @@ use stategraph_checkpoint::{
     CheckpointSaver, CheckpointSource, InMemorySaver, ListOptions, Map, Value, value,
 };
 use stategraph_graph::{
-    CompiledGraph, DynState, END, Reducer, RunConfig, START, Schema, StateGraph,
+    CompiledGraph, DynState, END, HistoryOptions, Reducer, RunConfig, START, Schema, StateGraph,
 };
 use stategraph_sqlite::SqliteSaver;
 
@@ -19,13 +19,13 @@ fn seed_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<DynState> {
         .last_value("foo")
         .reducer("bar", Reducer::append());
     let mut g = StateGraph::<DynState>::with_schema(schema);
-    g.add_node("node_a", |_s: Arc<DynState>, _c| async {
+    g.add_node("node_a", |_s, _c| async {
         Ok(Map::from_iter([
             ("foo", value!("a")),
             ("bar", value!(["a"])),
         ]))
     });
-    g.add_node("node_b", |_s: Arc<DynState>, _c| async {
+    g.add_node("node_b", |_s, _c| async {
         Ok(Map::from_iter([
             ("foo", value!("b")),
             ("bar", value!(["b"])),
@@ -48,7 +48,7 @@ fn keys<'a, T: 'a>(m: impl IntoIterator<Item = (&'a str, &'a T)>) -> Vec<&'a str
 async fn golden(saver: Arc<dyn CheckpointSaver>) {
     let graph = seed_graph(Arc::clone(&saver));
     let config = RunConfig::thread("seed");
-    let out = graph.invoke(Some(input()), config.clone()).await.unwrap();
+    let out = graph.invoke(input(), config.clone()).await.unwrap();
     assert_eq!(out["foo"], value!("b"));
     assert_eq!(out["bar"], value!(["a", "b"]));
 
@@ -211,7 +211,7 @@ async fn golden(saver: Arc<dyn CheckpointSaver>) {
 
     // Task ids are LangGraph's: xxh3 over the checkpoint the task started from.
     let history = graph
-        .get_state_history(&config, ListOptions::default())
+        .get_state_history(&config, HistoryOptions::new())
         .await
         .unwrap();
     let next: Vec<Vec<String>> = history.iter().map(|s| s.next.clone()).collect();

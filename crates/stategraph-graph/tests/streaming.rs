@@ -34,14 +34,14 @@ async fn all_modes_in_langgraph_order() {
         .last_value("foo")
         .reducer("bar", Reducer::append());
     let mut g = StateGraph::<DynState>::with_schema(schema);
-    g.add_node("node_a", |_s: Arc<DynState>, ctx| async move {
+    g.add_node("node_a", |_s, ctx| async move {
         ctx.write_custom(value!({"progress": 1})).await;
         Ok(Map::from_iter([
             ("foo", value!("a")),
             ("bar", value!(["a"])),
         ]))
     });
-    g.add_node("node_b", |_s: Arc<DynState>, _c| async {
+    g.add_node("node_b", |_s, _c| async {
         Ok(Map::from_iter([
             ("foo", value!("b")),
             ("bar", value!(["b"])),
@@ -140,7 +140,7 @@ async fn all_modes_in_langgraph_order() {
 async fn only_requested_modes_are_sent() {
     let schema = Schema::new().reducer("n", Reducer::add());
     let mut g = StateGraph::<DynState>::with_schema(schema);
-    g.add_node("inc", |_s: Arc<DynState>, ctx| async move {
+    g.add_node("inc", |_s, ctx| async move {
         ctx.write_custom("ignored").await;
         Ok(Map::from_iter([("n", value!(1))]))
     });
@@ -166,7 +166,7 @@ fn counter_graph(
 ) -> stategraph_graph::CompiledGraph<DynState> {
     let schema = Schema::new().reducer("n", Reducer::add());
     let mut g = StateGraph::<DynState>::with_schema(schema);
-    g.add_node("chatty", move |_s: Arc<DynState>, ctx| {
+    g.add_node("chatty", move |_s, ctx| {
         let written = Arc::clone(&written);
         async move {
             for i in 0..writes {
@@ -244,7 +244,7 @@ async fn a_slow_reader_holds_the_run_back() {
 async fn a_failed_run_ends_its_stream_with_the_error() {
     let schema = Schema::new().last_value("x");
     let mut g = StateGraph::<DynState>::with_schema(schema);
-    g.add_node("fails", |_s: Arc<DynState>, _ctx| async {
+    g.add_node("fails", |_s, _ctx| async {
         Err::<Map, _>(stategraph_graph::NodeError::new("boom"))
     });
     g.add_edge(START, "fails");
@@ -282,14 +282,14 @@ async fn a_failed_run_ends_its_stream_with_the_error() {
 async fn messages_mode_shows_each_returned_message_once() {
     let schema = Schema::new().reducer("messages", Reducer::add_messages());
     let mut g = StateGraph::<DynState>::with_schema(schema);
-    g.add_node("bot", |_s: Arc<DynState>, _ctx| async {
+    g.add_node("bot", |_s, _ctx| async {
         let reply = Message::ai("hello there", Vec::new()).with_id("ai-1");
         Ok(Map::from_iter([(
             "messages",
             Value::List(vec![reply.to_value()].into()),
         )]))
     });
-    g.add_node("echo", |s: Arc<DynState>, _ctx| async move {
+    g.add_node("echo", |s, _ctx| async move {
         // Returns the whole list again: only news is shown.
         let all = s.get("messages").cloned().unwrap_or_default();
         let extra = Message::ai("and more", Vec::new()).with_id("ai-2");

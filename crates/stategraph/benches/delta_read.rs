@@ -30,8 +30,8 @@ fn message(who: &str, turn: usize) -> String {
 
 fn chat_graph(saver: Arc<dyn CheckpointSaver>, delta: bool) -> CompiledGraph<Chat> {
     let mut g = StateGraph::<Chat>::new();
-    g.add_node("reply", |s: Arc<Chat>, _c| async move {
-        Ok(ChatUpdate::default().messages(vec![message("AI", s.messages.len() / 2)]))
+    g.add_node("reply", |s, _c| async move {
+        Ok(ChatUpdate::default().messages([message("AI", s.messages.len() / 2)]))
     });
     g.add_edge(START, "reply");
     if delta {
@@ -80,7 +80,7 @@ fn bench(c: &mut Criterion) {
                         config.durability = Durability::Exit;
                         graph
                             .invoke(
-                                Some(ChatUpdate::default().messages(vec![message("user", turn)])),
+                                ChatUpdate::default().messages([message("user", turn)]),
                                 config,
                             )
                             .await

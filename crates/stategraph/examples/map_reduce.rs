@@ -3,8 +3,6 @@
 //! A `Send` fan-out: a conditional edge sends one task per subject, the tasks run in parallel
 //! in one super-step, and an append reducer collects their results.
 
-use std::sync::Arc;
-
 use stategraph::graph::Send;
 use stategraph::prelude::*;
 
@@ -25,31 +23,23 @@ fn db() -> String {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut g = StateGraph::<Jokes>::new();
     // A `Send`'s task sees only its argument.
-    g.add_node("joke", |s: Arc<Jokes>, _c| async move {
-        Ok(
-            JokesUpdate::default()
-                .jokes(vec![format!("why did the {} cross the road?", s.subject)]),
-        )
+    g.add_node("joke", |s, _c| async move {
+        Ok(JokesUpdate::default().jokes([format!("why did the {} cross the road?", s.subject)]))
     });
-    g.add_conditional_edges(
-        START,
-        |s: &Jokes| {
-            Ok(s.subjects
-                .iter()
-                .map(|subject| {
-                    Send::new("joke", JokesUpdate::default().subject(subject.clone())).into()
-                })
-                .collect())
-        },
-        None,
-    );
+    g.add_conditional_edges(START, |s: &Jokes| {
+        Ok(s.subjects
+            .iter()
+            .map(|subject| {
+                Send::new("joke", JokesUpdate::default().subject(subject.clone())).into()
+            })
+            .collect())
+    });
     let graph = g
         .compile()?
         .with_checkpointer(stategraph::open_saver(&db()).await?);
-    let subjects = vec!["cat".to_owned(), "dog".to_owned(), "crab".to_owned()];
     let out = graph
         .invoke(
-            Some(JokesUpdate::default().subjects(subjects)),
+            JokesUpdate::default().subjects(["cat", "dog", "crab"]),
             RunConfig::thread("jokes"),
         )
         .await?;

@@ -65,7 +65,7 @@ async fn call_model(state: Arc<Chat>, ctx: NodeContext) -> Result<ChatUpdate, No
     } else {
         format!("AI: what I remember about you: {}", info.join("; "))
     };
-    Ok(ChatUpdate::default().messages(vec![reply]))
+    Ok(ChatUpdate::default().messages([reply]))
 }
 
 /// Saves what the user said about themselves. (A real agent would ask a model to extract
@@ -139,7 +139,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             user_id: "1".to_owned(),
         })
     };
-    let say = |text: &str| Some(ChatUpdate::default().messages(vec![text.to_owned()]));
+    let say = |text: &str| ChatUpdate::default().messages([text]);
 
     let out = graph.invoke(say("Hi! I like pizza."), user("1")).await?;
     println!("thread 1: {:?}", out.messages);

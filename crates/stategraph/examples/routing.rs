@@ -4,8 +4,6 @@
 //! parallel nodes and a join that waits for both, and a node that returns a `Command`
 //! (update + where to go).
 
-use std::sync::Arc;
-
 use stategraph::graph::Command;
 use stategraph::prelude::*;
 
@@ -18,53 +16,38 @@ struct Ticket {
 }
 
 fn step(name: &'static str) -> TicketUpdate {
-    TicketUpdate::default().trail(vec![name.to_owned()])
+    TicketUpdate::default().trail([name])
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut g = StateGraph::<Ticket>::new();
-    g.add_node("classify", |s: Arc<Ticket>, _c| async move {
+    g.add_node("classify", |s, _c| async move {
         Ok(step("classify").urgent(s.text.contains("down")))
     });
-    g.add_node("page_oncall", |_s: Arc<Ticket>, _c| async {
-        Ok(step("page_oncall"))
-    });
-    g.add_node("open_incident", |_s: Arc<Ticket>, _c| async {
+    g.add_node("page_oncall", |_s, _c| async { Ok(step("page_oncall")) });
+    g.add_node("open_incident", |_s, _c| async {
         Ok(step("open_incident"))
     });
-    g.add_node("notify_team", |_s: Arc<Ticket>, _c| async {
-        Ok(step("notify_team"))
-    });
-    g.add_node("postmortem", |_s: Arc<Ticket>, _c| async {
-        Ok(step("postmortem"))
-    });
-    g.add_node("triage", |s: Arc<Ticket>, _c| async move {
+    g.add_node("notify_team", |_s, _c| async { Ok(step("notify_team")) });
+    g.add_node("postmortem", |_s, _c| async { Ok(step("postmortem")) });
+    g.add_node("triage", |s, _c| async move {
         // A Command: update the state and choose the next node in one answer.
         let next = if s.text.len() > 20 {
             "escalate"
         } else {
             "close"
         };
-        Ok(Command::update_and_goto(step("triage"), [next.into()]))
+        Ok(Command::update_and_goto(step("triage"), [next]))
     });
-    g.add_node("escalate", |_s: Arc<Ticket>, _c| async {
-        Ok(step("escalate"))
-    });
-    g.add_node("close", |_s: Arc<Ticket>, _c| async { Ok(step("close")) });
+    g.add_node("escalate", |_s, _c| async { Ok(step("escalate")) });
+    g.add_node("close", |_s, _c| async { Ok(step("close")) });
 
     g.add_edge(START, "classify");
-    g.add_conditional_edges(
-        "classify",
-        |s: &Ticket| Ok(vec![if s.urgent { "urgent" } else { "normal" }.into()]),
-        Some(
-            [
-                ("urgent".into(), "page_oncall".into()),
-                ("normal".into(), "triage".into()),
-            ]
-            .into(),
-        ),
-    );
+    g.add_conditional_edges("classify", |s: &Ticket| {
+        Ok(vec![if s.urgent { "urgent" } else { "normal" }.into()])
+    })
+    .path_map([("urgent", "page_oncall"), ("normal", "triage")]);
     // Urgent: two things in parallel, then a postmortem once both are done (a join).
     g.add_edge("page_oncall", "open_incident")
         .add_edge("page_oncall", "notify_team");
@@ -77,10 +60,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "typo on the pricing page, please fix it",
     ] {
         let out = graph
-            .invoke(
-                Some(TicketUpdate::default().text(text)),
-                RunConfig::default(),
-            )
+            .invoke(TicketUpdate::default().text(text), RunConfig::default())
             .await?;
         println!("{text:?}: {:?}", out.trail);
     }

@@ -10,7 +10,6 @@
 use stategraph::StateSnapshot;
 use stategraph::prelude::*;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 /// The example's state. (Its nodes never read it.)
 #[derive(State, Clone, Debug, Default)]
@@ -49,15 +48,11 @@ fn parse_args() -> Result<Args, String> {
 async fn run(args: Args) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
     let saver = stategraph::open_saver(&args.db).await?;
     let mut graph = StateGraph::<SeedState>::new();
-    graph.add_node("node_a", |_state: Arc<SeedState>, _ctx| async {
-        Ok(SeedStateUpdate::default()
-            .foo("a")
-            .bar(vec!["a".to_owned()]))
+    graph.add_node("node_a", |_state, _ctx| async {
+        Ok(SeedStateUpdate::default().foo("a").bar(["a"]))
     });
-    graph.add_node("node_b", |_state: Arc<SeedState>, _ctx| async {
-        Ok(SeedStateUpdate::default()
-            .foo("b")
-            .bar(vec!["b".to_owned()]))
+    graph.add_node("node_b", |_state, _ctx| async {
+        Ok(SeedStateUpdate::default().foo("b").bar(["b"]))
     });
     graph
         .add_edge(START, "node_a")
@@ -67,7 +62,7 @@ async fn run(args: Args) -> Result<serde_json::Value, Box<dyn std::error::Error>
 
     let config = RunConfig::thread(args.thread);
     let input = SeedStateUpdate::default().foo("").bar(Vec::<String>::new());
-    graph.invoke(Some(input), config.clone()).await?;
+    graph.invoke(input, config.clone()).await?;
     let state = graph.get_state(&config).await?;
     let history = graph.get_state_history(&config, Default::default()).await?;
     Ok(serde_json::json!({

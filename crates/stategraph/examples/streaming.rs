@@ -18,13 +18,13 @@ struct Job {
 #[tokio::main]
 async fn main() -> Result<(), stategraph::Error> {
     let mut g = StateGraph::<Job>::new();
-    g.add_node("work", |_s: std::sync::Arc<Job>, ctx| async move {
+    g.add_node("work", |_s, ctx| async move {
         for pct in [25, 50, 75, 100] {
             ctx.write_custom(value!({"progress": pct})).await;
         }
         Ok(JobUpdate::default().done(1))
     });
-    g.add_node("report", |s: std::sync::Arc<Job>, _c| async move {
+    g.add_node("report", |s, _c| async move {
         Ok(JobUpdate::default().done(s.done * 10))
     });
     g.add_edge(START, "work").add_edge("work", "report");

@@ -1,10 +1,8 @@
 //! Run with `cargo run -p stategraph --example subgraph [-- --db URL]`.
 //!
 //! A compiled graph used as a node: it checkpoints under its own namespace
-//! (`research:<task id>`) in the parent's thread, and `get_state_with(.., true)` shows its
+//! (`research:<task id>`) in the parent's thread, and `get_state_with_subgraphs` shows its
 //! state inside the parent's.
-
-use std::sync::Arc;
 
 use stategraph::prelude::*;
 
@@ -23,11 +21,11 @@ fn db() -> String {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut research = StateGraph::<Report>::new();
-    research.add_node("search", |s: Arc<Report>, _c| async move {
-        Ok(ReportUpdate::default().notes(vec![format!("searched: {}", s.question)]))
+    research.add_node("search", |s, _c| async move {
+        Ok(ReportUpdate::default().notes([format!("searched: {}", s.question)]))
     });
-    research.add_node("read", |_s: Arc<Report>, _c| async {
-        Ok(ReportUpdate::default().notes(vec!["read 3 sources".to_owned()]))
+    research.add_node("read", |_s, _c| async {
+        Ok(ReportUpdate::default().notes(["read 3 sources"]))
     });
     research
         .add_edge(START, "search")
@@ -35,8 +33,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut g = StateGraph::<Report>::new();
     g.add_subgraph("research", research.compile()?);
-    g.add_node("write", |s: Arc<Report>, _c| async move {
-        Ok(ReportUpdate::default().notes(vec![format!("wrote from {} notes", s.notes.len())]))
+    g.add_node("write", |s, _c| async move {
+        Ok(ReportUpdate::default().notes([format!("wrote from {} notes", s.notes.len())]))
     });
     g.add_edge(START, "research").add_edge("research", "write");
     let graph = g
@@ -46,7 +44,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = RunConfig::thread("report-1");
     let out = graph
         .invoke(
-            Some(ReportUpdate::default().question("what is Pregel?")),
+            ReportUpdate::default().question("what is Pregel?"),
             config.clone(),
         )
         .await?;
@@ -60,7 +58,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .and_then(|c| c.checkpoint_id)
                 .unwrap_or_default(),
         );
-        let nested = graph.get_state_with(&at, true).await?;
+        let nested = graph.get_state_with_subgraphs(&at).await?;
         for task in &nested.tasks {
             if let Some(sub) = &task.state {
                 let ns = sub

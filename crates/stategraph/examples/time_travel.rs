@@ -1,9 +1,8 @@
 //! Run with `cargo run -p stategraph --example time_travel [-- --db URL]`.
 //!
-//! History, `update_state` (as the default node and `as_node`), replay from a past checkpoint
-//! and the branch tree it leaves: the old branch stays, the new one hangs off the target.
-
-use std::sync::Arc;
+//! History, `update_state` (as a named node and as LangGraph's default), `continue_run`, replay
+//! from a past checkpoint, `fork`, and the branch tree they leave: the old branch stays, the
+//! new ones hang off the target.
 
 use stategraph::prelude::*;
 
@@ -22,11 +21,11 @@ fn db() -> String {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut g = StateGraph::<Doc>::new();
-    g.add_node("draft", |s: Arc<Doc>, _c| async move {
-        Ok(DocUpdate::default().log(vec![format!("draft about {}", s.topic)]))
+    g.add_node("draft", |s, _c| async move {
+        Ok(DocUpdate::default().log([format!("draft about {}", s.topic)]))
     });
-    g.add_node("review", |_s: Arc<Doc>, _c| async {
-        Ok(DocUpdate::default().log(vec!["reviewed".to_owned()]))
+    g.add_node("review", |_s, _c| async {
+        Ok(DocUpdate::default().log(["reviewed"]))
     });
     g.add_edge(START, "draft")
         .add_edge("draft", "review")
@@ -37,9 +36,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = RunConfig::thread("doc-1");
 
     graph
-        .invoke(Some(DocUpdate::default().topic("rust")), config.clone())
+        .invoke(DocUpdate::default().topic("rust"), config.clone())
         .await?;
-    let history = graph.get_state_history(&config, Default::default()).await?;
+    let history = graph
+        .get_state_history(&config, HistoryOptions::new())
+        .await?;
     println!("history (newest first):");
     for s in &history {
         let m = s.metadata.clone().unwrap_or_default();
@@ -57,17 +58,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Edit the state as if `draft` had written it: `review` runs next.
     graph
-        .update_state(
-            &config,
-            Some(DocUpdate::default().topic("pregel")),
-            Some("draft"),
-        )
+        .update_state(&config, DocUpdate::default().topic("pregel"), "draft")
         .await?;
     println!(
         "after update_state(as_node=draft): next = {:?}",
         graph.get_state(&config).await?.next
     );
-    graph.invoke(None, config.clone()).await?;
+    graph.continue_run(config.clone()).await?;
 
     // Replay from the checkpoint before `review`: only `review` runs again, on a new branch.
     let before_review = history
@@ -76,11 +73,35 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|s| s.config.clone());
     if let Some(target) = before_review.and_then(|c| c.checkpoint_id) {
         let out = graph
-            .invoke(None, config.clone().with_checkpoint_id(target.clone()))
+            .continue_run(config.clone().with_checkpoint_id(target.clone()))
             .await?;
         println!("replayed from {target}: log = {:?}", out.log);
+        // Fork that checkpoint (LangGraph's `as_node="__copy__"`): a sibling copy to edit
+        // and continue, leaving the original as it is.
+        let copy = graph
+            .fork(&config.clone().with_checkpoint_id(target))
+            .await?;
+        let at_copy = copy
+            .checkpoint_id
+            .map(|id| config.clone().with_checkpoint_id(id));
+        if let Some(at_copy) = at_copy {
+            graph
+                .update_state(
+                    &at_copy,
+                    DocUpdate::default().topic("forks"),
+                    AsNode::Inferred,
+                )
+                .await?;
+            let out = graph.continue_run(config.clone()).await?;
+            println!(
+                "forked, edited and continued: topic = {}, log = {:?}",
+                out.topic, out.log
+            );
+        }
     }
-    let all = graph.get_state_history(&config, Default::default()).await?;
+    let all = graph
+        .get_state_history(&config, HistoryOptions::new())
+        .await?;
     println!("{} checkpoints; branch points:", all.len());
     for s in &all {
         let id = s

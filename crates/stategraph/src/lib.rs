@@ -26,7 +26,6 @@
 //! A graph over a typed state, checkpointed on SQLite:
 //!
 //! ```
-//! use std::sync::Arc;
 //! use stategraph::prelude::*;
 //!
 //! #[derive(State, Clone, Debug, Default)]
@@ -38,21 +37,21 @@
 //!
 //! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
 //! let mut graph = StateGraph::<Seed>::new();
-//! graph.add_node("node_a", |_s: Arc<Seed>, _ctx| async {
-//!     Ok(SeedUpdate::default().foo("a").bar(vec!["a".to_owned()]))
+//! graph.add_node("node_a", |_s, _ctx| async {
+//!     Ok(SeedUpdate::default().foo("a").bar(["a"]))
 //! });
-//! graph.add_node("node_b", |s: Arc<Seed>, _ctx| async move {
-//!     Ok(SeedUpdate::default().foo(format!("{}b", s.foo)).bar(vec!["b".to_owned()]))
+//! graph.add_node("node_b", |s, _ctx| async move {
+//!     Ok(SeedUpdate::default().foo(format!("{}b", s.foo)).bar(["b"]))
 //! });
 //! graph.add_edge(START, "node_a").add_edge("node_a", "node_b").add_edge("node_b", END);
 //! let graph = graph.compile()?.with_checkpointer(stategraph::open_saver("sqlite::memory:").await?);
 //!
 //! let config = RunConfig::thread("1");
 //! let input = SeedUpdate::default().foo("").bar(Vec::<String>::new());
-//! let out = graph.invoke(Some(input), config.clone()).await?;   // the typed final state
+//! let out = graph.invoke(input, config.clone()).await?;   // the typed final state
 //! assert_eq!(out.foo, "ab");
 //! assert_eq!(out.bar, ["a", "b"]);
-//! assert_eq!(graph.get_state_history(&config, Default::default()).await?.len(), 4);
+//! assert_eq!(graph.get_state_history(&config, HistoryOptions::new()).await?.len(), 4);
 //! # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
 //! ```
 //!
@@ -120,10 +119,11 @@ pub use stategraph_graph::State;
 /// Streaming a run: [`StreamEvent`] and the payload types of its variants.
 pub use stategraph_graph::stream;
 pub use stategraph_graph::{
-    AS_COPY, ChannelRepair, ChannelSpec, Command, CompiledGraph, Durability, DynState, END,
-    GraphError, Interrupt, NodeContext, NodeError, NodeOutput, PregelTask, Reducer, RepairPlan,
-    Resume, RetryPolicy, RunConfig, RunStream, START, Schema, Send, StateGraph, StateSnapshot,
-    StateUpdate, StreamEvent, StreamMode, UpdatesEvent, Values,
+    AsNode, ChannelRepair, ChannelSpec, Command, CompiledGraph, ConditionalEdges, Durability,
+    DynState, END, GraphError, HistoryOptions, Interrupt, NodeContext, NodeError, NodeOutput,
+    PathMapEntry, PregelTask, Reducer, RepairPlan, Resume, RetryPolicy, RunConfig, RunStream,
+    START, Schema, Send, StateGraph, StateSnapshot, StateUpdate, StreamEvent, StreamMode,
+    UpdatesEvent, Values,
 };
 #[cfg(feature = "mysql")]
 pub use stategraph_mysql::{MySqlConfig, MySqlSaver};
@@ -146,9 +146,9 @@ pub mod prelude {
     };
     pub use stategraph_derive::State;
     pub use stategraph_graph::{
-        Command, CompiledGraph, Durability, DynState, END, GraphError, NodeContext, NodeError,
-        NodeOutput, Reducer, Resume, RunConfig, START, Schema, State, StateGraph, StreamEvent,
-        StreamMode,
+        AsNode, Command, CompiledGraph, Durability, DynState, END, GraphError, HistoryOptions,
+        NodeContext, NodeError, NodeOutput, Reducer, Resume, RunConfig, START, Schema, State,
+        StateGraph, StreamEvent, StreamMode,
     };
     #[cfg(feature = "sqlite")]
     pub use stategraph_sqlite::SqliteSaver;

@@ -126,9 +126,9 @@ fn with_codecs(inner: Arc<dyn CheckpointSaver>) -> Arc<dyn CheckpointSaver> {
 
 fn graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Report> {
     let mut g = StateGraph::<Report>::new();
-    g.add_node("measure", |_s: Arc<Report>, _ctx| async {
+    g.add_node("measure", |_s, _ctx| async {
         Ok(ReportUpdate::default()
-            .rows(vec![
+            .rows([
                 Row {
                     city: "Oslo".into(),
                     temp: -3.5,
@@ -147,11 +147,11 @@ fn graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Report> {
 async fn tables_and_bytes_go_through_their_codecs(inner: Arc<dyn CheckpointSaver>) {
     let graph = graph(with_codecs(inner.clone()));
     let config = RunConfig::thread("codec");
-    let start = ReportUpdate::default().rows(vec![Row {
+    let start = ReportUpdate::default().rows([Row {
         city: "Pune".into(),
         temp: 31.0,
     }]);
-    graph.invoke(Some(start), config.clone()).await.unwrap();
+    graph.invoke(start, config.clone()).await.unwrap();
 
     // The graph sees plain values.
     let state = graph.get_state(&config).await.unwrap();

@@ -23,14 +23,14 @@ struct Log {
 fn graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Log> {
     let mut g = StateGraph::<Log>::new();
     for (name, next) in [("one", "two"), ("two", END)] {
-        g.add_node(name, move |_s: Arc<Log>, ctx| async move {
+        g.add_node(name, move |_s, ctx| async move {
             tokio::time::sleep(Duration::from_millis(30)).await;
             let who = ctx
                 .configurable("who")
                 .and_then(|v| v.as_str())
                 .unwrap_or("?")
                 .to_owned();
-            Ok(LogUpdate::default().log(vec![format!("{name} by {who}")]))
+            Ok(LogUpdate::default().log([format!("{name} by {who}")]))
         });
         g.add_edge(name, next);
     }
@@ -66,7 +66,7 @@ on_every_saver!(
 async fn racing_runs_one_wins_the_other_conflicts(saver: Arc<dyn CheckpointSaver>) {
     let g = graph(Arc::clone(&saver));
     let config = |who: &str| RunConfig::thread("race").with_configurable("who", who);
-    let input = |who: &str| Some(LogUpdate::default().log(vec![format!("input by {who}")]));
+    let input = |who: &str| LogUpdate::default().log([format!("input by {who}")]);
     let (a, b) = tokio::join!(
         g.invoke(input("a"), config("a")),
         g.invoke(input("b"), config("b"))
@@ -109,7 +109,7 @@ async fn queued_runs_take_turns(saver: Arc<dyn CheckpointSaver>) {
         c.queue = true;
         c
     };
-    let input = |who: &str| Some(LogUpdate::default().log(vec![format!("input by {who}")]));
+    let input = |who: &str| LogUpdate::default().log([format!("input by {who}")]);
     let (a, b) = tokio::join!(
         g.invoke(input("a"), config("a")),
         g.invoke(input("b"), config("b"))

@@ -204,8 +204,8 @@ async fn prune_keeps_delta_threads_readable(saver: Arc<dyn CheckpointSaver>) {
         graph
             .update_state(
                 &past,
-                Some(ChatUpdate::default().messages(vec!["on a branch".to_owned()])),
-                Some("reply"),
+                ChatUpdate::default().messages(["on a branch"]),
+                "reply",
             )
             .await
             .unwrap();

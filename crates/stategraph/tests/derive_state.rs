@@ -49,12 +49,12 @@ async fn stored_values(saver: &Arc<InMemorySaver>, thread: &str) -> Vec<Value> {
 async fn typed_and_dynamic_states_store_the_same_checkpoints() {
     let saver = Arc::new(InMemorySaver::new());
     let mut typed = StateGraph::<Seed>::new();
-    typed.add_node("node_a", |_s: Arc<Seed>, _c| async {
-        Ok(SeedUpdate::default().foo("a").bar(vec!["a".to_owned()]))
+    typed.add_node("node_a", |_s, _c| async {
+        Ok(SeedUpdate::default().foo("a").bar(["a"]))
     });
-    typed.add_node("node_b", |s: Arc<Seed>, _c| async move {
+    typed.add_node("node_b", |s, _c| async move {
         assert_eq!(s.bar, ["a"], "node_b sees node_a's update");
-        Ok(SeedUpdate::default().foo("b").bar(vec!["b".to_owned()]))
+        Ok(SeedUpdate::default().foo("b").bar(["b"]))
     });
     typed
         .add_edge(START, "node_a")
@@ -63,7 +63,7 @@ async fn typed_and_dynamic_states_store_the_same_checkpoints() {
     let typed = typed.compile().unwrap().with_checkpointer(saver.clone());
     typed
         .invoke_values(
-            Some(SeedUpdate::default().foo("").bar(Vec::<String>::new())),
+            SeedUpdate::default().foo("").bar(Vec::<String>::new()),
             RunConfig::thread("typed"),
         )
         .await
@@ -73,13 +73,13 @@ async fn typed_and_dynamic_states_store_the_same_checkpoints() {
         .last_value("foo")
         .reducer("bar", Reducer::append());
     let mut dynamic = StateGraph::<DynState>::with_schema(schema);
-    dynamic.add_node("node_a", |_s: Arc<DynState>, _c| async {
+    dynamic.add_node("node_a", |_s, _c| async {
         Ok(Map::from_iter([
             ("foo", value!("a")),
             ("bar", value!(["a"])),
         ]))
     });
-    dynamic.add_node("node_b", |_s: Arc<DynState>, _c| async {
+    dynamic.add_node("node_b", |_s, _c| async {
         Ok(Map::from_iter([
             ("foo", value!("b")),
             ("bar", value!(["b"])),
@@ -92,7 +92,7 @@ async fn typed_and_dynamic_states_store_the_same_checkpoints() {
     let dynamic = dynamic.compile().unwrap().with_checkpointer(saver.clone());
     let input = Map::from_iter([("foo", value!("")), ("bar", value!([]))]);
     dynamic
-        .invoke_values(Some(input), RunConfig::thread("dyn"))
+        .invoke_values(input, RunConfig::thread("dyn"))
         .await
         .unwrap();
 
@@ -106,7 +106,7 @@ async fn typed_and_dynamic_states_store_the_same_checkpoints() {
 async fn reducers_custom_types_and_messages() {
     let saver = Arc::new(InMemorySaver::new());
     let mut g = StateGraph::<Rich>::new();
-    g.add_node("one", |_s: Arc<Rich>, _c| async {
+    g.add_node("one", |_s, _c| async {
         Ok(RichUpdate::default()
             .count(2)
             .longest("abc")
@@ -114,11 +114,11 @@ async fn reducers_custom_types_and_messages() {
                 title: "t".into(),
                 score: 7,
             }))
-            .messages(vec![value!({"type": "human", "content": "hi", "id": "m1"})]))
+            .messages([value!({"type": "human", "content": "hi", "id": "m1"})]))
     });
-    g.add_node("two", |s: Arc<Rich>, _c| async move {
+    g.add_node("two", |s, _c| async move {
         assert_eq!(s.doc.as_ref().map(|d| d.score), Some(7));
-        Ok(RichUpdate::default().count(3).longest("ab").messages(vec![
+        Ok(RichUpdate::default().count(3).longest("ab").messages([
             value!({"type": "human", "content": "hi, edited", "id": "m1"}),
             value!({"type": "ai", "content": "hello", "id": "m2"}),
         ]))
@@ -126,7 +126,7 @@ async fn reducers_custom_types_and_messages() {
     g.add_edge(START, "one").add_edge("one", "two");
     let g = g.compile().unwrap().with_checkpointer(saver.clone());
     let out = g
-        .invoke_values(Some(RichUpdate::default().count(1)), RunConfig::thread("r"))
+        .invoke_values(RichUpdate::default().count(1), RunConfig::thread("r"))
         .await
         .unwrap();
     assert_eq!(out["count"], value!(6));
@@ -152,22 +152,15 @@ async fn conditional_edges_and_joins() {
     }
     let mut g = StateGraph::<Route>::new();
     for name in ["decide", "left", "right", "a", "b", "join"] {
-        g.add_node(name, move |_s: Arc<Route>, _c| async move {
-            Ok(RouteUpdate::default().log(vec![name.to_owned()]))
+        g.add_node(name, move |_s, _c| async move {
+            Ok(RouteUpdate::default().log([name]))
         });
     }
     g.add_edge(START, "decide");
-    g.add_conditional_edges(
-        "decide",
-        |s: &Route| Ok(vec![if s.go_left { "l".into() } else { "r".into() }]),
-        Some(
-            [
-                ("l".to_owned(), "left".to_owned()),
-                ("r".to_owned(), "right".to_owned()),
-            ]
-            .into(),
-        ),
-    );
+    g.add_conditional_edges("decide", |s: &Route| {
+        Ok(vec![if s.go_left { "l".into() } else { "r".into() }])
+    })
+    .path_map([("l", "left"), ("r", "right")]);
     g.add_edge("left", "a")
         .add_edge("left", "b")
         .add_join(["a", "b"], "join");
@@ -177,16 +170,13 @@ async fn conditional_edges_and_joins() {
         .unwrap()
         .with_checkpointer(Arc::new(InMemorySaver::new()));
     let out = g
-        .invoke_values(
-            Some(RouteUpdate::default().go_left(true)),
-            RunConfig::thread("l"),
-        )
+        .invoke_values(RouteUpdate::default().go_left(true), RunConfig::thread("l"))
         .await
         .unwrap();
     assert_eq!(out["log"], value!(["decide", "left", "a", "b", "join"]));
     let out = g
         .invoke_values(
-            Some(RouteUpdate::default().go_left(false)),
+            RouteUpdate::default().go_left(false),
             RunConfig::thread("r"),
         )
         .await
@@ -202,18 +192,18 @@ async fn fifty_parallel_nodes_run_concurrently() {
         done: i64,
     }
     let mut g = StateGraph::<Fan>::new();
-    g.add_node("fan", |_s: Arc<Fan>, _c| async { Ok(FanUpdate::default()) });
+    g.add_node("fan", |_s, _c| async { Ok(FanUpdate::default()) });
     g.add_edge(START, "fan");
     let names: Vec<String> = (0..50).map(|i| format!("w{i:02}")).collect();
     for n in &names {
-        g.add_node(n.clone(), |_s: Arc<Fan>, _c| async {
+        g.add_node(n.clone(), |_s, _c| async {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             Ok(FanUpdate::default().done(1))
         });
         g.add_edge("fan", n.clone());
     }
     g.add_join(names.clone(), "end_node");
-    g.add_node("end_node", |s: Arc<Fan>, _c| async move {
+    g.add_node("end_node", |s, _c| async move {
         assert_eq!(s.done, 50);
         Ok(FanUpdate::default())
     });
@@ -223,7 +213,7 @@ async fn fifty_parallel_nodes_run_concurrently() {
         .with_checkpointer(Arc::new(InMemorySaver::new()));
     let started = std::time::Instant::now();
     let out = g
-        .invoke_values(Some(FanUpdate::default()), RunConfig::thread("f"))
+        .invoke_values(FanUpdate::default(), RunConfig::thread("f"))
         .await
         .unwrap();
     // Sequential execution would take 2.5 s; only a generous bound is asserted here.
@@ -241,7 +231,7 @@ async fn fifty_parallel_nodes_run_concurrently() {
 async fn invoke_returns_the_typed_state() {
     let saver = Arc::new(InMemorySaver::new());
     let mut g = StateGraph::<Rich>::new();
-    g.add_node("bump", |s: Arc<Rich>, _c| async move {
+    g.add_node("bump", |s, _c| async move {
         Ok(RichUpdate::default()
             .count(1)
             .longest(format!("seen {}", s.count))
@@ -254,7 +244,7 @@ async fn invoke_returns_the_typed_state() {
     let g = g.compile().unwrap().with_checkpointer(saver);
     let config = RunConfig::thread("typed");
     let out = g
-        .invoke(Some(RichUpdate::default().count(2)), config.clone())
+        .invoke(RichUpdate::default().count(2), config.clone())
         .await
         .unwrap();
     assert_eq!(out.count, 3);
@@ -267,7 +257,7 @@ async fn invoke_returns_the_typed_state() {
         })
     );
     let again = g
-        .invoke(Some(RichUpdate::default().count(10)), config.clone())
+        .invoke(RichUpdate::default().count(10), config.clone())
         .await
         .unwrap();
     assert_eq!(again.count, 14);
@@ -275,7 +265,7 @@ async fn invoke_returns_the_typed_state() {
     assert_eq!(snapshot.count, again.count);
     assert_eq!(snapshot.doc, again.doc);
     let values = g
-        .invoke_values(Some(RichUpdate::default().count(1)), config)
+        .invoke_values(RichUpdate::default().count(1), config)
         .await
         .unwrap();
     assert_eq!(values["count"], Value::from(16));

@@ -21,11 +21,11 @@ struct Seed {
 
 fn seed_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Seed> {
     let mut g = StateGraph::<Seed>::new();
-    g.add_node("node_a", |_s: Arc<Seed>, _c| async {
-        Ok(SeedUpdate::default().foo("a").bar(vec!["a".to_owned()]))
+    g.add_node("node_a", |_s, _c| async {
+        Ok(SeedUpdate::default().foo("a").bar(["a"]))
     });
-    g.add_node("node_b", |_s: Arc<Seed>, _c| async {
-        Ok(SeedUpdate::default().foo("b").bar(vec!["b".to_owned()]))
+    g.add_node("node_b", |_s, _c| async {
+        Ok(SeedUpdate::default().foo("b").bar(["b"]))
     });
     g.add_edge(START, "node_a")
         .add_edge("node_a", "node_b")
@@ -60,7 +60,7 @@ fn parents_are_stored(tuples: &[CheckpointTuple]) {
 
 async fn one_checkpoint_per_run_with_a_stored_parent(saver: Arc<dyn CheckpointSaver>) {
     let g = seed_graph(Arc::clone(&saver));
-    g.invoke_values(Some(SeedUpdate::default().foo("")), exit("t"))
+    g.invoke_values(SeedUpdate::default().foo(""), exit("t"))
         .await
         .unwrap();
     let first = stored(&saver, "t").await;
@@ -71,7 +71,7 @@ async fn one_checkpoint_per_run_with_a_stored_parent(saver: Arc<dyn CheckpointSa
     );
     assert_eq!(first[0].metadata.step, Some(2));
 
-    g.invoke_values(Some(SeedUpdate::default().foo("x")), exit("t"))
+    g.invoke_values(SeedUpdate::default().foo("x"), exit("t"))
         .await
         .unwrap();
     let second = stored(&saver, "t").await;
@@ -89,7 +89,7 @@ async fn one_checkpoint_per_run_with_a_stored_parent(saver: Arc<dyn CheckpointSa
 
 async fn a_run_with_nothing_to_do_rewrites_nothing(saver: Arc<dyn CheckpointSaver>) {
     let g = seed_graph(Arc::clone(&saver));
-    g.invoke_values(Some(SeedUpdate::default().foo("")), exit("done"))
+    g.invoke_values(SeedUpdate::default().foo(""), exit("done"))
         .await
         .unwrap();
     let before = stored(&saver, "done").await;
@@ -97,7 +97,7 @@ async fn a_run_with_nothing_to_do_rewrites_nothing(saver: Arc<dyn CheckpointSave
     for d in [Durability::Exit, Durability::Async, Durability::Sync] {
         let mut config = RunConfig::thread("done");
         config.durability = d;
-        let out = g.invoke_values(None, config).await.unwrap();
+        let out = g.continue_values(config).await.unwrap();
         assert_eq!(out["bar"], value!(["a", "b"]));
     }
     let after = stored(&saver, "done").await;
@@ -115,11 +115,11 @@ async fn a_run_with_nothing_to_do_rewrites_nothing(saver: Arc<dyn CheckpointSave
 
 async fn an_interrupted_exit_run_resumes_onto_its_checkpoint(saver: Arc<dyn CheckpointSaver>) {
     let g = seed_graph(Arc::clone(&saver)).with_interrupt_before(["node_b"]);
-    g.invoke_values(Some(SeedUpdate::default().foo("")), exit("hitl"))
+    g.invoke_values(SeedUpdate::default().foo(""), exit("hitl"))
         .await
         .unwrap();
     assert_eq!(stored(&saver, "hitl").await.len(), 1);
-    let out = g.invoke_values(None, exit("hitl")).await.unwrap();
+    let out = g.continue_values(exit("hitl")).await.unwrap();
     assert_eq!(out["bar"], value!(["a", "b"]));
     let all = stored(&saver, "hitl").await;
     assert_eq!(all.len(), 2);

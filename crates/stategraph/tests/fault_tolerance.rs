@@ -39,20 +39,20 @@ fn graph(
     for name in ["a", "b", "c"] {
         let count = Arc::new(AtomicUsize::new(0));
         runs.push(Arc::clone(&count));
-        g.add_node(name, move |_s: Arc<Work>, _c| {
+        g.add_node(name, move |_s, _c| {
             let n = count.fetch_add(1, SeqCst) + 1;
             async move {
                 if name == "b" && n == 1 {
                     return Err(NodeError::from_repr("ConnectionError('flaky upstream')"));
                 }
-                Ok(WorkUpdate::default().done(vec![name.to_owned()]))
+                Ok(WorkUpdate::default().done([name]))
             }
         });
         g.add_edge(START, name);
     }
     g.add_join(["a", "b", "c"], "join");
-    g.add_node("join", |s: Arc<Work>, _c| async move {
-        Ok(WorkUpdate::default().done(vec![format!("join after {}", s.done.len())]))
+    g.add_node("join", |s, _c| async move {
+        Ok(WorkUpdate::default().done([format!("join after {}", s.done.len())]))
     });
     if let Some(p) = retry {
         g.set_retry("b", p);
@@ -72,7 +72,7 @@ async fn failed_step_resumes_only_the_failed_task(saver: Arc<dyn CheckpointSaver
     let (g, counters) = graph(Arc::clone(&saver), None);
     let config = RunConfig::thread("ft");
     let err = g
-        .invoke_values(Some(WorkUpdate::default()), config.clone())
+        .invoke_values(WorkUpdate::default(), config.clone())
         .await
         .unwrap_err();
     match &err {
@@ -94,7 +94,7 @@ async fn failed_step_resumes_only_the_failed_task(saver: Arc<dyn CheckpointSaver
     assert_eq!(state.values["done"], value!(["a", "c"]));
 
     // Resuming runs only `b`, then the join.
-    let out = g.invoke_values(None, config.clone()).await.unwrap();
+    let out = g.continue_values(config.clone()).await.unwrap();
     assert_eq!(counters.get(), [1, 2, 1], "a and c were not executed again");
     // The same final state as a clean run.
     let (clean, _) = graph(
@@ -106,7 +106,7 @@ async fn failed_step_resumes_only_the_failed_task(saver: Arc<dyn CheckpointSaver
         }),
     );
     let clean_out = clean
-        .invoke_values(Some(WorkUpdate::default()), RunConfig::thread("clean"))
+        .invoke_values(WorkUpdate::default(), RunConfig::thread("clean"))
         .await
         .unwrap();
     assert_eq!(out, clean_out);
@@ -121,7 +121,7 @@ async fn retry_policy_recovers_within_the_run(saver: Arc<dyn CheckpointSaver>) {
     };
     let (g, counters) = graph(saver, Some(policy));
     let out = g
-        .invoke_values(Some(WorkUpdate::default()), RunConfig::thread("retry"))
+        .invoke_values(WorkUpdate::default(), RunConfig::thread("retry"))
         .await
         .unwrap();
     assert_eq!(counters.get(), [1, 2, 1]);

@@ -32,12 +32,10 @@ on_every_saver!(
 
 fn review_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Doc> {
     let mut g = StateGraph::<Doc>::new();
-    g.add_node("write", |_s: Arc<Doc>, _c| async {
-        Ok(DocUpdate::default()
-            .draft("first draft")
-            .log(vec!["write".to_owned()]))
+    g.add_node("write", |_s, _c| async {
+        Ok(DocUpdate::default().draft("first draft").log(["write"]))
     });
-    g.add_node("review", |s: Arc<Doc>, ctx| async move {
+    g.add_node("review", |s, ctx| async move {
         let answer =
             ctx.interrupt(value!({"draft": s.draft.as_str(), "ask": "approve, edit or reject?"}))?;
         let action = answer
@@ -46,10 +44,9 @@ fn review_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Doc> {
             .and_then(Value::as_str)
             .unwrap_or("");
         Ok(match action {
-            "approve" => Command::update_and_goto(
-                DocUpdate::default().status("approved"),
-                ["publish".into()],
-            ),
+            "approve" => {
+                Command::update_and_goto(DocUpdate::default().status("approved"), ["publish"])
+            }
             "edit" => {
                 let text = answer
                     .as_map()
@@ -58,14 +55,14 @@ fn review_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Doc> {
                     .unwrap_or("");
                 Command::update_and_goto(
                     DocUpdate::default().draft(text).status("edited"),
-                    ["publish".into()],
+                    ["publish"],
                 )
             }
-            _ => Command::update_and_goto(DocUpdate::default().status("rejected"), [END.into()]),
+            _ => Command::update_and_goto(DocUpdate::default().status("rejected"), [END]),
         })
     });
-    g.add_node("publish", |s: Arc<Doc>, _c| async move {
-        Ok(DocUpdate::default().log(vec![format!("published: {}", s.draft)]))
+    g.add_node("publish", |s, _c| async move {
+        Ok(DocUpdate::default().log([format!("published: {}", s.draft)]))
     });
     g.add_edge(START, "write")
         .add_edge("write", "review")
@@ -91,7 +88,7 @@ async fn approve_edit_reject(saver: Arc<dyn CheckpointSaver>) {
     for (i, (answer, status, last_log)) in cases.into_iter().enumerate() {
         let config = RunConfig::thread(format!("review-{i}"));
         let out = g
-            .invoke_values(Some(DocUpdate::default()), config.clone())
+            .invoke_values(DocUpdate::default(), config.clone())
             .await
             .unwrap();
         let pending = out["__interrupt__"].as_list().unwrap();
@@ -124,19 +121,19 @@ async fn several_interrupts_in_one_node(saver: Arc<dyn CheckpointSaver>) {
     let runs = Arc::new(AtomicUsize::new(0));
     let mut g = StateGraph::<Doc>::new();
     let r = Arc::clone(&runs);
-    g.add_node("form", move |_s: Arc<Doc>, ctx| {
+    g.add_node("form", move |_s, ctx| {
         r.fetch_add(1, SeqCst);
         async move {
             let name = ctx.interrupt("name?")?;
             let age = ctx.interrupt("age?")?;
-            Ok(DocUpdate::default().log(vec![format!("{} {}", name.as_str().unwrap_or(""), age)]))
+            Ok(DocUpdate::default().log([format!("{} {}", name.as_str().unwrap_or(""), age)]))
         }
     });
     g.add_edge(START, "form");
     let g = g.compile().unwrap().with_checkpointer(saver);
     let config = RunConfig::thread("form");
     let out = g
-        .invoke_values(Some(DocUpdate::default()), config.clone())
+        .invoke_values(DocUpdate::default(), config.clone())
         .await
         .unwrap();
     let first =
@@ -170,15 +167,15 @@ async fn several_interrupts_in_one_node(saver: Arc<dyn CheckpointSaver>) {
 async fn parallel_interrupts_resumed_by_id(saver: Arc<dyn CheckpointSaver>) {
     let mut g = StateGraph::<Doc>::new();
     for name in ["legal", "finance"] {
-        g.add_node(name, move |_s: Arc<Doc>, ctx| async move {
+        g.add_node(name, move |_s, ctx| async move {
             let ok = ctx.interrupt(format!("{name} approves?"))?;
-            Ok(DocUpdate::default().log(vec![format!("{name}: {}", ok.as_str().unwrap_or(""))]))
+            Ok(DocUpdate::default().log([format!("{name}: {}", ok.as_str().unwrap_or(""))]))
         });
         g.add_edge(START, name);
     }
     let g = g.compile().unwrap().with_checkpointer(saver);
     let config = RunConfig::thread("parallel");
-    g.invoke_values(Some(DocUpdate::default()), config.clone())
+    g.invoke_values(DocUpdate::default(), config.clone())
         .await
         .unwrap();
     let state = g.get_state(&config).await.unwrap();
@@ -218,14 +215,12 @@ async fn parallel_interrupts_resumed_by_id(saver: Arc<dyn CheckpointSaver>) {
 
 fn pipeline(saver: Arc<dyn CheckpointSaver>, counter: Arc<AtomicUsize>) -> CompiledGraph<Doc> {
     let mut g = StateGraph::<Doc>::new();
-    g.add_node("compose", |_s: Arc<Doc>, _c| async {
-        Ok(DocUpdate::default()
-            .draft("v1")
-            .log(vec!["compose".to_owned()]))
+    g.add_node("compose", |_s, _c| async {
+        Ok(DocUpdate::default().draft("v1").log(["compose"]))
     });
-    g.add_node("send", move |s: Arc<Doc>, _c| {
+    g.add_node("send", move |s, _c| {
         counter.fetch_add(1, SeqCst);
-        async move { Ok(DocUpdate::default().log(vec![format!("sent {}", s.draft)])) }
+        async move { Ok(DocUpdate::default().log([format!("sent {}", s.draft)])) }
     });
     g.add_edge(START, "compose").add_edge("compose", "send");
     g.compile().unwrap().with_checkpointer(saver)
@@ -235,29 +230,23 @@ async fn breakpoint_then_update_then_resume(saver: Arc<dyn CheckpointSaver>) {
     let sent = Arc::new(AtomicUsize::new(0));
     let g = pipeline(saver, Arc::clone(&sent)).with_interrupt_before(["send"]);
     let config = RunConfig::thread("bp");
-    g.invoke_values(Some(DocUpdate::default()), config.clone())
+    g.invoke_values(DocUpdate::default(), config.clone())
         .await
         .unwrap();
     let state = g.get_state(&config).await.unwrap();
     assert_eq!(state.next, ["send"]);
     assert_eq!(sent.load(SeqCst), 0, "stopped before `send`");
     // A human fixes the draft, as `compose` (so `send` stays next), then lets it go on.
-    g.update_state(
-        &config,
-        Some(DocUpdate::default().draft("v2")),
-        Some("compose"),
-    )
-    .await
-    .unwrap();
-    let out = g.invoke_values(None, config.clone()).await.unwrap();
+    g.update_state(&config, DocUpdate::default().draft("v2"), "compose")
+        .await
+        .unwrap();
+    let out = g.continue_values(config.clone()).await.unwrap();
     assert_eq!(sent.load(SeqCst), 1);
     assert_eq!(out["log"], value!(["compose", "sent v2"]));
     // Per-invocation override: no breakpoint this time.
     let mut free = RunConfig::thread("bp2");
     free.interrupt_before = Some(Vec::new());
-    g.invoke_values(Some(DocUpdate::default()), free)
-        .await
-        .unwrap();
+    g.invoke_values(DocUpdate::default(), free).await.unwrap();
     assert_eq!(sent.load(SeqCst), 2);
 }
 
@@ -266,13 +255,13 @@ async fn interrupt_after_stops_after_the_node(saver: Arc<dyn CheckpointSaver>) {
     let g = pipeline(saver, Arc::clone(&sent)).with_interrupt_after(["compose"]);
     let config = RunConfig::thread("after");
     let out = g
-        .invoke_values(Some(DocUpdate::default()), config.clone())
+        .invoke_values(DocUpdate::default(), config.clone())
         .await
         .unwrap();
     assert_eq!(out["draft"], value!("v1"), "compose ran");
     assert_eq!(sent.load(SeqCst), 0);
     assert_eq!(g.get_state(&config).await.unwrap().next, ["send"]);
-    g.invoke_values(None, config.clone()).await.unwrap();
+    g.continue_values(config.clone()).await.unwrap();
     assert_eq!(sent.load(SeqCst), 1);
 }
 
@@ -280,31 +269,31 @@ async fn subgraph_resumes_where_it_stopped(saver: Arc<dyn CheckpointSaver>) {
     let first_runs = Arc::new(AtomicUsize::new(0));
     let mut inner = StateGraph::<Doc>::new();
     let f = Arc::clone(&first_runs);
-    inner.add_node("prepare", move |_s: Arc<Doc>, _c| {
+    inner.add_node("prepare", move |_s, _c| {
         f.fetch_add(1, SeqCst);
-        async { Ok(DocUpdate::default().log(vec!["prepare".to_owned()])) }
+        async { Ok(DocUpdate::default().log(["prepare"])) }
     });
-    inner.add_node("confirm", |_s: Arc<Doc>, ctx| async move {
+    inner.add_node("confirm", |_s, ctx| async move {
         let ok = ctx.interrupt("confirm?")?;
-        Ok(DocUpdate::default().log(vec![format!("confirmed {}", ok.as_str().unwrap_or(""))]))
+        Ok(DocUpdate::default().log([format!("confirmed {}", ok.as_str().unwrap_or(""))]))
     });
     inner
         .add_edge(START, "prepare")
         .add_edge("prepare", "confirm");
     let mut outer = StateGraph::<Doc>::new();
     outer.add_subgraph("sub", inner.compile().unwrap());
-    outer.add_node("finish", |_s: Arc<Doc>, _c| async {
-        Ok(DocUpdate::default().log(vec!["finish".to_owned()]))
+    outer.add_node("finish", |_s, _c| async {
+        Ok(DocUpdate::default().log(["finish"]))
     });
     outer.add_edge(START, "sub").add_edge("sub", "finish");
     let g = outer.compile().unwrap().with_checkpointer(saver);
     let config = RunConfig::thread("nested");
     let out = g
-        .invoke_values(Some(DocUpdate::default()), config.clone())
+        .invoke_values(DocUpdate::default(), config.clone())
         .await
         .unwrap();
     assert!(out.contains_key("__interrupt__"));
-    let state = g.get_state_with(&config, true).await.unwrap();
+    let state = g.get_state_with_subgraphs(&config).await.unwrap();
     assert_eq!(state.next, ["sub"]);
     assert_eq!(
         state.interrupts.len(),
@@ -334,7 +323,7 @@ async fn subgraph_resumes_where_it_stopped(saver: Arc<dyn CheckpointSaver>) {
 async fn exit_durability_saves_the_pending_interrupt(saver: Arc<dyn CheckpointSaver>) {
     let g = review_graph(Arc::clone(&saver));
     let config = RunConfig::thread("exit").with_durability(stategraph::graph::Durability::Exit);
-    g.invoke_values(Some(DocUpdate::default()), config.clone())
+    g.invoke_values(DocUpdate::default(), config.clone())
         .await
         .unwrap();
     // Only the checkpoint the interrupted step started from is saved, with its writes.

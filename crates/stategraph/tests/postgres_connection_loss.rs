@@ -51,11 +51,11 @@ async fn connection_terminated_mid_run() {
             .unwrap(),
     );
     let mut g = StateGraph::<Log>::new();
-    g.add_node("first", |_s: Arc<Log>, _c| async {
-        Ok(LogUpdate::default().log(vec!["first".to_owned()]))
+    g.add_node("first", |_s, _c| async {
+        Ok(LogUpdate::default().log(["first"]))
     });
     let pooled = Arc::clone(&saver);
-    g.add_node("killer", move |_s: Arc<Log>, _c| {
+    g.add_node("killer", move |_s, _c| {
         let pooled = Arc::clone(&pooled);
         async move {
             // The run's saves go through a background writer that may not have connected
@@ -66,20 +66,18 @@ async fn connection_terminated_mid_run() {
                 .unwrap();
             let killed = kill_other_sessions().await;
             assert!(killed > 0, "the saver's connections were open");
-            Ok(LogUpdate::default().log(vec!["killer".to_owned()]))
+            Ok(LogUpdate::default().log(["killer"]))
         }
     });
-    g.add_node("last", |_s: Arc<Log>, _c| async {
-        Ok(LogUpdate::default().log(vec!["last".to_owned()]))
+    g.add_node("last", |_s, _c| async {
+        Ok(LogUpdate::default().log(["last"]))
     });
     g.add_edge(START, "first")
         .add_edge("first", "killer")
         .add_edge("killer", "last");
     let g = g.compile().unwrap().with_checkpointer(Arc::clone(&saver));
     let config = RunConfig::thread("loss");
-    let first = g
-        .invoke_values(Some(LogUpdate::default()), config.clone())
-        .await;
+    let first = g.invoke_values(LogUpdate::default(), config.clone()).await;
     let failed = first.is_err();
     match first {
         Ok(out) => assert_eq!(out["log"], value!(["first", "killer", "last"])),
@@ -96,7 +94,7 @@ async fn connection_terminated_mid_run() {
     // tasks all stored their writes shows them applied and no `next`, though the checkpoint
     // after them was never saved.
     if failed || !g.get_state(&config).await.unwrap().next.is_empty() {
-        g.invoke_values(None, config.clone()).await.unwrap();
+        g.continue_values(config.clone()).await.unwrap();
     }
     let state = g.get_state(&config).await.unwrap();
     assert!(state.next.is_empty());

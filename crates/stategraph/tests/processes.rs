@@ -53,7 +53,7 @@ fn crash_graph(dir: PathBuf, block: bool) -> StateGraph<Log> {
     let mut g = StateGraph::<Log>::new();
     for name in ["a", "b", "blocker"] {
         let dir = dir.clone();
-        g.add_node(name, move |_s: Arc<Log>, _c| {
+        g.add_node(name, move |_s, _c| {
             let dir = dir.clone();
             async move {
                 journal(&dir, name);
@@ -61,17 +61,17 @@ fn crash_graph(dir: PathBuf, block: bool) -> StateGraph<Log> {
                     std::fs::write(dir.join("blocking"), b"").unwrap();
                     tokio::time::sleep(Duration::from_secs(3600)).await;
                 }
-                Ok(LogUpdate::default().log(vec![name.to_owned()]))
+                Ok(LogUpdate::default().log([name]))
             }
         });
         g.add_edge(START, name);
     }
     g.add_join(["a", "b", "blocker"], "end");
     let d = dir.clone();
-    g.add_node("end", move |s: Arc<Log>, _c| {
+    g.add_node("end", move |s, _c| {
         journal(&d, "end");
         let n = s.log.len();
-        async move { Ok(LogUpdate::default().log(vec![format!("end after {n}")])) }
+        async move { Ok(LogUpdate::default().log([format!("end after {n}")])) }
     });
     g
 }
@@ -79,12 +79,12 @@ fn crash_graph(dir: PathBuf, block: bool) -> StateGraph<Log> {
 /// START → work (waits for the `go` file) → END; the input names the process.
 fn race_graph(dir: PathBuf, role: String) -> StateGraph<Log> {
     let mut g = StateGraph::<Log>::new();
-    g.add_node("work", move |_s: Arc<Log>, _c| {
+    g.add_node("work", move |_s, _c| {
         let (dir, role) = (dir.clone(), role.clone());
         async move {
             std::fs::write(dir.join(format!("{role}.ready")), b"").unwrap();
             wait_for(&dir.join("go"), Duration::from_secs(60));
-            Ok(LogUpdate::default().log(vec![format!("work by {role}")]))
+            Ok(LogUpdate::default().log([format!("work by {role}")]))
         }
     });
     g.add_edge(START, "work");
@@ -111,7 +111,7 @@ async fn child_process_entry() {
                 .compile()
                 .unwrap()
                 .with_checkpointer(saver);
-            g.invoke_values(Some(LogUpdate::default()), config)
+            g.invoke_values(LogUpdate::default(), config)
                 .await
                 .map(drop)
         }
@@ -120,15 +120,15 @@ async fn child_process_entry() {
                 .compile()
                 .unwrap()
                 .with_checkpointer(saver);
-            g.invoke_values(None, config).await.map(drop)
+            g.continue_values(config).await.map(drop)
         }
         who => {
             let g = race_graph(dir, who.to_owned())
                 .compile()
                 .unwrap()
                 .with_checkpointer(saver);
-            let input = LogUpdate::default().log(vec![format!("input by {who}")]);
-            g.invoke_values(Some(input), config).await.map(drop)
+            let input = LogUpdate::default().log([format!("input by {who}")]);
+            g.invoke_values(input, config).await.map(drop)
         }
     };
     match outcome {
@@ -231,7 +231,7 @@ async fn sigkill_mid_step_then_resume_in_a_fresh_process() {
         .unwrap()
         .with_checkpointer(Arc::new(InMemorySaver::new()));
     let expected = clean
-        .invoke_values(Some(LogUpdate::default()), RunConfig::thread("t"))
+        .invoke_values(LogUpdate::default(), RunConfig::thread("t"))
         .await
         .unwrap();
     let resumed = crash_graph(dir.path().to_path_buf(), false)

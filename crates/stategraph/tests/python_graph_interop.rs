@@ -33,11 +33,11 @@ struct Route {
 
 fn seed_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Seed> {
     let mut g = StateGraph::<Seed>::new();
-    g.add_node("node_a", |_s: Arc<Seed>, _c| async {
-        Ok(SeedUpdate::default().foo("a").bar(vec!["a".to_owned()]))
+    g.add_node("node_a", |_s, _c| async {
+        Ok(SeedUpdate::default().foo("a").bar(["a"]))
     });
-    g.add_node("node_b", |_s: Arc<Seed>, _c| async {
-        Ok(SeedUpdate::default().foo("b").bar(vec!["b".to_owned()]))
+    g.add_node("node_b", |_s, _c| async {
+        Ok(SeedUpdate::default().foo("b").bar(["b"]))
     });
     g.add_edge(START, "node_a")
         .add_edge("node_a", "node_b")
@@ -48,22 +48,15 @@ fn seed_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Seed> {
 fn route_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Route> {
     let mut g = StateGraph::<Route>::new();
     for n in ["decide", "left", "right"] {
-        g.add_node(n, move |_s: Arc<Route>, _c| async move {
-            Ok(RouteUpdate::default().log(vec![n.to_owned()]))
+        g.add_node(n, move |_s, _c| async move {
+            Ok(RouteUpdate::default().log([n]))
         });
     }
     g.add_edge(START, "decide");
-    g.add_conditional_edges(
-        "decide",
-        |s: &Route| Ok(vec![if s.go_left { "l".into() } else { "r".into() }]),
-        Some(
-            [
-                ("l".to_owned(), "left".to_owned()),
-                ("r".to_owned(), "right".to_owned()),
-            ]
-            .into(),
-        ),
-    );
+    g.add_conditional_edges("decide", |s: &Route| {
+        Ok(vec![if s.go_left { "l".into() } else { "r".into() }])
+    })
+    .path_map([("l", "left"), ("r", "right")]);
     g.add_edge("left", END).add_edge("right", END);
     g.compile().unwrap().with_checkpointer(saver)
 }
@@ -78,33 +71,29 @@ struct Work {
 
 fn sends_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Work> {
     let mut g = StateGraph::<Work>::new();
-    g.add_node("worker", |s: Arc<Work>, _c| async move {
-        Ok(WorkUpdate::default().done(vec![s.item * 10]))
+    g.add_node("worker", |s, _c| async move {
+        Ok(WorkUpdate::default().done([s.item * 10]))
     });
-    g.add_conditional_edges(
-        START,
-        |s: &Work| {
-            Ok(s.items
-                .iter()
-                .map(|i| Send::new("worker", WorkUpdate::default().item(*i)).into())
-                .collect())
-        },
-        None,
-    );
+    g.add_conditional_edges(START, |s: &Work| {
+        Ok(s.items
+            .iter()
+            .map(|i| Send::new("worker", WorkUpdate::default().item(*i)).into())
+            .collect())
+    });
     g.compile().unwrap().with_checkpointer(saver)
 }
 
 fn command_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Route> {
     let mut g = StateGraph::<Route>::new();
-    g.add_node("router", |_s: Arc<Route>, _c| async {
+    g.add_node("router", |_s, _c| async {
         Ok(Command::update_and_goto(
-            RouteUpdate::default().log(vec!["router".to_owned()]),
-            ["right".into()],
+            RouteUpdate::default().log(["router"]),
+            ["right"],
         ))
     });
     for n in ["left", "right"] {
-        g.add_node(n, move |_s: Arc<Route>, _c| async move {
-            Ok(RouteUpdate::default().log(vec![n.to_owned()]))
+        g.add_node(n, move |_s, _c| async move {
+            Ok(RouteUpdate::default().log([n]))
         });
     }
     g.add_edge(START, "router")
@@ -115,15 +104,15 @@ fn command_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Route> {
 fn sub_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Route> {
     let mut inner = StateGraph::<Route>::new();
     for (n, log) in [("one", "sub-one"), ("two", "sub-two")] {
-        inner.add_node(n, move |_s: Arc<Route>, _c| async move {
-            Ok(RouteUpdate::default().log(vec![log.to_owned()]))
+        inner.add_node(n, move |_s, _c| async move {
+            Ok(RouteUpdate::default().log([log]))
         });
     }
     inner.add_edge(START, "one").add_edge("one", "two");
     let mut g = StateGraph::<Route>::new();
     g.add_subgraph("sub", inner.compile().unwrap());
-    g.add_node("after", |_s: Arc<Route>, _c| async {
-        Ok(RouteUpdate::default().log(vec!["after".to_owned()]))
+    g.add_node("after", |_s, _c| async {
+        Ok(RouteUpdate::default().log(["after"]))
     });
     g.add_edge(START, "sub").add_edge("sub", "after");
     g.compile().unwrap().with_checkpointer(saver)
@@ -131,9 +120,9 @@ fn sub_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Route> {
 
 fn hitl_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Route> {
     let mut g = StateGraph::<Route>::new();
-    g.add_node("ask", |_s: Arc<Route>, ctx| async move {
+    g.add_node("ask", |_s, ctx| async move {
         let answer = ctx.interrupt(stategraph::value!({"question": "approve?"}))?;
-        Ok(RouteUpdate::default().log(vec![format!("answer: {}", answer.as_str().unwrap_or("?"))]))
+        Ok(RouteUpdate::default().log([format!("answer: {}", answer.as_str().unwrap_or("?"))]))
     });
     g.add_edge(START, "ask");
     g.compile().unwrap().with_checkpointer(saver)
@@ -290,10 +279,7 @@ async fn check_on<S: stategraph::State>(
     };
     let graph = build(Arc::clone(&backend.saver));
     let rust = RunConfig::thread("rust");
-    graph
-        .invoke_values(Some(input()), rust.clone())
-        .await
-        .unwrap();
+    graph.invoke_values(input(), rust.clone()).await.unwrap();
     let our_history = ours(
         &graph
             .get_state_history(&rust, Default::default())
@@ -326,7 +312,7 @@ async fn check_on<S: stategraph::State>(
     // We continue Python's thread; Python reads what we wrote.
     let py_thread = RunConfig::thread("py");
     graph
-        .invoke_values(Some(input()), py_thread.clone())
+        .invoke_values(input(), py_thread.clone())
         .await
         .unwrap();
     let ours_py = ours(
@@ -421,7 +407,7 @@ async fn send_fan_out_threads_are_shared_with_python() {
         sends_graph,
         || {
             WorkUpdate::default()
-                .items(vec![1, 2, 3])
+                .items([1, 2, 3])
                 .done(Vec::<i64>::new())
         },
         6,
@@ -466,23 +452,20 @@ async fn update_state_matches_python() {
     let graph = seed_graph(Arc::new(SqliteSaver::open(&db).unwrap()));
     let rust = RunConfig::thread("rust");
     let input = || SeedUpdate::default().foo("").bar(Vec::<String>::new());
-    graph
-        .invoke_values(Some(input()), rust.clone())
-        .await
-        .unwrap();
+    graph.invoke_values(input(), rust.clone()).await.unwrap();
     graph
         .update_state(
             &rust,
-            Some(SeedUpdate::default().foo("upd").bar(vec!["u".to_owned()])),
-            None,
+            SeedUpdate::default().foo("upd").bar(["u"]),
+            AsNode::Inferred,
         )
         .await
         .unwrap();
     graph
-        .update_state(&rust, Some(SeedUpdate::default().foo("x")), Some("node_a"))
+        .update_state(&rust, SeedUpdate::default().foo("x"), "node_a")
         .await
         .unwrap();
-    graph.invoke_values(None, rust.clone()).await.unwrap();
+    graph.continue_values(rust.clone()).await.unwrap();
     py(
         &db,
         "seed",
@@ -534,10 +517,7 @@ async fn interrupted_threads_are_shared_with_python() {
     let (rust, rust2) = (RunConfig::thread("rust"), RunConfig::thread("rust2"));
 
     // Interrupted by us: Python sees the same pending interrupt (id included) as we do.
-    let out = graph
-        .invoke_values(Some(input()), rust.clone())
-        .await
-        .unwrap();
+    let out = graph.invoke_values(input(), rust.clone()).await.unwrap();
     assert!(out.contains_key("__interrupt__"));
     let ours_now = ours(
         &graph
@@ -568,10 +548,7 @@ async fn interrupted_threads_are_shared_with_python() {
     );
 
     // Python answers an interrupt we raised; we answer one Python raised.
-    graph
-        .invoke_values(Some(input()), rust2.clone())
-        .await
-        .unwrap();
+    graph.invoke_values(input(), rust2.clone()).await.unwrap();
     py(&db, "hitl", "rust2", &["resume_yes"]);
     py(&db, "hitl", "py2", &["run"]);
     graph
@@ -701,7 +678,7 @@ async fn encrypted_threads_are_shared_with_python_on_postgres() {
     let config = RunConfig::thread("private");
     graph
         .invoke_values(
-            Some(SeedUpdate::default().foo("").bar(Vec::<String>::new())),
+            SeedUpdate::default().foo("").bar(Vec::<String>::new()),
             config.clone(),
         )
         .await
@@ -770,7 +747,7 @@ struct Chat {
 
 fn chat_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Chat> {
     let mut g = StateGraph::<Chat>::new();
-    g.add_node("agent", |s: Arc<Chat>, _c| async move {
+    g.add_node("agent", |s, _c| async move {
         let last = s
             .messages
             .last()
@@ -784,7 +761,7 @@ fn chat_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Chat> {
             .count();
         let reply = stategraph::Message::ai(format!("echo: {last}"), Vec::new())
             .with_id(format!("a{}", n + 1));
-        Ok(ChatUpdate::default().messages(vec![reply]))
+        Ok(ChatUpdate::default().messages([reply]))
     });
     g.add_edge(START, "agent");
     g.compile().unwrap().with_checkpointer(saver)
@@ -805,7 +782,7 @@ async fn chat_threads_with_langchain_messages_are_shared_with_python() {
     let again = stategraph::Message::human("again").with_id("h9");
     graph
         .invoke_values(
-            Some(ChatUpdate::default().messages(vec![again])),
+            ChatUpdate::default().messages([again]),
             RunConfig::thread("py"),
         )
         .await
@@ -823,10 +800,7 @@ async fn chat_threads_with_langchain_messages_are_shared_with_python() {
     // And the other way: we start, Python continues, we read Python's message back typed.
     graph
         .invoke_values(
-            Some(
-                ChatUpdate::default()
-                    .messages(vec![stategraph::Message::human("hello").with_id("r1")]),
-            ),
+            ChatUpdate::default().messages([stategraph::Message::human("hello").with_id("r1")]),
             RunConfig::thread("rust"),
         )
         .await
@@ -860,7 +834,7 @@ async fn python_continues_a_thread_with_sealed_metadata() {
         .insert("user".into(), json!("alice@example.com"));
     graph
         .invoke_values(
-            Some(SeedUpdate::default().foo("").bar(Vec::<String>::new())),
+            SeedUpdate::default().foo("").bar(Vec::<String>::new()),
             config.clone(),
         )
         .await

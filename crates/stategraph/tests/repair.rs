@@ -22,13 +22,11 @@ struct Tally {
 /// START → {two, three} in parallel, both adding to `count` in the same step.
 fn graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Tally> {
     let mut g = StateGraph::<Tally>::new();
-    g.add_node("two", |_s: Arc<Tally>, _c| async {
-        Ok(TallyUpdate::default().count(2).log(vec!["two".to_owned()]))
+    g.add_node("two", |_s, _c| async {
+        Ok(TallyUpdate::default().count(2).log(["two"]))
     });
-    g.add_node("three", |_s: Arc<Tally>, _c| async {
-        Ok(TallyUpdate::default()
-            .count(3)
-            .log(vec!["three".to_owned()]))
+    g.add_node("three", |_s, _c| async {
+        Ok(TallyUpdate::default().count(3).log(["three"]))
     });
     g.add_edge(START, "two").add_edge(START, "three");
     g.compile().unwrap().with_checkpointer(saver)
@@ -41,7 +39,7 @@ async fn lost_values_come_back_through_the_graphs_reducers() {
         Arc::new(SqliteSaver::open(dir.path().join("repair.sqlite")).unwrap());
     let g = graph(Arc::clone(&saver));
     let config = RunConfig::thread("t");
-    g.invoke(Some(TallyUpdate::default().count(1)), config.clone())
+    g.invoke(TallyUpdate::default().count(1), config.clone())
         .await
         .unwrap();
     let original = g.get_state(&config).await.unwrap();

@@ -28,8 +28,8 @@ fn sealed(inner: Arc<dyn CheckpointSaver>, key: &[u8]) -> Arc<dyn CheckpointSave
 
 fn graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Steps> {
     let mut g = StateGraph::<Steps>::new();
-    g.add_node("a", |_s: Arc<Steps>, _ctx| async {
-        Ok(StepsUpdate::default().log(vec!["a".to_owned()]))
+    g.add_node("a", |_s, _ctx| async {
+        Ok(StepsUpdate::default().log(["a"]))
     });
     g.add_edge(START, "a").add_edge("a", END);
     g.compile().unwrap().with_checkpointer(saver)
@@ -45,7 +45,7 @@ async fn metadata_is_sealed_at_rest_and_filterable(inner: Arc<dyn CheckpointSave
             .metadata
             .insert("run_id".into(), json!(format!("run-{thread}")));
         graph
-            .invoke(Some(StepsUpdate::default().log(vec![])), config)
+            .invoke(StepsUpdate::default().log(Vec::<String>::new()), config)
             .await
             .unwrap();
     }

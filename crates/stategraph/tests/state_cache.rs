@@ -53,7 +53,7 @@ fn book_graph(
     keep: Option<Arc<Mutex<Vec<Arc<Book>>>>>,
 ) -> CompiledGraph<Book> {
     let mut g = StateGraph::<Book>::new();
-    g.add_node("write", move |s: Arc<Book>, _c| {
+    g.add_node("write", move |s, _c| {
         let seen = Arc::clone(&seen);
         let keep = keep.clone();
         async move {
@@ -63,8 +63,8 @@ fn book_graph(
                 k.lock().unwrap().push(Arc::clone(&s));
             }
             Ok(BookUpdate::default()
-                .lines(vec![format!("line {turn}")])
-                .notes(vec![Note {
+                .lines([format!("line {turn}")])
+                .notes([Note {
                     id: format!("n{}", turn % 3),
                     text: format!("written in turn {turn}"),
                 }])
@@ -84,7 +84,7 @@ fn book_graph(
 async fn turn(graph: &CompiledGraph<Book>, thread: &str, t: usize) {
     graph
         .invoke(
-            Some(BookUpdate::default().lines(vec![format!("user {t}")])),
+            BookUpdate::default().lines([format!("user {t}")]),
             RunConfig::thread(thread),
         )
         .await

@@ -22,30 +22,27 @@ struct User {
 
 fn memory_node() -> StateGraph<Chat> {
     let mut g = StateGraph::<Chat>::new();
-    g.add_node(
-        "remember_or_recall",
-        |s: Arc<Chat>, ctx: NodeContext| async move {
-            let user = ctx
-                .context::<User>()
-                .ok_or_else(|| NodeError::new("no user"))?;
-            let store = ctx.store().ok_or_else(|| NodeError::new("no store"))?;
-            let ns = [user.id.as_str(), "memories"];
-            let last = s.said.last().cloned().unwrap_or_default();
-            if let Some(fact) = last.strip_prefix("remember: ") {
-                let key = format!("m{}", s.said.len());
-                store.put(&ns, &key, json!({"data": fact})).await?;
-                return Ok(ChatUpdate::default());
-            }
-            let hits = store
-                .search(&ns, SearchOptions::new().query(last).limit(1))
-                .await?;
-            let found: Vec<String> = hits
-                .iter()
-                .filter_map(|h| h.value["data"].as_str().map(str::to_owned))
-                .collect();
-            Ok(ChatUpdate::default().recalled(found))
-        },
-    );
+    g.add_node("remember_or_recall", |s, ctx: NodeContext| async move {
+        let user = ctx
+            .context::<User>()
+            .ok_or_else(|| NodeError::new("no user"))?;
+        let store = ctx.store().ok_or_else(|| NodeError::new("no store"))?;
+        let ns = [user.id.as_str(), "memories"];
+        let last = s.said.last().cloned().unwrap_or_default();
+        if let Some(fact) = last.strip_prefix("remember: ") {
+            let key = format!("m{}", s.said.len());
+            store.put(&ns, &key, json!({"data": fact})).await?;
+            return Ok(ChatUpdate::default());
+        }
+        let hits = store
+            .search(&ns, SearchOptions::new().query(last).limit(1))
+            .await?;
+        let found: Vec<String> = hits
+            .iter()
+            .filter_map(|h| h.value["data"].as_str().map(str::to_owned))
+            .collect();
+        Ok(ChatUpdate::default().recalled(found))
+    });
     g.add_edge(START, "remember_or_recall");
     g
 }
@@ -55,8 +52,8 @@ fn store() -> Arc<dyn Store> {
     Arc::new(InMemoryStore::new().with_index(index))
 }
 
-fn turn(text: &str) -> Option<ChatUpdate> {
-    Some(ChatUpdate::default().said(vec![text.to_owned()]))
+fn turn(text: &str) -> ChatUpdate {
+    ChatUpdate::default().said([text])
 }
 
 #[tokio::test]

@@ -42,9 +42,9 @@ impl Workload for Linear {
         let mut g = StateGraph::<Chain>::new();
         for i in 0..n {
             let counter = i64::try_from(i).unwrap_or(i64::MAX);
-            g.add_node(format!("node_{i}"), move |_s: Arc<Chain>, _c| async move {
+            g.add_node(format!("node_{i}"), move |_s, _c| async move {
                 Ok(ChainUpdate::default()
-                    .items(vec![format!("item {i}")])
+                    .items([format!("item {i}")])
                     .counter(counter))
             });
         }
@@ -57,10 +57,7 @@ impl Workload for Linear {
             let graph = Arc::clone(&graph);
             async move {
                 let out = graph
-                    .invoke(
-                        Some(ChainUpdate::default().counter(0)),
-                        fresh_config(backend),
-                    )
+                    .invoke(ChainUpdate::default().counter(0), fresh_config(backend))
                     .await
                     .map_err(failed("linear"))?;
                 expect_count("linear", "items", out.items.len(), n)
@@ -98,18 +95,18 @@ impl Workload for Fanout {
         _: &Params,
     ) -> Result<Measurement, BenchError> {
         let mut g = StateGraph::<Fan>::new();
-        g.add_node("fan", |_s: Arc<Fan>, _c| async {
+        g.add_node("fan", |_s, _c| async {
             Ok(FanUpdate::default().topic("fanned"))
         });
         g.add_edge(START, "fan");
         let workers: Vec<String> = (0..n).map(|i| format!("worker_{i}")).collect();
         for (i, w) in workers.iter().enumerate() {
-            g.add_node(w.clone(), move |_s: Arc<Fan>, _c| async move {
-                Ok(FanUpdate::default().results(vec![format!("result {i}")]))
+            g.add_node(w.clone(), move |_s, _c| async move {
+                Ok(FanUpdate::default().results([format!("result {i}")]))
             });
             g.add_edge("fan", w.clone());
         }
-        g.add_node("join", |s: Arc<Fan>, _c| async move {
+        g.add_node("join", |s, _c| async move {
             Ok(FanUpdate::default().topic(format!("joined {}", s.results.len())))
         });
         g.add_join(workers, "join").add_edge("join", END);
@@ -123,7 +120,7 @@ impl Workload for Fanout {
             let expect = expect.clone();
             async move {
                 let out = graph
-                    .invoke(Some(FanUpdate::default().topic("t")), fresh_config(backend))
+                    .invoke(FanUpdate::default().topic("t"), fresh_config(backend))
                     .await
                     .map_err(failed("fanout"))?;
                 if out.topic == expect {
@@ -165,7 +162,7 @@ impl Workload for Sequential {
     ) -> Result<Measurement, BenchError> {
         let mut g = StateGraph::<Messages>::new();
         for i in 0..n {
-            g.add_node(format!("node_{i}"), |_s: Arc<Messages>, _c| async {
+            g.add_node(format!("node_{i}"), |_s, _c| async {
                 Ok(NodeOutput::<MessagesUpdate>::Empty)
             });
         }
@@ -179,7 +176,7 @@ impl Workload for Sequential {
             async move {
                 graph
                     .invoke(
-                        Some(MessagesUpdate::default().messages(Vec::new())),
+                        MessagesUpdate::default().messages(Vec::<Value>::new()),
                         fresh_config(backend),
                     )
                     .await

@@ -1,6 +1,5 @@
 //! `chat` (one thread, a turn per invoke) and `history` (listing that thread's history).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
@@ -19,8 +18,8 @@ struct Chat {
 /// START → reply → END; with `--delta`, `messages` is stored as deltas.
 fn chat_graph(backend: &Backend, params: &Params) -> Result<CompiledGraph<Chat>, BenchError> {
     let mut g = StateGraph::<Chat>::new();
-    g.add_node("reply", |_s: Arc<Chat>, _c| async {
-        Ok(ChatUpdate::default().messages(vec![letters(200)]))
+    g.add_node("reply", |_s, _c| async {
+        Ok(ChatUpdate::default().messages([letters(200)]))
     });
     g.add_edge(START, "reply").add_edge("reply", END);
     if params.delta {
@@ -38,7 +37,7 @@ async fn turn(
 ) -> Result<(), BenchError> {
     let out = graph
         .invoke(
-            Some(ChatUpdate::default().messages(vec![letters(200)])),
+            ChatUpdate::default().messages([letters(200)]),
             config.clone(),
         )
         .await

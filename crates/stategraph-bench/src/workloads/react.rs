@@ -70,12 +70,12 @@ impl Workload for ReactAgent {
         let mut g = StateGraph::<DynState>::with_schema(
             Schema::new().reducer("messages", Reducer::add_messages()),
         );
-        g.add_node("agent", move |_s: Arc<DynState>, _c| {
+        g.add_node("agent", move |_s, _c| {
             let i = next.fetch_add(1, Ordering::Relaxed) % responses.len();
             let answer = responses[i].clone();
             async move { Ok(Map::from_iter([("messages", Value::from(vec![answer]))])) }
         });
-        g.add_node("tools", |s: Arc<DynState>, _c| async move {
+        g.add_node("tools", |s, _c| async move {
             let last = last_message(&s)?;
             let answers = tool_calls(last.as_ref())
                 .iter()
@@ -96,18 +96,14 @@ impl Workload for ReactAgent {
             Ok(Map::from_iter([("messages", Value::List(answers))]))
         });
         g.add_edge(START, "agent")
-            .add_conditional_edges(
-                "agent",
-                |s: &DynState| {
-                    let last = last_message(s)?;
-                    Ok(vec![Goto::from(if tool_calls(last.as_ref()).is_empty() {
-                        END
-                    } else {
-                        "tools"
-                    })])
-                },
-                None,
-            )
+            .add_conditional_edges("agent", |s: &DynState| {
+                let last = last_message(s)?;
+                Ok(vec![Goto::from(if tool_calls(last.as_ref()).is_empty() {
+                    END
+                } else {
+                    "tools"
+                })])
+            })
             .add_edge("tools", "agent");
         let graph: Shared<DynState> = Arc::new(attach(
             g.compile().map_err(failed(self.spec().name))?,
@@ -121,7 +117,7 @@ impl Workload for ReactAgent {
                     Value::from(vec![Message::human("hi?").to_value()]),
                 )]);
                 let out = graph
-                    .invoke(Some(input), fresh_config(backend))
+                    .invoke(input, fresh_config(backend))
                     .await
                     .map_err(failed("react_agent_100x"))?;
                 expect_len("react_agent_100x", &out.0, "messages", 2 * n + 2)

@@ -32,29 +32,25 @@ impl Workload for FanoutToSubgraph {
         _: &Params,
     ) -> Result<Measurement, BenchError> {
         let mut sub = StateGraph::<Joke>::new();
-        sub.add_node("edit", |s: Arc<Joke>, _c| async move {
+        sub.add_node("edit", |s, _c| async move {
             Ok(JokeUpdate::default().subject(format!("{} - hohoho", s.subject)))
         })
-        .add_node("generate", |s: Arc<Joke>, _c| async move {
-            Ok(JokeUpdate::default().jokes(vec![format!("Joke about {}", s.subject)]))
+        .add_node("generate", |s, _c| async move {
+            Ok(JokeUpdate::default().jokes([format!("Joke about {}", s.subject)]))
         })
-        .add_node("bump", |s: Arc<Joke>, _c| async move {
+        .add_node("bump", |s, _c| async move {
             let first = s.jokes.first().cloned().unwrap_or_default();
-            Ok(JokeUpdate::default().jokes(vec![first + " a"]))
+            Ok(JokeUpdate::default().jokes([first + " a"]))
         });
         let done = " a".repeat(10);
         sub.add_edge(START, "edit")
             .add_edge("edit", "generate")
             .add_edge("generate", "bump")
             .add_edge("generate", END)
-            .add_conditional_edges(
-                "bump",
-                move |s: &Joke| {
-                    let finished = s.jokes.first().is_some_and(|j| j.ends_with(&done));
-                    Ok(vec![Goto::from(if finished { END } else { "bump" })])
-                },
-                None,
-            );
+            .add_conditional_edges("bump", move |s: &Joke| {
+                let finished = s.jokes.first().is_some_and(|j| j.ends_with(&done));
+                Ok(vec![Goto::from(if finished { END } else { "bump" })])
+            });
 
         let mut g = StateGraph::<DynState>::with_schema(
             Schema::new()
@@ -65,24 +61,20 @@ impl Workload for FanoutToSubgraph {
             "generate_joke",
             sub.compile().map_err(failed(self.spec().name))?,
         );
-        g.add_conditional_edges(
-            START,
-            |s: &DynState| {
-                Ok(s.get("subjects")
-                    .and_then(Value::as_list)
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|subject| {
-                        Send::new(
-                            "generate_joke",
-                            Map::from_iter([("subject", subject.clone())]),
-                        )
-                        .into()
-                    })
-                    .collect())
-            },
-            None,
-        )
+        g.add_conditional_edges(START, |s: &DynState| {
+            Ok(s.get("subjects")
+                .and_then(Value::as_list)
+                .unwrap_or_default()
+                .iter()
+                .map(|subject| {
+                    Send::new(
+                        "generate_joke",
+                        Map::from_iter([("subject", subject.clone())]),
+                    )
+                    .into()
+                })
+                .collect())
+        })
         .add_edge("generate_joke", END);
         let graph: Shared<DynState> = Arc::new(attach(
             g.compile().map_err(failed(self.spec().name))?,
@@ -94,7 +86,7 @@ impl Workload for FanoutToSubgraph {
             let input = Map::from_iter([("subjects", Value::from(subjects.clone()))]);
             async move {
                 let out = graph
-                    .invoke(Some(input), fresh_config(backend))
+                    .invoke(input, fresh_config(backend))
                     .await
                     .map_err(failed("fanout_to_subgraph_100x"))?;
                 expect_len("fanout_to_subgraph_100x", &out.0, "jokes", n)

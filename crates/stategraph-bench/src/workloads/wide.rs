@@ -88,7 +88,7 @@ fn read_write(
 + Send
 + Sync
 + 'static {
-    move |s: Arc<DynState>, _c| {
+    move |s, _c| {
         let val = match s.get(read).cloned().unwrap_or_default() {
             Value::Str(v) => Value::Map(Map::from_iter([(v.clone(), v)])),
             v => v,
@@ -202,17 +202,13 @@ impl Workload for WideState {
             .add_edge("two", "four")
             .add_join(["three", "four"], "five")
             .add_edge("five", "six")
-            .add_conditional_edges(
-                "six",
-                move |s: &DynState| {
-                    let len = s
-                        .get("messages")
-                        .and_then(Value::as_list)
-                        .map_or(0, <[Value]>::len);
-                    Ok(vec![Goto::from(if len > n { END } else { "one" })])
-                },
-                None,
-            );
+            .add_conditional_edges("six", move |s: &DynState| {
+                let len = s
+                    .get("messages")
+                    .and_then(Value::as_list)
+                    .map_or(0, <[Value]>::len);
+                Ok(vec![Goto::from(if len > n { END } else { "one" })])
+            });
         let graph: Shared<DynState> = Arc::new(attach(
             g.compile().map_err(failed(self.spec().name))?,
             backend,
@@ -221,7 +217,7 @@ impl Workload for WideState {
             let graph = Arc::clone(&graph);
             async move {
                 let out = graph
-                    .invoke(Some(input()), fresh_config(backend))
+                    .invoke(input(), fresh_config(backend))
                     .await
                     .map_err(failed("wide_state_15x600"))?;
                 match list_len(&out.0, "messages") {

@@ -1,5 +1,5 @@
-//! Starting a run: the public entry points (`invoke`, `resume`, `stream`), and where a run
-//! starts (the checkpoint it loads, its step and limits).
+//! Starting a run: the public entry points (`invoke`, `continue_run`, `resume`, `stream`), and
+//! where a run starts (the checkpoint it loads, its step and limits).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -84,18 +84,27 @@ impl<S> RunOutcome<S> {
 }
 
 impl<S: State> CompiledGraph<S> {
-    /// Runs the graph on `input` (or, with `None`, resumes the thread from its checkpoint)
-    /// and returns the final state, typed. It is shared (nodes receive it the same way) and
-    /// built from the state the last node read, converting only what the run changed. If
-    /// the run stopped on interrupts, the state is the one they were raised on; the
-    /// interrupts are in [`get_state`](Self::get_state)`.interrupts` (or use
+    /// Runs the graph on `input` (LangGraph's `invoke(input)`) and returns the final state,
+    /// typed. It is shared (nodes receive it the same way) and built from the state the last
+    /// node read, converting only what the run changed. If the run stopped on interrupts, the
+    /// state is the one they were raised on; the interrupts are in
+    /// [`get_state`](Self::get_state)`.interrupts` (or use
     /// [`invoke_values`](Self::invoke_values), whose output carries them as LangGraph's does).
-    pub async fn invoke(
-        &self,
-        input: Option<S::Update>,
-        config: RunConfig,
-    ) -> Result<Arc<S>, GraphError> {
-        let setup = self.input_setup(input)?;
+    /// On a thread that has checkpoints, the input starts a new run from the latest (or
+    /// `config.checkpoint_id`); to carry on a run where it stopped instead, use
+    /// [`continue_run`](Self::continue_run) (or [`resume`](Self::resume) to answer interrupts).
+    pub async fn invoke(&self, input: S::Update, config: RunConfig) -> Result<Arc<S>, GraphError> {
+        let setup = self.input_setup(Some(input))?;
+        self.typed_output(self.run_with(config, setup).await?)
+    }
+
+    /// Continues the thread from its checkpoint (the latest, or `config.checkpoint_id`) without
+    /// new input — LangGraph's `invoke(None, config)`: the tasks due there run, e.g. the
+    /// nodes a run stopped before with `interrupt_before`, after an
+    /// [`update_state`](Self::update_state), or from a past checkpoint (a replay). Returns the
+    /// final state as [`invoke`](Self::invoke) does.
+    pub async fn continue_run(&self, config: RunConfig) -> Result<Arc<S>, GraphError> {
+        let setup = self.input_setup(None)?;
         self.typed_output(self.run_with(config, setup).await?)
     }
 
@@ -103,10 +112,18 @@ impl<S: State> CompiledGraph<S> {
     /// `__interrupt__` when the run stopped on interrupts.
     pub async fn invoke_values(
         &self,
-        input: Option<S::Update>,
+        input: S::Update,
         config: RunConfig,
     ) -> Result<Values, GraphError> {
-        let mut setup = self.input_setup(input)?;
+        let mut setup = self.input_setup(Some(input))?;
+        setup.typed_output = false;
+        Ok(self.run_with(config, setup).await?.into_values())
+    }
+
+    /// [`continue_run`](Self::continue_run), returning LangGraph's output as
+    /// [`invoke_values`](Self::invoke_values) does.
+    pub async fn continue_values(&self, config: RunConfig) -> Result<Values, GraphError> {
+        let mut setup = self.input_setup(None)?;
         setup.typed_output = false;
         Ok(self.run_with(config, setup).await?.into_values())
     }

@@ -29,8 +29,8 @@ pub(crate) fn chat_graph(
     delta: Option<u32>,
 ) -> CompiledGraph<Chat> {
     let mut g = StateGraph::<Chat>::new();
-    g.add_node("reply", |s: Arc<Chat>, _c| async move {
-        Ok(ChatUpdate::default().messages(vec![message("AI", s.messages.len() / 2)]))
+    g.add_node("reply", |s, _c| async move {
+        Ok(ChatUpdate::default().messages([message("AI", s.messages.len() / 2)]))
     });
     g.add_edge(START, "reply");
     if let Some(n) = delta {
@@ -54,7 +54,7 @@ pub(crate) async fn talk(graph: &CompiledGraph<Chat>, thread: &str, n: usize, d:
             .map_or(0, <[Value]>::len);
         graph
             .invoke(
-                Some(ChatUpdate::default().messages(vec![message("user", have / 2)])),
+                ChatUpdate::default().messages([message("user", have / 2)]),
                 config,
             )
             .await
