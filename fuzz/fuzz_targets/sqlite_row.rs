@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use stategraph_checkpoint::{CheckpointConfig, CheckpointSaver, ListOptions};
-use stategraph_sqlite::SqliteSaver;
+use stategraph_sqlite::{SqliteConfig, SqliteSaver};
 
 struct Db {
     path: std::path::PathBuf,
@@ -21,10 +21,12 @@ fn db() -> &'static Db {
         let path =
             std::env::temp_dir().join(format!("stategraph-fuzz-{}.sqlite", std::process::id()));
         let _ = std::fs::remove_file(&path);
-        let saver = SqliteSaver::open(&path).expect("open the fuzz database");
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("runtime");
+        let saver = rt
+            .block_on(SqliteConfig::file(&path).connect())
+            .expect("open the fuzz database");
         Db { path, saver, rt }
     })
 }

@@ -110,7 +110,10 @@ impl Backend {
             BackendKind::Sqlite => {
                 let dir = tempfile::tempdir().map_err(|e| fail(kind, e))?;
                 let path = db.map_or_else(|| dir.path().join("bench.sqlite"), PathBuf::from);
-                let saver = stategraph::SqliteSaver::open(&path).map_err(err)?;
+                let saver = stategraph::SqliteConfig::file(&path)
+                    .connect()
+                    .await
+                    .map_err(err)?;
                 (Some(Arc::new(saver)), Place::Sqlite { _dir: dir, path })
             }
             BackendKind::Postgres => {
@@ -146,7 +149,10 @@ impl Backend {
             BackendKind::Redis => {
                 let url = server_url(db, "STATEGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379");
                 let prefix = format!("sgb:{unique}");
-                let saver = stategraph::RedisSaver::connect_with(&url, &prefix, None)
+                let saver = stategraph::RedisConfig::from_url(&url)
+                    .map_err(err)?
+                    .prefix(prefix.clone())
+                    .connect()
                     .await
                     .map_err(err)?;
                 let client = redis::Client::open(url.as_str()).map_err(|e| fail(kind, e))?;

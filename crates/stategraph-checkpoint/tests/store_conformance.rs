@@ -4,11 +4,7 @@ use stategraph_checkpoint::conformance::store::{StoreFixture, StoreOptions};
 use stategraph_checkpoint::store::InMemoryStore;
 
 async fn make(options: StoreOptions) -> StoreFixture {
-    let mut store = InMemoryStore::new().with_ttl(options.ttl);
-    if let Some(index) = options.index {
-        store = store.with_index(index);
-    }
-    StoreFixture::new(store)
+    StoreFixture::new(InMemoryStore::from_options(options))
 }
 
 stategraph_checkpoint::store_conformance!(make);

@@ -2,6 +2,7 @@
 //! semantic search through the local all-MiniLM-L6-v2 model (`--embed minilm`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Subcommand;
 use serde_json::{Value as Json, json};
@@ -39,9 +40,9 @@ pub(crate) enum StoreCommand {
         /// Store it without indexing it (LangGraph's `index=False`).
         #[arg(long, conflicts_with = "fields")]
         no_index: bool,
-        /// Expire after this many minutes.
-        #[arg(long)]
-        ttl: Option<f64>,
+        /// Expire after this many minutes (LangGraph's unit; fractions allowed).
+        #[arg(long, value_parser = minutes)]
+        ttl: Option<Duration>,
     },
     /// Get one document (without refreshing its TTL: reading changes nothing).
     ///
@@ -109,6 +110,16 @@ pub(crate) enum StoreCommand {
     },
 }
 
+/// A positive number of minutes (`--ttl`), as a duration.
+fn minutes(text: &str) -> Result<Duration, String> {
+    let expected = || format!("`{text}` is not a positive number of minutes");
+    let minutes: f64 = text.trim().parse().map_err(|_| expected())?;
+    Duration::try_from_secs_f64(minutes * 60.0)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(expected)
+}
+
 fn labels(ns: &str) -> Vec<&str> {
     if ns.is_empty() {
         Vec::new()
@@ -136,10 +147,7 @@ async fn open(
 ) -> Result<Arc<dyn Store>, Failure> {
     let mut options = StoreOptions::new();
     if access == Access::Existing {
-        options = options.ttl(TtlConfig {
-            refresh_on_read: false,
-            ..TtlConfig::default()
-        });
+        options = options.ttl(TtlConfig::default().refresh_on_read(false));
     }
     if embed.is_some() {
         let model = stategraph::embed::MiniLm::shared().map_err(fail)?;
@@ -187,7 +195,7 @@ pub(crate) async fn run(url: &str, cmd: StoreCommand, as_json: bool) -> Result<S
                 } else {
                     IndexFields::Default
                 },
-                ttl: ttl.map_or(Ttl::Default, Ttl::Minutes),
+                ttl: ttl.map_or(Ttl::Default, Ttl::After),
             };
             store
                 .put_with(&labels(&ns), &key, value, options)
@@ -287,6 +295,20 @@ pub(crate) async fn run(url: &str, cmd: StoreCommand, as_json: bool) -> Result<S
                     .collect::<Vec<_>>()
                     .join("\n")
             })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_is_read_in_minutes() {
+        assert_eq!(minutes("1.5"), Ok(Duration::from_secs(90)));
+        assert_eq!(minutes("60"), Ok(Duration::from_secs(3600)));
+        for bad in ["0", "-1", "soon", "NaN", "inf"] {
+            assert!(minutes(bad).is_err(), "{bad}");
         }
     }
 }

@@ -127,7 +127,7 @@ struct Db {
 impl Db {
     /// A fresh SQLite file.
     async fn sqlite() -> Self {
-        let (saver, file) = stategraph_testkit::sqlite::saver();
+        let (saver, file) = stategraph_testkit::sqlite::saver().await;
         Self {
             saver: Arc::new(saver),
             url: file.url(),

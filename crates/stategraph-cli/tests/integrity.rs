@@ -159,7 +159,8 @@ async fn a_mysql_database_that_does_not_exist_is_reported_not_created() {
 async fn deleting_a_thread_that_does_not_exist_fails() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("app.sqlite");
-    let saver: Arc<dyn CheckpointSaver> = Arc::new(SqliteSaver::open(&path).unwrap());
+    let saver: Arc<dyn CheckpointSaver> =
+        Arc::new(SqliteConfig::file(&path).connect().await.unwrap());
     chain(saver, "real", 1).await;
     let url = sqlite_url(&path);
     let (code, out, err) = cli(&url, &["delete-thread", "--thread", "no-such"]);
@@ -173,7 +174,8 @@ async fn deleting_a_thread_that_does_not_exist_fails() {
 async fn tree_shows_self_parented_and_looped_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("app.sqlite");
-    let saver: Arc<dyn CheckpointSaver> = Arc::new(SqliteSaver::open(&path).unwrap());
+    let saver: Arc<dyn CheckpointSaver> =
+        Arc::new(SqliteConfig::file(&path).connect().await.unwrap());
     let ids = chain(Arc::clone(&saver), "t", 2).await;
     drop(saver);
     assert_eq!(ids.len(), 6);
@@ -214,7 +216,8 @@ async fn tree_shows_self_parented_and_looped_checkpoints() {
 async fn a_damaged_checkpoint_is_listed_with_its_error_and_the_rest_still_reads() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("app.sqlite");
-    let saver: Arc<dyn CheckpointSaver> = Arc::new(SqliteSaver::open(&path).unwrap());
+    let saver: Arc<dyn CheckpointSaver> =
+        Arc::new(SqliteConfig::file(&path).connect().await.unwrap());
     let ids = chain(Arc::clone(&saver), "t", 1).await;
     drop(saver);
     assert_eq!(ids.len(), 3);
@@ -279,7 +282,8 @@ async fn a_damaged_checkpoint_is_listed_with_its_error_and_the_rest_still_reads(
 async fn an_unknown_checkpoint_id_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("app.sqlite");
-    let saver: Arc<dyn CheckpointSaver> = Arc::new(SqliteSaver::open(&path).unwrap());
+    let saver: Arc<dyn CheckpointSaver> =
+        Arc::new(SqliteConfig::file(&path).connect().await.unwrap());
     chain(saver, "t", 1).await;
     let (code, out, err) = cli(
         &sqlite_url(&path),
@@ -293,7 +297,8 @@ async fn an_unknown_checkpoint_id_is_an_error_naming_it() {
 async fn strict_msgpack_refuses_classes_outside_the_allowlist() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("app.sqlite");
-    let saver: Arc<dyn CheckpointSaver> = Arc::new(SqliteSaver::open(&path).unwrap());
+    let saver: Arc<dyn CheckpointSaver> =
+        Arc::new(SqliteConfig::file(&path).connect().await.unwrap());
     chain(Arc::clone(&saver), "t", 1).await;
     // The newest checkpoint again, with a value of an application class in a new channel.
     let latest = saver

@@ -12,7 +12,7 @@ use stategraph_checkpoint::{
 use stategraph_graph::{
     CompiledGraph, DynState, END, HistoryOptions, Reducer, RunConfig, START, Schema, StateGraph,
 };
-use stategraph_sqlite::SqliteSaver;
+use stategraph_sqlite::SqliteConfig;
 
 fn seed_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<DynState> {
     let schema = Schema::new()
@@ -261,7 +261,10 @@ async fn seed_example_on_memory() {
 async fn seed_example_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     golden(Arc::new(
-        SqliteSaver::open(dir.path().join("seed.sqlite")).unwrap(),
+        SqliteConfig::file(dir.path().join("seed.sqlite"))
+            .connect()
+            .await
+            .unwrap(),
     ))
     .await;
 }

@@ -9,7 +9,24 @@ use crate::error::BACKEND;
 
 use crate::saver::MySqlSaver;
 
-/// Builds a [`MySqlSaver`].
+/// Builds a [`MySqlSaver`]: the server and database, serializer and timeouts;
+/// [`connect`](Self::connect) connects and, unless [`without_setup`](Self::without_setup),
+/// creates the database and the tables if they are missing.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use stategraph_checkpoint::backend::Timeouts;
+/// use stategraph_mysql::MySqlConfig;
+///
+/// # async fn demo() -> Result<(), stategraph_checkpoint::Error> {
+/// let saver = MySqlConfig::from_url("mysql://root@127.0.0.1:3306/test")?
+///     .database("checkpoints")
+///     .timeouts(Timeouts { connect: Some(Duration::from_secs(3)), ..Timeouts::default() })
+///     .connect()
+///     .await?;
+/// # let _ = saver;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
 pub struct MySqlConfig {
     pub(crate) opts: mysql_async::Opts,

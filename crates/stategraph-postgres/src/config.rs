@@ -7,7 +7,27 @@ use stategraph_checkpoint::{Error, JsonPlusSerializer, Result, Serializer};
 
 use crate::saver::PostgresSaver;
 
-/// Builds a [`PostgresSaver`].
+/// Builds a [`PostgresSaver`]: the connection (URL, schema, pool size, timeouts), the
+/// serializer; [`connect`](Self::connect) connects and, unless
+/// [`without_setup`](Self::without_setup), creates or upgrades LangGraph's tables. (A
+/// [`PostgresStoreConfig`](crate::PostgresStoreConfig) can be made from one, to share the
+/// settings.)
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use stategraph_checkpoint::backend::Timeouts;
+/// use stategraph_postgres::PostgresConfig;
+///
+/// # async fn demo() -> Result<(), stategraph_checkpoint::Error> {
+/// let saver = PostgresConfig::from_url("postgres://postgres@127.0.0.1:5432/test")?
+///     .schema("checkpoints")
+///     .pool_size(4)
+///     .timeouts(Timeouts { statement: Some(Duration::from_secs(30)), ..Timeouts::default() })
+///     .connect()
+///     .await?;
+/// # let _ = saver;
+/// # Ok(()) }
+/// ```
 #[derive(Clone, Debug)]
 pub struct PostgresConfig {
     pub(crate) pg: tokio_postgres::Config,

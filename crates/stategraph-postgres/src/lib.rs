@@ -28,16 +28,18 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
+//! use std::time::Duration;
 //! use serde_json::json;
 //! use stategraph_checkpoint::store::*;
-//! use stategraph_postgres::PostgresStore;
+//! use stategraph_postgres::PostgresStoreConfig;
 //!
 //! # async fn demo() -> Result<(), StoreError> {
 //! let index = IndexConfig::new(64, Arc::new(HashingEmbeddings::new(64)));
-//! let store = PostgresStore::from_url("postgres://postgres@127.0.0.1:5432/test")?
-//!     .with_index(index)
-//!     .with_ttl(TtlConfig { default_ttl: Some(60.0), ..TtlConfig::default() });
-//! store.setup().await?;
+//! let store = PostgresStoreConfig::from_url("postgres://postgres@127.0.0.1:5432/test")?
+//!     .index(index)
+//!     .ttl(TtlConfig::default().default_ttl(Duration::from_secs(60 * 60)))
+//!     .connect() // creates or upgrades the tables
+//!     .await?;
 //! store.put(&["user-1", "memories"], "m1", json!({"food": "I like pizza"})).await?;
 //! let hits = store.search(&["user-1"], SearchOptions::new().query("pizza")).await?;
 //! assert_eq!(hits[0].key, "m1");
@@ -65,4 +67,4 @@ pub use config::PostgresConfig;
 pub use saver::PostgresSaver;
 #[doc(no_inline)]
 pub use stategraph_checkpoint::CheckpointSaver;
-pub use store::PostgresStore;
+pub use store::{PostgresStore, PostgresStoreConfig};

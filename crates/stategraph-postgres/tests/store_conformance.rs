@@ -12,32 +12,31 @@ use std::time::Duration;
 use serde_json::json;
 use stategraph_checkpoint::conformance::store::{StoreFixture, StoreOptions};
 use stategraph_checkpoint::store::*;
-use stategraph_postgres::{PostgresConfig, PostgresStore};
+use stategraph_postgres::{PostgresStore, PostgresStoreConfig};
 
 use stategraph_testkit::Cleanup;
 use stategraph_testkit::postgres::{
     connect, drop_schema, in_schema, require_pgvector, scratch_name, url,
 };
 
-/// A store (not yet set up) on a fresh scratch schema.
-async fn unset(schema: &str) -> PostgresStore {
+/// The configuration of a store on a scratch schema.
+async fn config(schema: &str) -> PostgresStoreConfig {
     require_pgvector().await;
-    let config = PostgresConfig::from_url(&url())
+    PostgresStoreConfig::from_url(&url())
         .unwrap()
         .schema(schema)
-        .pool_size(2);
-    PostgresStore::from_config(&config).unwrap()
+        .pool_size(2)
 }
 
 async fn fresh(options: StoreOptions) -> (PostgresStore, Cleanup, String) {
     let schema = scratch_name("sg_store");
     let guard = drop_schema(schema.clone());
-    let mut store = unset(&schema).await.with_ttl(options.ttl);
+    let mut config = config(&schema).await.ttl(options.ttl);
     if let Some(index) = options.index {
-        store = store.with_index(index);
+        config = config.index(index);
     }
-    store
-        .setup()
+    let store = config
+        .connect()
         .await
         .unwrap_or_else(|e| panic!("PostgreSQL at {} is required for these tests: {e}", url()));
     (store, guard, schema)
@@ -67,17 +66,17 @@ async fn versions(c: &tokio_postgres::Client, table: &str) -> Vec<i32> {
 async fn setup_records_langgraph_migrations_and_is_concurrent_safe() {
     let schema = scratch_name("sg_store");
     let _guard = drop_schema(schema.clone());
-    let store = unset(&schema).await.with_index(index(16));
+    let indexed = config(&schema).await.index(index(16));
     // Several setups at once (as from several processes): none fails.
     let mut tasks = Vec::new();
     for _ in 0..4 {
-        let s = store.clone();
-        tasks.push(tokio::spawn(async move { s.setup().await }));
+        let c = indexed.clone();
+        tasks.push(tokio::spawn(async move { c.connect().await }));
     }
     for t in tasks {
         t.await.unwrap().unwrap();
     }
-    store.setup().await.unwrap();
+    indexed.connect().await.unwrap();
     let c = in_schema(&schema).await;
     assert_eq!(versions(&c, "store_migrations").await, [0, 1, 2, 3]);
     assert_eq!(versions(&c, "vector_migrations").await, [0, 1, 2]);
@@ -148,8 +147,8 @@ async fn setup_records_langgraph_migrations_and_is_concurrent_safe() {
     assert_eq!(typ, "vector(16)");
 
     // Another dimension on the same tables is refused.
-    let other = unset(&schema).await.with_index(index(8));
-    let err = other.setup().await.unwrap_err();
+    let other = config(&schema).await.index(index(8));
+    let err = other.connect().await.unwrap_err();
     assert!(matches!(err, StoreError::InvalidConfig(_)), "{err}");
 }
 
@@ -158,16 +157,16 @@ async fn fractional_ttls_are_exact_and_rounded_up_for_python() {
     let clock = ManualClock::starting_now();
     let ttl = TtlConfig::default().with_clock(clock.clock());
     let (store, _guard, schema) = fresh(StoreOptions::new().ttl(ttl)).await;
-    let opts = |m| PutOptions {
+    let opts = |secs| PutOptions {
         index: IndexFields::Default,
-        ttl: Ttl::Minutes(m),
+        ttl: Ttl::After(Duration::from_secs(secs)),
     };
     store
-        .put_with(&["t"], "frac", json!({"v": 1}), opts(0.25))
+        .put_with(&["t"], "frac", json!({"v": 1}), opts(15))
         .await
         .unwrap();
     store
-        .put_with(&["t"], "whole", json!({"v": 1}), opts(2.0))
+        .put_with(&["t"], "whole", json!({"v": 1}), opts(120))
         .await
         .unwrap();
     let c = in_schema(&schema).await;
@@ -235,15 +234,21 @@ async fn index_backed_search_finds_the_same_best_matches() {
     let dims = 32;
     let schema = scratch_name("sg_store");
     let _guard = drop_schema(schema.clone());
-    let exact = unset(&schema)
+    let exact = config(&schema)
         .await
-        .with_index(index(dims))
-        .with_exact_search_limit(u64::MAX);
-    exact.setup().await.unwrap();
-    let ann = unset(&schema)
+        .index(index(dims))
+        .exact_search_limit(u64::MAX)
+        .connect()
         .await
-        .with_index(index(dims))
-        .with_exact_search_limit(0);
+        .unwrap();
+    let ann = config(&schema)
+        .await
+        .index(index(dims))
+        .exact_search_limit(0)
+        .without_setup()
+        .connect()
+        .await
+        .unwrap();
     let words = [
         "pizza", "cheese", "mountain", "river", "rust", "python", "cat", "dog", "sushi", "tea",
         "coffee", "violin", "guitar", "chess", "tennis", "garden", "winter", "summer",
@@ -320,13 +325,23 @@ async fn index_backed_search_finds_the_same_best_matches() {
 async fn concurrent_puts_keep_vectors_in_step_with_values() {
     let schema = scratch_name("sg_store");
     let _guard = drop_schema(schema.clone());
-    let store = unset(&schema).await.with_index(index(32));
-    store.setup().await.unwrap();
+    let store = config(&schema)
+        .await
+        .index(index(32))
+        .connect()
+        .await
+        .unwrap();
     // Two writers (as two processes would) rewrite the same items with different texts.
     let texts = ["alpha bravo", "charlie delta", "echo foxtrot", "golf hotel"];
     let mut tasks = Vec::new();
     for w in 0..2usize {
-        let s = unset(&schema).await.with_index(index(32));
+        let s = config(&schema)
+            .await
+            .index(index(32))
+            .without_setup()
+            .connect()
+            .await
+            .unwrap();
         tasks.push(tokio::spawn(async move {
             for round in 0..30usize {
                 let ops = (0..3)
@@ -376,7 +391,7 @@ async fn concurrent_puts_keep_vectors_in_step_with_values() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn check_tables_names_what_is_missing_and_creates_nothing() {
+async fn without_setup_names_what_is_missing_and_creates_nothing() {
     let schema = scratch_name("sg_store");
     let _guard = drop_schema(schema.clone());
     require_pgvector().await;
@@ -402,15 +417,15 @@ async fn check_tables_names_what_is_missing_and_creates_nothing() {
         other => panic!("expected MissingTables, got {other}"),
     };
 
-    let plain = PostgresStore::from_url(&own_only).unwrap();
-    let err = plain.check_tables().await.unwrap_err();
+    let plain = PostgresStoreConfig::from_url(&own_only)
+        .unwrap()
+        .without_setup();
+    let indexed = plain.clone().index(index(8));
+    let err = plain.clone().connect().await.unwrap_err();
     assert!(err.to_string().contains("store, store_migrations"), "{err}");
     assert_eq!(missing(err), ["store", "store_migrations"]);
-    let indexed = PostgresStore::from_url(&own_only)
-        .unwrap()
-        .with_index(index(8));
     assert_eq!(
-        missing(indexed.check_tables().await.unwrap_err()),
+        missing(indexed.clone().connect().await.unwrap_err()),
         [
             "store",
             "store_migrations",
@@ -420,17 +435,17 @@ async fn check_tables_names_what_is_missing_and_creates_nothing() {
     );
     assert_eq!(tables().await, 0, "checking created nothing");
 
-    unset(&schema).await.setup().await.unwrap();
-    plain.check_tables().await.unwrap();
+    config(&schema).await.connect().await.unwrap();
+    plain.connect().await.unwrap();
     assert_eq!(
-        missing(indexed.check_tables().await.unwrap_err()),
+        missing(indexed.clone().connect().await.unwrap_err()),
         ["store_vectors", "vector_migrations"]
     );
-    unset(&schema)
+    config(&schema)
         .await
-        .with_index(index(8))
-        .setup()
+        .index(index(8))
+        .connect()
         .await
         .unwrap();
-    indexed.check_tables().await.unwrap();
+    indexed.connect().await.unwrap();
 }

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde_json::{Value as Json, json};
 use stategraph_checkpoint::store::*;
-use stategraph_postgres::{PostgresConfig, PostgresStore};
+use stategraph_postgres::PostgresStoreConfig;
 use stategraph_testkit::postgres::{connect, drop_schema, require_pgvector, scratch_name, url};
 use stategraph_testkit::python::run_python_json;
 
@@ -54,12 +54,12 @@ impl Scratch {
     }
 }
 
-fn store_on(schema: &str) -> PostgresStore {
-    let config = PostgresConfig::from_url(&url())
+/// The configuration of a store on `schema`.
+fn store_on(schema: &str) -> PostgresStoreConfig {
+    PostgresStoreConfig::from_url(&url())
         .unwrap()
         .schema(schema)
-        .pool_size(2);
-    PostgresStore::from_config(&config).unwrap()
+        .pool_size(2)
 }
 
 fn ts(j: &Json) -> Timestamp {
@@ -85,8 +85,11 @@ async fn reads_items_python_put() {
 
     // Our clock, moved by hand for the TTL check below.
     let clock = ManualClock::starting_now();
-    let store = store_on(&scratch.0).with_ttl(TtlConfig::default().with_clock(clock.clock()));
-    store.setup().await.unwrap();
+    let store = store_on(&scratch.0)
+        .ttl(TtlConfig::default().with_clock(clock.clock()))
+        .connect()
+        .await
+        .unwrap();
     for it in items {
         let ns: Vec<String> = serde_json::from_value(it["namespace"].clone()).unwrap();
         let ns: Vec<&str> = ns.iter().map(String::as_str).collect();
@@ -136,7 +139,7 @@ async fn reads_items_python_put() {
          FROM \"{}\".store WHERE key = 'k3'",
         scratch.0
     );
-    let soon = clock.time().plus_minutes(10.0 / 60.0);
+    let soon = clock.time().plus(Duration::from_secs(10));
     client
         .execute(
             &format!(
@@ -166,8 +169,7 @@ async fn reads_items_python_put() {
 async fn python_reads_items_we_put() {
     let scratch = Scratch::new().await;
     let index = IndexConfig::new(64, Arc::new(HashingEmbeddings::new(64))).with_fields(["text"]);
-    let store = store_on(&scratch.0).with_index(index);
-    store.setup().await.unwrap();
+    let store = store_on(&scratch.0).index(index).connect().await.unwrap();
     let docs = [
         (
             vec!["mem", "u1"],
@@ -195,7 +197,7 @@ async fn python_reads_items_we_put() {
     }
     let opts = PutOptions {
         index: IndexFields::Default,
-        ttl: Ttl::Minutes(7.5),
+        ttl: Ttl::After(Duration::from_secs(450)),
     };
     store
         .put_with(&["mem", "u1"], "ttl", json!({"text": "short lived"}), opts)

@@ -9,7 +9,25 @@ use stategraph_checkpoint::{Error, JsonPlusSerializer, Result, Serializer, redac
 use crate::error::{BACKEND, db};
 use crate::saver::RedisSaver;
 
-/// Builds a [`RedisSaver`].
+/// Builds a [`RedisSaver`]: the server, key prefix, thread TTL, serializer and timeouts;
+/// [`connect`](Self::connect) connects.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use stategraph_redis::RedisConfig;
+///
+/// # async fn demo() -> Result<(), stategraph_checkpoint::Error> {
+/// // Keys under `myapp:`; a thread expires a day after its last write.
+/// let saver = RedisConfig::from_url("redis://127.0.0.1:6379/0")?
+///     .prefix("myapp")
+///     .ttl(Duration::from_secs(24 * 60 * 60))
+///     .connect()
+///     .await?;
+/// # let _ = saver;
+/// # Ok(()) }
+/// ```
+///
+/// The same settings as URL query parameters:
 ///
 /// ```
 /// use std::time::Duration;
@@ -74,9 +92,10 @@ impl RedisConfig {
         self
     }
 
-    /// Every key of a thread expires `ttl` after the thread's last write (`None`: never).
-    pub fn ttl(mut self, ttl: Option<Duration>) -> Self {
-        self.ttl = ttl;
+    /// Every key of a thread expires `ttl` after the thread's last write (default: never;
+    /// Redis counts whole seconds, at least one).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
         self
     }
 
@@ -94,17 +113,24 @@ impl RedisConfig {
         self
     }
 
+    /// Accepted for uniformity with the other backends' configurations, and changes nothing:
+    /// a Redis saver has no tables to create or migrate, so connecting never writes, with or
+    /// without it.
+    pub fn without_setup(self) -> Self {
+        self
+    }
+
     /// The key prefix.
     pub fn key_prefix(&self) -> &str {
         &self.prefix
     }
 
-    /// The thread TTL.
+    /// The thread TTL (`None`: threads never expire).
     pub fn thread_ttl(&self) -> Option<Duration> {
         self.ttl
     }
 
-    /// Connects.
+    /// Connects (one multiplexed connection; nothing is written until the first save).
     pub async fn connect(self) -> Result<RedisSaver> {
         let client = redis::Client::open(self.url.as_str())
             .map_err(|e| Error::invalid("database URL", format!("not a Redis URL: {e}")))?;

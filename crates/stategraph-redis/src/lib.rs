@@ -4,11 +4,15 @@
 //! ```no_run
 //! use std::time::Duration;
 //! use stategraph_checkpoint::*;
-//! use stategraph_redis::RedisSaver;
+//! use stategraph_redis::RedisConfig;
 //!
 //! # async fn demo() -> Result<(), Error> {
 //! // Threads expire a day after their last write.
-//! let saver = RedisSaver::connect_with("redis://127.0.0.1:6379", "myapp", Some(Duration::from_secs(86_400))).await?;
+//! let saver = RedisConfig::from_url("redis://127.0.0.1:6379")?
+//!     .prefix("myapp")
+//!     .ttl(Duration::from_secs(86_400))
+//!     .connect()
+//!     .await?;
 //! let mut cp = Checkpoint::empty();
 //! cp.channel_values.insert("messages".into(), value!(["hi"]));
 //! cp.channel_versions.insert("messages", saver.get_next_version(None));

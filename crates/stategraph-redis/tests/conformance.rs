@@ -12,7 +12,7 @@ stategraph_checkpoint::checkpointer_conformance!(fixture);
 async fn thread_ttl_expires_every_key_of_the_thread() {
     use stategraph_checkpoint::*;
     let (saver, _prefix) = stategraph_testkit::redis::saver_with(|config| {
-        config.ttl(Some(std::time::Duration::from_secs(1)))
+        config.ttl(std::time::Duration::from_secs(1))
     })
     .await;
     let mut cp = Checkpoint::empty();

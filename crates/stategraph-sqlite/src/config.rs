@@ -37,7 +37,24 @@ pub(crate) enum Location {
     Memory,
 }
 
-/// Builds a [`SqliteSaver`].
+/// Builds a [`SqliteSaver`]: where the database is, durability and connection settings, the
+/// serializer; [`connect`](Self::connect) opens it.
+///
+/// ```
+/// use std::time::Duration;
+/// use stategraph_sqlite::{SqliteConfig, Synchronous};
+///
+/// # tokio::runtime::Builder::new_multi_thread().build().unwrap().block_on(async {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let url = format!("sqlite:{}", dir.path().join("threads.sqlite").display());
+/// let saver = SqliteConfig::from_url(&url)? // e.g. "sqlite:threads.sqlite"
+///     .synchronous(Synchronous::Normal)
+///     .busy_timeout(Duration::from_secs(2))
+///     .connect()
+///     .await?;
+/// # let _ = saver;
+/// # Ok::<(), stategraph_checkpoint::Error>(()) }).unwrap();
+/// ```
 #[derive(Clone, Debug)]
 pub struct SqliteConfig {
     pub(crate) location: Location,
@@ -50,7 +67,8 @@ pub struct SqliteConfig {
 }
 
 impl SqliteConfig {
-    /// A database file at `path` (created if missing).
+    /// A database file at `path` (created if missing, unless
+    /// [`without_setup`](Self::without_setup)); for paths a URL cannot spell.
     pub fn file(path: impl AsRef<Path>) -> Self {
         Self::with_location(Location::File(path.as_ref().to_path_buf()))
     }
@@ -72,8 +90,9 @@ impl SqliteConfig {
     }
 
     /// Opens without creating or changing anything: the file and the checkpoint tables must
-    /// exist (a missing file or missing tables are an `Error::NotFound` naming them), and the
-    /// file's journal mode is left as it is (for tools that only read).
+    /// exist (a missing file or missing tables are an `Error::NotFound` naming them), no
+    /// table is created or upgraded, and the file's journal mode is left as it is (for tools
+    /// that only read).
     pub fn without_setup(mut self) -> Self {
         self.run_setup = false;
         self
@@ -165,9 +184,13 @@ impl SqliteConfig {
         self
     }
 
-    /// Opens the database and creates LangGraph's tables if they are missing.
-    pub fn open(self) -> Result<SqliteSaver> {
-        SqliteSaver::open_with(self)
+    /// Opens the database (on tokio's blocking pool, as every database call of the saver
+    /// runs) and, unless [`without_setup`](Self::without_setup), creates the file and
+    /// LangGraph's tables if they are missing and upgrades files written by older versions.
+    pub async fn connect(self) -> Result<SqliteSaver> {
+        tokio::task::spawn_blocking(move || SqliteSaver::open_with(self))
+            .await
+            .map_err(crate::error::join)?
     }
 }
 

@@ -9,6 +9,9 @@
 //! - Corrupt rows produce [`Error::Serialization`](stategraph_checkpoint::Error) naming the
 //!   thread, checkpoint and channel.
 //!
+//! Open a saver with [`SqliteSaver::connect`]`(url)` or, for every setting,
+//! [`SqliteConfig`]`::from_url(url)?.….connect().await`.
+//!
 //! It also has [`SqliteStore`], the cross-thread memory [`Store`] on LangGraph's own SQLite
 //! store schema (`store`, `store_migrations`, and for semantic search `store_vectors` with the
 //! sqlite-vec extension's cosine distance), so Python's `langgraph.store.sqlite.SqliteStore`
@@ -17,7 +20,7 @@
 //! [`InMemoryStore`](stategraph_checkpoint::store::InMemoryStore), checked by the shared store
 //! conformance suite; corrupt rows produce
 //! [`StoreError::Corrupt`](stategraph_checkpoint::store::StoreError) naming the namespace and
-//! key.
+//! key. Open one with [`SqliteStore::connect`]`(url)` or [`SqliteStoreConfig`].
 //!
 //! ```
 //! use stategraph_checkpoint::*;
@@ -26,7 +29,8 @@
 //! # tokio::runtime::Builder::new_multi_thread().build().unwrap().block_on(async {
 //! # let dir = std::env::temp_dir().join(format!("sg-doc-{}", std::process::id()));
 //! # std::fs::create_dir_all(&dir).unwrap();
-//! let saver = SqliteSaver::from_url(&format!("sqlite:{}", dir.join("threads.sqlite").display()))?;
+//! # let url = format!("sqlite:{}", dir.join("threads.sqlite").display());
+//! let saver = SqliteSaver::connect(&url).await?; // e.g. "sqlite:threads.sqlite"
 //! let mut cp = Checkpoint::empty();
 //! cp.channel_values.insert("foo".into(), "bar".into());
 //! cp.channel_versions.insert("foo", saver.get_next_version(None));
@@ -56,4 +60,4 @@ pub use saver::SqliteSaver;
 pub use stategraph_checkpoint::CheckpointSaver;
 #[doc(no_inline)]
 pub use stategraph_checkpoint::store::Store;
-pub use store::SqliteStore;
+pub use store::{SqliteStore, SqliteStoreConfig};

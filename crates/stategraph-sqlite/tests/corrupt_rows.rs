@@ -8,7 +8,7 @@ use stategraph_checkpoint::{
     Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource, Error,
     ListOptions, SerdeError, Value, checkpoint_id, value,
 };
-use stategraph_sqlite::SqliteSaver;
+use stategraph_sqlite::{SqliteConfig, SqliteSaver};
 
 struct Db {
     _dir: tempfile::TempDir,
@@ -21,7 +21,7 @@ struct Db {
 async fn db() -> Db {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.sqlite");
-    let saver = SqliteSaver::open(&path).unwrap();
+    let saver = SqliteConfig::file(&path).connect().await.unwrap();
     let mut cp = Checkpoint::empty();
     cp.id = checkpoint_id(0);
     cp.channel_values

@@ -22,7 +22,7 @@ use stategraph_checkpoint::{
     CheckpointTuple, Ext, ExtCode, JsonPlusSerializer, ListOptions, NULL_TASK_ID, PyObject,
     Serializer, Value, checkpoint_id, value,
 };
-use stategraph_sqlite::SqliteSaver;
+use stategraph_sqlite::{SqliteConfig, SqliteSaver};
 
 fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -119,7 +119,7 @@ async fn reads_a_file_written_by_python() {
     let theirs = expected["tuples"].as_array().unwrap().clone();
     assert!(theirs.len() > 20, "the fixture covers many checkpoints");
 
-    let saver = SqliteSaver::open(&db).unwrap();
+    let saver = SqliteConfig::file(&db).connect().await.unwrap();
     let ours: Vec<Json> = saver
         .list(&ListOptions::all())
         .await
@@ -168,7 +168,7 @@ fn python_dump_with(db: &Path, args: &[&str], env: &[(&str, &[u8])]) -> Vec<Json
 async fn python_reads_a_file_written_by_stategraph() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("ours.sqlite");
-    let saver = SqliteSaver::open(&db).unwrap();
+    let saver = SqliteConfig::file(&db).connect().await.unwrap();
     let thread = CheckpointConfig::new("from-rust");
     let human = Value::Ext(Ext::from_py_object(
         ExtCode::PydanticV2,
@@ -265,12 +265,13 @@ async fn python_reads_a_file_written_by_stategraph() {
 
 const AES_KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
 
-fn encrypted_saver(db: &Path, key: &[u8]) -> SqliteSaver {
-    stategraph_sqlite::SqliteConfig::file(db)
+async fn encrypted_saver(db: &Path, key: &[u8]) -> SqliteSaver {
+    SqliteConfig::file(db)
         .serializer(std::sync::Arc::new(
             stategraph_checkpoint::EncryptedSerializer::aes(key).unwrap(),
         ))
-        .open()
+        .connect()
+        .await
         .unwrap()
 }
 
@@ -278,7 +279,7 @@ fn encrypted_saver(db: &Path, key: &[u8]) -> SqliteSaver {
 async fn python_reads_a_thread_we_encrypted() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("enc.sqlite");
-    let saver = encrypted_saver(&db, AES_KEY);
+    let saver = encrypted_saver(&db, AES_KEY).await;
     let mut cp = Checkpoint::empty();
     cp.id = checkpoint_id(0);
     cp.channel_values
@@ -355,7 +356,7 @@ async fn we_read_a_thread_python_encrypted_and_wrong_keys_fail_typed() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let saver = encrypted_saver(&db, AES_KEY);
+    let saver = encrypted_saver(&db, AES_KEY).await;
     let latest = saver
         .get_tuple(&CheckpointConfig::new("t"))
         .await
@@ -369,7 +370,7 @@ async fn we_read_a_thread_python_encrypted_and_wrong_keys_fail_typed() {
     );
 
     // A wrong key: a typed error naming the checkpoint, never garbage.
-    let wrong = encrypted_saver(&db, b"fedcba9876543210fedcba9876543210");
+    let wrong = encrypted_saver(&db, b"fedcba9876543210fedcba9876543210").await;
     match wrong.get_tuple(&CheckpointConfig::new("t")).await {
         Err(stategraph_checkpoint::Error::Serialization { location, source }) => {
             assert_eq!(location.thread_id, "t");
@@ -382,7 +383,7 @@ async fn we_read_a_thread_python_encrypted_and_wrong_keys_fail_typed() {
         other => panic!("expected a Serialization error, got {other:?}"),
     }
     // No key at all: also typed, and it says why.
-    let plain = SqliteSaver::open(&db).unwrap();
+    let plain = SqliteConfig::file(&db).connect().await.unwrap();
     let err = plain
         .get_tuple(&CheckpointConfig::new("t"))
         .await
@@ -396,14 +397,15 @@ async fn strict_decoding_refuses_unexpected_python_classes() {
     let dir = tempfile::tempdir().unwrap();
     let db = copy_fixture("langgraph_1_2_22.sqlite", dir.path());
     let strict = |list: Allowlist| {
-        stategraph_sqlite::SqliteConfig::file(&db)
+        SqliteConfig::file(&db)
             .serializer(std::sync::Arc::new(JsonPlusSerializer::new().strict(list)))
-            .open()
-            .unwrap()
+            .connect()
     };
     // The `rich` thread holds a pydantic model, a dataclass and an enum of the generator's
     // own module: refused, with the channel named.
     let refused = strict(Allowlist::safe())
+        .await
+        .unwrap()
         .get_tuple(&CheckpointConfig::new("rich"))
         .await
         .unwrap_err();
@@ -419,7 +421,9 @@ async fn strict_decoding_refuses_unexpected_python_classes() {
         other => panic!("{other:?}"),
     }
     // Allowing that module reads it; LangChain messages pass the default list.
-    let allowed = strict(Allowlist::safe().allow("gen_sqlite_fixture", "*"));
+    let allowed = strict(Allowlist::safe().allow("gen_sqlite_fixture", "*"))
+        .await
+        .unwrap();
     assert!(
         allowed
             .get_tuple(&CheckpointConfig::new("rich"))
@@ -429,6 +433,8 @@ async fn strict_decoding_refuses_unexpected_python_classes() {
     );
     assert!(
         strict(Allowlist::safe())
+            .await
+            .unwrap()
             .get_tuple(&CheckpointConfig::new("chat"))
             .await
             .unwrap()

@@ -4,20 +4,20 @@
 #![allow(clippy::expect_used)]
 
 use stategraph_checkpoint::conformance::store::{StoreFixture, StoreOptions};
-use stategraph_sqlite::SqliteStore;
+use stategraph_sqlite::{SqliteStore, SqliteStoreConfig};
 
-fn configure(store: SqliteStore, options: StoreOptions) -> SqliteStore {
-    let store = store.with_ttl(options.ttl);
-    match options.index {
-        Some(index) => store.with_index(index).expect("index config"),
-        None => store,
+async fn connect(config: SqliteStoreConfig, options: StoreOptions) -> SqliteStore {
+    let mut config = config.ttl(options.ttl);
+    if let Some(index) = options.index {
+        config = config.index(index);
     }
+    config.connect().await.expect("open sqlite")
 }
 
 async fn make(options: StoreOptions) -> StoreFixture {
     let dir = tempfile::tempdir().expect("temporary directory");
-    let store = SqliteStore::open(dir.path().join("store.sqlite")).expect("open sqlite");
-    StoreFixture::new(configure(store, options)).with_guard(dir)
+    let config = SqliteStoreConfig::file(dir.path().join("store.sqlite"));
+    StoreFixture::new(connect(config, options).await).with_guard(dir)
 }
 
 stategraph_checkpoint::store_conformance!(make);
@@ -26,8 +26,7 @@ mod in_memory {
     use super::*;
 
     async fn make_memory(options: StoreOptions) -> StoreFixture {
-        let store = SqliteStore::in_memory().expect("open sqlite");
-        StoreFixture::new(configure(store, options))
+        StoreFixture::new(connect(SqliteStoreConfig::memory(), options).await)
     }
 
     stategraph_checkpoint::store_conformance!(make_memory);

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 use stategraph_checkpoint::store::{SearchOptions, Store, StoreError, Timestamp};
-use stategraph_sqlite::SqliteStore;
+use stategraph_sqlite::{SqliteStore, SqliteStoreConfig};
 
 struct Db {
     _dir: tempfile::TempDir,
@@ -17,7 +17,7 @@ struct Db {
 async fn db() -> Db {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.sqlite");
-    let store = SqliteStore::open(&path).unwrap();
+    let store = SqliteStoreConfig::file(&path).connect().await.unwrap();
     store
         .put(&["users", "u1"], "good", json!({"kind": "fine"}))
         .await

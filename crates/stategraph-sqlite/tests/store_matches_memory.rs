@@ -12,7 +12,7 @@ use stategraph_checkpoint::store::{
     GetOp, HashingEmbeddings, InMemoryStore, IndexConfig, IndexFields, ListNamespacesOp,
     MatchCondition, MatchType, Op, OpResult, PutOp, SearchOp, Store,
 };
-use stategraph_sqlite::SqliteStore;
+use stategraph_sqlite::SqliteStoreConfig;
 
 /// xorshift64*: deterministic, no dependency.
 struct Rng(u64);
@@ -180,9 +180,10 @@ async fn same_results_as_in_memory_store() {
         let embed = Arc::new(HashingEmbeddings::new(16));
         let index = IndexConfig::new(16, embed).with_fields(["text", "o"]);
         let dir = tempfile::tempdir().unwrap();
-        let sqlite = SqliteStore::open(dir.path().join("s.sqlite"))
-            .unwrap()
-            .with_index(index.clone())
+        let sqlite = SqliteStoreConfig::file(dir.path().join("s.sqlite"))
+            .index(index.clone())
+            .connect()
+            .await
             .unwrap();
         let memory = InMemoryStore::new().with_index(index);
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ seed.wrapping_mul(0x1234_5678_9abc_def1));

@@ -1,6 +1,6 @@
-//! `SqliteStore::open_existing`: opening changes nothing. A missing file or a database without
-//! the store's tables is a typed error naming the tables, and reads leave the file byte for
-//! byte as it was (no tables created, no switch to WAL mode).
+//! `SqliteStoreConfig::without_setup`: opening changes nothing. A missing file or a database
+//! without the store's tables is a typed error naming the tables, and reads leave the file
+//! byte for byte as it was (no tables created, no switch to WAL mode).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,7 +11,7 @@ use serde_json::json;
 use stategraph_checkpoint::store::{
     HashingEmbeddings, IndexConfig, ListNamespacesOptions, SearchOptions, Store, StoreError,
 };
-use stategraph_sqlite::{SqliteConfig, SqliteStore};
+use stategraph_sqlite::SqliteStoreConfig;
 
 fn missing(err: StoreError) -> (String, Vec<String>) {
     match err {
@@ -28,11 +28,16 @@ fn journal_mode(path: &Path) -> String {
         .unwrap()
 }
 
-#[test]
-fn a_missing_file_is_not_created() {
+/// Connects as `config` says, without setup.
+async fn existing(config: SqliteStoreConfig) -> Result<stategraph_sqlite::SqliteStore, StoreError> {
+    config.without_setup().connect().await
+}
+
+#[tokio::test]
+async fn a_missing_file_is_not_created() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("missing.sqlite");
-    let err = SqliteStore::open_existing(SqliteConfig::file(&path)).unwrap_err();
+    let err = existing(SqliteStoreConfig::file(&path)).await.unwrap_err();
     let message = err.to_string();
     let (database, tables) = missing(err);
     assert!(database.contains("does not exist"), "{database}");
@@ -41,8 +46,8 @@ fn a_missing_file_is_not_created() {
     assert!(!path.exists());
 }
 
-#[test]
-fn a_database_without_the_tables_is_left_alone() {
+#[tokio::test]
+async fn a_database_without_the_tables_is_left_alone() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("other.sqlite");
     {
@@ -51,15 +56,31 @@ fn a_database_without_the_tables_is_left_alone() {
             .unwrap();
     }
     let before = std::fs::read(&path).unwrap();
-    let err = SqliteStore::open_existing(SqliteConfig::file(&path)).unwrap_err();
+    let err = existing(SqliteStoreConfig::file(&path)).await.unwrap_err();
     let (database, tables) = missing(err);
     assert!(database.contains("other.sqlite"), "{database}");
     assert_eq!(tables, ["store", "store_migrations"]);
     assert!(std::fs::read(&path).unwrap() == before, "the file changed");
     assert_eq!(journal_mode(&path), "delete");
 
-    let err = SqliteStore::open_existing(SqliteConfig::memory()).unwrap_err();
+    let err = existing(SqliteStoreConfig::memory()).await.unwrap_err();
     assert_eq!(missing(err).1, ["store", "store_migrations"]);
+
+    // With an index, the vector tables are named too.
+    let index = IndexConfig::new(8, Arc::new(HashingEmbeddings::new(8)));
+    let err = existing(SqliteStoreConfig::file(&path).index(index))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        missing(err).1,
+        [
+            "store",
+            "store_migrations",
+            "store_vectors",
+            "vector_migrations"
+        ]
+    );
+    assert!(std::fs::read(&path).unwrap() == before, "the file changed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -67,7 +88,7 @@ async fn reads_change_nothing_and_writes_still_work() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.sqlite");
     {
-        let store = SqliteStore::open(&path).unwrap();
+        let store = SqliteStoreConfig::file(&path).connect().await.unwrap();
         store.put(&["a", "b"], "k", json!({"v": 1})).await.unwrap();
     }
     // Back to a rollback journal, as a file written by another program may be.
@@ -80,7 +101,7 @@ async fn reads_change_nothing_and_writes_still_work() {
     }
     let before = std::fs::read(&path).unwrap();
 
-    let store = SqliteStore::open_existing(SqliteConfig::file(&path)).unwrap();
+    let store = existing(SqliteStoreConfig::file(&path)).await.unwrap();
     let item = store.get(&["a", "b"], "k").await.unwrap().unwrap();
     assert_eq!(item.value, json!({"v": 1}));
     let hits = store.search(&["a"], SearchOptions::new()).await.unwrap();
@@ -98,7 +119,9 @@ async fn reads_change_nothing_and_writes_still_work() {
 
     // An index needs its vector table, which only a set-up creates.
     let index = IndexConfig::new(8, Arc::new(HashingEmbeddings::new(8)));
-    let err = store.clone().with_index(index.clone()).unwrap_err();
+    let err = existing(SqliteStoreConfig::file(&path).index(index.clone()))
+        .await
+        .unwrap_err();
     assert_eq!(missing(err).1, ["store_vectors", "vector_migrations"]);
     assert!(std::fs::read(&path).unwrap() == before);
 
@@ -106,13 +129,13 @@ async fn reads_change_nothing_and_writes_still_work() {
     store.put(&["a", "b"], "k2", json!({"v": 2})).await.unwrap();
     assert_eq!(journal_mode(&path), "wal");
     // Once a set-up store with an index has created the vector table, it opens with one.
-    SqliteStore::open(&path)
-        .unwrap()
-        .with_index(index.clone())
+    SqliteStoreConfig::file(&path)
+        .index(index.clone())
+        .connect()
+        .await
         .unwrap();
-    let reopened = SqliteStore::open_existing(SqliteConfig::file(&path))
-        .unwrap()
-        .with_index(index)
+    let reopened = existing(SqliteStoreConfig::file(&path).index(index))
+        .await
         .unwrap();
     assert!(reopened.get(&["a", "b"], "k2").await.unwrap().is_some());
 }

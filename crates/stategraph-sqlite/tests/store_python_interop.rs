@@ -21,7 +21,7 @@ use serde_json::{Value as Json, json};
 use stategraph_checkpoint::store::{
     ListNamespacesOptions, ManualClock, PutOptions, SearchOptions, Store, Timestamp, Ttl, TtlConfig,
 };
-use stategraph_sqlite::SqliteStore;
+use stategraph_sqlite::SqliteStoreConfig;
 
 /// The Python side. `write PATH`: create the tables and put the items of `python_items()`
 /// (`ttl` in minutes where given). `read PATH WANTED`: report the items at the addresses in
@@ -135,7 +135,7 @@ async fn we_read_items_python_wrote() {
     let theirs = run_python("write", &db, &items);
     assert_eq!(theirs["all"].as_array().unwrap().len(), 5);
 
-    let store = SqliteStore::open(&db).unwrap();
+    let store = SqliteStoreConfig::file(&db).connect().await.unwrap();
     assert_eq!(
         migrations(&db),
         [0, 1, 2, 3, 4],
@@ -223,9 +223,11 @@ async fn python_reads_items_we_wrote() {
     let db = dir.path().join("ours.sqlite");
     // Our clock, moved on between puts so that each has its own time.
     let clock = ManualClock::starting_now();
-    let store = SqliteStore::open(&db)
-        .unwrap()
-        .with_ttl(TtlConfig::default().with_clock(clock.clock()));
+    let store = SqliteStoreConfig::file(&db)
+        .ttl(TtlConfig::default().with_clock(clock.clock()))
+        .connect()
+        .await
+        .unwrap();
     let puts = [
         (
             vec!["users", "u1", "prefs"],
@@ -254,7 +256,7 @@ async fn python_reads_items_we_wrote() {
         clock.advance(Duration::from_millis(2));
     }
     let hour = PutOptions {
-        ttl: Ttl::Minutes(60.0),
+        ttl: Ttl::After(Duration::from_secs(60 * 60)),
         ..PutOptions::default()
     };
     store

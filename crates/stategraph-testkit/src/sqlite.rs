@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use stategraph_checkpoint::conformance::{Corruptor, Fixture, RawPart};
-use stategraph_sqlite::SqliteSaver;
+use stategraph_sqlite::{SqliteConfig, SqliteSaver};
 
 /// A database file (not created) in a temporary directory of its own, removed with the
 /// guard.
@@ -46,16 +46,19 @@ impl ScratchFile {
 }
 
 /// A saver on a fresh [`ScratchFile`].
-pub fn saver() -> (SqliteSaver, ScratchFile) {
+pub async fn saver() -> (SqliteSaver, ScratchFile) {
     let file = ScratchFile::new("checkpoints.sqlite");
-    let saver = SqliteSaver::open(file.path()).expect("open sqlite");
+    let saver = SqliteConfig::file(file.path())
+        .connect()
+        .await
+        .expect("open sqlite");
     (saver, file)
 }
 
 /// The conformance suite's fixture: a saver on a fresh file, [`Rows`] of it, and the file's
 /// guard.
 pub async fn fixture() -> Fixture {
-    let (saver, file) = saver();
+    let (saver, file) = saver().await;
     let rows = Rows::open(file.path());
     Fixture::new(saver).with_corruptor(rows).with_guard(file)
 }
@@ -63,7 +66,8 @@ pub async fn fixture() -> Fixture {
 /// The conformance suite's fixture on a private in-memory database, which no corruptor can
 /// reach ([`fixture`] runs the same code with its rows damaged).
 pub async fn in_memory_fixture() -> Fixture {
-    Fixture::new(SqliteSaver::in_memory().expect("open sqlite")).without_corruptor(
+    let saver = SqliteConfig::memory().connect().await.expect("open sqlite");
+    Fixture::new(saver).without_corruptor(
         "a private in-memory database cannot be opened twice; the file fixture runs the \
          same code with its rows damaged",
     )

@@ -43,9 +43,10 @@ fn chat_graph(saver: Arc<dyn CheckpointSaver>, delta: bool) -> CompiledGraph<Cha
 async fn savers(unique: &str) -> Vec<(&'static str, Arc<dyn CheckpointSaver>)> {
     let dir = std::env::temp_dir().join(format!("sg-delta-bench-{unique}"));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let sqlite = SqliteSaver::builder(dir.join("bench.sqlite"))
+    let sqlite = SqliteConfig::file(dir.join("bench.sqlite"))
         .synchronous(stategraph::Synchronous::Normal)
-        .open()
+        .connect()
+        .await
         .expect("sqlite");
     let url = stategraph_testkit::services::postgres_url();
     let pg = stategraph_postgres::PostgresConfig::from_url(&url)

@@ -128,11 +128,13 @@ pub use stategraph_graph::{
 #[cfg(feature = "mysql")]
 pub use stategraph_mysql::{MySqlConfig, MySqlSaver};
 #[cfg(feature = "postgres")]
-pub use stategraph_postgres::{PostgresConfig, PostgresSaver, PostgresStore};
+pub use stategraph_postgres::{PostgresConfig, PostgresSaver, PostgresStore, PostgresStoreConfig};
 #[cfg(feature = "redis")]
 pub use stategraph_redis::{RedisConfig, RedisSaver};
 #[cfg(feature = "sqlite")]
-pub use stategraph_sqlite::{SqliteConfig, SqliteSaver, SqliteStore, Synchronous};
+pub use stategraph_sqlite::{
+    SqliteConfig, SqliteSaver, SqliteStore, SqliteStoreConfig, Synchronous,
+};
 
 /// The names most programs need, in one import.
 pub mod prelude {
@@ -151,11 +153,13 @@ pub mod prelude {
         StateGraph, StreamEvent, StreamMode,
     };
     #[cfg(feature = "sqlite")]
-    pub use stategraph_sqlite::SqliteSaver;
+    pub use stategraph_sqlite::{SqliteConfig, SqliteSaver};
 }
 
 /// Opens (and sets up) the checkpoint saver a database URL names, with LangGraph's default
-/// serializer ([`JsonPlusSerializer`]).
+/// serializer ([`JsonPlusSerializer`]). For a backend's other settings, use its config
+/// (`SqliteConfig`, `PostgresConfig`, `MySqlConfig`, `RedisConfig`:
+/// `from_url(url)?.….connect().await`).
 ///
 /// `memory:` is an [`InMemorySaver`]; `sqlite:` URLs need the `sqlite` feature (on by default),
 /// `postgres://` / `postgresql://` the `postgres` feature, `mysql://` the `mysql` feature and
@@ -243,7 +247,7 @@ pub async fn open_saver_with(
             if existing {
                 config = config.without_setup();
             }
-            Ok(Arc::new(config.open()?))
+            Ok(Arc::new(config.connect().await?))
         }
         #[cfg(not(feature = "sqlite"))]
         "sqlite" => Err(missing_feature(scheme)),
@@ -268,12 +272,13 @@ pub async fn open_saver_with(
         #[cfg(not(feature = "mysql"))]
         "mysql" => Err(missing_feature(scheme)),
         #[cfg(feature = "redis")]
-        "redis" | "rediss" => Ok(Arc::new(
-            RedisConfig::from_url(url)?
-                .serializer(serializer)
-                .connect()
-                .await?,
-        )),
+        "redis" | "rediss" => {
+            let mut config = RedisConfig::from_url(url)?.serializer(serializer);
+            if existing {
+                config = config.without_setup();
+            }
+            Ok(Arc::new(config.connect().await?))
+        }
         #[cfg(not(feature = "redis"))]
         "redis" | "rediss" => Err(missing_feature(scheme)),
         _ => Err(CheckpointError::invalid(
@@ -290,9 +295,10 @@ pub async fn open_saver_with(
 ///
 /// `memory:` is an [`InMemoryStore`](store::InMemoryStore); `sqlite:` URLs (feature `sqlite`,
 /// on by default) open a [`SqliteStore`] and `postgres://` / `postgresql://` URLs (feature
-/// `postgres`) a `PostgresStore`, whose `setup` is run here. `options` carries the semantic
-/// search index and the TTL behaviour; a TTL sweeper is *not* started (see
-/// [`store::spawn_ttl_sweeper`]).
+/// `postgres`) a `PostgresStore`, creating or upgrading their tables (as
+/// [`SqliteStoreConfig`]`::from_url(url)?.….connect()` does, which has every other setting).
+/// `options` carries the semantic search index and the TTL behaviour; a TTL sweeper is *not*
+/// started (see [`store::spawn_ttl_sweeper`]).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -315,10 +321,11 @@ pub async fn open_store(
 }
 
 /// [`open_store`] for tools that only read: opens the store a database URL names without
-/// creating or changing anything. A SQLite file must exist and a database must already have
-/// the store's tables (created by the store's `setup`, which [`open_store`] runs): otherwise
-/// the error is [`StoreError::MissingTables`](store::StoreError::MissingTables), naming them.
-/// Writing through the store still works where the tables exist.
+/// creating or changing anything (as the store configs' `without_setup`). A SQLite file must
+/// exist and a database must already have the store's tables (which [`open_store`]
+/// creates): otherwise the error is
+/// [`StoreError::MissingTables`](store::StoreError::MissingTables), naming them. Writing
+/// through the store still works where the tables exist.
 ///
 /// ```
 /// use stategraph::store::{StoreError, StoreOptions};
@@ -349,40 +356,30 @@ async fn open_store_as(
     #[cfg(not(all(feature = "sqlite", feature = "postgres")))]
     let _ = setup;
     match scheme {
-        "memory" => {
-            let mut s = store::InMemoryStore::new().with_ttl(ttl);
-            if let Some(index) = index {
-                s = s.with_index(index);
-            }
-            Ok(Arc::new(s))
-        }
+        "memory" => Ok(Arc::new(store::InMemoryStore::from_options(
+            store::StoreOptions { index, ttl },
+        ))),
         #[cfg(feature = "sqlite")]
         "sqlite" => {
-            let config = SqliteConfig::from_url(url)
-                .map_err(|e| store::StoreError::InvalidConfig(e.to_string()))?;
-            let mut s = if setup {
-                SqliteStore::with_config(config)?
-            } else {
-                SqliteStore::open_existing(config)?
-            }
-            .with_ttl(ttl);
+            let mut config = SqliteStoreConfig::from_url(url)?.ttl(ttl);
             if let Some(index) = index {
-                s = s.with_index(index)?;
+                config = config.index(index);
             }
-            Ok(Arc::new(s))
+            if !setup {
+                config = config.without_setup();
+            }
+            Ok(Arc::new(config.connect().await?))
         }
         #[cfg(feature = "postgres")]
         "postgres" | "postgresql" => {
-            let mut s = PostgresStore::from_url(url)?.with_ttl(ttl);
+            let mut config = PostgresStoreConfig::from_url(url)?.ttl(ttl);
             if let Some(index) = index {
-                s = s.with_index(index);
+                config = config.index(index);
             }
-            if setup {
-                s.setup().await?;
-            } else {
-                s.check_tables().await?;
+            if !setup {
+                config = config.without_setup();
             }
-            Ok(Arc::new(s))
+            Ok(Arc::new(config.connect().await?))
         }
         #[cfg(not(feature = "sqlite"))]
         "sqlite" => Err(store_missing_feature(scheme, "sqlite")),

@@ -87,7 +87,7 @@ async fn check(saver: Arc<dyn CheckpointSaver>, db: &str) {
 async fn sqlite_delta_threads_are_shared_with_python() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("delta.sqlite");
-    let saver = Arc::new(SqliteSaver::open(&db).unwrap());
+    let saver = Arc::new(SqliteConfig::file(&db).connect().await.unwrap());
     check(saver, db.to_str().unwrap()).await;
 }
 

@@ -80,7 +80,12 @@ async fn same_as_full_storage(saver: Arc<dyn CheckpointSaver>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_delta_threads_read_like_full_ones() {
     let dir = tempfile::tempdir().unwrap();
-    let saver = Arc::new(SqliteSaver::open(dir.path().join("delta.sqlite")).unwrap());
+    let saver = Arc::new(
+        SqliteConfig::file(dir.path().join("delta.sqlite"))
+            .connect()
+            .await
+            .unwrap(),
+    );
     same_as_full_storage(saver).await;
 }
 
@@ -152,7 +157,7 @@ async fn sqlite_thousand_turns() {
     for (durability, bound) in [(Durability::Async, 25.0), (Durability::Exit, 16.0)] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("long.sqlite");
-        let saver = Arc::new(SqliteSaver::open(&path).unwrap());
+        let saver = Arc::new(SqliteConfig::file(&path).connect().await.unwrap());
         thousand_turns(saver, durability).await;
         let ratio = report("sqlite", durability, sqlite_bytes(&path));
         assert!(ratio < bound, "{ratio:.2}x");
@@ -307,7 +312,12 @@ async fn other_strategies_keep_values(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_prune_keeps_delta_threads_readable() {
     let dir = tempfile::tempdir().unwrap();
-    let saver = Arc::new(SqliteSaver::open(dir.path().join("prune.sqlite")).unwrap());
+    let saver = Arc::new(
+        SqliteConfig::file(dir.path().join("prune.sqlite"))
+            .connect()
+            .await
+            .unwrap(),
+    );
     prune_keeps_delta_threads_readable(saver).await;
 }
 

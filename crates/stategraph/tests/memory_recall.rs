@@ -118,21 +118,21 @@ async fn sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres() {
     let schema = stategraph_testkit::postgres::ScratchSchema::new("sg_recall");
-    let config =
-        stategraph_postgres::PostgresConfig::from_url(&stategraph_testkit::postgres::url())
+    let StoreOptions { index, ttl } = options();
+    let store =
+        stategraph_postgres::PostgresStoreConfig::from_url(&stategraph_testkit::postgres::url())
             .unwrap()
             .schema(schema.name())
-            .pool_size(2);
-    let StoreOptions { index, ttl } = options();
-    let store = stategraph_postgres::PostgresStore::from_config(&config)
-        .unwrap()
-        .with_index(index.unwrap())
-        .with_ttl(ttl);
-    store.setup().await.unwrap_or_else(|e| {
-        panic!(
-            "PostgreSQL with pgvector at {} is required (scripts/install-pgvector.sh): {e}",
-            stategraph_testkit::postgres::url()
-        )
-    });
+            .pool_size(2)
+            .index(index.unwrap())
+            .ttl(ttl)
+            .connect()
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "PostgreSQL with pgvector at {} is required (scripts/install-pgvector.sh): {e}",
+                    stategraph_testkit::postgres::url()
+                )
+            });
     recall(Arc::new(store)).await.unwrap();
 }

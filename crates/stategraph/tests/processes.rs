@@ -196,7 +196,10 @@ async fn sigkill_mid_step_then_resume_in_a_fresh_process() {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
 
-    let saver = stategraph::SqliteSaver::open(dir.path().join("threads.sqlite")).unwrap();
+    let saver = stategraph::SqliteConfig::file(dir.path().join("threads.sqlite"))
+        .connect()
+        .await
+        .unwrap();
     let before = saver
         .get_tuple(&stategraph::CheckpointConfig::new("t"))
         .await
@@ -255,7 +258,10 @@ async fn two_processes_racing_on_one_thread() {
     assert_eq!(result_of(first), "conflict");
     assert_eq!(result_of(second), "ok");
 
-    let saver = stategraph::SqliteSaver::open(dir.path().join("threads.sqlite")).unwrap();
+    let saver = stategraph::SqliteConfig::file(dir.path().join("threads.sqlite"))
+        .connect()
+        .await
+        .unwrap();
     let all = saver.list(&ListOptions::thread("t")).await.unwrap();
     let mut children = std::collections::BTreeMap::new();
     for t in &all {

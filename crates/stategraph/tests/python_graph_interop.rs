@@ -214,11 +214,11 @@ struct Backend {
     _keep: Box<dyn std::any::Any + std::marker::Send>,
 }
 
-fn sqlite_backend() -> Backend {
+async fn sqlite_backend() -> Backend {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("shared.sqlite");
     Backend {
-        saver: Arc::new(SqliteSaver::open(&db).unwrap()),
+        saver: Arc::new(SqliteConfig::file(&db).connect().await.unwrap()),
         python_db: db.display().to_string(),
         aes_key: None,
         _keep: Box::new(dir),
@@ -257,7 +257,7 @@ async fn check<S: stategraph::State>(
     history_len_after_two_runs: usize,
 ) {
     check_on(
-        &sqlite_backend(),
+        &sqlite_backend().await,
         graph_name,
         build,
         input,
@@ -449,7 +449,7 @@ async fn subgraph_threads_are_shared_with_python() {
 async fn update_state_matches_python() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("shared.sqlite");
-    let graph = seed_graph(Arc::new(SqliteSaver::open(&db).unwrap()));
+    let graph = seed_graph(Arc::new(SqliteConfig::file(&db).connect().await.unwrap()));
     let rust = RunConfig::thread("rust");
     let input = || SeedUpdate::default().foo("").bar(Vec::<String>::new());
     graph.invoke_values(input(), rust.clone()).await.unwrap();
@@ -473,7 +473,7 @@ async fn update_state_matches_python() {
         &["run", "update", "update_as_a", "resume"],
     );
 
-    let saver = SqliteSaver::open(&db).unwrap();
+    let saver = SqliteConfig::file(&db).connect().await.unwrap();
     assert_eq!(
         all_namespaces(&saver, "py").await,
         all_namespaces(&saver, "rust").await
@@ -508,7 +508,7 @@ async fn update_state_matches_python() {
 async fn interrupted_threads_are_shared_with_python() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("shared.sqlite");
-    let graph = hitl_graph(Arc::new(SqliteSaver::open(&db).unwrap()));
+    let graph = hitl_graph(Arc::new(SqliteConfig::file(&db).connect().await.unwrap()));
     let input = || {
         RouteUpdate::default()
             .log(Vec::<String>::new())
@@ -541,7 +541,7 @@ async fn interrupted_threads_are_shared_with_python() {
         .resume_values(stategraph::graph::Resume::Value("yes".into()), rust.clone())
         .await
         .unwrap();
-    let saver = SqliteSaver::open(&db).unwrap();
+    let saver = SqliteConfig::file(&db).connect().await.unwrap();
     assert_eq!(
         all_namespaces(&saver, "py").await,
         all_namespaces(&saver, "rust").await
@@ -769,7 +769,7 @@ fn chat_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Chat> {
 
 #[tokio::test]
 async fn chat_threads_with_langchain_messages_are_shared_with_python() {
-    let backend = sqlite_backend();
+    let backend = sqlite_backend().await;
     let db = backend.python_db.clone();
     let graph = chat_graph(Arc::clone(&backend.saver));
     // Python starts the conversation; we continue it; Python reads real message classes back.
@@ -821,7 +821,7 @@ async fn chat_threads_with_langchain_messages_are_shared_with_python() {
 /// sealed ones alike.
 #[tokio::test]
 async fn python_continues_a_thread_with_sealed_metadata() {
-    let backend = sqlite_backend();
+    let backend = sqlite_backend().await;
     let cipher = Arc::new(stategraph::AesEaxCipher::new(b"0123456789abcdef").unwrap());
     let saver: Arc<dyn CheckpointSaver> = Arc::new(stategraph::SealedMetadataSaver::new(
         Arc::clone(&backend.saver),

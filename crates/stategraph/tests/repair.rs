@@ -35,8 +35,12 @@ fn graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Tally> {
 #[tokio::test]
 async fn lost_values_come_back_through_the_graphs_reducers() {
     let dir = tempfile::tempdir().unwrap();
-    let saver: Arc<dyn CheckpointSaver> =
-        Arc::new(SqliteSaver::open(dir.path().join("repair.sqlite")).unwrap());
+    let saver: Arc<dyn CheckpointSaver> = Arc::new(
+        SqliteConfig::file(dir.path().join("repair.sqlite"))
+            .connect()
+            .await
+            .unwrap(),
+    );
     let g = graph(Arc::clone(&saver));
     let config = RunConfig::thread("t");
     g.invoke(TallyUpdate::default().count(1), config.clone())

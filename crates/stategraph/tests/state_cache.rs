@@ -110,16 +110,19 @@ async fn both_ways(
     (with, without)
 }
 
-fn savers() -> Vec<(&'static str, Arc<dyn CheckpointSaver>)> {
+async fn savers() -> Vec<(&'static str, Arc<dyn CheckpointSaver>)> {
     vec![
         ("memory", Arc::new(InMemorySaver::new())),
-        ("sqlite", Arc::new(SqliteSaver::in_memory().unwrap())),
+        (
+            "sqlite",
+            Arc::new(SqliteSaver::connect("sqlite::memory:").await.unwrap()),
+        ),
     ]
 }
 
 #[tokio::test]
 async fn nodes_see_the_same_state_with_and_without_the_cache() {
-    for (name, saver) in savers() {
+    for (name, saver) in savers().await {
         for delta in [false, true] {
             let (with, without) = both_ways(Arc::clone(&saver), delta, 9).await;
             assert_eq!(with.len(), 9);
@@ -136,7 +139,7 @@ async fn nodes_see_the_same_state_with_and_without_the_cache() {
 
 #[tokio::test]
 async fn a_thread_moved_on_elsewhere_is_read_again() {
-    for (name, saver) in savers() {
+    for (name, saver) in savers().await {
         for delta in [false, true] {
             let seen: Seen = Default::default();
             let ours = book_graph(Arc::clone(&saver), delta, 8, Arc::clone(&seen), None);

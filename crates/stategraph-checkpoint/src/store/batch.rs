@@ -141,13 +141,11 @@ pub fn validate_ops(ops: &[Op]) -> Result<(), StoreError> {
                         reason: "a stored value must be a JSON object".into(),
                     });
                 }
-                if let Some(ttl) = p.ttl
-                    && !(ttl.is_finite() && ttl > 0.0)
-                {
+                if p.ttl.is_some_and(|ttl| ttl.is_zero()) {
                     return Err(StoreError::InvalidValue {
                         namespace: p.namespace.clone(),
                         key: p.key.clone(),
-                        reason: format!("ttl must be a positive number of minutes, got {ttl}"),
+                        reason: "ttl must be longer than zero".into(),
                     });
                 }
                 if let IndexFields::Fields(fs) = &p.index {

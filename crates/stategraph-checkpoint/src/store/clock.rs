@@ -14,17 +14,19 @@ use super::Timestamp;
 /// A store takes its clock from its [`TtlConfig`](super::TtlConfig):
 ///
 /// ```
+/// use std::time::Duration;
 /// use serde_json::json;
 /// use stategraph_checkpoint::store::*;
 ///
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// const MINUTE: Duration = Duration::from_secs(60);
 /// let clock = ManualClock::starting_now();
-/// let ttl = TtlConfig { default_ttl: Some(5.0), ..TtlConfig::default() }.with_clock(clock.clock());
+/// let ttl = TtlConfig::default().default_ttl(5 * MINUTE).with_clock(clock.clock());
 /// let store = InMemoryStore::new().with_ttl(ttl);
 /// store.put(&["session"], "k", json!({"v": 1})).await?;
-/// clock.advance_minutes(4.0);
+/// clock.advance(4 * MINUTE);
 /// assert!(store.get(&["session"], "k").await?.is_some()); // and the read refreshes it
-/// clock.advance_minutes(6.0);
+/// clock.advance(6 * MINUTE);
 /// assert_eq!(store.get(&["session"], "k").await?, None);
 /// # Ok::<(), StoreError>(()) }).unwrap();
 /// ```
@@ -103,16 +105,10 @@ impl ManualClock {
         self.micros.store(time.unix_micros(), Ordering::SeqCst);
     }
 
-    /// Moves it forward by `by` (whole microseconds).
+    /// Moves it forward by `by`, rounded to the microsecond (as [`Timestamp::plus`]).
     pub fn advance(&self, by: Duration) {
-        let micros = i64::try_from(by.as_micros()).unwrap_or(i64::MAX);
-        self.add(micros);
-    }
-
-    /// Moves it forward by `minutes` (fractional minutes allowed, as TTLs are).
-    pub fn advance_minutes(&self, minutes: f64) {
         let t = self.time();
-        self.add(t.plus_minutes(minutes).unix_micros() - t.unix_micros());
+        self.add(t.plus(by).unix_micros() - t.unix_micros());
     }
 
     fn add(&self, micros: i64) {
@@ -158,7 +154,7 @@ mod tests {
         assert_eq!(manual.time().unix_micros(), 1_002);
         manual.advance(Duration::from_millis(1));
         assert_eq!(manual.time().unix_micros(), 2_002);
-        manual.advance_minutes(0.5);
+        manual.advance(Duration::from_secs(30));
         assert_eq!(manual.time().unix_micros(), 30_002_002);
         manual.set(Timestamp::from_unix_micros(5));
         assert_eq!(clock.now().unix_micros(), 5);

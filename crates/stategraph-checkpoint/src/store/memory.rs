@@ -2,20 +2,21 @@
 //! programs. Same semantics as the database stores, TTL included.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::RwLock;
 
 use super::{
     BatchStep, GetOp, IndexConfig, Item, ListNamespacesOp, Namespace, Op, OpResult, PutOp, ReadOp,
-    SearchItem, SearchOp, Store, StoreError, Timestamp, TtlConfig, VectorPlan, cosine, filter,
-    finish_list_namespaces, plan_batch,
+    SearchItem, SearchOp, Store, StoreError, StoreOptions, Timestamp, TtlConfig, VectorPlan,
+    cosine, filter, finish_list_namespaces, plan_batch,
 };
 
 #[derive(Debug)]
 struct Entry {
     item: Item,
-    ttl_minutes: Option<f64>,
+    ttl: Option<Duration>,
     expires_at: Option<Timestamp>,
     vectors: BTreeMap<String, Vec<f32>>,
 }
@@ -26,8 +27,8 @@ impl Entry {
     }
 
     fn refresh(&mut self, now: Timestamp) {
-        if let Some(ttl) = self.ttl_minutes {
-            self.expires_at = Some(now.plus_minutes(ttl));
+        if let Some(ttl) = self.ttl {
+            self.expires_at = Some(now.plus(ttl));
         }
     }
 }
@@ -39,6 +40,20 @@ type Items = BTreeMap<Namespace, BTreeMap<String, Entry>>;
 /// Unlike LangGraph's `InMemoryStore` it keeps `created_at` across updates, orders plain
 /// searches by `updated_at` (newest first) and supports TTLs, exactly as the database stores
 /// do, so code tested against it behaves the same in production.
+///
+/// Nothing to connect to: build it with [`new`](Self::new) and the `with_*` setters (or
+/// [`from_options`](Self::from_options)), as the database stores' configs are built.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use stategraph_checkpoint::store::*;
+///
+/// let store = InMemoryStore::new()
+///     .with_index(IndexConfig::new(64, Arc::new(HashingEmbeddings::new(64))))
+///     .with_ttl(TtlConfig::default().default_ttl(Duration::from_secs(3600)));
+/// assert_eq!(store.ttl_config().default_ttl, Some(Duration::from_secs(3600)));
+/// ```
 #[derive(Debug, Default)]
 pub struct InMemoryStore {
     items: RwLock<Items>,
@@ -58,10 +73,20 @@ impl InMemoryStore {
         self
     }
 
-    /// Uses `ttl` for default TTLs and read refresh.
+    /// Uses `ttl` for default TTLs, read refresh and the clock.
     pub fn with_ttl(mut self, ttl: TtlConfig) -> Self {
         self.ttl = ttl;
         self
+    }
+
+    /// An empty store with `options`' index (if any) and TTL behaviour.
+    pub fn from_options(options: StoreOptions) -> Self {
+        let StoreOptions { index, ttl } = options;
+        Self {
+            items: RwLock::default(),
+            index,
+            ttl,
+        }
     }
 
     fn get(items: &mut Items, op: &GetOp, now: Timestamp) -> Option<Item> {
@@ -191,8 +216,8 @@ impl InMemoryStore {
                         created_at,
                         updated_at: now,
                     },
-                    ttl_minutes: op.ttl,
-                    expires_at: op.ttl.map(|t| now.plus_minutes(t)),
+                    ttl: op.ttl,
+                    expires_at: op.ttl.map(|t| now.plus(t)),
                     vectors: kept,
                 },
             );

@@ -158,7 +158,7 @@ pub trait Store: Send + Sync + fmt::Debug {
         let ttl = match options.ttl {
             Ttl::Default => self.ttl_config().default_ttl,
             Ttl::Never => None,
-            Ttl::Minutes(m) => Some(m),
+            Ttl::After(d) => Some(d),
         };
         let op = PutOp {
             namespace: ns(namespace),

@@ -1,5 +1,7 @@
 //! The operations of a [`Store::batch`](super::Store::batch) and their results.
 
+use std::time::Duration;
+
 use serde_json::{Map, Value as Json};
 
 use super::{Item, Namespace, SearchItem};
@@ -17,15 +19,25 @@ pub enum IndexFields {
 }
 
 /// How long a put item lives.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+///
+/// ```
+/// use std::time::Duration;
+/// use stategraph_checkpoint::store::{PutOptions, Ttl};
+///
+/// let options = PutOptions { ttl: Ttl::After(Duration::from_secs(90)), ..PutOptions::default() };
+/// # let _ = options;
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Ttl {
-    /// The store's `default_ttl` (LangGraph's `NOT_PROVIDED`).
+    /// The store's [`default_ttl`](super::TtlConfig::default_ttl) (LangGraph's
+    /// `NOT_PROVIDED`).
     #[default]
     Default,
     /// Forever.
     Never,
-    /// This many minutes after the put (or after the last read that refreshed it).
-    Minutes(f64),
+    /// This long after the put (or after the last read that refreshed it); must not be zero.
+    /// Stores keep it as LangGraph does, in fractional minutes.
+    After(Duration),
 }
 
 /// Read one item.
@@ -67,9 +79,9 @@ pub struct PutOp {
     pub value: Option<Json>,
     /// Which fields to embed.
     pub index: IndexFields,
-    /// Its lifetime, in minutes; `None` never expires. (Already resolved: the convenience
+    /// Its lifetime (not zero); `None` never expires. (Already resolved: the convenience
     /// methods turn [`Ttl::Default`] into the store's default.)
-    pub ttl: Option<f64>,
+    pub ttl: Option<Duration>,
 }
 
 /// Whether a [`MatchCondition`] anchors at the start or the end of a namespace.

@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A point in time, UTC, with microsecond precision (what Python's `datetime` holds).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -38,15 +38,14 @@ impl Timestamp {
         self.0
     }
 
-    /// This time plus `minutes` (fractional minutes allowed, as LangGraph's TTLs are).
-    pub fn plus_minutes(self, minutes: f64) -> Self {
-        let delta = (minutes * 60_000_000.0).round();
-        let delta = if delta.is_finite() {
-            delta as i64
-        } else {
-            i64::MAX
-        };
-        Self(self.0.saturating_add(delta))
+    /// This time plus `by`, rounded to the microsecond (saturating at the largest
+    /// timestamp).
+    pub fn plus(self, by: Duration) -> Self {
+        let micros = by.as_nanos().saturating_add(500) / 1_000;
+        Self(
+            self.0
+                .saturating_add(i64::try_from(micros).unwrap_or(i64::MAX)),
+        )
     }
 
     /// The time as a [`SystemTime`].
@@ -235,9 +234,18 @@ mod tests {
         let b = Timestamp::now();
         assert!(b > a);
         assert_eq!(
-            a.plus_minutes(1.5).unix_micros() - a.unix_micros(),
+            a.plus(Duration::from_secs(90)).unix_micros() - a.unix_micros(),
             90_000_000
         );
+        assert_eq!(
+            a.plus(Duration::from_nanos(1_499)).unix_micros() - a.unix_micros(),
+            1
+        );
+        assert_eq!(
+            a.plus(Duration::from_nanos(1_500)).unix_micros() - a.unix_micros(),
+            2
+        );
+        assert_eq!(a.plus(Duration::MAX).unix_micros(), i64::MAX);
         assert_eq!(Timestamp::from_system_time(b.to_system_time()), b);
     }
 }

@@ -59,7 +59,10 @@ pub(super) fn marks(n: usize) -> String {
 }
 
 impl MySqlSaver {
-    /// Connects to the database a `mysql://` URL names and creates the tables if missing.
+    /// Connects to the database a `mysql://` URL names and creates the database and tables
+    /// if missing: shorthand for
+    /// [`MySqlConfig::from_url`]`(url)?.`[`connect`](MySqlConfig::connect)`()`, which has
+    /// every other setting.
     pub async fn connect(url: &str) -> Result<Self> {
         MySqlConfig::from_url(url)?.connect().await
     }

@@ -77,7 +77,9 @@ pub(super) fn p<T: ToSql + Sync>(value: &T, ty: Type) -> Param<'_> {
 
 impl PostgresSaver {
     /// Connects to the database a `postgres://` URL names and creates or upgrades LangGraph's
-    /// tables.
+    /// tables: shorthand for
+    /// [`PostgresConfig::from_url`]`(url)?.`[`connect`](PostgresConfig::connect)`()`, which
+    /// has every other setting.
     pub async fn connect(url: &str) -> Result<Self> {
         PostgresConfig::from_url(url)?.connect().await
     }

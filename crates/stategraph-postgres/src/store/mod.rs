@@ -1,5 +1,6 @@
 //! [`PostgresStore`]: LangGraph's Postgres `BaseStore`, in Rust, on LangGraph's own schema.
 
+mod config;
 mod read;
 mod schema;
 mod sql;
@@ -11,30 +12,32 @@ mod write;
 use std::fmt;
 
 use async_trait::async_trait;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::Pool;
 use stategraph_checkpoint::store::{
     BatchStep, IndexConfig, Op, OpResult, ReadOp, Store, StoreError, TtlConfig, plan_batch,
 };
-use tokio_postgres::NoTls;
 
-use crate::config::PostgresConfig;
 use sql::{backend, client_of};
 
-/// Default of [`PostgresStore::with_exact_search_limit`].
-const DEFAULT_EXACT_SEARCH_LIMIT: u64 = 10_000;
+pub use config::PostgresStoreConfig;
 
 /// A [`Store`] on PostgreSQL with LangGraph's own schema and row formats, so Python
 /// LangGraph's `PostgresStore` and this one share a database.
 ///
+/// Connect with [`PostgresStore::connect`]`(url)` or, with an index, TTLs, a schema or other
+/// settings, [`PostgresStoreConfig`].
+///
 /// # Schema
 ///
-/// [`setup`](Self::setup) runs LangGraph's `store_migrations` v0–v3 (`store` with a JSONB
-/// `value`, `created_at`/`updated_at`/`expires_at` TIMESTAMPTZ and an INT `ttl_minutes`;
-/// `store_prefix_idx`; `idx_store_expires_at`) and, with an index, `vector_migrations` v0–v2
-/// (the `vector` extension; `store_vectors` with one `vector(dims)` per embedded field,
-/// cascading on delete; an HNSW index with `vector_cosine_ops`), recording versions as Python
-/// does. Its one addition, `stategraph_store_ttl`, is versioned separately in
-/// `stategraph_store_migrations`. A namespace is stored as its labels joined by `.`.
+/// The setup ([`PostgresStoreConfig::connect`], unless
+/// [`without_setup`](PostgresStoreConfig::without_setup)) runs LangGraph's `store_migrations`
+/// v0–v3 (`store` with a JSONB `value`, `created_at`/`updated_at`/`expires_at` TIMESTAMPTZ
+/// and an INT `ttl_minutes`; `store_prefix_idx`; `idx_store_expires_at`) and, with an index,
+/// `vector_migrations` v0–v2 (the `vector` extension; `store_vectors` with one `vector(dims)`
+/// per embedded field, cascading on delete; an HNSW index with `vector_cosine_ops`),
+/// recording versions as Python does. Its one addition, `stategraph_store_ttl`, is versioned
+/// separately in `stategraph_store_migrations`. A namespace is stored as its labels joined by
+/// `.`.
 ///
 /// # Clock
 ///
@@ -48,7 +51,8 @@ const DEFAULT_EXACT_SEARCH_LIMIT: u64 = 10_000;
 ///
 /// # TTL precision
 ///
-/// TTLs are fractional minutes, but LangGraph's `ttl_minutes` column is an INT. A put stores
+/// TTLs are [`Duration`](std::time::Duration)s, stored in LangGraph's unit, fractional
+/// minutes; but LangGraph's `ttl_minutes` column is an INT. A put stores
 /// `expires_at` exactly (put time + TTL, to the microsecond) and `ttl_minutes` rounded **up**
 /// (so Python, which refreshes by `ttl_minutes`, never expires an item earlier than its TTL);
 /// a fractional TTL is also kept exactly in `stategraph_store_ttl`, which refreshes use. That
@@ -71,7 +75,7 @@ const DEFAULT_EXACT_SEARCH_LIMIT: u64 = 10_000;
 /// (`1 - (embedding <=> query)`) of its vectors to the query (a zero vector scores 0). Scored
 /// items come first (best first), then items without vectors (newest first); `offset` and
 /// `limit` apply to that combined order. While `store_vectors` holds fewer vectors than
-/// [`with_exact_search_limit`](Self::with_exact_search_limit) (by the planner's estimate,
+/// [`exact_search_limit`](PostgresStoreConfig::exact_search_limit) (by the planner's estimate,
 /// default 10,000), the search is exact: every matching item is scored. Above it, the HNSW
 /// index picks candidates (`ORDER BY embedding <=> query LIMIT n` with
 /// `hnsw.iterative_scan = relaxed_order`, so namespace and value filters do not starve the
@@ -116,96 +120,15 @@ impl fmt::Debug for PostgresStore {
 }
 
 impl PostgresStore {
-    /// Connects to the database a `postgres://` URL names and runs [`setup`](Self::setup)
-    /// (without an index; to add one, use [`from_url`](Self::from_url), then
-    /// [`with_index`](Self::with_index), then `setup`).
+    /// Connects to the database a `postgres://` URL names and creates or upgrades the store's
+    /// tables, without an index or TTLs: shorthand for
+    /// [`PostgresStoreConfig::from_url`]`(url)?.`[`connect`](PostgresStoreConfig::connect)`()`.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let store = Self::from_url(url)?;
-        store.setup().await?;
-        Ok(store)
+        PostgresStoreConfig::from_url(url)?.connect().await
     }
 
-    /// A store on the database a `postgres://` URL names (see [`PostgresConfig::from_url`]).
-    /// Connects lazily: call [`setup`](Self::setup) before first use.
-    pub fn from_url(url: &str) -> Result<Self, StoreError> {
-        let config =
-            PostgresConfig::from_url(url).map_err(|e| StoreError::InvalidConfig(e.to_string()))?;
-        Self::from_config(&config)
-    }
-
-    /// A store with a [`PostgresConfig`]'s connection settings and pool size. With
-    /// [`PostgresConfig::schema`], its tables live in that schema (created by `setup`) and the
-    /// connections' `search_path` is that schema, then `public` (where the `vector` extension
-    /// usually lives). Connects lazily: call [`setup`](Self::setup) before first use.
-    pub fn from_config(config: &PostgresConfig) -> Result<Self, StoreError> {
-        let mut pg = config.pg.clone();
-        if let Some(schema) = &config.schema {
-            pg.options(format!(
-                "-c search_path=\"{}\",public",
-                schema.replace('"', "")
-            ));
-        }
-        let manager = Manager::from_config(
-            pg.clone(),
-            NoTls,
-            ManagerConfig {
-                // As the saver's: a connection the server dropped is replaced, not handed out.
-                recycling_method: RecyclingMethod::Verified,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(config.pool_size)
-            .build()
-            .map_err(|e| backend("building the connection pool", e))?;
-        let target = format!(
-            "{:?}:{:?}/{}",
-            pg.get_hosts(),
-            pg.get_ports(),
-            pg.get_dbname().unwrap_or_default()
-        );
-        let mut store = Self::from_pool(pool);
-        store.schema = config.schema.clone();
-        store.target = target;
-        Ok(store)
-    }
-
-    /// A store on an existing pool (for example one shared with other code). Its connections'
-    /// `search_path` decides where the tables are; `setup` creates no schema. Call
-    /// [`setup`](Self::setup) before first use.
-    pub fn from_pool(pool: Pool) -> Self {
-        Self {
-            pool,
-            schema: None,
-            target: "the pool's database".to_owned(),
-            index: None,
-            ttl: TtlConfig::default(),
-            exact_search_limit: DEFAULT_EXACT_SEARCH_LIMIT,
-        }
-    }
-
-    /// Embeds documents with `index` so `search` can rank by meaning (run
-    /// [`setup`](Self::setup) afterwards: it creates the vector table for `index.dims`).
-    pub fn with_index(mut self, index: IndexConfig) -> Self {
-        self.index = Some(index);
-        self
-    }
-
-    /// Uses `ttl` for default TTLs and read refresh.
-    pub fn with_ttl(mut self, ttl: TtlConfig) -> Self {
-        self.ttl = ttl;
-        self
-    }
-
-    /// Semantic searches are exact while `store_vectors` holds fewer than `vectors` vectors
-    /// (the planner's estimate); at or above it they use the HNSW index for candidates (see
-    /// the type's docs). Default 10,000; `u64::MAX` keeps every search exact, `0` always uses
-    /// the index.
-    pub fn with_exact_search_limit(mut self, vectors: u64) -> Self {
-        self.exact_search_limit = vectors;
-        self
-    }
-
-    /// The connection pool.
+    /// The connection pool (another store can share it:
+    /// [`PostgresStoreConfig::from_pool`]).
     pub fn pool(&self) -> &Pool {
         &self.pool
     }

@@ -1,5 +1,5 @@
-//! The store's tables: LangGraph's migrations and stategraph's own, applied by an explicit
-//! setup, and the check that a store used without setup finds them.
+//! The store's tables: LangGraph's migrations and stategraph's own, applied when connecting,
+//! and the check that a store connected without setup finds them.
 
 use stategraph_checkpoint::store::StoreError;
 use tokio_postgres::types::Type;
@@ -81,7 +81,7 @@ impl PostgresStore {
     /// migrations, and stategraph's own. Idempotent; concurrent calls (from several processes
     /// too) take turns on an advisory lock. Fails if the index's dimensions differ from an
     /// existing `store_vectors` table's.
-    pub async fn setup(&self) -> Result<(), StoreError> {
+    pub(super) async fn setup(&self) -> Result<(), StoreError> {
         if let Some(index) = &self.index {
             index.validate()?;
         }
@@ -119,11 +119,10 @@ impl PostgresStore {
 
     /// Checks, changing nothing, that the tables reads need are there: `store` and
     /// `store_migrations`, and with an index `store_vectors` and `vector_migrations` (so a
-    /// database Python's `setup()` created passes). Tools that only read use this instead of
-    /// [`setup`](Self::setup). Missing tables are [`StoreError::MissingTables`]. (stategraph's
-    /// own `stategraph_store_ttl`, which refreshing TTLs and putting fractional TTLs use, is
-    /// created by `setup`.)
-    pub async fn check_tables(&self) -> Result<(), StoreError> {
+    /// database Python's `setup()` created passes). Missing tables are
+    /// [`StoreError::MissingTables`]. (stategraph's own `stategraph_store_ttl`, which
+    /// refreshing TTLs and putting fractional TTLs use, is created by `setup`.)
+    pub(super) async fn check_tables(&self) -> Result<(), StoreError> {
         let mut wanted = vec!["store", "store_migrations"];
         if self.index.is_some() {
             wanted.extend(["store_vectors", "vector_migrations"]);

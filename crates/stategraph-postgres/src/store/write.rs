@@ -100,14 +100,17 @@ impl PostgresStore {
             up_p.push(prefix.clone());
             up_k.push(op.key.clone());
             up_v.push(value.clone());
-            up_exp.push(op.ttl.map(|t| time_param(now.plus_minutes(t))));
-            up_ttl.push(op.ttl.map(|t| t.ceil().min(f64::from(i32::MAX)) as i32));
-            if let Some(t) = op.ttl
-                && t.fract() != 0.0
+            up_exp.push(op.ttl.map(|t| time_param(now.plus(t))));
+            // LangGraph's unit, fractional minutes: whole ones in its INT column (rounded up),
+            // the exact value in stategraph's own table.
+            let minutes = op.ttl.map(|t| t.as_secs_f64() / 60.0);
+            up_ttl.push(minutes.map(|m| m.ceil().min(f64::from(i32::MAX)) as i32));
+            if let Some(m) = minutes
+                && m.fract() != 0.0
             {
                 exact_p.push(prefix.clone());
                 exact_k.push(op.key.clone());
-                exact_ttl.push(t);
+                exact_ttl.push(m);
             }
             for field in plan.keep.iter().chain(plan.embed.iter().map(|(f, _)| f)) {
                 want_p.push(prefix.clone());

@@ -100,18 +100,11 @@ return {'ok', ARGV[2]}
 
 impl RedisSaver {
     /// Connects to the server a `redis://` URL names (keys under the prefix `stategraph`,
-    /// unless the URL sets `prefix`; see [`RedisConfig::from_url`]).
+    /// unless the URL sets `prefix`): shorthand for
+    /// [`RedisConfig::from_url`]`(url)?.`[`connect`](RedisConfig::connect)`()`, which has
+    /// every other setting.
     pub async fn connect(url: &str) -> Result<Self> {
         RedisConfig::from_url(url)?.connect().await
-    }
-
-    /// Connects with a key prefix and an optional per-thread TTL.
-    pub async fn connect_with(url: &str, prefix: &str, ttl: Option<Duration>) -> Result<Self> {
-        RedisConfig::from_url(url)?
-            .prefix(prefix)
-            .ttl(ttl)
-            .connect()
-            .await
     }
 
     pub(crate) fn new(
@@ -128,12 +121,6 @@ impl RedisSaver {
             serializer,
             timeouts,
         }
-    }
-
-    /// Uses another serializer for checkpoints and writes.
-    pub fn with_serializer(mut self, serializer: Arc<dyn Serializer>) -> Self {
-        self.serializer = serializer;
-        self
     }
 
     /// Runs one operation of the saver within its statement limit.

@@ -39,6 +39,9 @@ use write::*;
 /// One writer connection (SQLite allows one writer at a time) and a small pool of reader
 /// connections (WAL lets them read while the writer writes); every database call runs on
 /// tokio's blocking pool, never on the async threads.
+///
+/// Open one with [`SqliteSaver::connect`]`(url)` or, for every setting,
+/// [`SqliteConfig`].
 #[derive(Clone)]
 pub struct SqliteSaver {
     inner: Arc<Inner>,
@@ -60,24 +63,12 @@ impl fmt::Debug for SqliteSaver {
 }
 
 impl SqliteSaver {
-    /// Opens (creating if needed) the database file at `path`.
-    pub fn open(path: impl AsRef<std::path::Path>) -> Result<Self> {
-        SqliteConfig::file(path).open()
-    }
-
-    /// Opens the database a `sqlite:` URL names (see [`SqliteConfig::from_url`]).
-    pub fn from_url(url: &str) -> Result<Self> {
-        SqliteConfig::from_url(url)?.open()
-    }
-
-    /// A private in-memory database.
-    pub fn in_memory() -> Result<Self> {
-        SqliteConfig::memory().open()
-    }
-
-    /// A builder with every setting.
-    pub fn builder(path: impl AsRef<std::path::Path>) -> SqliteConfig {
-        SqliteConfig::file(path)
+    /// Opens the database a `sqlite:` URL names (`sqlite::memory:` for a private in-memory
+    /// one), creating the file and LangGraph's tables as needed: shorthand for
+    /// [`SqliteConfig::from_url`]`(url)?.`[`connect`](SqliteConfig::connect)`()`, which has
+    /// every other setting.
+    pub async fn connect(url: &str) -> Result<Self> {
+        SqliteConfig::from_url(url)?.connect().await
     }
 
     pub(crate) fn open_with(config: SqliteConfig) -> Result<Self> {

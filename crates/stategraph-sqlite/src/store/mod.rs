@@ -18,6 +18,7 @@
 //! - vectors are little-endian `f32` blobs (`sqlite_vec.serialize_float32`), scored with the
 //!   sqlite-vec extension's `vec_distance_cosine`, registered on each connection.
 
+mod config;
 mod conn;
 mod read;
 mod schema;
@@ -34,7 +35,7 @@ use stategraph_checkpoint::store::{
     BatchStep, IndexConfig, Op, OpResult, PutOp, ReadOp, Store, StoreError, TtlConfig, plan_batch,
 };
 
-use crate::config::{Location, SqliteConfig};
+use crate::config::Location;
 use crate::error::BACKEND;
 use crate::pool::Pool;
 use conn::db;
@@ -45,32 +46,35 @@ use schema::{
 use ttl::{apply_refreshes, sweep};
 use write::{MAX_PUT_ATTEMPTS, PutTask, RunOutcome, write_put_run};
 
+pub use config::SqliteStoreConfig;
+
 /// A [`Store`] in a SQLite database, on LangGraph's SQLite store schema: JSON documents under
-/// hierarchical namespaces, with TTLs and (after [`SqliteStore::with_index`]) semantic search.
+/// hierarchical namespaces, with TTLs and (with an index) semantic search.
 ///
 /// Like [`SqliteSaver`](crate::SqliteSaver): one writer connection and a small pool of reader
 /// connections (WAL lets them read while the writer writes); every database call runs on
 /// tokio's blocking pool. Embedding happens outside any lock or transaction; the rows and
 /// vectors of a put are then written in one transaction, so a failure never half-writes.
 ///
-/// [`open`](Self::open), [`from_url`](Self::from_url), [`in_memory`](Self::in_memory) and
-/// [`with_config`](Self::with_config) create the database and the store's tables as needed.
-/// [`open_existing`](Self::open_existing) changes nothing while opening: for tools that only
-/// read, it refuses a missing file or a database without the tables
-/// ([`StoreError::MissingTables`]), and it opens the writer connection (which puts a file in
-/// WAL mode) only when something is first written.
+/// Open one with [`SqliteStore::connect`]`(url)` or, with an index, TTLs or other settings,
+/// [`SqliteStoreConfig`]: both create the database and the store's tables as needed;
+/// [`SqliteStoreConfig::without_setup`] changes nothing while opening (for tools that only
+/// read, it refuses a missing file or a database without the tables,
+/// [`StoreError::MissingTables`]).
 ///
 /// ```
 /// use std::sync::Arc;
 /// use serde_json::json;
 /// use stategraph_checkpoint::store::*;
-/// use stategraph_sqlite::SqliteStore;
+/// use stategraph_sqlite::SqliteStoreConfig;
 ///
 /// # tokio::runtime::Builder::new_multi_thread().build().unwrap().block_on(async {
-/// # let dir = std::env::temp_dir().join(format!("sg-store-doc-{}", std::process::id()));
-/// # std::fs::create_dir_all(&dir).unwrap();
+/// # let dir = tempfile::tempdir().unwrap();
 /// let index = IndexConfig::new(64, Arc::new(HashingEmbeddings::new(64))).with_fields(["text"]);
-/// let store = SqliteStore::open(dir.join("store.sqlite"))?.with_index(index)?;
+/// let store = SqliteStoreConfig::file(dir.path().join("store.sqlite"))
+///     .index(index)
+///     .connect()
+///     .await?;
 /// let ns = ["user-1", "memories"];
 /// store.put(&ns, "m1", json!({"text": "I like pizza"})).await?;
 /// store.put(&ns, "m2", json!({"text": "I climb on weekends"})).await?;
@@ -78,7 +82,6 @@ use write::{MAX_PUT_ATTEMPTS, PutTask, RunOutcome, write_put_run};
 /// let hits = store.search(&["user-1"], SearchOptions::new().query("pizza").limit(1)).await?;
 /// assert_eq!(hits[0].key, "m1");
 /// assert_eq!(store.get(&ns, "m2").await?.unwrap().value["text"], "I climb on weekends");
-/// # std::fs::remove_dir_all(&dir).unwrap();
 /// # Ok::<(), StoreError>(()) }).unwrap();
 /// ```
 #[derive(Clone)]
@@ -86,9 +89,6 @@ pub struct SqliteStore {
     db: Arc<Pool>,
     index: Option<IndexConfig>,
     ttl: TtlConfig,
-    /// Whether opening and [`with_index`](Self::with_index) create missing tables (else they
-    /// only check that the tables are there).
-    creates_tables: bool,
 }
 
 impl fmt::Debug for SqliteStore {
@@ -97,65 +97,23 @@ impl fmt::Debug for SqliteStore {
             .field("location", &self.db.config().location)
             .field("index", &self.index)
             .field("ttl", &self.ttl)
-            .field("creates_tables", &self.creates_tables)
             .finish_non_exhaustive()
     }
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the database file at `path` and brings the store tables up
-    /// to date.
-    pub fn open(path: impl AsRef<std::path::Path>) -> Result<Self, StoreError> {
-        Self::with_config(SqliteConfig::file(path))
-    }
-
-    /// Opens the database a `sqlite:` URL names (see [`SqliteConfig::from_url`]), creating it
-    /// and the store tables as needed.
-    pub fn from_url(url: &str) -> Result<Self, StoreError> {
-        let config =
-            SqliteConfig::from_url(url).map_err(|e| StoreError::InvalidConfig(e.to_string()))?;
-        Self::with_config(config)
-    }
-
-    /// A private in-memory database.
-    pub fn in_memory() -> Result<Self, StoreError> {
-        Self::with_config(SqliteConfig::memory())
-    }
-
-    /// Opens the database `config` describes (its location, `synchronous`, readers and busy
-    /// timeout; the serializer is not used by the store), creating it if needed, and runs the
-    /// store migrations ([`setup`](Self::setup)).
-    pub fn with_config(config: SqliteConfig) -> Result<Self, StoreError> {
-        let store = Self::unopened(config, true);
-        store.setup()?;
-        Ok(store)
-    }
-
-    /// Opens the database `config` describes without changing anything: no file is created,
-    /// no table created or migrated, and the file is not switched to WAL mode until something
-    /// is written (a put, a delete, or a read that refreshes TTLs). A missing file, or a
-    /// database without the store's tables, is [`StoreError::MissingTables`];
-    /// [`setup`](Self::setup) creates them. [`with_index`](Self::with_index) then checks for
-    /// the vector table instead of creating it.
-    pub fn open_existing(config: SqliteConfig) -> Result<Self, StoreError> {
-        let store = Self::unopened(config, false);
-        store.check_tables(&STORE_TABLES)?;
-        Ok(store)
-    }
-
-    fn unopened(config: SqliteConfig, creates_tables: bool) -> Self {
-        Self {
-            db: Arc::new(conn::pool(config)),
-            index: None,
-            ttl: TtlConfig::default(),
-            creates_tables,
-        }
+    /// Opens the database a `sqlite:` URL names (`sqlite::memory:` for a private in-memory
+    /// one), creating it and the store's tables as needed, without an index or TTLs:
+    /// shorthand for
+    /// [`SqliteStoreConfig::from_url`]`(url)?.`[`connect`](SqliteStoreConfig::connect)`()`.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        SqliteStoreConfig::from_url(url)?.connect().await
     }
 
     /// Creates or upgrades the store's tables (LangGraph's store migrations, and with an index
     /// its vector migrations), recording them as Python's `SqliteStore.setup()` does.
     /// Idempotent.
-    pub fn setup(&self) -> Result<(), StoreError> {
+    fn setup(&self) -> Result<(), StoreError> {
         self.db.write(|conn| {
             migrate(conn, "store_migrations", &STORE_MIGRATIONS)
                 .map_err(db("creating the store tables"))?;
@@ -167,8 +125,13 @@ impl SqliteStore {
         })
     }
 
-    /// [`StoreError::MissingTables`] unless every one of `tables` exists.
-    fn check_tables(&self, tables: &[&str]) -> Result<(), StoreError> {
+    /// [`StoreError::MissingTables`] unless the store's tables (with an index, also the
+    /// vector tables) exist; changes nothing.
+    fn check_tables(&self) -> Result<(), StoreError> {
+        let mut tables = STORE_TABLES.to_vec();
+        if self.index.is_some() {
+            tables.extend(VECTOR_TABLES);
+        }
         let database = match &self.db.config().location {
             Location::Memory => "the in-memory SQLite database".to_owned(),
             Location::File(path) if !path.exists() => {
@@ -181,7 +144,7 @@ impl SqliteStore {
         };
         let missing = self
             .db
-            .read(|conn| missing_tables(conn, tables).map_err(db("reading the schema")))?;
+            .read(|conn| missing_tables(conn, &tables).map_err(db("reading the schema")))?;
         if missing.is_empty() {
             Ok(())
         } else {
@@ -190,26 +153,6 @@ impl SqliteStore {
                 tables: missing,
             })
         }
-    }
-
-    /// Embeds documents with `index` so `search` can rank by meaning: validates the
-    /// configuration and creates the `store_vectors` table if it is missing (opened with
-    /// [`open_existing`](Self::open_existing): checks that it is there).
-    pub fn with_index(mut self, index: IndexConfig) -> Result<Self, StoreError> {
-        index.validate()?;
-        self.index = Some(index);
-        if self.creates_tables {
-            self.setup()?;
-        } else {
-            self.check_tables(&VECTOR_TABLES)?;
-        }
-        Ok(self)
-    }
-
-    /// Uses `ttl` for default TTLs and read refresh.
-    pub fn with_ttl(mut self, ttl: TtlConfig) -> Self {
-        self.ttl = ttl;
-        self
     }
 
     /// Runs `f` with the database on tokio's blocking pool.

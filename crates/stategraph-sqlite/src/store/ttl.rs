@@ -1,5 +1,7 @@
 //! TTLs: refreshing the expiry of items read, and sweeping expired ones.
 
+use std::time::Duration;
+
 use rusqlite::{Connection, TransactionBehavior, params};
 use stategraph_checkpoint::store::{StoreError, Timestamp};
 
@@ -10,8 +12,27 @@ use super::schema::table_exists;
 pub(super) struct Refresh {
     pub(super) prefix: String,
     pub(super) key: String,
+    /// The row's `ttl_minutes`, as stored.
     pub(super) ttl: f64,
     pub(super) now: Timestamp,
+}
+
+/// A TTL in LangGraph's stored unit, fractional minutes (the `ttl_minutes` column).
+pub(super) fn minutes(ttl: Duration) -> f64 {
+    ttl.as_secs_f64() / 60.0
+}
+
+/// `at` plus a stored `ttl_minutes`, to the microsecond. Whatever the column holds is honoured
+/// as Python honours it (a negative TTL expires the row at once; one too large to count never
+/// expires it).
+fn plus_minutes(at: Timestamp, minutes: f64) -> Timestamp {
+    let delta = (minutes * 60_000_000.0).round();
+    let delta = if delta.is_finite() {
+        delta as i64
+    } else {
+        i64::MAX
+    };
+    Timestamp::from_unix_micros(at.unix_micros().saturating_add(delta))
 }
 
 /// Applies TTL refreshes. A row whose TTL changed or that expired since it was read (another
@@ -32,7 +53,7 @@ pub(super) fn apply_refreshes(
             .map_err(db("preparing a TTL refresh"))?;
         for r in refreshes {
             stmt.execute(params![
-                r.now.plus_minutes(r.ttl).to_sql_text(),
+                plus_minutes(r.now, r.ttl).to_sql_text(),
                 r.prefix,
                 r.key,
                 r.ttl,

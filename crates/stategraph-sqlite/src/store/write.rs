@@ -10,6 +10,7 @@ use stategraph_checkpoint::store::{Clock, PutOp, StoreError, VectorPlan};
 use super::conn::db;
 use super::read::bytes_column;
 use super::schema::table_exists;
+use super::ttl::minutes;
 use super::vec::f32_blob;
 
 /// How often a put run is re-planned when other writers keep changing its items while their
@@ -127,7 +128,8 @@ pub(super) fn write_put_run(
             key: t.op.key.clone(),
             reason: e.to_string(),
         })?;
-        let expires_at = t.op.ttl.map(|m| now.plus_minutes(m).to_sql_text());
+        let expires_at = t.op.ttl.map(|ttl| now.plus(ttl).to_sql_text());
+        let ttl_minutes = t.op.ttl.map(minutes);
         tx.prepare_cached(
             "INSERT INTO store (prefix, key, value, created_at, updated_at, expires_at, ttl_minutes) \
              VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6) \
@@ -137,7 +139,7 @@ pub(super) fn write_put_run(
              ttl_minutes = excluded.ttl_minutes",
         )
         .map_err(db("preparing a put"))?
-        .execute(params![t.prefix, t.op.key, text, now_text, expires_at, t.op.ttl, p.live])
+        .execute(params![t.prefix, t.op.key, text, now_text, expires_at, ttl_minutes, p.live])
         .map_err(db("writing an item"))?;
         if !p.plan.embed.is_empty() {
             let mut stmt = tx

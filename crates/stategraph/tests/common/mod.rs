@@ -38,7 +38,7 @@ macro_rules! on_every_saver {
         mod sqlite {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
-                let (saver, _file) = stategraph_testkit::sqlite::saver();
+                let (saver, _file) = stategraph_testkit::sqlite::saver().await;
                 super::$name(std::sync::Arc::new(saver)).await;
             })*
         }

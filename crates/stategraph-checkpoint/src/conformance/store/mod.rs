@@ -3,7 +3,11 @@
 //!
 //! ```text
 //! async fn make(options: StoreOptions) -> StoreFixture {
-//!     StoreFixture::new(MyStore::connect(url, options.index, options.ttl).await.unwrap())
+//!     let mut config = MyStoreConfig::from_url(URL).unwrap().ttl(options.ttl);
+//!     if let Some(index) = options.index {
+//!         config = config.index(index);
+//!     }
+//!     StoreFixture::new(config.connect().await.unwrap())
 //! }
 //! stategraph_checkpoint::store_conformance!(make);
 //! ```

@@ -5,21 +5,22 @@ use super::*;
 /// TTL options with a manual clock (starting at [`manual_start`]) that the case moves past
 /// expiry times instead of sleeping.
 pub(super) fn ttl_options(
-    default_ttl: Option<f64>,
+    default_ttl: Option<Duration>,
     refresh_on_read: bool,
 ) -> (StoreOptions, ManualClock) {
     let clock = ManualClock::new(manual_start());
     let ttl = TtlConfig {
         default_ttl,
         refresh_on_read,
-        sweep_interval_minutes: None,
+        sweep_interval: None,
         clock: clock.clock(),
     };
     (StoreOptions::new().ttl(ttl), clock)
 }
 
-/// A short TTL, in minutes (fractional: LangGraph's Postgres column holds whole minutes).
-const SHORT: f64 = 0.5;
+/// A short TTL: half a minute (a fraction of LangGraph's unit, whose Postgres column holds
+/// whole minutes).
+const SHORT: Duration = Duration::from_secs(30);
 
 pub async fn ttl_expires_items(make: MakeStore<'_>) {
     let (options, clock) = ttl_options(None, false);
@@ -28,18 +29,18 @@ pub async fn ttl_expires_items(make: MakeStore<'_>) {
     let s = f.store();
     let short = PutOptions {
         index: IndexFields::Default,
-        ttl: Ttl::Minutes(SHORT),
+        ttl: Ttl::After(SHORT),
     };
     s.put_with(&[&r], "short", json!({"v": 1}), short)
         .await
         .unwrap();
     s.put(&[&r], "forever", json!({"v": 2})).await.unwrap();
-    clock.advance_minutes(SHORT * 0.9);
+    clock.advance(SHORT.mul_f64(0.9));
     assert!(
         s.get(&[&r], "short").await.unwrap().is_some(),
         "live until its TTL is over"
     );
-    clock.advance_minutes(SHORT * 0.2);
+    clock.advance(SHORT.mul_f64(0.2));
     assert_eq!(
         s.get(&[&r], "short").await.unwrap(),
         None,
@@ -51,7 +52,7 @@ pub async fn ttl_expires_items(make: MakeStore<'_>) {
     );
     let opts = ListNamespacesOptions::new().prefix(&[&r]);
     assert_eq!(s.list_namespaces(opts).await.unwrap().len(), 1);
-    clock.advance_minutes(60.0 * 24.0 * 365.0);
+    clock.advance(Duration::from_secs(365 * 24 * 60 * 60));
     assert!(
         s.get(&[&r], "forever").await.unwrap().is_some(),
         "no TTL, no expiry"
@@ -65,7 +66,7 @@ pub async fn ttl_refresh_on_read(make: MakeStore<'_>) {
     let s = f.store();
     let opts = PutOptions {
         index: IndexFields::Default,
-        ttl: Ttl::Minutes(SHORT * 2.0),
+        ttl: Ttl::After(SHORT * 2),
     };
     s.put_with(&[&r], "k", json!({"v": 1}), opts.clone())
         .await
@@ -74,7 +75,7 @@ pub async fn ttl_refresh_on_read(make: MakeStore<'_>) {
         .await
         .unwrap();
     for _ in 0..4 {
-        clock.advance_minutes(SHORT * 2.0 / 3.0);
+        clock.advance(SHORT * 2 / 3);
         assert!(
             s.get(&[&r], "k").await.unwrap().is_some(),
             "each read extends the TTL"
@@ -88,10 +89,10 @@ pub async fn ttl_refresh_on_read(make: MakeStore<'_>) {
     // A search refreshes what it returns, unless told not to.
     let hits = search(s.as_ref(), &[&r], SearchOptions::new()).await;
     assert_eq!(keys(&hits), ["k"]);
-    clock.advance_minutes(SHORT * 1.5);
+    clock.advance(SHORT.mul_f64(1.5));
     let quiet = SearchOptions::new().refresh_ttl(false);
     assert_eq!(keys(&search(s.as_ref(), &[&r], quiet.clone()).await), ["k"]);
-    clock.advance_minutes(SHORT);
+    clock.advance(SHORT);
     assert!(search(s.as_ref(), &[&r], quiet).await.is_empty());
 }
 
@@ -102,7 +103,7 @@ pub async fn ttl_sweep_deletes_expired(make: MakeStore<'_>) {
     let s = f.store();
     let short = PutOptions {
         index: IndexFields::Default,
-        ttl: Ttl::Minutes(SHORT),
+        ttl: Ttl::After(SHORT),
     };
     s.put_with(&[&r], "a", json!({}), short.clone())
         .await
@@ -110,7 +111,7 @@ pub async fn ttl_sweep_deletes_expired(make: MakeStore<'_>) {
     s.put_with(&[&r], "b", json!({}), short).await.unwrap();
     s.put(&[&r], "c", json!({})).await.unwrap();
     assert_eq!(s.sweep_ttl().await.unwrap(), 0, "nothing has expired yet");
-    clock.advance_minutes(SHORT * 1.1);
+    clock.advance(SHORT.mul_f64(1.1));
     assert_eq!(s.sweep_ttl().await.unwrap(), 2);
     assert_eq!(
         keys(&search(s.as_ref(), &[&r], SearchOptions::new()).await),
@@ -129,7 +130,7 @@ pub async fn ttl_default_from_config(make: MakeStore<'_>) {
         ttl: Ttl::Never,
     };
     s.put_with(&[&r], "never", json!({}), never).await.unwrap();
-    clock.advance_minutes(SHORT * 1.1);
+    clock.advance(SHORT.mul_f64(1.1));
     assert_eq!(s.get(&[&r], "default").await.unwrap(), None);
     assert!(s.get(&[&r], "never").await.unwrap().is_some());
 }
@@ -143,7 +144,7 @@ pub async fn clock_stamps_items(make: MakeStore<'_>) {
     s.put(&[&r], "k", json!({"v": 1})).await.unwrap();
     let first = s.get(&[&r], "k").await.unwrap().unwrap();
     assert!(first.created_at >= before && first.created_at < clock.time());
-    clock.advance_minutes(90.0);
+    clock.advance(Duration::from_secs(90 * 60));
     s.put(&[&r], "k", json!({"v": 2})).await.unwrap();
     let second = s.get(&[&r], "k").await.unwrap().unwrap();
     assert_eq!(second.created_at, first.created_at);
