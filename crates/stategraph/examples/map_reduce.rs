@@ -20,7 +20,7 @@ fn db() -> String {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), stategraph::Error> {
     let mut g = StateGraph::<Jokes>::new();
     // A `Send`'s task sees only its argument.
     g.add_node("joke", |s, _c| async move {

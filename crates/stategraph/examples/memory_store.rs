@@ -93,7 +93,7 @@ async fn update_memory(state: Arc<Chat>, ctx: NodeContext) -> Result<ChatUpdate,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), stategraph::Error> {
     // The store embeds the `memory` field of each value with the local model.
     let model = MiniLm::shared()?;
     let index = IndexConfig::new(384, model).with_fields(["memory"]);
@@ -156,18 +156,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             SearchOptions::new().query("what does the user like to eat?"),
         )
         .await?;
-    let best = hits.first().ok_or("no memories found")?;
+    assert!(!hits.is_empty(), "no memories found");
+    let best = &hits[0];
     println!(
         "best match: {} = {} (score {:.3})",
         best.key,
         best.value,
         best.score.unwrap_or_default()
     );
-    if best.value["memory"] != "I like pizza" {
-        return Err(format!("expected the pizza memory first, got {}", best.value).into());
-    }
-    if hits.iter().any(|h| h.namespace[0] != "1") {
-        return Err("a search in user 1's namespace returned another user's memory".into());
-    }
+    assert_eq!(
+        best.value["memory"], "I like pizza",
+        "expected the pizza memory first"
+    );
+    assert!(
+        hits.iter().all(|h| h.namespace[0] == "1"),
+        "a search in user 1's namespace returned another user's memory"
+    );
     Ok(())
 }

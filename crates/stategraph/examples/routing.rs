@@ -20,7 +20,7 @@ fn step(name: &'static str) -> TicketUpdate {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), stategraph::Error> {
     let mut g = StateGraph::<Ticket>::new();
     g.add_node("classify", |s, _c| async move {
         Ok(step("classify").urgent(s.text.contains("down")))

@@ -45,7 +45,7 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-async fn run(args: Args) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+async fn run(args: Args) -> Result<serde_json::Value, stategraph::Error> {
     let saver = stategraph::open_saver(&args.db).await?;
     let mut graph = StateGraph::<SeedState>::new();
     graph.add_node("node_a", |_state, _ctx| async {

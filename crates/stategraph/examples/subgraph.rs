@@ -19,7 +19,7 @@ fn db() -> String {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), stategraph::Error> {
     let mut research = StateGraph::<Report>::new();
     research.add_node("search", |s, _c| async move {
         Ok(ReportUpdate::default().notes([format!("searched: {}", s.question)]))

@@ -19,7 +19,7 @@ fn db() -> String {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), stategraph::Error> {
     let mut g = StateGraph::<Doc>::new();
     g.add_node("draft", |s, _c| async move {
         Ok(DocUpdate::default().log([format!("draft about {}", s.topic)]))

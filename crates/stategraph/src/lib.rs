@@ -52,7 +52,7 @@
 //! assert_eq!(out.foo, "ab");
 //! assert_eq!(out.bar, ["a", "b"]);
 //! assert_eq!(graph.get_state_history(&config, HistoryOptions::new()).await?.len(), 4);
-//! # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+//! # Ok::<(), stategraph::Error>(()) }).unwrap();
 //! ```
 //!
 //! The checkpoint layer on its own:
@@ -221,7 +221,7 @@ impl OpenOptions {
 /// let options = stategraph::OpenOptions::new().serializer(Arc::new(serde));
 /// let saver = stategraph::open_saver_with("sqlite::memory:", options).await?;
 /// assert_eq!(saver.name(), "sqlite");
-/// # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
+/// # Ok::<(), stategraph::Error>(()) }).unwrap();
 /// ```
 pub async fn open_saver_with(
     url: &str,
