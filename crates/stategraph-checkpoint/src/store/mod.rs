@@ -100,8 +100,8 @@ pub trait Store: Send + Sync + fmt::Debug {
         };
         match self.batch(vec![Op::Get(op)]).await?.pop() {
             Some(OpResult::Get(item)) => Ok(item),
-            _ => Err(StoreError::InvalidConfig(
-                "batch returned the wrong result".into(),
+            _ => Err(StoreError::Internal(
+                "batch returned the wrong kind of result".into(),
             )),
         }
     }
@@ -134,8 +134,8 @@ pub trait Store: Send + Sync + fmt::Debug {
         };
         match self.batch(vec![Op::Search(op)]).await?.pop() {
             Some(OpResult::Search(items)) => Ok(items),
-            _ => Err(StoreError::InvalidConfig(
-                "batch returned the wrong result".into(),
+            _ => Err(StoreError::Internal(
+                "batch returned the wrong kind of result".into(),
             )),
         }
     }
@@ -208,8 +208,8 @@ pub trait Store: Send + Sync + fmt::Debug {
         };
         match self.batch(vec![Op::ListNamespaces(op)]).await?.pop() {
             Some(OpResult::ListNamespaces(n)) => Ok(n),
-            _ => Err(StoreError::InvalidConfig(
-                "batch returned the wrong result".into(),
+            _ => Err(StoreError::Internal(
+                "batch returned the wrong kind of result".into(),
             )),
         }
     }
