@@ -112,7 +112,9 @@ pub use stategraph_derive::State;
 /// Text embeddings for the memory store (features `minilm`, `openai`).
 #[cfg(any(feature = "minilm", feature = "openai"))]
 pub use stategraph_embed as embed;
-/// The graph engine (also re-exported at the top level).
+/// The graph engine (what programs use of it is also re-exported at the top level; LangGraph's
+/// `Send` is here, as `stategraph::graph::Send`, so that it does not shadow
+/// `std::marker::Send`).
 pub use stategraph_graph as graph;
 /// The state trait `#[derive(State)]` implements.
 pub use stategraph_graph::State;
@@ -122,8 +124,8 @@ pub use stategraph_graph::{
     AsNode, ChannelRepair, ChannelSpec, Command, CompiledGraph, ConditionalEdges, Durability,
     DynState, END, GraphError, HistoryOptions, Interrupt, NodeContext, NodeError, NodeOutput,
     PathMapEntry, PregelTask, Reducer, RepairPlan, Resume, RetryPolicy, RunConfig, RunStream,
-    START, Schema, Send, StateGraph, StateSnapshot, StateUpdate, StreamEvent, StreamMode,
-    UpdatesEvent, Values,
+    START, Schema, StateGraph, StateSnapshot, StateUpdate, StreamEvent, StreamMode, UpdatesEvent,
+    Values,
 };
 #[cfg(feature = "mysql")]
 pub use stategraph_mysql::{MySqlConfig, MySqlSaver};
