@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use stategraph::prelude::*;
-use stategraph::{JsonPlusSerializer, Serializer, checkpoint_id};
+use stategraph::{CheckpointId, JsonPlusSerializer, Serializer};
 use stategraph_bench::{Backend, BackendKind};
 
 const BACKENDS: [BackendKind; 5] = [
@@ -29,7 +29,7 @@ const BACKENDS: [BackendKind; 5] = [
 /// A checkpoint with 20 chat messages of 200 bytes and two scalars.
 fn chat_checkpoint(saver: &dyn CheckpointSaver, step: i64) -> Checkpoint {
     let mut cp = Checkpoint::empty();
-    cp.id = checkpoint_id(step);
+    cp.id = CheckpointId::for_step(step);
     let message = "x".repeat(200);
     cp.channel_values.insert(
         "messages".into(),

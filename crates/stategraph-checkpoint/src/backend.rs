@@ -49,6 +49,7 @@ pub use crate::timeouts::{Timeouts, within};
 pub use crate::writes::{EncodedWrite, StoredWrite, encode_writes};
 
 use crate::checkpoint::{Checkpoint, CheckpointTuple};
+use crate::checkpoint_id::CheckpointId;
 use crate::error::{Error, Location, Result};
 use crate::metadata::CheckpointMetadata;
 use crate::saver::ListOptions;
@@ -245,9 +246,9 @@ pub struct LayoutRow {
     /// The namespace.
     pub checkpoint_ns: String,
     /// The checkpoint's id.
-    pub checkpoint_id: String,
+    pub checkpoint_id: CheckpointId,
     /// Its parent's id.
-    pub parent: Option<String>,
+    pub parent: Option<CheckpointId>,
     /// The checkpoint JSON (inline values only).
     pub checkpoint: Json,
     /// The metadata JSON.
@@ -286,7 +287,7 @@ pub trait LayoutFetch {
         ns: &str,
         pairs: &[(String, String)],
         checkpoint_ids: &[&str],
-    ) -> Result<(Vec<FetchedBlob>, Vec<(String, StoredWrite)>)>;
+    ) -> Result<(Vec<FetchedBlob>, Vec<(CheckpointId, StoredWrite)>)>;
 }
 
 /// Rows of the blob layout as tuples, in the order given: each row's blobs restored, its
@@ -314,7 +315,7 @@ pub async fn assemble<F: LayoutFetch + ?Sized>(
     /// (thread, namespace, channel, version).
     type BlobKey = (String, String, String, String);
     let mut blobs: HashMap<BlobKey, FetchedBlob> = HashMap::new();
-    let mut writes: HashMap<(String, String, String), Vec<PendingWrite>> = HashMap::new();
+    let mut writes: HashMap<(String, String, CheckpointId), Vec<PendingWrite>> = HashMap::new();
     for ((thread, ns), members) in &groups {
         let mut pairs: BTreeSet<(String, String)> = BTreeSet::new();
         let mut ids = Vec::with_capacity(members.len());

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::Value as Json;
 
 use crate::checkpoint::Checkpoint;
+use crate::checkpoint_id::CheckpointId;
 use crate::config::CheckpointConfig;
 use crate::error::{Error, Location, Result};
 use crate::metadata::CheckpointMetadata;
@@ -168,9 +169,9 @@ pub struct EncodedPut {
     /// The namespace.
     pub ns: String,
     /// The checkpoint's id.
-    pub id: String,
+    pub id: CheckpointId,
     /// Its parent's id.
-    pub parent: Option<String>,
+    pub parent: Option<CheckpointId>,
     /// The checkpoint as stored JSON (inline values only).
     pub checkpoint: Json,
     /// The metadata as stored JSON.
@@ -178,7 +179,7 @@ pub struct EncodedPut {
     /// The blob rows of the values that changed.
     pub blobs: Vec<BlobRow>,
     /// What the namespace's newest checkpoint must be for the put to happen.
-    pub expect: Expect<String>,
+    pub expect: Expect<CheckpointId>,
     /// Where it goes (for errors).
     pub config: CheckpointConfig,
 }
@@ -191,7 +192,7 @@ pub struct EncodedWriteCall {
     /// The namespace.
     pub ns: String,
     /// The checkpoint the writes belong to.
-    pub checkpoint_id: String,
+    pub checkpoint_id: CheckpointId,
     /// The writing task.
     pub task_id: String,
     /// Its path.
@@ -256,7 +257,7 @@ impl EncodedSave {
         Ok(EncodedSave::Writes(EncodedWriteCall {
             thread: config.thread_id.clone(),
             ns: config.checkpoint_ns.clone(),
-            checkpoint_id: encoded.checkpoint_id.to_owned(),
+            checkpoint_id: encoded.checkpoint_id.into(),
             task_id: task_id.to_owned(),
             task_path: task_path.to_owned(),
             replace: encoded.replace,

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::checkpoint_id::CheckpointId;
 use crate::config::CheckpointConfig;
 use crate::id::{now_iso, uuid6};
 use crate::metadata::CheckpointMetadata;
@@ -21,7 +22,7 @@ pub struct Checkpoint {
     /// Format version (4 today; stored as given).
     pub v: i64,
     /// The checkpoint id: a time-ordered UUIDv6 (see [`crate::checkpoint_id`]).
-    pub id: String,
+    pub id: CheckpointId,
     /// Creation time, ISO-8601.
     pub ts: String,
     /// Channel → value. Empty channels are absent.
@@ -49,7 +50,7 @@ impl Checkpoint {
     pub fn empty() -> Self {
         Self {
             v: LATEST_VERSION,
-            id: uuid6(Some(-2)),
+            id: uuid6(Some(-2)).into(),
             ts: now_iso(),
             channel_values: BTreeMap::new(),
             channel_versions: ChannelVersions::new(),
@@ -114,7 +115,7 @@ impl Checkpoint {
         };
         let mut cp = Checkpoint {
             v: 1,
-            id: String::new(),
+            id: CheckpointId::default(),
             ts: String::new(),
             channel_values: BTreeMap::new(),
             channel_versions: ChannelVersions::new(),
@@ -135,7 +136,7 @@ impl Checkpoint {
                     })?;
                 }
                 "id" => {
-                    cp.id = expect_str(v, "id")?;
+                    cp.id = expect_str(v, "id")?.into();
                     has_id = true;
                 }
                 "ts" => cp.ts = expect_str(v, "ts")?,
@@ -319,8 +320,8 @@ impl CheckpointTuple {
     pub fn from_parts(
         thread: impl Into<String>,
         ns: impl Into<String>,
-        id: impl Into<String>,
-        parent: Option<String>,
+        id: impl Into<CheckpointId>,
+        parent: Option<CheckpointId>,
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         mut pending_writes: Vec<PendingWrite>,

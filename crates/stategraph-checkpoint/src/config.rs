@@ -2,6 +2,8 @@
 
 use serde_json::json;
 
+use crate::checkpoint_id::CheckpointId;
+
 /// The `configurable` key naming the thread.
 pub const THREAD_ID: &str = "thread_id";
 /// The `configurable` key naming the checkpoint namespace (`""` for the root graph).
@@ -24,7 +26,7 @@ pub struct CheckpointConfig {
     /// The namespace: `""` for the root graph, `node:<task_id>` for a subgraph.
     pub checkpoint_ns: String,
     /// One checkpoint, or `None` for the latest.
-    pub checkpoint_id: Option<String>,
+    pub checkpoint_id: Option<CheckpointId>,
 }
 
 impl CheckpointConfig {
@@ -44,7 +46,7 @@ impl CheckpointConfig {
     }
 
     /// The same address pinned to checkpoint `id`.
-    pub fn with_checkpoint_id(mut self, id: impl Into<String>) -> Self {
+    pub fn with_checkpoint_id(mut self, id: impl Into<CheckpointId>) -> Self {
         self.checkpoint_id = Some(id.into());
         self
     }

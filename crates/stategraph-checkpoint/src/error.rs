@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use crate::checkpoint_id::CheckpointId;
 use crate::serializer::SerdeError;
 
 /// A boxed error from a backend driver.
@@ -15,7 +16,7 @@ pub struct Location {
     /// The namespace (`""` at the root).
     pub checkpoint_ns: String,
     /// The checkpoint, when one is concerned.
-    pub checkpoint_id: Option<String>,
+    pub checkpoint_id: Option<CheckpointId>,
     /// The channel, when one is concerned.
     pub channel: Option<String>,
     /// The task whose write is concerned.
@@ -30,7 +31,7 @@ impl Location {
         Self {
             thread_id: thread_id.to_owned(),
             checkpoint_ns: checkpoint_ns.to_owned(),
-            checkpoint_id: Some(checkpoint_id.to_owned()),
+            checkpoint_id: Some(checkpoint_id.into()),
             channel: None,
             task_id: None,
             part: "checkpoint",

@@ -22,7 +22,7 @@
 //!
 //! // A first checkpoint, as a graph's input step would write it.
 //! let mut cp = Checkpoint::empty();
-//! cp.id = checkpoint_id(-1);
+//! cp.id = CheckpointId::for_step(-1);
 //! cp.channel_values.insert("__start__".into(), value!({"foo": ""}));
 //! let version = saver.get_next_version(None);
 //! cp.channel_versions.insert("__start__", version.clone());

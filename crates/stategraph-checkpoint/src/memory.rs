@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use crate::checkpoint::{Checkpoint, CheckpointTuple};
+use crate::checkpoint_id::CheckpointId;
 use crate::config::CheckpointConfig;
 use crate::error::{Error, Result};
 use crate::metadata::CheckpointMetadata;
@@ -44,7 +45,7 @@ pub struct InMemorySaver {
     inner: Mutex<Inner>,
 }
 
-type NsMap = BTreeMap<String, BTreeMap<String, Stored>>;
+type NsMap = BTreeMap<String, BTreeMap<CheckpointId, Stored>>;
 /// (thread, ns, checkpoint id).
 type CheckpointKey = (String, String, String);
 /// (task id, idx) → write.
@@ -77,7 +78,7 @@ struct Stored {
     /// The checkpoint without channel values.
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
-    parent: Option<String>,
+    parent: Option<CheckpointId>,
 }
 
 impl InMemorySaver {
@@ -329,11 +330,11 @@ impl CheckpointSaver for InMemorySaver {
                 .get(&config.thread_id)
                 .and_then(|nss| nss.get(&config.checkpoint_ns))
                 .and_then(|cps| cps.keys().next_back());
-            if latest.map(String::as_str) != expected_latest {
+            if latest.map(CheckpointId::as_str) != expected_latest {
                 return Err(crate::saver::latest_conflict(
                     config,
                     expected_latest,
-                    latest.map(String::as_str),
+                    latest.map(CheckpointId::as_str),
                 ));
             }
         }

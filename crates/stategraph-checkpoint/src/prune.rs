@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::checkpoint_id::CheckpointId;
 use crate::error::{Error, Result};
 use crate::metadata::CheckpointMetadata;
 
@@ -14,11 +15,11 @@ pub struct PruneRow {
     /// Its namespace.
     pub checkpoint_ns: String,
     /// Its id.
-    pub checkpoint_id: String,
+    pub checkpoint_id: CheckpointId,
     /// Its metadata.
     pub metadata: CheckpointMetadata,
     /// Its parent's id, if any.
-    pub parent: Option<String>,
+    pub parent: Option<CheckpointId>,
 }
 
 impl PruneRow {
@@ -28,8 +29,8 @@ impl PruneRow {
     pub fn read(
         thread: &str,
         checkpoint_ns: String,
-        checkpoint_id: String,
-        parent: Option<String>,
+        checkpoint_id: CheckpointId,
+        parent: Option<CheckpointId>,
         metadata: serde_json::Value,
     ) -> Result<Self> {
         let loc = crate::Location::checkpoint(thread, &checkpoint_ns, &checkpoint_id);
@@ -59,18 +60,18 @@ impl PruneRow {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PrunePlan {
     /// (namespace, checkpoint id) pairs to delete with their writes.
-    pub delete: BTreeSet<(String, String)>,
+    pub delete: BTreeSet<(String, CheckpointId)>,
     /// (namespace, checkpoint id) pairs that stay.
-    pub keep: BTreeSet<(String, String)>,
+    pub keep: BTreeSet<(String, CheckpointId)>,
     /// Kept checkpoints whose delta channels are rebuilt from the history the plan deletes;
     /// they must be re-snapshotted first (see `CompiledGraph::prune_keep_latest`).
-    pub needs_history: BTreeSet<(String, String)>,
+    pub needs_history: BTreeSet<(String, CheckpointId)>,
 }
 
 impl PrunePlan {
     /// Whether a kept checkpoint's parent link must be cleared because the parent goes.
     pub fn parent_deleted(&self, ns: &str, parent: Option<&str>) -> bool {
-        parent.is_some_and(|p| self.delete.contains(&(ns.to_owned(), p.to_owned())))
+        parent.is_some_and(|p| self.delete.contains(&(ns.to_owned(), p.into())))
     }
 
     /// Whether `row` stays but its parent goes (its parent link must be cleared).
@@ -205,7 +206,9 @@ pub fn plan_lenient(strategy: crate::PruneStrategy, rows: &[PruneRow]) -> PruneP
     use crate::PruneStrategy as S;
     if let S::IdleSince(time) = strategy {
         let first = crate::id::first_uuid6_at(time);
-        let idle = rows.iter().all(|r| r.checkpoint_id < first);
+        let idle = rows
+            .iter()
+            .all(|r| r.checkpoint_id.as_str() < first.as_str());
         let mut plan = PrunePlan::default();
         for r in rows {
             let key = (r.checkpoint_ns.clone(), r.checkpoint_id.clone());
@@ -221,7 +224,7 @@ pub fn plan_lenient(strategy: crate::PruneStrategy, rows: &[PruneRow]) -> PruneP
     for r in rows {
         by_ns.entry(&r.checkpoint_ns).or_default().push(r);
     }
-    let mut keep: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut keep: BTreeSet<(String, CheckpointId)> = BTreeSet::new();
     for (ns, mut members) in by_ns {
         // Newest first.
         members.sort_by(|a, b| b.checkpoint_id.cmp(&a.checkpoint_id));
@@ -235,7 +238,7 @@ pub fn plan_lenient(strategy: crate::PruneStrategy, rows: &[PruneRow]) -> PruneP
                     members
                         .iter()
                         .enumerate()
-                        .filter(|(i, r)| *i == 0 || r.checkpoint_id >= first)
+                        .filter(|(i, r)| *i == 0 || r.checkpoint_id.as_str() >= first.as_str())
                         .map(|(_, r)| key(r)),
                 );
             }
@@ -279,7 +282,7 @@ pub fn plan_lenient(strategy: crate::PruneStrategy, rows: &[PruneRow]) -> PruneP
                 .as_ref()
                 .and_then(|p| p.get(""))
                 .is_some_and(|rp| {
-                    root_ids.contains(rp.as_str()) && !keep.contains(&(String::new(), rp.clone()))
+                    root_ids.contains(rp.as_str()) && !keep.contains(&(String::new(), rp.into()))
                 });
         if orphaned || !keep.contains(&key) {
             plan.delete.insert(key);
@@ -309,10 +312,7 @@ pub fn plan_lenient(strategy: crate::PruneStrategy, rows: &[PruneRow]) -> PruneP
         let mut cursor = r.parent.as_deref();
         let mut hops = 0;
         while let Some(p) = cursor {
-            if plan
-                .delete
-                .contains(&(r.checkpoint_ns.clone(), p.to_owned()))
-            {
+            if plan.delete.contains(&(r.checkpoint_ns.clone(), p.into())) {
                 plan.needs_history.insert(key.clone());
                 break;
             }

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use serde_json::Value as Json;
 
 use crate::checkpoint::{Checkpoint, CheckpointTuple};
+use crate::checkpoint_id::CheckpointId;
 use crate::config::CheckpointConfig;
 use crate::delta::{DeltaChannelHistory, DeltaWalk};
 use crate::error::{Error, Result};
@@ -23,11 +24,11 @@ pub struct ListOptions {
     /// Only this namespace (`None`: every namespace).
     pub checkpoint_ns: Option<String>,
     /// Only this checkpoint.
-    pub checkpoint_id: Option<String>,
+    pub checkpoint_id: Option<CheckpointId>,
     /// Metadata keys that must all be equal (a `null` also matches a missing key).
     pub filter: serde_json::Map<String, Json>,
     /// Only checkpoints whose id is lower (older) than this one.
-    pub before: Option<String>,
+    pub before: Option<CheckpointId>,
     /// At most this many, newest first.
     pub limit: Option<usize>,
 }
@@ -70,7 +71,7 @@ impl ListOptions {
     }
 
     /// Only checkpoints older than `checkpoint_id`.
-    pub fn before(mut self, checkpoint_id: impl Into<String>) -> Self {
+    pub fn before(mut self, checkpoint_id: impl Into<CheckpointId>) -> Self {
         self.before = Some(checkpoint_id.into());
         self
     }
@@ -342,10 +343,10 @@ impl<Id: AsRef<str>> Expect<Id> {
     }
 
     /// The same expectation, owning the id.
-    pub fn to_owned(&self) -> Expect<String> {
+    pub fn to_owned(&self) -> Expect<CheckpointId> {
         match self {
             Expect::Any => Expect::Any,
-            Expect::Latest(id) => Expect::Latest(id.as_ref().map(|i| i.as_ref().to_owned())),
+            Expect::Latest(id) => Expect::Latest(id.as_ref().map(|i| i.as_ref().into())),
         }
     }
 
@@ -389,7 +390,7 @@ pub enum SaveOp {
         /// The channel versions that moved since the parent.
         new_versions: ChannelVersions,
         /// The namespace's newest checkpoint the put expects to follow.
-        expected_latest: Option<String>,
+        expected_latest: Option<CheckpointId>,
     },
     /// [`CheckpointSaver::put_writes`] of one task's writes.
     Writes {

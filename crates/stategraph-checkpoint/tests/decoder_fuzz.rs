@@ -7,12 +7,12 @@
 use proptest::prelude::*;
 use stategraph_checkpoint::value::{decode, encode};
 use stategraph_checkpoint::{
-    Checkpoint, JsonPlusSerializer, Serializer, Value, checkpoint_id, value,
+    Checkpoint, CheckpointId, JsonPlusSerializer, Serializer, Value, value,
 };
 
 fn sample_checkpoint() -> Vec<u8> {
     let mut cp = Checkpoint::empty();
-    cp.id = checkpoint_id(3);
+    cp.id = CheckpointId::for_step(3);
     cp.channel_values.insert(
         "messages".into(),
         value!([{"type": "human", "content": "hello", "id": "1"}]),

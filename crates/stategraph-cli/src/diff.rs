@@ -109,7 +109,7 @@ async fn values_at(
     id: &str,
 ) -> Result<(Map<String, Json>, Json), Failure> {
     let snapshot = graph
-        .get_state(&run_config(thread, ns, Some(id.to_owned())))
+        .get_state(&run_config(thread, ns, Some(id.into())))
         .await
         .map_err(fail)?;
     if snapshot.config.is_none() {

@@ -124,7 +124,7 @@ pub(crate) async fn repair(
 ) -> Result<String, Failure> {
     let graph = reader(saver, thread, ns, checkpoint.as_deref()).await?;
     let plan = graph
-        .plan_repair(&run_config(thread, ns, checkpoint))
+        .plan_repair(&run_config(thread, ns, checkpoint.map(Into::into)))
         .await
         .map_err(fail)?;
     if apply {

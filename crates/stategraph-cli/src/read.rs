@@ -5,8 +5,8 @@ use std::sync::Arc;
 use serde_json::{Value as Json, json};
 use stategraph::graph::inspect::reader_graph;
 use stategraph::{
-    CheckpointConfig, CheckpointSaver, CheckpointTuple, HistoryOptions, JsonPlusSerializer,
-    ListOptions, RunConfig, StateSnapshot,
+    CheckpointConfig, CheckpointId, CheckpointSaver, CheckpointTuple, HistoryOptions,
+    JsonPlusSerializer, ListOptions, RunConfig, StateSnapshot,
 };
 
 use crate::{Failure, at, fail, table};
@@ -21,7 +21,7 @@ pub(crate) async fn threads(saver: &dyn CheckpointSaver, as_json: bool) -> Resul
             None => rows.push((
                 t.config.thread_id.clone(),
                 1,
-                t.checkpoint.id.clone(),
+                t.checkpoint.id.to_string(),
                 t.metadata.step,
                 t.checkpoint.ts.clone(),
             )),
@@ -61,14 +61,14 @@ pub(crate) enum Entry {
     /// A checkpoint that does not, and why.
     Damaged {
         /// Its id.
-        id: String,
+        id: CheckpointId,
         /// The error reading it, one line.
         error: String,
     },
 }
 
 /// The id of the stored checkpoint an error says could not be read, if it says so.
-fn damaged_id(e: &stategraph::CheckpointError) -> Option<String> {
+fn damaged_id(e: &stategraph::CheckpointError) -> Option<CheckpointId> {
     e.location().and_then(|l| l.checkpoint_id.clone())
 }
 
@@ -102,7 +102,7 @@ pub(crate) async fn entries(
         Err(e) => return Err(fail(e)),
     }
     let mut out = Vec::new();
-    let mut before: Option<String> = None;
+    let mut before: Option<CheckpointId> = None;
     while limit.is_none_or(|l| out.len() < l) {
         let mut one = ListOptions::thread(thread).ns(ns).limit(1);
         one.before.clone_from(&before);
@@ -150,7 +150,7 @@ pub(crate) async fn reader(
     at.checkpoint_ns = ns.to_owned();
     if let Some(id) = checkpoint {
         let mut there = at.clone();
-        there.checkpoint_id = Some(id.to_owned());
+        there.checkpoint_id = Some(id.into());
         if saver.get_tuple(&there).await.map_err(fail)?.is_none() {
             return Err(format!("no checkpoint `{id}` in thread `{thread}`"));
         }
@@ -179,7 +179,7 @@ pub(crate) async fn reader(
         .with_checkpointer(saver))
 }
 
-pub(crate) fn run_config(thread: &str, ns: &str, checkpoint: Option<String>) -> RunConfig {
+pub(crate) fn run_config(thread: &str, ns: &str, checkpoint: Option<CheckpointId>) -> RunConfig {
     let mut config = RunConfig::thread(thread);
     config.checkpoint_ns = ns.to_owned();
     config.checkpoint_id = checkpoint;
@@ -199,7 +199,7 @@ pub(crate) async fn history(
         ..HistoryOptions::default()
     };
     // A snapshot, or a damaged checkpoint's id and error.
-    let rows: Vec<Result<StateSnapshot, (String, String)>> = match graph
+    let rows: Vec<Result<StateSnapshot, (CheckpointId, String)>> = match graph
         .get_state_history(&run_config(thread, ns, None), options)
         .await
     {
@@ -250,7 +250,8 @@ pub(crate) async fn history(
                         s.config
                             .as_ref()
                             .and_then(|c| c.checkpoint_id.clone())
-                            .unwrap_or_default(),
+                            .unwrap_or_default()
+                            .into_string(),
                         meta.and_then(|m| m.step)
                             .map_or_else(String::new, |s| s.to_string()),
                         meta.and_then(|m| m.source)
@@ -260,7 +261,7 @@ pub(crate) async fn history(
                     ]
                 }
                 Err((id, error)) => vec![
-                    id.clone(),
+                    id.to_string(),
                     String::new(),
                     String::new(),
                     String::new(),
@@ -280,7 +281,7 @@ pub(crate) async fn state(
 ) -> Result<String, Failure> {
     let graph = reader(saver, thread, ns, checkpoint.as_deref()).await?;
     let snapshot = graph
-        .get_state(&run_config(thread, ns, checkpoint))
+        .get_state(&run_config(thread, ns, checkpoint.map(Into::into)))
         .await
         .map_err(fail)?;
     let j = snapshot.to_json();
@@ -313,7 +314,7 @@ pub(crate) async fn writes(
 ) -> Result<String, Failure> {
     let mut at = CheckpointConfig::new(thread);
     at.checkpoint_ns = ns.to_owned();
-    at.checkpoint_id = Some(checkpoint.to_owned());
+    at.checkpoint_id = Some(checkpoint.into());
     let tuple = saver
         .get_tuple(&at)
         .await

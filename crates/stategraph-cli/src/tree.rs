@@ -5,11 +5,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::read::Entry;
 use serde_json::{Value as Json, json};
+use stategraph::CheckpointId;
 
 /// One checkpoint of the tree.
 pub(crate) struct Node {
-    id: String,
-    parent: Option<String>,
+    id: CheckpointId,
+    parent: Option<CheckpointId>,
     step: Option<i64>,
     source: String,
 }

@@ -290,9 +290,9 @@ struct Runs {
     /// The library's history, newest first.
     history: Vec<StateSnapshot>,
     /// The first run's step-0 checkpoint.
-    first_step: String,
+    first_step: CheckpointId,
     /// The latest checkpoint.
-    last: String,
+    last: CheckpointId,
 }
 
 async fn two_runs(db: &Db) -> Runs {
@@ -324,7 +324,7 @@ async fn two_runs(db: &Db) -> Runs {
 
 /// Updating a past checkpoint (the first run's step 0) starts a branch; returns the id of the
 /// update's checkpoint.
-async fn fork(runs: &Runs) -> String {
+async fn fork(runs: &Runs) -> CheckpointId {
     let mut at_step0 = RunConfig::thread("1");
     at_step0.checkpoint_id = Some(runs.first_step.clone());
     runs.graph
@@ -595,7 +595,7 @@ async fn repair_restores_deleted_values(db: Db) {
         (updated.as_str(), &["foo"][..]),
     ] {
         let mut at = RunConfig::thread("1");
-        at.checkpoint_id = Some(id.to_owned());
+        at.checkpoint_id = Some(id.into());
         let original = graph.get_state(&at).await.unwrap().to_json();
         let stored = db
             .saver

@@ -73,7 +73,7 @@ async fn chain(saver: Arc<dyn CheckpointSaver>, thread: &str, runs: usize) -> Ve
         .await
         .unwrap()
         .into_iter()
-        .map(|t| t.checkpoint.id)
+        .map(|t| t.checkpoint.id.into_string())
         .collect();
     ids.reverse();
     ids
@@ -307,7 +307,7 @@ async fn strict_msgpack_refuses_classes_outside_the_allowlist() {
         .unwrap()
         .unwrap();
     let mut cp = latest.checkpoint.clone();
-    cp.id = stategraph::checkpoint_id(2);
+    cp.id = stategraph::CheckpointId::for_step(2);
     let thing = Ext::python(
         ExtCode::ConstructorKwArgs,
         "myapp.models",

@@ -1,7 +1,7 @@
 //! Run configuration and state snapshots.
 
 use serde_json::{Value as Json, json};
-use stategraph_checkpoint::{CheckpointConfig, CheckpointMetadata};
+use stategraph_checkpoint::{CheckpointConfig, CheckpointId, CheckpointMetadata};
 
 use crate::state::Values;
 
@@ -48,7 +48,7 @@ pub struct RunConfig {
     /// The namespace (`""` for the root graph).
     pub checkpoint_ns: String,
     /// A checkpoint to start from / read (default: the latest).
-    pub checkpoint_id: Option<String>,
+    pub checkpoint_id: Option<CheckpointId>,
     /// Other `configurable` keys, visible to nodes; str/int/float/bool ones are copied into
     /// checkpoint metadata, as LangGraph does.
     pub configurable: serde_json::Map<String, Json>,
@@ -97,7 +97,7 @@ impl RunConfig {
     }
 
     /// Pins a checkpoint.
-    pub fn with_checkpoint_id(mut self, id: impl Into<String>) -> Self {
+    pub fn with_checkpoint_id(mut self, id: impl Into<CheckpointId>) -> Self {
         self.checkpoint_id = Some(id.into());
         self
     }
@@ -212,7 +212,7 @@ pub struct HistoryOptions {
     /// Metadata keys that must all be equal (a `null` also matches a missing key).
     pub filter: serde_json::Map<String, Json>,
     /// Only checkpoints older than this one (by id).
-    pub before: Option<String>,
+    pub before: Option<CheckpointId>,
     /// At most this many, newest first.
     pub limit: Option<usize>,
 }
@@ -231,7 +231,7 @@ impl HistoryOptions {
     }
 
     /// Only checkpoints older than `checkpoint_id`.
-    pub fn before(mut self, checkpoint_id: impl Into<String>) -> Self {
+    pub fn before(mut self, checkpoint_id: impl Into<CheckpointId>) -> Self {
         self.before = Some(checkpoint_id.into());
         self
     }

@@ -95,7 +95,7 @@ pub enum GraphError {
     #[error("checkpoint `{checkpoint}` cannot be rebuilt: {reason}")]
     CannotRepair {
         /// The checkpoint.
-        checkpoint: String,
+        checkpoint: stategraph_checkpoint::CheckpointId,
         /// Why.
         reason: String,
     },

@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use stategraph_checkpoint::Value;
+use stategraph_checkpoint::{CheckpointId, Value};
 
 use crate::state::{State, Values};
 
@@ -29,7 +29,7 @@ pub(crate) type TypedState<S> = (Arc<S>, Arc<Values>);
 /// What is known about one thread's checkpoint.
 pub(crate) struct Head<S> {
     /// The checkpoint described.
-    pub(crate) checkpoint_id: String,
+    pub(crate) checkpoint_id: CheckpointId,
     /// The values of the keys reading rebuilds from history (delta channels).
     pub(crate) rebuilt: BTreeMap<String, Value>,
     /// The typed state a node last saw, built from values equal to the checkpoint's.

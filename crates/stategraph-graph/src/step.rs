@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use stategraph_checkpoint::{
-    ChannelVersion, ChannelVersions, Checkpoint, Value, channels as reserved, checkpoint_id,
+    ChannelVersion, ChannelVersions, Checkpoint, CheckpointId, Value, channels as reserved,
     format_uuid, now_iso,
 };
 
@@ -365,7 +365,7 @@ pub(crate) fn create_checkpoint(
             .collect(),
     };
     base.v = stategraph_checkpoint::LATEST_VERSION;
-    base.id = checkpoint_id(step);
+    base.id = CheckpointId::for_step(step);
     base.ts = now_iso();
     base.channel_values = channel_values;
     base.updated_channels = updated_channels.map(|u| u.iter().cloned().collect());

@@ -3,7 +3,8 @@
 use std::collections::BTreeSet;
 
 use stategraph_checkpoint::{
-    ChannelVersion, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSource,
+    ChannelVersion, Checkpoint, CheckpointConfig, CheckpointId, CheckpointMetadata,
+    CheckpointSource,
 };
 
 use crate::compiled::CompiledGraph;
@@ -411,7 +412,7 @@ impl<S: State> CompiledGraph<S> {
         &self,
         saver: &std::sync::Arc<dyn stategraph_checkpoint::CheckpointSaver>,
         config: &CheckpointConfig,
-    ) -> Result<Option<String>, GraphError> {
+    ) -> Result<Option<CheckpointId>, GraphError> {
         let latest = CheckpointConfig {
             checkpoint_id: None,
             ..config.clone()

@@ -413,8 +413,8 @@ async fn get_state_with_subgraphs_nests_the_subgraph_state() {
     );
     let parents = sub.metadata.as_ref().unwrap().parents.clone().unwrap();
     assert_eq!(
-        parents.get(""),
-        before_sub.config.as_ref().unwrap().checkpoint_id.as_ref()
+        parents.get("").map(String::as_str),
+        before_sub.config.as_ref().unwrap().checkpoint_id.as_deref()
     );
 }
 

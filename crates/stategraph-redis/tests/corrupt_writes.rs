@@ -10,7 +10,10 @@ use stategraph_testkit::services::redis_url;
 
 /// Stores a checkpoint with one proper write, then sets `field` of its writes hash to `raw`;
 /// returns what reading the checkpoint gives.
-async fn read_with_write(field: &str, raw: Vec<u8>) -> (String, Result<Option<CheckpointTuple>>) {
+async fn read_with_write(
+    field: &str,
+    raw: Vec<u8>,
+) -> (CheckpointId, Result<Option<CheckpointTuple>>) {
     let (saver, prefix) = saver().await;
     let cp = Checkpoint::empty();
     let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);

@@ -5,8 +5,8 @@
 
 use stategraph_checkpoint::value::DecodeErrorKind;
 use stategraph_checkpoint::{
-    Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource, Error,
-    ListOptions, SerdeError, Value, checkpoint_id, value,
+    Checkpoint, CheckpointConfig, CheckpointId, CheckpointMetadata, CheckpointSaver,
+    CheckpointSource, Error, ListOptions, SerdeError, Value, value,
 };
 use stategraph_sqlite::{SqliteConfig, SqliteSaver};
 
@@ -23,7 +23,7 @@ async fn db() -> Db {
     let path = dir.path().join("c.sqlite");
     let saver = SqliteConfig::file(&path).connect().await.unwrap();
     let mut cp = Checkpoint::empty();
-    cp.id = checkpoint_id(0);
+    cp.id = CheckpointId::for_step(0);
     cp.channel_values
         .insert("bar".into(), value!(["a", "marker"]));
     cp.channel_values.insert("foo".into(), "x".into());

@@ -18,9 +18,9 @@ use std::process::Command;
 
 use serde_json::{Value as Json, json};
 use stategraph_checkpoint::{
-    Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource,
-    CheckpointTuple, Ext, ExtCode, JsonPlusSerializer, ListOptions, NULL_TASK_ID, PyObject,
-    Serializer, Value, checkpoint_id, value,
+    Checkpoint, CheckpointConfig, CheckpointId, CheckpointMetadata, CheckpointSaver,
+    CheckpointSource, CheckpointTuple, Ext, ExtCode, JsonPlusSerializer, ListOptions, NULL_TASK_ID,
+    PyObject, Serializer, Value, value,
 };
 use stategraph_sqlite::{SqliteConfig, SqliteSaver};
 
@@ -184,7 +184,7 @@ async fn python_reads_a_file_written_by_stategraph() {
     let mut versions = stategraph_checkpoint::ChannelVersions::new();
     for step in -1..=2 {
         let mut cp = Checkpoint::empty();
-        cp.id = checkpoint_id(step);
+        cp.id = CheckpointId::for_step(step);
         let next = saver.get_next_version(versions.values().max());
         for ch in ["foo", "messages", "when"] {
             versions.insert(ch, next.clone());
@@ -281,7 +281,7 @@ async fn python_reads_a_thread_we_encrypted() {
     let db = dir.path().join("enc.sqlite");
     let saver = encrypted_saver(&db, AES_KEY).await;
     let mut cp = Checkpoint::empty();
-    cp.id = checkpoint_id(0);
+    cp.id = CheckpointId::for_step(0);
     cp.channel_values
         .insert("secret".into(), Value::from("top-secret-text"));
     cp.channel_values

@@ -7,8 +7,8 @@
 
 use std::process::ExitCode;
 
+use stategraph::ChannelVersions;
 use stategraph::prelude::*;
-use stategraph::{ChannelVersions, checkpoint_id};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
@@ -67,7 +67,7 @@ async fn run() -> stategraph::Result<()> {
     let mut versions = ChannelVersions::new();
     for (source, step, values, task) in steps {
         let mut cp = Checkpoint::empty();
-        cp.id = checkpoint_id(step);
+        cp.id = CheckpointId::for_step(step);
         let next = saver.get_next_version(versions.values().max());
         if let Value::Map(m) = values {
             for (k, v) in m {

@@ -87,12 +87,12 @@ pub use stategraph_checkpoint::Error as CheckpointError;
 // saver use. What only saver and store authors need is in `backend`.
 pub use stategraph_checkpoint::{
     AesEaxCipher, BoxError, Capabilities, ChannelVersion, ChannelVersions, Checkpoint,
-    CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource, CheckpointTuple,
-    Cipher, DeltaChannelHistory, EncryptedSerializer, Expect, Ext, ExtCode, InMemorySaver,
-    JsonPlusSerializer, List, ListOptions, Location, Map, Message, MessageFields, PendingWrite,
-    PruneStrategy, PyObject, SEALED_KEY, SaveOp, SealedMetadata, SealedMetadataSaver, SerdeError,
-    Serializer, ToolCall, Value, VersionsSeen, allowlist, checkpoint_id, codec, now_iso, py,
-    redact_url, store, uuid4, uuid6, value,
+    CheckpointConfig, CheckpointId, CheckpointMetadata, CheckpointSaver, CheckpointSource,
+    CheckpointTuple, Cipher, DeltaChannelHistory, EncryptedSerializer, Expect, Ext, ExtCode,
+    InMemorySaver, JsonPlusSerializer, List, ListOptions, Location, Map, Message, MessageFields,
+    PendingWrite, PruneStrategy, PyObject, SEALED_KEY, SaveOp, SealedMetadata, SealedMetadataSaver,
+    SerdeError, Serializer, ToolCall, Value, VersionsSeen, allowlist, checkpoint_id, codec,
+    now_iso, py, redact_url, store, uuid4, uuid6, value,
 };
 /// For saver and store authors (and tools that work on stored data): the machinery every
 /// backend shares, and the low-level helpers of LangGraph's storage format.
@@ -145,8 +145,8 @@ pub mod prelude {
         InMemoryStore, IndexConfig, Item, SearchItem, SearchOptions, Store, StoreOptions,
     };
     pub use stategraph_checkpoint::{
-        Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource,
-        CheckpointTuple, InMemorySaver, ListOptions, Value, value,
+        Checkpoint, CheckpointConfig, CheckpointId, CheckpointMetadata, CheckpointSaver,
+        CheckpointSource, CheckpointTuple, InMemorySaver, ListOptions, Value, value,
     };
     pub use stategraph_derive::State;
     pub use stategraph_graph::{

@@ -41,7 +41,7 @@ fn graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Log> {
 /// The thread's checkpoints form one chain: no checkpoint has two children.
 async fn assert_linear(saver: &dyn CheckpointSaver, thread: &str) -> Vec<CheckpointTuple> {
     let all = saver.list(&ListOptions::thread(thread)).await.unwrap();
-    let mut children: BTreeMap<String, usize> = BTreeMap::new();
+    let mut children: BTreeMap<CheckpointId, usize> = BTreeMap::new();
     for t in &all {
         if let Some(p) = t
             .parent_config

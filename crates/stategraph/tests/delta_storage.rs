@@ -265,7 +265,7 @@ async fn other_strategies_keep_values(
     saver: &Arc<dyn CheckpointSaver>,
     thread: &str,
 ) {
-    let before: std::collections::BTreeMap<String, stategraph::Values> = {
+    let before: std::collections::BTreeMap<stategraph::CheckpointId, stategraph::Values> = {
         let mut m = std::collections::BTreeMap::new();
         for s in graph
             .get_state_history(&RunConfig::thread(thread), Default::default())

@@ -161,7 +161,7 @@ pub async fn put_preserves_rich_values(saver: &dyn CheckpointSaver) {
 pub async fn put_preserves_checkpoint_fields(saver: &dyn CheckpointSaver) {
     let t = thread();
     let mut cp = Checkpoint::empty();
-    cp.id = crate::checkpoint_id(3);
+    cp.id = CheckpointId::for_step(3);
     let v1 = saver.get_next_version(None);
     let v2 = saver.get_next_version(Some(&v1));
     cp.channel_values.insert("foo".into(), "b".into());
@@ -184,7 +184,7 @@ pub async fn put_preserves_checkpoint_fields(saver: &dyn CheckpointSaver) {
     assert_eq!(got.checkpoint, cp);
     assert_eq!(got.metadata, meta);
     cp.updated_channels = None;
-    cp.id = crate::checkpoint_id(4);
+    cp.id = CheckpointId::for_step(4);
     let c2 = saver
         .put(&c, &cp, &meta, &Default::default())
         .await

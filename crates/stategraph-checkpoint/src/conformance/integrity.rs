@@ -49,7 +49,7 @@ fn corruptor(fixture: &Fixture) -> Option<&dyn Corruptor> {
 }
 
 /// The checkpoint id an error's location names, if it is a serialization error.
-fn damaged_id(e: &Error) -> Option<String> {
+fn damaged_id(e: &Error) -> Option<CheckpointId> {
     e.location().and_then(|l| l.checkpoint_id.clone())
 }
 

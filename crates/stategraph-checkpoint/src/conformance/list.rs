@@ -5,7 +5,7 @@ use crate::{CheckpointSource::*, ListOptions};
 
 /// LangGraph's list fixture: 4 chained checkpoints with sources input, loop, input, loop at
 /// steps 0–3. Returns the thread and the ids, oldest first.
-async fn four(saver: &dyn CheckpointSaver) -> (String, Vec<String>) {
+async fn four(saver: &dyn CheckpointSaver) -> (String, Vec<CheckpointId>) {
     let t = thread();
     let mut parent = config(&t);
     let mut ids = Vec::new();

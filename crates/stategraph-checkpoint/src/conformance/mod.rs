@@ -33,8 +33,8 @@
 use std::any::Any;
 
 use crate::{
-    ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointSource, CheckpointTuple, Value, now_iso, uuid6,
+    ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointId,
+    CheckpointMetadata, CheckpointSaver, CheckpointSource, CheckpointTuple, Value, now_iso, uuid6,
 };
 
 /// Runs the rest of an extended case only if the saver declares `$cap`; otherwise checks that
@@ -243,7 +243,7 @@ pub fn config(thread: &str) -> CheckpointConfig {
 pub fn checkpoint(values: &[(&str, Value)], versions: &[(&str, i64)]) -> Checkpoint {
     Checkpoint {
         v: 1,
-        id: uuid6(Some(-1)),
+        id: uuid6(Some(-1)).into(),
         ts: now_iso(),
         channel_values: values
             .iter()
@@ -315,7 +315,7 @@ pub async fn must_get(saver: &dyn CheckpointSaver, config: &CheckpointConfig) ->
 }
 
 /// The checkpoint ids of `tuples`, in order.
-pub fn ids(tuples: &[CheckpointTuple]) -> Vec<String> {
+pub fn ids(tuples: &[CheckpointTuple]) -> Vec<CheckpointId> {
     tuples.iter().map(|t| t.checkpoint.id.clone()).collect()
 }
 

@@ -241,7 +241,7 @@ pub async fn prune_abandoned_branches(saver: &dyn CheckpointSaver) {
         .unwrap();
     let mut left = ids(&all(saver, &t).await);
     left.sort();
-    let mut expected: Vec<String> = [&main[0], &main[1], &b2, &b1x, &head]
+    let mut expected: Vec<CheckpointId> = [&main[0], &main[1], &b2, &b1x, &head]
         .iter()
         .map(|c| c.checkpoint_id.clone().unwrap())
         .collect();

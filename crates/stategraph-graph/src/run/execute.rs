@@ -67,7 +67,7 @@ impl<S: State> Run<'_, S> {
         // What a subgraph started by a task of this step records as its parents.
         let mut child_parents = self.env.parents.clone();
         if let Some(id) = &self.checkpoint_config.checkpoint_id {
-            child_parents.insert(self.checkpoint_config.checkpoint_ns.clone(), id.clone());
+            child_parents.insert(self.checkpoint_config.checkpoint_ns.clone(), id.to_string());
         }
         let child_parents = Arc::new(child_parents);
         let mut state: Option<Arc<S>> = None;

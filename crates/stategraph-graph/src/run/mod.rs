@@ -22,8 +22,9 @@ use std::sync::Arc;
 
 use stategraph_checkpoint::store::Store;
 use stategraph_checkpoint::{
-    ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
-    CheckpointSaver, CheckpointSource, PendingWrite, SaveOp, Value, channels as reserved,
+    ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointId,
+    CheckpointMetadata, CheckpointSaver, CheckpointSource, PendingWrite, SaveOp, Value,
+    channels as reserved,
 };
 
 pub(crate) use self::entry::{ResumeInput, RunOutcome, RunSetup};
@@ -121,7 +122,7 @@ struct SaveState {
     /// The channel versions of the last saved checkpoint.
     previous_versions: ChannelVersions,
     /// The newest checkpoint of the thread's namespace as this run last saw it.
-    expected_latest: Option<String>,
+    expected_latest: Option<CheckpointId>,
     /// `async` durability: the saves not yet handed to the background writer. They are
     /// handed over as one batch whenever the run waits (for a node that does not finish at
     /// once), and applied at the end otherwise, so a run whose nodes never wait commits once.
@@ -143,7 +144,7 @@ struct DeltaState {
 /// stored with it.
 struct ExitState {
     parent: CheckpointConfig,
-    expected: Option<String>,
+    expected: Option<CheckpointId>,
     /// The last step's task writes.
     writes: Vec<TaskWrites>,
     /// The delta channel writes of every finished step, stored at the end (step, task id,

@@ -32,12 +32,12 @@ pub(super) fn layout_row(mut r: MyRow) -> Result<LayoutRow> {
     let checkpoint: String = column(&mut r, 4, &loc)?;
     let metadata: String = column(&mut r, 5, &loc)?;
     Ok(LayoutRow {
-        parent,
+        parent: parent.map(Into::into),
         checkpoint: backend::json_from_text(&checkpoint, loc.clone())?,
         metadata: backend::json_from_text(&metadata, loc.part("metadata"))?,
         thread_id,
         checkpoint_ns,
-        checkpoint_id,
+        checkpoint_id: checkpoint_id.into(),
     })
 }
 
@@ -51,7 +51,7 @@ impl<Q: Queryable> LayoutFetch for Fetch<'_, Q> {
         ns: &str,
         pairs: &[(String, String)],
         ids: &[&str],
-    ) -> Result<(Vec<FetchedBlob>, Vec<(String, StoredWrite)>)> {
+    ) -> Result<(Vec<FetchedBlob>, Vec<(CheckpointId, StoredWrite)>)> {
         let mut blobs = Vec::new();
         let at = Location::checkpoint(thread, ns, "").part("blob");
         if !pairs.is_empty() {
@@ -103,7 +103,7 @@ impl<Q: Queryable> LayoutFetch for Fetch<'_, Q> {
                 task_path: column(&mut r, 5, &loc)?,
                 idx: column(&mut r, 6, &loc)?,
             };
-            writes.push((checkpoint_id, write));
+            writes.push((checkpoint_id.into(), write));
         }
         Ok((blobs, writes))
     }

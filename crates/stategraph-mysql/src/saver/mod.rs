@@ -19,7 +19,7 @@ use stategraph_checkpoint::backend::{
     prune,
 };
 use stategraph_checkpoint::{
-    Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
+    Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointId, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, Error, ListOptions, Location, PruneStrategy, Result, SaveOp,
     Serializer, StoredWrite, Value,
 };

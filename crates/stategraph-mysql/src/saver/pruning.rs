@@ -100,7 +100,13 @@ impl<Q: Queryable> PruneTarget for Pruning<'_, Q> {
             let parent: Option<String> = column(&mut r, 2, &loc)?;
             let meta: String = column(&mut r, 3, &loc)?;
             let meta = backend::json_from_text(&meta, loc.part("metadata"))?;
-            out.push(PruneRow::read(thread, ns, id, parent, meta)?);
+            out.push(PruneRow::read(
+                thread,
+                ns,
+                id.into(),
+                parent.map(Into::into),
+                meta,
+            )?);
         }
         Ok(out)
     }

@@ -10,13 +10,14 @@ pub(super) fn layout_row(r: &tokio_postgres::Row) -> Result<LayoutRow> {
     let checkpoint_ns: String = read::column(r, 1, &unknown)?;
     let checkpoint_id: String = read::column(r, 2, &unknown)?;
     let loc = Location::checkpoint(&thread_id, &checkpoint_ns, &checkpoint_id);
+    let parent: Option<String> = read::column(r, 3, &loc)?;
     Ok(LayoutRow {
-        parent: read::column(r, 3, &loc)?,
+        parent: parent.map(Into::into),
         checkpoint: read::column(r, 4, &loc)?,
         metadata: read::column(r, 5, &loc)?,
         thread_id,
         checkpoint_ns,
-        checkpoint_id,
+        checkpoint_id: checkpoint_id.into(),
     })
 }
 
@@ -35,7 +36,7 @@ impl<C: GenericClient + Sync> LayoutFetch for Fetch<'_, C> {
         ns: &str,
         pairs: &[(String, String)],
         ids: &[&str],
-    ) -> Result<(Vec<FetchedBlob>, Vec<(String, StoredWrite)>)> {
+    ) -> Result<(Vec<FetchedBlob>, Vec<(CheckpointId, StoredWrite)>)> {
         let client = self.0;
         let channels: Vec<&str> = pairs.iter().map(|(c, _)| c.as_str()).collect();
         let versions: Vec<&str> = pairs.iter().map(|(_, v)| v.as_str()).collect();
@@ -98,7 +99,7 @@ impl<C: GenericClient + Sync> LayoutFetch for Fetch<'_, C> {
                 task_path: read::column(r, 5, &loc)?,
                 idx: i64::from(idx),
             };
-            writes.push((checkpoint_id, write));
+            writes.push((checkpoint_id.into(), write));
         }
         Ok((blobs, writes))
     }

@@ -17,7 +17,7 @@ use stategraph_checkpoint::backend::{
     PruneTarget, SqlArg, Timeouts, prune,
 };
 use stategraph_checkpoint::{
-    Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
+    Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointId, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, DeltaWalk, Error, ListOptions, Location,
     PruneStrategy, Result, SaveOp, Serializer, StoredWrite, Value,
 };
@@ -251,7 +251,7 @@ impl PostgresSaver {
                 &[
                     p(&config.thread_id, Type::TEXT),
                     p(&config.checkpoint_ns, Type::TEXT),
-                    p(&config.checkpoint_id, Type::TEXT),
+                    p(&config.checkpoint_id.as_deref(), Type::TEXT),
                     p(&channels, Type::TEXT_ARRAY),
                 ],
             )

@@ -50,7 +50,13 @@ impl<C: GenericClient + Sync> PruneTarget for Pruning<'_, C> {
             let loc = Location::checkpoint(thread_id, &ns, &id);
             let parent: Option<String> = read::column(r, 2, &loc)?;
             let meta: Json = read::column(r, 3, &loc)?;
-            out.push(PruneRow::read(thread_id, ns, id, parent, meta)?);
+            out.push(PruneRow::read(
+                thread_id,
+                ns,
+                id.into(),
+                parent.map(Into::into),
+                meta,
+            )?);
         }
         Ok(out)
     }

@@ -52,7 +52,7 @@ pub(crate) async fn get_tuple(
         Some(id) => (
             SELECT_ONE.replace("{pick}", BY_ID),
             &[Type::TEXT, Type::TEXT, Type::TEXT],
-            &[&config.thread_id, &config.checkpoint_ns, id],
+            &[&config.thread_id, &config.checkpoint_ns, &id.as_str()],
         ),
         None => (
             SELECT_ONE.replace("{pick}", LATEST),
@@ -159,6 +159,12 @@ fn tuple(serde: &dyn Serializer, row: &tokio_postgres::Row) -> Result<Checkpoint
         );
     }
     Ok(CheckpointTuple::from_parts(
-        thread, ns, id, parent, checkpoint, metadata, pending,
+        thread,
+        ns,
+        id,
+        parent.map(Into::into),
+        checkpoint,
+        metadata,
+        pending,
     ))
 }

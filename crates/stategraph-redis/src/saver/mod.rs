@@ -167,7 +167,7 @@ impl CheckpointSaver for RedisSaver {
         self.timed("reading a checkpoint", async {
             let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
             let id = match &config.checkpoint_id {
-                Some(id) => id.clone(),
+                Some(id) => id.to_string(),
                 None => match self.latest_id(thread, ns).await? {
                     Some(id) => id,
                     None => return Ok(None),
@@ -251,11 +251,11 @@ impl CheckpointSaver for RedisSaver {
                 .key(self.threads_key())
                 .key(self.ns_key(thread))
                 .arg(expected)
-                .arg(&checkpoint.id)
+                .arg(checkpoint.id.as_str())
                 .arg(tag)
                 .arg(bytes)
                 .arg(metadata.to_json().to_string())
-                .arg(config.checkpoint_id.clone().unwrap_or_default())
+                .arg(config.checkpoint_id.as_deref().unwrap_or_default())
                 .arg(ns)
                 .arg(thread)
                 .arg(self.ttl_secs())

@@ -29,9 +29,10 @@ impl PruneTarget for Pruning<'_> {
                     parent: parent
                         .map(|p| utf8(p, &loc, "parent"))
                         .transpose()?
-                        .filter(|p| !p.is_empty()),
+                        .filter(|p| !p.is_empty())
+                        .map(Into::into),
                     checkpoint_ns: ns.clone(),
-                    checkpoint_id: id,
+                    checkpoint_id: id.into(),
                 });
             }
         }

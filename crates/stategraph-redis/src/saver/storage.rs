@@ -41,7 +41,10 @@ impl RedisSaver {
         for (field, raw) in writes {
             pending.push(self.decode_write(&loc, &field, &raw)?);
         }
-        let parent = parent.map(|p| utf8(p, &loc, "parent")).transpose()?;
+        let parent = parent
+            .map(|p| utf8(p, &loc, "parent"))
+            .transpose()?
+            .map(Into::into);
         Ok(Some(CheckpointTuple::from_parts(
             thread, ns, id, parent, checkpoint, metadata, pending,
         )))

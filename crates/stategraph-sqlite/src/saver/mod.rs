@@ -17,7 +17,7 @@ use stategraph_checkpoint::backend::{
     self, Expect, ListSql, Placeholders, PrunePlan, PruneRow, PruneTarget, SqlArg, prune,
 };
 use stategraph_checkpoint::{
-    Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
+    Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointId, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, DeltaWalk, EncodedWrites, Error,
     ListOptions, Location, PendingWrite, PruneStrategy, Result, SaveOp, SerdeError, Serializer,
     StoredWrite, Value, checkpoint_value_ranges, encode_writes, latest_conflict, sort_writes, tags,
@@ -149,7 +149,7 @@ impl CheckpointSaver for SqliteSaver {
                     ))
                     .and_then(|mut s| {
                         s.query_row(
-                            params![config.thread_id, config.checkpoint_ns, id],
+                            params![config.thread_id, config.checkpoint_ns, id.as_str()],
                             Row::from_sql,
                         )
                         .optional()

@@ -26,9 +26,9 @@ impl PruneTarget for Pruning<'_, '_> {
             let metadata = decode_metadata(meta.as_deref(), &loc)?;
             rows.push(PruneRow {
                 checkpoint_ns: ns,
-                checkpoint_id: id,
+                checkpoint_id: id.into(),
                 metadata,
-                parent,
+                parent: parent.map(Into::into),
             });
         }
         Ok(rows)

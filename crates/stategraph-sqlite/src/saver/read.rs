@@ -76,7 +76,7 @@ impl Row {
             self.thread_id,
             self.checkpoint_ns,
             self.checkpoint_id,
-            self.parent,
+            self.parent.map(Into::into),
             checkpoint,
             metadata,
             pending_writes,
@@ -211,7 +211,7 @@ pub(super) fn delta_history(
 ) -> Result<std::collections::BTreeMap<String, DeltaChannelHistory>> {
     let (thread, ns) = (config.thread_id.as_str(), config.checkpoint_ns.as_str());
     let target: Option<String> = match &config.checkpoint_id {
-        Some(id) => Some(id.clone()),
+        Some(id) => Some(id.to_string()),
         None => tx
             .query_row(
                 "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ?1 \

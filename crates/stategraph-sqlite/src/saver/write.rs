@@ -8,12 +8,12 @@ pub(super) struct EncodedPut {
     pub(super) out: CheckpointConfig,
     /// The config the put was made with (for conflict errors).
     pub(super) target: CheckpointConfig,
-    pub(super) parent: Option<String>,
+    pub(super) parent: Option<CheckpointId>,
     pub(super) tag: String,
     pub(super) bytes: Vec<u8>,
     pub(super) meta: Vec<u8>,
     /// What the namespace's newest checkpoint must be.
-    pub(super) expect: Expect<String>,
+    pub(super) expect: Expect<CheckpointId>,
 }
 
 /// A `put_writes`, serialized and ready for a transaction.
@@ -33,7 +33,7 @@ impl SqliteSaver {
         config: &CheckpointConfig,
         checkpoint: &Checkpoint,
         metadata: &CheckpointMetadata,
-        expect: Expect<String>,
+        expect: Expect<CheckpointId>,
     ) -> Result<EncodedPut> {
         validate_put(config, checkpoint)?;
         let (tag, bytes) = self
@@ -107,7 +107,7 @@ pub(super) fn put_in(tx: &Transaction<'_>, put: &EncodedPut) -> Result<()> {
             )
             .and_then(|mut s| s.query_row(params![row.thread_id, row.checkpoint_ns], |r| r.get(0)))
             .map_err(db("reading the latest checkpoint"))?;
-        if latest != *expected {
+        if latest.as_deref() != expected.as_deref() {
             return Err(latest_conflict(
                 &put.target,
                 expected.as_deref(),
@@ -123,8 +123,8 @@ pub(super) fn put_in(tx: &Transaction<'_>, put: &EncodedPut) -> Result<()> {
         s.execute(params![
             row.thread_id,
             row.checkpoint_ns,
-            row.checkpoint_id,
-            put.parent,
+            row.checkpoint_id.as_deref(),
+            put.parent.as_deref(),
             put.tag,
             put.bytes,
             put.meta
