@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use stategraph::{
-    DynState, END, Map, Reducer, START, Schema, Send, StateGraph, Value, graph::Goto,
+    DynState, END, Map, Reducer, START, Schema, StateGraph, Value, graph::Goto, graph::Send,
 };
 
 use super::{Shared, attach, expect_len, failed, fresh_config, letters};
