@@ -10,6 +10,7 @@ REQUIREMENTS=(
   "langgraph-checkpoint==4.3.2"
   "langgraph-checkpoint-sqlite==3.1.2"
   "langgraph-checkpoint-postgres==3.2.0"
+  "langgraph-sdk==0.4.14"
   "langchain-core==1.7.2"
   "ormsgpack==1.13.1"
   "psycopg[binary]==3.2.10"

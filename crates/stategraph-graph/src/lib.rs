@@ -51,6 +51,7 @@ mod run;
 mod state;
 mod step;
 pub mod stream;
+mod topology;
 mod update;
 
 pub use channel::{ChannelSpec, Reducer, ReducerFn};
@@ -73,4 +74,5 @@ pub use stream::{
     CheckpointEvent, DebugEvent, DebugPayload, MessageEvent, RunStream, STREAM_CAPACITY,
     StreamEvent, StreamMode, TaskEvent, TaskResult, TaskStart, UpdatesEvent, ValuesEvent,
 };
+pub use topology::{DrawnEdge, Topology};
 pub use update::{AsNode, StateUpdate};

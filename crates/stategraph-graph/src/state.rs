@@ -140,17 +140,22 @@ impl State for DynState {
     }
 
     fn into_writes(update: Map) -> Result<Vec<(String, Value)>, GraphError> {
-        update
-            .into_iter()
-            .map(|(k, v)| match k {
-                Value::Str(k) => Ok((k.to_string(), v)),
-                other => Err(GraphError::InvalidUpdate {
-                    channel: other.to_string(),
-                    message: "state keys must be strings".into(),
-                }),
-            })
-            .collect()
+        map_writes(update)
     }
+}
+
+/// A map of state keys to values as channel writes (keys must be strings).
+pub(crate) fn map_writes(update: Map) -> Result<Vec<(String, Value)>, GraphError> {
+    update
+        .into_iter()
+        .map(|(k, v)| match k {
+            Value::Str(k) => Ok((k.to_string(), v)),
+            other => Err(GraphError::InvalidUpdate {
+                channel: other.to_string(),
+                message: "state keys must be strings".into(),
+            }),
+        })
+        .collect()
 }
 
 /// Converts a serializable Rust value into a [`Value`] (structs become maps with their field

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use stategraph_checkpoint::{
     ChannelVersion, Checkpoint, CheckpointConfig, CheckpointId, CheckpointMetadata,
-    CheckpointSource,
+    CheckpointSource, Map, Value,
 };
 
 use crate::compiled::CompiledGraph;
@@ -16,6 +16,9 @@ use crate::step::{
     INTERRUPT, Task, ValuesFrom, apply_writes, channels_from_checkpoint, create_checkpoint,
     new_versions, prepare_next_tasks, task_path_str,
 };
+
+/// An update whose values are already channel writes.
+type RawUpdate = StateUpdate<Vec<(String, Value)>>;
 
 /// The node an [`update_state`](CompiledGraph::update_state) is made as (LangGraph's
 /// `as_node`): it decides, through that node's edges, what runs next.
@@ -137,6 +140,54 @@ impl<S: State> CompiledGraph<S> {
         config: &RunConfig,
         supersteps: Vec<Vec<StateUpdate<S::Update>>>,
     ) -> Result<CheckpointConfig, GraphError> {
+        let mut raw = Vec::with_capacity(supersteps.len());
+        for updates in supersteps {
+            let mut step = Vec::with_capacity(updates.len());
+            for u in updates {
+                step.push(StateUpdate {
+                    values: u.values.map(S::into_writes).transpose()?,
+                    as_node: u.as_node,
+                    task_id: u.task_id,
+                });
+            }
+            raw.push(step);
+        }
+        self.bulk_update_writes(config, raw).await
+    }
+
+    /// [`update_state`](Self::update_state) with LangGraph's raw values: a map of state keys
+    /// to values (`None`: no values, only `as_node`'s edges), as a client sends it (e.g. the
+    /// Agent Server's `POST /threads/{id}/state`). Keys are validated as typed updates are.
+    ///
+    /// ```no_run
+    /// # async fn demo(graph: stategraph_graph::CompiledGraph<stategraph_graph::DynState>) -> Result<(), stategraph_graph::GraphError> {
+    /// use stategraph_checkpoint::{Map, value};
+    /// use stategraph_graph::RunConfig;
+    /// let values = Map::from_iter([("foo", value!("edited"))]);
+    /// let at = graph.update_state_values(&RunConfig::thread("1"), Some(values), "node_a").await?;
+    /// println!("new checkpoint {:?}", at.checkpoint_id);
+    /// # Ok(()) }
+    /// ```
+    pub async fn update_state_values(
+        &self,
+        config: &RunConfig,
+        values: Option<Map>,
+        as_node: impl Into<AsNode>,
+    ) -> Result<CheckpointConfig, GraphError> {
+        let update = StateUpdate {
+            values: values.map(crate::state::map_writes).transpose()?,
+            as_node: as_node.into(),
+            task_id: None,
+        };
+        self.bulk_update_writes(config, vec![vec![update]]).await
+    }
+
+    /// [`bulk_update_state`](Self::bulk_update_state) on updates already turned into writes.
+    async fn bulk_update_writes(
+        &self,
+        config: &RunConfig,
+        supersteps: Vec<Vec<RawUpdate>>,
+    ) -> Result<CheckpointConfig, GraphError> {
         if supersteps.is_empty() || supersteps.iter().any(Vec::is_empty) {
             return Err(GraphError::InvalidArgument {
                 what: "supersteps".into(),
@@ -158,7 +209,7 @@ impl<S: State> CompiledGraph<S> {
     async fn update_superstep(
         &self,
         config: &RunConfig,
-        updates: Vec<StateUpdate<S::Update>>,
+        updates: Vec<RawUpdate>,
         is_first: bool,
     ) -> Result<CheckpointConfig, GraphError> {
         let saver = self.saver()?;
@@ -239,10 +290,7 @@ impl<S: State> CompiledGraph<S> {
                     message: format!("node `{as_node}` does not exist"),
                 });
             }
-            let mut writes = match update.values {
-                Some(v) => S::into_writes(v)?,
-                None => Vec::new(),
-            };
+            let mut writes = update.values.unwrap_or_default();
             self.check_state_writes(&writes)?;
             let edges = self
                 .edge_writes(&as_node, &channels, &writes)

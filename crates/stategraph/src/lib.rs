@@ -133,6 +133,9 @@ pub use stategraph_mysql::{MySqlConfig, MySqlSaver};
 pub use stategraph_postgres::{PostgresConfig, PostgresSaver, PostgresStore, PostgresStoreConfig};
 #[cfg(feature = "redis")]
 pub use stategraph_redis::{RedisConfig, RedisSaver};
+/// LangGraph's Agent Server HTTP API over your graphs (feature `server`).
+#[cfg(feature = "server")]
+pub use stategraph_server as server;
 #[cfg(feature = "sqlite")]
 pub use stategraph_sqlite::{
     SqliteConfig, SqliteSaver, SqliteStore, SqliteStoreConfig, Synchronous,

@@ -216,6 +216,40 @@ impl<S: State> CompiledGraph<S> {
         self.stream_with(config, modes, |setup| setup.input = Some(input))
     }
 
+    /// [`stream`](Self::stream) with LangGraph's raw input: a map of state keys to values,
+    /// as a client sends it (e.g. the Agent Server's run `input`). Keys are validated as typed
+    /// input is; an unknown key fails the stream with
+    /// [`GraphError::InvalidUpdate`] before anything runs. The values are written to their
+    /// channels through the reducers, as Python LangGraph writes a dict input.
+    ///
+    /// ```no_run
+    /// # async fn demo(graph: stategraph_graph::CompiledGraph<stategraph_graph::DynState>) -> Result<(), stategraph_graph::GraphError> {
+    /// use futures_util::StreamExt;
+    /// use stategraph_checkpoint::{Map, value};
+    /// use stategraph_graph::{RunConfig, StreamMode};
+    /// let input = Map::from_iter([("foo", value!("")), ("bar", value!([]))]);
+    /// let mut stream = graph.stream_values(input, RunConfig::thread("1"), &[StreamMode::Values]);
+    /// while let Some(event) = stream.next().await {
+    ///     println!("{}", event?.to_json());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn stream_values(
+        &self,
+        input: Map,
+        config: RunConfig,
+        modes: &[StreamMode],
+    ) -> RunStream<S> {
+        let input = match crate::state::map_writes(input).and_then(|writes| {
+            self.check_state_writes(&writes)?;
+            Ok(writes.into_iter().collect::<Map>())
+        }) {
+            Ok(input) => input,
+            Err(e) => return RunStream::failed(e),
+        };
+        self.stream_with(config, modes, |setup| setup.input = Some(input))
+    }
+
     /// [`resume`](Self::resume), streaming events as [`stream`](Self::stream) does.
     pub fn stream_resume(
         &self,

@@ -1,0 +1,139 @@
+//! The shape of a compiled graph, for drawing it (LangGraph's `get_graph()`).
+
+use std::collections::BTreeSet;
+
+use crate::compiled::CompiledGraph;
+use crate::graph::{END, START};
+use crate::state::State;
+
+/// An edge of a graph's drawing.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DrawnEdge {
+    /// The node it leaves (`__start__` for the graph's input).
+    pub source: String,
+    /// The node it leads to (`__end__` when the path finishes).
+    pub target: String,
+    /// A conditional edge: taken when the routing function returns its target.
+    pub conditional: bool,
+}
+
+/// What [`CompiledGraph::topology`] returns: nodes and edges.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topology {
+    /// `__start__`, the nodes in the order they were added, then `__end__`.
+    pub nodes: Vec<String>,
+    /// The edges, sorted.
+    pub edges: Vec<DrawnEdge>,
+}
+
+impl<S: State> CompiledGraph<S> {
+    /// The graph's nodes and edges as LangGraph draws them: declared edges (a join's sources
+    /// each lead to its target), a conditional edge to every target of a routing function's
+    /// path map (to every node and `__end__` without one), and an edge to `__end__` from each
+    /// node that has no outgoing edge. Routes chosen at run time by commands are not drawn.
+    ///
+    /// ```
+    /// use stategraph_checkpoint::Map;
+    /// use stategraph_graph::{DynState, END, START, Schema, StateGraph};
+    /// let mut g = StateGraph::<DynState>::with_schema(Schema::new().last_value("x"));
+    /// g.add_node("a", |_s, _c| async { Ok(Map::new()) });
+    /// g.add_edge(START, "a").add_edge("a", END);
+    /// let t = g.compile().unwrap().topology();
+    /// assert_eq!(t.nodes, ["__start__", "a", "__end__"]);
+    /// assert_eq!(t.edges.len(), 2);
+    /// ```
+    pub fn topology(&self) -> Topology {
+        let user: Vec<&str> = self
+            .nodes
+            .iter()
+            .map(|n| n.name.as_str())
+            .filter(|n| *n != START)
+            .collect();
+        let mut edges = BTreeSet::new();
+        for source in std::iter::once(START).chain(user.iter().copied()) {
+            let Some(out) = self.edges.get(source) else {
+                if source != START {
+                    edges.insert(edge(source, END, false));
+                }
+                continue;
+            };
+            for (channel, _) in &out.writes {
+                let target = channel.strip_prefix("branch:to:").or_else(|| {
+                    channel
+                        .strip_prefix("join:")
+                        .and_then(|j| j.rsplit(':').next())
+                });
+                if let Some(target) = target {
+                    edges.insert(edge(source, target, false));
+                }
+            }
+            for branch in &out.branches {
+                match &branch.path_map {
+                    Some(map) => {
+                        for target in map.values() {
+                            edges.insert(edge(source, target, true));
+                        }
+                    }
+                    None => {
+                        for target in user.iter().copied().chain([END]) {
+                            edges.insert(edge(source, target, true));
+                        }
+                    }
+                }
+            }
+            if out.writes.is_empty() && out.branches.is_empty() && source != START {
+                edges.insert(edge(source, END, false));
+            }
+        }
+        let mut nodes = vec![START.to_owned()];
+        nodes.extend(user.iter().map(|n| (*n).to_owned()));
+        nodes.push(END.to_owned());
+        Topology {
+            nodes,
+            edges: edges.into_iter().collect(),
+        }
+    }
+}
+
+fn edge(source: &str, target: &str, conditional: bool) -> DrawnEdge {
+    DrawnEdge {
+        source: source.to_owned(),
+        target: target.to_owned(),
+        conditional,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use stategraph_checkpoint::Map;
+
+    use crate::{DynState, END, START, Schema, StateGraph};
+
+    #[test]
+    fn seed_graph_draws_a_chain_and_routes_draw_their_targets() {
+        let mut g = StateGraph::<DynState>::with_schema(Schema::new().last_value("x"));
+        for n in ["a", "b", "c"] {
+            g.add_node(n, |_s, _c| async { Ok(Map::new()) });
+        }
+        g.add_edge(START, "a");
+        g.add_conditional_edges("a", |_s: &DynState| Ok(vec!["b".into()]))
+            .path_map(["b", "c"]);
+        g.add_edge("b", END);
+        let t = g.compile().unwrap().topology();
+        let drawn: Vec<_> = t
+            .edges
+            .iter()
+            .map(|e| (e.source.as_str(), e.target.as_str(), e.conditional))
+            .collect();
+        assert_eq!(
+            drawn,
+            [
+                ("__start__", "a", false),
+                ("a", "b", true),
+                ("a", "c", true),
+                ("b", "__end__", false),
+                ("c", "__end__", false),
+            ]
+        );
+    }
+}

@@ -1,0 +1,85 @@
+//! Errors as the Agent Server answers them: a status and `{"detail": ...}`.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use stategraph_checkpoint::store::StoreError;
+use stategraph_graph::GraphError;
+
+/// An error answered to a request: its HTTP status and a message for `detail`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// The message sent as `{"detail": message}`.
+    pub detail: String,
+}
+
+impl ApiError {
+    /// An error with this status and message.
+    pub fn new(status: StatusCode, detail: impl Into<String>) -> Self {
+        Self {
+            status,
+            detail: detail.into(),
+        }
+    }
+
+    /// 404 Not Found.
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, detail)
+    }
+
+    /// 422 Unprocessable Entity: the request body does not fit.
+    pub fn invalid(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, detail)
+    }
+
+    /// 409 Conflict.
+    pub fn conflict(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, detail)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, axum::Json(json!({ "detail": self.detail }))).into_response()
+    }
+}
+
+impl From<axum::extract::rejection::QueryRejection> for ApiError {
+    fn from(e: axum::extract::rejection::QueryRejection) -> Self {
+        Self::invalid(e.body_text())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+    }
+}
+
+impl From<GraphError> for ApiError {
+    fn from(e: GraphError) -> Self {
+        let status = match &e {
+            GraphError::InvalidUpdate { .. }
+            | GraphError::InvalidArgument { .. }
+            | GraphError::InvalidConfig(_)
+            | GraphError::NothingToResume
+            | GraphError::AmbiguousResume { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            GraphError::NotFound { .. } => StatusCode::NOT_FOUND,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        Self::new(status, e.to_string())
+    }
+}
+
+/// The name of a graph error as LangGraph's error events give it (the exception class).
+pub(crate) fn error_name(e: &GraphError) -> &'static str {
+    match e {
+        GraphError::InvalidUpdate { .. } => "InvalidUpdateError",
+        GraphError::RecursionLimit { .. } => "GraphRecursionError",
+        GraphError::NodeFailed { .. } => "NodeError",
+        GraphError::NothingToResume | GraphError::AmbiguousResume { .. } => "ValueError",
+        _ => "GraphError",
+    }
+}

@@ -1,0 +1,106 @@
+//! Graphs of any state type behind one object-safe trait, as the server serves them.
+
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
+use serde_json::Value as Json;
+use stategraph_checkpoint::{CheckpointConfig, Map};
+use stategraph_graph::{
+    AsNode, CompiledGraph, GraphError, HistoryOptions, Resume, RunConfig, State, StateSnapshot,
+    StreamMode, Topology,
+};
+
+/// How a run starts.
+pub(crate) enum RunStart {
+    /// New input (a map of state keys).
+    Input(Map),
+    /// Answers to pending interrupts.
+    Resume(Resume),
+    /// No input: carry on from the checkpoint.
+    Continue,
+}
+
+/// One streamed event: its SSE name and data.
+pub(crate) type Event = (&'static str, Json);
+
+/// A compiled graph with its state type erased.
+pub(crate) trait ServedGraph: Send + Sync {
+    fn stream(
+        &self,
+        start: RunStart,
+        config: RunConfig,
+        modes: &[StreamMode],
+    ) -> BoxStream<'static, Result<Event, GraphError>>;
+
+    fn get_state<'a>(
+        &'a self,
+        config: &'a RunConfig,
+        subgraphs: bool,
+    ) -> BoxFuture<'a, Result<StateSnapshot, GraphError>>;
+
+    fn history<'a>(
+        &'a self,
+        config: &'a RunConfig,
+        options: HistoryOptions,
+    ) -> BoxFuture<'a, Result<Vec<StateSnapshot>, GraphError>>;
+
+    fn update_state<'a>(
+        &'a self,
+        config: &'a RunConfig,
+        values: Option<Map>,
+        as_node: AsNode,
+    ) -> BoxFuture<'a, Result<CheckpointConfig, GraphError>>;
+
+    fn topology(&self) -> Topology;
+}
+
+impl<S: State> ServedGraph for CompiledGraph<S> {
+    fn stream(
+        &self,
+        start: RunStart,
+        config: RunConfig,
+        modes: &[StreamMode],
+    ) -> BoxStream<'static, Result<Event, GraphError>> {
+        let stream = match start {
+            RunStart::Input(input) => self.stream_values(input, config, modes),
+            RunStart::Resume(resume) => self.stream_resume(resume, config, modes),
+            RunStart::Continue => self.stream_continue(config, modes),
+        };
+        stream
+            .map(|event| event.map(|e| (e.mode().as_str(), e.to_json())))
+            .boxed()
+    }
+
+    fn get_state<'a>(
+        &'a self,
+        config: &'a RunConfig,
+        subgraphs: bool,
+    ) -> BoxFuture<'a, Result<StateSnapshot, GraphError>> {
+        if subgraphs {
+            Box::pin(self.get_state_with_subgraphs(config))
+        } else {
+            Box::pin(CompiledGraph::get_state(self, config))
+        }
+    }
+
+    fn history<'a>(
+        &'a self,
+        config: &'a RunConfig,
+        options: HistoryOptions,
+    ) -> BoxFuture<'a, Result<Vec<StateSnapshot>, GraphError>> {
+        Box::pin(self.get_state_history(config, options))
+    }
+
+    fn update_state<'a>(
+        &'a self,
+        config: &'a RunConfig,
+        values: Option<Map>,
+        as_node: AsNode,
+    ) -> BoxFuture<'a, Result<CheckpointConfig, GraphError>> {
+        Box::pin(self.update_state_values(config, values, as_node))
+    }
+
+    fn topology(&self) -> Topology {
+        CompiledGraph::topology(self)
+    }
+}

@@ -1,0 +1,55 @@
+//! LangGraph's Agent Server HTTP API over stategraph graphs, in [axum]: assistants, threads,
+//! runs (waited, streamed as server-sent events, or in the background) and thread state, so
+//! that LangGraph's own client SDK works against a stategraph process unchanged.
+//!
+//! Register compiled graphs by name; each gets a default assistant (its id derived from the
+//! graph name as LangGraph's server derives it). Threads, assistants and runs are kept as
+//! documents of the [`Store`](stategraph_checkpoint::store::Store) you give, under the namespace root [`NAMESPACE_ROOT`], so they
+//! persist in the same database as the checkpoints.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use stategraph_checkpoint::store::InMemoryStore;
+//! use stategraph_checkpoint::{InMemorySaver, Map, value};
+//! use stategraph_graph::{DynState, END, Reducer, START, Schema, StateGraph};
+//! use stategraph_server::Server;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let schema = Schema::new().last_value("foo").reducer("bar", Reducer::append());
+//! let mut graph = StateGraph::<DynState>::with_schema(schema);
+//! graph.add_node("node_a", |_s, _ctx| async {
+//!     Ok(Map::from_iter([("foo", value!("a")), ("bar", value!(["a"]))]))
+//! });
+//! graph.add_edge(START, "node_a").add_edge("node_a", END);
+//!
+//! let server = Server::builder()
+//!     .graph("seed", graph.compile()?)
+//!     .checkpointer(Arc::new(InMemorySaver::new()))
+//!     .store(Arc::new(InMemoryStore::new()))
+//!     .build()?;
+//! let router: axum::Router = server.router();
+//! # drop(router);
+//! // server.serve(tokio::net::TcpListener::bind("127.0.0.1:2024").await?).await?;
+//! # Ok(()) }
+//! ```
+
+#![cfg_attr(
+    not(test),
+    warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
+)]
+
+mod app;
+mod assistants;
+mod convert;
+mod error;
+mod exec;
+mod graph;
+mod meta;
+mod records;
+mod runs;
+mod store_api;
+mod threads;
+
+pub use app::{BuildError, Server, ServerBuilder};
+pub use error::ApiError;
+pub use records::NAMESPACE_ROOT;

@@ -1,0 +1,117 @@
+//! Threads, assistants and runs, kept as documents of the project's `Store` under the
+//! reserved namespace root [`NAMESPACE_ROOT`], so they live in the same database as the
+//! checkpoints on every backend.
+
+use std::sync::Arc;
+
+use serde_json::{Map as JsonMap, Value as Json};
+use stategraph_checkpoint::store::{
+    IndexFields, PutOptions, SearchOptions, Store, StoreError, Ttl,
+};
+
+use crate::error::ApiError;
+
+/// The first namespace label of every record the server keeps in the store.
+pub const NAMESPACE_ROOT: &str = "stategraph_server";
+
+/// Most records a search reads before sorting and paging.
+const SCAN_LIMIT: usize = 100_000;
+
+/// A kind of record, and the namespace it lives in.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Kind {
+    Thread,
+    Assistant,
+    Run,
+}
+
+impl Kind {
+    fn label(self) -> &'static str {
+        match self {
+            Kind::Thread => "threads",
+            Kind::Assistant => "assistants",
+            Kind::Run => "runs",
+        }
+    }
+}
+
+/// Record access over the store.
+#[derive(Clone, Debug)]
+pub(crate) struct Records {
+    store: Arc<dyn Store>,
+}
+
+impl Records {
+    pub(crate) fn new(store: Arc<dyn Store>) -> Self {
+        Self { store }
+    }
+
+    /// The store itself (for the store endpoints).
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub(crate) async fn get(&self, kind: Kind, key: &str) -> Result<Option<Json>, ApiError> {
+        let item = self.store.get(&[NAMESPACE_ROOT, kind.label()], key).await?;
+        Ok(item.map(|i| i.value))
+    }
+
+    pub(crate) async fn put(&self, kind: Kind, key: &str, value: Json) -> Result<(), ApiError> {
+        let options = PutOptions {
+            index: IndexFields::Disabled,
+            ttl: Ttl::Never,
+        };
+        self.store
+            .put_with(&[NAMESPACE_ROOT, kind.label()], key, value, options)
+            .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn delete(&self, kind: Kind, key: &str) -> Result<(), ApiError> {
+        self.store
+            .delete(&[NAMESPACE_ROOT, kind.label()], key)
+            .await?;
+        Ok(())
+    }
+
+    /// Every record of `kind` matching `filter` (store filter syntax), unsorted.
+    pub(crate) async fn search(
+        &self,
+        kind: Kind,
+        filter: JsonMap<String, Json>,
+    ) -> Result<Vec<Json>, ApiError> {
+        let mut options = SearchOptions::new().limit(SCAN_LIMIT);
+        if !filter.is_empty() {
+            options = options.filter(Json::Object(filter));
+        }
+        let items = self
+            .store
+            .search(&[NAMESPACE_ROOT, kind.label()], options)
+            .await
+            .map_err(|e| match e {
+                StoreError::InvalidFilter { .. } => ApiError::invalid(e.to_string()),
+                other => ApiError::from(other),
+            })?;
+        Ok(items.into_iter().map(|i| i.item.value).collect())
+    }
+}
+
+/// Sorts `records` by the string field `key` (`desc`: newest first) and pages them.
+pub(crate) fn sort_and_page(
+    mut records: Vec<Json>,
+    key: &str,
+    desc: bool,
+    offset: usize,
+    limit: usize,
+) -> Vec<Json> {
+    records.sort_by(|a, b| {
+        let (x, y) = (field_str(a, key), field_str(b, key));
+        if desc { y.cmp(x) } else { x.cmp(y) }
+    });
+    records.into_iter().skip(offset).take(limit).collect()
+}
+
+/// A string field of a JSON object, or `""`.
+pub(crate) fn field_str<'a>(v: &'a Json, key: &str) -> &'a str {
+    v.get(key).and_then(Json::as_str).unwrap_or("")
+}

@@ -1,0 +1,210 @@
+//! Runs: waited, streamed (server-sent events) and in the background.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query};
+use axum::http::header::{CONTENT_LOCATION, LOCATION};
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream;
+use serde::Deserialize;
+use serde_json::{Value as Json_, json};
+
+use crate::app::{AppState, Shared};
+use crate::error::ApiError;
+use crate::exec::{RunBody, Started, start};
+use crate::records::{Kind, field_str};
+use crate::threads::{load, parse_body};
+
+/// How often `join` looks at a background run.
+const JOIN_POLL: Duration = Duration::from_millis(50);
+
+fn headers(pairs: &[(axum::http::HeaderName, String)]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for (name, value) in pairs {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            h.insert(name.clone(), v);
+        }
+    }
+    h
+}
+
+async fn wait(
+    state: Arc<AppState>,
+    thread: Option<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let body: RunBody = parse_body(&body)?;
+    let stateful = thread.is_some();
+    let started = start(state, thread, body).await?;
+    let location = if stateful {
+        let base = format!("/threads/{}/runs/{}", started.thread_id, started.run_id());
+        vec![
+            (CONTENT_LOCATION, base.clone()),
+            (LOCATION, format!("{base}/join")),
+        ]
+    } else {
+        vec![(CONTENT_LOCATION, format!("/runs/{}", started.run_id()))]
+    };
+    let Started { events, done, .. } = started;
+    drop(events);
+    let outcome = done.await.map_err(|_| {
+        ApiError::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "the run stopped",
+        )
+    })?;
+    Ok((headers(&location), Json(outcome.to_wait_json())).into_response())
+}
+
+/// `POST /threads/{thread_id}/runs/wait`.
+pub(crate) async fn wait_thread(
+    axum::extract::State(state): Shared,
+    Path(thread_id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    wait(state, Some(thread_id), body).await
+}
+
+/// `POST /runs/wait`.
+pub(crate) async fn wait_stateless(
+    axum::extract::State(state): Shared,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    wait(state, None, body).await
+}
+
+async fn sse(
+    state: Arc<AppState>,
+    thread: Option<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let body: RunBody = parse_body(&body)?;
+    let stateful = thread.is_some();
+    let started = start(state, thread, body).await?;
+    let run_id = started.run_id().to_owned();
+    let location = if stateful {
+        let base = format!("/threads/{}/runs/{run_id}", started.thread_id);
+        vec![
+            (CONTENT_LOCATION, base.clone()),
+            (LOCATION, format!("{base}/stream")),
+        ]
+    } else {
+        vec![(CONTENT_LOCATION, format!("/runs/{run_id}"))]
+    };
+    let metadata = json!({ "run_id": run_id, "attempt": 1 });
+    let first = stream::once(async move { Ok::<_, Infallible>(event("metadata", &metadata)) });
+    let rest = stream::unfold(started.events, |mut rx| async move {
+        let (name, data) = rx.recv().await?;
+        Some((Ok::<_, Infallible>(event(name, &data)), rx))
+    });
+    drop(started.done);
+    let body = Sse::new(futures_util::StreamExt::chain(first, rest));
+    Ok((headers(&location), body).into_response())
+}
+
+fn event(name: &str, data: &Json_) -> SseEvent {
+    SseEvent::default().event(name).data(data.to_string())
+}
+
+/// `POST /threads/{thread_id}/runs/stream`.
+pub(crate) async fn stream_thread(
+    axum::extract::State(state): Shared,
+    Path(thread_id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    sse(state, Some(thread_id), body).await
+}
+
+/// `POST /runs/stream`.
+pub(crate) async fn stream_stateless(
+    axum::extract::State(state): Shared,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    sse(state, None, body).await
+}
+
+/// `POST /threads/{thread_id}/runs`: starts a run in the background.
+pub(crate) async fn create_background(
+    axum::extract::State(state): Shared,
+    Path(thread_id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let body: RunBody = parse_body(&body)?;
+    let started = start(state, Some(thread_id), body).await?;
+    let base = format!("/threads/{}/runs/{}", started.thread_id, started.run_id());
+    let location = vec![(CONTENT_LOCATION, base)];
+    let Started { run, events, .. } = started;
+    drop(events);
+    Ok((headers(&location), Json(run)).into_response())
+}
+
+async fn load_run(state: &AppState, thread_id: &str, run_id: &str) -> Result<Json_, ApiError> {
+    match state.records.get(Kind::Run, run_id).await? {
+        Some(run) if field_str(&run, "thread_id") == thread_id => Ok(run),
+        _ => Err(ApiError::not_found(format!("Run {run_id} not found"))),
+    }
+}
+
+/// `GET /threads/{thread_id}/runs/{run_id}`.
+pub(crate) async fn get_one(
+    axum::extract::State(state): Shared,
+    Path((thread_id, run_id)): Path<(String, String)>,
+) -> Result<Json<Json_>, ApiError> {
+    Ok(Json(load_run(&state, &thread_id, &run_id).await?))
+}
+
+/// `GET /threads/{thread_id}/runs/{run_id}/join`: waits for the run, then answers the
+/// thread's values.
+pub(crate) async fn join(
+    axum::extract::State(state): Shared,
+    Path((thread_id, run_id)): Path<(String, String)>,
+) -> Result<Json<Json_>, ApiError> {
+    loop {
+        let run = load_run(&state, &thread_id, &run_id).await?;
+        if !matches!(field_str(&run, "status"), "pending" | "running") {
+            break;
+        }
+        tokio::time::sleep(JOIN_POLL).await;
+    }
+    let thread = load(&state, &thread_id).await?;
+    Ok(Json(thread.get("values").cloned().unwrap_or(Json_::Null)))
+}
+
+/// Query of `GET /threads/{thread_id}/runs`.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct ListQuery {
+    limit: Option<usize>,
+    offset: Option<usize>,
+    status: Option<String>,
+}
+
+/// `GET /threads/{thread_id}/runs`: the thread's runs, newest first.
+pub(crate) async fn list(
+    axum::extract::State(state): Shared,
+    Path(thread_id): Path<String>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<Vec<Json_>>, ApiError> {
+    let Query(query) = query?;
+    load(&state, &thread_id).await?;
+    let mut filter = serde_json::Map::new();
+    filter.insert("thread_id".into(), Json_::String(thread_id));
+    if let Some(s) = query.status {
+        filter.insert("status".into(), Json_::String(s));
+    }
+    let runs = state.records.search(Kind::Run, filter).await?;
+    Ok(Json(crate::records::sort_and_page(
+        runs,
+        "created_at",
+        true,
+        query.offset.unwrap_or(0),
+        query.limit.unwrap_or(10),
+    )))
+}

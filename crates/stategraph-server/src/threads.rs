@@ -1,0 +1,424 @@
+//! Threads: records, state, history and state updates.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map as JsonMap, Value as Json_, json};
+use stategraph_checkpoint::now_iso;
+use stategraph_graph::{AsNode, HistoryOptions, RunConfig};
+
+use crate::app::{AppState, Shared};
+use crate::convert::{checkpoint_id_of, checkpoint_json, input_map, thread_state};
+use crate::error::ApiError;
+use crate::graph::ServedGraph;
+use crate::records::{Kind, field_str, sort_and_page};
+
+/// Parses a JSON request body (an empty body is `{}`), or answers 422.
+pub(crate) fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+    let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        body
+    };
+    serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("invalid body: {e}")))
+}
+
+/// A new thread record.
+pub(crate) fn new_thread(thread_id: &str, metadata: JsonMap<String, Json_>) -> Json_ {
+    let now = now_iso();
+    json!({
+        "thread_id": thread_id,
+        "created_at": now,
+        "updated_at": now,
+        "metadata": metadata,
+        "status": "idle",
+        "config": {},
+        "values": null,
+        "interrupts": {},
+        "error": null,
+    })
+}
+
+/// The thread record, or 404.
+pub(crate) async fn load(state: &AppState, thread_id: &str) -> Result<Json_, ApiError> {
+    state
+        .records
+        .get(Kind::Thread, thread_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("Thread with ID {thread_id} not found")))
+}
+
+/// The graph that runs on a thread: the one its runs used, else the only (or first) one.
+pub(crate) fn graph_of<'a>(
+    state: &'a AppState,
+    thread: &Json_,
+) -> Result<&'a dyn ServedGraph, ApiError> {
+    let named = thread
+        .get("metadata")
+        .and_then(|m| m.get("graph_id"))
+        .and_then(Json_::as_str);
+    let graph = match named {
+        Some(id) => state.graphs.get(id),
+        None => state.graphs.values().next(),
+    };
+    graph
+        .map(AsRef::as_ref)
+        .ok_or_else(|| ApiError::not_found("No graph serves this thread"))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CreateBody {
+    thread_id: Option<String>,
+    metadata: Option<JsonMap<String, Json_>>,
+    if_exists: Option<String>,
+}
+
+/// `POST /threads`.
+pub(crate) async fn create(
+    axum::extract::State(state): Shared,
+    body: Bytes,
+) -> Result<Json<Json_>, ApiError> {
+    let body: CreateBody = parse_body(&body)?;
+    let thread_id = body
+        .thread_id
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    if let Some(existing) = state.records.get(Kind::Thread, &thread_id).await? {
+        return match body.if_exists.as_deref() {
+            Some("do_nothing") => Ok(Json(existing)),
+            _ => Err(ApiError::conflict(format!(
+                "Thread {thread_id} already exists"
+            ))),
+        };
+    }
+    let record = new_thread(&thread_id, body.metadata.unwrap_or_default());
+    state
+        .records
+        .put(Kind::Thread, &thread_id, record.clone())
+        .await?;
+    Ok(Json(record))
+}
+
+/// `GET /threads/{thread_id}`.
+pub(crate) async fn get_one(
+    axum::extract::State(state): Shared,
+    Path(thread_id): Path<String>,
+) -> Result<Json<Json_>, ApiError> {
+    Ok(Json(load(&state, &thread_id).await?))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct SearchBody {
+    metadata: Option<JsonMap<String, Json_>>,
+    values: Option<JsonMap<String, Json_>>,
+    status: Option<String>,
+    ids: Option<Vec<String>>,
+    limit: Option<usize>,
+    offset: Option<usize>,
+    sort_by: Option<String>,
+    sort_order: Option<String>,
+}
+
+/// `POST /threads/search`.
+pub(crate) async fn search(
+    axum::extract::State(state): Shared,
+    body: Bytes,
+) -> Result<Json<Vec<Json_>>, ApiError> {
+    let body: SearchBody = parse_body(&body)?;
+    let filter = thread_filter(body.metadata, body.values, body.status);
+    let mut found = state.records.search(Kind::Thread, filter).await?;
+    if let Some(ids) = body.ids {
+        found.retain(|t| ids.iter().any(|id| id == field_str(t, "thread_id")));
+    }
+    let key = body.sort_by.unwrap_or_else(|| "created_at".into());
+    let desc = body.sort_order.as_deref() != Some("asc");
+    Ok(Json(sort_and_page(
+        found,
+        &key,
+        desc,
+        body.offset.unwrap_or(0),
+        body.limit.unwrap_or(10),
+    )))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct PatchBody {
+    metadata: Option<JsonMap<String, Json_>>,
+}
+
+/// `PATCH /threads/{thread_id}`: merges metadata.
+pub(crate) async fn patch(
+    axum::extract::State(state): Shared,
+    Path(thread_id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Json_>, ApiError> {
+    let body: PatchBody = parse_body(&body)?;
+    let mut record = load(&state, &thread_id).await?;
+    if let Some(obj) = record.as_object_mut() {
+        let mut metadata = obj
+            .get("metadata")
+            .and_then(Json_::as_object)
+            .cloned()
+            .unwrap_or_default();
+        metadata.extend(body.metadata.unwrap_or_default());
+        obj.insert("metadata".into(), Json_::Object(metadata));
+        obj.insert("updated_at".into(), Json_::String(now_iso()));
+    }
+    state
+        .records
+        .put(Kind::Thread, &thread_id, record.clone())
+        .await?;
+    Ok(Json(record))
+}
+
+/// `DELETE /threads/{thread_id}`: the record and the thread's checkpoints.
+pub(crate) async fn delete(
+    axum::extract::State(state): Shared,
+    Path(thread_id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    load(&state, &thread_id).await?;
+    state
+        .saver
+        .delete_thread(&thread_id)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    state.records.delete(Kind::Thread, &thread_id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Query of the state endpoints.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct StateQuery {
+    subgraphs: Option<bool>,
+}
+
+async fn state_at(
+    state: &AppState,
+    thread_id: &str,
+    checkpoint: Option<&Json_>,
+    subgraphs: bool,
+) -> Result<Json_, ApiError> {
+    let thread = load(state, thread_id).await?;
+    let graph = graph_of(state, &thread)?;
+    let mut config = RunConfig::thread(thread_id);
+    if let Some(id) = checkpoint_id_of(checkpoint) {
+        config = config.with_checkpoint_id(id);
+    }
+    if let Some(ns) = checkpoint
+        .and_then(|c| c.get("checkpoint_ns"))
+        .and_then(Json_::as_str)
+    {
+        ns.clone_into(&mut config.checkpoint_ns);
+    }
+    let snapshot = graph.get_state(&config, subgraphs).await?;
+    Ok(thread_state(&snapshot))
+}
+
+/// `GET /threads/{thread_id}/state`.
+pub(crate) async fn get_state(
+    axum::extract::State(state): Shared,
+    Path(thread_id): Path<String>,
+    query: Result<Query<StateQuery>, QueryRejection>,
+) -> Result<Json<Json_>, ApiError> {
+    let Query(query) = query?;
+    let subgraphs = query.subgraphs.unwrap_or(false);
+    Ok(Json(state_at(&state, &thread_id, None, subgraphs).await?))
+}
+
+/// `GET /threads/{thread_id}/state/{checkpoint_id}`.
+pub(crate) async fn get_state_at(
+    axum::extract::State(state): Shared,
+    Path((thread_id, checkpoint_id)): Path<(String, String)>,
+    query: Result<Query<StateQuery>, QueryRejection>,
+) -> Result<Json<Json_>, ApiError> {
+    let Query(query) = query?;
+    let checkpoint = Json_::String(checkpoint_id);
+    let subgraphs = query.subgraphs.unwrap_or(false);
+    Ok(Json(
+        state_at(&state, &thread_id, Some(&checkpoint), subgraphs).await?,
+    ))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CheckpointBody {
+    checkpoint: Option<Json_>,
+    subgraphs: Option<bool>,
+}
+
+/// `POST /threads/{thread_id}/state/checkpoint`.
+pub(crate) async fn post_state_at(
+    axum::extract::State(state): Shared,
+    Path(thread_id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Json_>, ApiError> {
+    let body: CheckpointBody = parse_body(&body)?;
+    let subgraphs = body.subgraphs.unwrap_or(false);
+    Ok(Json(
+        state_at(&state, &thread_id, body.checkpoint.as_ref(), subgraphs).await?,
+    ))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CountBody {
+    metadata: Option<JsonMap<String, Json_>>,
+    values: Option<JsonMap<String, Json_>>,
+    status: Option<String>,
+}
+
+/// `POST /threads/count`.
+pub(crate) async fn count(
+    axum::extract::State(state): Shared,
+    body: Bytes,
+) -> Result<Json<usize>, ApiError> {
+    let body: CountBody = parse_body(&body)?;
+    let filter = thread_filter(body.metadata, body.values, body.status);
+    Ok(Json(
+        state.records.search(Kind::Thread, filter).await?.len(),
+    ))
+}
+
+fn thread_filter(
+    metadata: Option<JsonMap<String, Json_>>,
+    values: Option<JsonMap<String, Json_>>,
+    status: Option<String>,
+) -> JsonMap<String, Json_> {
+    let mut filter = JsonMap::new();
+    if let Some(m) = metadata.filter(|m| !m.is_empty()) {
+        filter.insert("metadata".into(), Json_::Object(m));
+    }
+    if let Some(v) = values.filter(|m| !m.is_empty()) {
+        filter.insert("values".into(), Json_::Object(v));
+    }
+    if let Some(s) = status {
+        filter.insert("status".into(), Json_::String(s));
+    }
+    filter
+}
+
+/// `POST /threads/{thread_id}/copy`: a new thread with the same checkpoints and metadata.
+pub(crate) async fn copy(
+    axum::extract::State(state): Shared,
+    Path(thread_id): Path<String>,
+) -> Result<Json<Json_>, ApiError> {
+    let source = load(&state, &thread_id).await?;
+    let new_id = uuid::Uuid::new_v4().to_string();
+    state
+        .saver
+        .copy_thread(&thread_id, &new_id)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let metadata = source
+        .get("metadata")
+        .and_then(Json_::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let mut record = new_thread(&new_id, metadata);
+    if let Some(obj) = record.as_object_mut() {
+        for key in ["values", "interrupts", "status", "config"] {
+            if let Some(v) = source.get(key) {
+                obj.insert(key.into(), v.clone());
+            }
+        }
+    }
+    state
+        .records
+        .put(Kind::Thread, &new_id, record.clone())
+        .await?;
+    Ok(Json(record))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct UpdateBody {
+    values: Option<Json_>,
+    as_node: Option<String>,
+    checkpoint: Option<Json_>,
+    checkpoint_id: Option<String>,
+}
+
+/// `POST /threads/{thread_id}/state`: `update_state(values, as_node)`.
+pub(crate) async fn update_state(
+    axum::extract::State(state): Shared,
+    Path(thread_id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Json_>, ApiError> {
+    let body: UpdateBody = parse_body(&body)?;
+    crate::assistants::ensure(&state).await?;
+    let mut thread = load(&state, &thread_id).await?;
+    if field_str(&thread, "status") == "busy" {
+        return Err(ApiError::conflict("Thread is busy with a run"));
+    }
+    let graph = graph_of(&state, &thread)?;
+    let mut config = RunConfig::thread(&thread_id);
+    if let Some(id) = body
+        .checkpoint_id
+        .or_else(|| checkpoint_id_of(body.checkpoint.as_ref()))
+    {
+        config = config.with_checkpoint_id(id);
+    }
+    let values = match body.values {
+        None | Some(Json_::Null) => None,
+        Some(v) => Some(input_map(v, "values")?),
+    };
+    let as_node = body.as_node.map_or(AsNode::Inferred, AsNode::from);
+    let at = graph.update_state(&config, values, as_node).await?;
+    // The thread's cached values follow the new checkpoint.
+    let snapshot = graph
+        .get_state(&RunConfig::thread(&thread_id), false)
+        .await?;
+    if let Some(obj) = thread.as_object_mut() {
+        obj.insert(
+            "values".into(),
+            crate::convert::values_json(&snapshot.values),
+        );
+        obj.insert(
+            "interrupts".into(),
+            crate::convert::thread_interrupts(&snapshot),
+        );
+        obj.insert("updated_at".into(), Json_::String(now_iso()));
+    }
+    state.records.put(Kind::Thread, &thread_id, thread).await?;
+    Ok(Json(json!({ "checkpoint": checkpoint_json(&at) })))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct HistoryBody {
+    limit: Option<usize>,
+    before: Option<Json_>,
+    metadata: Option<JsonMap<String, Json_>>,
+    checkpoint: Option<Json_>,
+}
+
+/// `POST /threads/{thread_id}/history`: snapshots, newest first.
+pub(crate) async fn history(
+    axum::extract::State(state): Shared,
+    Path(thread_id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Vec<Json_>>, ApiError> {
+    let body: HistoryBody = parse_body(&body)?;
+    let thread = load(&state, &thread_id).await?;
+    let graph = graph_of(&state, &thread)?;
+    let mut config = RunConfig::thread(&thread_id);
+    if let Some(id) = checkpoint_id_of(body.checkpoint.as_ref()) {
+        config = config.with_checkpoint_id(id);
+    }
+    let mut options = HistoryOptions::new().limit(body.limit.unwrap_or(10));
+    if let Some(before) = checkpoint_id_of(body.before.as_ref()) {
+        options = options.before(before);
+    }
+    for (k, v) in body.metadata.unwrap_or_default() {
+        options = options.filter(k, v);
+    }
+    let snapshots = graph.history(&config, options).await?;
+    Ok(Json(snapshots.iter().map(thread_state).collect()))
+}

@@ -1,0 +1,402 @@
+//! The HTTP API through `Router::oneshot` (no socket): records, status codes, runs in the
+//! background, interrupts and resumes, failures as `error` events, invalid bodies.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use serde_json::{Value as Json, json};
+use stategraph_checkpoint::store::{InMemoryStore, Store};
+use stategraph_checkpoint::{InMemorySaver, Map, value};
+use stategraph_graph::{DynState, END, NodeError, Reducer, START, Schema, StateGraph};
+use stategraph_server::{NAMESPACE_ROOT, Server};
+use tower::ServiceExt;
+
+fn server() -> (Router, Arc<InMemoryStore>) {
+    let schema = || {
+        Schema::new()
+            .last_value("foo")
+            .reducer("bar", Reducer::append())
+    };
+    let mut seed = StateGraph::<DynState>::with_schema(schema());
+    seed.add_node("node_a", |_s, _c| async {
+        Ok(Map::from_iter([
+            ("foo", value!("a")),
+            ("bar", value!(["a"])),
+        ]))
+    });
+    seed.add_node("node_b", |_s, _c| async {
+        Ok(Map::from_iter([
+            ("foo", value!("b")),
+            ("bar", value!(["b"])),
+        ]))
+    });
+    seed.add_edge(START, "node_a")
+        .add_edge("node_a", "node_b")
+        .add_edge("node_b", END);
+
+    let mut ask = StateGraph::<DynState>::with_schema(schema());
+    ask.add_node("ask", |_s, ctx| async move {
+        let answer = ctx.interrupt(value!("name?"))?;
+        Ok(Map::from_iter([("foo", answer)]))
+    });
+    ask.add_edge(START, "ask").add_edge("ask", END);
+
+    let mut boom = StateGraph::<DynState>::with_schema(schema());
+    boom.add_node("fail", |_s, _c| async {
+        Err::<Map, _>(NodeError::new("boom"))
+    });
+    boom.add_edge(START, "fail").add_edge("fail", END);
+
+    let store = Arc::new(InMemoryStore::new());
+    let server = Server::builder()
+        .graph("seed", seed.compile().unwrap())
+        .graph("ask", ask.compile().unwrap())
+        .graph("boom", boom.compile().unwrap())
+        .checkpointer(Arc::new(InMemorySaver::new()))
+        .store(store.clone())
+        .build()
+        .unwrap();
+    (server.router(), store)
+}
+
+async fn call(app: &Router, method: Method, uri: &str, body: Option<Json>) -> (StatusCode, String) {
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", "application/json")
+        .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
+        .unwrap();
+    let res = app.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+async fn json_call(
+    app: &Router,
+    method: Method,
+    uri: &str,
+    body: Option<Json>,
+) -> (StatusCode, Json) {
+    let (status, text) = call(app, method, uri, body).await;
+    (status, serde_json::from_str(&text).unwrap_or(Json::Null))
+}
+
+async fn new_thread(app: &Router) -> String {
+    let (_, t) = json_call(app, Method::POST, "/threads", Some(json!({}))).await;
+    t["thread_id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn records_live_in_the_store_and_unknowns_are_404() {
+    let (app, store) = server();
+    let (status, body) = json_call(&app, Method::GET, "/ok", None).await;
+    assert_eq!((status, body), (StatusCode::OK, json!({"ok": true})));
+
+    let (status, list) = json_call(
+        &app,
+        Method::POST,
+        "/assistants/search",
+        Some(json!({"graph_id": "ask"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    let (status, by_graph) = json_call(&app, Method::GET, "/assistants/ask", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(by_graph["assistant_id"], list[0]["assistant_id"]);
+
+    let (status, body) = json_call(&app, Method::GET, "/assistants/nope", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(body["detail"].is_string());
+    let (status, _) = json_call(&app, Method::GET, "/threads/nope/state", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = json_call(&app, Method::GET, "/threads/nope/runs/r1", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let (status, t) = json_call(
+        &app,
+        Method::POST,
+        "/threads",
+        Some(json!({"thread_id": "t1", "metadata": {"k": "v"}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(t["status"], "idle");
+    let (status, _) = json_call(
+        &app,
+        Method::POST,
+        "/threads",
+        Some(json!({"thread_id": "t1"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, same) = json_call(
+        &app,
+        Method::POST,
+        "/threads",
+        Some(json!({"thread_id": "t1", "if_exists": "do_nothing"})),
+    )
+    .await;
+    assert_eq!(
+        (status, same["metadata"].clone()),
+        (StatusCode::OK, json!({"k": "v"}))
+    );
+    let item = store.get(&[NAMESPACE_ROOT, "threads"], "t1").await.unwrap();
+    assert!(item.is_some(), "the thread is a store document");
+
+    let (status, patched) = json_call(
+        &app,
+        Method::PATCH,
+        "/threads/t1",
+        Some(json!({"metadata": {"x": 1}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(patched["metadata"], json!({"k": "v", "x": 1}));
+    let (status, _) = call(&app, Method::DELETE, "/threads/t1", None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = json_call(&app, Method::GET, "/threads/t1", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn invalid_bodies_are_422() {
+    let (app, _) = server();
+    let thread = new_thread(&app).await;
+    let uri = format!("/threads/{thread}/runs/wait");
+    let (status, _) = call(&app, Method::POST, &uri, None).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "no assistant_id");
+    let (status, _) = call(
+        &app,
+        Method::POST,
+        "/threads/search",
+        Some(json!({"limit": "x"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let body = json!({"assistant_id": "seed", "input": [1]});
+    let (status, _) = call(&app, Method::POST, &uri, Some(body)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let body = json!({"assistant_id": "seed", "input": {}, "stream_mode": "nope"});
+    let (status, _) = call(&app, Method::POST, &uri, Some(body)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let state_uri = format!("/threads/{thread}/state");
+    let body = json!({"values": {"nope": 1}, "as_node": "node_a"});
+    let (status, _) = call(&app, Method::POST, &state_uri, Some(body)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _) = call(&app, Method::POST, "/threads", Some(json!("not an object"))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+}
+
+#[tokio::test]
+async fn background_run_then_join_and_history_paging() {
+    let (app, _) = server();
+    let thread = new_thread(&app).await;
+    let body = json!({"assistant_id": "seed", "input": {"foo": "", "bar": []}});
+    let (status, run) = json_call(
+        &app,
+        Method::POST,
+        &format!("/threads/{thread}/runs"),
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let run_id = run["run_id"].as_str().unwrap();
+    let (status, joined) = json_call(
+        &app,
+        Method::GET,
+        &format!("/threads/{thread}/runs/{run_id}/join"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(joined, json!({"foo": "b", "bar": ["a", "b"]}));
+    let (_, run) = json_call(
+        &app,
+        Method::GET,
+        &format!("/threads/{thread}/runs/{run_id}"),
+        None,
+    )
+    .await;
+    assert_eq!(run["status"], "success");
+
+    let uri = format!("/threads/{thread}/history");
+    let (_, page) = json_call(&app, Method::POST, &uri, Some(json!({"limit": 2}))).await;
+    let page = page.as_array().unwrap();
+    assert_eq!(page.len(), 2);
+    assert_eq!(page[0]["metadata"]["step"], 2);
+    let before = page[1]["checkpoint"].clone();
+    let (_, rest) = json_call(&app, Method::POST, &uri, Some(json!({"before": before}))).await;
+    let steps: Vec<_> = rest
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["metadata"]["step"].clone())
+        .collect();
+    assert_eq!(steps, [json!(0), json!(-1)]);
+}
+
+#[tokio::test]
+async fn interrupts_leave_the_thread_interrupted_until_resumed() {
+    let (app, _) = server();
+    let thread = new_thread(&app).await;
+    let uri = format!("/threads/{thread}/runs/wait");
+    let body = json!({"assistant_id": "ask", "input": {"foo": ""}});
+    let (status, out) = json_call(&app, Method::POST, &uri, Some(body)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(out["__interrupt__"][0]["value"], "name?");
+    let (_, t) = json_call(&app, Method::GET, &format!("/threads/{thread}"), None).await;
+    assert_eq!(t["status"], "interrupted");
+    assert_eq!(t["interrupts"].as_object().unwrap().len(), 1);
+
+    let body = json!({"assistant_id": "ask", "command": {"resume": "Ada"}});
+    let (_, out) = json_call(&app, Method::POST, &uri, Some(body)).await;
+    assert_eq!(out, json!({"foo": "Ada", "bar": []}));
+    let (_, t) = json_call(&app, Method::GET, &format!("/threads/{thread}"), None).await;
+    assert_eq!(t["status"], "idle");
+
+    // A breakpoint: the run stops before node_b; a run without input carries on.
+    let thread = new_thread(&app).await;
+    let uri = format!("/threads/{thread}/runs/wait");
+    let body = json!({"assistant_id": "seed", "input": {"foo": "", "bar": []},
+                      "interrupt_before": ["node_b"]});
+    let (_, out) = json_call(&app, Method::POST, &uri, Some(body)).await;
+    assert_eq!(out, json!({"foo": "a", "bar": ["a"]}));
+    let (_, state) = json_call(&app, Method::GET, &format!("/threads/{thread}/state"), None).await;
+    assert_eq!(state["next"], json!(["node_b"]));
+    let (_, out) = json_call(
+        &app,
+        Method::POST,
+        &uri,
+        Some(json!({"assistant_id": "seed"})),
+    )
+    .await;
+    assert_eq!(out, json!({"foo": "b", "bar": ["a", "b"]}));
+}
+
+#[tokio::test]
+async fn failures_stream_an_error_event_and_mark_the_thread() {
+    let (app, _) = server();
+    let thread = new_thread(&app).await;
+    let body = json!({"assistant_id": "boom", "input": {"foo": ""}, "stream_mode": "updates"});
+    let (status, text) = call(
+        &app,
+        Method::POST,
+        &format!("/threads/{thread}/runs/stream"),
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(text.starts_with("event: metadata\ndata: {"), "{text}");
+    assert!(text.contains("event: error\ndata: {\"error\":"), "{text}");
+    let (_, t) = json_call(&app, Method::GET, &format!("/threads/{thread}"), None).await;
+    assert_eq!(t["status"], "error");
+
+    let body = json!({"assistant_id": "boom", "input": {"foo": ""}});
+    let (status, out) = json_call(&app, Method::POST, "/runs/wait", Some(body)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        out["__error__"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("boom")
+    );
+}
+
+#[tokio::test]
+async fn the_store_api_hides_the_servers_records() {
+    let (app, _) = server();
+    new_thread(&app).await;
+    let put = json!({"namespace": ["docs"], "key": "a", "value": {"n": 1}});
+    let (status, _) = call(&app, Method::PUT, "/store/items", Some(put)).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, item) =
+        json_call(&app, Method::GET, "/store/items?namespace=docs&key=a", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(item["value"], json!({"n": 1}));
+
+    let (_, all) = json_call(&app, Method::POST, "/store/items/search", Some(json!({}))).await;
+    assert_eq!(all["items"].as_array().unwrap().len(), 1);
+    let (_, ns) = json_call(&app, Method::POST, "/store/namespaces", Some(json!({}))).await;
+    assert_eq!(ns["namespaces"], json!([["docs"]]));
+
+    let reserved = json!({"namespace": [NAMESPACE_ROOT, "threads"], "key": "x", "value": {}});
+    let (status, _) = call(&app, Method::PUT, "/store/items", Some(reserved)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let uri = format!("/store/items?namespace={NAMESPACE_ROOT}.threads&key=x");
+    let (status, _) = call(&app, Method::GET, &uri, None).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let bad = json!({"namespace": ["a.b"], "key": "x", "value": {}});
+    let (status, _) = call(&app, Method::PUT, "/store/items", Some(bad)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+}
+
+#[tokio::test]
+async fn runs_on_unknown_threads_are_404_unless_created() {
+    let (app, _) = server();
+    let body = json!({"assistant_id": "seed", "input": {"foo": "", "bar": []}});
+    let (status, _) = json_call(
+        &app,
+        Method::POST,
+        "/threads/ghost/runs/wait",
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let mut create = body.clone();
+    create["if_not_exists"] = json!("create");
+    let (status, out) =
+        json_call(&app, Method::POST, "/threads/ghost/runs/wait", Some(create)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(out, json!({"foo": "b", "bar": ["a", "b"]}));
+    let (_, t) = json_call(&app, Method::GET, "/threads/ghost", None).await;
+    assert_eq!(t["metadata"]["graph_id"], "seed");
+    assert_eq!(t["values"], out);
+
+    let (status, text) = call(&app, Method::POST, "/runs/stream", Some(body)).await;
+    assert_eq!(status, StatusCode::OK);
+    let events: Vec<_> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    assert_eq!(events, ["metadata", "values", "values", "values"]);
+}
+
+#[tokio::test]
+async fn a_new_process_recovers_runs_left_running_and_unknown_paths_are_json_404() {
+    let (app, store) = server();
+    let thread = json!({"thread_id": "old", "status": "busy", "metadata": {},
+                        "created_at": "2020-01-01T00:00:00+00:00"});
+    store
+        .put(&[NAMESPACE_ROOT, "threads"], "old", thread)
+        .await
+        .unwrap();
+    let run = json!({"run_id": "r-old", "thread_id": "old", "status": "running"});
+    store
+        .put(&[NAMESPACE_ROOT, "runs"], "r-old", run)
+        .await
+        .unwrap();
+
+    let (status, _) = json_call(&app, Method::POST, "/assistants/search", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, t) = json_call(&app, Method::GET, "/threads/old", None).await;
+    assert_eq!(t["status"], "idle");
+    let (_, r) = json_call(&app, Method::GET, "/threads/old/runs/r-old", None).await;
+    assert_eq!(r["status"], "error");
+
+    let (status, body) = json_call(&app, Method::GET, "/nowhere", None).await;
+    assert_eq!(
+        (status, body),
+        (StatusCode::NOT_FOUND, json!({"detail": "Not Found"}))
+    );
+    let (status, body) = json_call(&app, Method::GET, "/threads/old/runs?limit=x", None).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(body["detail"].is_string());
+}
