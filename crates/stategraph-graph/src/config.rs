@@ -54,6 +54,11 @@ pub struct RunConfig {
     pub configurable: serde_json::Map<String, Json>,
     /// Run metadata, copied into checkpoint metadata like `configurable`.
     pub metadata: serde_json::Map<String, Json>,
+    /// Keys copied as they are (any JSON value, none excluded) into the metadata of every
+    /// checkpoint the run saves, as LangGraph's Agent Server's checkpointer copies the run's
+    /// metadata; they never override the checkpoint's own keys (`source`, `step`, `parents`,
+    /// `writes`, …). See [`RunConfig::with_checkpoint_metadata`].
+    pub checkpoint_metadata: serde_json::Map<String, Json>,
     /// Maximum super-steps per run.
     pub recursion_limit: usize,
     /// The run's typed context (see [`RunConfig::with_context`]).
@@ -77,6 +82,7 @@ impl Default for RunConfig {
             checkpoint_id: None,
             configurable: serde_json::Map::new(),
             metadata: serde_json::Map::new(),
+            checkpoint_metadata: serde_json::Map::new(),
             recursion_limit: DEFAULT_RECURSION_LIMIT,
             context: None,
             interrupt_before: None,
@@ -105,6 +111,25 @@ impl RunConfig {
     /// Adds a `configurable` key.
     pub fn with_configurable(mut self, key: impl Into<String>, value: impl Into<Json>) -> Self {
         self.configurable.insert(key.into(), value.into());
+        self
+    }
+
+    /// Adds `key` to the metadata of every checkpoint the run saves, as it is: unlike
+    /// [`metadata`](RunConfig::metadata) and `configurable` keys (LangGraph's
+    /// `get_checkpoint_metadata`: scalars only, `thread_id` and other address keys left out),
+    /// any JSON value and any key but the checkpoint's own (`source`, `step`, `parents`, …).
+    ///
+    /// ```
+    /// use stategraph_graph::RunConfig;
+    /// let config = RunConfig::thread("1").with_checkpoint_metadata("thread_id", "1");
+    /// assert_eq!(config.checkpoint_metadata["thread_id"], "1");
+    /// ```
+    pub fn with_checkpoint_metadata(
+        mut self,
+        key: impl Into<String>,
+        value: impl Into<Json>,
+    ) -> Self {
+        self.checkpoint_metadata.insert(key.into(), value.into());
         self
     }
 
@@ -181,6 +206,11 @@ impl RunConfig {
             "langgraph_checkpoint_ns",
         ];
         let taken = ["source", "step", "parents"];
+        for (k, v) in &self.checkpoint_metadata {
+            if !taken.contains(&k.as_str()) && k != "writes" && !metadata.extra.contains_key(k) {
+                metadata.extra.insert(k.clone(), v.clone());
+            }
+        }
         for (k, v) in self.metadata.iter().chain(self.configurable.iter()) {
             if taken.contains(&k.as_str())
                 || metadata.extra.contains_key(k)

@@ -371,6 +371,41 @@ async fn nodes_see_config_keys_and_typed_context() {
 }
 
 #[tokio::test]
+async fn checkpoint_metadata_is_copied_into_every_checkpoint_as_is() {
+    let mut g = StateGraph::<DynState>::with_schema(Schema::new().last_value("x"));
+    g.add_node("n", |_s, _c| async {
+        Ok(Map::from_iter([("x", value!(1))]))
+    });
+    g.add_edge(START, "n");
+    let saver: Arc<dyn CheckpointSaver> = Arc::new(InMemorySaver::new());
+    let g = g.compile().unwrap().with_checkpointer(Arc::clone(&saver));
+    let mut config = RunConfig::thread("m")
+        .with_checkpoint_metadata("thread_id", "m")
+        .with_checkpoint_metadata("owner", serde_json::json!({"team": "a"}))
+        .with_checkpoint_metadata("step", 99)
+        .with_checkpoint_metadata("source", "mine")
+        .with_configurable("tenant", "acme");
+    config.metadata.insert("thread_id".into(), "other".into());
+    config
+        .metadata
+        .insert("nested".into(), serde_json::json!({"a": 1}));
+    g.invoke(Map::new(), config).await.unwrap();
+    let all = saver.list(&ListOptions::thread("m")).await.unwrap();
+    assert_eq!(all.len(), 3);
+    for t in &all {
+        let m = &t.metadata;
+        // Kept as given (a `thread_id`, an object), never over the checkpoint's own keys.
+        assert_eq!(m.extra["thread_id"], "m");
+        assert_eq!(m.extra["owner"], serde_json::json!({"team": "a"}));
+        assert_ne!(m.step, Some(99));
+        assert!(!m.extra.contains_key("step") && !m.extra.contains_key("source"));
+        // `metadata` keys keep LangGraph's filter: scalars only.
+        assert!(!m.extra.contains_key("nested"));
+        assert_eq!(m.extra["tenant"], "acme");
+    }
+}
+
+#[tokio::test]
 async fn get_state_with_subgraphs_nests_the_subgraph_state() {
     let schema = || Schema::new().reducer("log", Reducer::append());
     let mut inner = StateGraph::<DynState>::with_schema(schema());

@@ -106,6 +106,8 @@ impl ServerBuilder {
                 records: Records::new(store),
                 saver,
                 assistants_ready: OnceCell::new(),
+                thread_records: tokio::sync::Mutex::new(()),
+                thread_runs: std::sync::Mutex::new(BTreeMap::new()),
             }),
         })
     }
@@ -131,6 +133,42 @@ pub(crate) struct AppState {
     pub(crate) records: Records,
     pub(crate) saver: Arc<dyn CheckpointSaver>,
     pub(crate) assistants_ready: OnceCell<()>,
+    /// Held while a run reads and rewrites a thread's record (its status, values, config).
+    pub(crate) thread_records: tokio::sync::Mutex<()>,
+    /// Per thread with runs in flight: the lock its runs take in turn (one run per thread at
+    /// a time), and how many runs are pending or running.
+    thread_runs: std::sync::Mutex<BTreeMap<String, ThreadTurns>>,
+}
+
+/// A thread's run lock and how many of its runs are pending or running.
+type ThreadTurns = (Arc<tokio::sync::Mutex<()>>, usize);
+
+impl AppState {
+    /// Counts a new run on `thread_id`; the lock it takes before it starts.
+    pub(crate) fn enter_thread(&self, thread_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut runs = self.thread_runs.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = runs
+            .entry(thread_id.to_owned())
+            .or_insert_with(|| (Arc::new(tokio::sync::Mutex::new(())), 0));
+        slot.1 += 1;
+        Arc::clone(&slot.0)
+    }
+
+    /// Counts a run on `thread_id` as finished; how many are still pending or running.
+    pub(crate) fn leave_thread(&self, thread_id: &str) -> usize {
+        let mut runs = self.thread_runs.lock().unwrap_or_else(|e| e.into_inner());
+        let left = match runs.get_mut(thread_id) {
+            Some(slot) => {
+                slot.1 = slot.1.saturating_sub(1);
+                slot.1
+            }
+            None => 0,
+        };
+        if left == 0 {
+            runs.remove(thread_id);
+        }
+        left
+    }
 }
 
 /// The shared state as handlers extract it.

@@ -32,7 +32,6 @@ pub(crate) fn checkpoint_json(c: &CheckpointConfig) -> Json {
         "thread_id": c.thread_id,
         "checkpoint_ns": c.checkpoint_ns,
         "checkpoint_id": c.checkpoint_id,
-        "checkpoint_map": null,
     })
 }
 

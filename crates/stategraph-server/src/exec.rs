@@ -6,7 +6,7 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::{Map as JsonMap, Value as Json_, json};
 use stategraph_checkpoint::{Value, now_iso, uuid6};
-use stategraph_graph::{Resume, RunConfig, StateSnapshot, StreamMode};
+use stategraph_graph::{Durability, Resume, RunConfig, StateSnapshot, StreamMode};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::app::AppState;
@@ -34,6 +34,30 @@ pub(crate) struct RunBody {
     checkpoint_id: Option<String>,
     if_not_exists: Option<String>,
     multitask_strategy: Option<String>,
+    webhook: Option<Json_>,
+    feedback_keys: Option<Json_>,
+    stream_subgraphs: Option<bool>,
+    stream_resumable: Option<bool>,
+    checkpoint_during: Option<bool>,
+    durability: Option<String>,
+    on_completion: Option<String>,
+}
+
+/// The LangGraph version whose server this one follows, recorded as `langgraph_version` in
+/// run and checkpoint metadata as LangGraph's server records its own.
+const LANGGRAPH_VERSION: &str = "1.2.22";
+
+/// Objects merged shallowly, later keys winning (the reference's `_merge_jsonb`).
+fn merge_objects<'a>(
+    objects: impl IntoIterator<Item = Option<&'a Json_>>,
+) -> JsonMap<String, Json_> {
+    let mut out = JsonMap::new();
+    for o in objects.into_iter().flatten() {
+        if let Some(o) = o.as_object() {
+            out.extend(o.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    out
 }
 
 /// How a run ended.
@@ -117,9 +141,8 @@ fn stream_modes(v: Option<&Json_>) -> Result<Vec<StreamMode>, ApiError> {
 fn run_config(
     thread_id: &str,
     body: &RunBody,
-    run_id: &str,
-    graph_id: &str,
-    assistant_id: &str,
+    configurable: &JsonMap<String, Json_>,
+    metadata: &JsonMap<String, Json_>,
 ) -> Result<RunConfig, ApiError> {
     let mut config = RunConfig::thread(thread_id);
     let given = body.config.as_ref().and_then(Json_::as_object);
@@ -165,17 +188,22 @@ fn run_config(
     }
     config.interrupt_before = node_list(body.interrupt_before.as_ref(), "interrupt_before")?;
     config.interrupt_after = node_list(body.interrupt_after.as_ref(), "interrupt_after")?;
-    config = config
-        .with_configurable("run_id", run_id)
-        .with_configurable("graph_id", graph_id)
-        .with_configurable("assistant_id", assistant_id);
-    if let Some(m) = &body.metadata {
-        config.metadata.extend(m.clone());
+    for (k, v) in configurable {
+        if !matches!(k.as_str(), "thread_id" | "checkpoint_id" | "checkpoint_ns") {
+            config = config.with_configurable(k.clone(), v.clone());
+        }
     }
+    config.metadata.extend(metadata.clone());
+    config.durability = match body.durability.as_deref() {
+        Some("sync") => Durability::Sync,
+        Some("exit") => Durability::Exit,
+        Some(_) => Durability::Async,
+        None if body.checkpoint_during == Some(false) => Durability::Exit,
+        None => Durability::Async,
+    };
     if let Some(ctx) = body.context.clone().filter(|c| !c.is_null()) {
         config = config.with_context(ctx);
     }
-    config.queue = body.multitask_strategy.as_deref() == Some("enqueue");
     Ok(config)
 }
 
@@ -199,6 +227,10 @@ fn run_start(body: &RunBody) -> Result<RunStart, ApiError> {
 }
 
 /// Starts a run of `body` on `thread_id` (`None`: a stateless run on a temporary thread).
+///
+/// A run on a thread is recorded `pending` and waits for the thread's earlier runs (the
+/// `enqueue` strategy, the default; `reject` fails instead while the thread is busy), then
+/// becomes `running`.
 pub(crate) async fn start(
     state: Arc<AppState>,
     thread_id: Option<String>,
@@ -221,8 +253,80 @@ pub(crate) async fn start(
     let stateful = thread_id.is_some();
     let thread_id = thread_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let run_id = uuid6(None);
-    let config = run_config(&thread_id, &body, &run_id, &graph_id, &assistant_id)?;
+    let strategy = body
+        .multitask_strategy
+        .clone()
+        .unwrap_or_else(|| "enqueue".into());
 
+    // The run's `configurable` and `context` as the reference builds them.
+    let given_config = body.config.clone().filter(Json_::is_object);
+    let given_configurable = given_config
+        .as_ref()
+        .and_then(|c| c.get("configurable"))
+        .filter(|c| c.is_object())
+        .cloned();
+    let given_context = body
+        .context
+        .clone()
+        .filter(|c| c.as_object().is_some_and(|o| !o.is_empty()));
+    if given_context.is_some()
+        && given_configurable
+            .as_ref()
+            .and_then(Json_::as_object)
+            .is_some_and(|c| !c.is_empty())
+    {
+        return Err(ApiError::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            "Cannot specify both configurable and context. Prefer setting context alone. \
+             Context was introduced in LangGraph 0.6.0 and is the long term planned \
+             replacement for configurable.",
+        ));
+    }
+    let context = match &given_context {
+        Some(c) => c.clone(),
+        None => given_configurable
+            .clone()
+            .unwrap_or_else(|| Json_::Object(JsonMap::new())),
+    };
+    let mut configurable = match &given_context {
+        Some(c) => merge_objects([Some(c)]),
+        None => merge_objects([given_configurable.as_ref()]),
+    };
+    if let Some(id) = body
+        .checkpoint_id
+        .clone()
+        .or_else(|| checkpoint_id_of(body.checkpoint.as_ref()))
+    {
+        configurable.insert("checkpoint_id".into(), json!(id));
+    }
+    if let Some(Json_::Object(c)) = &body.checkpoint {
+        configurable.extend(c.clone());
+    }
+    configurable.insert("langgraph_auth_user".into(), Json_::Null);
+    configurable.insert("langgraph_auth_user_id".into(), json!(""));
+    configurable.insert("langgraph_auth_permissions".into(), json!([]));
+    if configurable
+        .get("langgraph_request_id")
+        .is_none_or(Json_::is_null)
+    {
+        configurable.insert(
+            "langgraph_request_id".into(),
+            json!(uuid::Uuid::new_v4().to_string()),
+        );
+    }
+    let user_id = configurable
+        .get("user_id")
+        .filter(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+        .cloned()
+        .unwrap_or_else(|| json!(""));
+    configurable.insert("run_id".into(), json!(run_id));
+    configurable.insert("thread_id".into(), json!(thread_id));
+    configurable.insert("graph_id".into(), json!(graph_id));
+    configurable.insert("assistant_id".into(), json!(assistant_id));
+    configurable.insert("user_id".into(), user_id);
+
+    let records_guard = state.thread_records.lock().await;
+    let mut thread_metadata = None;
     if stateful {
         let mut thread = match load(&state, &thread_id).await {
             Ok(t) => t,
@@ -234,46 +338,107 @@ pub(crate) async fn start(
             }
             Err(e) => return Err(e),
         };
-        if field_str(&thread, "status") == "busy" && !config.queue {
+        let busy = field_str(&thread, "status") == "busy";
+        if busy && strategy == "reject" {
             return Err(ApiError::conflict(format!(
                 "Thread {thread_id} is already running a run"
             )));
         }
         if let Some(obj) = thread.as_object_mut() {
-            obj.insert("status".into(), json!("busy"));
-            obj.insert("updated_at".into(), json!(now_iso()));
-            if let Some(Json_::Object(m)) = obj.get_mut("metadata") {
-                m.insert("graph_id".into(), json!(graph_id));
-                m.insert("assistant_id".into(), json!(assistant_id));
+            if !busy {
+                obj.insert("status".into(), json!("busy"));
+                obj.insert("updated_at".into(), json!(now_iso()));
+                if let Some(Json_::Object(m)) = obj.get_mut("metadata") {
+                    m.insert("graph_id".into(), json!(graph_id));
+                    m.insert("assistant_id".into(), json!(assistant_id));
+                }
+                // The reference's merge: the assistant's config, the thread's, the run's,
+                // then `configurable` from the assistant's and the thread's only.
+                let mut config = merge_objects([
+                    assistant.get("config"),
+                    obj.get("config"),
+                    given_config.as_ref(),
+                ]);
+                let kept = merge_objects([
+                    assistant.get("config").and_then(|c| c.get("configurable")),
+                    obj.get("config").and_then(|c| c.get("configurable")),
+                ]);
+                config.insert("configurable".into(), Json_::Object(kept));
+                obj.insert("config".into(), Json_::Object(config));
             }
+            thread_metadata = obj.get("metadata").cloned();
         }
         state.records.put(Kind::Thread, &thread_id, thread).await?;
     }
+    let mut metadata = merge_objects([
+        assistant.get("metadata"),
+        thread_metadata.as_ref(),
+        given_config.as_ref().and_then(|c| c.get("metadata")),
+    ]);
+    if let Some(m) = &body.metadata {
+        metadata.extend(m.clone());
+    }
+    metadata.insert("assistant_id".into(), json!(assistant_id));
+
+    let mut kwargs_config = merge_objects([assistant.get("config"), given_config.as_ref()]);
+    kwargs_config.insert("configurable".into(), Json_::Object(configurable.clone()));
+    kwargs_config.insert("metadata".into(), Json_::Object(metadata.clone()));
+    let checkpoint_during = body.checkpoint_during.unwrap_or(true);
+    let durability = body
+        .durability
+        .clone()
+        .unwrap_or_else(|| if checkpoint_during { "async" } else { "exit" }.to_owned());
+    let temporary = !stateful && body.on_completion.as_deref().unwrap_or("delete") == "delete";
     let now = now_iso();
-    let mut run = json!({
+    let run = json!({
         "run_id": run_id,
         "thread_id": thread_id,
         "assistant_id": assistant_id,
         "created_at": now,
         "updated_at": now,
-        "status": "running",
-        "metadata": body.metadata.clone().unwrap_or_default(),
+        "status": "pending",
+        "metadata": metadata,
         "kwargs": {
             "input": body.input,
             "command": body.command,
-            "config": body.config,
-            "context": body.context,
+            "config": kwargs_config,
+            "context": merge_objects([assistant.get("context"), Some(&context)]),
             "stream_mode": modes.iter().map(|m| m.as_str()).collect::<Vec<_>>(),
             "interrupt_before": body.interrupt_before,
             "interrupt_after": body.interrupt_after,
+            "webhook": body.webhook,
+            "feedback_keys": body.feedback_keys,
+            "temporary": temporary,
+            "subgraphs": body.stream_subgraphs.unwrap_or(false),
+            "resumable": body.stream_resumable.unwrap_or(false),
+            "checkpoint_during": checkpoint_during,
+            "durability": durability,
         },
-        "multitask_strategy": body.multitask_strategy.clone().unwrap_or_else(|| "reject".into()),
+        "multitask_strategy": strategy,
+        "langsmith_session_name": null,
     });
-    if stateful {
+    // What the reference adds to the run's metadata when it starts it.
+    let started_metadata = JsonMap::from_iter([
+        ("run_attempt".to_owned(), json!(1)),
+        ("langgraph_version".to_owned(), json!(LANGGRAPH_VERSION)),
+    ]);
+    let mut engine_metadata = metadata.clone();
+    engine_metadata.extend(started_metadata.clone());
+    let mut config = run_config(&thread_id, &body, &configurable, &engine_metadata)?;
+    // As the reference's checkpointer: the run's metadata goes into every checkpoint's
+    // metadata as it is (objects too), with the `thread_id` LangGraph propagates into it.
+    config.checkpoint_metadata = engine_metadata;
+    config
+        .checkpoint_metadata
+        .insert("thread_id".into(), json!(thread_id));
+    config.queue = true;
+    let turn = if stateful {
         state.records.put(Kind::Run, &run_id, run.clone()).await?;
-    } else if let Some(o) = run.as_object_mut() {
-        o.insert("status".into(), json!("running"));
-    }
+        Some(state.enter_thread(&thread_id))
+    } else {
+        None
+    };
+    drop(records_guard);
 
     let (tx, events) = mpsc::channel(64);
     let (done_tx, done) = oneshot::channel();
@@ -284,8 +449,31 @@ pub(crate) async fn start(
     let wanted: Vec<&'static str> = modes.iter().map(|m| m.as_str()).collect();
     let task_state = Arc::clone(&state);
     let task_thread = thread_id.clone();
-    let task_run = run.clone();
+    let mut task_run = run.clone();
     tokio::spawn(async move {
+        // One run per thread at a time, in the order they were created.
+        let _turn = match turn {
+            Some(lock) => Some(lock.lock_owned().await),
+            None => None,
+        };
+        if let Some(obj) = task_run.as_object_mut() {
+            obj.insert("status".into(), json!("running"));
+            obj.insert("updated_at".into(), json!(now_iso()));
+            if let Some(Json_::Object(m)) = obj
+                .get_mut("kwargs")
+                .and_then(|k| k.get_mut("config"))
+                .and_then(|c| c.get_mut("metadata"))
+            {
+                m.extend(started_metadata);
+            }
+        }
+        if stateful {
+            let run_id = field_str(&task_run, "run_id").to_owned();
+            let _ = task_state
+                .records
+                .put(Kind::Run, &run_id, task_run.clone())
+                .await;
+        }
         let mut stream = graph.stream(start, config, &engine_modes);
         let mut values = Json_::Object(JsonMap::new());
         let mut error = None;
@@ -350,7 +538,8 @@ pub(crate) async fn start(
     })
 }
 
-/// Marks the run finished and the thread idle, interrupted or in error, with its values.
+/// Marks the run finished and the thread idle, interrupted or in error (busy while more of
+/// its runs wait), with its values.
 async fn finish_records(
     state: &AppState,
     thread_id: &str,
@@ -366,11 +555,15 @@ async fn finish_records(
         (None, true) => ("success", "interrupted"),
         (None, false) => ("success", "idle"),
     };
+    let _records = state.thread_records.lock().await;
+    let waiting = state.leave_thread(thread_id);
+    let thread_status = if waiting > 0 { "busy" } else { thread_status };
     let now = now_iso();
     if let Ok(mut thread) = load(state, thread_id).await {
         if let Some(obj) = thread.as_object_mut() {
             obj.insert("status".into(), json!(thread_status));
             obj.insert("updated_at".into(), json!(now));
+            obj.insert("state_updated_at".into(), json!(now));
             if let Some(s) = snapshot {
                 obj.insert("values".into(), values_json(&s.values));
                 obj.insert("interrupts".into(), thread_interrupts(s));

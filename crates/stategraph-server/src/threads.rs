@@ -34,12 +34,11 @@ pub(crate) fn new_thread(thread_id: &str, metadata: JsonMap<String, Json_>) -> J
         "thread_id": thread_id,
         "created_at": now,
         "updated_at": now,
+        "state_updated_at": now,
         "metadata": metadata,
         "status": "idle",
         "config": {},
         "values": null,
-        "interrupts": {},
-        "error": null,
     })
 }
 
@@ -323,7 +322,7 @@ pub(crate) async fn copy(
         .unwrap_or_default();
     let mut record = new_thread(&new_id, metadata);
     if let Some(obj) = record.as_object_mut() {
-        for key in ["values", "interrupts", "status", "config"] {
+        for key in ["values", "interrupts", "error", "status", "config"] {
             if let Some(v) = source.get(key) {
                 obj.insert(key.into(), v.clone());
             }
@@ -384,7 +383,9 @@ pub(crate) async fn update_state(
             "interrupts".into(),
             crate::convert::thread_interrupts(&snapshot),
         );
-        obj.insert("updated_at".into(), Json_::String(now_iso()));
+        let now = now_iso();
+        obj.insert("updated_at".into(), Json_::String(now.clone()));
+        obj.insert("state_updated_at".into(), Json_::String(now));
     }
     state.records.put(Kind::Thread, &thread_id, thread).await?;
     Ok(Json(json!({ "checkpoint": checkpoint_json(&at) })))

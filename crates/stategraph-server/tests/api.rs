@@ -51,11 +51,19 @@ fn server() -> (Router, Arc<InMemoryStore>) {
     });
     boom.add_edge(START, "fail").add_edge("fail", END);
 
+    let mut slow = StateGraph::<DynState>::with_schema(schema());
+    slow.add_node("wait", |_s, _c| async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        Ok(Map::from_iter([("bar", value!(["slow"]))]))
+    });
+    slow.add_edge(START, "wait").add_edge("wait", END);
+
     let store = Arc::new(InMemoryStore::new());
     let server = Server::builder()
         .graph("seed", seed.compile().unwrap())
         .graph("ask", ask.compile().unwrap())
         .graph("boom", boom.compile().unwrap())
+        .graph("slow", slow.compile().unwrap())
         .checkpointer(Arc::new(InMemorySaver::new()))
         .store(store.clone())
         .build()
@@ -399,4 +407,59 @@ async fn a_new_process_recovers_runs_left_running_and_unknown_paths_are_json_404
     let (status, body) = json_call(&app, Method::GET, "/threads/old/runs?limit=x", None).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(body["detail"].is_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_on_a_busy_thread_queue_by_default_and_reject_on_request() {
+    let (app, _) = server();
+    let thread = new_thread(&app).await;
+    let runs = format!("/threads/{thread}/runs");
+    let body = json!({"assistant_id": "slow", "input": {"bar": []}, "metadata": {"n": 1}});
+    let (status, first) = json_call(&app, Method::POST, &runs, Some(body)).await;
+    assert_eq!(status, StatusCode::OK);
+    // Created `pending`, with the reference's defaults.
+    assert_eq!(first["status"], "pending");
+    assert_eq!(first["multitask_strategy"], "enqueue");
+    assert_eq!(first["langsmith_session_name"], Json::Null);
+    assert_eq!(first["metadata"]["n"], 1);
+    assert_eq!(first["metadata"]["graph_id"], "slow");
+    assert_eq!(first["metadata"]["created_by"], "system");
+    assert_eq!(first["kwargs"]["durability"], "async");
+    assert_eq!(
+        first["kwargs"]["config"]["configurable"]["thread_id"],
+        thread
+    );
+    let (_, t) = json_call(&app, Method::GET, &format!("/threads/{thread}"), None).await;
+    assert_eq!(t["status"], "busy");
+
+    // `reject` fails while the thread is busy.
+    let reject = json!({"assistant_id": "slow", "multitask_strategy": "reject"});
+    let (status, _) = json_call(&app, Method::POST, &runs, Some(reject)).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+
+    // The default waits for the first run, then runs on its state.
+    let (status, second) = json_call(
+        &app,
+        Method::POST,
+        &format!("{runs}/wait"),
+        Some(json!({"assistant_id": "slow", "input": {"bar": []}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(second["bar"], json!(["slow", "slow"]));
+    let first_id = first["run_id"].as_str().unwrap();
+    let (_, first) = json_call(&app, Method::GET, &format!("{runs}/{first_id}"), None).await;
+    assert_eq!(first["status"], "success");
+    let (_, all) = json_call(&app, Method::GET, &runs, None).await;
+    let statuses: Vec<_> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].clone())
+        .collect();
+    assert_eq!(statuses, [json!("success"), json!("success")]);
+    let (_, t) = json_call(&app, Method::GET, &format!("/threads/{thread}"), None).await;
+    assert_eq!(t["status"], "idle");
+    assert_eq!(t["config"], json!({"configurable": {}}));
+    assert_eq!(t["error"], Json::Null);
 }
