@@ -12,6 +12,10 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/stategraph/target}"
 STATEGRAPH_PYTHON="$(scripts/python-env.sh | tail -n 1)"
 export STATEGRAPH_PYTHON
 
+# LangGraph's JS client (pinned) for the Agent Server test with the JS SDK.
+STATEGRAPH_JS_SDK_DIR="$(scripts/js-sdk.sh | tail -n 1)"
+export STATEGRAPH_JS_SDK_DIR
+
 scripts/install-pgvector.sh  # pgvector for the Postgres store (idempotent)
 scripts/install-model.sh >/dev/null  # all-MiniLM-L6-v2 for stategraph-embed (idempotent)
 

@@ -2,53 +2,24 @@
 //! serving the seed graph on one SQLite file: assistants, threads, waited and streamed runs,
 //! state, history, state updates, search and errors, exactly as the client expects them.
 //!
+//! The second test runs `bench/agent-server/scenario.py` against the server and compares its
+//! normalized transcript with the Python reference server's,
+//! `bench/agent-server/reference-transcript.json`, but for the differences listed in
+//! [`DELIBERATE`].
+//!
 //! Needs the pinned Python environment (`scripts/python-env.sh`; `scripts/test.sh` sets it
 //! up). Fails, never skips, without it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+mod common;
+
+use common::seed_server::serve_seed;
 use serde_json::{Value as Json, json};
-use stategraph::prelude::*;
-use stategraph::server::Server;
-
-#[derive(State, Clone, Debug, Default)]
-struct Seed {
-    foo: String,
-    #[reducer(append)]
-    bar: Vec<String>,
-}
-
-fn seed_graph() -> CompiledGraph<Seed> {
-    let mut g = StateGraph::<Seed>::new();
-    g.add_node("node_a", |_s, _c| async {
-        Ok(SeedUpdate::default().foo("a").bar(["a"]))
-    });
-    g.add_node("node_b", |_s, _c| async {
-        Ok(SeedUpdate::default().foo("b").bar(["b"]))
-    });
-    g.add_edge(START, "node_a")
-        .add_edge("node_a", "node_b")
-        .add_edge("node_b", END);
-    g.compile().unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_drives_the_seed_graph() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite:{}", dir.path().join("server.sqlite").display());
-    let server = Server::builder()
-        .graph("seed", seed_graph())
-        .checkpointer(stategraph::open_saver(&url).await.unwrap())
-        .store(
-            stategraph::open_store(&url, StoreOptions::new())
-                .await
-                .unwrap(),
-        )
-        .build()
-        .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let serving = tokio::spawn(server.serve(listener));
+    let (base, serving, _dir) = serve_seed().await;
 
     let script =
         stategraph_testkit::python::repo_root().join("crates/stategraph/tests/sdk/seed_flow.py");
@@ -137,4 +108,99 @@ async fn python_sdk_drives_the_seed_graph() {
         json!({"foo": "b", "bar": ["x", "a", "b"]})
     );
     assert_eq!(out["missing_thread"], 404);
+}
+
+/// What the transcript comparison leaves out, on both sides:
+/// - `kwargs.config.configurable` keys starting with `__` (`__after_seconds__`,
+///   `__request_start_time_ms__`, `__pregel_node_finished`): the reference's private keys;
+/// - the run and checkpoint metadata keys that only describe LangGraph's platform
+///   (`langgraph_api_url`, `langgraph_api_version`, `langgraph_host`, `langgraph_plan`),
+///   also as names in the `*_fields` lists;
+/// - `runs.create.thread_status_right_after_create_racy`: timing-dependent.
+const DELIBERATE: [&str; 4] = [
+    "langgraph_api_url",
+    "langgraph_api_version",
+    "langgraph_host",
+    "langgraph_plan",
+];
+
+fn without_deliberate(v: &Json, parent_key: &str) -> Json {
+    match v {
+        Json::Object(o) => Json::Object(
+            o.iter()
+                .filter(|(k, _)| {
+                    !DELIBERATE.contains(&k.as_str())
+                        && k.as_str() != "thread_status_right_after_create_racy"
+                        && !(parent_key == "configurable" && k.starts_with("__"))
+                })
+                .map(|(k, v)| (k.clone(), without_deliberate(v, k)))
+                .collect(),
+        ),
+        Json::Array(a) => Json::Array(
+            a.iter()
+                .filter(|x| !x.as_str().is_some_and(|s| DELIBERATE.contains(&s)))
+                .map(|x| without_deliberate(x, ""))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// Every path where `ours` differs from `reference`.
+fn differences(reference: &Json, ours: &Json, path: &str, out: &mut Vec<String>) {
+    match (reference, ours) {
+        (Json::Object(r), Json::Object(o)) => {
+            for (k, rv) in r {
+                match o.get(k) {
+                    Some(ov) => differences(rv, ov, &format!("{path}/{k}"), out),
+                    None => out.push(format!("missing in ours: {path}/{k} = {rv}")),
+                }
+            }
+            for (k, ov) in o {
+                if !r.contains_key(k) {
+                    out.push(format!("extra in ours: {path}/{k} = {ov}"));
+                }
+            }
+        }
+        (Json::Array(r), Json::Array(o)) if r.len() == o.len() => {
+            for (i, (rv, ov)) in r.iter().zip(o).enumerate() {
+                differences(rv, ov, &format!("{path}/{i}"), out);
+            }
+        }
+        (r, o) if r != o => out.push(format!("{path}: reference {r}, ours {o}")),
+        _ => {}
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scenario_transcript_matches_the_reference_servers() {
+    let (base, serving, _dir) = serve_seed().await;
+    let root = stategraph_testkit::python::repo_root();
+    let script = root.join("bench/agent-server/scenario.py");
+    let ours: Json = tokio::task::spawn_blocking(move || {
+        stategraph_testkit::python::run_python_json(
+            [script.as_os_str(), "--url".as_ref(), base.as_ref()],
+            "",
+        )
+    })
+    .await
+    .unwrap();
+    serving.abort();
+    let reference: Json = serde_json::from_str(
+        &std::fs::read_to_string(root.join("bench/agent-server/reference-transcript.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let mut diffs = Vec::new();
+    differences(
+        &without_deliberate(&reference, ""),
+        &without_deliberate(&ours, ""),
+        "",
+        &mut diffs,
+    );
+    assert!(
+        diffs.is_empty(),
+        "the transcript drifted from the reference:\n{}\n\nours: {ours:#}",
+        diffs.join("\n")
+    );
 }

@@ -6,6 +6,9 @@
 
 use std::sync::Arc;
 
+#[cfg(feature = "server")]
+pub(crate) mod seed_server;
+
 use stategraph::CheckpointSaver;
 use stategraph_testkit::postgres::ScratchSchema;
 
