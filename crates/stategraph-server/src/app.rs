@@ -3,14 +3,23 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use axum::Router;
+use axum::extract::Request;
+use axum::http::header::CONTENT_LOCATION;
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use stategraph_checkpoint::CheckpointSaver;
 use stategraph_checkpoint::store::{InMemoryStore, Store};
 use stategraph_graph::{CompiledGraph, State};
 use tokio::net::TcpListener;
 use tokio::sync::OnceCell;
+use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
+use crate::error::ApiError;
 use crate::graph::ServedGraph;
 use crate::records::Records;
 use crate::{assistants, meta, runs, store_api, threads};
@@ -33,6 +42,18 @@ pub struct ServerBuilder {
     graphs: Vec<(String, Registered)>,
     saver: Option<Arc<dyn CheckpointSaver>>,
     store: Option<Arc<dyn Store>>,
+    cors: Cors,
+    api_key: Option<String>,
+}
+
+/// Which origins browsers may call the API from.
+#[derive(Clone, Debug, Default)]
+enum Cors {
+    /// Any origin, without credentials (the default, as `langgraph dev`).
+    #[default]
+    Any,
+    /// These origins, with credentials.
+    Origins(Vec<String>),
 }
 
 /// A graph before the shared checkpointer and store are attached.
@@ -73,6 +94,34 @@ impl ServerBuilder {
         self
     }
 
+    /// Lets browsers call the API from these origins only (e.g. `https://app.example.com`),
+    /// with credentials. By default any origin may, without credentials, as `langgraph dev`
+    /// allows. Either way preflight `OPTIONS` requests are answered, every method and request
+    /// header is allowed, and `x-pagination-total`, `x-pagination-next` and `content-location`
+    /// are exposed.
+    pub fn cors<I, O>(mut self, origins: I) -> Self
+    where
+        I: IntoIterator<Item = O>,
+        O: Into<String>,
+    {
+        let origins: Vec<String> = origins.into_iter().map(Into::into).collect();
+        self.cors = if origins.iter().any(|o| o == "*") {
+            Cors::Any
+        } else {
+            Cors::Origins(origins)
+        };
+        self
+    }
+
+    /// Requires header `x-api-key` equal to `key` (compared in constant time) on every route
+    /// but `GET /ok` and `GET /info`; other requests are answered 403 `{"detail": …}`, as
+    /// LangGraph's server answers failed authentication. LangGraph's SDK sends the header
+    /// from its `api_key` argument or `LANGGRAPH_API_KEY`.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
     /// The server.
     ///
     /// # Errors
@@ -108,7 +157,10 @@ impl ServerBuilder {
                 assistants_ready: OnceCell::new(),
                 thread_records: tokio::sync::Mutex::new(()),
                 thread_runs: std::sync::Mutex::new(BTreeMap::new()),
+                controls: std::sync::Mutex::new(BTreeMap::new()),
             }),
+            cors: self.cors,
+            api_key: self.api_key,
         })
     }
 }
@@ -117,6 +169,8 @@ impl ServerBuilder {
 #[derive(Clone)]
 pub struct Server {
     state: Arc<AppState>,
+    cors: Cors,
+    api_key: Option<String>,
 }
 
 impl std::fmt::Debug for Server {
@@ -138,6 +192,41 @@ pub(crate) struct AppState {
     /// Per thread with runs in flight: the lock its runs take in turn (one run per thread at
     /// a time), and how many runs are pending or running.
     thread_runs: std::sync::Mutex<BTreeMap<String, ThreadTurns>>,
+    /// Per pending or running run on a thread: how to cancel it and when it has ended.
+    controls: std::sync::Mutex<BTreeMap<String, RunControl>>,
+}
+
+/// How a run is cancelled: `interrupt` keeps what it checkpointed and marks it `interrupted`;
+/// `rollback` deletes it and its checkpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CancelAction {
+    Interrupt,
+    Rollback,
+}
+
+impl CancelAction {
+    /// Its name in the API (`action=` of the cancel endpoint, `multitask_strategy`).
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            CancelAction::Interrupt => "interrupt",
+            CancelAction::Rollback => "rollback",
+        }
+    }
+}
+
+/// A request to cancel a run: the action, and why (the error recorded on its thread).
+#[derive(Clone, Debug)]
+pub(crate) struct Cancel {
+    pub(crate) action: CancelAction,
+    pub(crate) reason: String,
+}
+
+/// A pending or running run's handles: its thread, the cancel signal its task watches, and a
+/// flag its task raises once the run's records are final.
+struct RunControl {
+    thread_id: String,
+    cancel: tokio::sync::watch::Sender<Option<Cancel>>,
+    ended: tokio::sync::watch::Receiver<bool>,
 }
 
 /// A thread's run lock and how many of its runs are pending or running.
@@ -152,6 +241,59 @@ impl AppState {
             .or_insert_with(|| (Arc::new(tokio::sync::Mutex::new(())), 0));
         slot.1 += 1;
         Arc::clone(&slot.0)
+    }
+
+    /// Registers a pending run of `thread_id`: the cancel signal its task watches and the flag
+    /// it raises when it has ended.
+    pub(crate) fn register_run(
+        &self,
+        run_id: &str,
+        thread_id: &str,
+    ) -> (
+        tokio::sync::watch::Receiver<Option<Cancel>>,
+        tokio::sync::watch::Sender<bool>,
+    ) {
+        let (cancel, cancel_rx) = tokio::sync::watch::channel(None);
+        let (ended_tx, ended) = tokio::sync::watch::channel(false);
+        let mut controls = self.controls.lock().unwrap_or_else(|e| e.into_inner());
+        controls.insert(
+            run_id.to_owned(),
+            RunControl {
+                thread_id: thread_id.to_owned(),
+                cancel,
+                ended,
+            },
+        );
+        (cancel_rx, ended_tx)
+    }
+
+    /// Forgets a run whose records are final.
+    pub(crate) fn unregister_run(&self, run_id: &str) {
+        let mut controls = self.controls.lock().unwrap_or_else(|e| e.into_inner());
+        controls.remove(run_id);
+    }
+
+    /// Asks the pending or running run `run_id` to stop; the flag its task raises once its
+    /// records are final, or `None` when no such run is in flight.
+    pub(crate) fn cancel_run(
+        &self,
+        run_id: &str,
+        cancel: &Cancel,
+    ) -> Option<tokio::sync::watch::Receiver<bool>> {
+        let controls = self.controls.lock().unwrap_or_else(|e| e.into_inner());
+        let control = controls.get(run_id)?;
+        control.cancel.send_replace(Some(cancel.clone()));
+        Some(control.ended.clone())
+    }
+
+    /// Asks every pending or running run of `thread_id` but `except` to stop.
+    pub(crate) fn cancel_thread_runs(&self, thread_id: &str, except: &str, cancel: &Cancel) {
+        let controls = self.controls.lock().unwrap_or_else(|e| e.into_inner());
+        for (run_id, control) in controls.iter() {
+            if control.thread_id == thread_id && run_id != except {
+                control.cancel.send_replace(Some(cancel.clone()));
+            }
+        }
     }
 
     /// Counts a run on `thread_id` as finished; how many are still pending or running.
@@ -182,7 +324,7 @@ impl Server {
 
     /// The API's routes, to serve or to nest in a larger application.
     pub fn router(&self) -> Router {
-        Router::new()
+        let router = Router::new()
             .route("/ok", get(meta::ok))
             .route("/info", get(meta::info))
             .route("/assistants/search", post(assistants::search))
@@ -233,8 +375,22 @@ impl Server {
             .route("/store/namespaces", post(store_api::list_namespaces))
             .route("/runs/wait", post(runs::wait_stateless))
             .route("/runs/stream", post(runs::stream_stateless))
+            .route(
+                "/threads/{thread_id}/runs/{run_id}/cancel",
+                post(runs::cancel),
+            )
             .fallback(not_found)
-            .with_state(Arc::clone(&self.state))
+            .with_state(Arc::clone(&self.state));
+        let router = match &self.api_key {
+            Some(key) => {
+                let key: Arc<[u8]> = Arc::from(key.as_bytes());
+                router.layer(axum::middleware::from_fn(move |req, next| {
+                    check_api_key(Arc::clone(&key), req, next)
+                }))
+            }
+            None => router,
+        };
+        router.layer(cors_layer(&self.cors))
     }
 
     /// Serves the API on `listener` until the process ends (or the listener fails).
@@ -244,6 +400,61 @@ impl Server {
     pub async fn serve(self, listener: TcpListener) -> std::io::Result<()> {
         axum::serve(listener, self.router()).await
     }
+}
+
+/// The CORS layer: `langgraph dev`'s defaults (Starlette's `CORSMiddleware`).
+fn cors_layer(cors: &Cors) -> CorsLayer {
+    let layer = CorsLayer::new()
+        .allow_methods([
+            Method::DELETE,
+            Method::GET,
+            Method::HEAD,
+            Method::OPTIONS,
+            Method::PATCH,
+            Method::POST,
+            Method::PUT,
+        ])
+        .allow_headers(AllowHeaders::mirror_request())
+        .expose_headers([
+            HeaderName::from_static("x-pagination-total"),
+            HeaderName::from_static("x-pagination-next"),
+            CONTENT_LOCATION,
+        ])
+        .max_age(Duration::from_secs(600));
+    match cors {
+        Cors::Any => layer.allow_origin(AllowOrigin::any()),
+        Cors::Origins(origins) => layer
+            .allow_origin(AllowOrigin::list(
+                origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()),
+            ))
+            .allow_credentials(true),
+    }
+}
+
+/// Paths served without the API key, as LangGraph's server leaves its meta routes open.
+const OPEN_PATHS: [&str; 2] = ["/ok", "/info"];
+
+/// Answers 403 unless the request carries header `x-api-key` equal to `key`.
+async fn check_api_key(key: Arc<[u8]>, req: Request, next: Next) -> Response {
+    if OPEN_PATHS.contains(&req.uri().path()) {
+        return next.run(req).await;
+    }
+    match req.headers().get("x-api-key") {
+        Some(given) if constant_time_eq(given.as_bytes(), &key) => next.run(req).await,
+        Some(_) => ApiError::new(StatusCode::FORBIDDEN, "Invalid API key").into_response(),
+        None => {
+            ApiError::new(StatusCode::FORBIDDEN, "Missing authentication headers").into_response()
+        }
+    }
+}
+
+/// Whether `a == b`, in time that depends on their lengths only.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
 }
 
 /// Unknown paths, answered as the reference server does.

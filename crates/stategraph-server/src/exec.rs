@@ -7,9 +7,9 @@ use serde::Deserialize;
 use serde_json::{Map as JsonMap, Value as Json_, json};
 use stategraph_checkpoint::{Value, now_iso, uuid6};
 use stategraph_graph::{Durability, Resume, RunConfig, StateSnapshot, StreamMode};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::app::AppState;
+use crate::app::{AppState, Cancel, CancelAction};
 use crate::assistants;
 use crate::convert::{checkpoint_id_of, input_map, thread_interrupts, values_json};
 use crate::error::{ApiError, error_name};
@@ -229,7 +229,8 @@ fn run_start(body: &RunBody) -> Result<RunStart, ApiError> {
 /// Starts a run of `body` on `thread_id` (`None`: a stateless run on a temporary thread).
 ///
 /// A run on a thread is recorded `pending` and waits for the thread's earlier runs (the
-/// `enqueue` strategy, the default; `reject` fails instead while the thread is busy), then
+/// `enqueue` strategy, the default; `reject` fails instead while the thread is busy;
+/// `interrupt` and `rollback` cancel the thread's runs in flight with that action), then
 /// becomes `running`.
 pub(crate) async fn start(
     state: Arc<AppState>,
@@ -340,9 +341,10 @@ pub(crate) async fn start(
         };
         let busy = field_str(&thread, "status") == "busy";
         if busy && strategy == "reject" {
-            return Err(ApiError::conflict(format!(
-                "Thread {thread_id} is already running a run"
-            )));
+            return Err(ApiError::conflict(
+                "Thread is already running a task. Wait for it to finish or choose a \
+                 different multitask strategy.",
+            ));
         }
         if let Some(obj) = thread.as_object_mut() {
             if !busy {
@@ -432,11 +434,24 @@ pub(crate) async fn start(
         .checkpoint_metadata
         .insert("thread_id".into(), json!(thread_id));
     config.queue = true;
-    let turn = if stateful {
+    let (turn, control) = if stateful {
         state.records.put(Kind::Run, &run_id, run.clone()).await?;
-        Some(state.enter_thread(&thread_id))
+        let control = state.register_run(&run_id, &thread_id);
+        if let Some(action) = match strategy.as_str() {
+            "interrupt" => Some(CancelAction::Interrupt),
+            "rollback" => Some(CancelAction::Rollback),
+            _ => None,
+        } {
+            // The runs in flight stop (at their next await) before this one takes its turn.
+            let cancel = Cancel {
+                action,
+                reason: format!("superseded by run {run_id} (multitask_strategy={strategy})"),
+            };
+            state.cancel_thread_runs(&thread_id, &run_id, &cancel);
+        }
+        (Some(state.enter_thread(&thread_id)), Some(control))
     } else {
-        None
+        (None, None)
     };
     drop(records_guard);
 
@@ -451,9 +466,31 @@ pub(crate) async fn start(
     let task_thread = thread_id.clone();
     let mut task_run = run.clone();
     tokio::spawn(async move {
-        // One run per thread at a time, in the order they were created.
+        let (mut cancel_rx, ended) = match control {
+            Some((rx, ended)) => (Some(rx), Some(ended)),
+            None => (None, None),
+        };
+        let task_run_id = field_str(&task_run, "run_id").to_owned();
+        // One run per thread at a time, in the order they were created; a run cancelled
+        // while it waits never starts.
         let _turn = match turn {
-            Some(lock) => Some(lock.lock_owned().await),
+            Some(lock) => tokio::select! {
+                guard = lock.lock_owned() => Some(guard),
+                cancel = cancelled(cancel_rx.as_mut()) => {
+                    drop(tx);
+                    let _ = done_tx.send(Outcome {
+                        values: Json_::Object(JsonMap::new()),
+                        interrupts: Vec::new(),
+                        error: None,
+                    });
+                    cancel_pending(&task_state, graph.as_ref(), &task_thread, task_run, &cancel).await;
+                    task_state.unregister_run(&task_run_id);
+                    if let Some(e) = ended {
+                        e.send_replace(true);
+                    }
+                    return;
+                }
+            },
             None => None,
         };
         if let Some(obj) = task_run.as_object_mut() {
@@ -468,33 +505,59 @@ pub(crate) async fn start(
             }
         }
         if stateful {
-            let run_id = field_str(&task_run, "run_id").to_owned();
             let _ = task_state
                 .records
-                .put(Kind::Run, &run_id, task_run.clone())
+                .put(Kind::Run, &task_run_id, task_run.clone())
                 .await;
         }
         let mut stream = graph.stream(start, config, &engine_modes);
         let mut values = Json_::Object(JsonMap::new());
         let mut error = None;
-        while let Some(item) = stream.next().await {
+        let mut cancel = None;
+        loop {
+            let item = tokio::select! {
+                item = stream.next() => item,
+                c = cancelled(cancel_rx.as_mut()) => {
+                    cancel = Some(c);
+                    break;
+                }
+            };
             match item {
-                Ok((name, data)) => {
+                None => break,
+                Some(Ok((name, data))) => {
                     if name == "values" {
                         values = data.clone();
                     }
                     if wanted.contains(&name) {
-                        // A caller that went away does not stop the run.
-                        let _ = tx.send((name, data)).await;
+                        // A caller that went away does not stop the run; a cancel does,
+                        // even while a slow reader holds the event back.
+                        tokio::select! {
+                            _ = tx.send((name, data)) => {}
+                            c = cancelled(cancel_rx.as_mut()) => {
+                                cancel = Some(c);
+                                break;
+                            }
+                        }
                     }
                 }
-                Err(e) => {
+                Some(Err(e)) => {
                     error = Some(json!({ "error": error_name(&e), "message": e.to_string() }));
                     break;
                 }
             }
         }
+        // Dropping the stream stops a cancelled run; what it checkpointed stays, unless the
+        // cancel rolls it back.
         drop(stream);
+        if cancel
+            .as_ref()
+            .is_some_and(|c| c.action == CancelAction::Rollback)
+        {
+            let _ = task_state
+                .saver
+                .delete_for_runs(std::slice::from_ref(&task_run_id))
+                .await;
+        }
         let snapshot = graph
             .get_state(&RunConfig::thread(&task_thread), false)
             .await
@@ -519,8 +582,10 @@ pub(crate) async fn start(
                 task_run,
                 snapshot.as_ref(),
                 &outcome,
+                cancel.as_ref(),
             )
             .await;
+            task_state.unregister_run(&task_run_id);
         } else {
             // A stateless run's thread is temporary.
             let _ = task_state.saver.delete_thread(&task_thread).await;
@@ -529,6 +594,9 @@ pub(crate) async fn start(
             let _ = tx.send(("error", e.clone())).await;
         }
         let _ = done_tx.send(outcome);
+        if let Some(e) = ended {
+            e.send_replace(true);
+        }
     });
     Ok(Started {
         run,
@@ -546,9 +614,16 @@ async fn finish_records(
     mut run: Json_,
     snapshot: Option<&StateSnapshot>,
     outcome: &Outcome,
+    cancel: Option<&Cancel>,
 ) {
     let interrupted = snapshot.is_some_and(|s| !s.next.is_empty() || !s.interrupts.is_empty());
     let (run_status, thread_status) = match (&outcome.error, interrupted) {
+        // A cancelled run is `interrupted` (or deleted by a rollback); its thread waits at
+        // the checkpoint the run got to (or started from).
+        _ if cancel.is_some() => (
+            "interrupted",
+            if interrupted { "interrupted" } else { "idle" },
+        ),
         (Some(_), _) => ("error", "error"),
         // As LangGraph's server: a run that stopped on an interrupt succeeded (its run status
         // `interrupted` means cancelled), and its thread waits, `interrupted`.
@@ -568,14 +643,89 @@ async fn finish_records(
                 obj.insert("values".into(), values_json(&s.values));
                 obj.insert("interrupts".into(), thread_interrupts(s));
             }
-            obj.insert("error".into(), outcome.error.clone().unwrap_or(Json_::Null));
+            let error = match cancel {
+                Some(c) => cancel_error(c),
+                None => outcome.error.clone().unwrap_or(Json_::Null),
+            };
+            obj.insert("error".into(), error);
         }
         let _ = state.records.put(Kind::Thread, thread_id, thread).await;
+    }
+    let run_id = field_str(&run, "run_id").to_owned();
+    if cancel.is_some_and(|c| c.action == CancelAction::Rollback) {
+        let _ = state.records.delete(Kind::Run, &run_id).await;
+        return;
     }
     if let Some(obj) = run.as_object_mut() {
         obj.insert("status".into(), json!(run_status));
         obj.insert("updated_at".into(), json!(now));
     }
-    let run_id = field_str(&run, "run_id").to_owned();
     let _ = state.records.put(Kind::Run, &run_id, run).await;
+}
+
+/// The error a cancel leaves on the run's thread, as LangGraph's server records the
+/// `UserInterrupt` / `UserRollback` it raises in the run.
+fn cancel_error(cancel: &Cancel) -> Json_ {
+    let name = match cancel.action {
+        CancelAction::Interrupt => "UserInterrupt",
+        CancelAction::Rollback => "UserRollback",
+    };
+    json!({ "error": name, "message": cancel.reason })
+}
+
+/// Resolves when the run is asked to stop; never for a run that cannot be cancelled (`None`,
+/// a stateless run) or whose cancel signal is gone.
+async fn cancelled(rx: Option<&mut watch::Receiver<Option<Cancel>>>) -> Cancel {
+    let Some(rx) = rx else {
+        return std::future::pending().await;
+    };
+    loop {
+        if let Some(c) = rx.borrow_and_update().clone() {
+            return c;
+        }
+        if rx.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// Records a run cancelled before it started: `interrupted`, or deleted by a rollback; its
+/// thread stays busy while other runs wait, else goes back to its checkpoint's status.
+async fn cancel_pending(
+    state: &AppState,
+    graph: &dyn ServedGraph,
+    thread_id: &str,
+    mut run: Json_,
+    cancel: &Cancel,
+) {
+    let _records = state.thread_records.lock().await;
+    let waiting = state.leave_thread(thread_id);
+    let run_id = field_str(&run, "run_id").to_owned();
+    if cancel.action == CancelAction::Rollback {
+        let _ = state.records.delete(Kind::Run, &run_id).await;
+    } else {
+        if let Some(obj) = run.as_object_mut() {
+            obj.insert("status".into(), json!("interrupted"));
+            obj.insert("updated_at".into(), json!(now_iso()));
+        }
+        let _ = state.records.put(Kind::Run, &run_id, run).await;
+    }
+    if waiting > 0 {
+        return;
+    }
+    let snapshot = graph
+        .get_state(&RunConfig::thread(thread_id), false)
+        .await
+        .ok();
+    let interrupted = snapshot
+        .as_ref()
+        .is_some_and(|s| !s.next.is_empty() || !s.interrupts.is_empty());
+    if let Ok(mut thread) = load(state, thread_id).await {
+        if let Some(obj) = thread.as_object_mut() {
+            let status = if interrupted { "interrupted" } else { "idle" };
+            obj.insert("status".into(), json!(status));
+            obj.insert("updated_at".into(), json!(now_iso()));
+        }
+        let _ = state.records.put(Kind::Thread, thread_id, thread).await;
+    }
 }

@@ -7,6 +7,12 @@
 //! documents of the [`Store`](stategraph_checkpoint::store::Store) you give, under the namespace root [`NAMESPACE_ROOT`], so they
 //! persist in the same database as the checkpoints.
 //!
+//! Runs in flight can be cancelled (`POST /threads/{id}/runs/{run}/cancel`, or a new run with
+//! `multitask_strategy` `interrupt` / `rollback`): the run stops at its next await, and is
+//! marked `interrupted` with its checkpoints kept, or rolled back (deleted with the
+//! checkpoints it wrote). Browsers may call the API from any origin unless
+//! [`ServerBuilder::cors`] lists them; [`ServerBuilder::api_key`] requires an `x-api-key`.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use stategraph_checkpoint::store::InMemoryStore;

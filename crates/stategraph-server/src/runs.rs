@@ -16,7 +16,7 @@ use futures_util::stream;
 use serde::Deserialize;
 use serde_json::{Value as Json_, json};
 
-use crate::app::{AppState, Shared};
+use crate::app::{AppState, Cancel, CancelAction, Shared};
 use crate::error::ApiError;
 use crate::exec::{RunBody, Started, start};
 use crate::records::{Kind, field_str};
@@ -207,4 +207,78 @@ pub(crate) async fn list(
         query.offset.unwrap_or(0),
         query.limit.unwrap_or(10),
     )))
+}
+
+/// Query of `POST /threads/{thread_id}/runs/{run_id}/cancel`.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct CancelQuery {
+    wait: Option<String>,
+    action: Option<String>,
+}
+
+/// How long a cancel without `wait` waits for the run's records to be final before it
+/// answers anyway (a run stops at its next await, so normally at once).
+const CANCEL_SETTLE: Duration = Duration::from_secs(1);
+
+/// `POST /threads/{thread_id}/runs/{run_id}/cancel`: stops a pending or running run.
+///
+/// `action=interrupt` (the default) marks it `interrupted` and keeps its checkpoints;
+/// `action=rollback` deletes it and its checkpoints. 202 with no body, or with `wait=1` 200
+/// and the thread's values once the run has stopped.
+pub(crate) async fn cancel(
+    axum::extract::State(state): Shared,
+    Path((thread_id, run_id)): Path<(String, String)>,
+    query: Result<Query<CancelQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(query) = query?;
+    if uuid::Uuid::parse_str(&thread_id).is_err() {
+        return Err(ApiError::invalid("Invalid thread ID: must be a UUID"));
+    }
+    if uuid::Uuid::parse_str(&run_id).is_err() {
+        return Err(ApiError::invalid("Invalid run ID: must be a UUID"));
+    }
+    let wait = query
+        .wait
+        .is_some_and(|w| matches!(w.to_lowercase().as_str(), "true" | "yes" | "1"));
+    let action = match query.action.as_deref() {
+        Some("rollback") => CancelAction::Rollback,
+        _ => CancelAction::Interrupt,
+    };
+    let run = match state.records.get(Kind::Run, &run_id).await? {
+        Some(run) if field_str(&run, "thread_id") == thread_id => run,
+        _ => return Err(ApiError::not_found("No runs found to cancel.")),
+    };
+    let not_cancelable = || {
+        ApiError::not_found(
+            "No matching runs to cancel. Please verify the thread ID and run IDs are correct, \
+             and the runs haven't been deleted or completed.",
+        )
+    };
+    if !matches!(field_str(&run, "status"), "pending" | "running") {
+        return Err(not_cancelable());
+    }
+    let cancel = Cancel {
+        action,
+        reason: format!(
+            "{} requested via POST /threads/{{thread_id}}/runs/{{run_id}}/cancel",
+            action.as_str()
+        ),
+    };
+    let mut ended = state
+        .cancel_run(&run_id, &cancel)
+        .ok_or_else(not_cancelable)?;
+    if !wait {
+        let _ = tokio::time::timeout(CANCEL_SETTLE, ended.wait_for(|e| *e)).await;
+        return Ok(axum::http::StatusCode::ACCEPTED.into_response());
+    }
+    let _ = ended.wait_for(|e| *e).await;
+    let thread = load(&state, &thread_id).await?;
+    let base = format!("/threads/{thread_id}/runs/{run_id}");
+    let location = vec![
+        (CONTENT_LOCATION, base.clone()),
+        (LOCATION, format!("{base}/join")),
+    ];
+    let values = thread.get("values").cloned().unwrap_or(Json_::Null);
+    Ok((headers(&location), Json(values)).into_response())
 }

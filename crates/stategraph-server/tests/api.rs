@@ -58,12 +58,25 @@ fn server() -> (Router, Arc<InMemoryStore>) {
     });
     slow.add_edge(START, "wait").add_edge("wait", END);
 
+    let mut hold = StateGraph::<DynState>::with_schema(schema());
+    hold.add_node("first", |_s, _c| async {
+        Ok(Map::from_iter([("bar", value!(["first"]))]))
+    });
+    hold.add_node("long", |_s, _c| async {
+        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+        Ok(Map::from_iter([("bar", value!(["long"]))]))
+    });
+    hold.add_edge(START, "first")
+        .add_edge("first", "long")
+        .add_edge("long", END);
+
     let store = Arc::new(InMemoryStore::new());
     let server = Server::builder()
         .graph("seed", seed.compile().unwrap())
         .graph("ask", ask.compile().unwrap())
         .graph("boom", boom.compile().unwrap())
         .graph("slow", slow.compile().unwrap())
+        .graph("hold", hold.compile().unwrap())
         .checkpointer(Arc::new(InMemorySaver::new()))
         .store(store.clone())
         .build()
@@ -462,4 +475,370 @@ async fn runs_on_a_busy_thread_queue_by_default_and_reject_on_request() {
     assert_eq!(t["status"], "idle");
     assert_eq!(t["config"], json!({"configurable": {}}));
     assert_eq!(t["error"], Json::Null);
+}
+
+/// Waits until `thread`'s checkpoint says node `long` of the `hold` graph runs next.
+async fn until_long_runs(app: &Router, thread: &str) {
+    for _ in 0..200 {
+        let (_, state) =
+            json_call(app, Method::GET, &format!("/threads/{thread}/state"), None).await;
+        if state["next"] == json!(["long"]) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the run never reached node `long`");
+}
+
+async fn history_len(app: &Router, thread: &str) -> usize {
+    let (_, h) = json_call(
+        app,
+        Method::POST,
+        &format!("/threads/{thread}/history"),
+        Some(json!({"limit": 100})),
+    )
+    .await;
+    h.as_array().unwrap().len()
+}
+
+#[tokio::test]
+async fn cancel_interrupts_or_rolls_back_a_running_run() {
+    let (app, _) = server();
+    let thread = new_thread(&app).await;
+    let runs = format!("/threads/{thread}/runs");
+    let hold = json!({"assistant_id": "hold", "input": {"bar": []}});
+
+    // interrupt: the run stops in node `long`; what it checkpointed stays.
+    let (_, run) = json_call(&app, Method::POST, &runs, Some(hold.clone())).await;
+    let run_id = run["run_id"].as_str().unwrap().to_owned();
+    until_long_runs(&app, &thread).await;
+    let (status, body) = call(
+        &app,
+        Method::POST,
+        &format!("{runs}/{run_id}/cancel?wait=0&action=interrupt"),
+        None,
+    )
+    .await;
+    assert_eq!((status, body.as_str()), (StatusCode::ACCEPTED, ""));
+    let (_, run) = json_call(&app, Method::GET, &format!("{runs}/{run_id}"), None).await;
+    assert_eq!(run["status"], "interrupted");
+    let (_, t) = json_call(&app, Method::GET, &format!("/threads/{thread}"), None).await;
+    assert_eq!(t["status"], "interrupted");
+    assert_eq!(t["values"], json!({"bar": ["first"]}));
+    assert_eq!(t["error"]["error"], "UserInterrupt");
+    let kept = history_len(&app, &thread).await;
+    assert!(kept >= 2, "{kept}");
+
+    // Finished, unknown and malformed runs.
+    let (status, body) =
+        json_call(&app, Method::POST, &format!("{runs}/{run_id}/cancel"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("No matching runs to cancel.")
+    );
+    let unknown = "1ef00000-0000-6000-8000-000000000000";
+    let (status, body) = json_call(
+        &app,
+        Method::POST,
+        &format!("{runs}/{unknown}/cancel"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, body),
+        (
+            StatusCode::NOT_FOUND,
+            json!({"detail": "No runs found to cancel."})
+        )
+    );
+    let (status, body) = json_call(&app, Method::POST, &format!("{runs}/nope/cancel"), None).await;
+    assert_eq!(
+        (status, body),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"detail": "Invalid run ID: must be a UUID"})
+        )
+    );
+
+    // rollback (waited): the run and its checkpoints go; the thread is back where it was.
+    let (_, run) = json_call(
+        &app,
+        Method::POST,
+        &runs,
+        Some(json!({"assistant_id": "hold", "input": {"bar": ["x"]}})),
+    )
+    .await;
+    let run_id = run["run_id"].as_str().unwrap().to_owned();
+    for _ in 0..200 {
+        if history_len(&app, &thread).await > kept + 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let (status, values) = json_call(
+        &app,
+        Method::POST,
+        &format!("{runs}/{run_id}/cancel?wait=1&action=rollback"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(values, json!({"bar": ["first"]}));
+    let (status, _) = json_call(&app, Method::GET, &format!("{runs}/{run_id}"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(history_len(&app, &thread).await, kept);
+    let (_, state) = json_call(&app, Method::GET, &format!("/threads/{thread}/state"), None).await;
+    assert_eq!(state["values"], json!({"bar": ["first"]}));
+    assert_eq!(state["next"], json!(["long"]));
+    let (_, t) = json_call(&app, Method::GET, &format!("/threads/{thread}"), None).await;
+    assert_eq!(t["status"], "interrupted");
+    assert_eq!(t["error"]["error"], "UserRollback");
+    let (_, all) = json_call(&app, Method::GET, &runs, None).await;
+    assert_eq!(all.as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn cancel_a_pending_run_and_stream_ends_when_cancelled() {
+    let (app, _) = server();
+    let thread = new_thread(&app).await;
+    let runs = format!("/threads/{thread}/runs");
+    let hold = json!({"assistant_id": "hold", "input": {"bar": []}});
+    let (_, first) = json_call(&app, Method::POST, &runs, Some(hold.clone())).await;
+    let (_, second) = json_call(&app, Method::POST, &runs, Some(hold.clone())).await;
+    let (_, third) = json_call(&app, Method::POST, &runs, Some(hold.clone())).await;
+    until_long_runs(&app, &thread).await;
+    let second_id = second["run_id"].as_str().unwrap();
+    let third_id = third["run_id"].as_str().unwrap();
+    let (_, r) = json_call(&app, Method::GET, &format!("{runs}/{second_id}"), None).await;
+    assert_eq!(r["status"], "pending");
+    let (status, _) = call(
+        &app,
+        Method::POST,
+        &format!("{runs}/{second_id}/cancel"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (_, r) = json_call(&app, Method::GET, &format!("{runs}/{second_id}"), None).await;
+    assert_eq!(r["status"], "interrupted");
+    let uri = format!("{runs}/{third_id}/cancel?action=rollback");
+    let (status, _) = call(&app, Method::POST, &uri, None).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (status, _) = json_call(&app, Method::GET, &format!("{runs}/{third_id}"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, t) = json_call(&app, Method::GET, &format!("/threads/{thread}"), None).await;
+    assert_eq!(t["status"], "busy");
+
+    let first_id = first["run_id"].as_str().unwrap();
+    let (status, _) = call(
+        &app,
+        Method::POST,
+        &format!("{runs}/{first_id}/cancel"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (_, t) = json_call(&app, Method::GET, &format!("/threads/{thread}"), None).await;
+    assert_eq!(t["status"], "interrupted");
+
+    // A stream of a cancelled run ends, without an error event.
+    let canceller = {
+        let app = app.clone();
+        let runs = runs.clone();
+        tokio::spawn(async move {
+            loop {
+                let (_, all) =
+                    json_call(&app, Method::GET, &format!("{runs}?status=running"), None).await;
+                if let Some(run) = all.as_array().unwrap().first() {
+                    let id = run["run_id"].as_str().unwrap();
+                    let (status, _) =
+                        call(&app, Method::POST, &format!("{runs}/{id}/cancel"), None).await;
+                    assert_eq!(status, StatusCode::ACCEPTED);
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        })
+    };
+    let (_, stream) = call(&app, Method::POST, &format!("{runs}/stream"), Some(hold)).await;
+    canceller.await.unwrap();
+    assert!(stream.contains("event: metadata"), "{stream}");
+    assert!(!stream.contains("event: error"), "{stream}");
+}
+
+#[tokio::test]
+async fn multitask_interrupt_and_rollback_cancel_the_run_in_flight() {
+    let (app, _) = server();
+    for strategy in ["interrupt", "rollback"] {
+        let thread = new_thread(&app).await;
+        let runs = format!("/threads/{thread}/runs");
+        let (_, first) = json_call(
+            &app,
+            Method::POST,
+            &runs,
+            Some(json!({"assistant_id": "hold", "input": {"bar": []}})),
+        )
+        .await;
+        until_long_runs(&app, &thread).await;
+        let (status, second) = json_call(
+            &app,
+            Method::POST,
+            &format!("{runs}/wait"),
+            Some(json!({"assistant_id": "seed", "input": {"bar": ["s"]}, "multitask_strategy": strategy})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{strategy}");
+        let first_id = first["run_id"].as_str().unwrap();
+        let (status, first) =
+            json_call(&app, Method::GET, &format!("{runs}/{first_id}"), None).await;
+        if strategy == "interrupt" {
+            // The first run's checkpoints stay: the new input joins its state.
+            assert_eq!(first["status"], "interrupted");
+            assert_eq!(second["bar"], json!(["first", "s", "a", "b"]));
+        } else {
+            assert_eq!(status, StatusCode::NOT_FOUND);
+            assert_eq!(second["bar"], json!(["s", "a", "b"]));
+        }
+        let (_, t) = json_call(&app, Method::GET, &format!("/threads/{thread}"), None).await;
+        assert_eq!(t["status"], "idle");
+        assert_eq!(t["error"], Json::Null);
+    }
+}
+
+async fn raw(app: &Router, req: Request<Body>) -> axum::response::Response {
+    app.clone().oneshot(req).await.unwrap()
+}
+
+#[tokio::test]
+async fn cors_allows_any_origin_by_default_or_the_configured_ones() {
+    let (app, _) = server();
+    let preflight = |origin: &str| {
+        Request::builder()
+            .method(Method::OPTIONS)
+            .uri("/threads")
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header("access-control-request-headers", "content-type,x-api-key")
+            .body(Body::empty())
+            .unwrap()
+    };
+    let res = raw(&app, preflight("http://example.com")).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let h = res.headers();
+    assert_eq!(h["access-control-allow-origin"], "*");
+    assert_eq!(h["access-control-allow-headers"], "content-type,x-api-key");
+    assert!(
+        h["access-control-allow-methods"]
+            .to_str()
+            .unwrap()
+            .contains("PATCH")
+    );
+    assert_eq!(h["access-control-max-age"], "600");
+    let req = Request::builder()
+        .uri("/ok")
+        .header("origin", "http://example.com")
+        .body(Body::empty())
+        .unwrap();
+    let res = raw(&app, req).await;
+    assert_eq!(res.headers()["access-control-allow-origin"], "*");
+    assert!(
+        res.headers()["access-control-expose-headers"]
+            .to_str()
+            .unwrap()
+            .contains("content-location")
+    );
+
+    let mut graph = StateGraph::<DynState>::with_schema(Schema::new().last_value("foo"));
+    graph.add_node("n", |_s, _c| async { Ok(Map::new()) });
+    graph.add_edge(START, "n").add_edge("n", END);
+    let app = Server::builder()
+        .graph("g", graph.compile().unwrap())
+        .checkpointer(Arc::new(InMemorySaver::new()))
+        .cors(["https://app.example.com"])
+        .build()
+        .unwrap()
+        .router();
+    let res = raw(&app, preflight("https://app.example.com")).await;
+    assert_eq!(
+        res.headers()["access-control-allow-origin"],
+        "https://app.example.com"
+    );
+    assert_eq!(res.headers()["access-control-allow-credentials"], "true");
+    let res = raw(&app, preflight("https://evil.example.com")).await;
+    assert!(res.headers().get("access-control-allow-origin").is_none());
+}
+
+#[tokio::test]
+async fn an_api_key_guards_every_route_but_the_meta_ones() {
+    let mut graph = StateGraph::<DynState>::with_schema(Schema::new().last_value("foo"));
+    graph.add_node("n", |_s, _c| async {
+        Ok(Map::from_iter([("foo", value!("n"))]))
+    });
+    graph.add_edge(START, "n").add_edge("n", END);
+    let app = Server::builder()
+        .graph("g", graph.compile().unwrap())
+        .checkpointer(Arc::new(InMemorySaver::new()))
+        .api_key("s3cret")
+        .build()
+        .unwrap()
+        .router();
+    let req = |uri: &str, key: Option<&str>| {
+        let mut b = Request::builder()
+            .method(Method::POST)
+            .uri(uri)
+            .header("content-type", "application/json");
+        if let Some(k) = key {
+            b = b.header("x-api-key", k);
+        }
+        b.body(Body::from("{}")).unwrap()
+    };
+    let body = |res: axum::response::Response| async move {
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        serde_json::from_slice::<Json>(&bytes).unwrap()
+    };
+    let res = raw(&app, req("/threads", None)).await;
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    assert_eq!(
+        body(res).await,
+        json!({"detail": "Missing authentication headers"})
+    );
+    let res = raw(&app, req("/threads", Some("wrong"))).await;
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    assert!(body(res).await["detail"].is_string());
+    let res = raw(&app, req("/threads", Some("s3cret"))).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let thread = body(res).await["thread_id"].as_str().unwrap().to_owned();
+    let res = raw(
+        &app,
+        req(&format!("/threads/{thread}/runs/wait"), Some("s3cret")),
+    )
+    .await;
+    // The body lacks an assistant: past the key check, the request itself is refused.
+    assert_eq!(res.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    for open in ["/ok", "/info"] {
+        let res = raw(
+            &app,
+            Request::builder().uri(open).body(Body::empty()).unwrap(),
+        )
+        .await;
+        assert_eq!(res.status(), StatusCode::OK, "{open}");
+    }
+    // Preflight requests carry no key; CORS answers them first.
+    let res = raw(
+        &app,
+        Request::builder()
+            .method(Method::OPTIONS)
+            .uri("/threads")
+            .header("origin", "http://example.com")
+            .header("access-control-request-method", "POST")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(res.status(), StatusCode::OK);
 }

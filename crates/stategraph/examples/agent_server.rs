@@ -1,5 +1,5 @@
 //! Run with `cargo run -p stategraph --example agent_server --features server -- [--db URL]
-//! [--port PORT]`.
+//! [--port PORT] [--api-key KEY]`.
 //!
 //! Serves the 2-node graph of the `seed_tour` example (`foo: String` last value, `bar:
 //! Vec<String>` append; START → node_a → node_b → END) as graph and assistant `seed` over
@@ -14,6 +14,10 @@
 //! thread = client.threads.create()
 //! client.runs.wait(thread["thread_id"], "seed", input={"foo": "", "bar": []})
 //! ```
+//!
+//! With `--api-key KEY` (or the environment variable `STATEGRAPH_API_KEY`) every request but
+//! `GET /ok` and `GET /info` needs header `x-api-key: KEY` (the SDK's `api_key=` argument or
+//! `LANGGRAPH_API_KEY`), else it is answered 403.
 
 use std::process::ExitCode;
 
@@ -31,18 +35,23 @@ struct SeedState {
 struct Args {
     db: String,
     port: u16,
+    api_key: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         db: "sqlite:agent_server.sqlite".to_owned(),
         port: 2024,
+        api_key: std::env::var("STATEGRAPH_API_KEY")
+            .ok()
+            .filter(|k| !k.is_empty()),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
             "--db" => args.db = value,
+            "--api-key" => args.api_key = Some(value),
             "--port" => {
                 args.port = value
                     .parse()
@@ -50,7 +59,7 @@ fn parse_args() -> Result<Args, String> {
             }
             other => {
                 return Err(format!(
-                    "unknown argument `{other}` (expected --db, --port)"
+                    "unknown argument `{other}` (expected --db, --port, --api-key)"
                 ));
             }
         }
@@ -77,11 +86,14 @@ fn seed_graph() -> Result<CompiledGraph<SeedState>, GraphError> {
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let saver = stategraph::open_saver(&args.db).await?;
     let store = stategraph::open_store(&args.db, StoreOptions::new()).await?;
-    let server = Server::builder()
+    let mut builder = Server::builder()
         .graph("seed", seed_graph()?)
         .checkpointer(saver)
-        .store(store)
-        .build()?;
+        .store(store);
+    if let Some(key) = args.api_key {
+        builder = builder.api_key(key);
+    }
+    let server = builder.build()?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await?;
     eprintln!("serving graph `seed` on http://{}", listener.local_addr()?);
     server.serve(listener).await?;

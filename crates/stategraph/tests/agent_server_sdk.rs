@@ -204,3 +204,60 @@ async fn the_scenario_transcript_matches_the_reference_servers() {
         diffs.join("\n")
     );
 }
+
+/// An API key, `runs.cancel` and `multitask_strategy="rollback"` through the SDK, on a graph
+/// `hold` whose second node waits a minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_sends_the_api_key_and_cancels_runs() {
+    use stategraph::prelude::*;
+    use stategraph::server::Server;
+
+    let mut hold = StateGraph::<common::seed_server::Seed>::new();
+    hold.add_node("first", |_s, _c| async {
+        Ok(common::seed_server::SeedUpdate::default().bar(["first"]))
+    });
+    hold.add_node("long", |_s, _c| async {
+        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+        Ok(common::seed_server::SeedUpdate::default())
+    });
+    hold.add_edge(START, "first")
+        .add_edge("first", "long")
+        .add_edge("long", END);
+    let server = Server::builder()
+        .graph("seed", common::seed_server::seed_graph())
+        .graph("hold", hold.compile().unwrap())
+        .checkpointer(std::sync::Arc::new(stategraph::InMemorySaver::new()))
+        .api_key("s3cret")
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let serving = tokio::spawn(server.serve(listener));
+
+    let script = stategraph_testkit::python::repo_root()
+        .join("crates/stategraph/tests/sdk/cancel_and_key.py");
+    let out: Json = tokio::task::spawn_blocking(move || {
+        stategraph_testkit::python::run_python_json(
+            [script.as_os_str(), base.as_ref(), "s3cret".as_ref()],
+            "",
+        )
+    })
+    .await
+    .unwrap();
+    serving.abort();
+
+    assert_eq!(
+        out["wrong_key"],
+        json!([403, {"detail": "Invalid API key"}])
+    );
+    assert_eq!(out["cancel_wait"], json!({"foo": "", "bar": ["first"]}));
+    assert_eq!(out["cancelled_run"], "interrupted");
+    assert_eq!(out["thread_status"], "interrupted");
+    // The rolled-back run's input and node output are gone; the new run starts from the
+    // interrupted state.
+    assert_eq!(
+        out["after_rollback"],
+        json!({"foo": "b", "bar": ["first", "s", "a", "b"]})
+    );
+    assert_eq!(out["rolled_back_run"], 404);
+}
