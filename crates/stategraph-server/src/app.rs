@@ -44,7 +44,12 @@ pub struct ServerBuilder {
     store: Option<Arc<dyn Store>>,
     cors: Cors,
     api_key: Option<String>,
+    keep_alive: Option<std::time::Duration>,
 }
+
+/// How often, by default, a quiet run stream sends a `: heartbeat` comment and `runs/wait` a
+/// newline (LangGraph's server: every 5 seconds).
+pub const DEFAULT_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Which origins browsers may call the API from.
 #[derive(Clone, Debug, Default)]
@@ -122,6 +127,14 @@ impl ServerBuilder {
         self
     }
 
+    /// How often a run stream with nothing to send sends a `: heartbeat` comment, and
+    /// `runs/wait` a newline before its JSON answer, so that proxies and clients keep the
+    /// connection open (default [`DEFAULT_KEEP_ALIVE`], as LangGraph's server).
+    pub fn keep_alive(mut self, every: std::time::Duration) -> Self {
+        self.keep_alive = Some(every);
+        self
+    }
+
     /// The server.
     ///
     /// # Errors
@@ -158,6 +171,7 @@ impl ServerBuilder {
                 thread_records: tokio::sync::Mutex::new(()),
                 thread_runs: std::sync::Mutex::new(BTreeMap::new()),
                 controls: std::sync::Mutex::new(BTreeMap::new()),
+                keep_alive: self.keep_alive.unwrap_or(DEFAULT_KEEP_ALIVE),
             }),
             cors: self.cors,
             api_key: self.api_key,
@@ -194,6 +208,8 @@ pub(crate) struct AppState {
     thread_runs: std::sync::Mutex<BTreeMap<String, ThreadTurns>>,
     /// Per pending or running run on a thread: how to cancel it and when it has ended.
     controls: std::sync::Mutex<BTreeMap<String, RunControl>>,
+    /// How often quiet streams and waits send keep-alives.
+    pub(crate) keep_alive: std::time::Duration,
 }
 
 /// How a run is cancelled: `interrupt` keeps what it checkpointed and marks it `interrupted`;
@@ -381,6 +397,12 @@ impl Server {
             )
             .fallback(not_found)
             .with_state(Arc::clone(&self.state));
+        // Before the first request is answered: runs a previous process left running are
+        // recorded failed and their threads freed, and the default assistants exist.
+        let state = Arc::clone(&self.state);
+        let router = router.layer(axum::middleware::from_fn(move |req, next| {
+            ready_first(Arc::clone(&state), req, next)
+        }));
         let router = match &self.api_key {
             Some(key) => {
                 let key: Arc<[u8]> = Arc::from(key.as_bytes());
@@ -435,6 +457,13 @@ fn cors_layer(cors: &Cors) -> CorsLayer {
 const OPEN_PATHS: [&str; 2] = ["/ok", "/info"];
 
 /// Answers 403 unless the request carries header `x-api-key` equal to `key`.
+async fn ready_first(state: Arc<AppState>, req: Request, next: Next) -> Response {
+    match assistants::ensure(&state).await {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
 async fn check_api_key(key: Arc<[u8]>, req: Request, next: Next) -> Response {
     if OPEN_PATHS.contains(&req.uri().path()) {
         return next.run(req).await;

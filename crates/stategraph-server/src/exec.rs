@@ -41,6 +41,15 @@ pub(crate) struct RunBody {
     checkpoint_during: Option<bool>,
     durability: Option<String>,
     on_completion: Option<String>,
+    on_disconnect: Option<String>,
+}
+
+impl RunBody {
+    /// Whether the caller asked (`on_disconnect: "cancel"`) that the run be cancelled when it
+    /// goes away; by default (`"continue"`, as LangGraph's server) the run goes on.
+    pub(crate) fn cancel_on_disconnect(&self) -> bool {
+        self.on_disconnect.as_deref() == Some("cancel")
+    }
 }
 
 /// The LangGraph version whose server this one follows, recorded as `langgraph_version` in

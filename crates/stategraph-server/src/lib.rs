@@ -56,6 +56,6 @@ mod runs;
 mod store_api;
 mod threads;
 
-pub use app::{BuildError, Server, ServerBuilder};
+pub use app::{BuildError, DEFAULT_KEEP_ALIVE, Server, ServerBuilder};
 pub use error::ApiError;
 pub use records::NAMESPACE_ROOT;

@@ -10,7 +10,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query};
 use axum::http::header::{CONTENT_LOCATION, LOCATION};
 use axum::http::{HeaderMap, HeaderValue};
-use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use serde::Deserialize;
@@ -24,6 +24,41 @@ use crate::threads::{load, parse_body};
 
 /// How often `join` looks at a background run.
 const JOIN_POLL: Duration = Duration::from_millis(50);
+
+/// Cancels a run when the caller that asked `on_disconnect: "cancel"` goes away before the
+/// run ended (dropped with the response body). Cancelling a run that has ended does nothing.
+struct DisconnectGuard {
+    state: Arc<AppState>,
+    run_id: String,
+    armed: bool,
+}
+
+impl DisconnectGuard {
+    fn new(state: &Arc<AppState>, run_id: &str, armed: bool) -> Self {
+        Self {
+            state: Arc::clone(state),
+            run_id: run_id.to_owned(),
+            armed,
+        }
+    }
+
+    /// The run ended: nothing to cancel any more.
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for DisconnectGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            let cancel = Cancel {
+                action: CancelAction::Interrupt,
+                reason: "client disconnected from the run stream (on_disconnect=cancel)".into(),
+            };
+            let _ = self.state.cancel_run(&self.run_id, &cancel);
+        }
+    }
+}
 
 fn headers(pairs: &[(axum::http::HeaderName, String)]) -> HeaderMap {
     let mut h = HeaderMap::new();
@@ -42,7 +77,9 @@ async fn wait(
 ) -> Result<Response, ApiError> {
     let body: RunBody = parse_body(&body)?;
     let stateful = thread.is_some();
-    let started = start(state, thread, body).await?;
+    let cancel_on_disconnect = body.cancel_on_disconnect();
+    let started = start(Arc::clone(&state), thread, body).await?;
+    let guard = DisconnectGuard::new(&state, started.run_id(), cancel_on_disconnect);
     let location = if stateful {
         let base = format!("/threads/{}/runs/{}", started.thread_id, started.run_id());
         vec![
@@ -54,13 +91,33 @@ async fn wait(
     };
     let Started { events, done, .. } = started;
     drop(events);
-    let outcome = done.await.map_err(|_| {
-        ApiError::new(
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            "the run stopped",
-        )
-    })?;
-    Ok((headers(&location), Json(outcome.to_wait_json())).into_response())
+    // Like LangGraph's server, the answer streams: a newline every `keep_alive` while the
+    // run goes on (JSON parsers skip leading whitespace), then the output.
+    let every = state.keep_alive;
+    let body = stream::unfold(Some((done, guard)), move |st| async move {
+        let (mut done, guard) = st?;
+        tokio::select! {
+            outcome = &mut done => {
+                guard.disarm();
+                let out = match outcome {
+                    Ok(o) => o.to_wait_json(),
+                    Err(_) => json!({
+                        "__error__": { "error": "RuntimeError", "message": "the run stopped" }
+                    }),
+                };
+                Some((Ok::<_, Infallible>(Bytes::from(out.to_string())), None))
+            }
+            () = tokio::time::sleep(every) => {
+                Some((Ok(Bytes::from_static(b"\n")), Some((done, guard))))
+            }
+        }
+    });
+    let mut headers = headers(&location);
+    headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok((headers, axum::body::Body::from_stream(body)).into_response())
 }
 
 /// `POST /threads/{thread_id}/runs/wait`.
@@ -87,8 +144,10 @@ async fn sse(
 ) -> Result<Response, ApiError> {
     let body: RunBody = parse_body(&body)?;
     let stateful = thread.is_some();
-    let started = start(state, thread, body).await?;
+    let cancel_on_disconnect = body.cancel_on_disconnect();
+    let started = start(Arc::clone(&state), thread, body).await?;
     let run_id = started.run_id().to_owned();
+    let guard = DisconnectGuard::new(&state, &run_id, cancel_on_disconnect);
     let location = if stateful {
         let base = format!("/threads/{}/runs/{run_id}", started.thread_id);
         vec![
@@ -100,12 +159,25 @@ async fn sse(
     };
     let metadata = json!({ "run_id": run_id, "attempt": 1 });
     let first = stream::once(async move { Ok::<_, Infallible>(event("metadata", &metadata)) });
-    let rest = stream::unfold(started.events, |mut rx| async move {
-        let (name, data) = rx.recv().await?;
-        Some((Ok::<_, Infallible>(event(name, &data)), rx))
+    // The events close once the run's records are final; the guard goes with the stream.
+    let rest = stream::unfold(Some((started.events, guard)), |st| async move {
+        let (mut rx, guard) = st?;
+        match rx.recv().await {
+            Some((name, data)) => {
+                Some((Ok::<_, Infallible>(event(name, &data)), Some((rx, guard))))
+            }
+            None => {
+                guard.disarm();
+                None
+            }
+        }
     });
     drop(started.done);
-    let body = Sse::new(futures_util::StreamExt::chain(first, rest));
+    let body = Sse::new(futures_util::StreamExt::chain(first, rest)).keep_alive(
+        KeepAlive::new()
+            .interval(state.keep_alive)
+            .text("heartbeat"),
+    );
     Ok((headers(&location), body).into_response())
 }
 

@@ -1,0 +1,314 @@
+//! Faults over a real socket: a client that drops a run's stream mid-run leaves the run going
+//! (LangGraph's default `on_disconnect: "continue"`), or cancels it with `"cancel"`; quiet
+//! streams and waits send keep-alives.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value as Json, json};
+use stategraph_checkpoint::{InMemorySaver, Map, value};
+use stategraph_graph::{DynState, END, Reducer, START, Schema, StateGraph};
+use stategraph_server::Server;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+
+/// Serves a graph `gate`: `first`, then `wait`, which waits until `gate` is notified.
+async fn serve(gate: Arc<Notify>) -> SocketAddr {
+    serve_with(gate, stategraph_server::DEFAULT_KEEP_ALIVE).await
+}
+
+async fn serve_with(gate: Arc<Notify>, keep_alive: Duration) -> SocketAddr {
+    let mut g =
+        StateGraph::<DynState>::with_schema(Schema::new().reducer("bar", Reducer::append()));
+    g.add_node("first", |_s, _c| async {
+        Ok(Map::from_iter([("bar", value!(["first"]))]))
+    });
+    g.add_node("wait", move |_s, _c| {
+        let gate = Arc::clone(&gate);
+        async move {
+            gate.notified().await;
+            Ok(Map::from_iter([("bar", value!(["done"]))]))
+        }
+    });
+    g.add_edge(START, "first")
+        .add_edge("first", "wait")
+        .add_edge("wait", END);
+    let server = Server::builder()
+        .graph("gate", g.compile().unwrap())
+        .checkpointer(Arc::new(InMemorySaver::new()))
+        .keep_alive(keep_alive)
+        .build()
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(server.serve(listener));
+    addr
+}
+
+fn request(method: &str, path: &str, body: Option<&Json>) -> Vec<u8> {
+    let body = body.map(Json::to_string).unwrap_or_default();
+    format!(
+        "{method} {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// One request on its own connection; the answer's JSON body (`Content-Length` answers).
+async fn call(addr: SocketAddr, method: &str, path: &str, body: Option<Json>) -> Json {
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    conn.write_all(&request(method, path, body.as_ref()))
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{method} {path}: {head}");
+    serde_json::from_str(body).unwrap()
+}
+
+/// Starts streaming a run of `gate`, reads until the `values` event after `first`, then drops
+/// the connection; the run's id.
+async fn stream_and_drop(addr: SocketAddr, thread_id: &str, extra: Json) -> String {
+    let mut body = json!({"assistant_id": "gate", "input": {}, "stream_mode": ["values"]});
+    body.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    conn.write_all(&request(
+        "POST",
+        &format!("/threads/{thread_id}/runs/stream"),
+        Some(&body),
+    ))
+    .await
+    .unwrap();
+    let mut seen = Vec::new();
+    let marker = "\"run_id\":\"";
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = String::from_utf8_lossy(&seen).into_owned();
+        if let Some(at) = text.find(marker)
+            && text.contains(r#"{"bar":["first"]}"#)
+        {
+            let start = at + marker.len();
+            drop(conn);
+            return text[start..start + 36].to_owned();
+        }
+        let mut buf = [0u8; 1024];
+        let n = tokio::time::timeout_at(deadline.into(), conn.read(&mut buf))
+            .await
+            .expect("no metadata event")
+            .unwrap();
+        assert!(n > 0, "the stream closed early: {text}");
+        seen.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Polls the run until it is neither `pending` nor `running`; its status.
+async fn settled(addr: SocketAddr, thread_id: &str, run_id: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let run = call(
+            addr,
+            "GET",
+            &format!("/threads/{thread_id}/runs/{run_id}"),
+            None,
+        )
+        .await;
+        let status = run["status"].as_str().unwrap().to_owned();
+        if !matches!(status.as_str(), "pending" | "running") {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "the run is still {status}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_stream_does_not_stop_the_run_by_default() {
+    let gate = Arc::new(Notify::new());
+    let addr = serve(Arc::clone(&gate)).await;
+    let thread = call(addr, "POST", "/threads", Some(json!({}))).await;
+    let thread_id = thread["thread_id"].as_str().unwrap().to_owned();
+    let run_id = stream_and_drop(addr, &thread_id, json!({})).await;
+    // Let the server see the connection gone before the node may finish.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let run = call(
+        addr,
+        "GET",
+        &format!("/threads/{thread_id}/runs/{run_id}"),
+        None,
+    )
+    .await;
+    assert_eq!(run["status"], "running");
+    gate.notify_one();
+    assert_eq!(settled(addr, &thread_id, &run_id).await, "success");
+
+    let state = call(addr, "GET", &format!("/threads/{thread_id}/state"), None).await;
+    assert_eq!(state["values"]["bar"], json!(["first", "done"]));
+    assert_eq!(state["next"], json!([]));
+    let history = call(
+        addr,
+        "POST",
+        &format!("/threads/{thread_id}/history"),
+        Some(json!({})),
+    )
+    .await;
+    // input, first, wait, and the run's start: every step checkpointed.
+    assert_eq!(history.as_array().unwrap().len(), 4, "{history}");
+    let thread = call(addr, "GET", &format!("/threads/{thread_id}"), None).await;
+    assert_eq!(thread["status"], "idle");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_disconnect_cancel_interrupts_the_run() {
+    let gate = Arc::new(Notify::new());
+    let addr = serve(Arc::clone(&gate)).await;
+    let thread = call(addr, "POST", "/threads", Some(json!({}))).await;
+    let thread_id = thread["thread_id"].as_str().unwrap().to_owned();
+    let run_id = stream_and_drop(addr, &thread_id, json!({"on_disconnect": "cancel"})).await;
+    // The node never finishes on its own: only the cancel ends the run.
+    assert_eq!(settled(addr, &thread_id, &run_id).await, "interrupted");
+    let state = call(addr, "GET", &format!("/threads/{thread_id}/state"), None).await;
+    // What the run checkpointed before the cancel stays.
+    assert_eq!(state["values"]["bar"], json!(["first"]));
+    assert_eq!(state["next"], json!(["wait"]));
+    let thread = call(addr, "GET", &format!("/threads/{thread_id}"), None).await;
+    assert_ne!(thread["status"], "busy");
+}
+
+/// Reads from `conn` until what was read contains `needle` (within 5 seconds).
+async fn read_until(conn: &mut TcpStream, seen: &mut Vec<u8>, needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !String::from_utf8_lossy(seen).contains(needle) {
+        let mut buf = [0u8; 1024];
+        let n = tokio::time::timeout_at(deadline.into(), conn.read(&mut buf))
+            .await
+            .unwrap_or_else(|_| panic!("no {needle:?} in {}", String::from_utf8_lossy(seen)))
+            .unwrap();
+        assert!(
+            n > 0,
+            "closed before {needle:?}: {}",
+            String::from_utf8_lossy(seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiet_streams_and_waits_send_keep_alives() {
+    let gate = Arc::new(Notify::new());
+    let addr = serve_with(Arc::clone(&gate), Duration::from_millis(50)).await;
+    let thread = call(addr, "POST", "/threads", Some(json!({}))).await;
+    let thread_id = thread["thread_id"].as_str().unwrap().to_owned();
+
+    // A stream whose run waits: `: heartbeat`-style comments, then the run's events.
+    let body = json!({"assistant_id": "gate", "input": {}, "stream_mode": ["values"]});
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    let path = format!("/threads/{thread_id}/runs/stream");
+    conn.write_all(&request("POST", &path, Some(&body)))
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    read_until(&mut conn, &mut seen, r#"{"bar":["first"]}"#).await;
+    let before = seen.len();
+    read_until(&mut conn, &mut seen, ": heartbeat\n\n").await;
+    assert!(String::from_utf8_lossy(&seen[before..]).contains(": heartbeat"));
+    gate.notify_one();
+    read_until(&mut conn, &mut seen, r#"{"bar":["first","done"]}"#).await;
+
+    // `runs/wait`: newlines before the JSON answer, which parses once they are skipped.
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    let path = format!("/threads/{thread_id}/runs/wait");
+    conn.write_all(&request("POST", &path, Some(&body)))
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    // A chunk of one newline (chunked transfer encoding).
+    read_until(&mut conn, &mut seen, "\r\n1\r\n\n\r\n").await;
+    gate.notify_one();
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut rest))
+        .await
+        .unwrap()
+        .unwrap();
+    seen.extend_from_slice(&rest);
+    let text = String::from_utf8(seen).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.to_lowercase()
+            .contains("content-type: application/json"),
+        "{head}"
+    );
+    // De-chunk: the chunks' payloads in order.
+    let mut payload = String::new();
+    let mut rest = body;
+    loop {
+        let (size, after) = rest.split_once("\r\n").unwrap();
+        let size = usize::from_str_radix(size, 16).unwrap();
+        if size == 0 {
+            break;
+        }
+        payload.push_str(&after[..size]);
+        rest = &after[size + 2..];
+    }
+    assert!(payload.starts_with('\n'), "{payload:?}");
+    let out: Json = serde_json::from_str(&payload).unwrap();
+    assert_eq!(
+        out["bar"],
+        json!(["first", "done", "first", "done"]),
+        "{out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_wait_cancels_only_when_asked() {
+    let gate = Arc::new(Notify::new());
+    let addr = serve(Arc::clone(&gate)).await;
+    for (on_disconnect, want) in [("cancel", "interrupted"), ("continue", "success")] {
+        let thread = call(addr, "POST", "/threads", Some(json!({}))).await;
+        let thread_id = thread["thread_id"].as_str().unwrap().to_owned();
+        let body = json!({"assistant_id": "gate", "input": {}, "on_disconnect": on_disconnect});
+        let mut conn = TcpStream::connect(addr).await.unwrap();
+        let path = format!("/threads/{thread_id}/runs/wait");
+        conn.write_all(&request("POST", &path, Some(&body)))
+            .await
+            .unwrap();
+        // Wait until the run is past `first`, then go away.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let run_id = loop {
+            let runs = call(addr, "GET", &format!("/threads/{thread_id}/runs"), None).await;
+            let state = call(addr, "GET", &format!("/threads/{thread_id}/state"), None).await;
+            if let Some(run) = runs.as_array().unwrap().first()
+                && state["next"] == json!(["wait"])
+            {
+                break run["run_id"].as_str().unwrap().to_owned();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the run did not get past `first`"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        drop(conn);
+        if on_disconnect == "continue" {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            gate.notify_one();
+        }
+        assert_eq!(
+            settled(addr, &thread_id, &run_id).await,
+            want,
+            "{on_disconnect}"
+        );
+    }
+}
