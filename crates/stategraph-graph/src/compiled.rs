@@ -39,6 +39,9 @@ pub(crate) trait SubgraphView: Send + Sync {
     ) -> std::pin::Pin<
         Box<dyn std::future::Future<Output = Result<StateSnapshot, GraphError>> + Send + 'a>,
     >;
+
+    /// The subgraph's state keys.
+    fn keys(&self) -> Vec<String>;
 }
 
 impl<S: State> SubgraphView for CompiledGraph<S> {
@@ -50,6 +53,10 @@ impl<S: State> SubgraphView for CompiledGraph<S> {
         Box<dyn std::future::Future<Output = Result<StateSnapshot, GraphError>> + Send + 'a>,
     > {
         Box::pin(async move { self.state_with(&saver, &config, true).await })
+    }
+
+    fn keys(&self) -> Vec<String> {
+        self.state_keys()
     }
 }
 

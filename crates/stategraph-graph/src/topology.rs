@@ -27,6 +27,20 @@ pub struct Topology {
 }
 
 impl<S: State> CompiledGraph<S> {
+    /// The state's keys, in declaration order.
+    pub fn state_keys(&self) -> Vec<String> {
+        self.schema.keys().map(str::to_owned).collect()
+    }
+
+    /// The nodes that are subgraphs, in the order they were added, each with the
+    /// subgraph's state keys.
+    pub fn subgraph_nodes(&self) -> Vec<(String, Vec<String>)> {
+        self.nodes
+            .iter()
+            .filter_map(|n| n.subgraph.as_ref().map(|g| (n.name.clone(), g.keys())))
+            .collect()
+    }
+
     /// The graph's nodes and edges as LangGraph draws them: declared edges (a join's sources
     /// each lead to its target), a conditional edge to every target of a routing function's
     /// path map (to every node and `__end__` without one), and an edge to `__end__` from each

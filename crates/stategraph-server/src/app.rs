@@ -343,10 +343,32 @@ impl Server {
         let router = Router::new()
             .route("/ok", get(meta::ok))
             .route("/info", get(meta::info))
+            .route("/assistants", post(assistants::create))
             .route("/assistants/search", post(assistants::search))
             .route("/assistants/count", post(assistants::count))
-            .route("/assistants/{assistant_id}", get(assistants::get_one))
+            .route(
+                "/assistants/{assistant_id}",
+                get(assistants::get_one)
+                    .patch(assistants::update)
+                    .delete(assistants::delete),
+            )
             .route("/assistants/{assistant_id}/graph", get(assistants::graph))
+            .route(
+                "/assistants/{assistant_id}/schemas",
+                get(assistants::schemas),
+            )
+            .route(
+                "/assistants/{assistant_id}/subgraphs",
+                get(assistants::subgraphs),
+            )
+            .route(
+                "/assistants/{assistant_id}/versions",
+                post(assistants::versions),
+            )
+            .route(
+                "/assistants/{assistant_id}/latest",
+                post(assistants::set_latest),
+            )
             .route("/threads", post(threads::create))
             .route("/threads/search", post(threads::search))
             .route("/threads/count", post(threads::count))

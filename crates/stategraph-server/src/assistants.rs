@@ -1,4 +1,5 @@
-//! Assistants: one default assistant per registered graph.
+//! Assistants: one default assistant per registered graph, and assistants created through
+//! `POST /assistants`.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -30,7 +31,16 @@ pub(crate) async fn ensure(state: &AppState) -> Result<(), ApiError> {
             recover(state).await?;
             for graph_id in state.graphs.keys() {
                 let id = default_assistant_id(graph_id);
-                if state.records.get(Kind::Assistant, &id).await?.is_some() {
+                if let Some(existing) = state.records.get(Kind::Assistant, &id).await? {
+                    // Records written before versions were kept get their first one.
+                    if state
+                        .records
+                        .get(Kind::AssistantVersion, &format!("{id}:1"))
+                        .await?
+                        .is_none()
+                    {
+                        put_version(state, &existing, 1).await?;
+                    }
                     continue;
                 }
                 let now = now_iso();
@@ -46,6 +56,7 @@ pub(crate) async fn ensure(state: &AppState) -> Result<(), ApiError> {
                     "name": graph_id,
                     "description": null,
                 });
+                put_version(state, &record, 1).await?;
                 state.records.put(Kind::Assistant, &id, record).await?;
             }
             Ok::<(), ApiError>(())
@@ -94,6 +105,327 @@ pub(crate) async fn resolve(state: &AppState, id: &str) -> Result<Json_, ApiErro
         .get(Kind::Assistant, &key)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("Assistant \"{id}\" not found")))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CreateBody {
+    assistant_id: Option<String>,
+    graph_id: Option<String>,
+    config: Option<JsonMap<String, Json_>>,
+    context: Option<JsonMap<String, Json_>>,
+    metadata: Option<JsonMap<String, Json_>>,
+    if_exists: Option<String>,
+    name: Option<String>,
+    description: Option<String>,
+}
+
+/// `POST /assistants`: a new assistant of a registered graph (`if_exists`: `raise`, the
+/// default, answers 409 for a taken id; `do_nothing` returns the stored assistant).
+pub(crate) async fn create(
+    axum::extract::State(state): Shared,
+    body: Bytes,
+) -> Result<Json<Json_>, ApiError> {
+    let body: CreateBody = parse_body(&body)?;
+    ensure(&state).await?;
+    let id = match body.assistant_id {
+        Some(id) => Uuid::parse_str(&id)
+            .map_err(|_| ApiError::invalid("Invalid assistant ID: must be a UUID"))?
+            .to_string(),
+        None => Uuid::new_v4().to_string(),
+    };
+    let graph_id = body
+        .graph_id
+        .ok_or_else(|| ApiError::invalid("graph_id is required"))?;
+    check_graph(&state, &graph_id)?;
+    let (config, context) = config_and_context(body.config.unwrap_or_default(), body.context)?;
+    let context = context.unwrap_or_default();
+    if let Some(existing) = state.records.get(Kind::Assistant, &id).await? {
+        if body.if_exists.as_deref() == Some("do_nothing") {
+            return Ok(Json(existing));
+        }
+        return Err(ApiError::conflict(format!("Assistant {id} already exists")));
+    }
+    let now = now_iso();
+    let record = json!({
+        "assistant_id": id,
+        "graph_id": graph_id,
+        "config": config,
+        "context": context,
+        "created_at": now,
+        "updated_at": now,
+        "metadata": body.metadata.unwrap_or_default(),
+        "version": 1,
+        "name": body.name.filter(|n| !n.is_empty()).unwrap_or_else(|| "Untitled".into()),
+        "description": body.description,
+    });
+    put_version(&state, &record, 1).await?;
+    state
+        .records
+        .put(Kind::Assistant, &id, record.clone())
+        .await?;
+    Ok(Json(record))
+}
+
+/// Stores `assistant` (an assistant record) as its version `version`.
+async fn put_version(state: &AppState, assistant: &Json_, version: u64) -> Result<(), ApiError> {
+    let id = field_str(assistant, "assistant_id");
+    let mut entry = JsonMap::new();
+    for key in [
+        "assistant_id",
+        "graph_id",
+        "config",
+        "context",
+        "metadata",
+        "name",
+        "description",
+    ] {
+        entry.insert(
+            key.into(),
+            assistant.get(key).cloned().unwrap_or(Json_::Null),
+        );
+    }
+    entry.insert("version".into(), json!(version));
+    entry.insert("created_at".into(), json!(now_iso()));
+    state
+        .records
+        .put(
+            Kind::AssistantVersion,
+            &format!("{id}:{version}"),
+            Json_::Object(entry),
+        )
+        .await
+}
+
+/// Every stored version of assistant `id`, newest first.
+async fn versions_of(state: &AppState, id: &str) -> Result<Vec<Json_>, ApiError> {
+    let mut filter = JsonMap::new();
+    filter.insert("assistant_id".into(), json!(id));
+    let mut found = state.records.search(Kind::AssistantVersion, filter).await?;
+    found.sort_by_key(|v| std::cmp::Reverse(v.get("version").and_then(Json_::as_u64)));
+    Ok(found)
+}
+
+/// Config and context kept in step as the reference keeps them (`configurable` is the
+/// context); both given is 400.
+type ConfigAndContext = (JsonMap<String, Json_>, Option<JsonMap<String, Json_>>);
+
+fn config_and_context(
+    mut config: JsonMap<String, Json_>,
+    context: Option<JsonMap<String, Json_>>,
+) -> Result<ConfigAndContext, ApiError> {
+    let configurable = config
+        .get("configurable")
+        .and_then(Json_::as_object)
+        .filter(|c| !c.is_empty())
+        .cloned();
+    let given = context.as_ref().is_some_and(|c| !c.is_empty());
+    match configurable {
+        Some(_) if given => Err(ApiError::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            "Cannot specify both configurable and context. Prefer setting context alone.",
+        )),
+        Some(c) => Ok((config, Some(c))),
+        None => {
+            if let Some(c) = context.as_ref().filter(|c| !c.is_empty()) {
+                config.insert("configurable".into(), Json_::Object(c.clone()));
+            }
+            Ok((config, context))
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct UpdateBody {
+    graph_id: Option<String>,
+    config: Option<JsonMap<String, Json_>>,
+    context: Option<JsonMap<String, Json_>>,
+    metadata: Option<JsonMap<String, Json_>>,
+    name: Option<String>,
+    description: Option<String>,
+}
+
+/// `PATCH /assistants/{assistant_id}`: a new version (the highest so far plus one) that
+/// becomes the current one; fields not given are kept, `metadata` is merged.
+pub(crate) async fn update(
+    axum::extract::State(state): Shared,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Json_>, ApiError> {
+    let body: UpdateBody = parse_body(&body)?;
+    ensure(&state).await?;
+    check_uuid(&id)?;
+    let (config, context) = config_and_context(body.config.unwrap_or_default(), body.context)?;
+    if let Some(g) = &body.graph_id {
+        check_graph(&state, g)?;
+    }
+    let mut record = state
+        .records
+        .get(Kind::Assistant, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("Assistant {id} not found")))?;
+    let current = record.get("version").and_then(Json_::as_u64).unwrap_or(1);
+    let newest = versions_of(&state, &id)
+        .await?
+        .first()
+        .and_then(|v| v.get("version").and_then(Json_::as_u64))
+        .unwrap_or(current);
+    let version = newest.max(current) + 1;
+    let now = now_iso();
+    if let Some(o) = record.as_object_mut() {
+        if let Some(g) = body.graph_id {
+            o.insert("graph_id".into(), json!(g));
+        }
+        if !config.is_empty() {
+            o.insert("config".into(), Json_::Object(config));
+        }
+        if let Some(c) = context {
+            o.insert("context".into(), Json_::Object(c));
+        }
+        if let Some(m) = body.metadata {
+            let mut merged = o
+                .get("metadata")
+                .and_then(Json_::as_object)
+                .cloned()
+                .unwrap_or_default();
+            merged.extend(m);
+            o.insert("metadata".into(), Json_::Object(merged));
+        }
+        if let Some(n) = body.name {
+            o.insert("name".into(), json!(n));
+        }
+        if let Some(d) = body.description {
+            o.insert("description".into(), json!(d));
+        }
+        o.insert("version".into(), json!(version));
+        o.insert("updated_at".into(), json!(now));
+    }
+    put_version(&state, &record, version).await?;
+    state
+        .records
+        .put(Kind::Assistant, &id, record.clone())
+        .await?;
+    Ok(Json(record))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct VersionsBody {
+    metadata: Option<JsonMap<String, Json_>>,
+    limit: Option<usize>,
+    offset: Option<usize>,
+}
+
+/// `POST /assistants/{assistant_id}/versions`: the versions, newest first (404 when none).
+pub(crate) async fn versions(
+    axum::extract::State(state): Shared,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Vec<Json_>>, ApiError> {
+    let body: VersionsBody = parse_body(&body)?;
+    ensure(&state).await?;
+    check_uuid(&id)?;
+    let mut found = versions_of(&state, &id).await?;
+    if let Some(m) = body.metadata.filter(|m| !m.is_empty()) {
+        found.retain(|v| {
+            m.iter()
+                .all(|(k, want)| v.get("metadata").and_then(|x| x.get(k)) == Some(want))
+        });
+    }
+    let found: Vec<Json_> = found
+        .into_iter()
+        .skip(body.offset.unwrap_or(0))
+        .take(body.limit.unwrap_or(10))
+        .collect();
+    if found.is_empty() {
+        return Err(ApiError::not_found(format!("Assistant {id} not found")));
+    }
+    Ok(Json(found))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct LatestBody {
+    version: Option<u64>,
+}
+
+/// `POST /assistants/{assistant_id}/latest`: makes a stored version the current one.
+pub(crate) async fn set_latest(
+    axum::extract::State(state): Shared,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Json_>, ApiError> {
+    let body: LatestBody = parse_body(&body)?;
+    ensure(&state).await?;
+    check_uuid(&id)?;
+    let version = body
+        .version
+        .ok_or_else(|| ApiError::invalid("version is required"))?;
+    let mut record = state
+        .records
+        .get(Kind::Assistant, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("Assistant {id} not found")))?;
+    let entry = state
+        .records
+        .get(Kind::AssistantVersion, &format!("{id}:{version}"))
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!("Version {version} not found for assistant {id}"))
+        })?;
+    if let Some(o) = record.as_object_mut() {
+        for key in [
+            "graph_id",
+            "config",
+            "context",
+            "metadata",
+            "name",
+            "description",
+        ] {
+            o.insert(key.into(), entry.get(key).cloned().unwrap_or(Json_::Null));
+        }
+        o.insert("version".into(), json!(version));
+        o.insert("updated_at".into(), json!(now_iso()));
+    }
+    state
+        .records
+        .put(Kind::Assistant, &id, record.clone())
+        .await?;
+    Ok(Json(record))
+}
+
+/// 404 unless `graph_id` is a registered graph.
+fn check_graph(state: &AppState, graph_id: &str) -> Result<(), ApiError> {
+    if state.graphs.contains_key(graph_id) {
+        return Ok(());
+    }
+    let mut known: Vec<&String> = state.graphs.keys().collect();
+    known.sort();
+    Err(ApiError::not_found(format!(
+        "Graph '{graph_id}' not found. Expected one of: {known:?}"
+    )))
+}
+
+/// `DELETE /assistants/{assistant_id}`: 204, or 404 for an unknown id.
+pub(crate) async fn delete(
+    axum::extract::State(state): Shared,
+    Path(id): Path<String>,
+) -> Result<axum::http::StatusCode, ApiError> {
+    ensure(&state).await?;
+    check_uuid(&id)?;
+    if state.records.get(Kind::Assistant, &id).await?.is_none() {
+        return Err(ApiError::not_found(format!("Assistant {id} not found")));
+    }
+    for v in versions_of(&state, &id).await? {
+        let version = v.get("version").and_then(Json_::as_u64).unwrap_or(0);
+        state
+            .records
+            .delete(Kind::AssistantVersion, &format!("{id}:{version}"))
+            .await?;
+    }
+    state.records.delete(Kind::Assistant, &id).await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
 }
 
 #[derive(Deserialize, Default)]
@@ -219,4 +551,67 @@ pub(crate) async fn graph(
         })
         .collect();
     Ok(Json(json!({ "nodes": nodes, "edges": edges })))
+}
+
+/// A JSON Schema object with these keys, their types unknown (`{}`).
+fn object_schema(keys: &[String]) -> Json_ {
+    let properties: JsonMap<String, Json_> = keys.iter().map(|k| (k.clone(), json!({}))).collect();
+    json!({ "type": "object", "properties": properties })
+}
+
+/// The schemas of a graph with these state keys, under the reference's keys.
+fn schemas_of(keys: &[String]) -> Json_ {
+    let schema = object_schema(keys);
+    json!({
+        "input_schema": schema,
+        "output_schema": schema,
+        "state_schema": schema,
+        "config_schema": null,
+        "context_schema": null,
+    })
+}
+
+/// `GET /assistants/{assistant_id}/schemas`.
+pub(crate) async fn schemas(
+    axum::extract::State(state): Shared,
+    Path(id): Path<String>,
+) -> Result<Json<Json_>, ApiError> {
+    let assistant = resolve(&state, &id).await?;
+    let graph_id = field_str(&assistant, "graph_id");
+    let graph = state
+        .graphs
+        .get(graph_id)
+        .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
+    let mut out = schemas_of(&graph.state_keys());
+    if let Some(o) = out.as_object_mut() {
+        o.insert("graph_id".into(), json!(graph_id));
+    }
+    Ok(Json(out))
+}
+
+/// `GET /assistants/{assistant_id}/subgraphs`: each subgraph node's schemas, by node name
+/// (`{}` when there are none).
+pub(crate) async fn subgraphs(
+    axum::extract::State(state): Shared,
+    Path(id): Path<String>,
+) -> Result<Json<Json_>, ApiError> {
+    let assistant = resolve(&state, &id).await?;
+    let graph_id = field_str(&assistant, "graph_id");
+    let graph = state
+        .graphs
+        .get(graph_id)
+        .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
+    let out: JsonMap<String, Json_> = graph
+        .subgraph_nodes()
+        .into_iter()
+        .map(|(name, keys)| (name, schemas_of(&keys)))
+        .collect();
+    Ok(Json(Json_::Object(out)))
+}
+
+/// 422 unless `id` is a UUID, as the reference checks assistant ids in paths.
+fn check_uuid(id: &str) -> Result<(), ApiError> {
+    Uuid::parse_str(id)
+        .map(drop)
+        .map_err(|_| ApiError::invalid("Invalid assistant ID: must be a UUID"))
 }

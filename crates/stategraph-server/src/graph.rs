@@ -52,6 +52,10 @@ pub(crate) trait ServedGraph: Send + Sync {
     ) -> BoxFuture<'a, Result<CheckpointConfig, GraphError>>;
 
     fn topology(&self) -> Topology;
+
+    fn state_keys(&self) -> Vec<String>;
+
+    fn subgraph_nodes(&self) -> Vec<(String, Vec<String>)>;
 }
 
 impl<S: State> ServedGraph for CompiledGraph<S> {
@@ -102,5 +106,13 @@ impl<S: State> ServedGraph for CompiledGraph<S> {
 
     fn topology(&self) -> Topology {
         CompiledGraph::topology(self)
+    }
+
+    fn state_keys(&self) -> Vec<String> {
+        CompiledGraph::state_keys(self)
+    }
+
+    fn subgraph_nodes(&self) -> Vec<(String, Vec<String>)> {
+        CompiledGraph::subgraph_nodes(self)
     }
 }

@@ -22,6 +22,8 @@ const SCAN_LIMIT: usize = 100_000;
 pub(crate) enum Kind {
     Thread,
     Assistant,
+    /// One version of an assistant, keyed `{assistant_id}:{version}`.
+    AssistantVersion,
     Run,
 }
 
@@ -30,6 +32,7 @@ impl Kind {
         match self {
             Kind::Thread => "threads",
             Kind::Assistant => "assistants",
+            Kind::AssistantVersion => "assistant_versions",
             Kind::Run => "runs",
         }
     }

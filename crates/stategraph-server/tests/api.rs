@@ -842,3 +842,316 @@ async fn an_api_key_guards_every_route_but_the_meta_ones() {
     .await;
     assert_eq!(res.status(), StatusCode::OK);
 }
+
+#[tokio::test]
+async fn assistants_are_created_found_used_and_deleted() {
+    let (app, store) = server();
+    let id = "3f1c0a52-9a0e-4b6e-8d3c-2f5a1b7c9d01";
+    let body = json!({
+        "assistant_id": id,
+        "graph_id": "seed",
+        "context": {"model": "m1"},
+        "metadata": {"team": "blue"},
+        "name": "Blue seed",
+        "description": "for tests",
+    });
+    let (status, a) = json_call(&app, Method::POST, "/assistants", Some(body.clone())).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(a["assistant_id"], id);
+    assert_eq!(a["graph_id"], "seed");
+    assert_eq!(a["version"], 1);
+    assert_eq!(a["context"], json!({"model": "m1"}));
+    assert_eq!(a["config"], json!({"configurable": {"model": "m1"}}));
+    assert_eq!(a["description"], "for tests");
+    let stored = store
+        .get(&[NAMESPACE_ROOT, "assistants"], id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.value, a);
+
+    // A taken id: 409 by default, the stored assistant with `do_nothing`.
+    let (status, _) = json_call(&app, Method::POST, "/assistants", Some(body.clone())).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let mut again = body.clone();
+    again["if_exists"] = json!("do_nothing");
+    again["name"] = json!("other");
+    let (status, same) = json_call(&app, Method::POST, "/assistants", Some(again)).await;
+    assert_eq!((status, same), (StatusCode::OK, a.clone()));
+
+    // An unknown graph is 404; configurable and context together 400; a bad id 422.
+    let (status, _) = json_call(
+        &app,
+        Method::POST,
+        "/assistants",
+        Some(json!({"graph_id": "nope"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = json_call(
+        &app,
+        Method::POST,
+        "/assistants",
+        Some(
+            json!({"graph_id": "seed", "config": {"configurable": {"a": 1}}, "context": {"b": 2}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = json_call(
+        &app,
+        Method::POST,
+        "/assistants",
+        Some(json!({"graph_id": "seed", "assistant_id": "not-a-uuid"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    // Without an id: a fresh uuid, named "Untitled".
+    let (status, b) = json_call(
+        &app,
+        Method::POST,
+        "/assistants",
+        Some(json!({"graph_id": "seed", "metadata": {"team": "red"}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(b["name"], "Untitled");
+    assert!(uuid::Uuid::parse_str(b["assistant_id"].as_str().unwrap()).is_ok());
+
+    // Search and count honour graph_id, metadata and name.
+    let (_, n) = json_call(
+        &app,
+        Method::POST,
+        "/assistants/count",
+        Some(json!({"graph_id": "seed"})),
+    )
+    .await;
+    assert_eq!(n, json!(3));
+    let (_, found) = json_call(
+        &app,
+        Method::POST,
+        "/assistants/search",
+        Some(json!({"metadata": {"team": "blue"}})),
+    )
+    .await;
+    assert_eq!(found, json!([a.clone()]));
+    let (_, n) = json_call(
+        &app,
+        Method::POST,
+        "/assistants/count",
+        Some(json!({"name": "blue"})),
+    )
+    .await;
+    assert_eq!(n, json!(1));
+
+    // A run with the assistant carries its context, under the request's.
+    let thread = new_thread(&app).await;
+    let (status, run) = json_call(
+        &app,
+        Method::POST,
+        &format!("/threads/{thread}/runs/wait"),
+        Some(json!({"assistant_id": id, "input": {"foo": "", "bar": []}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(run["foo"], "b");
+    let (_, runs) = json_call(&app, Method::GET, &format!("/threads/{thread}/runs"), None).await;
+    assert_eq!(runs[0]["assistant_id"], id);
+    assert_eq!(runs[0]["kwargs"]["context"], json!({"model": "m1"}));
+
+    // Delete: 204, then 404.
+    let (status, _) = call(&app, Method::DELETE, &format!("/assistants/{id}"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = call(&app, Method::DELETE, &format!("/assistants/{id}"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = call(&app, Method::GET, &format!("/assistants/{id}"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn assistant_updates_make_versions() {
+    let (app, store) = server();
+    let (_, a) = json_call(
+        &app,
+        Method::POST,
+        "/assistants",
+        Some(json!({"graph_id": "seed", "context": {"model": "m1"}, "metadata": {"a": 1}, "name": "one"})),
+    )
+    .await;
+    let id = a["assistant_id"].as_str().unwrap().to_owned();
+    let (status, b) = json_call(
+        &app,
+        Method::PATCH,
+        &format!("/assistants/{id}"),
+        Some(json!({"context": {"model": "m2"}, "metadata": {"b": 2}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(b["version"], 2);
+    assert_eq!(b["name"], "one");
+    assert_eq!(b["context"], json!({"model": "m2"}));
+    assert_eq!(b["config"], json!({"configurable": {"model": "m2"}}));
+    assert_eq!(b["metadata"], json!({"a": 1, "b": 2}));
+    let (_, c) = json_call(
+        &app,
+        Method::PATCH,
+        &format!("/assistants/{id}"),
+        Some(json!({"name": "three"})),
+    )
+    .await;
+    assert_eq!(
+        (c["version"].clone(), c["name"].clone()),
+        (json!(3), json!("three"))
+    );
+    let (status, _) = json_call(
+        &app,
+        Method::PATCH,
+        &format!("/assistants/{id}"),
+        Some(json!({"graph_id": "nope"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // Versions, newest first; paged; filtered by metadata.
+    let (status, versions) = json_call(
+        &app,
+        Method::POST,
+        &format!("/assistants/{id}/versions"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let numbers: Vec<&Json> = versions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| &v["version"])
+        .collect();
+    assert_eq!(numbers, [&json!(3), &json!(2), &json!(1)]);
+    assert_eq!(versions[2]["context"], json!({"model": "m1"}));
+    let (_, page) = json_call(
+        &app,
+        Method::POST,
+        &format!("/assistants/{id}/versions"),
+        Some(json!({"limit": 1, "offset": 1, "metadata": {"b": 2}})),
+    )
+    .await;
+    assert_eq!(page.as_array().unwrap().len(), 1);
+    assert_eq!(page[0]["version"], 2);
+    assert!(
+        store
+            .get(&[NAMESPACE_ROOT, "assistant_versions"], &format!("{id}:2"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // Back to version 1; the next update is version 4.
+    let (status, back) = json_call(
+        &app,
+        Method::POST,
+        &format!("/assistants/{id}/latest"),
+        Some(json!({"version": 1})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(back["version"], 1);
+    assert_eq!(back["name"], "one");
+    assert_eq!(back["context"], json!({"model": "m1"}));
+    let (_, got) = json_call(&app, Method::GET, &format!("/assistants/{id}"), None).await;
+    assert_eq!(got, back);
+    let (status, _) = json_call(
+        &app,
+        Method::POST,
+        &format!("/assistants/{id}/latest"),
+        Some(json!({"version": 9})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, d) = json_call(
+        &app,
+        Method::PATCH,
+        &format!("/assistants/{id}"),
+        Some(json!({"description": "four"})),
+    )
+    .await;
+    assert_eq!(d["version"], 4);
+
+    // Default assistants have version 1 too; unknown ids are 404.
+    let (_, seed) = json_call(&app, Method::GET, "/assistants/seed", None).await;
+    let seed_id = seed["assistant_id"].as_str().unwrap();
+    let (status, v) = json_call(
+        &app,
+        Method::POST,
+        &format!("/assistants/{seed_id}/versions"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(v[0]["version"], 1);
+    let (status, _) = json_call(
+        &app,
+        Method::PATCH,
+        "/assistants/3f1c0a52-9a0e-4b6e-8d3c-2f5a1b7c9d09",
+        Some(json!({"name": "x"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let (status, _) = call(&app, Method::DELETE, "/assistants/seed", None).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+
+    // Deleting drops the versions.
+    let (status, _) = call(&app, Method::DELETE, &format!("/assistants/{id}"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = json_call(
+        &app,
+        Method::POST,
+        &format!("/assistants/{id}/versions"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn assistant_schemas_and_subgraphs() {
+    let (app, _) = server();
+    let (status, s) = json_call(&app, Method::GET, "/assistants/seed/schemas", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let object = json!({"type": "object", "properties": {"foo": {}, "bar": {}}});
+    assert_eq!(s["graph_id"], "seed");
+    assert_eq!(s["input_schema"], object);
+    assert_eq!(s["output_schema"], object);
+    assert_eq!(s["state_schema"], object);
+    assert!(s["config_schema"].is_null() && s["context_schema"].is_null());
+    let (status, sub) = json_call(&app, Method::GET, "/assistants/seed/subgraphs", None).await;
+    assert_eq!((status, sub), (StatusCode::OK, json!({})));
+    let (status, _) = json_call(&app, Method::GET, "/assistants/nope/schemas", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let mut child = StateGraph::<DynState>::with_schema(Schema::new().last_value("foo"));
+    child.add_node("inner", |_s, _c| async {
+        Ok(Map::from_iter([("foo", value!("inner"))]))
+    });
+    child.add_edge(START, "inner").add_edge("inner", END);
+    let mut parent =
+        StateGraph::<DynState>::with_schema(Schema::new().last_value("foo").last_value("baz"));
+    parent.add_subgraph("child", child.compile().unwrap());
+    parent.add_edge(START, "child").add_edge("child", END);
+    let app = Server::builder()
+        .graph("parent", parent.compile().unwrap())
+        .checkpointer(Arc::new(InMemorySaver::new()))
+        .store(Arc::new(InMemoryStore::new()))
+        .build()
+        .unwrap()
+        .router();
+    let (status, sub) = json_call(&app, Method::GET, "/assistants/parent/subgraphs", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        sub["child"]["state_schema"],
+        json!({"type": "object", "properties": {"foo": {}}})
+    );
+    assert_eq!(sub.as_object().unwrap().len(), 1);
+}

@@ -110,6 +110,42 @@ async fn python_sdk_drives_the_seed_graph() {
     assert_eq!(out["missing_thread"], 404);
 }
 
+#[tokio::test]
+async fn python_sdk_manages_assistants() {
+    let (base, serving, _dir) = serve_seed().await;
+    let script = stategraph_testkit::python::repo_root()
+        .join("crates/stategraph/tests/sdk/assistants_flow.py");
+    let out: Json = tokio::task::spawn_blocking(move || {
+        stategraph_testkit::python::run_python_json([script.as_os_str(), base.as_ref()], "")
+    })
+    .await
+    .unwrap();
+    serving.abort();
+
+    assert_eq!(
+        out["created"],
+        json!({"graph_id": "seed", "context": {"model": "m1"},
+               "config": {"configurable": {"model": "m1"}}, "version": 1, "name": "Blue"})
+    );
+    assert_eq!(out["do_nothing_name"], "Blue");
+    assert_eq!(
+        out["updated"],
+        json!({"version": 2, "name": "Blue 2", "metadata": {"team": "blue", "n": 2}})
+    );
+    assert_eq!(out["versions"], json!([2, 1]));
+    assert_eq!(out["latest"], json!({"version": 1, "name": "Blue"}));
+    assert_eq!(out["count_blue"], 1);
+    assert_eq!(out["search_name"], json!(["Blue"]));
+    assert_eq!(
+        out["schemas"],
+        json!({"graph_id": "seed",
+               "state": {"type": "object", "properties": {"foo": {}, "bar": {}}}})
+    );
+    assert_eq!(out["subgraphs"], json!({}));
+    assert_eq!(out["run"], json!({"foo": "b", "bar": ["a", "b"]}));
+    assert_eq!(out["after_delete"], 404);
+}
+
 /// What the transcript comparison leaves out, on both sides:
 /// - `kwargs.config.configurable` keys starting with `__` (`__after_seconds__`,
 ///   `__request_start_time_ms__`, `__pregel_node_finished`): the reference's private keys;
