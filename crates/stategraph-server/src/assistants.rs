@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use crate::app::{AppState, Shared};
 use crate::error::ApiError;
-use crate::records::{Kind, field_str, sort_and_page};
+use crate::records::{Kind, Paging, field_str};
 use crate::threads::parse_body;
 
 /// LangGraph's namespace for default assistant ids (`uuid5(NAMESPACE_GRAPH, graph_id)`).
@@ -434,10 +434,8 @@ struct SearchBody {
     metadata: Option<JsonMap<String, Json_>>,
     graph_id: Option<String>,
     name: Option<String>,
-    limit: Option<usize>,
-    offset: Option<usize>,
-    sort_by: Option<String>,
-    sort_order: Option<String>,
+    #[serde(flatten)]
+    paging: Paging,
 }
 
 /// `POST /assistants/search`.
@@ -463,15 +461,7 @@ async fn find(state: &AppState, body: SearchBody) -> Result<Vec<Json_>, ApiError
         let name = name.to_lowercase();
         found.retain(|a| field_str(a, "name").to_lowercase().contains(&name));
     }
-    let key = body.sort_by.unwrap_or_else(|| "created_at".into());
-    let desc = body.sort_order.as_deref() != Some("asc");
-    Ok(sort_and_page(
-        found,
-        &key,
-        desc,
-        body.offset.unwrap_or(0),
-        body.limit.unwrap_or(10),
-    ))
+    Ok(body.paging.apply(found))
 }
 
 /// `GET /assistants/{assistant_id}`.
@@ -500,8 +490,7 @@ pub(crate) async fn count(
         metadata: body.metadata,
         graph_id: body.graph_id,
         name: body.name,
-        limit: Some(usize::MAX),
-        ..SearchBody::default()
+        paging: Paging::all(),
     };
     Ok(Json(find(&state, search).await?.len()))
 }

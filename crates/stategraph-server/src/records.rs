@@ -99,6 +99,40 @@ impl Records {
     }
 }
 
+/// The order and paging fields of a search body, with the reference's defaults: by
+/// `created_at`, newest first, 10 from the start.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct Paging {
+    limit: Option<usize>,
+    offset: Option<usize>,
+    sort_by: Option<String>,
+    sort_order: Option<String>,
+}
+
+impl Paging {
+    /// Every record, in the default order (for counting).
+    pub(crate) fn all() -> Self {
+        Self {
+            limit: Some(usize::MAX),
+            ..Self::default()
+        }
+    }
+
+    /// Sorts and pages `records` as asked.
+    pub(crate) fn apply(self, records: Vec<Json>) -> Vec<Json> {
+        let key = self.sort_by.as_deref().unwrap_or("created_at");
+        let desc = self.sort_order.as_deref() != Some("asc");
+        sort_and_page(
+            records,
+            key,
+            desc,
+            self.offset.unwrap_or(0),
+            self.limit.unwrap_or(10),
+        )
+    }
+}
+
 /// Sorts `records` by the string field `key` (`desc`: newest first) and pages them.
 pub(crate) fn sort_and_page(
     mut records: Vec<Json>,

@@ -15,7 +15,7 @@ use crate::app::{AppState, Shared};
 use crate::convert::{checkpoint_id_of, checkpoint_json, input_map, thread_state};
 use crate::error::ApiError;
 use crate::graph::ServedGraph;
-use crate::records::{Kind, field_str, sort_and_page};
+use crate::records::{Kind, Paging, field_str};
 
 /// Parses a JSON request body (an empty body is `{}`), or answers 422.
 pub(crate) fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
@@ -117,10 +117,8 @@ struct SearchBody {
     values: Option<JsonMap<String, Json_>>,
     status: Option<String>,
     ids: Option<Vec<String>>,
-    limit: Option<usize>,
-    offset: Option<usize>,
-    sort_by: Option<String>,
-    sort_order: Option<String>,
+    #[serde(flatten)]
+    paging: Paging,
 }
 
 /// `POST /threads/search`.
@@ -134,15 +132,7 @@ pub(crate) async fn search(
     if let Some(ids) = body.ids {
         found.retain(|t| ids.iter().any(|id| id == field_str(t, "thread_id")));
     }
-    let key = body.sort_by.unwrap_or_else(|| "created_at".into());
-    let desc = body.sort_order.as_deref() != Some("asc");
-    Ok(Json(sort_and_page(
-        found,
-        &key,
-        desc,
-        body.offset.unwrap_or(0),
-        body.limit.unwrap_or(10),
-    )))
+    Ok(Json(body.paging.apply(found)))
 }
 
 #[derive(Deserialize, Default)]
