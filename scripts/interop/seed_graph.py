@@ -14,7 +14,9 @@ snapshot_frequency=DELTA_K)]`, DELTA_K from the environment, default 10: stategr
 `sub` is a compiled subgraph one → two over the same state), or `hitl` (START → ask, which
 calls `interrupt({"question": "approve?"})` and logs the answer).
 ACTIONS, in order: `run` (invoke with the graph's standard input), `resume` (invoke(None)),
-`resume_yes` (invoke(Command(resume="yes"))), `turns:N` (N chat turns of the `dchat` graph),
+`resume_yes` (invoke(Command(resume="yes"))), `resume_yes_logged`
+(invoke(Command(resume="yes", update={"log": ["cmd"]}))), `command_left`
+(invoke(Command(update={"log": ["cmd"]}, goto="left"))), `turns:N` (N chat turns of the `dchat` graph),
 `history` (print get_state_history as JSON), `state` (print get_state as JSON), `update`
 (update_state with {"foo": "upd", "bar": ["u"]} as the default node), `update_as_a`
 (update_state with {"foo": "x"} as node_a), `messages` (the `chat` graph's messages as
@@ -203,6 +205,10 @@ def main(db, graph_name, thread, actions):
             graph.invoke(None, config)
         elif action == "resume_yes":
             graph.invoke(Command(resume="yes"), config)
+        elif action == "resume_yes_logged":
+            graph.invoke(Command(resume="yes", update={"log": ["cmd"]}), config)
+        elif action == "command_left":
+            graph.invoke(Command(update={"log": ["cmd"]}, goto="left"), config)
         elif action.startswith("turns:"):
             for _ in range(int(action.split(":")[1])):
                 have = graph.get_state(config).values.get("messages", [])

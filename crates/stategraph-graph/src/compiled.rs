@@ -367,8 +367,18 @@ impl<S: State> CompiledGraph<S> {
         Ok(out)
     }
 
+    /// Whether `name` is a node of this graph.
+    pub(crate) fn has_node(&self, name: &str) -> bool {
+        self.nodes.iter().any(|n| n.name == name)
+    }
+
+    /// The names of the graph's nodes, in the order they were added.
+    pub(crate) fn node_names(&self) -> Vec<&str> {
+        self.nodes.iter().map(|n| n.name.as_str()).collect()
+    }
+
     fn check_node(&self, from: &str, dest: &str) -> Result<(), NodeError> {
-        if dest == START || !self.nodes.iter().any(|n| n.name == dest) {
+        if dest == START || !self.has_node(dest) {
             return Err(NodeError::new(format!(
                 "`{from}` routed to unknown node `{dest}`"
             )));
@@ -506,11 +516,13 @@ impl<S: State> CompiledGraph<S> {
         Ok(out)
     }
 
-    /// Applies the writes stored against a checkpoint by no task (`NULL_TASK_ID`: the
-    /// updates of `update_state(values, as_node=None)`-style resumes), as the next run would
-    /// before preparing its tasks.
+    /// Applies the writes stored against a checkpoint by no task (`NULL_TASK_ID`: resume
+    /// answers and command inputs' updates and routing), as the next run would before
+    /// preparing its tasks (with the saver's versions, so that the routing schedules its
+    /// nodes; without, only the values change).
     pub(crate) fn apply_null_writes(
         &self,
+        saver: Option<&dyn CheckpointSaver>,
         checkpoint: &mut stategraph_checkpoint::Checkpoint,
         channels: &mut Channels,
         pending: &[stategraph_checkpoint::PendingWrite],
@@ -531,11 +543,14 @@ impl<S: State> CompiledGraph<S> {
             writes,
             input: None,
         };
+        let next = saver.map(|s| {
+            move |cur: Option<&stategraph_checkpoint::ChannelVersion>| s.get_next_version(cur)
+        });
         apply_writes(
             checkpoint,
             channels,
             &[&input],
-            None,
+            next.as_ref().map(|f| f as &crate::step::NextVersion<'_>),
             &self.trigger_channels,
         )?;
         Ok(())
@@ -550,7 +565,6 @@ impl<S: State> CompiledGraph<S> {
     ) -> Result<StateSnapshot, GraphError> {
         let mut checkpoint = saved.checkpoint;
         let mut channels = channels_from_checkpoint(&self.channel_specs, &checkpoint);
-        self.apply_null_writes(&mut checkpoint, &mut channels, &saved.pending_writes)?;
         let step = saved.metadata.step.unwrap_or(-1) + 1;
         let mut tasks = prepare_next_tasks(
             &checkpoint,
@@ -560,6 +574,9 @@ impl<S: State> CompiledGraph<S> {
             &saved.config.checkpoint_ns,
             None,
         );
+        // Writes without a task (resume answers, a command's update and routing) show in
+        // the values; the tasks are the checkpoint's own, as LangGraph reports them.
+        self.apply_null_writes(None, &mut checkpoint, &mut channels, &saved.pending_writes)?;
         let mut errors: HashMap<String, String> = HashMap::new();
         let mut raised: HashMap<String, Vec<crate::interrupt::Interrupt>> = HashMap::new();
         let mut results: HashMap<String, Vec<(String, Value)>> = HashMap::new();

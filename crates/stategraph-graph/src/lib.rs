@@ -64,7 +64,7 @@ pub use error::{GraphError, NodeError, NodeErrorSource};
 pub use graph::{ConditionalEdges, END, PathMapEntry, START, StateGraph};
 pub use interrupt::{Interrupt, Resume};
 pub use messages::REMOVE_ALL_MESSAGES;
-pub use node::{Command, Goto, NodeContext, NodeFuture, NodeOutput, Send};
+pub use node::{Command, Goto, NodeContext, NodeFuture, NodeOutput, RunCommand, Send};
 pub use repair::{ChannelRepair, RepairPlan};
 pub use retry::{RetryOn, RetryPolicy};
 pub use state::{DynState, Schema, State, Values, from_value, to_value};

@@ -299,3 +299,88 @@ pub(crate) fn parse_send(
     let node = parts.first()?.as_str()?.to_owned();
     Some((node, parts.get(1).cloned().unwrap_or_default()))
 }
+
+/// A run's input as LangGraph's `Command` (`invoke(Command(resume=…, update=…, goto=…))`).
+///
+/// Unlike new input, a command acts on the thread where it stands: it answers pending
+/// interrupts, writes a state update as if no node had (through the reducers), and schedules
+/// nodes (or [`Send`]s) for the next step. Its writes are saved against the checkpoint the
+/// run starts from without a task, as LangGraph saves them, so Python reading the thread
+/// applies them the same way. Run it with
+/// [`CompiledGraph::invoke_command`](crate::CompiledGraph::invoke_command) (or the `_values`
+/// and `stream_` forms).
+///
+/// ```
+/// use stategraph_checkpoint::{Map, value};
+/// use stategraph_graph::{Resume, RunCommand};
+/// let approve: RunCommand<Map> = RunCommand::resume(Resume::Value(value!("yes")));
+/// let redo = RunCommand::update(Map::from_iter([("foo", value!("edited"))])).with_goto("node_b");
+/// assert!(redo.resume.is_none() && redo.goto.len() == 1 && approve.update.is_none());
+/// ```
+#[derive(Clone, Debug)]
+pub struct RunCommand<U> {
+    /// Answers to pending interrupts.
+    pub resume: Option<crate::interrupt::Resume>,
+    /// A state update, applied before the next step.
+    pub update: Option<U>,
+    /// Nodes (or `Send`s) to run in the next step, besides those already due.
+    pub goto: Vec<Goto<U>>,
+}
+
+impl<U> RunCommand<U> {
+    /// A command that answers pending interrupts.
+    pub fn resume(resume: crate::interrupt::Resume) -> Self {
+        Self {
+            resume: Some(resume),
+            update: None,
+            goto: Vec::new(),
+        }
+    }
+
+    /// A command that updates the state.
+    pub fn update(update: U) -> Self {
+        Self {
+            resume: None,
+            update: Some(update),
+            goto: Vec::new(),
+        }
+    }
+
+    /// A command that schedules a node (or a [`Send`]).
+    pub fn goto(goto: impl Into<Goto<U>>) -> Self {
+        Self {
+            resume: None,
+            update: None,
+            goto: vec![goto.into()],
+        }
+    }
+
+    /// Also answers pending interrupts.
+    pub fn with_resume(mut self, resume: crate::interrupt::Resume) -> Self {
+        self.resume = Some(resume);
+        self
+    }
+
+    /// Also updates the state.
+    pub fn with_update(mut self, update: U) -> Self {
+        self.update = Some(update);
+        self
+    }
+
+    /// Also schedules a node (or a [`Send`]); call again for more.
+    pub fn with_goto(mut self, goto: impl Into<Goto<U>>) -> Self {
+        self.goto.push(goto.into());
+        self
+    }
+
+    /// Whether the command does nothing (LangGraph refuses such a command).
+    pub fn is_empty(&self) -> bool {
+        self.resume.is_none() && self.update.is_none() && self.goto.is_empty()
+    }
+}
+
+impl<U> From<crate::interrupt::Resume> for RunCommand<U> {
+    fn from(resume: crate::interrupt::Resume) -> Self {
+        Self::resume(resume)
+    }
+}

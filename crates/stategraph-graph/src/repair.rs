@@ -126,7 +126,12 @@ impl<S: State> CompiledGraph<S> {
             let updates = source == Some(CheckpointSource::Update);
             let mut tasks: Vec<Task> = Vec::new();
             if !updates {
-                self.apply_null_writes(&mut checkpoint, &mut channels, &parent.pending_writes)?;
+                self.apply_null_writes(
+                    Some(saver.as_ref()),
+                    &mut checkpoint,
+                    &mut channels,
+                    &parent.pending_writes,
+                )?;
                 let step = parent.metadata.step.unwrap_or(-1) + 1;
                 tasks = crate::step::prepare_next_tasks(
                     &checkpoint,

@@ -5,8 +5,11 @@ use std::sync::Arc;
 use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::{Map as JsonMap, Value as Json_, json};
+use stategraph_checkpoint::Map;
 use stategraph_checkpoint::{Value, now_iso, uuid6};
-use stategraph_graph::{Durability, Resume, RunConfig, StateSnapshot, StreamMode};
+use stategraph_graph::{
+    Durability, Goto, Resume, RunCommand, RunConfig, Send, StateSnapshot, StreamMode,
+};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::app::{AppState, Cancel, CancelAction};
@@ -218,21 +221,107 @@ fn run_config(
 
 fn run_start(body: &RunBody) -> Result<RunStart, ApiError> {
     if let Some(command) = body.command.as_ref().filter(|c| !c.is_null()) {
-        let Some(command) = command.as_object() else {
-            return Err(ApiError::invalid("command must be an object"));
-        };
-        if command.keys().any(|k| k != "resume") {
-            return Err(ApiError::invalid(
-                "only `command.resume` is supported (not `update` or `goto`)",
-            ));
-        }
-        let resume = command.get("resume").cloned().unwrap_or(Json_::Null);
-        return Ok(RunStart::Resume(Resume::Value(Value::from(resume))));
+        return Ok(RunStart::Command(run_command(command)?));
     }
     match body.input.clone() {
         None | Some(Json_::Null) => Ok(RunStart::Continue),
         Some(v) => Ok(RunStart::Input(input_map(v, "input")?)),
     }
+}
+
+/// A run's `command`: `resume` (one answer, or answers by interrupt id), `update` (a map of
+/// state keys, or a list of `[key, value]` pairs) and `goto` (a node, a `Send` as
+/// `{"node", "input"}`, or a list of them), as LangGraph's `Command`.
+fn run_command(command: &Json_) -> Result<RunCommand<Map>, ApiError> {
+    let Some(fields) = command.as_object() else {
+        return Err(ApiError::invalid("command must be an object"));
+    };
+    if let Some(k) = fields
+        .keys()
+        .find(|k| !matches!(k.as_str(), "resume" | "update" | "goto"))
+    {
+        return Err(ApiError::invalid(format!(
+            "command.{k} is not a field of a command (resume, update, goto)"
+        )));
+    }
+    let mut out = RunCommand {
+        resume: None,
+        update: None,
+        goto: Vec::new(),
+    };
+    match fields.get("resume") {
+        None | Some(Json_::Null) => {}
+        Some(Json_::Object(map)) if !map.is_empty() && map.keys().all(|k| is_interrupt_id(k)) => {
+            out.resume = Some(Resume::ById(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), Value::from(v.clone())))
+                    .collect(),
+            ));
+        }
+        Some(v) => out.resume = Some(Resume::Value(Value::from(v.clone()))),
+    }
+    match fields.get("update") {
+        None | Some(Json_::Null) => {}
+        Some(Json_::Object(_)) => {
+            out.update = Some(input_map(fields["update"].clone(), "command.update")?);
+        }
+        Some(Json_::Array(pairs)) => {
+            let mut map = serde_json::Map::new();
+            for (i, pair) in pairs.iter().enumerate() {
+                match pair.as_array().map(Vec::as_slice) {
+                    Some([Json_::String(k), v]) => {
+                        map.insert(k.clone(), v.clone());
+                    }
+                    _ => {
+                        return Err(ApiError::invalid(format!(
+                            "command.update[{i}] must be a [key, value] pair"
+                        )));
+                    }
+                }
+            }
+            out.update = Some(input_map(Json_::Object(map), "command.update")?);
+        }
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "command.update must be an object or a list of [key, value] pairs",
+            ));
+        }
+    }
+    let gotos = match fields.get("goto") {
+        None | Some(Json_::Null) => Vec::new(),
+        Some(Json_::Array(items)) => items.iter().collect(),
+        Some(one) => vec![one],
+    };
+    for (i, goto) in gotos.into_iter().enumerate() {
+        out.goto.push(match goto {
+            Json_::String(node) => Goto::Node(node.clone()),
+            Json_::Object(send) => {
+                let Some(node) = send.get("node").and_then(Json_::as_str) else {
+                    return Err(ApiError::invalid(format!(
+                        "command.goto[{i}] is a Send without a `node`"
+                    )));
+                };
+                let arg = input_map(
+                    send.get("input")
+                        .cloned()
+                        .unwrap_or(Json_::Object(Default::default())),
+                    "command.goto input",
+                )?;
+                Goto::Send(Send::new(node, arg))
+            }
+            _ => {
+                return Err(ApiError::invalid(format!(
+                    "command.goto[{i}] must be a node name or a Send ({{\"node\", \"input\"}})"
+                )));
+            }
+        });
+    }
+    Ok(out)
+}
+
+/// LangGraph's interrupt ids: 32 lowercase hex digits.
+fn is_interrupt_id(key: &str) -> bool {
+    key.len() == 32 && key.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// Starts a run of `body` on `thread_id` (`None`: a stateless run on a temporary thread).

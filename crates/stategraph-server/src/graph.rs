@@ -6,7 +6,7 @@ use futures_util::stream::BoxStream;
 use serde_json::Value as Json;
 use stategraph_checkpoint::{CheckpointConfig, Map};
 use stategraph_graph::{
-    AsNode, CompiledGraph, GraphError, HistoryOptions, Resume, RunConfig, State, StateSnapshot,
+    AsNode, CompiledGraph, GraphError, HistoryOptions, RunCommand, RunConfig, State, StateSnapshot,
     StreamMode, Topology,
 };
 
@@ -14,8 +14,8 @@ use stategraph_graph::{
 pub(crate) enum RunStart {
     /// New input (a map of state keys).
     Input(Map),
-    /// Answers to pending interrupts.
-    Resume(Resume),
+    /// A command: answers to pending interrupts, an update, routing.
+    Command(RunCommand<Map>),
     /// No input: carry on from the checkpoint.
     Continue,
 }
@@ -67,7 +67,7 @@ impl<S: State> ServedGraph for CompiledGraph<S> {
     ) -> BoxStream<'static, Result<Event, GraphError>> {
         let stream = match start {
             RunStart::Input(input) => self.stream_values(input, config, modes),
-            RunStart::Resume(resume) => self.stream_resume(resume, config, modes),
+            RunStart::Command(command) => self.stream_command_values(command, config, modes),
             RunStart::Continue => self.stream_continue(config, modes),
         };
         stream

@@ -303,6 +303,69 @@ async fn interrupts_leave_the_thread_interrupted_until_resumed() {
 }
 
 #[tokio::test]
+async fn commands_update_route_send_and_answer() {
+    let (app, _) = server();
+    let thread = new_thread(&app).await;
+    let uri = format!("/threads/{thread}/runs/wait");
+    let body = json!({"assistant_id": "seed", "input": {"foo": "", "bar": []}});
+    json_call(&app, Method::POST, &uri, Some(body)).await;
+    // `update` as a map and `goto` a node: node_b runs again after the update.
+    let body = json!({"assistant_id": "seed",
+                      "command": {"update": {"bar": ["u"]}, "goto": "node_b"}});
+    let (status, out) = json_call(&app, Method::POST, &uri, Some(body)).await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    assert_eq!(out, json!({"foo": "b", "bar": ["a", "b", "u", "b"]}));
+    // `update` as [key, value] pairs and a Send with its own input.
+    let body = json!({"assistant_id": "seed",
+                      "command": {"update": [["foo", "pairs"]],
+                                  "goto": [{"node": "node_a", "input": {"foo": "sent"}}]}});
+    let (_, out) = json_call(&app, Method::POST, &uri, Some(body)).await;
+    assert_eq!(out["bar"], json!(["a", "b", "u", "b", "a", "b"]));
+    // resume and update together.
+    let asked = new_thread(&app).await;
+    let uri = format!("/threads/{asked}/runs/wait");
+    let ask = json!({"assistant_id": "ask", "input": {"foo": ""}});
+    json_call(&app, Method::POST, &uri, Some(ask.clone())).await;
+    let body =
+        json!({"assistant_id": "ask", "command": {"resume": "Ada", "update": {"bar": ["x"]}}});
+    let (_, out) = json_call(&app, Method::POST, &uri, Some(body)).await;
+    assert_eq!(out, json!({"foo": "Ada", "bar": ["x"]}));
+    // Resume by interrupt id.
+    json_call(&app, Method::POST, &uri, Some(ask)).await;
+    let (_, t) = json_call(&app, Method::GET, &format!("/threads/{asked}"), None).await;
+    let id = t["interrupts"]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let body = json!({"assistant_id": "ask", "command": {"resume": {id: "Bo"}}});
+    let (_, out) = json_call(&app, Method::POST, &uri, Some(body)).await;
+    assert_eq!(out["foo"], "Bo");
+    // Bad commands: named field and reason; nothing runs.
+    for (command, says) in [
+        (json!({"goto": "nowhere"}), "`nowhere` is not a node"),
+        (json!({"update": {"nope": 1}}), "nope"),
+        (json!({"update": [["foo"]]}), "command.update[0]"),
+        (json!({"resume": "x", "bogus": 1}), "command.bogus"),
+        (json!({"goto": [{"input": {}}]}), "command.goto[0]"),
+    ] {
+        let body = json!({"assistant_id": "seed", "command": command});
+        let (status, body) = call(
+            &app,
+            Method::POST,
+            &format!("/threads/{thread}/runs/wait"),
+            Some(body),
+        )
+        .await;
+        assert!(body.contains(says), "{command}: {status} {body}");
+    }
+}
+
+#[tokio::test]
 async fn failures_stream_an_error_event_and_mark_the_thread() {
     let (app, _) = server();
     let thread = new_thread(&app).await;

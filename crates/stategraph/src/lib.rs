@@ -123,9 +123,9 @@ pub use stategraph_graph::stream;
 pub use stategraph_graph::{
     AsNode, ChannelRepair, ChannelSpec, Command, CompiledGraph, ConditionalEdges, Durability,
     DynState, END, GraphError, HistoryOptions, Interrupt, NodeContext, NodeError, NodeOutput,
-    PathMapEntry, PregelTask, Reducer, RepairPlan, Resume, RetryPolicy, RunConfig, RunStream,
-    START, Schema, StateGraph, StateSnapshot, StateUpdate, StreamEvent, StreamMode, UpdatesEvent,
-    Values,
+    PathMapEntry, PregelTask, Reducer, RepairPlan, Resume, RetryPolicy, RunCommand, RunConfig,
+    RunStream, START, Schema, StateGraph, StateSnapshot, StateUpdate, StreamEvent, StreamMode,
+    UpdatesEvent, Values,
 };
 #[cfg(feature = "mysql")]
 pub use stategraph_mysql::{MySqlConfig, MySqlSaver};
@@ -154,8 +154,8 @@ pub mod prelude {
     pub use stategraph_derive::State;
     pub use stategraph_graph::{
         AsNode, Command, CompiledGraph, Durability, DynState, END, GraphError, HistoryOptions,
-        NodeContext, NodeError, NodeOutput, Reducer, Resume, RunConfig, START, Schema, State,
-        StateGraph, StreamEvent, StreamMode,
+        NodeContext, NodeError, NodeOutput, Reducer, Resume, RunCommand, RunConfig, START, Schema,
+        State, StateGraph, StreamEvent, StreamMode,
     };
     #[cfg(feature = "sqlite")]
     pub use stategraph_sqlite::{SqliteConfig, SqliteSaver};

@@ -28,6 +28,9 @@ on_every_saver!(
     interrupt_after_stops_after_the_node,
     subgraph_resumes_where_it_stopped,
     exit_durability_saves_the_pending_interrupt,
+    command_updates_and_routes_at_a_breakpoint,
+    command_at_a_past_checkpoint_forks,
+    bad_commands_are_refused_before_anything_runs,
 );
 
 fn review_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Doc> {
@@ -345,4 +348,157 @@ async fn exit_durability_saves_the_pending_interrupt(saver: Arc<dyn CheckpointSa
             .len(),
         2
     );
+}
+
+async fn command_updates_and_routes_at_a_breakpoint(saver: Arc<dyn CheckpointSaver>) {
+    let sent = Arc::new(AtomicUsize::new(0));
+    let g = pipeline(saver, Arc::clone(&sent)).with_interrupt_before(["send"]);
+    let config = RunConfig::thread("cmd");
+    g.invoke_values(DocUpdate::default(), config.clone())
+        .await
+        .unwrap();
+    let stopped_at = g.get_state(&config).await.unwrap();
+    // One command fixes the draft and also routes back to `compose`: both run in the next
+    // step, after the update.
+    let command =
+        RunCommand::update(DocUpdate::default().draft("v2").log(["fixed"])).with_goto("compose");
+    let out = g.command_values(command, config.clone()).await.unwrap();
+    assert_eq!(sent.load(SeqCst), 1);
+    assert_eq!(
+        out["log"],
+        value!(["compose", "fixed", "compose", "sent v2"])
+    );
+    // The writes were saved without a task on the checkpoint the command started from.
+    let stopped_id = stopped_at.config.unwrap().checkpoint_id.unwrap();
+    let at = g
+        .get_state(&config.clone().with_checkpoint_id(stopped_id))
+        .await
+        .unwrap();
+    assert_eq!(
+        at.values["draft"],
+        value!("v2"),
+        "writes without a task are read as part of their checkpoint, as LangGraph reads them"
+    );
+    let history = g
+        .get_state_history(&config, Default::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        history
+            .iter()
+            .filter(|s| {
+                s.metadata.as_ref().and_then(|m| m.source)
+                    == Some(stategraph::CheckpointSource::Input)
+            })
+            .count(),
+        1,
+        "a command saves no input checkpoint"
+    );
+    // `goto` alone schedules a node on a finished thread.
+    let out = g
+        .command_values(RunCommand::goto("send"), config.clone())
+        .await
+        .unwrap();
+    assert_eq!(sent.load(SeqCst), 2);
+    assert_eq!(
+        out["log"],
+        value!(["compose", "fixed", "compose", "sent v2", "sent v1"])
+    );
+}
+
+async fn command_at_a_past_checkpoint_forks(saver: Arc<dyn CheckpointSaver>) {
+    let sent = Arc::new(AtomicUsize::new(0));
+    let g = pipeline(saver, Arc::clone(&sent));
+    let config = RunConfig::thread("cmd-fork");
+    g.invoke_values(DocUpdate::default(), config.clone())
+        .await
+        .unwrap();
+    let history = g
+        .get_state_history(&config, Default::default())
+        .await
+        .unwrap();
+    let before_send = history.iter().find(|s| s.next == ["send"]).unwrap();
+    let before_id = before_send.config.clone().unwrap().checkpoint_id.unwrap();
+    let past = RunConfig::thread("cmd-fork").with_checkpoint_id(before_id.clone());
+    let out = g
+        .command_values(RunCommand::update(DocUpdate::default().draft("v3")), past)
+        .await
+        .unwrap();
+    assert_eq!(out["log"], value!(["compose", "sent v3"]));
+    // The fork carries the update; the old branch is untouched.
+    let after = g
+        .get_state_history(&config, Default::default())
+        .await
+        .unwrap();
+    let fork = after
+        .iter()
+        .find(|s| {
+            s.metadata.as_ref().and_then(|m| m.source) == Some(stategraph::CheckpointSource::Fork)
+        })
+        .expect("a fork checkpoint");
+    assert_eq!(fork.values["draft"], value!("v3"));
+    assert_eq!(
+        fork.parent_config.as_ref().unwrap().checkpoint_id,
+        Some(before_id.clone())
+    );
+    let old = g
+        .get_state(&config.clone().with_checkpoint_id(before_id))
+        .await
+        .unwrap();
+    assert_eq!(old.values["draft"], value!("v1"));
+    assert!(old.tasks.iter().all(|t| t.error.is_none()));
+}
+
+async fn bad_commands_are_refused_before_anything_runs(saver: Arc<dyn CheckpointSaver>) {
+    let sent = Arc::new(AtomicUsize::new(0));
+    let g = pipeline(Arc::clone(&saver), Arc::clone(&sent));
+    let config = RunConfig::thread("cmd-bad");
+    let fresh = g
+        .command_values(RunCommand::goto("send"), config.clone())
+        .await
+        .unwrap_err();
+    assert!(matches!(fresh, GraphError::NothingToResume), "{fresh}");
+    g.invoke_values(DocUpdate::default(), config.clone())
+        .await
+        .unwrap();
+    let before = saver
+        .list(&stategraph::ListOptions::thread("cmd-bad"))
+        .await
+        .unwrap()
+        .len();
+    let empty = RunCommand::<DocUpdate> {
+        resume: None,
+        update: None,
+        goto: Vec::new(),
+    };
+    let err = g.command_values(empty, config.clone()).await.unwrap_err();
+    assert!(
+        matches!(&err, GraphError::InvalidArgument { what, .. } if what == "command"),
+        "{err}"
+    );
+    let err = g
+        .command_values(RunCommand::goto("nowhere"), config.clone())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("`nowhere` is not a node"), "{err}");
+    assert!(err.to_string().contains("compose, send"), "{err}");
+    let mut raw = g.stream_command_values(
+        RunCommand::update(Map::from_iter([("nope", value!(1))])),
+        config.clone(),
+        &[StreamMode::Values],
+    );
+    use futures_util::StreamExt;
+    let err = raw.next().await.unwrap().unwrap_err();
+    assert!(
+        matches!(&err, GraphError::InvalidUpdate { channel, .. } if channel == "nope"),
+        "{err}"
+    );
+    assert!(raw.next().await.is_none());
+    let after = saver
+        .list(&stategraph::ListOptions::thread("cmd-bad"))
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(before, after, "nothing was saved");
+    assert_eq!(sent.load(SeqCst), 1);
 }

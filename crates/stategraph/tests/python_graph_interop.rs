@@ -571,6 +571,60 @@ async fn interrupted_threads_are_shared_with_python() {
 }
 
 #[tokio::test]
+async fn command_inputs_match_python() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shared.sqlite");
+    let saver: Arc<dyn CheckpointSaver> =
+        Arc::new(SqliteConfig::file(&db).connect().await.unwrap());
+    let input = |left: bool| {
+        RouteUpdate::default()
+            .log(Vec::<String>::new())
+            .go_left(left)
+    };
+
+    // `Command(update=…, goto="left")` on a finished thread: the writes are stored without a
+    // task on its last checkpoint, then `left` runs with the update applied.
+    let route = route_graph(Arc::clone(&saver));
+    let rust = RunConfig::thread("rust");
+    route
+        .invoke_values(input(true), rust.clone())
+        .await
+        .unwrap();
+    let command = RunCommand::update(RouteUpdate::default().log(["cmd"])).with_goto("left");
+    let done = route.invoke_command(command, rust.clone()).await.unwrap();
+    assert_eq!(done.log, ["decide", "left", "cmd", "left"]);
+    py(&db, "route", "py", &["run", "command_left"]);
+    assert_eq!(
+        all_namespaces(saver.as_ref(), "py").await,
+        all_namespaces(saver.as_ref(), "rust").await
+    );
+    let ours_now = ours(
+        &route
+            .get_state_history(&rust, Default::default())
+            .await
+            .unwrap(),
+    );
+    let theirs = py(&db, "route", "rust", &["history"]);
+    assert_eq!(theirs["history"].as_array().unwrap(), &ours_now);
+
+    // `Command(resume="yes", update=…)`: the answer and the update in one command.
+    let hitl = hitl_graph(Arc::clone(&saver));
+    let asked = RunConfig::thread("rust-hitl");
+    hitl.invoke_values(input(true), asked.clone())
+        .await
+        .unwrap();
+    let command = RunCommand::resume(stategraph::graph::Resume::Value("yes".into()))
+        .with_update(RouteUpdate::default().log(["cmd"]));
+    let done = hitl.invoke_command(command, asked.clone()).await.unwrap();
+    assert_eq!(done.log, ["cmd", "answer: yes"]);
+    py(&db, "hitl", "py-hitl", &["run", "resume_yes_logged"]);
+    assert_eq!(
+        all_namespaces(saver.as_ref(), "py-hitl").await,
+        all_namespaces(saver.as_ref(), "rust-hitl").await
+    );
+}
+
+#[tokio::test]
 async fn seed_graph_threads_are_shared_with_python_on_postgres() {
     check_on(
         &postgres_backend().await,

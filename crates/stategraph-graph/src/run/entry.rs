@@ -15,6 +15,7 @@ use crate::compiled::CompiledGraph;
 use crate::config::RunConfig;
 use crate::error::GraphError;
 use crate::interrupt::{Interrupt, Resume, ResumeSource};
+use crate::node::{Goto, RunCommand};
 use crate::state::{State, Values};
 use crate::step::channels_from_checkpoint;
 use crate::stream::{Emitter, RunStream, StreamMode};
@@ -23,6 +24,8 @@ use crate::stream::{Emitter, RunStream, StreamMode};
 pub(crate) struct RunSetup {
     pub(crate) input: Option<Map>,
     pub(crate) resume: Option<ResumeInput>,
+    /// A command's routing and update writes (with `resume`, the run's command input).
+    pub(crate) command: CommandWrites,
     pub(crate) saver: Option<Arc<dyn CheckpointSaver>>,
     pub(crate) parents: BTreeMap<String, String>,
     pub(crate) emitter: Option<Emitter>,
@@ -40,6 +43,7 @@ impl RunSetup {
         Self {
             input: None,
             resume: None,
+            command: CommandWrites::default(),
             saver,
             parents: BTreeMap::new(),
             emitter: None,
@@ -56,6 +60,16 @@ pub(crate) enum ResumeInput {
     Answer(Resume),
     /// Shared with the parent graph's task (a subgraph resuming inside it).
     Inherited(ResumeSource),
+}
+
+/// A command input's writes, saved without a task: `goto` first, then `update` (LangGraph's
+/// order, with the resume answer between them).
+#[derive(Default)]
+pub(crate) struct CommandWrites {
+    /// `branch:to:NODE` marks and `Send` packets.
+    pub(crate) goto: Vec<(String, Value)>,
+    /// State writes.
+    pub(crate) update: Vec<(String, Value)>,
 }
 
 /// What a run ends with.
@@ -155,14 +169,11 @@ impl<S: State> CompiledGraph<S> {
     /// Resumes a thread waiting on interrupts (LangGraph's `invoke(Command(resume=…))`):
     /// the interrupted tasks run again from their start and their `interrupt` calls return
     /// the answers. With several pending interrupts, answer them by id. Returns the final
-    /// state, as [`invoke`](Self::invoke) does.
+    /// state, as [`invoke`](Self::invoke) does. (Shorthand for
+    /// [`invoke_command`](Self::invoke_command) with [`RunCommand::resume`].)
     pub async fn resume(&self, resume: Resume, config: RunConfig) -> Result<Arc<S>, GraphError> {
-        let setup = RunSetup {
-            resume: Some(ResumeInput::Answer(resume)),
-            typed_output: true,
-            ..RunSetup::new(self.checkpointer.clone())
-        };
-        self.typed_output(self.run_with(config, setup).await?)
+        self.invoke_command(RunCommand::resume(resume), config)
+            .await
     }
 
     /// [`resume`](Self::resume), returning LangGraph's output as
@@ -172,11 +183,128 @@ impl<S: State> CompiledGraph<S> {
         resume: Resume,
         config: RunConfig,
     ) -> Result<Values, GraphError> {
-        let setup = RunSetup {
-            resume: Some(ResumeInput::Answer(resume)),
-            ..RunSetup::new(self.checkpointer.clone())
-        };
+        self.command_values(RunCommand::resume(resume), config)
+            .await
+    }
+
+    /// Runs a [`RunCommand`] on the thread (LangGraph's `invoke(Command(…))`): answers its
+    /// pending interrupts, applies the update and schedules the `goto` nodes, then runs from
+    /// the thread's checkpoint (the latest, or `config.checkpoint_id`: from a past
+    /// checkpoint without `resume` this forks, and the update and routing go into the fork).
+    /// Returns the final state, as [`invoke`](Self::invoke) does.
+    ///
+    /// Errors before anything runs: [`GraphError::InvalidArgument`] for an empty command or
+    /// a `goto` that names no node, [`GraphError::InvalidUpdate`] for an update key that is
+    /// not in the state, [`GraphError::NothingToResume`] on a thread without checkpoints.
+    pub async fn invoke_command(
+        &self,
+        command: RunCommand<S::Update>,
+        config: RunConfig,
+    ) -> Result<Arc<S>, GraphError> {
+        let mut setup = self.command_setup(command, Self::typed_writes)?;
+        setup.typed_output = true;
+        self.typed_output(self.run_with(config, setup).await?)
+    }
+
+    /// [`invoke_command`](Self::invoke_command), returning LangGraph's output as
+    /// [`invoke_values`](Self::invoke_values) does.
+    pub async fn command_values(
+        &self,
+        command: RunCommand<S::Update>,
+        config: RunConfig,
+    ) -> Result<Values, GraphError> {
+        let setup = self.command_setup(command, Self::typed_writes)?;
         Ok(self.run_with(config, setup).await?.into_values())
+    }
+
+    /// [`invoke_command`](Self::invoke_command), streaming events as
+    /// [`stream`](Self::stream) does.
+    pub fn stream_command(
+        &self,
+        command: RunCommand<S::Update>,
+        config: RunConfig,
+        modes: &[StreamMode],
+    ) -> RunStream<S> {
+        match self.command_setup(command, Self::typed_writes) {
+            Ok(setup) => self.stream_setup(config, modes, setup),
+            Err(e) => RunStream::failed(e),
+        }
+    }
+
+    /// [`stream_command`](Self::stream_command) with LangGraph's raw values (maps of state
+    /// keys, as a client sends them in a run's `command`), validated as
+    /// [`stream_values`](Self::stream_values) validates input.
+    pub fn stream_command_values(
+        &self,
+        command: RunCommand<Map>,
+        config: RunConfig,
+        modes: &[StreamMode],
+    ) -> RunStream<S> {
+        match self.command_setup(command, crate::state::map_writes) {
+            Ok(setup) => self.stream_setup(config, modes, setup),
+            Err(e) => RunStream::failed(e),
+        }
+    }
+
+    fn typed_writes(update: S::Update) -> Result<Vec<(String, Value)>, GraphError> {
+        S::into_writes(update)
+    }
+
+    /// A command's writes, checked: state keys for the update, known nodes for `goto`.
+    fn command_setup<U>(
+        &self,
+        command: RunCommand<U>,
+        writes_of: impl Fn(U) -> Result<Vec<(String, Value)>, GraphError>,
+    ) -> Result<RunSetup, GraphError> {
+        if command.is_empty() {
+            return Err(GraphError::InvalidArgument {
+                what: "command".into(),
+                message: "it has no resume, update or goto".into(),
+            });
+        }
+        let mut writes = CommandWrites::default();
+        for goto in command.goto {
+            let node = match &goto {
+                Goto::Node(n) => n.as_str(),
+                Goto::Send(s) => s.node.as_str(),
+            };
+            if node == crate::graph::END && matches!(goto, Goto::Node(_)) {
+                continue;
+            }
+            if !self.has_node(node) {
+                return Err(GraphError::InvalidArgument {
+                    what: "command goto".into(),
+                    message: format!(
+                        "`{node}` is not a node of the graph (nodes: {})",
+                        self.node_names().join(", ")
+                    ),
+                });
+            }
+            writes.goto.push(match goto {
+                // LangGraph marks the branch with `__start__` for a command's routing.
+                Goto::Node(n) => (
+                    crate::graph::branch_channel(&n),
+                    Value::from(crate::graph::START),
+                ),
+                Goto::Send(send) => {
+                    let arg: Map = writes_of(send.arg)?.into_iter().collect();
+                    (
+                        reserved::TASKS.to_owned(),
+                        crate::node::send_value(&send.node, Value::Map(arg)),
+                    )
+                }
+            });
+        }
+        if let Some(update) = command.update {
+            let update = writes_of(update)?;
+            self.check_state_writes(&update)?;
+            writes.update = update;
+        }
+        Ok(RunSetup {
+            resume: command.resume.map(ResumeInput::Answer),
+            command: writes,
+            ..RunSetup::new(self.checkpointer.clone())
+        })
     }
 
     /// Like [`invoke`](Self::invoke), streaming events of the given modes as the run goes
@@ -257,9 +385,7 @@ impl<S: State> CompiledGraph<S> {
         config: RunConfig,
         modes: &[StreamMode],
     ) -> RunStream<S> {
-        self.stream_with(config, modes, |setup| {
-            setup.resume = Some(ResumeInput::Answer(resume));
-        })
+        self.stream_command(RunCommand::resume(resume), config, modes)
     }
 
     /// Continues the thread from its checkpoint (LangGraph's `stream(None)`), streaming
@@ -274,9 +400,18 @@ impl<S: State> CompiledGraph<S> {
         modes: &[StreamMode],
         start: impl FnOnce(&mut RunSetup),
     ) -> RunStream<S> {
-        let graph = self.clone();
         let mut setup = RunSetup::new(self.checkpointer.clone());
         start(&mut setup);
+        self.stream_setup(config, modes, setup)
+    }
+
+    fn stream_setup(
+        &self,
+        config: RunConfig,
+        modes: &[StreamMode],
+        mut setup: RunSetup,
+    ) -> RunStream<S> {
+        let graph = self.clone();
         RunStream::new(modes, move |emitter| {
             setup.emitter = Some(emitter);
             Box::pin(async move { Ok(graph.run_with(config, setup).await?.into_values()) })
@@ -300,7 +435,7 @@ impl<S: State> CompiledGraph<S> {
         run.env.store = self.store.clone().or(setup.store);
         match setup.input {
             Some(input) => run.first_input(input).await?,
-            None => run.first_resume(setup.resume).await?,
+            None => run.first_resume(setup.resume, setup.command).await?,
         }
         let result = run.run_loop().await;
         let stopped_early = result.is_err() || !run.interrupts.is_empty();

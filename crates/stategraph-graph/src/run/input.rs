@@ -7,7 +7,7 @@ use stategraph_checkpoint::{
     CheckpointConfig, CheckpointSource, Map, PendingWrite, Value, channels as reserved,
 };
 
-use super::{ResumeInput, Run, is_control};
+use super::{CommandWrites, ResumeInput, Run, is_control};
 use crate::error::GraphError;
 use crate::graph::START;
 use crate::interrupt::{Interrupt, Resume};
@@ -50,11 +50,17 @@ impl<S: State> Run<'_, S> {
     pub(super) async fn first_resume(
         &mut self,
         resume: Option<ResumeInput>,
+        command: CommandWrites,
     ) -> Result<(), GraphError> {
         if self.checkpoint.channel_versions.is_empty() {
             return Err(GraphError::NothingToResume);
         }
         let answering = resume.is_some();
+        // A replay (an addressed checkpoint, nothing answered) may fork; a command's writes
+        // then go into the fork instead of onto the checkpoint it addresses.
+        let replaying = self.config.checkpoint_id.is_some() && !answering;
+        let forks = replaying && self.replay_forks().await?;
+        let mut writes = command.goto;
         match resume {
             Some(ResumeInput::Inherited(source)) => self.env.resume = source,
             Some(ResumeInput::Answer(Resume::ById(map))) => {
@@ -65,31 +71,23 @@ impl<S: State> Run<'_, S> {
                 if pending.len() > 1 {
                     return Err(GraphError::AmbiguousResume { pending });
                 }
-                let write = vec![(reserved::RESUME.to_owned(), v.clone())];
-                if let Some(saver) = &self.saver {
-                    saver
-                        .put_writes(
-                            &self.checkpoint_config,
-                            &write,
-                            stategraph_checkpoint::NULL_TASK_ID,
-                            "",
-                        )
-                        .await?;
-                }
-                // The saved answer replaces an earlier one (the write is an upsert).
-                self.pending_writes.retain(|w| {
-                    !(w.task_id == stategraph_checkpoint::NULL_TASK_ID
-                        && w.channel == reserved::RESUME)
-                });
-                self.pending_writes.push(PendingWrite {
-                    task_id: stategraph_checkpoint::NULL_TASK_ID.to_owned(),
-                    channel: reserved::RESUME.to_owned(),
-                    value: v,
-                    task_path: String::new(),
-                    idx: -4,
-                });
+                writes.push((reserved::RESUME.to_owned(), v));
             }
             None => {}
+        }
+        writes.extend(command.update);
+        // Delta channels a command writes are snapshotted in the next checkpoint.
+        self.delta.forced.extend(
+            writes
+                .iter()
+                .filter(|(c, _)| !is_control(c))
+                .map(|(c, _)| c.clone()),
+        );
+        let mut carried = Vec::new();
+        if forks {
+            carried = writes;
+        } else if !writes.is_empty() {
+            self.save_null_writes(writes).await?;
         }
         // The answer written without a task waits for the first interrupt that asks.
         if let Some(w) = self.pending_writes.iter().find(|w| {
@@ -110,6 +108,7 @@ impl<S: State> Run<'_, S> {
             .iter()
             .filter(|w| w.task_id == stategraph_checkpoint::NULL_TASK_ID)
             .map(|w| (w.channel.clone(), w.value.clone()))
+            .chain(carried)
             .collect();
         if !null_writes.is_empty() {
             let task = Task {
@@ -126,13 +125,55 @@ impl<S: State> Run<'_, S> {
         self.checkpoint
             .versions_seen
             .insert(INTERRUPT.to_owned(), seen);
-        if self.config.checkpoint_id.is_some() && !answering {
-            self.replay().await?;
+        if replaying {
+            self.replay(forks).await?;
         }
         // A resumed run streams the state it resumes from, as LangGraph does.
         if let Some(e) = &self.stream.emitter {
             let values = self.graph.read_values(&self.channels);
             e.emit(StreamMode::Values, || Raw::values(values));
+        }
+        Ok(())
+    }
+
+    /// Saves writes without a task against the loaded checkpoint, as LangGraph does: the
+    /// checkpoint's earlier plain writes without a task are saved again ahead of them (so
+    /// each keeps its index, and the new ones take the next), special writes (a resume
+    /// answer) go last and replace earlier ones.
+    async fn save_null_writes(
+        &mut self,
+        mut writes: Vec<(String, Value)>,
+    ) -> Result<(), GraphError> {
+        let null = stategraph_checkpoint::NULL_TASK_ID;
+        let special = |c: &str| stategraph_checkpoint::special_write_idx(c).is_some();
+        self.pending_writes
+            .retain(|w| w.task_id != null || !special(&w.channel));
+        writes.sort_by_key(|(c, _)| special(c));
+        let mut earlier: Vec<&PendingWrite> = self
+            .pending_writes
+            .iter()
+            .filter(|w| w.task_id == null)
+            .collect();
+        earlier.sort_by_key(|w| w.idx);
+        let offset = earlier.len();
+        let mut to_save: Vec<(String, Value)> = earlier
+            .into_iter()
+            .map(|w| (w.channel.clone(), w.value.clone()))
+            .collect();
+        to_save.extend(writes.iter().cloned());
+        if let Some(saver) = &self.saver {
+            saver
+                .put_writes(&self.checkpoint_config, &to_save, null, "")
+                .await?;
+        }
+        for (i, (channel, value)) in writes.into_iter().enumerate() {
+            self.pending_writes.push(PendingWrite {
+                task_id: null.to_owned(),
+                idx: stategraph_checkpoint::write_idx(&channel, offset + i),
+                channel,
+                value,
+                task_path: String::new(),
+            });
         }
         Ok(())
     }
@@ -153,15 +194,11 @@ impl<S: State> Run<'_, S> {
             .collect()
     }
 
-    async fn replay(&mut self) -> Result<(), GraphError> {
-        // Stored writes of the addressed checkpoint are not reused: everything re-runs (and
-        // delta channels they touch snapshot, as a walk would replay them).
-        self.pending_writes.clear();
-        self.delta
-            .forced
-            .extend(std::mem::take(&mut self.delta.loaded_writes));
+    /// Whether replaying the addressed checkpoint writes a `fork` first: unless it is the
+    /// thread's latest `update`/`fork` checkpoint, the replay forms a new branch.
+    async fn replay_forks(&self) -> Result<bool, GraphError> {
         let Some(saver) = self.saver.clone() else {
-            return Ok(());
+            return Ok(false);
         };
         let here = self.checkpoint_config.clone();
         let latest = saver
@@ -174,12 +211,21 @@ impl<S: State> Run<'_, S> {
         let superseded =
             latest.is_none_or(|l| Some(&l.checkpoint.id) != here.checkpoint_id.as_ref());
         let source = this.and_then(|t| t.metadata.source);
-        if superseded
+        Ok(superseded
             || matches!(
                 source,
                 Some(CheckpointSource::Input | CheckpointSource::Loop)
-            )
-        {
+            ))
+    }
+
+    async fn replay(&mut self, forks: bool) -> Result<(), GraphError> {
+        // Stored writes of the addressed checkpoint are not reused: everything re-runs (and
+        // delta channels they touch snapshot, as a walk would replay them).
+        self.pending_writes.clear();
+        self.delta
+            .forced
+            .extend(std::mem::take(&mut self.delta.loaded_writes));
+        if forks {
             self.updated_channels = None;
             self.put_checkpoint(CheckpointSource::Fork).await?;
         }

@@ -27,7 +27,7 @@ use stategraph_checkpoint::{
     channels as reserved,
 };
 
-pub(crate) use self::entry::{ResumeInput, RunOutcome, RunSetup};
+pub(crate) use self::entry::{CommandWrites, ResumeInput, RunOutcome, RunSetup};
 use self::save::BackgroundWriter;
 use crate::compiled::CompiledGraph;
 use crate::config::{Durability, RunConfig};
