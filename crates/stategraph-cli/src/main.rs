@@ -33,6 +33,7 @@ mod audit;
 mod diff;
 mod ops;
 mod read;
+mod serve;
 mod store;
 mod table;
 mod tree;
@@ -47,9 +48,10 @@ mod tree;
     stategraph --db sqlite:app.sqlite tree --thread 1 --format mermaid\n  \
     stategraph --db sqlite:app.sqlite diff --thread 1 1ef…a 1ef…b\n  \
     stategraph --db sqlite:app.sqlite repair --thread 1 --checkpoint 1ef… --apply\n  \
-    stategraph --db sqlite:app.sqlite store search --ns user-1.memories --query \"food\" --embed minilm\n\n\
+    stategraph --db sqlite:app.sqlite store search --ns user-1.memories --query \"food\" --embed minilm\n  \
+    stategraph --db sqlite:app.sqlite serve --port 2024\n\n\
     Environment: STATEGRAPH_DB (the database), LANGGRAPH_AES_KEY (read and write encrypted \
-    threads), NO_COLOR.")]
+    threads), STATEGRAPH_API_KEY (serve's --api-key), NO_COLOR.")]
 struct Cli {
     /// The database: sqlite:PATH, postgres://…, mysql://…, redis://…[?prefix=P]
     #[arg(long, global = true, env = "STATEGRAPH_DB")]
@@ -245,6 +247,28 @@ enum Command {
     /// The cross-thread memory store: put, get, search, delete, namespaces.
     #[command(subcommand)]
     Store(store::StoreCommand),
+    /// Serve LangGraph's Agent Server HTTP API (what `langgraph-sdk` and its UIs call) over
+    /// the database, until stopped: its threads, runs and store, with the seeds' two-node
+    /// graph as graph and assistant `seed` (`foo` last value, `bar` appended; node_a →
+    /// node_b). To serve your own graphs, build them into a binary with
+    /// `stategraph::server::Server::builder().graph("name", graph)`.
+    ///
+    /// Example: stategraph --db sqlite:app.sqlite serve --port 2024
+    Serve {
+        /// The address to listen on.
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// The port (0: any free port, printed on start).
+        #[arg(long, default_value_t = 2024)]
+        port: u16,
+        /// Require this key in header `x-api-key` on every request but `GET /ok` and
+        /// `GET /info`.
+        #[arg(long, env = "STATEGRAPH_API_KEY")]
+        api_key: Option<String>,
+        /// Allowed CORS origins, comma-separated (default: any origin).
+        #[arg(long, value_delimiter = ',')]
+        cors: Vec<String>,
+    },
 }
 
 /// A failure, printed as one line.
@@ -289,10 +313,25 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     }
     let saver = open(
         &url,
-        matches!(cli.command, Command::Migrate),
+        matches!(cli.command, Command::Migrate | Command::Serve { .. }),
         cli.strict_msgpack,
     )
     .await?;
+    if let Command::Serve {
+        host,
+        port,
+        api_key,
+        cors,
+    } = cli.command
+    {
+        let args = serve::ServeArgs {
+            host,
+            port,
+            api_key,
+            cors,
+        };
+        return serve::run(&url, saver, args).await;
+    }
     let out = match cli.command {
         Command::Threads => read::threads(saver.as_ref(), cli.json).await?,
         Command::History { thread, ns, limit } => {
@@ -401,7 +440,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             ns,
             apply,
         } => ops::repair(saver, &thread, &ns, checkpoint, apply, cli.json).await?,
-        Command::Store(_) => unreachable!("handled above"),
+        Command::Store(_) | Command::Serve { .. } => unreachable!("handled above"),
     };
     println!("{out}");
     Ok(())

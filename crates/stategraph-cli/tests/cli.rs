@@ -1134,3 +1134,79 @@ mod store_reads_change_nothing {
         }
     }
 }
+
+/// One HTTP/1.1 request on a fresh connection (with `x-api-key` if given): the status code
+/// and the JSON answer (`Null` if none). `runs/wait` streams its answer (keep-alive newlines
+/// first), so the JSON is the line that parses.
+fn http(addr: &str, method: &str, path: &str, body: &str, key: Option<&str>) -> (u16, Json) {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let key = key.map_or(String::new(), |k| format!("x-api-key: {k}\r\n"));
+    write!(
+        conn,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{key}Content-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw).unwrap();
+    let status = raw[9..12].parse().unwrap();
+    let json = raw
+        .lines()
+        .find_map(|l| {
+            serde_json::from_str::<Json>(l.trim())
+                .ok()
+                .filter(Json::is_object)
+        })
+        .unwrap_or(Json::Null);
+    (status, json)
+}
+
+#[test]
+fn serve_answers_the_agent_server_api_over_the_database() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite:{}", dir.path().join("served.sqlite").display());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stategraph"))
+        .args(["--db", &db, "serve", "--port", "0", "--api-key", "k3y"])
+        .env_remove("STATEGRAPH_DB")
+        .env_remove("STATEGRAPH_API_KEY")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    std::io::BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut banner)
+        .unwrap();
+    let addr = banner
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {banner:?}"))
+        .to_owned();
+    assert_eq!(http(&addr, "GET", "/ok", "", None).0, 200);
+    // The key guards the API.
+    let (status, body) = http(&addr, "POST", "/threads", "{}", None);
+    assert_eq!(status, 403, "{body}");
+    let (_, thread) = http(&addr, "POST", "/threads", "{}", Some("k3y"));
+    let id = thread["thread_id"].as_str().unwrap().to_owned();
+    let (status, out) = http(
+        &addr,
+        "POST",
+        &format!("/threads/{id}/runs/wait"),
+        r#"{"assistant_id": "seed", "input": {"foo": "", "bar": []}}"#,
+        Some("k3y"),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(out, json!({"foo": "b", "bar": ["a", "b"]}));
+    let _ = child.kill();
+    let _ = child.wait();
+    // What the server ran is in the database the other commands read.
+    let (code, stdout, stderr) = cli(&db, &["state", "--thread", &id, "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let state: Json = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(state["values"], json!({"foo": "b", "bar": ["a", "b"]}));
+}

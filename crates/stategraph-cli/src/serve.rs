@@ -1,0 +1,79 @@
+//! `stategraph serve`: LangGraph's Agent Server HTTP API over the database.
+
+use std::sync::Arc;
+
+use stategraph::server::Server;
+use stategraph::{CheckpointSaver, DynState, END, Map, Reducer, START, Schema, StateGraph, value};
+
+use crate::{Failure, fail};
+
+/// What `serve` listens on and guards with.
+pub(crate) struct ServeArgs {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) api_key: Option<String>,
+    pub(crate) cors: Vec<String>,
+}
+
+/// The seeds' two-node graph, as the `agent_server` example serves it: `foo` (last value),
+/// `bar` (appended); START → node_a → node_b → END.
+fn seed_graph() -> Result<stategraph::CompiledGraph<DynState>, Failure> {
+    let mut g = StateGraph::<DynState>::with_schema(
+        Schema::new()
+            .last_value("foo")
+            .reducer("bar", Reducer::append()),
+    );
+    for (node, tag) in [("node_a", "a"), ("node_b", "b")] {
+        g.add_node(node, move |_s, _c| async move {
+            Ok(Map::from_iter([
+                ("foo", value!(tag)),
+                ("bar", value!([tag])),
+            ]))
+        });
+    }
+    g.add_edge(START, "node_a")
+        .add_edge("node_a", "node_b")
+        .add_edge("node_b", END);
+    g.compile().map_err(fail)
+}
+
+/// Serves until the process is stopped.
+pub(crate) async fn run(
+    url: &str,
+    saver: Arc<dyn CheckpointSaver>,
+    args: ServeArgs,
+) -> Result<(), Failure> {
+    let store = stategraph::open_store(url, stategraph::store::StoreOptions::new())
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot open the store of {}: {}",
+                stategraph::redact_url(url),
+                fail(e)
+            )
+        })?;
+    let mut builder = Server::builder()
+        .graph("seed", seed_graph()?)
+        .checkpointer(saver)
+        .store(store);
+    if let Some(key) = args.api_key {
+        builder = builder.api_key(key);
+    }
+    if !args.cors.is_empty() {
+        builder = builder.cors(args.cors);
+    }
+    let server = builder.build().map_err(fail)?;
+    let addr = format!("{}:{}", args.host, args.port);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let local = listener.local_addr().map_err(fail)?;
+    eprintln!(
+        "stategraph: serving the Agent Server API on http://{local} (graph `seed`, database {})",
+        stategraph::redact_url(url)
+    );
+    server
+        .serve(listener)
+        .await
+        .map_err(|e| format!("the server stopped: {}", fail(e)))
+}
