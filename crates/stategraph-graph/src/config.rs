@@ -72,6 +72,11 @@ pub struct RunConfig {
     pub queue: bool,
     /// When checkpoints are saved.
     pub durability: Durability,
+    /// Streams also carry the events of subgraph runs, as [`StreamEvent::Subgraph`]
+    /// (LangGraph's `stream(subgraphs=True)`).
+    ///
+    /// [`StreamEvent::Subgraph`]: crate::StreamEvent::Subgraph
+    pub subgraph_events: bool,
 }
 
 impl Default for RunConfig {
@@ -89,6 +94,7 @@ impl Default for RunConfig {
             interrupt_after: None,
             queue: false,
             durability: Durability::default(),
+            subgraph_events: false,
         }
     }
 }
@@ -100,6 +106,12 @@ impl RunConfig {
             thread_id: Some(thread_id.into()),
             ..Self::default()
         }
+    }
+
+    /// Streams subgraph events too (see [`subgraph_events`](RunConfig::subgraph_events)).
+    pub fn with_subgraph_events(mut self) -> Self {
+        self.subgraph_events = true;
+        self
     }
 
     /// Pins a checkpoint.

@@ -220,6 +220,10 @@ impl<S: State> StateGraph<S> {
                 setup.resume = Some(crate::run::ResumeInput::Inherited(ctx.resume.clone()));
                 setup.store = ctx.store.clone();
                 setup.subgraph = true;
+                setup.emitter = ctx
+                    .emitter
+                    .as_ref()
+                    .and_then(|e| e.nested(&ctx.checkpoint_ns));
                 if !existing {
                     setup.input = Some(input);
                 }

@@ -72,7 +72,8 @@ pub use state::{DynState, Schema, State, Values, from_value, to_value};
 pub use state::{read_field, reuse_field, reuse_vec_field, write_field};
 pub use stream::{
     CheckpointEvent, DebugEvent, DebugPayload, MessageEvent, RunStream, STREAM_CAPACITY,
-    StreamEvent, StreamMode, TaskEvent, TaskResult, TaskStart, UpdatesEvent, ValuesEvent,
+    StreamEvent, StreamMode, SubgraphEvent, TaskEvent, TaskResult, TaskStart, UpdatesEvent,
+    ValuesEvent,
 };
 pub use topology::{DrawnEdge, Topology};
 pub use update::{AsNode, StateUpdate};

@@ -5,8 +5,14 @@
 //! already present replaces it in place, a `RemoveMessage` removes it (the id
 //! `__remove_all__` clears everything before it), anything else is appended. Messages without
 //! an id get a fresh uuid4, as in LangGraph.
+//!
+//! As LangGraph's reducer does, it first turns message-like values into LangChain messages:
+//! a string is a human message, a `[role, content]` pair or a map with `role` (or `type`) and
+//! `content` a message of that role (`user`/`human`, `assistant`/`ai`, `system`/`developer`,
+//! `tool`), its other keys becoming the message's fields — so a client's
+//! `{"role": "user", "content": "hi"}` is stored as Python stores a `HumanMessage`.
 
-use stategraph_checkpoint::{Ext, ExtCode, Value, uuid4};
+use stategraph_checkpoint::{Ext, ExtCode, Map, Message, Value, uuid4};
 
 /// The id that makes a `RemoveMessage` clear the whole history.
 pub const REMOVE_ALL_MESSAGES: &str = "__remove_all__";
@@ -67,10 +73,90 @@ fn with_ensured_id(m: Value) -> (Value, String) {
     }
 }
 
+/// LangChain's `convert_to_messages` for one value (see the module doc).
+fn coerce(m: Value) -> Result<Value, String> {
+    let from_role = |role: &str, mut fields: Map| -> Result<Value, String> {
+        let kind = match role {
+            "human" | "user" => "human",
+            "ai" | "assistant" => "ai",
+            "system" => "system",
+            "developer" => {
+                let mut extra = fields
+                    .get("additional_kwargs")
+                    .and_then(Value::as_map)
+                    .cloned()
+                    .unwrap_or_default();
+                extra.insert("__openai_role__", "developer");
+                fields.insert("additional_kwargs", Value::Map(extra));
+                "system"
+            }
+            "tool" => "tool",
+            "remove" => return Ok(Value::Map(fields)),
+            other => {
+                return Err(format!(
+                    "unexpected message type: '{other}'; use one of 'human', 'user', 'ai', \
+                     'assistant', 'tool', 'system' or 'developer'"
+                ));
+            }
+        };
+        if kind == "tool" && fields.get("tool_call_id").and_then(Value::as_str).is_none() {
+            return Err("a tool message needs a `tool_call_id`".into());
+        }
+        if fields.get("content").is_none_or(Value::is_null) {
+            fields.insert("content", "");
+        }
+        fields.insert("type", kind);
+        Message::from_value(&Value::Map(fields))
+            .map(|m| m.to_value())
+            .map_err(|e| e.to_string())
+    };
+    match m {
+        Value::Ext(_) => Ok(m),
+        Value::Str(s) => Ok(Message::human(s.to_string()).to_value()),
+        Value::List(pair) => match pair.as_slice() {
+            [Value::Str(role), content] => {
+                let mut fields = Map::new();
+                fields.insert("content", content.clone());
+                from_role(role, fields)
+            }
+            _ => Err("a message as a list must be a [role, content] pair".into()),
+        },
+        Value::Map(map) => {
+            let role = map
+                .get("role")
+                .or_else(|| map.get("type"))
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            let Some(role) = role else {
+                return Err("a message map must have `role` (or `type`) and `content` keys".into());
+            };
+            if role == "remove" {
+                return Ok(Value::Map(map));
+            }
+            if map.get("content").is_none() {
+                return Err(format!("the `{role}` message has no `content`"));
+            }
+            let fields: Map = map
+                .into_iter()
+                .filter(|(k, _)| k.as_str() != Some("role"))
+                .collect();
+            from_role(&role, fields)
+        }
+        other => Err(format!("expected a message, found {}", other.kind())),
+    }
+}
+
+fn coerce_all(v: Value) -> Result<Vec<Value>, String> {
+    as_list(v).into_iter().map(coerce).collect()
+}
+
 /// `add_messages(left, right)`. Each message's id is read once (from the stored bytes, for
 /// LangChain message objects).
 pub(crate) fn add_messages(left: Value, right: Value) -> Result<Value, String> {
-    let mut right: Vec<(Value, String)> = as_list(right).into_iter().map(with_ensured_id).collect();
+    let mut right: Vec<(Value, String)> = coerce_all(right)?
+        .into_iter()
+        .map(with_ensured_id)
+        .collect();
     if let Some(pos) = right
         .iter()
         .rposition(|(m, id)| is_remove(m) && id == REMOVE_ALL_MESSAGES)
@@ -83,7 +169,7 @@ pub(crate) fn add_messages(left: Value, right: Value) -> Result<Value, String> {
                 .collect(),
         ));
     }
-    let left = as_list(left);
+    let left = coerce_all(left)?;
     let mut merged = Vec::with_capacity(left.len() + right.len());
     // Where each id is (the first message with it, as a linear search would find).
     let mut index: std::collections::HashMap<String, usize> =
@@ -132,18 +218,62 @@ mod tests {
         let left = value!([{"type": "human", "content": "hi", "id": "1"}, {"type": "ai", "content": "yo", "id": "2"}]);
         let right = value!([{"type": "ai", "content": "hello", "id": "2"}, {"type": "human", "content": "new", "id": "3"}]);
         let out = add_messages(left, right).unwrap();
-        assert_eq!(
-            out,
-            value!([{"type": "human", "content": "hi", "id": "1"}, {"type": "ai", "content": "hello", "id": "2"}, {"type": "human", "content": "new", "id": "3"}])
+        let messages = Value::from(
+            coerce_all(value!([{"type": "human", "content": "hi", "id": "1"}, {"type": "ai", "content": "hello", "id": "2"}, {"type": "human", "content": "new", "id": "3"}]))
+                .unwrap(),
         );
+        assert_eq!(out, messages);
         let out = add_messages(out, value!([{"type": "remove", "id": "1"}])).unwrap();
         assert_eq!(out.as_list().unwrap().len(), 2);
         assert!(add_messages(out.clone(), value!({"type": "remove", "id": "nope"})).is_err());
         let cleared = add_messages(out, value!([{"type": "remove", "id": "__remove_all__"}, {"type": "human", "content": "x", "id": "9"}])).unwrap();
         assert_eq!(
             cleared,
-            value!([{"type": "human", "content": "x", "id": "9"}])
+            Value::from(vec![Message::human("x").with_id("9").to_value()])
         );
+    }
+
+    #[test]
+    fn message_likes_become_langchain_messages() {
+        let out = add_messages(
+            value!([]),
+            value!([
+                "plain",
+                ["assistant", "pair"],
+                {"role": "user", "content": "hi", "id": "u1", "name": "ada"},
+                {"role": "developer", "content": "rules"},
+                {"role": "tool", "content": "42", "tool_call_id": "c1"}
+            ]),
+        )
+        .unwrap();
+        let got: Vec<Message> = out
+            .as_list()
+            .unwrap()
+            .iter()
+            .map(|m| Message::from_value(m).unwrap())
+            .collect();
+        assert!(matches!(&got[0], Message::Human(f) if f.content == value!("plain")));
+        assert!(matches!(&got[1], Message::Ai { fields, .. } if fields.content == value!("pair")));
+        assert!(
+            matches!(&got[2], Message::Human(f) if f.id.as_deref() == Some("u1") && f.name.as_deref() == Some("ada"))
+        );
+        assert!(matches!(&got[3], Message::System(f)
+            if f.additional_kwargs.get("__openai_role__") == Some(&value!("developer"))));
+        assert!(matches!(&got[4], Message::Tool { tool_call_id, .. } if tool_call_id == "c1"));
+        for (bad, says) in [
+            (
+                value!({"role": "robot", "content": "x"}),
+                "unexpected message type: 'robot'",
+            ),
+            (value!({"role": "user"}), "no `content`"),
+            (value!({"content": "x"}), "`role` (or `type`)"),
+            (value!({"role": "tool", "content": "x"}), "tool_call_id"),
+            (value!([1, 2, 3]), "[role, content]"),
+            (value!(7), "expected a message"),
+        ] {
+            let err = add_messages(value!([]), Value::from(vec![bad])).unwrap_err();
+            assert!(err.contains(says), "{err}");
+        }
     }
 
     #[test]

@@ -99,6 +99,20 @@ pub enum StreamEvent<S> {
     Checkpoints(CheckpointEvent),
     /// A checkpoint or task event, with its step and time.
     Debug(DebugEvent),
+    /// An event of a subgraph's run, streamed when the run config asks for subgraph events
+    /// ([`RunConfig::with_subgraph_events`](crate::RunConfig::with_subgraph_events); LangGraph's
+    /// `stream(subgraphs=True)`).
+    Subgraph(SubgraphEvent),
+}
+
+/// An event from inside a subgraph: where it comes from and the event itself.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubgraphEvent {
+    /// The subgraph run's namespace, outermost first (LangGraph's `ns` tuple): its
+    /// `checkpoint_ns` split at `|`, e.g. `["sub:<task_id>"]`.
+    pub namespace: Vec<String>,
+    /// The event, with the subgraph's state untyped.
+    pub event: Box<StreamEvent<crate::state::DynState>>,
 }
 
 impl<S> StreamEvent<S> {
@@ -112,6 +126,16 @@ impl<S> StreamEvent<S> {
             StreamEvent::Tasks(_) => StreamMode::Tasks,
             StreamEvent::Checkpoints(_) => StreamMode::Checkpoints,
             StreamEvent::Debug(_) => StreamMode::Debug,
+            StreamEvent::Subgraph(e) => e.event.mode(),
+        }
+    }
+
+    /// The namespace of the run the event comes from: empty for the streamed graph's own
+    /// events, the subgraph's (outermost first) for a [`StreamEvent::Subgraph`].
+    pub fn namespace(&self) -> &[String] {
+        match self {
+            StreamEvent::Subgraph(e) => &e.namespace,
+            _ => &[],
         }
     }
 
@@ -126,6 +150,7 @@ impl<S> StreamEvent<S> {
             StreamEvent::Tasks(t) => t.to_json(),
             StreamEvent::Checkpoints(c) => c.to_json(),
             StreamEvent::Debug(d) => d.to_json(),
+            StreamEvent::Subgraph(e) => e.event.to_json(),
         }
     }
 }
@@ -142,8 +167,16 @@ fn values_json(values: &Values) -> Json {
 
 /// A value as JSON, as LangGraph's server renders it: Python objects stored with their fields
 /// (LangChain messages, pydantic models, dataclasses; also inside lists and maps) as the dict
-/// of those fields.
-pub(crate) fn value_json(value: &Value) -> Json {
+/// of those fields. What the Agent Server API sends for state values.
+///
+/// ```
+/// use stategraph_checkpoint::{Message, value};
+/// use stategraph_graph::stream::value_json;
+/// let stored = Message::human("hi").with_id("1").to_value();
+/// assert_eq!(value_json(&stored)["content"], "hi");
+/// assert_eq!(value_json(&value!({"n": [1]})), serde_json::json!({"n": [1]}));
+/// ```
+pub fn value_json(value: &Value) -> Json {
     if let Value::Ext(ext) = value
         && let Ok(Some(object)) = ext.py_object()
         && let Value::Map(_) = object.data
@@ -373,6 +406,7 @@ impl Raw {
             StreamEvent::Tasks(t) => StreamEvent::Tasks(t),
             StreamEvent::Checkpoints(c) => StreamEvent::Checkpoints(c),
             StreamEvent::Debug(d) => StreamEvent::Debug(d),
+            StreamEvent::Subgraph(e) => StreamEvent::Subgraph(e),
         }
     }
 }
@@ -405,6 +439,10 @@ impl Shared {
 pub(crate) struct Emitter {
     modes: BTreeSet<StreamMode>,
     shared: Arc<Shared>,
+    /// The namespace of the run emitting (empty: the streamed graph itself).
+    namespace: Arc<[String]>,
+    /// Whether subgraph runs stream their events too.
+    subgraphs: bool,
 }
 
 impl Emitter {
@@ -419,7 +457,26 @@ impl Emitter {
         }
     }
 
+    /// The emitter for a subgraph run in namespace `checkpoint_ns`, if subgraph events are
+    /// streamed.
+    pub(crate) fn nested(&self, checkpoint_ns: &str) -> Option<Emitter> {
+        self.subgraphs.then(|| Emitter {
+            modes: self.modes.clone(),
+            shared: Arc::clone(&self.shared),
+            namespace: checkpoint_ns.split('|').map(str::to_owned).collect(),
+            subgraphs: true,
+        })
+    }
+
     fn push(&self, event: Raw) {
+        let event = if self.namespace.is_empty() {
+            event
+        } else {
+            StreamEvent::Subgraph(SubgraphEvent {
+                namespace: self.namespace.to_vec(),
+                event: Box::new(event.typed()),
+            })
+        };
         let reader = {
             let mut q = self.shared.lock();
             if q.closed {
@@ -535,11 +592,17 @@ impl<S> std::fmt::Debug for RunStream<S> {
 }
 
 impl<S> RunStream<S> {
-    pub(crate) fn new(modes: &[StreamMode], start: impl FnOnce(Emitter) -> RunFuture) -> Self {
+    pub(crate) fn new(
+        modes: &[StreamMode],
+        subgraphs: bool,
+        start: impl FnOnce(Emitter) -> RunFuture,
+    ) -> Self {
         let shared = Arc::new(Shared::default());
         let emitter = Emitter {
             modes: modes.iter().copied().collect(),
             shared: Arc::clone(&shared),
+            namespace: Arc::from([]),
+            subgraphs,
         };
         Self {
             run: Some(start(emitter)),

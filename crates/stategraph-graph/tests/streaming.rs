@@ -332,3 +332,91 @@ async fn messages_mode_shows_each_returned_message_once() {
     assert_eq!(shown[1][0]["content"], json!("and more"));
     assert_eq!(shown[1][1]["langgraph_node"], json!("echo"));
 }
+
+/// A parent whose node `sub` is a subgraph `inner_a → inner_b`, over `log` (appended).
+fn nested() -> stategraph_graph::CompiledGraph<DynState> {
+    let schema = || Schema::new().reducer("log", Reducer::append());
+    let mut inner = StateGraph::<DynState>::with_schema(schema());
+    for n in ["inner_a", "inner_b"] {
+        inner.add_node(n, move |_s, ctx| async move {
+            ctx.write_custom(format!("in {n}")).await;
+            Ok(Map::from_iter([("log", value!([n]))]))
+        });
+    }
+    inner
+        .add_edge(START, "inner_a")
+        .add_edge("inner_a", "inner_b");
+    let mut outer = StateGraph::<DynState>::with_schema(schema());
+    outer.add_subgraph("sub", inner.compile().unwrap());
+    outer.add_node("after", |_s, _c| async {
+        Ok(Map::from_iter([("log", value!(["after"]))]))
+    });
+    outer.add_edge(START, "sub").add_edge("sub", "after");
+    outer
+        .compile()
+        .unwrap()
+        .with_checkpointer(Arc::new(InMemorySaver::new()))
+}
+
+#[tokio::test]
+async fn subgraph_events_carry_their_namespace_when_asked_for() {
+    let g = nested();
+    let modes = [StreamMode::Updates, StreamMode::Custom];
+    let input = || Map::from_iter([("log", value!([]))]);
+    // Not asked for: only the parent's own events.
+    let mut plain = g.stream(input(), RunConfig::thread("plain"), &modes);
+    let got = events(&mut plain).await;
+    assert!(got.iter().all(|e| e.namespace().is_empty()));
+    let nodes: Vec<Json> = got.iter().map(|e| e.to_json()).collect();
+    assert_eq!(
+        nodes,
+        [
+            json!({"sub": {"log": ["inner_a", "inner_b"]}}),
+            json!({"after": {"log": ["after"]}})
+        ]
+    );
+    // Asked for: the subgraph's updates and custom writes too, under `sub:<task_id>`.
+    let config = RunConfig::thread("nested").with_subgraph_events();
+    let mut all = g.stream(input(), config, &modes);
+    let got = events(&mut all).await;
+    let inner: Vec<(Vec<String>, &'static str, Json)> = got
+        .iter()
+        .filter(|e| !e.namespace().is_empty())
+        .map(|e| (e.namespace().to_vec(), e.mode().as_str(), e.to_json()))
+        .collect();
+    assert_eq!(inner.len(), 4, "{inner:?}");
+    let ns = &inner[0].0;
+    assert_eq!(ns.len(), 1);
+    assert!(ns[0].starts_with("sub:"), "{ns:?}");
+    // The namespace is the subgraph's checkpoint namespace.
+    let history = g
+        .get_state_history(&RunConfig::thread("nested"), Default::default())
+        .await
+        .unwrap();
+    let sub_task = history
+        .iter()
+        .flat_map(|s| s.tasks.iter())
+        .find(|t| t.name == "sub")
+        .unwrap();
+    assert_eq!(ns[0], format!("sub:{}", sub_task.id));
+    assert!(inner.iter().all(|(n, _, _)| n == ns));
+    assert_eq!(
+        inner
+            .iter()
+            .map(|(_, mode, data)| (*mode, data.clone()))
+            .collect::<Vec<_>>(),
+        [
+            ("custom", json!("in inner_a")),
+            ("updates", json!({"inner_a": {"log": ["inner_a"]}})),
+            ("custom", json!("in inner_b")),
+            ("updates", json!({"inner_b": {"log": ["inner_b"]}})),
+        ]
+    );
+    // The parent's own events are unchanged.
+    let own: Vec<Json> = got
+        .iter()
+        .filter(|e| e.namespace().is_empty())
+        .map(|e| e.to_json())
+        .collect();
+    assert_eq!(own, nodes);
+}

@@ -2,6 +2,7 @@
 
 use serde_json::{Map as JsonMap, Value as Json, json};
 use stategraph_checkpoint::{CheckpointConfig, CheckpointMetadata, Map, Value};
+use stategraph_graph::stream::value_json;
 use stategraph_graph::{Interrupt, StateSnapshot, Values};
 
 use crate::error::ApiError;
@@ -21,7 +22,7 @@ pub(crate) fn values_json(values: &Values) -> Json {
     Json::Object(
         values
             .iter()
-            .map(|(k, v)| (k.clone(), v.to_json()))
+            .map(|(k, v)| (k.clone(), value_json(v)))
             .collect::<JsonMap<_, _>>(),
     )
 }
@@ -35,8 +36,19 @@ pub(crate) fn checkpoint_json(c: &CheckpointConfig) -> Json {
     })
 }
 
+/// An interrupt as the state endpoints show it: `{"value", "id"}`.
+fn interrupt_json(i: &Interrupt) -> Json {
+    json!({"value": value_json(&i.value), "id": i.id})
+}
+
 fn interrupts_json(interrupts: &[Interrupt]) -> Json {
-    Json::Array(interrupts.iter().map(Interrupt::to_json).collect())
+    Json::Array(interrupts.iter().map(interrupt_json).collect())
+}
+
+/// An interrupt as a run's output and stream events carry it: LangGraph's `Interrupt`
+/// object with all its fields (`response_schema` is never set here).
+pub(crate) fn interrupt_output(i: &Interrupt) -> Json {
+    json!({"value": value_json(&i.value), "id": i.id, "response_schema": null})
 }
 
 /// A snapshot as the API's `ThreadState`.

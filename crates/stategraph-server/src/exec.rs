@@ -206,6 +206,7 @@ fn run_config(
         }
     }
     config.metadata.extend(metadata.clone());
+    config.subgraph_events = body.stream_subgraphs.unwrap_or(false);
     config.durability = match body.durability.as_deref() {
         Some("sync") => Durability::Sync,
         Some("exit") => Durability::Exit,
@@ -626,7 +627,7 @@ pub(crate) async fn start(
                     if name == "values" {
                         values = data.clone();
                     }
-                    if wanted.contains(&name) {
+                    if wanted.contains(&name.split('|').next().unwrap_or_default()) {
                         // A caller that went away does not stop the run; a cancel does,
                         // even while a slow reader holds the event back.
                         tokio::select! {
@@ -667,7 +668,7 @@ pub(crate) async fn start(
                 .map(|s| {
                     s.interrupts
                         .iter()
-                        .map(stategraph_graph::Interrupt::to_json)
+                        .map(crate::convert::interrupt_output)
                         .collect()
                 })
                 .unwrap_or_default(),
@@ -689,7 +690,7 @@ pub(crate) async fn start(
             let _ = task_state.saver.delete_thread(&task_thread).await;
         }
         if let Some(e) = &outcome.error {
-            let _ = tx.send(("error", e.clone())).await;
+            let _ = tx.send(("error".to_owned(), e.clone())).await;
         }
         let _ = done_tx.send(outcome);
         if let Some(e) = ended {

@@ -7,7 +7,7 @@ use serde_json::Value as Json;
 use stategraph_checkpoint::{CheckpointConfig, Map};
 use stategraph_graph::{
     AsNode, CompiledGraph, GraphError, HistoryOptions, RunCommand, RunConfig, State, StateSnapshot,
-    StreamMode, Topology,
+    StreamEvent, StreamMode, Topology, UpdatesEvent,
 };
 
 /// How a run starts.
@@ -20,8 +20,23 @@ pub(crate) enum RunStart {
     Continue,
 }
 
-/// One streamed event: its SSE name and data.
-pub(crate) type Event = (&'static str, Json);
+/// One streamed event: its SSE name (`mode`, or `mode|ns…` for a subgraph's) and data.
+pub(crate) type Event = (String, Json);
+
+/// An event's data as the reference sends it: interrupts as LangGraph's `Interrupt` objects,
+/// with all their fields.
+fn event_data<S>(e: &StreamEvent<S>) -> Json {
+    match e {
+        StreamEvent::Updates(UpdatesEvent::Interrupt(list)) => serde_json::json!({
+            "__interrupt__": list
+                .iter()
+                .map(crate::convert::interrupt_output)
+                .collect::<Vec<_>>()
+        }),
+        StreamEvent::Subgraph(sub) => event_data(&sub.event),
+        other => other.to_json(),
+    }
+}
 
 /// A compiled graph with its state type erased.
 pub(crate) trait ServedGraph: Send + Sync {
@@ -71,7 +86,17 @@ impl<S: State> ServedGraph for CompiledGraph<S> {
             RunStart::Continue => self.stream_continue(config, modes),
         };
         stream
-            .map(|event| event.map(|e| (e.mode().as_str(), e.to_json())))
+            .map(|event| {
+                event.map(|e| {
+                    let mode = e.mode().as_str();
+                    // A subgraph's events are named `mode|ns…`, as the reference names them.
+                    let name = match e.namespace() {
+                        [] => mode.to_owned(),
+                        ns => format!("{mode}|{}", ns.join("|")),
+                    };
+                    (name, event_data(&e))
+                })
+            })
             .boxed()
     }
 

@@ -164,7 +164,7 @@ async fn sse(
         let (mut rx, guard) = st?;
         match rx.recv().await {
             Some((name, data)) => {
-                Some((Ok::<_, Infallible>(event(name, &data)), Some((rx, guard))))
+                Some((Ok::<_, Infallible>(event(&name, &data)), Some((rx, guard))))
             }
             None => {
                 guard.disarm();

@@ -378,7 +378,14 @@ pub(crate) async fn update_state(
         obj.insert("state_updated_at".into(), Json_::String(now));
     }
     state.records.put(Kind::Thread, &thread_id, thread).await?;
-    Ok(Json(json!({ "checkpoint": checkpoint_json(&at) })))
+    // `configurable` and `checkpoint_id` repeat it, as the reference still sends them.
+    let checkpoint_id = at.checkpoint_id.clone();
+    let at = checkpoint_json(&at);
+    Ok(Json(json!({
+        "checkpoint_id": checkpoint_id,
+        "configurable": at,
+        "checkpoint": at,
+    })))
 }
 
 #[derive(Deserialize, Default)]

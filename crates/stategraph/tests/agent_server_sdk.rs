@@ -152,7 +152,10 @@ async fn python_sdk_manages_assistants() {
 /// - the run and checkpoint metadata keys that only describe LangGraph's platform
 ///   (`langgraph_api_url`, `langgraph_api_version`, `langgraph_host`, `langgraph_plan`),
 ///   also as names in the `*_fields` lists;
-/// - `runs.create.thread_status_right_after_create_racy`: timing-dependent.
+/// - `runs.create.thread_status_right_after_create_racy`: timing-dependent;
+/// - `store.search_all_keys_in_server_order`: without a query, results come in the store's
+///   order — newest first in stategraph's stores, as in LangGraph's SQL stores; insertion
+///   order in the reference's in-memory store (the sorted keys are compared).
 const DELIBERATE: [&str; 4] = [
     "langgraph_api_url",
     "langgraph_api_version",
@@ -167,6 +170,7 @@ fn without_deliberate(v: &Json, parent_key: &str) -> Json {
                 .filter(|(k, _)| {
                     !DELIBERATE.contains(&k.as_str())
                         && k.as_str() != "thread_status_right_after_create_racy"
+                        && k.as_str() != "search_all_keys_in_server_order"
                         && !(parent_key == "configurable" && k.starts_with("__"))
                 })
                 .map(|(k, v)| (k.clone(), without_deliberate(v, k)))

@@ -136,9 +136,20 @@ async fn reducers_custom_types_and_messages() {
         value!({"title": "t", "score": 7}),
         "structs are stored as maps"
     );
+    // Message maps are stored as the LangChain messages they describe (as Python's
+    // `add_messages` coerces them), merged by id.
+    let messages: Vec<stategraph::Message> = out["messages"]
+        .as_list()
+        .unwrap()
+        .iter()
+        .map(|m| stategraph::Message::from_value(m).unwrap())
+        .collect();
     assert_eq!(
-        out["messages"],
-        value!([{"type": "human", "content": "hi, edited", "id": "m1"}, {"type": "ai", "content": "hello", "id": "m2"}])
+        messages,
+        [
+            stategraph::Message::human("hi, edited").with_id("m1"),
+            stategraph::Message::ai("hello", Vec::new()).with_id("m2"),
+        ]
     );
 }
 

@@ -412,7 +412,7 @@ impl<S: State> CompiledGraph<S> {
         mut setup: RunSetup,
     ) -> RunStream<S> {
         let graph = self.clone();
-        RunStream::new(modes, move |emitter| {
+        RunStream::new(modes, config.subgraph_events, move |emitter| {
             setup.emitter = Some(emitter);
             Box::pin(async move { Ok(graph.run_with(config, setup).await?.into_values()) })
         })
@@ -425,12 +425,13 @@ impl<S: State> CompiledGraph<S> {
         config: RunConfig,
         setup: RunSetup,
     ) -> Result<RunOutcome<S>, GraphError> {
-        let _queued = match (&config.thread_id, config.queue && setup.parents.is_empty()) {
-            (Some(thread), true) => Some(self.run_lock(thread).lock_owned().await),
+        let queued = match (&config.thread_id, config.queue && setup.parents.is_empty()) {
+            (Some(thread), true) => Some(Arc::new(self.run_lock(thread).lock_owned().await)),
             _ => None,
         };
         let setup_typed = setup.typed_output;
         let mut run = self.start(config, setup.saver, setup.parents).await?;
+        run.save.turn = queued;
         run.stream.emitter = setup.emitter;
         run.env.store = self.store.clone().or(setup.store);
         match setup.input {
@@ -568,6 +569,7 @@ impl<S: State> CompiledGraph<S> {
                 expected_latest: expected_latest.clone(),
                 pending: Vec::new(),
                 writer: None,
+                turn: None,
             },
             delta: DeltaState {
                 counters: delta_counters,

@@ -129,6 +129,10 @@ struct SaveState {
     pending: Vec<SaveOp>,
     /// The background saver of `async` durability (started when the run first waits).
     writer: Option<BackgroundWriter>,
+    /// The thread's queue turn (`RunConfig::queue`), shared with the background writer: a
+    /// run dropped mid-way (its stream dropped, a cancel) keeps the next queued run waiting
+    /// until the saves it already handed over are committed.
+    turn: Option<Arc<tokio::sync::OwnedMutexGuard<()>>>,
 }
 
 /// Delta channels: the counters of the last checkpoint, and the channels the next saved

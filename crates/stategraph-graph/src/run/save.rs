@@ -33,9 +33,15 @@ pub(super) struct BackgroundWriter {
 }
 
 impl BackgroundWriter {
-    fn start(saver: Arc<dyn CheckpointSaver>) -> Self {
+    /// Starts the writer; it holds `turn` (the thread's queue turn, if the run has one) until
+    /// everything handed to it is committed, even if the run itself is dropped first.
+    fn start(
+        saver: Arc<dyn CheckpointSaver>,
+        turn: Option<Arc<tokio::sync::OwnedMutexGuard<()>>>,
+    ) -> Self {
         let (queue, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<SaveOp>>();
         let handle = tokio::spawn(async move {
+            let _turn = turn;
             while let Some(mut batch) = rx.recv().await {
                 while let Ok(more) = rx.try_recv() {
                     batch.extend(more);
@@ -187,7 +193,7 @@ impl<S: State> Run<'_, S> {
         let writer = self
             .save
             .writer
-            .get_or_insert_with(|| BackgroundWriter::start(saver));
+            .get_or_insert_with(|| BackgroundWriter::start(saver, self.save.turn.clone()));
         if writer.queue.send(batch).is_ok() {
             return Ok(());
         }

@@ -1,7 +1,13 @@
-//! The seed graph served over the Agent Server API on a free loopback port, for the SDK tests.
+//! The seed graph (and the scenario's other graphs) served over the Agent Server API on a
+//! free loopback port, for the SDK tests. The same graphs in Python are the reference
+//! server's: `bench/agent-server/reference/graphs.py`.
 
+use std::time::Duration;
+
+use stategraph::graph::Send;
 use stategraph::prelude::*;
 use stategraph::server::Server;
+use stategraph::{Map, Message};
 
 #[derive(State, Clone, Debug, Default)]
 pub(crate) struct Seed {
@@ -25,6 +31,110 @@ pub(crate) fn seed_graph() -> CompiledGraph<Seed> {
     g.compile().unwrap()
 }
 
+/// `chat`: START → agent (`echo: <last message>`, id `ai-<n>`) → approve (asks
+/// `{"question": "send?", "draft": …}`, then `sent` or `dropped`) → END, over `messages`.
+pub(crate) fn chat_graph() -> CompiledGraph<DynState> {
+    let mut g = StateGraph::<DynState>::with_schema(
+        Schema::new().reducer("messages", Reducer::add_messages()),
+    );
+    fn last_text(s: &DynState) -> (String, usize) {
+        let messages = s
+            .get("messages")
+            .and_then(Value::as_list)
+            .unwrap_or_default();
+        let text = messages
+            .last()
+            .and_then(|m| Message::from_value(m).ok())
+            .and_then(|m| m.text().map(str::to_owned))
+            .unwrap_or_default();
+        (text, messages.len())
+    }
+    fn reply(text: &str, n: usize) -> Map {
+        let message = Message::ai(text, Vec::new()).with_id(format!("ai-{n}"));
+        Map::from_iter([("messages", Value::from(vec![message.to_value()]))])
+    }
+    g.add_node("agent", |s, _c| async move {
+        let (text, n) = last_text(&s);
+        Ok(reply(&format!("echo: {text}"), n))
+    });
+    g.add_node("approve", |s, ctx| async move {
+        let (draft, n) = last_text(&s);
+        let answer = ctx.interrupt(value!({"question": "send?", "draft": draft.as_str()}))?;
+        Ok(reply(
+            if answer.as_str() == Some("yes") {
+                "sent"
+            } else {
+                "dropped"
+            },
+            n,
+        ))
+    });
+    g.add_edge(START, "agent")
+        .add_edge("agent", "approve")
+        .add_edge("approve", END);
+    g.compile().unwrap()
+}
+
+/// `fanout`: one `Send("worker", {"item": i})` per item of `items`; each worker adds
+/// `[item * 10]` to `done`.
+pub(crate) fn fanout_graph() -> CompiledGraph<DynState> {
+    let mut g = StateGraph::<DynState>::with_schema(
+        Schema::new()
+            .last_value("items")
+            .reducer("done", Reducer::append()),
+    );
+    g.add_node("worker", |s, _c| async move {
+        let item = s.get("item").and_then(Value::as_i64).unwrap_or_default();
+        Ok(Map::from_iter([("done", value!([item * 10]))]))
+    });
+    g.add_conditional_edges(START, |s: &DynState| {
+        let items = s.get("items").and_then(Value::as_list).unwrap_or_default();
+        Ok(items
+            .iter()
+            .map(|i| Send::new("worker", Map::from_iter([("item", i.clone())])).into())
+            .collect())
+    });
+    g.add_edge("worker", END);
+    g.compile().unwrap()
+}
+
+/// `slow`: START → wait (1 s, then `bar: ["slow"]`) → END over the seed state.
+pub(crate) fn slow_graph() -> CompiledGraph<Seed> {
+    let mut g = StateGraph::<Seed>::new();
+    g.add_node("wait", |_s, _c| async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Ok(SeedUpdate::default().bar(["slow"]))
+    });
+    g.add_edge(START, "wait").add_edge("wait", END);
+    g.compile().unwrap()
+}
+
+/// `nested`: START → sub (a subgraph inner_a → inner_b) → after → END over `log`
+/// (appended); each node adds its name.
+pub(crate) fn nested_graph() -> CompiledGraph<DynState> {
+    let schema = || Schema::new().reducer("log", Reducer::append());
+    let logger = |g: &mut StateGraph<DynState>, name: &'static str| {
+        g.add_node(name, move |_s, _c| async move {
+            Ok(Map::from_iter([("log", value!([name]))]))
+        });
+    };
+    let mut inner = StateGraph::<DynState>::with_schema(schema());
+    logger(&mut inner, "inner_a");
+    logger(&mut inner, "inner_b");
+    inner
+        .add_edge(START, "inner_a")
+        .add_edge("inner_a", "inner_b")
+        .add_edge("inner_b", END);
+    let mut outer = StateGraph::<DynState>::with_schema(schema());
+    outer.add_subgraph("sub", inner.compile().unwrap());
+    logger(&mut outer, "after");
+    outer
+        .add_edge(START, "sub")
+        .add_edge("sub", "after")
+        .add_edge("after", END);
+    outer.compile().unwrap()
+}
+
 /// The seed graph served as `seed` on a fresh SQLite file (checkpoints and the server's
 /// records), listening on a free loopback port: its base URL, the serving task (abort it to
 /// stop) and the directory to keep alive.
@@ -37,6 +147,10 @@ pub(crate) async fn serve_seed() -> (
     let url = format!("sqlite:{}", dir.path().join("server.sqlite").display());
     let server = Server::builder()
         .graph("seed", seed_graph())
+        .graph("chat", chat_graph())
+        .graph("fanout", fanout_graph())
+        .graph("slow", slow_graph())
+        .graph("nested", nested_graph())
         .checkpointer(stategraph::open_saver(&url).await.unwrap())
         .store(
             stategraph::open_store(&url, StoreOptions::new())

@@ -14,7 +14,7 @@ def main() -> None:
     client = get_sync_client(url=url)
     out = {}
 
-    assistants = client.assistants.search()
+    assistants = client.assistants.search(graph_id="seed")
     out["assistants"] = [
         {"assistant_id": a["assistant_id"], "graph_id": a["graph_id"], "name": a["name"]}
         for a in assistants
