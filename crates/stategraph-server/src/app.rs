@@ -21,6 +21,7 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
 use crate::error::ApiError;
 use crate::graph::ServedGraph;
+use crate::hub::{DEFAULT_RESUMABLE_TTL, Hubs};
 use crate::records::Records;
 use crate::{assistants, meta, runs, store_api, threads};
 
@@ -45,6 +46,7 @@ pub struct ServerBuilder {
     cors: Cors,
     api_key: Option<String>,
     keep_alive: Option<std::time::Duration>,
+    resumable_ttl: Option<std::time::Duration>,
 }
 
 /// How often, by default, a quiet run stream sends a `: heartbeat` comment and `runs/wait` a
@@ -135,6 +137,15 @@ impl ServerBuilder {
         self
     }
 
+    /// How long the events of a run created with `stream_resumable: true` stay in memory
+    /// after the run ended, for clients that reconnect (`GET /threads/{thread_id}/runs/{run_id}/stream`
+    /// with `Last-Event-ID`); default [`DEFAULT_RESUMABLE_TTL`], the reference's
+    /// `RESUMABLE_STREAM_TTL_SECONDS`. Zero frees them as soon as the run ends.
+    pub fn resumable_stream_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.resumable_ttl = Some(ttl);
+        self
+    }
+
     /// The server.
     ///
     /// # Errors
@@ -172,6 +183,9 @@ impl ServerBuilder {
                 thread_runs: std::sync::Mutex::new(BTreeMap::new()),
                 controls: std::sync::Mutex::new(BTreeMap::new()),
                 keep_alive: self.keep_alive.unwrap_or(DEFAULT_KEEP_ALIVE),
+                hubs: Arc::new(Hubs::new(
+                    self.resumable_ttl.unwrap_or(DEFAULT_RESUMABLE_TTL),
+                )),
             }),
             cors: self.cors,
             api_key: self.api_key,
@@ -210,6 +224,8 @@ pub(crate) struct AppState {
     controls: std::sync::Mutex<BTreeMap<String, RunControl>>,
     /// How often quiet streams and waits send keep-alives.
     pub(crate) keep_alive: std::time::Duration,
+    /// Per run in flight (and resumable run ended lately): its events, for joiners.
+    pub(crate) hubs: Arc<Hubs>,
 }
 
 /// How a run is cancelled: `interrupt` keeps what it checkpointed and marks it `interrupted`;
@@ -403,6 +419,11 @@ impl Server {
             )
             .route("/threads/{thread_id}/runs/{run_id}", get(runs::get_one))
             .route("/threads/{thread_id}/runs/{run_id}/join", get(runs::join))
+            .route(
+                "/threads/{thread_id}/runs/{run_id}/stream",
+                get(runs::join_stream),
+            )
+            .route("/runs/cancel", post(runs::cancel_many))
             .route(
                 "/store/items",
                 get(store_api::get_item)

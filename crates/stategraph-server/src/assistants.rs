@@ -10,7 +10,7 @@ use stategraph_checkpoint::now_iso;
 use stategraph_graph::{END, START};
 use uuid::Uuid;
 
-use crate::app::{AppState, Shared};
+use crate::app::{AppState, Cancel, CancelAction, Shared};
 use crate::error::ApiError;
 use crate::records::{Kind, Paging, field_str};
 use crate::threads::parse_body;
@@ -407,15 +407,83 @@ fn check_graph(state: &AppState, graph_id: &str) -> Result<(), ApiError> {
     )))
 }
 
+/// Query of `DELETE /assistants/{assistant_id}`.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct DeleteQuery {
+    delete_threads: Option<String>,
+}
+
 /// `DELETE /assistants/{assistant_id}`: 204, or 404 for an unknown id.
+///
+/// As the reference: the assistant's runs in flight are cancelled (`interrupt`), and with
+/// `delete_threads=true` the threads whose `metadata.assistant_id` is this assistant (the
+/// assistant of their latest run) are deleted too, with their runs and checkpoints.
 pub(crate) async fn delete(
     axum::extract::State(state): Shared,
     Path(id): Path<String>,
+    query: Result<axum::extract::Query<DeleteQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<axum::http::StatusCode, ApiError> {
+    let axum::extract::Query(query) = query?;
     ensure(&state).await?;
     check_uuid(&id)?;
     if state.records.get(Kind::Assistant, &id).await?.is_none() {
         return Err(ApiError::not_found(format!("Assistant {id} not found")));
+    }
+    // The reference reads only `true` (any case).
+    let delete_threads = query
+        .delete_threads
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let threads: Vec<String> = if delete_threads {
+        state
+            .records
+            .search(Kind::Thread, JsonMap::new())
+            .await?
+            .iter()
+            .filter(|t| {
+                t.get("metadata")
+                    .and_then(|m| m.get("assistant_id"))
+                    .and_then(Json_::as_str)
+                    == Some(id.as_str())
+            })
+            .map(|t| field_str(t, "thread_id").to_owned())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    // Deliberately before the threads go (the reference deletes them first, then cancels
+    // the assistant's runs it can still find): the runs in flight on those threads, of any
+    // assistant, stop too, so none writes checkpoints to a deleted thread.
+    let mut in_flight = Vec::new();
+    for status in ["pending", "running"] {
+        let mut filter = JsonMap::new();
+        filter.insert("status".into(), json!(status));
+        for run in state.records.search(Kind::Run, filter).await? {
+            if field_str(&run, "assistant_id") == id
+                || threads.iter().any(|t| t == field_str(&run, "thread_id"))
+            {
+                in_flight.push(field_str(&run, "run_id").to_owned());
+            }
+        }
+    }
+    let cancel = Cancel {
+        action: CancelAction::Interrupt,
+        reason: format!("assistant {id} was deleted"),
+    };
+    crate::runs::cancel_and_settle(&state, &in_flight, &cancel).await;
+    for thread_id in &threads {
+        let mut filter = JsonMap::new();
+        filter.insert("thread_id".into(), json!(thread_id));
+        for run in state.records.search(Kind::Run, filter).await? {
+            state
+                .records
+                .delete(Kind::Run, field_str(&run, "run_id"))
+                .await?;
+        }
+        state.saver.delete_thread(thread_id).await.map_err(|e| {
+            ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        })?;
+        state.records.delete(Kind::Thread, thread_id).await?;
     }
     for v in versions_of(&state, &id).await? {
         let version = v.get("version").and_then(Json_::as_u64).unwrap_or(0);

@@ -16,7 +16,8 @@ use crate::app::{AppState, Cancel, CancelAction};
 use crate::assistants;
 use crate::convert::{checkpoint_id_of, input_map, thread_interrupts, values_json};
 use crate::error::{ApiError, error_name};
-use crate::graph::{Event, RunStart, ServedGraph};
+use crate::graph::{RunStart, ServedGraph};
+use crate::hub::{HubCloser, StreamEvent};
 use crate::records::{Kind, field_str};
 use crate::threads::{load, new_thread};
 
@@ -107,9 +108,11 @@ impl Outcome {
 pub(crate) struct Started {
     pub(crate) run: Json_,
     pub(crate) thread_id: String,
-    /// Events of the stream modes asked for, then `error` if the run failed; closed once the
-    /// run's records are final.
-    pub(crate) events: mpsc::Receiver<Event>,
+    /// `metadata`, the events of the stream modes asked for, then `error` if the run failed,
+    /// as the run's hub numbered them; closed once the run's records are final.
+    pub(crate) events: mpsc::Receiver<StreamEvent>,
+    /// Whether the run was created with `stream_resumable: true` (its events carry ids).
+    pub(crate) resumable: bool,
     pub(crate) done: oneshot::Receiver<Outcome>,
 }
 
@@ -533,8 +536,18 @@ pub(crate) async fn start(
         .checkpoint_metadata
         .insert("thread_id".into(), json!(thread_id));
     config.queue = true;
+    // The run's events go through its hub, for joiners (`GET …/runs/{run_id}/stream`); it
+    // exists before the run's record so that whoever finds the run finds its hub.
+    let resumable = body.stream_resumable.unwrap_or(false);
+    let hub = state.hubs.open(&run_id, resumable);
+    // Deliberately at creation (the reference publishes it when a worker starts the run):
+    // the caller of `runs/stream` gets it at once, even while the run waits its turn.
+    let metadata_event = hub.publish("metadata", json!({ "run_id": run_id, "attempt": 1 }));
     let (turn, control) = if stateful {
-        state.records.put(Kind::Run, &run_id, run.clone()).await?;
+        if let Err(e) = state.records.put(Kind::Run, &run_id, run.clone()).await {
+            state.hubs.discard(&run_id, &hub);
+            return Err(e);
+        }
         let control = state.register_run(&run_id, &thread_id);
         if let Some(action) = match strategy.as_str() {
             "interrupt" => Some(CancelAction::Interrupt),
@@ -555,6 +568,9 @@ pub(crate) async fn start(
     drop(records_guard);
 
     let (tx, events) = mpsc::channel(64);
+    // A new channel has room: the caller of `runs/stream` gets `metadata` first.
+    let _ = tx.try_send(metadata_event);
+    let hub = HubCloser::new(&state.hubs, &run_id, hub);
     let (done_tx, done) = oneshot::channel();
     let mut engine_modes = modes.clone();
     if !engine_modes.contains(&StreamMode::Values) {
@@ -584,6 +600,7 @@ pub(crate) async fn start(
                     });
                     cancel_pending(&task_state, graph.as_ref(), &task_thread, task_run, &cancel).await;
                     task_state.unregister_run(&task_run_id);
+                    drop(hub);
                     if let Some(e) = ended {
                         e.send_replace(true);
                     }
@@ -628,10 +645,11 @@ pub(crate) async fn start(
                         values = data.clone();
                     }
                     if wanted.contains(&name.split('|').next().unwrap_or_default()) {
+                        let event = hub.hub().publish(name, data);
                         // A caller that went away does not stop the run; a cancel does,
                         // even while a slow reader holds the event back.
                         tokio::select! {
-                            _ = tx.send((name, data)) => {}
+                            _ = tx.send(event) => {}
                             c = cancelled(cancel_rx.as_mut()) => {
                                 cancel = Some(c);
                                 break;
@@ -690,8 +708,12 @@ pub(crate) async fn start(
             let _ = task_state.saver.delete_thread(&task_thread).await;
         }
         if let Some(e) = &outcome.error {
-            let _ = tx.send(("error".to_owned(), e.clone())).await;
+            // Deliberately kept in a resumable run's log too (the reference publishes the
+            // error live only), so that a client that reconnects learns how the run ended.
+            let event = hub.hub().publish("error", e.clone());
+            let _ = tx.send(event).await;
         }
+        drop(hub);
         let _ = done_tx.send(outcome);
         if let Some(e) = ended {
             e.send_replace(true);
@@ -701,6 +723,7 @@ pub(crate) async fn start(
         run,
         thread_id,
         events,
+        resumable,
         done,
     })
 }

@@ -10,7 +10,12 @@
 //! Runs in flight can be cancelled (`POST /threads/{id}/runs/{run}/cancel`, or a new run with
 //! `multitask_strategy` `interrupt` / `rollback`): the run stops at its next await, and is
 //! marked `interrupted` with its checkpoints kept, or rolled back (deleted with the
-//! checkpoints it wrote). Browsers may call the API from any origin unless
+//! checkpoints it wrote), also in bulk (`POST /runs/cancel`) or with their assistant
+//! (`DELETE /assistants/{id}`, `?delete_threads=true` deleting its threads too). Any number
+//! of clients may join a run's stream (`GET /threads/{id}/runs/{run}/stream`); a run created
+//! with `stream_resumable: true` numbers its events (SSE `id`) and keeps them in memory for
+//! [`DEFAULT_RESUMABLE_TTL`] after it ended ([`ServerBuilder::resumable_stream_ttl`]), so a
+//! client that lost its connection resumes after its `Last-Event-ID`. Browsers may call the API from any origin unless
 //! [`ServerBuilder::cors`] lists them; [`ServerBuilder::api_key`] requires an `x-api-key`.
 //!
 //! ```
@@ -50,6 +55,7 @@ mod convert;
 mod error;
 mod exec;
 mod graph;
+mod hub;
 mod meta;
 mod records;
 mod runs;
@@ -58,4 +64,5 @@ mod threads;
 
 pub use app::{BuildError, DEFAULT_KEEP_ALIVE, Server, ServerBuilder};
 pub use error::ApiError;
+pub use hub::DEFAULT_RESUMABLE_TTL;
 pub use records::NAMESPACE_ROOT;

@@ -19,6 +19,7 @@ use serde_json::{Value as Json_, json};
 use crate::app::{AppState, Cancel, CancelAction, Shared};
 use crate::error::ApiError;
 use crate::exec::{RunBody, Started, start};
+use crate::hub::{HubReader, StreamEvent};
 use crate::records::{Kind, field_str};
 use crate::threads::{load, parse_body};
 
@@ -157,15 +158,17 @@ async fn sse(
     } else {
         vec![(CONTENT_LOCATION, format!("/runs/{run_id}"))]
     };
-    let metadata = json!({ "run_id": run_id, "attempt": 1 });
-    let first = stream::once(async move { Ok::<_, Infallible>(event("metadata", &metadata)) });
-    // The events close once the run's records are final; the guard goes with the stream.
-    let rest = stream::unfold(Some((started.events, guard)), |st| async move {
+    // `metadata` first, then the run's events; they close once the run's records are final.
+    // A resumable run's events carry the ids a client reconnects with (`Last-Event-ID`).
+    // The guard goes with the stream.
+    let resumable = started.resumable;
+    let events = stream::unfold(Some((started.events, guard)), move |st| async move {
         let (mut rx, guard) = st?;
         match rx.recv().await {
-            Some((name, data)) => {
-                Some((Ok::<_, Infallible>(event(&name, &data)), Some((rx, guard))))
-            }
+            Some(e) => Some((
+                Ok::<_, Infallible>(hub_event(&e, resumable)),
+                Some((rx, guard)),
+            )),
             None => {
                 guard.disarm();
                 None
@@ -173,7 +176,7 @@ async fn sse(
         }
     });
     drop(started.done);
-    let body = Sse::new(futures_util::StreamExt::chain(first, rest)).keep_alive(
+    let body = Sse::new(events).keep_alive(
         KeepAlive::new()
             .interval(state.keep_alive)
             .text("heartbeat"),
@@ -183,6 +186,12 @@ async fn sse(
 
 fn event(name: &str, data: &Json_) -> SseEvent {
     SseEvent::default().event(name).data(data.to_string())
+}
+
+/// A run's event as SSE, with its `id` when the run is resumable.
+fn hub_event(e: &StreamEvent, with_id: bool) -> SseEvent {
+    let out = event(&e.name, &e.data);
+    if with_id { out.id(&*e.id) } else { out }
 }
 
 /// `POST /threads/{thread_id}/runs/stream`.
@@ -353,4 +362,247 @@ pub(crate) async fn cancel(
     ];
     let values = thread.get("values").cloned().unwrap_or(Json_::Null);
     Ok((headers(&location), Json(values)).into_response())
+}
+
+/// The stream modes of a join's `stream_mode` query values: each a mode, or a JSON array of
+/// them (the SDK's forms). Repeated values add up (the reference reads the last one only).
+fn join_modes(values: &[String]) -> Vec<String> {
+    let mut modes = Vec::new();
+    for v in values.iter().filter(|v| !v.is_empty()) {
+        match serde_json::from_str::<Vec<String>>(v) {
+            Ok(list) if v.starts_with('[') => modes.extend(list),
+            _ => modes.push(v.clone()),
+        }
+    }
+    modes
+}
+
+/// Whether an event named `name` passes a join's `stream_mode` filter (none: every event),
+/// as the reference matches them: by name, `messages*` for `messages`/`messages-tuple`, and
+/// a subgraph's `mode|namespace` by its mode.
+fn mode_matches(name: &str, modes: &[String]) -> bool {
+    if modes.is_empty() || modes.iter().any(|m| m == name) {
+        return true;
+    }
+    if name.starts_with("messages")
+        && modes
+            .iter()
+            .any(|m| m == "messages" || m == "messages-tuple")
+    {
+        return true;
+    }
+    name.split_once('|')
+        .is_some_and(|(base, _)| modes.iter().any(|m| m == base))
+}
+
+/// Whether a query flag is on, as the reference reads them (`true`, `yes`, `1`).
+fn flag_on(v: &str) -> bool {
+    matches!(v.to_lowercase().as_str(), "true" | "yes" | "1")
+}
+
+/// `GET /threads/{thread_id}/runs/{run_id}/stream`: joins a run's stream.
+///
+/// As the reference: the events the run publishes from now on; for a run created with
+/// `stream_resumable: true` and a `Last-Event-ID` header, first those after that id (`-1`:
+/// all), every event with its `id`. A run that has ended sends nothing more (a resumable one
+/// replays after the id while its events are kept). `stream_mode` (query, repeated or a JSON
+/// array) filters the events; `cancel_on_disconnect=true` cancels the run (`interrupt`) if
+/// the client goes away before it ended. Ids that are not UUIDs are 422; an unknown run is,
+/// as the reference answers it, a 200 stream of one `error` event.
+pub(crate) async fn join_stream(
+    axum::extract::State(state): Shared,
+    Path((thread_id, run_id)): Path<(String, String)>,
+    request_headers: HeaderMap,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(pairs) = query?;
+    if uuid::Uuid::parse_str(&thread_id).is_err() {
+        return Err(ApiError::invalid("Invalid thread ID: must be a UUID"));
+    }
+    if uuid::Uuid::parse_str(&run_id).is_err() {
+        return Err(ApiError::invalid("Invalid run ID: must be a UUID"));
+    }
+    let mut mode_values = Vec::new();
+    let mut cancel_on_disconnect = false;
+    for (k, v) in pairs {
+        match k.as_str() {
+            "stream_mode" => mode_values.push(v),
+            "cancel_on_disconnect" => cancel_on_disconnect = flag_on(&v),
+            _ => {}
+        }
+    }
+    let modes = join_modes(&mode_values);
+    let last_event_id = request_headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned);
+    let base = format!("/threads/{thread_id}/runs/{run_id}");
+    let location = headers(&[
+        (CONTENT_LOCATION, base.clone()),
+        (LOCATION, format!("{base}/stream")),
+    ]);
+    let keep_alive = KeepAlive::new()
+        .interval(state.keep_alive)
+        .text("heartbeat");
+    let found = match state.records.get(Kind::Run, &run_id).await? {
+        Some(run) => field_str(&run, "thread_id") == thread_id,
+        None => false,
+    };
+    if !found {
+        // The reference streams the 404 as an `error` event (the stream has begun).
+        let error = json!({ "error": "HTTPException", "message": "404: Run not found" });
+        let body = stream::once(async move { Ok::<_, Infallible>(event("error", &error)) });
+        return Ok((location, Sse::new(body).keep_alive(keep_alive)).into_response());
+    }
+    // No hub: the run ended and its events are gone (or were never kept).
+    let Some(hub) = state.hubs.get(&run_id) else {
+        let body = stream::empty::<Result<SseEvent, Infallible>>();
+        return Ok((location, Sse::new(body).keep_alive(keep_alive)).into_response());
+    };
+    let with_id = hub.resumable();
+    let reader = hub.reader(last_event_id.as_deref());
+    drop(hub);
+    let guard = DisconnectGuard::new(&state, &run_id, cancel_on_disconnect);
+    let start: JoinState = (reader, guard, std::collections::VecDeque::new());
+    let body = stream::unfold(Some(start), move |st| {
+        let modes = modes.clone();
+        async move {
+            let (mut reader, guard, mut queued) = st?;
+            loop {
+                if let Some(e) = queued.pop_front() {
+                    let out = hub_event(&e, with_id);
+                    return Some((Ok::<_, Infallible>(out), Some((reader, guard, queued))));
+                }
+                match reader.next_batch().await {
+                    Some(batch) => {
+                        queued.extend(batch.into_iter().filter(|e| mode_matches(&e.name, &modes)))
+                    }
+                    None => {
+                        guard.disarm();
+                        return None;
+                    }
+                }
+            }
+        }
+    });
+    Ok((location, Sse::new(body).keep_alive(keep_alive)).into_response())
+}
+
+/// A join's reader, the guard that cancels on disconnect, and events read but not sent.
+type JoinState = (
+    HubReader,
+    DisconnectGuard,
+    std::collections::VecDeque<StreamEvent>,
+);
+
+/// Cancels `run_ids` (those pending or running) and waits, up to [`CANCEL_SETTLE`], for
+/// their records to be final; how many were pending or running.
+pub(crate) async fn cancel_and_settle(
+    state: &AppState,
+    run_ids: &[String],
+    cancel: &Cancel,
+) -> usize {
+    let mut ended: Vec<_> = run_ids
+        .iter()
+        .filter_map(|id| state.cancel_run(id, cancel))
+        .collect();
+    let count = ended.len();
+    // Each wait drops its `Ref` at once (a `Ref` may not cross an await).
+    let all = futures_util::future::join_all(ended.iter_mut().map(|e| async move {
+        let _ = e.wait_for(|ended| *ended).await;
+    }));
+    let _ = tokio::time::timeout(CANCEL_SETTLE, all).await;
+    count
+}
+
+/// Body of `POST /runs/cancel` (`RunsCancel`).
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CancelManyBody {
+    status: Option<String>,
+    thread_id: Option<String>,
+    run_ids: Option<Vec<String>>,
+}
+
+/// `POST /runs/cancel`: cancels the runs `run_ids` of `thread_id`, or every run with
+/// `status` `pending`, `running` or `all` (both); `action` (query) `interrupt` (default) or
+/// `rollback` as for one run. 204; 404 when no run matched or none was pending or running;
+/// 422 for a body that does not fit, as the reference.
+pub(crate) async fn cancel_many(
+    axum::extract::State(state): Shared,
+    query: Result<Query<CancelQuery>, QueryRejection>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let Query(query) = query?;
+    let body: CancelManyBody = parse_body(&body)?;
+    let action = match query.action.as_deref() {
+        Some("rollback") => CancelAction::Rollback,
+        _ => CancelAction::Interrupt,
+    };
+    let mut candidates: Vec<Json_> = Vec::new();
+    if let Some(status) = body.status.as_deref().filter(|s| !s.is_empty()) {
+        let statuses: &[&str] = match status.to_lowercase().as_str() {
+            "pending" => &["pending"],
+            "running" => &["running"],
+            "all" => &["pending", "running"],
+            _ => {
+                return Err(ApiError::invalid(
+                    "Invalid status: must be 'pending', 'running', or 'all'",
+                ));
+            }
+        };
+        if body.thread_id.as_deref().is_some_and(|t| !t.is_empty())
+            || body.run_ids.as_ref().is_some_and(|r| !r.is_empty())
+        {
+            return Err(ApiError::invalid(
+                "When providing a 'status', 'thread_id' and 'run_ids' must be omitted. The \
+                 'status' parameter cancels all runs with the given status, regardless of \
+                 thread or run ID.",
+            ));
+        }
+        for s in statuses {
+            let mut filter = serde_json::Map::new();
+            filter.insert("status".into(), json!(s));
+            candidates.extend(state.records.search(Kind::Run, filter).await?);
+        }
+    } else {
+        let (Some(thread_id), Some(run_ids)) = (body.thread_id, body.run_ids) else {
+            return Err(ApiError::invalid(
+                "Must provide either a status, or both 'thread_id' and 'run_ids'",
+            ));
+        };
+        if uuid::Uuid::parse_str(&thread_id).is_err() {
+            return Err(ApiError::invalid("Invalid thread ID: must be a UUID"));
+        }
+        if run_ids.iter().any(|r| uuid::Uuid::parse_str(r).is_err()) {
+            return Err(ApiError::invalid("Invalid run ID: must be a UUID"));
+        }
+        for run_id in &run_ids {
+            if let Some(run) = state.records.get(Kind::Run, run_id).await?
+                && field_str(&run, "thread_id") == thread_id
+            {
+                candidates.push(run);
+            }
+        }
+    }
+    if candidates.is_empty() {
+        return Err(ApiError::not_found("No runs found to cancel."));
+    }
+    let in_flight: Vec<String> = candidates
+        .iter()
+        .filter(|r| matches!(field_str(r, "status"), "pending" | "running"))
+        .map(|r| field_str(r, "run_id").to_owned())
+        .collect();
+    let cancel = Cancel {
+        action,
+        reason: format!("{} requested via POST /runs/cancel", action.as_str()),
+    };
+    if cancel_and_settle(&state, &in_flight, &cancel).await == 0 {
+        return Err(ApiError::not_found(
+            "No matching runs to cancel. Please verify the thread ID and run IDs are correct, \
+             and the runs haven't been deleted or completed.",
+        ));
+    }
+    Ok(axum::http::StatusCode::NO_CONTENT.into_response())
 }

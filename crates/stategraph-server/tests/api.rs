@@ -1218,3 +1218,489 @@ async fn assistant_schemas_and_subgraphs() {
     );
     assert_eq!(sub.as_object().unwrap().len(), 1);
 }
+
+/// A server for the reconnect tests: `steps` runs five nodes of 30 ms each; `gate` runs
+/// `first`, then `wait`, which waits until `gate` is notified; `hold` as in [`server`].
+fn reconnect_server(gate: Arc<tokio::sync::Notify>) -> Router {
+    let schema = || Schema::new().reducer("bar", Reducer::append());
+    let mut steps = StateGraph::<DynState>::with_schema(schema());
+    let names = ["s1", "s2", "s3", "s4", "s5"];
+    for name in names {
+        steps.add_node(name, move |_s, _c| async move {
+            tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+            Ok(Map::from_iter([("bar", value!([name]))]))
+        });
+    }
+    steps.add_edge(START, "s1");
+    for pair in names.windows(2) {
+        steps.add_edge(pair[0], pair[1]);
+    }
+    steps.add_edge("s5", END);
+
+    let mut gated = StateGraph::<DynState>::with_schema(schema());
+    gated.add_node("first", |_s, _c| async {
+        Ok(Map::from_iter([("bar", value!(["first"]))]))
+    });
+    gated.add_node("wait", move |_s, _c| {
+        let gate = Arc::clone(&gate);
+        async move {
+            gate.notified().await;
+            Ok(Map::from_iter([("bar", value!(["done"]))]))
+        }
+    });
+    gated
+        .add_edge(START, "first")
+        .add_edge("first", "wait")
+        .add_edge("wait", END);
+
+    let mut hold = StateGraph::<DynState>::with_schema(schema());
+    hold.add_node("long", |_s, _c| async {
+        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+        Ok(Map::from_iter([("bar", value!(["long"]))]))
+    });
+    hold.add_edge(START, "long").add_edge("long", END);
+
+    Server::builder()
+        .graph("steps", steps.compile().unwrap())
+        .graph("gate", gated.compile().unwrap())
+        .graph("hold", hold.compile().unwrap())
+        .checkpointer(Arc::new(InMemorySaver::new()))
+        .build()
+        .unwrap()
+        .router()
+}
+
+/// Server-sent events as (event, data, id).
+fn sse_events(text: &str) -> Vec<(String, Json, Option<String>)> {
+    text.split("\n\n")
+        .filter_map(|block| {
+            let mut name = None;
+            let mut data = String::new();
+            let mut id = None;
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("event: ") {
+                    name = Some(v.to_owned());
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data.push_str(v);
+                } else if let Some(v) = line.strip_prefix("id: ") {
+                    id = Some(v.to_owned());
+                }
+            }
+            name.map(|n| (n, serde_json::from_str(&data).unwrap(), id))
+        })
+        .collect()
+}
+
+async fn get_with(
+    app: &Router,
+    uri: &str,
+    last_event_id: Option<&str>,
+) -> axum::response::Response {
+    let mut req = Request::builder().method(Method::GET).uri(uri);
+    if let Some(id) = last_event_id {
+        req = req.header("last-event-id", id);
+    }
+    app.clone()
+        .oneshot(req.body(Body::empty()).unwrap())
+        .await
+        .unwrap()
+}
+
+/// The whole body; fails (rather than hangs) if it does not end within 20 s.
+async fn body_text(res: axum::response::Response) -> String {
+    let read = axum::body::to_bytes(res.into_body(), usize::MAX);
+    let bytes = tokio::time::timeout(std::time::Duration::from_secs(20), read)
+        .await
+        .expect("the stream did not end")
+        .unwrap();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+/// Polls until the thread's next node is `node`.
+async fn until_next(app: &Router, thread: &str, node: &str) {
+    for _ in 0..500 {
+        let (_, s) = json_call(app, Method::GET, &format!("/threads/{thread}/state"), None).await;
+        if s["next"] == json!([node]) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the run never reached `{node}`");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumable_run_is_replayed_after_last_event_id() {
+    let app = reconnect_server(Arc::new(tokio::sync::Notify::new()));
+    let thread = new_thread(&app).await;
+    let runs = format!("/threads/{thread}/runs");
+    let body = json!({"assistant_id": "steps", "input": {"bar": []},
+                      "stream_mode": ["values", "updates"], "stream_resumable": true});
+    let (status, text) = call(&app, Method::POST, &format!("{runs}/stream"), Some(body)).await;
+    assert_eq!(status, StatusCode::OK);
+    let full = sse_events(&text);
+    // metadata, the first values, then updates + values for each of the five nodes.
+    assert_eq!(full.len(), 12, "{text}");
+    assert_eq!(full[0].0, "metadata");
+    let run_id = full[0].1["run_id"].as_str().unwrap().to_owned();
+    let ids: Vec<&str> = full.iter().map(|e| e.2.as_deref().unwrap()).collect();
+    let seqs: Vec<u64> = ids
+        .iter()
+        .map(|id| id.split_once('-').unwrap().1.parse().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=12).collect::<Vec<u64>>(), "{ids:?}");
+
+    let join = format!("{runs}/{run_id}/stream");
+    // After the fifth event: the rest, with the same ids.
+    let res = get_with(&app, &join, Some(ids[4])).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(
+        res.headers()["content-location"],
+        format!("/threads/{thread}/runs/{run_id}").as_str()
+    );
+    assert_eq!(sse_events(&body_text(res).await), full[5..]);
+    // `-1`: everything.
+    let res = get_with(&app, &join, Some("-1")).await;
+    assert_eq!(sse_events(&body_text(res).await), full);
+    // Filtered by stream mode.
+    let res = get_with(&app, &format!("{join}?stream_mode=updates"), Some("-1")).await;
+    let updates = sse_events(&body_text(res).await);
+    assert_eq!(updates.len(), 5);
+    assert!(updates.iter().all(|e| e.0 == "updates"));
+    let res = get_with(
+        &app,
+        &format!("{join}?stream_mode=%5B%22metadata%22%5D"),
+        Some("-1"),
+    )
+    .await;
+    let meta = sse_events(&body_text(res).await);
+    assert_eq!(meta, full[..1]);
+    // Without an id, a joiner gets the events from now on: none, the run has ended.
+    let res = get_with(&app, &join, None).await;
+    assert_eq!(sse_events(&body_text(res).await), []);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joiners_of_a_live_run_each_get_its_events_from_when_they_joined() {
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let app = reconnect_server(Arc::clone(&gate));
+    let thread = new_thread(&app).await;
+    let runs = format!("/threads/{thread}/runs");
+    let body = json!({"assistant_id": "gate", "input": {"bar": []},
+                      "stream_mode": ["values", "updates"]});
+    let (status, run) = json_call(&app, Method::POST, &runs, Some(body)).await;
+    assert_eq!(status, StatusCode::OK);
+    let run_id = run["run_id"].as_str().unwrap();
+    until_next(&app, &thread, "wait").await;
+    let join = format!("{runs}/{run_id}/stream");
+    let all = get_with(&app, &join, None).await;
+    let filtered = get_with(&app, &format!("{join}?stream_mode=updates"), None).await;
+    // Not resumable: an id is ignored, and events carry none.
+    let with_id = get_with(&app, &join, Some("-1")).await;
+    gate.notify_one();
+    let all = sse_events(&body_text(all).await);
+    let names: Vec<&str> = all.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(names, ["updates", "values"], "{all:?}");
+    assert_eq!(all[0].1, json!({"wait": {"bar": ["done"]}}));
+    assert_eq!(all[1].1, json!({"bar": ["first", "done"]}));
+    assert!(all.iter().all(|e| e.2.is_none()));
+    assert_eq!(sse_events(&body_text(with_id).await), all);
+    assert_eq!(sse_events(&body_text(filtered).await), all[..1]);
+    // The stream ended once the run's records were final.
+    let (_, r) = json_call(&app, Method::GET, &format!("{runs}/{run_id}"), None).await;
+    assert_eq!(r["status"], "success");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joining_unknown_runs_and_cancelling_on_disconnect() {
+    let app = reconnect_server(Arc::new(tokio::sync::Notify::new()));
+    let thread = new_thread(&app).await;
+    let other = new_thread(&app).await;
+    let runs = format!("/threads/{thread}/runs");
+    let (status, detail) = json_call(&app, Method::GET, &format!("{runs}/nope/stream"), None).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(detail, json!({"detail": "Invalid run ID: must be a UUID"}));
+    let (status, detail) = json_call(
+        &app,
+        Method::GET,
+        "/threads/nope/runs/1ef7a6d0-0000-6000-8000-000000000000/stream",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        detail,
+        json!({"detail": "Invalid thread ID: must be a UUID"})
+    );
+    // An unknown run, as the reference answers it: one `error` event.
+    let unknown = format!("{runs}/1ef7a6d0-0000-6000-8000-000000000000/stream");
+    let res = get_with(&app, &unknown, None).await;
+    assert_eq!(res.status(), StatusCode::OK);
+    let events = sse_events(&body_text(res).await);
+    assert_eq!(
+        events,
+        [(
+            "error".to_owned(),
+            json!({"error": "HTTPException", "message": "404: Run not found"}),
+            None
+        )]
+    );
+
+    let (_, run) = json_call(
+        &app,
+        Method::POST,
+        &runs,
+        Some(json!({"assistant_id": "hold", "input": {"bar": []}})),
+    )
+    .await;
+    let run_id = run["run_id"].as_str().unwrap();
+    until_next(&app, &thread, "long").await;
+    // The run on another thread is unknown there.
+    let res = get_with(
+        &app,
+        &format!("/threads/{other}/runs/{run_id}/stream"),
+        None,
+    )
+    .await;
+    assert_eq!(sse_events(&body_text(res).await)[0].0, "error");
+    // A joiner that goes away leaves the run going…
+    drop(get_with(&app, &format!("{runs}/{run_id}/stream"), None).await);
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let (_, r) = json_call(&app, Method::GET, &format!("{runs}/{run_id}"), None).await;
+    assert_eq!(r["status"], "running");
+    // …unless it asked to cancel it.
+    let uri = format!("{runs}/{run_id}/stream?cancel_on_disconnect=true");
+    drop(get_with(&app, &uri, None).await);
+    for _ in 0..200 {
+        let (_, r) = json_call(&app, Method::GET, &format!("{runs}/{run_id}"), None).await;
+        if r["status"] == "interrupted" {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the run was not cancelled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_cancel_by_ids_or_status() {
+    let app = reconnect_server(Arc::new(tokio::sync::Notify::new()));
+    let hold = json!({"assistant_id": "hold", "input": {"bar": []}});
+    let (status, detail) = json_call(&app, Method::POST, "/runs/cancel", Some(json!({}))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{detail}");
+    let (status, detail) = json_call(
+        &app,
+        Method::POST,
+        "/runs/cancel",
+        Some(json!({"status": "done"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        detail["detail"],
+        "Invalid status: must be 'pending', 'running', or 'all'"
+    );
+    let (status, _) = json_call(
+        &app,
+        Method::POST,
+        "/runs/cancel",
+        Some(json!({"status": "all", "thread_id": "1ef7a6d0-0000-6000-8000-000000000000"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, detail) = json_call(
+        &app,
+        Method::POST,
+        "/runs/cancel",
+        Some(json!({"thread_id": "x", "run_ids": []})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(detail["detail"], "Invalid thread ID: must be a UUID");
+    let (status, detail) = json_call(
+        &app,
+        Method::POST,
+        "/runs/cancel",
+        Some(json!({"status": "running"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(detail["detail"], "No runs found to cancel.");
+
+    // Three runs on two threads: one cancelled by id (rolled back), then the rest by status.
+    let a = new_thread(&app).await;
+    let b = new_thread(&app).await;
+    let (_, a1) = json_call(
+        &app,
+        Method::POST,
+        &format!("/threads/{a}/runs"),
+        Some(hold.clone()),
+    )
+    .await;
+    let (_, a2) = json_call(
+        &app,
+        Method::POST,
+        &format!("/threads/{a}/runs"),
+        Some(hold.clone()),
+    )
+    .await;
+    let (_, b1) = json_call(
+        &app,
+        Method::POST,
+        &format!("/threads/{b}/runs"),
+        Some(hold.clone()),
+    )
+    .await;
+    until_next(&app, &a, "long").await;
+    until_next(&app, &b, "long").await;
+    let id = |r: &Json| r["run_id"].as_str().unwrap().to_owned();
+    let (status, _) = call(
+        &app,
+        Method::POST,
+        "/runs/cancel?action=rollback",
+        Some(json!({"thread_id": a, "run_ids": [id(&a2)]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = call(
+        &app,
+        Method::GET,
+        &format!("/threads/{a}/runs/{}", id(&a2)),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (_, r) = json_call(
+        &app,
+        Method::GET,
+        &format!("/threads/{a}/runs/{}", id(&a1)),
+        None,
+    )
+    .await;
+    assert_eq!(r["status"], "running");
+    // Ids of another thread match nothing.
+    let (status, _) = call(
+        &app,
+        Method::POST,
+        "/runs/cancel",
+        Some(json!({"thread_id": a, "run_ids": [id(&b1)]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = call(
+        &app,
+        Method::POST,
+        "/runs/cancel",
+        Some(json!({"status": "all"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    for (t, r) in [(&a, &a1), (&b, &b1)] {
+        let (_, r) = json_call(
+            &app,
+            Method::GET,
+            &format!("/threads/{t}/runs/{}", id(r)),
+            None,
+        )
+        .await;
+        assert_eq!(r["status"], "interrupted");
+    }
+    // Runs that have ended are found but not cancelable.
+    let (status, detail) = json_call(
+        &app,
+        Method::POST,
+        "/runs/cancel",
+        Some(json!({"thread_id": b, "run_ids": [id(&b1)]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(
+        detail["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("No matching runs to cancel.")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_an_assistant_cancels_its_runs_and_may_delete_its_threads() {
+    let app = reconnect_server(Arc::new(tokio::sync::Notify::new()));
+    let (_, assistant) = json_call(
+        &app,
+        Method::POST,
+        "/assistants",
+        Some(json!({"graph_id": "hold", "name": "holder"})),
+    )
+    .await;
+    let aid = assistant["assistant_id"].as_str().unwrap().to_owned();
+    let (_, steps_assistant) = json_call(
+        &app,
+        Method::POST,
+        "/assistants",
+        Some(json!({"graph_id": "steps"})),
+    )
+    .await;
+    let sid = steps_assistant["assistant_id"].as_str().unwrap().to_owned();
+    // Thread `used`: a finished run of `steps_assistant`; thread `held`: a run of the
+    // holder in flight; thread `other`: a finished run of the default `steps`.
+    let used = new_thread(&app).await;
+    let held = new_thread(&app).await;
+    let other = new_thread(&app).await;
+    let (status, _) = call(
+        &app,
+        Method::POST,
+        &format!("/threads/{used}/runs/wait"),
+        Some(json!({"assistant_id": sid, "input": {"bar": []}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, run) = json_call(
+        &app,
+        Method::POST,
+        &format!("/threads/{held}/runs"),
+        Some(json!({"assistant_id": aid, "input": {"bar": []}})),
+    )
+    .await;
+    let held_run = run["run_id"].as_str().unwrap().to_owned();
+    let (status, _) = call(
+        &app,
+        Method::POST,
+        &format!("/threads/{other}/runs/wait"),
+        Some(json!({"assistant_id": "steps", "input": {"bar": []}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    until_next(&app, &held, "long").await;
+
+    // Without `delete_threads`: the run in flight is cancelled, the thread kept.
+    let (status, _) = call(&app, Method::DELETE, &format!("/assistants/{aid}"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (_, r) = json_call(
+        &app,
+        Method::GET,
+        &format!("/threads/{held}/runs/{held_run}"),
+        None,
+    )
+    .await;
+    assert_eq!(r["status"], "interrupted");
+    let (status, _) = call(&app, Method::GET, &format!("/threads/{held}"), None).await;
+    assert_eq!(status, StatusCode::OK);
+
+    // With it: the threads whose latest run was the assistant's go, with their runs.
+    let (status, _) = call(
+        &app,
+        Method::DELETE,
+        &format!("/assistants/{sid}?delete_threads=true"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = call(&app, Method::GET, &format!("/threads/{used}"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = call(&app, Method::GET, &format!("/threads/{used}/state"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    for t in [&held, &other] {
+        let (status, _) = call(&app, Method::GET, &format!("/threads/{t}"), None).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let (status, _) = call(&app, Method::GET, &format!("/assistants/{sid}"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

@@ -312,3 +312,86 @@ async fn a_dropped_wait_cancels_only_when_asked() {
         );
     }
 }
+
+/// The `id:` values of the server-sent events in `text`, in order.
+fn event_ids(text: &str) -> Vec<u64> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .map(|id| id.split_once('-').unwrap().1.parse().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_resumable_stream_is_resumed_after_its_last_event_id() {
+    let gate = Arc::new(Notify::new());
+    let addr = serve(Arc::clone(&gate)).await;
+    let thread = call(addr, "POST", "/threads", Some(json!({}))).await;
+    let thread_id = thread["thread_id"].as_str().unwrap().to_owned();
+
+    // `runs/stream` of a resumable run, dropped after the `values` event of node `first`.
+    let body = json!({"assistant_id": "gate", "input": {}, "stream_mode": ["values", "updates"],
+                      "stream_resumable": true});
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    let path = format!("/threads/{thread_id}/runs/stream");
+    conn.write_all(&request("POST", &path, Some(&body)))
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let needle = r#"data: {"bar":["first"]}"#;
+    read_until(&mut conn, &mut seen, needle).await;
+    // The rest of that event: its id, then the blank line.
+    let ended = |seen: &[u8]| {
+        let text = String::from_utf8_lossy(seen);
+        text.find(needle)
+            .is_some_and(|at| text[at..].contains("\n\n"))
+    };
+    while !ended(&seen) {
+        let mut buf = [0u8; 1024];
+        let n = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0);
+        seen.extend_from_slice(&buf[..n]);
+    }
+    drop(conn);
+    let text = String::from_utf8_lossy(&seen).into_owned();
+    let marker = "\"run_id\":\"";
+    let start = text.find(marker).unwrap() + marker.len();
+    let run_id = text[start..start + 36].to_owned();
+    // metadata, updates (first), values (first).
+    let before = event_ids(&text);
+    assert_eq!(before, [1, 2, 3], "{text}");
+    let last = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .next_back()
+        .unwrap()
+        .to_owned();
+
+    // Reconnect with the last id seen; the run goes on meanwhile.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    let join = format!(
+        "GET /threads/{thread_id}/runs/{run_id}/stream HTTP/1.1\r\nhost: localhost\r\n\
+         connection: close\r\nlast-event-id: {last}\r\n\r\n"
+    );
+    conn.write_all(join.as_bytes()).await.unwrap();
+    let mut seen = Vec::new();
+    read_until(&mut conn, &mut seen, "HTTP/1.1 200").await;
+    gate.notify_one();
+    tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut seen))
+        .await
+        .unwrap()
+        .unwrap();
+    let rest = String::from_utf8_lossy(&seen).into_owned();
+    // The rest only: updates (wait), values (wait), each once.
+    assert_eq!(event_ids(&rest), [4, 5], "{rest}");
+    assert!(
+        rest.contains(r#"data: {"wait":{"bar":["done"]}}"#),
+        "{rest}"
+    );
+    assert!(rest.contains(r#"data: {"bar":["first","done"]}"#), "{rest}");
+    assert!(!rest.contains("event: metadata"), "{rest}");
+    assert_eq!(settled(addr, &thread_id, &run_id).await, "success");
+}

@@ -301,3 +301,79 @@ async fn python_sdk_sends_the_api_key_and_cancels_runs() {
     );
     assert_eq!(out["rolled_back_run"], 404);
 }
+
+/// `runs.join_stream` dropped mid-run and resumed with `last_event_id`, `runs.cancel_many`
+/// and `assistants.delete(delete_threads=True)` through the SDK, on graphs `steps` (five
+/// nodes of 150 ms) and `hold` (waits a minute in node `long`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_reconnects_to_a_run_cancels_many_and_deletes_an_assistants_threads() {
+    use common::seed_server::{Seed, SeedUpdate};
+    use stategraph::prelude::*;
+    use stategraph::server::Server;
+
+    let names = ["s1", "s2", "s3", "s4", "s5"];
+    let mut steps = StateGraph::<Seed>::new();
+    for name in names {
+        steps.add_node(name, move |_s, _c| async move {
+            tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+            Ok(SeedUpdate::default().bar([name]))
+        });
+    }
+    steps.add_edge(START, "s1");
+    for pair in names.windows(2) {
+        steps.add_edge(pair[0], pair[1]);
+    }
+    steps.add_edge("s5", END);
+    let mut hold = StateGraph::<Seed>::new();
+    hold.add_node("long", |_s, _c| async {
+        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+        Ok(SeedUpdate::default())
+    });
+    hold.add_edge(START, "long").add_edge("long", END);
+    let server = Server::builder()
+        .graph("seed", common::seed_server::seed_graph())
+        .graph("steps", steps.compile().unwrap())
+        .graph("hold", hold.compile().unwrap())
+        .checkpointer(std::sync::Arc::new(stategraph::InMemorySaver::new()))
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let serving = tokio::spawn(server.serve(listener));
+
+    let script =
+        stategraph_testkit::python::repo_root().join("crates/stategraph/tests/sdk/reconnect.py");
+    let out: Json = tokio::task::spawn_blocking(move || {
+        stategraph_testkit::python::run_python_json([script.as_os_str(), base.as_ref()], "")
+    })
+    .await
+    .unwrap();
+    serving.abort();
+
+    assert_eq!(out["running_at_drop"], "running", "{out:#}");
+    assert_eq!(out["status_after"], "success");
+    assert_eq!(out["first_len"], 4);
+    assert_eq!(out["rest_len"], 8);
+    let mut names = vec!["metadata", "values"];
+    names.extend(["updates", "values"].repeat(5));
+    assert_eq!(out["full_events"], json!(names));
+    assert_eq!(out["joined_equals_full"], true, "{out:#}");
+    assert_eq!(out["ids_unique"], true);
+    assert_eq!(out["metadata_run_id"], true);
+    assert_eq!(
+        out["final_values"],
+        json!({"foo": "", "bar": ["s1", "s2", "s3", "s4", "s5"]})
+    );
+    assert_eq!(
+        out["updates_only"],
+        json!([["s1"], ["s2"], ["s3"], ["s4"], ["s5"]])
+    );
+    assert_eq!(out["after_end_no_id"], json!([]));
+    assert_eq!(out["cancel_by_id"], json!(["interrupted", "running"]));
+    assert_eq!(out["cancel_all"], "interrupted");
+    assert_eq!(
+        out["cancel_none"],
+        json!([404, {"detail": "No runs found to cancel."}])
+    );
+    assert_eq!(out["threads_after_delete"], json!([404, 200]));
+}
