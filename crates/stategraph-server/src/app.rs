@@ -463,6 +463,14 @@ impl Server {
     /// # Errors
     /// The listener's I/O error.
     pub async fn serve(self, listener: TcpListener) -> std::io::Result<()> {
+        use axum::serve::ListenerExt;
+        // Responses go out in several writes (SSE events, `runs/wait`'s keep-alive newline
+        // before its JSON): without TCP_NODELAY, Nagle's algorithm holds the last write back
+        // until the client's delayed ACK, ~40 ms per request.
+        let listener = listener.tap_io(|tcp| {
+            // Best effort: a socket that refuses it still works, only slower.
+            let _ = tcp.set_nodelay(true);
+        });
         axum::serve(listener, self.router()).await
     }
 }
