@@ -108,6 +108,9 @@ impl Outcome {
 pub(crate) struct Started {
     pub(crate) run: Json_,
     pub(crate) thread_id: String,
+    /// Whether the run's thread outlives it (a thread run, or a stateless run with
+    /// `on_completion: "keep"`).
+    pub(crate) stateful: bool,
     /// `metadata`, the events of the stream modes asked for, then `error` if the run failed,
     /// as the run's hub numbered them; closed once the run's records are final.
     pub(crate) events: mpsc::Receiver<StreamEvent>,
@@ -353,6 +356,23 @@ pub(crate) async fn start(
         .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
     let modes = stream_modes(body.stream_mode.as_ref())?;
     let start = run_start(&body)?;
+    // A stateless run deletes its thread when it ends (`on_completion: "delete"`, the
+    // default); with `"keep"` the thread is created as any thread is and stays.
+    let mut body = body;
+    let thread_id = match body.on_completion.as_deref() {
+        None | Some("delete") => thread_id,
+        Some("keep") => {
+            if thread_id.is_none() {
+                body.if_not_exists = Some("create".into());
+            }
+            Some(thread_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()))
+        }
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "on_completion must be \"delete\" or \"keep\", not \"{other}\""
+            )));
+        }
+    };
     let stateful = thread_id.is_some();
     let thread_id = thread_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let run_id = uuid6(None);
@@ -722,6 +742,7 @@ pub(crate) async fn start(
     Ok(Started {
         run,
         thread_id,
+        stateful,
         events,
         resumable,
         done,

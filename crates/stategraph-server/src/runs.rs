@@ -77,9 +77,9 @@ async fn wait(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let body: RunBody = parse_body(&body)?;
-    let stateful = thread.is_some();
     let cancel_on_disconnect = body.cancel_on_disconnect();
     let started = start(Arc::clone(&state), thread, body).await?;
+    let stateful = started.stateful;
     let guard = DisconnectGuard::new(&state, started.run_id(), cancel_on_disconnect);
     let location = if stateful {
         let base = format!("/threads/{}/runs/{}", started.thread_id, started.run_id());
@@ -144,9 +144,9 @@ async fn sse(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let body: RunBody = parse_body(&body)?;
-    let stateful = thread.is_some();
     let cancel_on_disconnect = body.cancel_on_disconnect();
     let started = start(Arc::clone(&state), thread, body).await?;
+    let stateful = started.stateful;
     let run_id = started.run_id().to_owned();
     let guard = DisconnectGuard::new(&state, &run_id, cancel_on_disconnect);
     let location = if stateful {

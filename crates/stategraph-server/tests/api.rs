@@ -1704,3 +1704,56 @@ async fn deleting_an_assistant_cancels_its_runs_and_may_delete_its_threads() {
     let (status, _) = call(&app, Method::GET, &format!("/assistants/{sid}"), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn stateless_runs_keep_their_thread_on_request() {
+    let (app, _) = server();
+    let request = |body: Json| {
+        Request::builder()
+            .method(Method::POST)
+            .uri("/runs/wait")
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap()
+    };
+    let input = json!({"assistant_id": "seed", "input": {"foo": "", "bar": []}});
+    // The default deletes the temporary thread: the answer names only the run.
+    let gone = raw(&app, request(input.clone())).await;
+    assert_eq!(gone.status(), StatusCode::OK);
+    let location = gone.headers()["content-location"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(location.starts_with("/runs/"), "{location}");
+    // `on_completion: "keep"`: a thread like any other, with the run's state.
+    let mut keep = input.clone();
+    keep["on_completion"] = json!("keep");
+    let kept = raw(&app, request(keep)).await;
+    assert_eq!(kept.status(), StatusCode::OK);
+    let location = kept.headers()["content-location"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let thread = location
+        .strip_prefix("/threads/")
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("{location}"))
+        .to_owned();
+    let out = axum::body::to_bytes(kept.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let out: Json = serde_json::from_slice(&out).unwrap();
+    assert_eq!(out, json!({"foo": "b", "bar": ["a", "b"]}));
+    let (status, state) =
+        json_call(&app, Method::GET, &format!("/threads/{thread}/state"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(state["values"], json!({"foo": "b", "bar": ["a", "b"]}));
+    let (_, t) = json_call(&app, Method::GET, &format!("/threads/{thread}"), None).await;
+    assert_eq!(t["status"], "idle");
+    // Anything else is refused before the run starts.
+    let mut bad = input;
+    bad["on_completion"] = json!("archive");
+    let (status, body) = call(&app, Method::POST, "/runs/wait", Some(bad)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(body.contains("on_completion"), "{body}");
+}
