@@ -472,18 +472,7 @@ pub(crate) async fn delete(
     };
     crate::runs::cancel_and_settle(&state, &in_flight, &cancel).await;
     for thread_id in &threads {
-        let mut filter = JsonMap::new();
-        filter.insert("thread_id".into(), json!(thread_id));
-        for run in state.records.search(Kind::Run, filter).await? {
-            state
-                .records
-                .delete(Kind::Run, field_str(&run, "run_id"))
-                .await?;
-        }
-        state.saver.delete_thread(thread_id).await.map_err(|e| {
-            ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
-        })?;
-        state.records.delete(Kind::Thread, thread_id).await?;
+        crate::threads::delete_with_runs(&state, thread_id).await?;
     }
     for v in versions_of(&state, &id).await? {
         let version = v.get("version").and_then(Json_::as_u64).unwrap_or(0);

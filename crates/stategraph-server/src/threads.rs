@@ -172,13 +172,44 @@ pub(crate) async fn delete(
     Path(thread_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     load(&state, &thread_id).await?;
+    // Deliberately first (the reference only drops the run records): the thread's runs in
+    // flight stop, so none writes checkpoints to the deleted thread.
+    let mut in_flight = Vec::new();
+    for status in ["pending", "running"] {
+        let mut filter = JsonMap::new();
+        filter.insert("thread_id".into(), json!(thread_id));
+        filter.insert("status".into(), json!(status));
+        for run in state.records.search(Kind::Run, filter).await? {
+            in_flight.push(crate::records::field_str(&run, "run_id").to_owned());
+        }
+    }
+    let cancel = crate::app::Cancel {
+        action: crate::app::CancelAction::Interrupt,
+        reason: format!("thread {thread_id} was deleted"),
+    };
+    crate::runs::cancel_and_settle(&state, &in_flight, &cancel).await;
+    delete_with_runs(&state, &thread_id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Deletes a thread's record, its runs' records and its checkpoints (as the reference
+/// cascades a thread's deletion to its runs).
+pub(crate) async fn delete_with_runs(state: &AppState, thread_id: &str) -> Result<(), ApiError> {
+    let mut filter = JsonMap::new();
+    filter.insert("thread_id".into(), json!(thread_id));
+    for run in state.records.search(Kind::Run, filter).await? {
+        state
+            .records
+            .delete(Kind::Run, crate::records::field_str(&run, "run_id"))
+            .await?;
+    }
     state
         .saver
-        .delete_thread(&thread_id)
+        .delete_thread(thread_id)
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    state.records.delete(Kind::Thread, &thread_id).await?;
-    Ok(StatusCode::NO_CONTENT)
+    state.records.delete(Kind::Thread, thread_id).await?;
+    Ok(())
 }
 
 /// Query of the state endpoints.

@@ -1757,3 +1757,42 @@ async fn stateless_runs_keep_their_thread_on_request() {
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(body.contains("on_completion"), "{body}");
 }
+
+#[tokio::test]
+async fn deleting_a_thread_stops_and_deletes_its_runs() {
+    let (app, _) = server();
+    let thread = new_thread(&app).await;
+    let uri = format!("/threads/{thread}/runs");
+    let (_, done) = json_call(
+        &app,
+        Method::POST,
+        &format!("{uri}/wait"),
+        Some(json!({"assistant_id": "seed", "input": {"foo": "", "bar": []}})),
+    )
+    .await;
+    assert_eq!(done["foo"], "b");
+    let (_, running) = json_call(
+        &app,
+        Method::POST,
+        &uri,
+        Some(json!({"assistant_id": "hold", "input": {"foo": "", "bar": []}})),
+    )
+    .await;
+    until_long_runs(&app, &thread).await;
+    let (status, _) = call(&app, Method::DELETE, &format!("/threads/{thread}"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let run = running["run_id"].as_str().unwrap();
+    let (status, _) = call(
+        &app,
+        Method::GET,
+        &format!("/threads/{thread}/runs/{run}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = call(&app, Method::GET, &uri, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // Nothing of the thread is left: its run was stopped (and settled) before the delete.
+    let (status, _) = call(&app, Method::GET, &format!("/threads/{thread}/state"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
