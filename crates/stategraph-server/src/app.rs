@@ -417,7 +417,10 @@ impl Server {
                 "/threads/{thread_id}/runs/stream",
                 post(runs::stream_thread),
             )
-            .route("/threads/{thread_id}/runs/{run_id}", get(runs::get_one))
+            .route(
+                "/threads/{thread_id}/runs/{run_id}",
+                get(runs::get_one).delete(runs::delete_one),
+            )
             .route("/threads/{thread_id}/runs/{run_id}/join", get(runs::join))
             .route(
                 "/threads/{thread_id}/runs/{run_id}/stream",

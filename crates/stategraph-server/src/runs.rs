@@ -241,6 +241,36 @@ pub(crate) async fn get_one(
     Ok(Json(load_run(&state, &thread_id, &run_id).await?))
 }
 
+/// `DELETE /threads/{thread_id}/runs/{run_id}`: deletes the run's record and the
+/// checkpoints it wrote (204). Deliberately, a run still pending or running is cancelled
+/// first (the reference deletes the record under it), so it writes nothing afterwards.
+pub(crate) async fn delete_one(
+    axum::extract::State(state): Shared,
+    Path((thread_id, run_id)): Path<(String, String)>,
+) -> Result<axum::http::StatusCode, ApiError> {
+    if uuid::Uuid::parse_str(&thread_id).is_err() {
+        return Err(ApiError::invalid("Invalid thread ID: must be a UUID"));
+    }
+    if uuid::Uuid::parse_str(&run_id).is_err() {
+        return Err(ApiError::invalid("Invalid run ID: must be a UUID"));
+    }
+    let run = load_run(&state, &thread_id, &run_id).await?;
+    if matches!(field_str(&run, "status"), "pending" | "running") {
+        let cancel = Cancel {
+            action: CancelAction::Interrupt,
+            reason: format!("run {run_id} was deleted"),
+        };
+        cancel_and_settle(&state, std::slice::from_ref(&run_id), &cancel).await;
+    }
+    state
+        .saver
+        .delete_for_runs(std::slice::from_ref(&run_id))
+        .await
+        .map_err(|e| ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    state.records.delete(Kind::Run, &run_id).await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
+}
+
 /// `GET /threads/{thread_id}/runs/{run_id}/join`: waits for the run, then answers the
 /// thread's values.
 pub(crate) async fn join(

@@ -1796,3 +1796,32 @@ async fn deleting_a_thread_stops_and_deletes_its_runs() {
     let (status, _) = call(&app, Method::GET, &format!("/threads/{thread}/state"), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn deleting_a_run_deletes_its_checkpoints() {
+    let (app, _) = server();
+    let thread = new_thread(&app).await;
+    let uri = format!("/threads/{thread}/runs");
+    let input = json!({"assistant_id": "seed", "input": {"foo": "", "bar": []}});
+    let (_, first) = json_call(&app, Method::POST, &uri, Some(input.clone())).await;
+    let first = first["run_id"].as_str().unwrap().to_owned();
+    json_call(&app, Method::GET, &format!("{uri}/{first}/join"), None).await;
+    let after_first = history_len(&app, &thread).await;
+    let (_, second) = json_call(&app, Method::POST, &uri, Some(input)).await;
+    let second = second["run_id"].as_str().unwrap().to_owned();
+    json_call(&app, Method::GET, &format!("{uri}/{second}/join"), None).await;
+    assert!(history_len(&app, &thread).await > after_first);
+    let (status, _) = call(&app, Method::DELETE, &format!("{uri}/{second}"), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    // The run and its checkpoints are gone; the first run's are kept.
+    let (status, _) = call(&app, Method::GET, &format!("{uri}/{second}"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(history_len(&app, &thread).await, after_first);
+    let (_, runs) = json_call(&app, Method::GET, &uri, None).await;
+    assert_eq!(runs.as_array().unwrap().len(), 1);
+    // Unknown and malformed ids.
+    let (status, _) = call(&app, Method::DELETE, &format!("{uri}/{second}"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, body) = call(&app, Method::DELETE, &format!("{uri}/not-a-uuid"), None).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+}
