@@ -513,6 +513,14 @@ pub(crate) async fn start(
         .clone()
         .unwrap_or_else(|| if checkpoint_during { "async" } else { "exit" }.to_owned());
     let temporary = !stateful && body.on_completion.as_deref().unwrap_or("delete") == "delete";
+    // A temporary thread lives and dies with its run, unseen by any other request: its
+    // checkpoints are kept in memory, so a stateless run writes nothing to the database
+    // (and a process killed mid-run leaves nothing behind). The store is still the server's.
+    let graph = if temporary {
+        graph.with_saver(Arc::new(stategraph_checkpoint::InMemorySaver::new()))
+    } else {
+        graph
+    };
     let now = now_iso();
     let run = json!({
         "run_id": run_id,
@@ -723,10 +731,8 @@ pub(crate) async fn start(
             )
             .await;
             task_state.unregister_run(&task_run_id);
-        } else {
-            // A stateless run's thread is temporary.
-            let _ = task_state.saver.delete_thread(&task_thread).await;
         }
+        // A temporary thread's checkpoints go with the in-memory saver of its run.
         if let Some(e) = &outcome.error {
             // Deliberately kept in a resumable run's log too (the reference publishes the
             // error live only), so that a client that reconnects learns how the run ended.

@@ -4,7 +4,9 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use serde_json::Value as Json;
-use stategraph_checkpoint::{CheckpointConfig, Map};
+use std::sync::Arc;
+
+use stategraph_checkpoint::{CheckpointConfig, CheckpointSaver, Map};
 use stategraph_graph::{
     AsNode, CompiledGraph, GraphError, HistoryOptions, RunCommand, RunConfig, State, StateSnapshot,
     StreamEvent, StreamMode, Topology, UpdatesEvent,
@@ -67,6 +69,9 @@ pub(crate) trait ServedGraph: Send + Sync {
     ) -> BoxFuture<'a, Result<CheckpointConfig, GraphError>>;
 
     fn topology(&self) -> Topology;
+
+    /// The same graph saving its checkpoints with `saver` instead.
+    fn with_saver(&self, saver: Arc<dyn CheckpointSaver>) -> Arc<dyn ServedGraph>;
 
     fn state_keys(&self) -> Vec<String>;
 
@@ -131,6 +136,10 @@ impl<S: State> ServedGraph for CompiledGraph<S> {
 
     fn topology(&self) -> Topology {
         CompiledGraph::topology(self)
+    }
+
+    fn with_saver(&self, saver: Arc<dyn CheckpointSaver>) -> Arc<dyn ServedGraph> {
+        Arc::new(self.clone().with_checkpointer(saver))
     }
 
     fn state_keys(&self) -> Vec<String> {

@@ -10,7 +10,7 @@ use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use serde_json::{Value as Json, json};
 use stategraph_checkpoint::store::{InMemoryStore, Store};
-use stategraph_checkpoint::{InMemorySaver, Map, value};
+use stategraph_checkpoint::{CheckpointSaver, InMemorySaver, ListOptions, Map, value};
 use stategraph_graph::{DynState, END, NodeError, Reducer, START, Schema, StateGraph};
 use stategraph_server::{NAMESPACE_ROOT, Server};
 use tower::ServiceExt;
@@ -1824,4 +1824,57 @@ async fn deleting_a_run_deletes_its_checkpoints() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, body) = call(&app, Method::DELETE, &format!("{uri}/not-a-uuid"), None).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+}
+
+#[tokio::test]
+async fn a_stateless_run_writes_no_checkpoint_to_the_database() {
+    let started = Arc::new(tokio::sync::Notify::new());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let mut gate = StateGraph::<DynState>::with_schema(
+        Schema::new()
+            .last_value("foo")
+            .reducer("bar", Reducer::append()),
+    );
+    let (s, r) = (Arc::clone(&started), Arc::clone(&release));
+    gate.add_node("gate", move |_s, _c| {
+        let (s, r) = (Arc::clone(&s), Arc::clone(&r));
+        async move {
+            s.notify_one();
+            r.notified().await;
+            Ok(Map::from_iter([("bar", value!(["through"]))]))
+        }
+    });
+    gate.add_edge(START, "gate").add_edge("gate", END);
+    let saver = Arc::new(InMemorySaver::new());
+    let app = Server::builder()
+        .graph("gate", gate.compile().unwrap())
+        .checkpointer(saver.clone())
+        .store(Arc::new(InMemoryStore::new()))
+        .build()
+        .unwrap()
+        .router();
+    let body = json!({"assistant_id": "gate", "input": {"foo": "", "bar": []}});
+    let waiting = {
+        let app = app.clone();
+        tokio::spawn(async move { json_call(&app, Method::POST, "/runs/wait", Some(body)).await })
+    };
+    // The run is inside its node (its input checkpoint made): the database has none of it.
+    started.notified().await;
+    let stored = saver.list(&ListOptions::default()).await.unwrap();
+    assert!(
+        stored.is_empty(),
+        "{} checkpoints in the database",
+        stored.len()
+    );
+    release.notify_one();
+    let (status, out) = waiting.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(out, json!({"foo": "", "bar": ["through"]}));
+    assert!(
+        saver
+            .list(&ListOptions::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
