@@ -248,9 +248,9 @@ enum Command {
     #[command(subcommand)]
     Store(store::StoreCommand),
     /// Serve LangGraph's Agent Server HTTP API (what `langgraph-sdk` and its UIs call) over
-    /// the database, until stopped: its threads, runs and store, with the seeds' two-node
+    /// the database, until stopped: its threads, runs and store, with the example two-node
     /// graph as graph and assistant `seed` (`foo` last value, `bar` appended; node_a →
-    /// node_b). To serve your own graphs, build them into a binary with
+    /// node_b, as the `seed_tour` example builds it). To serve your own graphs, build them into a binary with
     /// `stategraph::server::Server::builder().graph("name", graph)`.
     ///
     /// Example: stategraph --db sqlite:app.sqlite serve --port 2024

@@ -15,7 +15,7 @@ pub(crate) struct ServeArgs {
     pub(crate) cors: Vec<String>,
 }
 
-/// The seeds' two-node graph, as the `agent_server` example serves it: `foo` (last value),
+/// The example two-node graph, as the `agent_server` example serves it: `foo` (last value),
 /// `bar` (appended); START → node_a → node_b → END.
 fn seed_graph() -> Result<stategraph::CompiledGraph<DynState>, Failure> {
     let mut g = StateGraph::<DynState>::with_schema(

@@ -454,18 +454,11 @@ pub(crate) async fn delete(
     // Deliberately before the threads go (the reference deletes them first, then cancels
     // the assistant's runs it can still find): the runs in flight on those threads, of any
     // assistant, stop too, so none writes checkpoints to a deleted thread.
-    let mut in_flight = Vec::new();
-    for status in ["pending", "running"] {
-        let mut filter = JsonMap::new();
-        filter.insert("status".into(), json!(status));
-        for run in state.records.search(Kind::Run, filter).await? {
-            if field_str(&run, "assistant_id") == id
-                || threads.iter().any(|t| t == field_str(&run, "thread_id"))
-            {
-                in_flight.push(field_str(&run, "run_id").to_owned());
-            }
-        }
-    }
+    let in_flight = crate::runs::in_flight(&state, &JsonMap::new(), |run| {
+        field_str(run, "assistant_id") == id
+            || threads.iter().any(|t| t == field_str(run, "thread_id"))
+    })
+    .await?;
     let cancel = Cancel {
         action: CancelAction::Interrupt,
         reason: format!("assistant {id} was deleted"),

@@ -79,17 +79,8 @@ async fn wait(
     let body: RunBody = parse_body(&body)?;
     let cancel_on_disconnect = body.cancel_on_disconnect();
     let started = start(Arc::clone(&state), thread, body).await?;
-    let stateful = started.stateful;
     let guard = DisconnectGuard::new(&state, started.run_id(), cancel_on_disconnect);
-    let location = if stateful {
-        let base = format!("/threads/{}/runs/{}", started.thread_id, started.run_id());
-        vec![
-            (CONTENT_LOCATION, base.clone()),
-            (LOCATION, format!("{base}/join")),
-        ]
-    } else {
-        vec![(CONTENT_LOCATION, format!("/runs/{}", started.run_id()))]
-    };
+    let location = locations(&started, "join");
     let Started { events, done, .. } = started;
     drop(events);
     // Like LangGraph's server, the answer streams: a newline every `keep_alive` while the
@@ -146,18 +137,9 @@ async fn sse(
     let body: RunBody = parse_body(&body)?;
     let cancel_on_disconnect = body.cancel_on_disconnect();
     let started = start(Arc::clone(&state), thread, body).await?;
-    let stateful = started.stateful;
     let run_id = started.run_id().to_owned();
     let guard = DisconnectGuard::new(&state, &run_id, cancel_on_disconnect);
-    let location = if stateful {
-        let base = format!("/threads/{}/runs/{run_id}", started.thread_id);
-        vec![
-            (CONTENT_LOCATION, base.clone()),
-            (LOCATION, format!("{base}/stream")),
-        ]
-    } else {
-        vec![(CONTENT_LOCATION, format!("/runs/{run_id}"))]
-    };
+    let location = locations(&started, "stream");
     // `metadata` first, then the run's events; they close once the run's records are final.
     // A resumable run's events carry the ids a client reconnects with (`Last-Event-ID`).
     // The guard goes with the stream.
@@ -182,6 +164,20 @@ async fn sse(
             .text("heartbeat"),
     );
     Ok((headers(&location), body).into_response())
+}
+
+/// A started run's `Content-Location` (the run) and, for a run whose thread stays, its
+/// `Location` (`…/join` or `…/stream`: where to follow it).
+fn locations(started: &Started, follow: &str) -> Vec<(axum::http::HeaderName, String)> {
+    if started.stateful {
+        let base = format!("/threads/{}/runs/{}", started.thread_id, started.run_id());
+        vec![
+            (CONTENT_LOCATION, base.clone()),
+            (LOCATION, format!("{base}/{follow}")),
+        ]
+    } else {
+        vec![(CONTENT_LOCATION, format!("/runs/{}", started.run_id()))]
+    }
 }
 
 fn event(name: &str, data: &Json_) -> SseEvent {
@@ -525,6 +521,26 @@ type JoinState = (
     DisconnectGuard,
     std::collections::VecDeque<StreamEvent>,
 );
+
+/// The ids of the runs still `pending` or `running` whose record `pick` selects, among
+/// those matching `filter` (record fields).
+pub(crate) async fn in_flight(
+    state: &AppState,
+    filter: &serde_json::Map<String, Json_>,
+    pick: impl Fn(&Json_) -> bool,
+) -> Result<Vec<String>, ApiError> {
+    let mut ids = Vec::new();
+    for status in ["pending", "running"] {
+        let mut filter = filter.clone();
+        filter.insert("status".into(), json!(status));
+        for run in state.records.search(Kind::Run, filter).await? {
+            if pick(&run) {
+                ids.push(field_str(&run, "run_id").to_owned());
+            }
+        }
+    }
+    Ok(ids)
+}
 
 /// Cancels `run_ids` (those pending or running) and waits, up to [`CANCEL_SETTLE`], for
 /// their records to be final; how many were pending or running.

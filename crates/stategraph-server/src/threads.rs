@@ -174,15 +174,8 @@ pub(crate) async fn delete(
     load(&state, &thread_id).await?;
     // Deliberately first (the reference only drops the run records): the thread's runs in
     // flight stop, so none writes checkpoints to the deleted thread.
-    let mut in_flight = Vec::new();
-    for status in ["pending", "running"] {
-        let mut filter = JsonMap::new();
-        filter.insert("thread_id".into(), json!(thread_id));
-        filter.insert("status".into(), json!(status));
-        for run in state.records.search(Kind::Run, filter).await? {
-            in_flight.push(crate::records::field_str(&run, "run_id").to_owned());
-        }
-    }
+    let filter = JsonMap::from_iter([("thread_id".to_owned(), json!(thread_id))]);
+    let in_flight = crate::runs::in_flight(&state, &filter, |_| true).await?;
     let cancel = crate::app::Cancel {
         action: crate::app::CancelAction::Interrupt,
         reason: format!("thread {thread_id} was deleted"),
