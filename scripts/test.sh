@@ -19,6 +19,11 @@ export STATEGRAPH_JS_SDK_DIR
 scripts/install-pgvector.sh  # pgvector for the Postgres store (idempotent)
 scripts/install-model.sh >/dev/null  # all-MiniLM-L6-v2 for stategraph-embed (idempotent)
 
+# A MongoDB-compatible server for the MongoDB saver's tests: mongoeco (in Python, in the
+# background, idempotent), unless STATEGRAPH_TEST_MONGODB_URL already names a real MongoDB.
+STATEGRAPH_TEST_MONGODB_URL="${STATEGRAPH_TEST_MONGODB_URL:-$(scripts/mongo-server.sh start | tail -n 1)}"
+export STATEGRAPH_TEST_MONGODB_URL
+
 # Every feature: all backends, the local embedding model, the OpenAI-compatible client, chrono.
 cargo test --workspace --all-features "$@"
 

@@ -2,7 +2,9 @@
 
 Usage: python seed_graph.py DB GRAPH THREAD ACTION...
 
-DB is a SQLite file path or a postgres:// URL (LangGraph's PostgresSaver on it).
+DB is a SQLite file path, a postgres:// URL (LangGraph's PostgresSaver on it) or a mongodb://
+URL (langgraph-checkpoint-mongodb's MongoDBSaver, collections `checkpoints` and
+`checkpoint_writes` in the database the URL's path names, else in `checkpointing_db`).
 
 GRAPH: `seed` (START → node_a → node_b → END, foo last value, bar list with operator.add),
 `route` (START → decide → left|right by a conditional edge on `go_left`, then END), `sends`
@@ -192,6 +194,13 @@ def main(db, graph_name, thread, actions):
         conn = Connection.connect(db, autocommit=True, prepare_threshold=0, row_factory=dict_row)
         saver = PostgresSaver(conn, serde=serde)
         saver.setup()
+    elif db.startswith(("mongodb://", "mongodb+srv://")):
+        from langgraph.checkpoint.mongodb import MongoDBSaver
+        from pymongo import MongoClient
+
+        conn = MongoClient(db)
+        db_name = conn.get_default_database("checkpointing_db").name
+        saver = MongoDBSaver(conn, db_name=db_name, serde=serde)
     else:
         conn = sqlite3.connect(db, check_same_thread=False)
         saver = SqliteSaver(conn, serde=serde)

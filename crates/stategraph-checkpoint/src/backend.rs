@@ -57,6 +57,55 @@ use crate::serializer::{SerdeError, Serializer};
 use crate::value::Value;
 use crate::writes::PendingWrite;
 
+/// Removes the query parameter `name` from `url`, returning the URL without it (the other
+/// parameters kept, in order, for the driver) and its value, if it was there. Backends use it
+/// for their own settings in a database URL (a key prefix, a TTL, collection names).
+///
+/// ```
+/// use stategraph_checkpoint::backend::take_url_param;
+///
+/// let (rest, ttl) = take_url_param("redis://h/0?ttl=60&protocol=resp3", "ttl");
+/// assert_eq!((rest.as_str(), ttl.as_deref()), ("redis://h/0?protocol=resp3", Some("60")));
+/// ```
+pub fn take_url_param(url: &str, name: &str) -> (String, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_owned(), None);
+    };
+    let mut value = None;
+    let rest: Vec<&str> = query
+        .split('&')
+        .filter(|kv| match kv.split_once('=') {
+            Some((k, v)) if k == name => {
+                value = Some(v.to_owned());
+                false
+            }
+            _ => true,
+        })
+        .collect();
+    let url = if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    (url, value)
+}
+
+/// A TTL given as a URL parameter (`param`): a positive whole number of seconds, or an
+/// [`Error::InvalidInput`] naming the parameter and the value.
+pub fn ttl_param(param: &str, value: &str) -> Result<std::time::Duration> {
+    value
+        .parse::<u64>()
+        .ok()
+        .filter(|s| *s > 0)
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(|| {
+            Error::invalid(
+                format!("database URL parameter `{param}`"),
+                format!("`{value}` is not a positive number of seconds"),
+            )
+        })
+}
+
 /// The checks of `copy_thread` before it copies: `source` must have checkpoints
 /// ([`Error::NotFound`]) and `target` none ([`Error::Conflict`]).
 pub fn copy_preflight(

@@ -96,7 +96,7 @@ pub use saver::{
 pub use sealed::{SEALED_KEY, SealedMetadata, SealedMetadataSaver};
 pub use serializer::{JsonPlusSerializer, SerdeError, Serializer, tags};
 pub use value::{Ext, ExtCode, List, Map, PyObject, Value};
-pub use version::{ChannelVersion, ChannelVersions, next_version};
+pub use version::{ChannelVersion, ChannelVersions, next_int_version, next_version};
 pub use version_map::VersionsSeen;
 pub use writes::{
     EncodedWrite, EncodedWrites, NULL_TASK_ID, PendingWrite, StoredWrite, all_special, channels,

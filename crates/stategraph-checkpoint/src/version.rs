@@ -127,6 +127,18 @@ pub fn next_version(current: Option<&ChannelVersion>) -> ChannelVersion {
     ChannelVersion::Str(format!("{:032}.{}", counter + 1, random_fraction()).into())
 }
 
+/// The default of LangGraph's `BaseCheckpointSaver.get_next_version`, which savers that do not
+/// override it (Python's `langgraph-checkpoint-mongodb`) use: integer versions, `1` first,
+/// then `current + 1` (a float stays a float). Python refuses a string there; a string's
+/// counter plus one is taken instead, so a thread another saver started can be continued.
+pub fn next_int_version(current: Option<&ChannelVersion>) -> ChannelVersion {
+    match current {
+        None => ChannelVersion::Int(1),
+        Some(ChannelVersion::Float(f)) => ChannelVersion::Float(f + 1.0),
+        Some(v) => ChannelVersion::Int(v.counter().saturating_add(1)),
+    }
+}
+
 /// A random float in `[1e-4, 1)` rendered like Python's `f"{x:016}"`. Values below `1e-4`,
 /// which Python would print in exponent form, are drawn again (they occur with probability
 /// 1e-4 and carry no meaning: only the counter is ever parsed).

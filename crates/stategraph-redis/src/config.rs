@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use stategraph_checkpoint::backend::Timeouts;
+use stategraph_checkpoint::backend::{Timeouts, take_url_param, ttl_param};
 use stategraph_checkpoint::{Error, JsonPlusSerializer, Result, Serializer, redact_url};
 
 use crate::error::{BACKEND, db};
@@ -54,23 +54,9 @@ impl RedisConfig {
     /// `connect_timeout` / `statement_timeout` (seconds, `0` for none; see [`Timeouts`]).
     pub fn from_url(url: &str) -> Result<Self> {
         let (rest, timeouts) = Timeouts::default().take_from_url(url)?;
-        let (rest, prefix) = take_param(&rest, "prefix");
-        let (rest, ttl) = take_param(&rest, "ttl");
-        let ttl = match ttl {
-            None => None,
-            Some(t) => Some(
-                t.parse::<u64>()
-                    .ok()
-                    .filter(|s| *s > 0)
-                    .map(Duration::from_secs)
-                    .ok_or_else(|| {
-                        Error::invalid(
-                            "database URL parameter `ttl`",
-                            format!("`{t}` is not a positive number of seconds"),
-                        )
-                    })?,
-            ),
-        };
+        let (rest, prefix) = take_url_param(&rest, "prefix");
+        let (rest, ttl) = take_url_param(&rest, "ttl");
+        let ttl = ttl.map(|t| ttl_param("ttl", &t)).transpose()?;
         redis::Client::open(rest.as_str()).map_err(|e| {
             Error::invalid(
                 "database URL",
@@ -155,30 +141,6 @@ impl RedisConfig {
             self.timeouts,
         ))
     }
-}
-
-/// Removes the query parameter `name` from `url`, returning the rest and its value.
-fn take_param(url: &str, name: &str) -> (String, Option<String>) {
-    let Some((base, query)) = url.split_once('?') else {
-        return (url.to_owned(), None);
-    };
-    let mut value = None;
-    let rest: Vec<&str> = query
-        .split('&')
-        .filter(|kv| match kv.split_once('=') {
-            Some((k, v)) if k == name => {
-                value = Some(v.to_owned());
-                false
-            }
-            _ => true,
-        })
-        .collect();
-    let url = if rest.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", rest.join("&"))
-    };
-    (url, value)
 }
 
 #[cfg(test)]

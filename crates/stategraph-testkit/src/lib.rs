@@ -1,7 +1,8 @@
 //! Test support shared by the stategraph crates' tests (not published), written once:
 //!
 //! - [`services`]: where the test servers are (`STATEGRAPH_TEST_POSTGRES_URL`,
-//!   `STATEGRAPH_TEST_MYSQL_URL`, `STATEGRAPH_TEST_REDIS_URL`, with local defaults) and
+//!   `STATEGRAPH_TEST_MYSQL_URL`, `STATEGRAPH_TEST_REDIS_URL`, `STATEGRAPH_TEST_MONGODB_URL`,
+//!   with local defaults) and
 //!   unique names for scratch schemas, databases and key prefixes;
 //! - [`Cleanup`]: a guard that runs an async clean-up when dropped;
 //! - [`python`]: running the pinned Python LangGraph for interop tests;
@@ -28,6 +29,8 @@ pub mod net;
 pub mod python;
 pub mod services;
 
+#[cfg(feature = "mongodb")]
+pub mod mongodb;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 #[cfg(feature = "postgres")]

@@ -7,6 +7,10 @@
 //! | PostgreSQL | `STATEGRAPH_TEST_POSTGRES_URL` | `postgres://postgres@127.0.0.1:5432/test` |
 //! | MySQL / MariaDB | `STATEGRAPH_TEST_MYSQL_URL` | `mysql://root@127.0.0.1:3306/test` |
 //! | Redis | `STATEGRAPH_TEST_REDIS_URL` | `redis://127.0.0.1:6379` |
+//! | MongoDB | `STATEGRAPH_TEST_MONGODB_URL` | `mongodb://127.0.0.1:27117/?directConnection=true` |
+//!
+//! The MongoDB default is the MongoDB-compatible server `scripts/mongo-server.sh start` runs
+//! (mongoeco, in Python); point the variable at a real MongoDB to run the suite there.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -33,6 +37,19 @@ pub fn mysql_url() -> String {
 /// The Redis test server (`STATEGRAPH_TEST_REDIS_URL`, default `redis://127.0.0.1:6379`).
 pub fn redis_url() -> String {
     from_env(REDIS_URL_VAR, "redis://127.0.0.1:6379")
+}
+
+/// The variable naming the MongoDB test server.
+pub const MONGODB_URL_VAR: &str = "STATEGRAPH_TEST_MONGODB_URL";
+
+/// The MongoDB test server (`STATEGRAPH_TEST_MONGODB_URL`, default
+/// `mongodb://127.0.0.1:27117/?directConnection=true`, the server `scripts/mongo-server.sh`
+/// starts).
+pub fn mongodb_url() -> String {
+    from_env(
+        MONGODB_URL_VAR,
+        "mongodb://127.0.0.1:27117/?directConnection=true",
+    )
 }
 
 fn from_env(var: &str, default: &str) -> String {

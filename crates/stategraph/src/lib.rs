@@ -16,6 +16,7 @@
 //! | `postgres` | `PostgresSaver` | `postgres://…`, `postgresql://…` |
 //! | `mysql` | `MySqlSaver` (MySQL, MariaDB) | `mysql://…` |
 //! | `redis` | `RedisSaver` (plain Redis, no modules) | `redis://…` |
+//! | `mongodb` | `MongoSaver` (the collections of Python's `langgraph-checkpoint-mongodb`) | `mongodb://…`, `mongodb+srv://…` |
 //!
 //! [`open_saver`] picks the backend from a database URL; `memory:` gives an [`InMemorySaver`].
 //! [`open_store`] does the same for the cross-thread memory [`Store`](store::Store)
@@ -127,6 +128,8 @@ pub use stategraph_graph::{
     RunStream, START, Schema, StateGraph, StateSnapshot, StateUpdate, StreamEvent, StreamMode,
     UpdatesEvent, Values,
 };
+#[cfg(feature = "mongodb")]
+pub use stategraph_mongodb::{MongoConfig, MongoSaver};
 #[cfg(feature = "mysql")]
 pub use stategraph_mysql::{MySqlConfig, MySqlSaver};
 #[cfg(feature = "postgres")]
@@ -163,14 +166,17 @@ pub mod prelude {
 
 /// Opens (and sets up) the checkpoint saver a database URL names, with LangGraph's default
 /// serializer ([`JsonPlusSerializer`]). For a backend's other settings, use its config
-/// (`SqliteConfig`, `PostgresConfig`, `MySqlConfig`, `RedisConfig`:
+/// (`SqliteConfig`, `PostgresConfig`, `MySqlConfig`, `RedisConfig`, `MongoConfig`:
 /// `from_url(url)?.….connect().await`).
 ///
 /// `memory:` is an [`InMemorySaver`]; `sqlite:` URLs need the `sqlite` feature (on by default),
 /// `postgres://` / `postgresql://` the `postgres` feature, `mysql://` the `mysql` feature and
-/// `redis://` / `rediss://` the `redis` feature. An unknown scheme, or one whose feature is off,
-/// is a [`CheckpointError::InvalidInput`] that says so. A Redis URL may carry `prefix=NAME` (the key
-/// prefix, default `stategraph`) and `ttl=SECONDS` among its query parameters. Networked
+/// `redis://` / `rediss://` the `redis` feature and `mongodb://` / `mongodb+srv://` the
+/// `mongodb` feature. An unknown scheme, or one whose feature is off, is a
+/// [`CheckpointError::InvalidInput`] that says so. A Redis URL may carry `prefix=NAME` (the key
+/// prefix, default `stategraph`) and `ttl=SECONDS` among its query parameters; a MongoDB URL
+/// names its database in its path (default `checkpointing_db`, as Python's saver) and may carry
+/// `ttl=SECONDS`, `checkpoint_collection=NAME` and `writes_collection=NAME`. Networked
 /// databases take `connect_timeout`, `statement_timeout` and `idle_timeout` (seconds, `0` for
 /// none) as query parameters: no call waits on a silent server forever (see
 /// [`backend::Timeouts`]).
@@ -241,7 +247,8 @@ pub async fn open_saver_with(
         feature = "sqlite",
         feature = "postgres",
         feature = "mysql",
-        feature = "redis"
+        feature = "redis",
+        feature = "mongodb"
     )))]
     let _ = (&serializer, existing);
     match scheme {
@@ -286,10 +293,20 @@ pub async fn open_saver_with(
         }
         #[cfg(not(feature = "redis"))]
         "redis" | "rediss" => Err(missing_feature(scheme)),
+        #[cfg(feature = "mongodb")]
+        "mongodb" | "mongodb+srv" => {
+            let mut config = MongoConfig::from_url(url)?.serializer(serializer);
+            if existing {
+                config = config.without_setup();
+            }
+            Ok(Arc::new(config.connect().await?))
+        }
+        #[cfg(not(feature = "mongodb"))]
+        "mongodb" | "mongodb+srv" => Err(missing_feature(scheme)),
         _ => Err(CheckpointError::invalid(
             "database URL",
             format!(
-                "`{}`: unknown scheme (expected memory:, sqlite:, postgres://, mysql:// or redis://)",
+                "`{}`: unknown scheme (expected memory:, sqlite:, postgres://, mysql://, redis:// or mongodb://)",
                 redact_url(url)
             ),
         )),
@@ -407,7 +424,8 @@ fn store_missing_feature(scheme: &str, feature: &str) -> store::StoreError {
     feature = "sqlite",
     feature = "postgres",
     feature = "mysql",
-    feature = "redis"
+    feature = "redis",
+    feature = "mongodb"
 )))]
 fn missing_feature(scheme: &str) -> CheckpointError {
     CheckpointError::invalid(
@@ -441,11 +459,13 @@ mod tests {
             "postgres://u@127.0.0.1:1/db?connect_timeout=0.2",
             "mysql://u@127.0.0.1:1/db?connect_timeout=0.2",
             "redis://127.0.0.1:1?connect_timeout=0.2",
+            "mongodb://127.0.0.1:1/db?connect_timeout=0.2",
         ] {
             let scheme = url.split(':').next().unwrap();
             let enabled = match scheme {
                 "postgres" => cfg!(feature = "postgres"),
                 "mysql" => cfg!(feature = "mysql"),
+                "mongodb" => cfg!(feature = "mongodb"),
                 _ => cfg!(feature = "redis"),
             };
             // Port 1 refuses: a backend that is built fails to connect, one that is not

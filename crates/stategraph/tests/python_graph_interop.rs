@@ -235,6 +235,24 @@ async fn postgres_backend() -> Backend {
     }
 }
 
+/// A scratch database on the MongoDB test server; Python's `MongoDBSaver` opens the same
+/// collections from the URL naming it.
+async fn mongodb_backend(aes_key: Option<&'static str>) -> Backend {
+    let (saver, database) = stategraph_testkit::mongodb::saver_with(|config| match aes_key {
+        Some(key) => config.serializer(Arc::new(
+            stategraph::EncryptedSerializer::aes(key.as_bytes()).unwrap(),
+        )),
+        None => config,
+    })
+    .await;
+    Backend {
+        saver: Arc::new(saver),
+        python_db: database.url(),
+        aes_key,
+        _keep: Box::new(database),
+    }
+}
+
 /// The AES key both sides use in the encrypted interop tests (raw bytes, as
 /// `LANGGRAPH_AES_KEY` holds them).
 const AES_KEY: &str = "0123456789abcdef0123456789abcdef";
@@ -926,4 +944,49 @@ async fn python_continues_a_thread_with_sealed_metadata() {
         ours[0].values["bar"],
         stategraph::value!(["a", "b", "a", "b"])
     );
+}
+
+/// Python's `langgraph-checkpoint-mongodb` and our MongoDB saver share threads on one server
+/// in both directions: each reads the other's history exactly and continues it.
+#[tokio::test]
+async fn seed_graph_threads_are_shared_with_python_on_mongodb() {
+    check_on(
+        &mongodb_backend(None).await,
+        "seed",
+        seed_graph,
+        || SeedUpdate::default().foo("").bar(Vec::<String>::new()),
+        8,
+    )
+    .await;
+}
+
+/// Subgraph namespaces on MongoDB, both directions.
+#[tokio::test]
+async fn subgraph_threads_are_shared_with_python_on_mongodb() {
+    check_on(
+        &mongodb_backend(None).await,
+        "sub",
+        sub_graph,
+        || {
+            RouteUpdate::default()
+                .log(Vec::<String>::new())
+                .go_left(true)
+        },
+        8,
+    )
+    .await;
+}
+
+/// Encrypted threads (`LANGGRAPH_AES_KEY` on both sides) on MongoDB, both directions; the
+/// metadata values are encrypted one by one, as Python stores them.
+#[tokio::test]
+async fn encrypted_threads_are_shared_with_python_on_mongodb() {
+    check_on(
+        &mongodb_backend(Some(AES_KEY)).await,
+        "seed",
+        seed_graph,
+        || SeedUpdate::default().foo("").bar(Vec::<String>::new()),
+        8,
+    )
+    .await;
 }
