@@ -23,6 +23,8 @@ pub enum BackendKind {
     Mysql,
     /// The Redis saver under a new key prefix.
     Redis,
+    /// The MongoDB saver in a new database.
+    Mongodb,
 }
 
 impl BackendKind {
@@ -35,6 +37,7 @@ impl BackendKind {
             Self::Postgres => "postgres",
             Self::Mysql => "mysql",
             Self::Redis => "redis",
+            Self::Mongodb => "mongodb",
         }
     }
 
@@ -73,6 +76,9 @@ pub(crate) enum Place {
         client: redis::Client,
         prefix: String,
     },
+    Mongodb {
+        saver: stategraph::MongoSaver,
+    },
 }
 
 /// An opened backend: the saver the graph uses and where it stores.
@@ -99,7 +105,8 @@ fn fail(backend: BackendKind, e: impl std::fmt::Display) -> BenchError {
 
 impl Backend {
     /// Opens `kind` fresh. `db` overrides the default server URL (the local test services,
-    /// or `STATEGRAPH_TEST_{POSTGRES,MYSQL,REDIS}_URL`); for SQLite it is the file to create.
+    /// or `STATEGRAPH_TEST_{POSTGRES,MYSQL,REDIS,MONGODB}_URL`); for SQLite it is the file to
+    /// create.
     pub async fn open(kind: BackendKind, db: Option<&str>) -> Result<Self, BenchError> {
         let unique = stategraph::uuid6(None).replace('-', "");
         let unique = &unique[unique.len() - 16..];
@@ -158,6 +165,20 @@ impl Backend {
                 let client = redis::Client::open(url.as_str()).map_err(|e| fail(kind, e))?;
                 (Some(Arc::new(saver)), Place::Redis { client, prefix })
             }
+            BackendKind::Mongodb => {
+                let url = server_url(
+                    db,
+                    "STATEGRAPH_TEST_MONGODB_URL",
+                    "mongodb://127.0.0.1:27117/?directConnection=true",
+                );
+                let saver = stategraph::MongoConfig::from_url(&url)
+                    .map_err(err)?
+                    .database(format!("sgb_{unique}"))
+                    .connect()
+                    .await
+                    .map_err(err)?;
+                (Some(Arc::new(saver.clone())), Place::Mongodb { saver })
+            }
         };
         Ok(Self { kind, saver, place })
     }
@@ -190,6 +211,9 @@ impl Backend {
                 mysql_size(url, database).await.map_err(|e| fail(kind, e))?
             }
             Place::Redis { client, prefix } => redis_size(client, prefix)
+                .await
+                .map_err(|e| fail(kind, e))?,
+            Place::Mongodb { saver } => mongodb_size(saver.database())
                 .await
                 .map_err(|e| fail(kind, e))?,
         };
@@ -237,8 +261,28 @@ impl Backend {
                 }
                 Ok(())
             }
+            Place::Mongodb { saver } => saver.database().drop().await.map_err(|e| fail(kind, e)),
         }
     }
+}
+
+/// `collStats` of the saver's collections: data and index bytes, documents.
+async fn mongodb_size(db: &mongodb::Database) -> Result<DbSize, Box<dyn std::error::Error>> {
+    use mongodb::bson::doc;
+    let mut size = DbSize::default();
+    for name in ["checkpoints", "checkpoint_writes"] {
+        let stats = db.run_command(doc! { "collStats": name }).await?;
+        let number = |key: &str| match stats.get(key) {
+            Some(mongodb::bson::Bson::Int32(i)) => u64::try_from(*i).unwrap_or(0),
+            Some(mongodb::bson::Bson::Int64(i)) => u64::try_from(*i).unwrap_or(0),
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            Some(mongodb::bson::Bson::Double(f)) => *f as u64,
+            _ => 0,
+        };
+        size.bytes += number("size") + number("totalIndexSize");
+        size.rows.push((name.to_owned(), number("count")));
+    }
+    Ok(size)
 }
 
 fn sqlite_size(path: &std::path::Path) -> Result<DbSize, Box<dyn std::error::Error>> {

@@ -10,6 +10,8 @@
 //!   `INSERT` (one round trip and the WAL flush).
 //! - MySQL/MariaDB: mysql_async, one autocommitted `INSERT` (InnoDB's log flush).
 //! - Redis: one `SET` (the server's own persistence settings, as the saver runs on them).
+//! - MongoDB: one `insert` command with the driver's default write concern (as the saver's
+//!   writes).
 
 use std::time::Instant;
 
@@ -132,6 +134,23 @@ impl Workload for CommitFloor {
                 }
                 drop(conn);
                 pool.disconnect().await.map_err(|e| fail(kind, e))?;
+            }
+            Place::Mongodb { saver } => {
+                use mongodb::bson::{Binary, doc, spec::BinarySubtype};
+                let db = saver.database();
+                for i in 0..=runs {
+                    let row = Binary {
+                        subtype: BinarySubtype::Generic,
+                        bytes: row.clone(),
+                    };
+                    let t = Instant::now();
+                    db.run_command(doc! { "insert": "floor", "documents": [{ "i": i64::try_from(i).unwrap_or(0), "row": row }] })
+                        .await
+                        .map_err(|e| fail(kind, e))?;
+                    if i > 0 {
+                        samples.push(t.elapsed().as_secs_f64() * 1e3);
+                    }
+                }
             }
             Place::Redis { client, prefix } => {
                 let mut conn = client

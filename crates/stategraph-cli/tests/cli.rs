@@ -113,6 +113,7 @@ enum Kind {
     /// The MariaDB URL of the test's database.
     MySql(String),
     Redis,
+    MongoDb,
 }
 
 /// A fresh database with a saver on it, the URL the binary reads it by, and the guard that
@@ -171,17 +172,28 @@ impl Db {
             _guard: Box::new(prefix),
         }
     }
+
+    /// A fresh database on the MongoDB test server.
+    async fn mongodb() -> Self {
+        let (saver, database) = stategraph_testkit::mongodb::saver().await;
+        Self {
+            saver: Arc::new(saver),
+            url: database.url(),
+            kind: Kind::MongoDb,
+            _guard: Box::new(database),
+        }
+    }
 }
 
 /// Expands each listed `async fn behaviour(db: Db)` into a module `behaviour` with one test
-/// per backend: `sqlite`, `postgres`, `mariadb` and `redis` (or the backends listed in
+/// per backend: `sqlite`, `postgres`, `mariadb`, `redis` and `mongodb` (or the backends listed in
 /// `on [...]`).
 macro_rules! on_every_backend {
     (on $backends:tt: $($behaviour:ident),* $(,)?) => {
         $(behaviour_on!($behaviour $backends);)*
     };
     ($($behaviour:ident),* $(,)?) => {
-        on_every_backend!(on [sqlite, postgres, mariadb, redis]: $($behaviour),*);
+        on_every_backend!(on [sqlite, postgres, mariadb, redis, mongodb]: $($behaviour),*);
     };
 }
 
@@ -278,7 +290,7 @@ async fn lose_values(db: &Db, t: &CheckpointTuple) {
             }
             conn.disconnect().await.unwrap();
         }
-        Kind::Sqlite | Kind::Redis => {}
+        Kind::Sqlite | Kind::Redis | Kind::MongoDb => {}
     }
 }
 

@@ -41,6 +41,16 @@ pub fn with_database(url: &str, database: &str) -> String {
     out
 }
 
+/// The test server's address (for a proxy in front of it; a single-host URL).
+pub fn server_addr() -> std::net::SocketAddr {
+    use std::net::ToSocketAddrs;
+    let url = url();
+    let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
+    let hosts = rest.split(['/', '?']).next().unwrap();
+    let host_port = hosts.rsplit('@').next().unwrap();
+    host_port.to_socket_addrs().unwrap().next().unwrap()
+}
+
 fn unreachable(e: impl std::fmt::Display) -> String {
     format!(
         "MongoDB at {} is required for these tests (start the local MongoDB-compatible server \
@@ -145,28 +155,12 @@ impl Documents {
         }
     }
 
-    /// One checkpoint document, through a plain `find` command (the driver's cursors refuse
-    /// the 32-bit cursor ids some MongoDB-compatible servers send).
     async fn get(&self, thread: &str, ns: &str, id: &str) -> Document {
-        let reply = self
-            .db
-            .run_command(doc! {
-                "find": "checkpoints",
-                "filter": key(thread, ns, id),
-                "limit": 1,
-                "singleBatch": true,
-            })
+        find_documents(&self.db, "checkpoints", key(thread, ns, id))
             .await
-            .unwrap();
-        let batch = reply
-            .get_document("cursor")
-            .unwrap()
-            .get_array("firstBatch")
-            .unwrap();
-        match batch.first() {
-            Some(Bson::Document(d)) => d.clone(),
-            _ => panic!("checkpoint {id} of thread {thread} is not stored"),
-        }
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("checkpoint {id} of thread {thread} is not stored"))
     }
 
     async fn set(&self, thread: &str, ns: &str, id: &str, field: &str, value: Bson) {
@@ -175,6 +169,49 @@ impl Documents {
             .await
             .unwrap();
     }
+}
+
+/// The documents of `collection` matching `filter` (up to 10,000), through a plain `find`
+/// command: the driver's cursors refuse the 32-bit cursor ids some MongoDB-compatible servers
+/// send.
+pub async fn find_documents(
+    db: &mongodb::Database,
+    collection: &str,
+    filter: Document,
+) -> Vec<Document> {
+    let reply = db
+        .run_command(doc! {
+            "find": collection,
+            "filter": filter,
+            "batchSize": 10_000,
+            "singleBatch": true,
+        })
+        .await
+        .unwrap();
+    reply
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap()
+        .iter()
+        .map(|d| d.as_document().unwrap().clone())
+        .collect()
+}
+
+/// The index specifications of `collection` (`listIndexes`, one batch).
+pub async fn index_specs(db: &mongodb::Database, collection: &str) -> Vec<Document> {
+    let reply = db
+        .run_command(doc! { "listIndexes": collection })
+        .await
+        .unwrap();
+    reply
+        .get_document("cursor")
+        .unwrap()
+        .get_array("firstBatch")
+        .unwrap()
+        .iter()
+        .map(|d| d.as_document().unwrap().clone())
+        .collect()
 }
 
 fn key(thread: &str, ns: &str, id: &str) -> Document {

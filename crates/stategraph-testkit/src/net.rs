@@ -152,7 +152,8 @@ async fn pump(
     feature = "postgres",
     feature = "mysql",
     feature = "redis",
-    feature = "sqlite"
+    feature = "sqlite",
+    feature = "mongodb"
 ))]
 #[allow(clippy::expect_used)] // test support: a failed save fails the test
 pub async fn read_after_silence(

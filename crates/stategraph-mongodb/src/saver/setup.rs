@@ -78,6 +78,18 @@ fn find<'i>(existing: &'i [Index], wanted: &Document) -> Option<&'i Index> {
     existing.iter().find(|i| key_list(&i.keys) == wanted)
 }
 
+/// The TTL index on `created_at` (Python's: default name, `expireAfterSeconds`).
+fn ttl_index(seconds: i64) -> IndexModel {
+    IndexModel::builder()
+        .keys(keys(&[("created_at", 1)]))
+        .options(
+            IndexOptions::builder()
+                .expire_after(std::time::Duration::from_secs(seconds.unsigned_abs()))
+                .build(),
+        )
+        .build()
+}
+
 impl MongoSaver {
     /// Creates what is missing, as Python's saver does (an index with the same keys counts
     /// as present), plus the saver's own index; with a TTL, a TTL index on `created_at` in
@@ -138,30 +150,24 @@ impl MongoSaver {
         let created = keys(&[("created_at", 1)]);
         match find(&existing, &created) {
             None => {
-                let index = IndexModel::builder()
-                    .keys(created)
-                    .options(
-                        IndexOptions::builder()
-                            .expire_after(std::time::Duration::from_secs(seconds.unsigned_abs()))
-                            .build(),
-                    )
-                    .build();
                 collection
-                    .create_index(index)
+                    .create_index(ttl_index(seconds))
                     .await
                     .map_err(db_error("creating the TTL index"))?;
             }
-            Some(index) => {
-                if index.expire_after != Some(seconds) {
-                    self.db
-                        .run_command(doc! {
-                            "collMod": collection.name(),
-                            "index": { "keyPattern": { "created_at": 1 }, "expireAfterSeconds": seconds },
-                        })
-                        .await
-                        .map_err(db_error("changing the TTL index"))?;
-                }
+            Some(index) if index.expire_after != Some(seconds) => {
+                // Another duration: drop and create it again (`collMod` would change it in
+                // place, but not every MongoDB-compatible server has it; both accept this).
+                self.db
+                    .run_command(doc! { "dropIndexes": collection.name(), "index": &index.name })
+                    .await
+                    .map_err(db_error("changing the TTL index"))?;
+                collection
+                    .create_index(ttl_index(seconds))
+                    .await
+                    .map_err(db_error("changing the TTL index"))?;
             }
+            Some(_) => {}
         }
         Ok(())
     }

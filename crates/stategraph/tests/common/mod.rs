@@ -28,7 +28,7 @@ pub(crate) async fn postgres_with_url(
 
 /// Expands each listed `async fn name(saver: Arc<dyn CheckpointSaver>)` into one test per
 /// saver: in-memory, SQLite (a fresh file), Postgres (a fresh schema), MySQL/MariaDB (a fresh
-/// database) and Redis (a fresh key prefix).
+/// database), Redis (a fresh key prefix) and MongoDB (a fresh database).
 #[macro_export]
 macro_rules! on_every_saver {
     ($($name:ident),* $(,)?) => {
@@ -63,6 +63,13 @@ macro_rules! on_every_saver {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
                 let (saver, _keys) = stategraph_testkit::redis::saver().await;
+                super::$name(std::sync::Arc::new(saver)).await;
+            })*
+        }
+        mod mongodb {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let (saver, _db) = stategraph_testkit::mongodb::saver().await;
                 super::$name(std::sync::Arc::new(saver)).await;
             })*
         }
