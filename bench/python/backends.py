@@ -11,6 +11,10 @@
 - `postgres`: `PostgresSaver` on one psycopg connection (autocommit, prepare_threshold=0,
   dict_row), in a fresh schema `sgb_<hex>` (via `options=-c search_path=…`), dropped
   afterwards. db_bytes = `sum(pg_total_relation_size)` of the schema's tables.
+- `mongodb`: `MongoDBSaver` (langgraph-checkpoint-mongodb) on one pymongo client, in a fresh
+  database `sgb_<hex>` (URL: `--db`, else `STATEGRAPH_TEST_MONGODB_URL`, else the local
+  mongoeco of `scripts/mongo-server.sh`), dropped afterwards. db_bytes = `collStats` size +
+  index size of its two collections.
 
 `rows` maps every table of the database/schema to its row count.
 """
@@ -27,7 +31,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
 DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/test"
-PERSISTENT = ("sqlite", "postgres")
+DEFAULT_MONGODB_URL = "mongodb://127.0.0.1:27117/?directConnection=true"
+PERSISTENT = ("sqlite", "postgres", "mongodb")
 
 
 @dataclass
@@ -51,6 +56,9 @@ def open_backend(name: str, db: Optional[str]) -> Iterator[Backend]:
             yield backend
     elif name == "postgres":
         with _postgres(db) as backend:
+            yield backend
+    elif name == "mongodb":
+        with _mongodb(db) as backend:
             yield backend
     else:
         raise ValueError(f"unsupported backend {name!r}")
@@ -158,3 +166,29 @@ def _postgres(db: Optional[str]) -> Iterator[Backend]:
                 conn.close()
         finally:
             admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@contextlib.contextmanager
+def _mongodb(db: Optional[str]) -> Iterator[Backend]:
+    from langgraph.checkpoint.mongodb import MongoDBSaver
+    from pymongo import MongoClient
+
+    url = db or os.environ.get("STATEGRAPH_TEST_MONGODB_URL") or DEFAULT_MONGODB_URL
+    name = f"sgb_{uuid.uuid4().hex[:16]}"
+    client = MongoClient(url)
+    try:
+        saver = MongoDBSaver(client, db_name=name)
+        database = client[name]
+
+        def measure() -> tuple[int, dict[str, int]]:
+            size, rows = 0, {}
+            for coll in ("checkpoints", "checkpoint_writes"):
+                stats = database.command("collStats", coll)
+                size += int(stats.get("size", 0)) + int(stats.get("totalIndexSize", 0))
+                rows[coll] = int(stats.get("count", 0))
+            return size, rows
+
+        yield Backend("mongodb", saver, measure)
+    finally:
+        client.drop_database(name)
+        client.close()

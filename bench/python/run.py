@@ -11,7 +11,8 @@ everything else on stderr; without `--json` a one-line human summary). In short:
 - WORKLOAD: linear, fanout, chat, history, sequential_1000, wide_state_15x600,
   react_agent_100x, fanout_to_subgraph_100x (graphs in `workloads.py`).
 - B: none (no checkpointer), memory (InMemorySaver), sqlite (SqliteSaver), postgres
-  (PostgresSaver in a fresh schema) — see `backends.py`. mysql and redis have no pinned
+  (PostgresSaver in a fresh schema), mongodb (MongoDBSaver in a fresh database) — see
+  `backends.py`. mysql and redis have no pinned
   Python saver: asking for them exits with code 2, as does an unknown workload.
 - Each timed sample is one sync `graph.invoke` on a fresh uuid4 thread (recursion limit
   10**9, the library's default durability "async"), after one untimed warm-up invoke;
@@ -44,7 +45,7 @@ import backends  # noqa: E402  (helper modules next to this file)
 import workloads as wl  # noqa: E402
 
 RECURSION_LIMIT = 10**9
-SUPPORTED_BACKENDS = ("none", "memory", "sqlite", "postgres")
+SUPPORTED_BACKENDS = ("none", "memory", "sqlite", "postgres", "mongodb")
 UNSUPPORTED_BACKENDS = ("mysql", "redis")
 
 
@@ -315,7 +316,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="Python LangGraph side of the stategraph benchmarks.")
     p.add_argument("workload", choices=sorted(WORKLOADS))
     p.add_argument("--backend", required=True, choices=SUPPORTED_BACKENDS + UNSUPPORTED_BACKENDS)
-    p.add_argument("--db", help="sqlite file / postgres URL (default: temp file / fresh schema)")
+    p.add_argument("--db", help="sqlite file / postgres or mongodb URL (default: temp file / fresh schema or database)")
     p.add_argument("--n", type=int)
     p.add_argument("--runs", type=int)
     p.add_argument("--delta", action="store_true", help="chat/history: DeltaChannel messages")

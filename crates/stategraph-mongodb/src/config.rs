@@ -155,9 +155,7 @@ impl MongoConfig {
 
     /// Connects without creating anything: the checkpoints collection must exist
     /// ([`Error::NotFound`] naming it otherwise) and no index is created. Read-only tools
-    /// use this. Without the saver's own index (made the first time a saver sets up), a
-    /// conditional put ([`put_if_latest`](stategraph_checkpoint::CheckpointSaver::put_if_latest))
-    /// is refused rather than left unguarded.
+    /// use this.
     pub fn without_setup(mut self) -> Self {
         self.setup = false;
         self
@@ -185,7 +183,7 @@ impl MongoConfig {
 
     /// Connects (a pool the driver manages), checks the server answers, and — unless
     /// [`without_setup`](Self::without_setup) — creates the collections' indexes: Python's
-    /// unique indexes, the saver's own (see [`MongoSaver`]) and the TTL indexes.
+    /// unique indexes and the TTL indexes.
     pub async fn connect(self) -> Result<MongoSaver> {
         let target = redact_url(&self.url);
         let mut options = self
@@ -214,7 +212,7 @@ impl MongoConfig {
                     .map_err(db("cannot connect to MongoDB"))
             })
             .await?;
-        let mut saver = MongoSaver::new(
+        let saver = MongoSaver::new(
             client,
             &self.database,
             &self.collections,

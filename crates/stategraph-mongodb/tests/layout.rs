@@ -1,6 +1,7 @@
 //! What the saver stores, field by field, is what Python's `langgraph-checkpoint-mongodb`
 //! stores (the interop tests show each side reads the other's; this pins the documents and
-//! indexes themselves), plus the saver's own index, the TTL, and connecting without setup.
+//! indexes themselves), plus the conditional put's claim, the TTL, and connecting without
+//! setup.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -61,7 +62,13 @@ async fn documents_and_indexes_are_the_python_savers() {
     let cps = find_documents(&db, "checkpoints", doc! {}).await;
     assert_eq!(cps.len(), 1);
     let mut cp = cps[0].clone();
-    cp.remove("_id");
+    // The conditional put's claim: the first checkpoint of the namespace.
+    assert_eq!(
+        cp.remove("_id"),
+        Some(Bson::Document(doc! {
+            "thread_id": "t", "checkpoint_ns": "", "stategraph_after": "",
+        }))
+    );
     let body = cp.remove("checkpoint").unwrap();
     assert!(matches!(body, Bson::Binary(_)), "{body:?}");
     assert_eq!(
@@ -78,7 +85,6 @@ async fn documents_and_indexes_are_the_python_savers() {
                 "parents": {},
                 "run_id": pair("msgpack", b"\xa2r1"),
             },
-            "stategraph_after": "",
         }
     );
     let mut w = find_documents(&db, "checkpoint_writes", doc! {}).await;
@@ -99,23 +105,9 @@ async fn documents_and_indexes_are_the_python_savers() {
         }
     );
 
-    let specs = index_specs(&db, "checkpoints").await;
     assert_eq!(
-        names(&specs),
-        [
-            "_id_",
-            "stategraph_after",
-            "thread_id_1_checkpoint_ns_1_checkpoint_id_-1"
-        ]
-    );
-    let after = specs
-        .iter()
-        .find(|s| s.get_str("name").ok() == Some("stategraph_after"))
-        .unwrap();
-    assert_eq!(after.get_bool("unique").ok(), Some(true));
-    assert_eq!(
-        after.get_document("partialFilterExpression").unwrap(),
-        &doc! { "stategraph_after": { "$exists": true } }
+        names(&index_specs(&db, "checkpoints").await),
+        ["_id_", "thread_id_1_checkpoint_ns_1_checkpoint_id_-1"]
     );
     assert_eq!(
         names(&index_specs(&db, "checkpoint_writes").await),
@@ -198,10 +190,10 @@ async fn without_setup_a_missing_collection_is_not_found_and_nothing_is_created(
     assert!(collections.is_empty(), "{collections:?}");
 }
 
-/// A database only Python's saver set up (no `stategraph_after` index): reading and plain
-/// puts work without setup; a conditional put is refused, not left unguarded.
+/// A database only Python's saver wrote to: without setup, stategraph reads it and continues
+/// it with conditional puts, and a second writer claiming the same predecessor is refused.
 #[tokio::test]
-async fn without_setup_and_without_the_savers_index_a_conditional_put_is_refused() {
+async fn without_setup_conditional_puts_still_refuse_a_second_writer() {
     let database = ScratchDatabase::new("sg_existing");
     let db = client().await.database(database.name());
     db.create_collection("checkpoints").await.unwrap();
@@ -211,31 +203,73 @@ async fn without_setup_and_without_the_savers_index_a_conditional_put_is_refused
         .connect()
         .await
         .unwrap();
-    let mut cp = Checkpoint::empty();
-    cp.channel_versions
-        .insert("foo", saver.get_next_version(None));
-    let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);
-    let refused = saver
-        .put_if_latest(
-            &CheckpointConfig::new("t"),
-            &cp,
-            &meta,
-            &cp.channel_versions,
-            None,
-        )
-        .await
-        .unwrap_err();
-    assert!(matches!(&refused, Error::Unsupported { .. }), "{refused:?}");
-    let at = saver
-        .put(
-            &CheckpointConfig::new("t"),
-            &cp,
-            &meta,
-            &cp.channel_versions,
-        )
+    let at = first_checkpoint(&saver, "t").await;
+    let first = at.checkpoint_id.as_deref().unwrap();
+    let meta = CheckpointMetadata::new(CheckpointSource::Loop, 0);
+    let mut next = || {
+        let mut cp = Checkpoint::empty();
+        cp.channel_versions.insert("foo", ChannelVersion::Int(2));
+        cp
+    };
+    let (a, b) = (next(), next());
+    saver
+        .put_if_latest(&at, &a, &meta, &a.channel_versions, Some(first))
         .await
         .unwrap();
-    assert!(saver.get_tuple(&at).await.unwrap().is_some());
+    let refused = saver
+        .put_if_latest(&at, &b, &meta, &b.channel_versions, Some(first))
+        .await
+        .unwrap_err();
+    assert!(matches!(&refused, Error::Conflict { .. }), "{refused:?}");
+    let latest = saver
+        .get_tuple(&CheckpointConfig::new("t"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(latest.checkpoint.id, a.id);
+}
+
+/// Two savers (two processes' worth) racing to extend the same checkpoint: the server lets
+/// exactly one claim it, even when neither reads first (each wrote the predecessor itself).
+#[tokio::test]
+async fn two_savers_that_each_wrote_the_predecessor_cannot_both_extend_it() {
+    let (one, database) = saver().await;
+    let two = MongoConfig::from_url(&database.url())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let at = first_checkpoint(&one, "t").await;
+    let first = at.checkpoint_id.as_deref().unwrap();
+    let meta = CheckpointMetadata::new(CheckpointSource::Loop, 0);
+    // `one` remembers `first` as its own last write, so it skips the read; `two` reads.
+    let mut results = Vec::new();
+    for saver in [&one, &two] {
+        let cp = Checkpoint::empty();
+        results.push(
+            saver
+                .put_if_latest(&at, &cp, &meta, &cp.channel_versions, Some(first))
+                .await,
+        );
+    }
+    assert!(results[0].is_ok(), "{:?}", results[0]);
+    assert!(
+        matches!(&results[1], Err(Error::Conflict { .. })),
+        "{:?}",
+        results[1]
+    );
+    // Expecting the old checkpoint again is refused (it is not what `one` wrote last, so it
+    // reads first); the other saver extends the newest.
+    let newest = results[0].as_ref().unwrap().checkpoint_id.clone().unwrap();
+    let cp = Checkpoint::empty();
+    let stale = one
+        .put_if_latest(&at, &cp, &meta, &cp.channel_versions, Some(first))
+        .await;
+    assert!(matches!(&stale, Err(Error::Conflict { .. })), "{stale:?}");
+    let cp = Checkpoint::empty();
+    two.put_if_latest(&at, &cp, &meta, &cp.channel_versions, Some(&newest))
+        .await
+        .unwrap();
 }
 
 /// Integer channel versions, as Python's MongoDB saver (LangGraph's default) writes them.

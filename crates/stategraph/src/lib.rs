@@ -102,8 +102,8 @@ pub mod backend {
     pub use stategraph_checkpoint::{
         CHECKPOINT_ID, CHECKPOINT_NS, EncodedWrites, LATEST_VERSION, NS_END, NS_SEP, NULL_TASK_ID,
         StoredWrite, THREAD_ID, all_special, channels, checkpoint_value_ranges, delta, format_uuid,
-        iso_from_unix_micros, layer, next_version, sort_writes, special_write_idx, tags,
-        version_map, write_idx,
+        iso_from_unix_micros, layer, next_int_version, next_version, sort_writes,
+        special_write_idx, tags, version_map, write_idx,
     };
 }
 #[doc(hidden)]

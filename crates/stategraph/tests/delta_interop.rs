@@ -96,3 +96,9 @@ async fn postgres_delta_threads_are_shared_with_python() {
     let (saver, _guard, url) = common::postgres_with_url(None).await;
     check(saver, &url).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mongodb_delta_threads_are_shared_with_python() {
+    let (saver, database) = stategraph_testkit::mongodb::saver().await;
+    check(Arc::new(saver), &database.url()).await;
+}

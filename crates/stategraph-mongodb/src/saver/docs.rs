@@ -5,8 +5,8 @@
 //! `checkpoints`: `thread_id`, `checkpoint_ns`, `checkpoint_id`, `parent_checkpoint_id`
 //! (null for the first), `type` + `checkpoint` (the serializer's tag and bytes of the whole
 //! checkpoint), `metadata` (a document of the metadata's keys, nested maps as nested
-//! documents, every other value as the array `[tag, bytes]`), `created_at` with a TTL, and the
-//! saver's own `stategraph_after` (see [`super::MongoSaver`]).
+//! documents, every other value as the array `[tag, bytes]`), `created_at` with a TTL; a
+//! checkpoint stored by a conditional put has its claim as `_id` (see [`claim`]).
 //!
 //! `checkpoint_writes`: the three ids, `task_id`, `task_path`, `idx`, `channel`, `type`,
 //! `value`, `created_at` with a TTL.
@@ -19,9 +19,17 @@ use stategraph_checkpoint::{
     CheckpointMetadata, Location, PendingWrite, Result, Serializer, Value,
 };
 
-/// The field with which the saver's conditional put claims the checkpoint it was written
-/// after (see [`super::MongoSaver`]).
-pub(crate) const AFTER: &str = "stategraph_after";
+/// The `_id` with which a conditional put claims the checkpoint it was written after:
+/// `{thread_id, checkpoint_ns, stategraph_after}` (`""` for the first of a namespace). `_id`
+/// is unique in every collection, so a second writer claiming the same predecessor is
+/// refused by the server, atomically, with no index of the saver's own.
+pub(crate) fn claim(thread: &str, ns: &str, after: Option<&str>) -> Document {
+    doc! {
+        "thread_id": thread,
+        "checkpoint_ns": ns,
+        "stategraph_after": after.unwrap_or_default(),
+    }
+}
 
 /// Bytes as BSON binary (subtype 0, as pymongo stores `bytes`).
 pub(crate) fn binary(bytes: Vec<u8>) -> Bson {

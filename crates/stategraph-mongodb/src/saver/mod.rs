@@ -7,9 +7,9 @@ mod pruning;
 mod read;
 mod setup;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -26,7 +26,7 @@ use stategraph_checkpoint::{
 
 use crate::error::{BACKEND, DUPLICATE_KEY, db, is_duplicate_key};
 use cursor::Find;
-use docs::{AFTER, binary, key, metadata_doc};
+use docs::{binary, claim, key, metadata_doc};
 
 /// The largest serialized checkpoint that fits in a MongoDB document (16 MiB) with room for
 /// its other fields.
@@ -77,11 +77,11 @@ impl Collections {
 /// documents and unique indexes), so both read and continue each other's threads.
 ///
 /// The conditional put ([`CheckpointSaver::put_if_latest`], what keeps two runs on one thread
-/// from interleaving) needs no transaction, so it works on a standalone server as on a
-/// replica set: each checkpoint written by it records, in the field `stategraph_after`, the
-/// checkpoint that was the newest when it was written, and a partial unique index on
-/// (`thread_id`, `checkpoint_ns`, `stategraph_after`) lets only one writer claim each
-/// predecessor. Python's saver ignores the field and its documents are outside the index.
+/// from interleaving) needs no transaction and no index of its own, so it works on a
+/// standalone server as on a replica set: a checkpoint it stores gets as `_id` the document
+/// `{thread_id, checkpoint_ns, stategraph_after}` naming the checkpoint that was the newest
+/// when it was written, and since `_id` is unique, only one writer can claim each
+/// predecessor. Python's saver never reads `_id`; its documents keep their `ObjectId`s.
 ///
 /// Operations that touch many documents (`delete_thread`, `copy_thread`, `prune`) are not
 /// transactions: they order their steps so that a failure in the middle leaves only
@@ -96,9 +96,13 @@ pub struct MongoSaver {
     ttl: Option<Duration>,
     serializer: Arc<dyn Serializer>,
     timeouts: Timeouts,
-    /// Whether the index behind the conditional put exists.
-    guarded: bool,
+    /// The newest checkpoint this saver stored per (thread, namespace): a conditional put
+    /// expecting it needs no read first (see [`Self::put_checked`]).
+    written: Arc<Mutex<HashMap<(String, String), String>>>,
 }
+
+/// How many (thread, namespace) pairs the saver remembers its last write for.
+const REMEMBERED: usize = 10_000;
 
 impl fmt::Debug for MongoSaver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -137,7 +141,7 @@ impl MongoSaver {
             ttl,
             serializer,
             timeouts,
-            guarded: false,
+            written: Arc::default(),
         }
     }
 
@@ -179,6 +183,37 @@ impl MongoSaver {
             .one(&self.db, "finding the latest checkpoint")
             .await?;
         Ok(found.and_then(|d| d.get_str("checkpoint_id").ok().map(str::to_owned)))
+    }
+
+    /// Whether `id` is the newest checkpoint this saver stored in the namespace.
+    fn wrote_last(&self, thread: &str, ns: &str, id: &str) -> bool {
+        let written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        written
+            .get(&(thread.to_owned(), ns.to_owned()))
+            .is_some_and(|last| last == id)
+    }
+
+    /// Remembers `id` as stored in the namespace (if newer than what is remembered).
+    fn remember(&self, thread: &str, ns: &str, id: &str) {
+        let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        if written.len() >= REMEMBERED {
+            written.clear();
+        }
+        let last = written
+            .entry((thread.to_owned(), ns.to_owned()))
+            .or_default();
+        if id > last.as_str() {
+            id.clone_into(last);
+        }
+    }
+
+    /// Forgets what this saver wrote (deletions may have removed it).
+    fn forget(&self, thread: Option<&str>) {
+        let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        match thread {
+            Some(t) => written.retain(|(thread, _), _| thread != t),
+            None => written.clear(),
+        }
     }
 
     /// Deletes checkpoints by key, then their writes (a failure in between leaves writes
@@ -273,31 +308,36 @@ impl CheckpointSaver for MongoSaver {
             let expected = match expect {
                 Expect::Any => None,
                 Expect::Latest(expected) => {
-                    if !self.guarded {
-                        return Err(Error::Unsupported {
-                            backend: BACKEND,
-                            operation: "a conditional put without the `stategraph_after` index \
-                                        (connect once with setup to create it)",
-                        });
-                    }
-                    let found = self.latest_id(thread, ns).await?;
-                    if found.as_deref() != expected {
-                        return Err(latest_conflict(config, expected, found.as_deref()));
-                    }
-                    // Re-putting the newest checkpoint itself claims nothing new.
-                    if expected != Some(id) {
-                        set.insert(AFTER, expected.unwrap_or_default());
+                    // The claim (`_id`) refuses a second stategraph writer after the same
+                    // checkpoint. The read first also refuses a put after anything else that
+                    // became the newest (Python's writes, unconditional puts, deletions); it is
+                    // skipped when the expected checkpoint is the one this saver stored last
+                    // (each step of a run after its first).
+                    let ours = expected.is_some_and(|e| self.wrote_last(thread, ns, e));
+                    if !ours {
+                        let found = self.latest_id(thread, ns).await?;
+                        if found.as_deref() != expected {
+                            return Err(latest_conflict(config, expected, found.as_deref()));
+                        }
                     }
                     Some(expected)
                 }
             };
+            let mut update = doc! { "$set": set };
+            // Re-putting the newest checkpoint itself claims nothing new.
+            if let Some(expected) = expected.filter(|e| *e != Some(id)) {
+                update.insert("$setOnInsert", doc! { "_id": claim(thread, ns, expected) });
+            }
             let stored = self
                 .checkpoints
-                .update_one(key(thread, ns, id), doc! { "$set": set })
+                .update_one(key(thread, ns, id), update)
                 .upsert(true)
                 .await;
             match (stored, expected) {
-                (Ok(_), _) => Ok(config.clone().with_checkpoint_id(checkpoint.id.clone())),
+                (Ok(_), _) => {
+                    self.remember(thread, ns, id);
+                    Ok(config.clone().with_checkpoint_id(checkpoint.id.clone()))
+                }
                 (Err(e), Some(expected)) if is_duplicate_key(&e) => {
                     // Another writer claimed the same predecessor first.
                     let found = self.latest_id(thread, ns).await?;
@@ -372,6 +412,7 @@ impl CheckpointSaver for MongoSaver {
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
+        self.forget(Some(thread_id));
         self.timed("deleting a thread", async {
             let filter = doc! { "thread_id": thread_id };
             self.checkpoints
@@ -392,6 +433,7 @@ impl CheckpointSaver for MongoSaver {
             if run_ids.is_empty() {
                 return Ok(());
             }
+            self.forget(None);
             let keys = self.keys_of_runs(run_ids).await?;
             self.delete_keys(keys, "deleting runs").await
         })
@@ -405,6 +447,9 @@ impl CheckpointSaver for MongoSaver {
 
     async fn prune(&self, thread_ids: &[String], strategy: PruneStrategy) -> Result<()> {
         self.timed("pruning", async {
+            for thread in thread_ids {
+                self.forget(Some(thread));
+            }
             // No multi-document transaction to plan under: every thread is planned first, so
             // a refused thread leaves all of them untouched, then each plan is applied.
             prune::run(&mut pruning::Pruning(self), thread_ids, strategy).await

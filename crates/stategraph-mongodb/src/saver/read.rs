@@ -48,7 +48,12 @@ pub(super) fn keys_filter<'k>(keys: impl IntoIterator<Item = &'k Key>) -> Docume
         .into_iter()
         .map(|(thread, ns)| {
             let ids = groups.remove(&(thread, ns)).unwrap_or_default();
-            doc! { "thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": { "$in": ids } }
+            // One id: plain equality (the unique index serves it directly everywhere).
+            let id = match ids.as_slice() {
+                [one] => Bson::from(*one),
+                _ => Bson::from(doc! { "$in": ids }),
+            };
+            doc! { "thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": id }
         })
         .collect();
     match any.len() {

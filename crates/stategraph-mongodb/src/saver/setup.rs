@@ -8,7 +8,6 @@ use stategraph_checkpoint::{Error, Result};
 
 use super::MongoSaver;
 use super::cursor::Cursor;
-use super::docs::AFTER;
 use crate::error::db as db_error;
 
 /// MongoDB's error code for a collection that does not exist.
@@ -92,9 +91,9 @@ fn ttl_index(seconds: i64) -> IndexModel {
 
 impl MongoSaver {
     /// Creates what is missing, as Python's saver does (an index with the same keys counts
-    /// as present), plus the saver's own index; with a TTL, a TTL index on `created_at` in
+    /// as present); with a TTL, a TTL index on `created_at` in
     /// each collection (an existing one with another duration is changed).
-    pub(crate) async fn setup(&mut self) -> Result<()> {
+    pub(crate) async fn setup(&self) -> Result<()> {
         let ids = [
             ("thread_id", 1),
             ("checkpoint_ns", 1),
@@ -107,16 +106,6 @@ impl MongoSaver {
             ("task_id", 1),
             ("idx", 1),
         ];
-        let after = IndexModel::builder()
-            .keys(keys(&[("thread_id", 1), ("checkpoint_ns", 1), (AFTER, 1)]))
-            .options(
-                IndexOptions::builder()
-                    .name(AFTER.to_owned())
-                    .unique(true)
-                    .partial_filter_expression(doc! { AFTER: { "$exists": true } })
-                    .build(),
-            )
-            .build();
         let unique = |k: &[(&str, i32)]| {
             IndexModel::builder()
                 .keys(keys(k))
@@ -125,9 +114,8 @@ impl MongoSaver {
         };
         let checkpoints = self.checkpoints.clone();
         let writes = self.writes.clone();
-        self.ensure(&checkpoints, vec![unique(&ids), after]).await?;
+        self.ensure(&checkpoints, vec![unique(&ids)]).await?;
         self.ensure(&writes, vec![unique(&write_ids)]).await?;
-        self.guarded = true;
         Ok(())
     }
 
@@ -172,9 +160,8 @@ impl MongoSaver {
         Ok(())
     }
 
-    /// For a saver connected without setup: the checkpoints collection must exist; whether
-    /// the conditional put's index is there decides if it is allowed.
-    pub(crate) async fn check_existing(&mut self) -> Result<()> {
+    /// For a saver connected without setup: the checkpoints collection must exist.
+    pub(crate) async fn check_existing(&self) -> Result<()> {
         let name = self.checkpoints.name();
         let doing = "listing collections";
         let reply = self
@@ -196,8 +183,6 @@ impl MongoSaver {
                 ),
             });
         }
-        let existing = indexes(&self.db, name).await?;
-        self.guarded = existing.iter().any(|i| i.name == AFTER);
         Ok(())
     }
 }
