@@ -206,7 +206,7 @@ async fn without_setup_conditional_puts_still_refuse_a_second_writer() {
     let at = first_checkpoint(&saver, "t").await;
     let first = at.checkpoint_id.as_deref().unwrap();
     let meta = CheckpointMetadata::new(CheckpointSource::Loop, 0);
-    let mut next = || {
+    let next = || {
         let mut cp = Checkpoint::empty();
         cp.channel_versions.insert("foo", ChannelVersion::Int(2));
         cp
