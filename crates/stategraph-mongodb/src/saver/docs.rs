@@ -308,6 +308,39 @@ mod tests {
         assert_eq!(back, meta);
     }
 
+    fn any_bson() -> impl proptest::strategy::Strategy<Value = Bson> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Bson::Null),
+            any::<bool>().prop_map(Bson::Boolean),
+            any::<i32>().prop_map(Bson::Int32),
+            any::<i64>().prop_map(Bson::Int64),
+            "[a-z]{0,3}|msgpack|null|bytes".prop_map(Bson::String),
+            proptest::collection::vec(any::<u8>(), 0..12).prop_map(binary),
+        ];
+        leaf.prop_recursive(4, 32, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..3).prop_map(Bson::Array),
+                proptest::collection::vec(("[a-z.$]{0,3}", inner), 0..3)
+                    .prop_map(|kv| Bson::Document(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Whatever another program stored as metadata or a write, reading it gives a value or
+        /// a typed error, never a panic.
+        #[test]
+        fn reading_any_stored_document_never_panics(meta in any_bson(), write in any_bson()) {
+            let s = JsonPlusSerializer::new();
+            let loc = Location::checkpoint("t", "", "1");
+            let _ = read_metadata(&s, Some(&meta), &loc);
+            if let Bson::Document(d) = &write {
+                let _ = read_write(&s, d, &loc);
+            }
+        }
+    }
+
     #[test]
     fn damaged_metadata_names_the_key() {
         let s = JsonPlusSerializer::new();
