@@ -50,7 +50,44 @@
 //! client's clock; `$gt`-style filters compare numbers as numbers (Python compares text);
 //! fractional TTLs are kept exactly; expired items are never read; `created_at` resets when an
 //! expired item is put again.
-
+//!
+//! [`RunQueue`] is a durable queue of agent runs for several Agent Server processes on one
+//! database (stategraph's own tables `stategraph_runs` and `stategraph_run_events`, migrations
+//! in `stategraph_run_migrations`; nothing of LangGraph's is touched). Workers claim runs with
+//! `SELECT … FOR UPDATE SKIP LOCKED`, oldest first and FIFO per thread; a unique partial index
+//! lets the database itself refuse a second running run on a thread. A claim is a lease kept
+//! alive by heartbeats: when a worker dies, [`RunQueue::requeue_expired`] hands its run to
+//! another ([`ClaimedRun::attempt`] tells the takeover), up to
+//! [`RunQueueConfig::max_attempts`]. Enqueueing applies LangGraph's multitask strategies
+//! ([`Multitask`]) under a per-thread advisory lock; stop requests reach a run's worker in its
+//! heartbeat and as a `NOTIFY`; stream events are numbered per run for joiners and
+//! `Last-Event-ID`. [`RunQueue::listen`] turns the queue's notifications (ids only, on a
+//! channel of its schema) into [`Notification`]s.
+//!
+//! ```no_run
+//! use serde_json::json;
+//! use stategraph_postgres::{Multitask, NewRun, RunQueueConfig, RunStatus};
+//!
+//! # async fn demo() -> Result<(), stategraph_checkpoint::Error> {
+//! let queue = RunQueueConfig::from_url("postgres://postgres@127.0.0.1:5432/test")?
+//!     .schema("agents")
+//!     .connect() // creates or upgrades the queue's tables
+//!     .await?;
+//! let mut wake = queue.listen().await?;
+//! queue
+//!     .enqueue(NewRun::new("run-1", "thread-1", json!({"input": "hi"})).multitask(Multitask::Enqueue))
+//!     .await?;
+//! let _ = wake.recv().await; // Notification::Enqueued { .. }
+//! if let Some(run) = queue.claim("host-a/worker-1").await? {
+//!     queue.append_event(&run.run_id, "host-a/worker-1", "values", &json!({"n": 1})).await?;
+//!     let lease = queue.heartbeat(&run.run_id, "host-a/worker-1").await?;
+//!     assert!(lease.held && lease.cancel.is_none());
+//!     queue.finish(&run.run_id, "host-a/worker-1", RunStatus::Success, None).await?;
+//! }
+//! let events = queue.events_after("run-1", 0, 100).await?;
+//! assert_eq!(events[0].seq, 1);
+//! # Ok(()) }
+//! ```
 #![cfg_attr(
     not(test),
     warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
@@ -59,11 +96,16 @@
 mod config;
 mod error;
 mod migrate;
+mod runs;
 mod saver;
 mod schema;
 mod store;
 
 pub use config::PostgresConfig;
+pub use runs::{
+    CancelAction, CancelOutcome, ClaimedRun, Enqueued, Expired, Lease, Listener, Multitask, NewRun,
+    Notification, RunEvent, RunQueue, RunQueueConfig, RunRow, RunStatus,
+};
 pub use saver::PostgresSaver;
 #[doc(no_inline)]
 pub use stategraph_checkpoint::CheckpointSaver;

@@ -167,7 +167,7 @@ impl PostgresSaver {
 
 /// Where a configuration connects, for messages: `host:port/dbname` (several hosts joined
 /// with commas; a Unix socket by its path).
-fn describe(pg: &tokio_postgres::Config) -> String {
+pub(crate) fn describe(pg: &tokio_postgres::Config) -> String {
     let ports = pg.get_ports();
     let hosts: Vec<String> = pg
         .get_hosts()

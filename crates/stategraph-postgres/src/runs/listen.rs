@@ -1,0 +1,239 @@
+//! The queue's notifications: the channel of a schema, the payloads the queue's statements
+//! send (`json_build_object(...)` with ids only), and the [`Listener`] that receives them.
+
+use futures_util::StreamExt;
+use serde_json::Value as Json;
+use stategraph_checkpoint::{Error, Result};
+use tokio::sync::mpsc;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use super::{CancelAction, RunQueue, RunStatus};
+use crate::error::{BACKEND, db};
+
+/// How many notifications a listener buffers before it stops reading its connection until
+/// the receiver catches up.
+const BUFFER: usize = 1024;
+
+/// The `NOTIFY` channel of the queue in `schema`: `stategraph_runs_` and the 64-bit FNV-1a
+/// hash of the schema name in hex (channels are identifiers, at most 63 bytes; a hash keeps
+/// queues of different schemas apart whatever their names).
+pub(super) fn channel_for(schema: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in schema.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("stategraph_runs_{hash:016x}")
+}
+
+/// A change in the queue, as announced by the process that made it (after it committed).
+/// Notifications carry ids only: read the run or its events for the rest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Notification {
+    /// A run was enqueued: idle workers may claim it.
+    Enqueued {
+        /// The run.
+        run_id: String,
+        /// Its thread.
+        thread_id: String,
+    },
+    /// A run whose lease ran out is pending again: idle workers may claim it.
+    Requeued {
+        /// The run.
+        run_id: String,
+        /// Its thread.
+        thread_id: String,
+    },
+    /// A running run was asked to stop: its worker should stop it.
+    Cancel {
+        /// The run.
+        run_id: String,
+        /// How.
+        action: CancelAction,
+    },
+    /// A run has a new stream event.
+    Event {
+        /// The run.
+        run_id: String,
+        /// The event's number.
+        seq: i64,
+    },
+    /// A run ended (its thread's next run may now be claimed); `status` is `None` when it
+    /// was deleted (a pending run ended by a rollback).
+    Finished {
+        /// The run.
+        run_id: String,
+        /// Its final status, or `None` if it was deleted.
+        status: Option<RunStatus>,
+    },
+}
+
+impl Notification {
+    /// The run it is about.
+    pub fn run_id(&self) -> &str {
+        match self {
+            Self::Enqueued { run_id, .. }
+            | Self::Requeued { run_id, .. }
+            | Self::Cancel { run_id, .. }
+            | Self::Event { run_id, .. }
+            | Self::Finished { run_id, .. } => run_id,
+        }
+    }
+
+    /// A payload the queue's statements send; `None` for anything else.
+    fn parse(payload: &str) -> Option<Self> {
+        let json: Json = serde_json::from_str(payload).ok()?;
+        let text = |key: &str| json.get(key).and_then(Json::as_str).map(str::to_owned);
+        let run_id = text("run_id")?;
+        Some(match json.get("kind")?.as_str()? {
+            "enqueued" => Self::Enqueued {
+                run_id,
+                thread_id: text("thread_id")?,
+            },
+            "requeued" => Self::Requeued {
+                run_id,
+                thread_id: text("thread_id")?,
+            },
+            "cancel" => Self::Cancel {
+                run_id,
+                action: CancelAction::parse(json.get("action")?.as_str()?)?,
+            },
+            "event" => Self::Event {
+                run_id,
+                seq: json.get("seq")?.as_i64()?,
+            },
+            "finished" => Self::Finished {
+                run_id,
+                status: match json.get("status") {
+                    None | Some(Json::Null) => None,
+                    Some(s) => Some(RunStatus::parse(s.as_str()?)?),
+                },
+            },
+            _ => return None,
+        })
+    }
+}
+
+/// Receives a queue's notifications on a connection of its own (`LISTEN` on the queue's
+/// channel); made by [`RunQueue::listen`]. Dropping it closes the connection.
+///
+/// Notifications sent while no listener was connected are lost: after connecting (and after
+/// [`recv`](Self::recv) returned `None` and a new listener connected), read the tables for
+/// what may have been missed.
+#[derive(Debug)]
+pub struct Listener {
+    receiver: mpsc::Receiver<Notification>,
+    channel: String,
+    /// Keeps the connection open.
+    _client: tokio_postgres::Client,
+}
+
+impl Listener {
+    /// Connects (within the connect limit), and `LISTEN`s (within the statement limit).
+    pub(super) async fn connect(queue: &RunQueue) -> Result<Self> {
+        let pg = queue.pg.clone();
+        let target = queue.target.clone();
+        let connect = async move {
+            pg.connect(NoTls).await.map_err(|e| {
+                Error::backend(
+                    BACKEND,
+                    format!("cannot connect to PostgreSQL at {target} to listen"),
+                    e,
+                )
+            })
+        };
+        let (client, mut connection) = queue
+            .timeouts
+            .connect(BACKEND, &queue.target, connect)
+            .await?;
+        let (sender, receiver) = mpsc::channel(BUFFER);
+        let channel = queue.channel.clone();
+        let wanted = channel.clone();
+        // Drives the connection (the LISTEN below needs it too) and forwards notifications,
+        // until the connection closes or the listener is dropped.
+        tokio::spawn(async move {
+            let mut messages = futures_util::stream::poll_fn(|cx| connection.poll_message(cx));
+            while let Some(Ok(message)) = messages.next().await {
+                let AsyncMessage::Notification(n) = message else {
+                    continue;
+                };
+                if n.channel() != wanted {
+                    continue;
+                }
+                if let Some(n) = Notification::parse(n.payload())
+                    && sender.send(n).await.is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let listen = async {
+            client
+                .batch_execute(&format!("LISTEN \"{channel}\""))
+                .await
+                .map_err(db("listening for run notifications"))
+        };
+        queue
+            .timeouts
+            .statement(BACKEND, "listening for run notifications", listen)
+            .await?;
+        Ok(Self {
+            receiver,
+            channel,
+            _client: client,
+        })
+    }
+
+    /// The next notification; `None` once the connection is lost (connect a new listener,
+    /// then read the tables for what was missed).
+    pub async fn recv(&mut self) -> Option<Notification> {
+        self.receiver.recv().await
+    }
+
+    /// The receiving end, for `select!` loops and the like.
+    pub fn receiver(&mut self) -> &mut mpsc::Receiver<Notification> {
+        &mut self.receiver
+    }
+
+    /// The channel it listens on.
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channels() {
+        let a = channel_for("a");
+        assert_eq!(a.len(), "stategraph_runs_".len() + 16);
+        assert_ne!(a, channel_for("b"));
+        assert_eq!(a, channel_for("a"));
+    }
+
+    #[test]
+    fn payloads() {
+        assert_eq!(
+            Notification::parse(r#"{"kind":"event","run_id":"r","seq":3}"#),
+            Some(Notification::Event {
+                run_id: "r".into(),
+                seq: 3
+            })
+        );
+        assert_eq!(
+            Notification::parse(r#"{"kind":"finished","run_id":"r","status":null}"#),
+            Some(Notification::Finished {
+                run_id: "r".into(),
+                status: None
+            })
+        );
+        assert_eq!(Notification::parse("nonsense"), None);
+        assert_eq!(
+            Notification::parse(r#"{"kind":"other","run_id":"r"}"#),
+            None
+        );
+    }
+}
