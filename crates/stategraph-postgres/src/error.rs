@@ -14,3 +14,30 @@ pub(crate) fn db(context: &'static str) -> impl Fn(tokio_postgres::Error) -> Err
 pub(crate) fn pool(e: deadpool_postgres::PoolError) -> Error {
     Error::backend(BACKEND, "getting a connection from the pool", e)
 }
+
+/// A pooled connection from `pool` within the connect limit; one the driver already knows to
+/// be closed is dropped and replaced. `target` (the redacted server address) names the server
+/// in errors.
+pub(crate) async fn pooled(
+    pool: &deadpool_postgres::Pool,
+    timeouts: &stategraph_checkpoint::backend::Timeouts,
+    target: &str,
+) -> Result<deadpool_postgres::Object, Error> {
+    loop {
+        let get = async {
+            pool.get().await.map_err(|e| match e {
+                deadpool_postgres::PoolError::Backend(inner) => Error::backend(
+                    BACKEND,
+                    format!("cannot connect to PostgreSQL at {target}"),
+                    inner,
+                ),
+                other => self::pool(other),
+            })
+        };
+        let client = timeouts.connect(BACKEND, target, get).await?;
+        if !client.is_closed() {
+            return Ok(client);
+        }
+        drop(deadpool_postgres::Object::take(client));
+    }
+}

@@ -30,7 +30,7 @@ use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 
-use crate::error::{BACKEND, db, pool};
+use crate::error::{BACKEND, db};
 
 pub use config::RunQueueConfig;
 pub use listen::{Listener, Notification};
@@ -386,23 +386,7 @@ impl RunQueue {
     /// A pooled connection; one the driver already knows to be closed is dropped and
     /// replaced.
     async fn client(&self) -> Result<deadpool_postgres::Object> {
-        loop {
-            let get = async {
-                self.pool.get().await.map_err(|e| match e {
-                    deadpool_postgres::PoolError::Backend(inner) => Error::backend(
-                        BACKEND,
-                        format!("cannot connect to PostgreSQL at {}", self.target),
-                        inner,
-                    ),
-                    other => pool(other),
-                })
-            };
-            let client = self.timeouts.connect(BACKEND, &self.target, get).await?;
-            if !client.is_closed() {
-                return Ok(client);
-            }
-            drop(deadpool_postgres::Object::take(client));
-        }
+        crate::error::pooled(&self.pool, &self.timeouts, &self.target).await
     }
 
     /// Runs one operation within the statement limit.

@@ -25,7 +25,7 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{GenericClient, NoTls};
 
 use crate::config::PostgresConfig;
-use crate::error::{BACKEND, db, pool};
+use crate::error::{BACKEND, db};
 use crate::schema;
 use deadpool_postgres::{Hook, HookError};
 use layout::*;
@@ -145,23 +145,7 @@ impl PostgresSaver {
     /// A pooled connection; one the driver already knows to be closed is dropped and
     /// replaced.
     async fn client(&self) -> Result<deadpool_postgres::Object> {
-        loop {
-            let get = async {
-                self.pool.get().await.map_err(|e| match e {
-                    deadpool_postgres::PoolError::Backend(inner) => Error::backend(
-                        "postgres",
-                        format!("cannot connect to PostgreSQL at {}", self.target),
-                        inner,
-                    ),
-                    other => pool(other),
-                })
-            };
-            let client = self.timeouts.connect(BACKEND, &self.target, get).await?;
-            if !client.is_closed() {
-                return Ok(client);
-            }
-            drop(deadpool_postgres::Object::take(client));
-        }
+        crate::error::pooled(&self.pool, &self.timeouts, &self.target).await
     }
 }
 
