@@ -47,6 +47,10 @@ pub struct ServerBuilder {
     api_key: Option<String>,
     keep_alive: Option<std::time::Duration>,
     resumable_ttl: Option<std::time::Duration>,
+    #[cfg(feature = "postgres")]
+    queue: Option<stategraph_postgres::RunQueue>,
+    #[cfg(feature = "postgres")]
+    workers: Option<usize>,
 }
 
 /// How often, by default, a quiet run stream sends a `: heartbeat` comment and `runs/wait` a
@@ -146,6 +150,32 @@ impl ServerBuilder {
         self
     }
 
+    /// Runs background runs on threads (`POST /threads/{thread_id}/runs`) through `queue`, a
+    /// durable run queue shared by every server process on its database: each is recorded
+    /// `pending` and enqueued with its `multitask_strategy`, and worker loops in every process
+    /// ([`workers`](Self::workers) each, started by [`Server::serve`] or
+    /// [`Server::spawn_workers`]) claim it with a lease they keep alive. A run whose worker
+    /// died goes to another worker once its lease ran out, which carries on from the run's
+    /// last checkpoint (the tasks of the interrupted step that finished are not run again).
+    /// Cancels reach the run in whichever process runs it. Give the server a checkpointer and
+    /// a store on the same database, so that every process sees the same threads and runs.
+    ///
+    /// Waited and streamed runs (`runs/wait`, `runs/stream`) still run in the process that
+    /// answers them.
+    #[cfg(feature = "postgres")]
+    pub fn run_queue(mut self, queue: stategraph_postgres::RunQueue) -> Self {
+        self.queue = Some(queue);
+        self
+    }
+
+    /// How many runs of the [`run_queue`](Self::run_queue) this process executes at once
+    /// (worker loops; default 2, at least 1).
+    #[cfg(feature = "postgres")]
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = Some(n.max(1));
+        self
+    }
+
     /// The server.
     ///
     /// # Errors
@@ -186,6 +216,13 @@ impl ServerBuilder {
                 hubs: Arc::new(Hubs::new(
                     self.resumable_ttl.unwrap_or(DEFAULT_RESUMABLE_TTL),
                 )),
+                #[cfg(feature = "postgres")]
+                queue: self.queue.map(|q| {
+                    crate::queue::QueueSetup::new(
+                        q,
+                        self.workers.unwrap_or(crate::queue::DEFAULT_WORKERS),
+                    )
+                }),
             }),
             cors: self.cors,
             api_key: self.api_key,
@@ -226,6 +263,9 @@ pub(crate) struct AppState {
     pub(crate) keep_alive: std::time::Duration,
     /// Per run in flight (and resumable run ended lately): its events, for joiners.
     pub(crate) hubs: Arc<Hubs>,
+    /// The durable run queue background runs go through, if any.
+    #[cfg(feature = "postgres")]
+    pub(crate) queue: Option<crate::queue::QueueSetup>,
 }
 
 /// How a run is cancelled: `interrupt` keeps what it checkpointed and marks it `interrupted`;
@@ -265,6 +305,14 @@ struct RunControl {
 type ThreadTurns = (Arc<tokio::sync::Mutex<()>>, usize);
 
 impl AppState {
+    /// Whether background runs go through a run queue.
+    pub(crate) fn has_queue(&self) -> bool {
+        #[cfg(feature = "postgres")]
+        return self.queue.is_some();
+        #[cfg(not(feature = "postgres"))]
+        false
+    }
+
     /// Counts a new run on `thread_id`; the lock it takes before it starts.
     pub(crate) fn enter_thread(&self, thread_id: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut runs = self.thread_runs.lock().unwrap_or_else(|e| e.into_inner());
@@ -461,11 +509,21 @@ impl Server {
         router.layer(cors_layer(&self.cors))
     }
 
+    /// Starts this process's worker loops on the [run queue](ServerBuilder::run_queue), if
+    /// the server has one (once; [`serve`](Self::serve) does it). Call it within a Tokio
+    /// runtime when serving [`router`](Self::router) yourself.
+    #[cfg(feature = "postgres")]
+    pub fn spawn_workers(&self) {
+        crate::queue::spawn_workers(&self.state);
+    }
+
     /// Serves the API on `listener` until the process ends (or the listener fails).
     ///
     /// # Errors
     /// The listener's I/O error.
     pub async fn serve(self, listener: TcpListener) -> std::io::Result<()> {
+        #[cfg(feature = "postgres")]
+        self.spawn_workers();
         use axum::serve::ListenerExt;
         // Responses go out in several writes (SSE events, `runs/wait`'s keep-alive newline
         // before its JSON): without TCP_NODELAY, Nagle's algorithm holds the last write back

@@ -28,7 +28,11 @@ pub(crate) async fn ensure(state: &AppState) -> Result<(), ApiError> {
     state
         .assistants_ready
         .get_or_try_init(|| async {
-            recover(state).await?;
+            // With a run queue, runs left running by a process that ended are taken over by
+            // other workers, not failed.
+            if !state.has_queue() {
+                recover(state).await?;
+            }
             for graph_id in state.graphs.keys() {
                 let id = default_assistant_id(graph_id);
                 if let Some(existing) = state.records.get(Kind::Assistant, &id).await? {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use futures_util::StreamExt;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map as JsonMap, Value as Json_, json};
 use stategraph_checkpoint::Map;
 use stategraph_checkpoint::{Value, now_iso, uuid6};
@@ -22,7 +22,7 @@ use crate::records::{Kind, field_str};
 use crate::threads::{load, new_thread};
 
 /// A run request's body (`RunCreateStateful` / `RunCreateStateless`).
-#[derive(Deserialize, Default, Clone)]
+#[derive(Deserialize, Serialize, Default, Clone)]
 #[serde(default)]
 pub(crate) struct RunBody {
     assistant_id: Option<String>,
@@ -31,7 +31,7 @@ pub(crate) struct RunBody {
     config: Option<Json_>,
     context: Option<Json_>,
     metadata: Option<JsonMap<String, Json_>>,
-    stream_mode: Option<Json_>,
+    pub(crate) stream_mode: Option<Json_>,
     interrupt_before: Option<Json_>,
     interrupt_after: Option<Json_>,
     checkpoint: Option<Json_>,
@@ -49,6 +49,11 @@ pub(crate) struct RunBody {
 }
 
 impl RunBody {
+    /// Whether the run was created with `stream_resumable: true`.
+    pub(crate) fn resumable(&self) -> bool {
+        self.stream_resumable.unwrap_or(false)
+    }
+
     /// Whether the caller asked (`on_disconnect: "cancel"`) that the run be cancelled when it
     /// goes away; by default (`"continue"`, as LangGraph's server) the run goes on.
     pub(crate) fn cancel_on_disconnect(&self) -> bool {
@@ -145,7 +150,7 @@ fn node_list(v: Option<&Json_>, what: &str) -> Result<Option<Vec<String>>, ApiEr
     }
 }
 
-fn stream_modes(v: Option<&Json_>) -> Result<Vec<StreamMode>, ApiError> {
+pub(crate) fn stream_modes(v: Option<&Json_>) -> Result<Vec<StreamMode>, ApiError> {
     let names = node_list(v, "stream_mode")?.unwrap_or_else(|| vec!["values".into()]);
     names
         .iter()
@@ -226,7 +231,7 @@ fn run_config(
     Ok(config)
 }
 
-fn run_start(body: &RunBody) -> Result<RunStart, ApiError> {
+pub(crate) fn run_start(body: &RunBody) -> Result<RunStart, ApiError> {
     if let Some(command) = body.command.as_ref().filter(|c| !c.is_null()) {
         return Ok(RunStart::Command(run_command(command)?));
     }
@@ -342,6 +347,31 @@ pub(crate) async fn start(
     thread_id: Option<String>,
     body: RunBody,
 ) -> Result<Started, ApiError> {
+    start_with(state, thread_id, body, false).await
+}
+
+/// Starts a background run of `body` on `thread_id`, as [`start`] but without following
+/// its events when it goes through a run queue.
+pub(crate) async fn start_background(
+    state: Arc<AppState>,
+    thread_id: String,
+    body: RunBody,
+) -> Result<Started, ApiError> {
+    start_with(state, Some(thread_id), body, true).await
+}
+
+/// [`start`]; with a run queue, a run on a thread is recorded `pending` and enqueued for
+/// whichever process's worker claims it, and unless `background` its events and outcome are
+/// followed from the queue.
+async fn start_with(
+    state: Arc<AppState>,
+    thread_id: Option<String>,
+    body: RunBody,
+    background: bool,
+) -> Result<Started, ApiError> {
+    // Only a queued run tells a background run from one whose caller follows it.
+    #[cfg(not(feature = "postgres"))]
+    let _ = background;
     let assistant_ref = body
         .assistant_id
         .clone()
@@ -374,6 +404,7 @@ pub(crate) async fn start(
         }
     };
     let stateful = thread_id.is_some();
+    let queued = stateful && state.has_queue();
     let thread_id = thread_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let run_id = uuid6(None);
     let strategy = body
@@ -462,7 +493,9 @@ pub(crate) async fn start(
             Err(e) => return Err(e),
         };
         let busy = field_str(&thread, "status") == "busy";
-        if busy && strategy == "reject" {
+        // With a queue, the queue itself refuses a run on a busy thread (whichever process
+        // runs its other runs).
+        if busy && strategy == "reject" && !queued {
             return Err(ApiError::conflict(
                 "Thread is already running a task. Wait for it to finish or choose a \
                  different multitask strategy.",
@@ -549,24 +582,25 @@ pub(crate) async fn start(
         "multitask_strategy": strategy,
         "langsmith_session_name": null,
     });
-    // What the reference adds to the run's metadata when it starts it.
-    let started_metadata = JsonMap::from_iter([
-        ("run_attempt".to_owned(), json!(1)),
-        ("langgraph_version".to_owned(), json!(LANGGRAPH_VERSION)),
-    ]);
-    let mut engine_metadata = metadata.clone();
-    engine_metadata.extend(started_metadata.clone());
-    let mut config = run_config(&thread_id, &body, &configurable, &engine_metadata)?;
-    // As the reference's checkpointer: the run's metadata goes into every checkpoint's
-    // metadata as it is (objects too), with the `thread_id` LangGraph propagates into it.
-    config.checkpoint_metadata = engine_metadata;
-    config
-        .checkpoint_metadata
-        .insert("thread_id".into(), json!(thread_id));
-    config.queue = true;
+    let (config, started_metadata) = engine_config(&thread_id, &body, &configurable, &metadata, 1)?;
+    if queued {
+        drop(records_guard);
+        #[cfg(feature = "postgres")]
+        return crate::queue::enqueue(
+            &state,
+            run,
+            thread_id,
+            body,
+            &strategy,
+            (!background).then_some(graph),
+        )
+        .await;
+        #[cfg(not(feature = "postgres"))]
+        unreachable!("a queue needs the `postgres` feature");
+    }
     // The run's events go through its hub, for joiners (`GET …/runs/{run_id}/stream`); it
     // exists before the run's record so that whoever finds the run finds its hub.
-    let resumable = body.stream_resumable.unwrap_or(false);
+    let resumable = body.resumable();
     let hub = state.hubs.open(&run_id, resumable);
     // Deliberately at creation (the reference publishes it when a worker starts the run):
     // the caller of `runs/stream` gets it at once, even while the run waits its turn.
@@ -605,10 +639,122 @@ pub(crate) async fn start(
         engine_modes.push(StreamMode::Values);
     }
     let wanted: Vec<&'static str> = modes.iter().map(|m| m.as_str()).collect();
-    let task_state = Arc::clone(&state);
-    let task_thread = thread_id.clone();
-    let mut task_run = run.clone();
-    tokio::spawn(async move {
+    tokio::spawn(execute(Exec {
+        state: Arc::clone(&state),
+        graph,
+        start,
+        config,
+        engine_modes,
+        wanted,
+        run: run.clone(),
+        thread_id: thread_id.clone(),
+        stateful,
+        hub,
+        tx,
+        done_tx,
+        control,
+        turn,
+        started_metadata,
+        sink: None,
+    }));
+    Ok(Started {
+        run,
+        thread_id,
+        stateful,
+        events,
+        resumable,
+        done,
+    })
+}
+
+/// What [`engine_config`] answers: the engine's run config, and the metadata added to the
+/// run's record when it starts.
+pub(crate) type EngineConfig = (RunConfig, JsonMap<String, Json_>);
+
+/// The engine's config of a run of `body` on `thread_id` with the run's `configurable` and
+/// `metadata`, on its `attempt`-th start; with what the reference adds to the run's metadata
+/// when it starts it.
+pub(crate) fn engine_config(
+    thread_id: &str,
+    body: &RunBody,
+    configurable: &JsonMap<String, Json_>,
+    metadata: &JsonMap<String, Json_>,
+    attempt: u32,
+) -> Result<EngineConfig, ApiError> {
+    let started_metadata = JsonMap::from_iter([
+        ("run_attempt".to_owned(), json!(attempt)),
+        ("langgraph_version".to_owned(), json!(LANGGRAPH_VERSION)),
+    ]);
+    let mut engine_metadata = metadata.clone();
+    engine_metadata.extend(started_metadata.clone());
+    let mut config = run_config(thread_id, body, configurable, &engine_metadata)?;
+    // As the reference's checkpointer: the run's metadata goes into every checkpoint's
+    // metadata as it is (objects too), with the `thread_id` LangGraph propagates into it.
+    config.checkpoint_metadata = engine_metadata;
+    config
+        .checkpoint_metadata
+        .insert("thread_id".into(), json!(thread_id));
+    config.queue = true;
+    Ok((config, started_metadata))
+}
+
+/// A run ready to execute: everything [`execute`] needs.
+pub(crate) struct Exec {
+    pub(crate) state: Arc<AppState>,
+    pub(crate) graph: Arc<dyn ServedGraph>,
+    pub(crate) start: RunStart,
+    pub(crate) config: RunConfig,
+    /// The modes the engine streams (those asked for, and `values`).
+    pub(crate) engine_modes: Vec<StreamMode>,
+    /// The modes the caller asked for.
+    pub(crate) wanted: Vec<&'static str>,
+    /// The run's record (`pending`).
+    pub(crate) run: Json_,
+    pub(crate) thread_id: String,
+    pub(crate) stateful: bool,
+    pub(crate) hub: HubCloser,
+    /// The caller's events (a dropped receiver does not stop the run).
+    pub(crate) tx: mpsc::Sender<StreamEvent>,
+    pub(crate) done_tx: oneshot::Sender<Outcome>,
+    /// The run's cancel signal and ended flag (a run on a thread).
+    pub(crate) control: Option<(watch::Receiver<Option<Cancel>>, watch::Sender<bool>)>,
+    /// The thread's turn lock (in-process runs on a thread).
+    pub(crate) turn: Option<Arc<tokio::sync::Mutex<()>>>,
+    /// Added to the run's config metadata when it starts.
+    pub(crate) started_metadata: JsonMap<String, Json_>,
+    /// Where published events are copied too (the run queue's event log).
+    pub(crate) sink: Option<mpsc::UnboundedSender<(String, Json_)>>,
+}
+
+/// Runs a prepared run to its end: waits its turn on the thread, streams the graph to the
+/// hub (and the sink), and writes the final records. Its outcome and the cancel that stopped
+/// it, if any; `None` for a run cancelled before it started.
+pub(crate) async fn execute(x: Exec) -> Option<(Outcome, Option<Cancel>)> {
+    let Exec {
+        state: task_state,
+        graph,
+        start,
+        config,
+        engine_modes,
+        wanted,
+        run: mut task_run,
+        thread_id: task_thread,
+        stateful,
+        hub,
+        tx,
+        done_tx,
+        control,
+        turn,
+        started_metadata,
+        sink,
+    } = x;
+    let publish = |name: &str, data: Json_| -> StreamEvent {
+        if let Some(sink) = &sink {
+            let _ = sink.send((name.to_owned(), data.clone()));
+        }
+        hub.hub().publish(name.to_owned(), data)
+    };
+    {
         let (mut cancel_rx, ended) = match control {
             Some((rx, ended)) => (Some(rx), Some(ended)),
             None => (None, None),
@@ -632,7 +778,7 @@ pub(crate) async fn start(
                     if let Some(e) = ended {
                         e.send_replace(true);
                     }
-                    return;
+                    return None;
                 }
             },
             None => None,
@@ -673,7 +819,7 @@ pub(crate) async fn start(
                         values = data.clone();
                     }
                     if wanted.contains(&name.split('|').next().unwrap_or_default()) {
-                        let event = hub.hub().publish(name, data);
+                        let event = publish(&name, data);
                         // A caller that went away does not stop the run; a cancel does,
                         // even while a slow reader holds the event back.
                         tokio::select! {
@@ -736,23 +882,16 @@ pub(crate) async fn start(
         if let Some(e) = &outcome.error {
             // Deliberately kept in a resumable run's log too (the reference publishes the
             // error live only), so that a client that reconnects learns how the run ended.
-            let event = hub.hub().publish("error", e.clone());
+            let event = publish("error", e.clone());
             let _ = tx.send(event).await;
         }
         drop(hub);
-        let _ = done_tx.send(outcome);
+        let _ = done_tx.send(outcome.clone());
         if let Some(e) = ended {
             e.send_replace(true);
         }
-    });
-    Ok(Started {
-        run,
-        thread_id,
-        stateful,
-        events,
-        resumable,
-        done,
-    })
+        Some((outcome, cancel))
+    }
 }
 
 /// Marks the run finished and the thread idle, interrupted or in error (busy while more of
@@ -780,7 +919,12 @@ async fn finish_records(
         (None, false) => ("success", "idle"),
     };
     let _records = state.thread_records.lock().await;
-    let waiting = state.leave_thread(thread_id);
+    #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
+    let mut waiting = state.leave_thread(thread_id);
+    #[cfg(feature = "postgres")]
+    if waiting == 0 && state.has_queue() {
+        waiting = crate::queue::pending_on(state, thread_id).await;
+    }
     let thread_status = if waiting > 0 { "busy" } else { thread_status };
     let now = now_iso();
     if let Ok(mut thread) = load(state, thread_id).await {

@@ -18,6 +18,12 @@
 //! client that lost its connection resumes after its `Last-Event-ID`. Browsers may call the API from any origin unless
 //! [`ServerBuilder::cors`] lists them; [`ServerBuilder::api_key`] requires an `x-api-key`.
 //!
+//! With the `postgres` feature, several server processes may share one PostgreSQL database
+//! and a durable run queue (`ServerBuilder::run_queue`): runs on threads become rows that
+//! worker loops in every process claim with leases; a run whose process died is taken over
+//! by another worker from its last checkpoint, and cancels and joins work from any process.
+//! Without a queue (the default), runs execute in the process that received them.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use stategraph_checkpoint::store::InMemoryStore;
@@ -57,6 +63,8 @@ mod exec;
 mod graph;
 mod hub;
 mod meta;
+#[cfg(feature = "postgres")]
+mod queue;
 mod records;
 mod runs;
 mod store_api;

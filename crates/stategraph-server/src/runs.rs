@@ -18,7 +18,7 @@ use serde_json::{Value as Json_, json};
 
 use crate::app::{AppState, Cancel, CancelAction, Shared};
 use crate::error::ApiError;
-use crate::exec::{RunBody, Started, start};
+use crate::exec::{RunBody, Started, start, start_background};
 use crate::hub::{HubReader, StreamEvent};
 use crate::records::{Kind, field_str};
 use crate::threads::{load, parse_body};
@@ -56,6 +56,17 @@ impl Drop for DisconnectGuard {
                 action: CancelAction::Interrupt,
                 reason: "client disconnected from the run stream (on_disconnect=cancel)".into(),
             };
+            #[cfg(feature = "postgres")]
+            if self.state.has_queue()
+                && let Ok(rt) = tokio::runtime::Handle::try_current()
+            {
+                // The run may be in another process: ask through the queue.
+                let (state, run_id) = (Arc::clone(&self.state), self.run_id.clone());
+                rt.spawn(async move {
+                    let _ = crate::queue::request_cancel(&state, &run_id, cancel.action).await;
+                });
+                return;
+            }
             let _ = self.state.cancel_run(&self.run_id, &cancel);
         }
     }
@@ -214,7 +225,7 @@ pub(crate) async fn create_background(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let body: RunBody = parse_body(&body)?;
-    let started = start(state, Some(thread_id), body).await?;
+    let started = start_background(state, thread_id, body).await?;
     let base = format!("/threads/{}/runs/{}", started.thread_id, started.run_id());
     let location = vec![(CONTENT_LOCATION, base)];
     let Started { run, events, .. } = started;
@@ -372,6 +383,30 @@ pub(crate) async fn cancel(
             action.as_str()
         ),
     };
+    #[cfg(feature = "postgres")]
+    if state.has_queue() {
+        use crate::queue::{Cancelled, request_cancel, settle};
+        match request_cancel(&state, &run_id, action).await? {
+            Cancelled::NotQueued => {}
+            Cancelled::Finished => return Err(not_cancelable()),
+            outcome => {
+                if matches!(outcome, Cancelled::Signalled) {
+                    settle(&state, &run_id, (!wait).then_some(CANCEL_SETTLE)).await;
+                }
+                if !wait {
+                    return Ok(axum::http::StatusCode::ACCEPTED.into_response());
+                }
+                let thread = load(&state, &thread_id).await?;
+                let base = format!("/threads/{thread_id}/runs/{run_id}");
+                let location = vec![
+                    (CONTENT_LOCATION, base.clone()),
+                    (LOCATION, format!("{base}/join")),
+                ];
+                let values = thread.get("values").cloned().unwrap_or(Json_::Null);
+                return Ok((headers(&location), Json(values)).into_response());
+            }
+        }
+    }
     let mut ended = state
         .cancel_run(&run_id, &cancel)
         .ok_or_else(not_cancelable)?;
@@ -549,6 +584,33 @@ pub(crate) async fn cancel_and_settle(
     run_ids: &[String],
     cancel: &Cancel,
 ) -> usize {
+    #[cfg(feature = "postgres")]
+    if state.has_queue() {
+        // Queued runs stop wherever they run; the others are this process's.
+        use crate::queue::{Cancelled, request_cancel, settle};
+        let mut count = 0;
+        let mut local = Vec::new();
+        let mut signalled = Vec::new();
+        for id in run_ids {
+            match request_cancel(state, id, cancel.action).await {
+                Ok(Cancelled::Ended) => count += 1,
+                Ok(Cancelled::Signalled) => signalled.push(id.as_str()),
+                Ok(Cancelled::Finished) => {}
+                Ok(Cancelled::NotQueued) | Err(_) => local.push(id.clone()),
+            }
+        }
+        count += signalled.len();
+        let settled = signalled
+            .iter()
+            .map(|id| settle(state, id, Some(CANCEL_SETTLE)));
+        futures_util::future::join_all(settled).await;
+        return count + local_cancel_and_settle(state, &local, cancel).await;
+    }
+    local_cancel_and_settle(state, run_ids, cancel).await
+}
+
+/// [`cancel_and_settle`] for runs in flight in this process.
+async fn local_cancel_and_settle(state: &AppState, run_ids: &[String], cancel: &Cancel) -> usize {
     let mut ended: Vec<_> = run_ids
         .iter()
         .filter_map(|id| state.cancel_run(id, cancel))

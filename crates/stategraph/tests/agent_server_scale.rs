@@ -1,0 +1,613 @@
+//! Three Agent Server processes on one PostgreSQL schema (saver, store and run queue), two
+//! workers each, run 300 background runs over 30 threads while one process after another is
+//! killed with SIGKILL and restarted: every run succeeds, each node's effect is applied
+//! exactly once per run, each thread's history is one chain, and no run finishes twice.
+//! And with two processes: cancel (one run, or `POST /runs/cancel`), join, `runs/wait`,
+//! `runs/stream` and the `reject` / `interrupt` multitask strategies work through either
+//! process, wherever the run runs.
+//!
+//! The server processes are this test binary itself, re-run on `server_process_entry` (with
+//! `--ignored --exact`) with `STATEGRAPH_TEST_SCALE_URL` set, as in `agent_server_kill.rs`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value as Json, json};
+use stategraph::prelude::*;
+use stategraph::server::Server;
+use stategraph_postgres::{Notification, RunQueueConfig, RunStatus};
+use stategraph_testkit::postgres::ScratchSchema;
+
+const URL: &str = "STATEGRAPH_TEST_SCALE_URL";
+const SCHEMA: &str = "STATEGRAPH_TEST_SCALE_SCHEMA";
+const PORT_FILE: &str = "STATEGRAPH_TEST_SCALE_PORT_FILE";
+
+const PROCESSES: usize = 3;
+const THREADS: usize = 30;
+const RUNS_PER_THREAD: usize = 10;
+const LEASE: Duration = Duration::from_secs(2);
+
+#[derive(State, Clone, Debug, Default)]
+struct Log {
+    #[reducer(append)]
+    log: Vec<String>,
+}
+
+/// START → a → b → END; each node sleeps 150 ms, then appends `{node}:{run_id}`.
+fn graph() -> CompiledGraph<Log> {
+    let mut g = StateGraph::<Log>::new();
+    for node in ["a", "b"] {
+        g.add_node(node, move |_s, c| {
+            let run = c
+                .configurable("run_id")
+                .and_then(Json::as_str)
+                .unwrap_or("?")
+                .to_owned();
+            async move {
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                Ok(LogUpdate::default().log([format!("{node}:{run}")]))
+            }
+        });
+    }
+    g.add_edge(START, "a").add_edge("a", "b").add_edge("b", END);
+    g.compile().unwrap()
+}
+
+/// START → slow (sleeps an hour) → END.
+fn slow_graph() -> CompiledGraph<Log> {
+    let mut g = StateGraph::<Log>::new();
+    g.add_node("slow", |_s, _c| async {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        Ok(LogUpdate::default().log(["slow"]))
+    });
+    g.add_edge(START, "slow").add_edge("slow", END);
+    g.compile().unwrap()
+}
+
+fn queue_config(url: &str, schema: &str) -> RunQueueConfig {
+    RunQueueConfig::from_url(url)
+        .unwrap()
+        .schema(schema)
+        .lease(LEASE)
+        .max_attempts(20)
+}
+
+/// The server side: serves `graph` as `ab` and `slow_graph` as `slow` with a queue and two workers on the schema, on a
+/// free port it writes to the port file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the server side of the scale test, which runs it; not a test itself"]
+async fn server_process_entry() {
+    let (Ok(url), Ok(schema), Ok(port_file)) = (
+        std::env::var(URL),
+        std::env::var(SCHEMA),
+        std::env::var(PORT_FILE),
+    ) else {
+        panic!("run only by the scale test, with {URL} set");
+    };
+    let saver = stategraph::open_saver(&url).await.unwrap();
+    let store = stategraph::open_store(&url, StoreOptions::new())
+        .await
+        .unwrap();
+    let queue = queue_config(&url, &schema).connect().await.unwrap();
+    let server = Server::builder()
+        .graph("ab", graph())
+        .graph("slow", slow_graph())
+        .checkpointer(saver)
+        .store(store)
+        .run_queue(queue)
+        .workers(2)
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let port_file = PathBuf::from(port_file);
+    let tmp = port_file.with_extension("tmp");
+    std::fs::write(&tmp, port.to_string()).unwrap();
+    std::fs::rename(tmp, &port_file).unwrap();
+    server.serve(listener).await.unwrap();
+}
+
+/// Kills the child on drop, so a failing test leaves no server behind.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts server process `i`; it and its port.
+fn spawn_server(dir: &Path, url: &str, schema: &str, i: usize) -> (Killed, u16) {
+    let port_file = dir.join(format!("port-{i}"));
+    let _ = std::fs::remove_file(&port_file);
+    let child = Killed(
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "server_process_entry",
+                "--ignored",
+                "--exact",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
+            .env(URL, url)
+            .env(SCHEMA, schema)
+            .env(PORT_FILE, &port_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(p) = std::fs::read_to_string(&port_file) {
+            return (child, p.trim().parse().unwrap());
+        }
+        assert!(Instant::now() < deadline, "server {i} did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// One request on its own connection; the status code and the JSON body.
+fn call(port: u16, method: &str, path: &str, body: Option<Json>) -> (u16, Json) {
+    let (status, body) = call_raw(port, method, path, body);
+    (status, serde_json::from_str(&body).unwrap_or(Json::Null))
+}
+
+/// One request on its own connection; the status code and the body as text (de-chunked).
+fn call_raw(port: u16, method: &str, path: &str, body: Option<Json>) -> (u16, String) {
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let mut conn = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    write!(
+        conn,
+        "{method} {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    conn.read_to_string(&mut out).unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    let status = head[9..12].parse().unwrap();
+    if !head.to_lowercase().contains("transfer-encoding: chunked") {
+        return (status, body.to_owned());
+    }
+    let mut rest = body;
+    let mut text = String::new();
+    loop {
+        let (size, after) = rest.split_once("\r\n").unwrap();
+        let size = usize::from_str_radix(size.trim(), 16).unwrap();
+        if size == 0 {
+            return (status, text);
+        }
+        text.push_str(&after[..size]);
+        rest = &after[size + 2..];
+    }
+}
+
+/// A small pseudo-random number (no dependency needed for picking a process).
+fn random(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+#[test]
+fn runs_survive_killed_server_processes_and_each_runs_exactly_once() {
+    let began = Instant::now();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let schema = rt.block_on(ScratchSchema::create("scale"));
+    let url = schema.url();
+    let name = schema.name().to_owned();
+    // Tables made once here, before the processes race to make them.
+    let queue = rt.block_on(async {
+        stategraph::open_saver(&url).await.unwrap();
+        stategraph::open_store(&url, StoreOptions::new())
+            .await
+            .unwrap();
+        queue_config(&url, &name).connect().await.unwrap()
+    });
+    // Every `finished` announcement, by run.
+    let finished: Arc<Mutex<BTreeMap<String, Vec<Option<RunStatus>>>>> = Arc::default();
+    let mut listener = rt.block_on(queue.listen()).unwrap();
+    let seen = Arc::clone(&finished);
+    rt.spawn(async move {
+        while let Some(n) = listener.recv().await {
+            if let Notification::Finished { run_id, status } = n {
+                seen.lock().unwrap().entry(run_id).or_default().push(status);
+            }
+        }
+    });
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut servers: Vec<(Killed, u16)> = (0..PROCESSES)
+        .map(|i| spawn_server(dir.path(), &url, &name, i))
+        .collect();
+
+    // 30 threads, 10 runs each (interleaved), all `enqueue`.
+    let port = servers[0].1;
+    let threads: Vec<String> = (0..THREADS)
+        .map(|_| {
+            let (status, thread) = call(port, "POST", "/threads", Some(json!({})));
+            assert_eq!(status, 200, "{thread}");
+            thread["thread_id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let mut runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for round in 0..RUNS_PER_THREAD {
+        for (t, thread_id) in threads.iter().enumerate() {
+            let port = servers[(round + t) % PROCESSES].1;
+            let (status, run) = call(
+                port,
+                "POST",
+                &format!("/threads/{thread_id}/runs"),
+                Some(json!({"assistant_id": "ab", "input": {}, "multitask_strategy": "enqueue"})),
+            );
+            assert_eq!(status, 200, "{run}");
+            runs.entry(thread_id.clone())
+                .or_default()
+                .push(run["run_id"].as_str().unwrap().to_owned());
+        }
+    }
+    let total = THREADS * RUNS_PER_THREAD;
+    println!("submitted {total} runs in {:?}", began.elapsed());
+
+    // Kill a random process every ~2 s and restart it, until every run is over.
+    let hard_deadline = began + Duration::from_secs(120);
+    let mut seed = u64::from(std::process::id()) | 1;
+    let mut kills = 0;
+    let mut last_kill = Instant::now() - Duration::from_secs(1);
+    let counts = |queue: &stategraph_postgres::RunQueue| {
+        rt.block_on(async {
+            let mut done = 0;
+            for ids in runs.values() {
+                for id in ids {
+                    if queue.get(id).await.unwrap().unwrap().status.is_final() {
+                        done += 1;
+                    }
+                }
+            }
+            done
+        })
+    };
+    loop {
+        let done = counts(&queue);
+        if done == total {
+            break;
+        }
+        assert!(
+            Instant::now() < hard_deadline,
+            "only {done} of {total} runs over after {:?} ({kills} kills)",
+            began.elapsed()
+        );
+        if last_kill.elapsed() >= Duration::from_secs(2) {
+            let i = usize::try_from(random(&mut seed) % PROCESSES as u64).unwrap();
+            servers[i].0.0.kill().unwrap();
+            servers[i].0.0.wait().unwrap();
+            kills += 1;
+            servers[i] = spawn_server(dir.path(), &url, &name, i);
+            last_kill = Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let elapsed = began.elapsed();
+
+    // The queue: every run succeeded, once.
+    let mut takeovers = 0;
+    let mut attempts = BTreeMap::<u32, usize>::new();
+    rt.block_on(async {
+        for ids in runs.values() {
+            for id in ids {
+                let row = queue.get(id).await.unwrap().unwrap();
+                assert_eq!(row.status, RunStatus::Success, "{row:?}");
+                assert!(row.attempt >= 1, "{row:?}");
+                *attempts.entry(row.attempt).or_default() += 1;
+                if row.attempt > 1 {
+                    takeovers += 1;
+                }
+            }
+        }
+    });
+    // Announcements arrive after the commit: give the last ones a moment.
+    std::thread::sleep(Duration::from_millis(500));
+    {
+        let finished = finished.lock().unwrap();
+        for ids in runs.values() {
+            for id in ids {
+                assert_eq!(
+                    finished.get(id).map(Vec::as_slice),
+                    Some(&[Some(RunStatus::Success)][..]),
+                    "run {id} finished other than once"
+                );
+            }
+        }
+    }
+
+    // Each thread: every run's `a` and `b` once, in run order; one chain of checkpoints.
+    let port = servers[0].1;
+    let mut resumed = 0;
+    for (thread_id, ids) in &runs {
+        let (status, run_list) = call(
+            port,
+            "GET",
+            &format!("/threads/{thread_id}/runs?limit=100"),
+            None,
+        );
+        assert_eq!(status, 200, "{run_list}");
+        for run in run_list.as_array().unwrap() {
+            assert_eq!(run["status"], "success", "{run}");
+        }
+        let (status, thread) = call(port, "GET", &format!("/threads/{thread_id}"), None);
+        assert_eq!(status, 200, "{thread}");
+        assert_eq!(thread["status"], "idle", "{thread}");
+        let (status, state) = call(port, "GET", &format!("/threads/{thread_id}/state"), None);
+        assert_eq!(status, 200, "{state}");
+        let expected: Vec<String> = ids
+            .iter()
+            .flat_map(|r| [format!("a:{r}"), format!("b:{r}")])
+            .collect();
+        assert_eq!(
+            state["values"]["log"],
+            json!(expected),
+            "thread {thread_id}"
+        );
+        let (status, history) = call(
+            port,
+            "POST",
+            &format!("/threads/{thread_id}/history"),
+            Some(json!({"limit": 1000})),
+        );
+        assert_eq!(status, 200, "{history}");
+        let history = history.as_array().unwrap();
+        // Newest first: each checkpoint's parent is the next one; the oldest has none.
+        for pair in history.windows(2) {
+            assert_eq!(
+                pair[0]["parent_checkpoint"]["checkpoint_id"],
+                pair[1]["checkpoint"]["checkpoint_id"],
+                "thread {thread_id}: history is not one chain"
+            );
+        }
+        assert!(history.last().unwrap()["parent_checkpoint"].is_null());
+        // Runs a later attempt carried on from an earlier attempt's checkpoints.
+        let mut by_run: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+        for c in history {
+            if let (Some(run), Some(attempt)) = (
+                c["metadata"]["run_id"].as_str(),
+                c["metadata"]["run_attempt"].as_i64(),
+            ) {
+                by_run.entry(run).or_default().push(attempt);
+            }
+        }
+        resumed += by_run
+            .values()
+            .filter(|a| a.iter().any(|&x| x > 1) && a.contains(&1))
+            .count();
+    }
+    println!(
+        "{total} runs over {THREADS} threads on {PROCESSES} processes in {elapsed:?}: \
+         {kills} kills, {takeovers} runs taken over after a lost lease (runs by claims: \
+         {attempts:?}), {resumed} of them resumed from a killed attempt's checkpoints"
+    );
+    assert!(kills > 0);
+    drop(servers);
+}
+
+/// Polls `f` until it answers `Some`, for up to 20 seconds.
+fn poll<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(t) = f() {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn cancel_join_wait_stream_and_multitask_work_from_any_process() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let schema = rt.block_on(ScratchSchema::create("scale_api"));
+    let url = schema.url();
+    let name = schema.name().to_owned();
+    let queue = rt.block_on(async {
+        stategraph::open_saver(&url).await.unwrap();
+        stategraph::open_store(&url, StoreOptions::new())
+            .await
+            .unwrap();
+        queue_config(&url, &name).connect().await.unwrap()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let (_a, a) = spawn_server(dir.path(), &url, &name, 0);
+    let (_b, b) = spawn_server(dir.path(), &url, &name, 1);
+    let new_thread = |port| {
+        let (status, thread) = call(port, "POST", "/threads", Some(json!({})));
+        assert_eq!(status, 200, "{thread}");
+        thread["thread_id"].as_str().unwrap().to_owned()
+    };
+
+    // A run submitted to A, cancelled through B, whichever process runs it.
+    let thread = new_thread(a);
+    let (status, run) = call(
+        a,
+        "POST",
+        &format!("/threads/{thread}/runs"),
+        Some(json!({"assistant_id": "slow", "input": {}})),
+    );
+    assert_eq!(status, 200, "{run}");
+    let run_id = run["run_id"].as_str().unwrap().to_owned();
+    poll("the slow run to be running", || {
+        let row = rt.block_on(queue.get(&run_id)).unwrap().unwrap();
+        (row.status == RunStatus::Running).then_some(())
+    });
+    let (status, _) = call(
+        b,
+        "POST",
+        &format!("/threads/{thread}/runs/{run_id}/cancel?wait=1"),
+        None,
+    );
+    assert_eq!(status, 200);
+    let row = rt.block_on(queue.get(&run_id)).unwrap().unwrap();
+    assert_eq!(row.status, RunStatus::Interrupted, "{row:?}");
+    let (_, run) = call(a, "GET", &format!("/threads/{thread}/runs/{run_id}"), None);
+    assert_eq!(run["status"], "interrupted", "{run}");
+
+    // Multitask strategies across processes: `reject` is 409 while the thread's run runs
+    // elsewhere; `interrupt` stops it wherever it runs, and the new run runs.
+    let thread = new_thread(a);
+    let (status, run) = call(
+        a,
+        "POST",
+        &format!("/threads/{thread}/runs"),
+        Some(json!({"assistant_id": "slow", "input": {}})),
+    );
+    assert_eq!(status, 200, "{run}");
+    let slow = run["run_id"].as_str().unwrap().to_owned();
+    poll("the slow run to be running", || {
+        let row = rt.block_on(queue.get(&slow)).unwrap().unwrap();
+        (row.status == RunStatus::Running).then_some(())
+    });
+    let (status, body) = call(
+        b,
+        "POST",
+        &format!("/threads/{thread}/runs"),
+        Some(json!({"assistant_id": "ab", "input": {}, "multitask_strategy": "reject"})),
+    );
+    assert_eq!(status, 409, "{body}");
+    let (status, run) = call(
+        b,
+        "POST",
+        &format!("/threads/{thread}/runs"),
+        Some(json!({"assistant_id": "ab", "input": {}, "multitask_strategy": "interrupt"})),
+    );
+    assert_eq!(status, 200, "{run}");
+    let next = run["run_id"].as_str().unwrap().to_owned();
+    let (status, values) = call(
+        a,
+        "GET",
+        &format!("/threads/{thread}/runs/{next}/join"),
+        None,
+    );
+    assert_eq!(status, 200, "{values}");
+    assert_eq!(
+        values["log"],
+        json!([format!("a:{next}"), format!("b:{next}")])
+    );
+    let row = rt.block_on(queue.get(&slow)).unwrap().unwrap();
+    assert_eq!(row.status, RunStatus::Interrupted, "{row:?}");
+
+    // Bulk cancel (`POST /runs/cancel`) through A of a run running anywhere.
+    let thread = new_thread(b);
+    let (_, run) = call(
+        b,
+        "POST",
+        &format!("/threads/{thread}/runs"),
+        Some(json!({"assistant_id": "slow", "input": {}})),
+    );
+    let slow = run["run_id"].as_str().unwrap().to_owned();
+    poll("the slow run to be running", || {
+        let row = rt.block_on(queue.get(&slow)).unwrap().unwrap();
+        (row.status == RunStatus::Running).then_some(())
+    });
+    let (status, body) = call(
+        a,
+        "POST",
+        "/runs/cancel",
+        Some(json!({"thread_id": thread, "run_ids": [slow]})),
+    );
+    assert!(status == 204 || status == 200, "{status} {body}");
+    poll("the bulk-cancelled run to be interrupted", || {
+        let row = rt.block_on(queue.get(&slow)).unwrap().unwrap();
+        (row.status == RunStatus::Interrupted).then_some(())
+    });
+
+    // A background run submitted to A, joined through B.
+    let thread = new_thread(a);
+    let (status, run) = call(
+        a,
+        "POST",
+        &format!("/threads/{thread}/runs"),
+        Some(json!({"assistant_id": "ab", "input": {}})),
+    );
+    assert_eq!(status, 200, "{run}");
+    let first = run["run_id"].as_str().unwrap().to_owned();
+    let (status, values) = call(
+        b,
+        "GET",
+        &format!("/threads/{thread}/runs/{first}/join"),
+        None,
+    );
+    assert_eq!(status, 200, "{values}");
+    assert_eq!(
+        values["log"],
+        json!([format!("a:{first}"), format!("b:{first}")])
+    );
+
+    // `runs/wait` through B: the queued run's outcome.
+    let (status, values) = call(
+        b,
+        "POST",
+        &format!("/threads/{thread}/runs/wait"),
+        Some(json!({"assistant_id": "ab", "input": {}})),
+    );
+    assert_eq!(status, 200, "{values}");
+    let log = values["log"].as_array().unwrap();
+    assert_eq!(log.len(), 4, "{values}");
+    let second = log[2]
+        .as_str()
+        .unwrap()
+        .strip_prefix("a:")
+        .unwrap()
+        .to_owned();
+    assert_eq!(log[3], format!("b:{second}"));
+    let row = rt.block_on(queue.get(&second)).unwrap().unwrap();
+    assert_eq!(row.status, RunStatus::Success, "{row:?}");
+
+    // `runs/stream` through A: the queued run's events, `metadata` first.
+    let (status, sse) = call_raw(
+        a,
+        "POST",
+        &format!("/threads/{thread}/runs/stream"),
+        Some(json!({"assistant_id": "ab", "input": {}, "stream_mode": ["values", "updates"]})),
+    );
+    assert_eq!(status, 200, "{sse}");
+    let mut events = Vec::new();
+    for block in sse.split("\n\n") {
+        let mut name = None;
+        let mut data = None;
+        for line in block.lines() {
+            if let Some(n) = line.strip_prefix("event: ") {
+                name = Some(n.to_owned());
+            } else if let Some(d) = line.strip_prefix("data: ") {
+                data = Some(serde_json::from_str::<Json>(d).unwrap());
+            }
+        }
+        if let (Some(n), Some(d)) = (name, data) {
+            events.push((n, d));
+        }
+    }
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.first(), Some(&"metadata"), "{names:?}");
+    assert_eq!(
+        names.iter().filter(|n| **n == "updates").count(),
+        2,
+        "{names:?}"
+    );
+    let last_values = &events.iter().rev().find(|(n, _)| n == "values").unwrap().1;
+    assert_eq!(
+        last_values["log"].as_array().unwrap().len(),
+        6,
+        "{last_values}"
+    );
+}
