@@ -133,7 +133,9 @@ pub use stategraph_mongodb::{MongoConfig, MongoSaver};
 #[cfg(feature = "mysql")]
 pub use stategraph_mysql::{MySqlConfig, MySqlSaver};
 #[cfg(feature = "postgres")]
-pub use stategraph_postgres::{PostgresConfig, PostgresSaver, PostgresStore, PostgresStoreConfig};
+pub use stategraph_postgres::{
+    PostgresConfig, PostgresSaver, PostgresStore, PostgresStoreConfig, RunQueue, RunQueueConfig,
+};
 #[cfg(feature = "redis")]
 pub use stategraph_redis::{RedisConfig, RedisSaver};
 /// LangGraph's Agent Server HTTP API over your graphs (feature `server`).

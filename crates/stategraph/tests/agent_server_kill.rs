@@ -9,15 +9,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value as Json, json};
+use serde_json::json;
 use stategraph::prelude::*;
 use stategraph::server::Server;
+
+#[path = "common/http.rs"]
+mod http;
+use http::call;
 
 const DIR: &str = "STATEGRAPH_TEST_SERVER_DIR";
 
@@ -98,26 +100,6 @@ fn spawn_server(dir: &Path) -> (Killed, u16) {
         assert!(Instant::now() < deadline, "the server did not start");
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// One request on its own connection; the status code and the JSON body.
-fn call(port: u16, method: &str, path: &str, body: Option<Json>) -> (u16, Json) {
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let mut conn = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    conn.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        conn,
-        "{method} {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\
-         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    conn.read_to_string(&mut out).unwrap();
-    let (head, body) = out.split_once("\r\n\r\n").unwrap();
-    let status = head[9..12].parse().unwrap();
-    (status, serde_json::from_str(body).unwrap_or(Json::Null))
 }
 
 /// Polls `f` until it answers `Some`, for up to 10 seconds.
