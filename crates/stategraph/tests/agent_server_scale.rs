@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,10 @@ use stategraph_testkit::postgres::ScratchSchema;
 
 #[path = "common/http.rs"]
 mod http;
+#[path = "common/procs.rs"]
+mod procs;
 use http::{call, call_raw};
+use procs::{Killed, serve_announced, spawn_announced};
 
 const URL: &str = "STATEGRAPH_TEST_SCALE_URL";
 const SCHEMA: &str = "STATEGRAPH_TEST_SCALE_SCHEMA";
@@ -107,55 +110,25 @@ async fn server_process_entry() {
         .workers(2)
         .build()
         .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let port_file = PathBuf::from(port_file);
-    let tmp = port_file.with_extension("tmp");
-    std::fs::write(&tmp, port.to_string()).unwrap();
-    std::fs::rename(tmp, &port_file).unwrap();
-    server.serve(listener).await.unwrap();
-}
-
-/// Kills the child on drop, so a failing test leaves no server behind.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    serve_announced(server, &PathBuf::from(port_file)).await;
 }
 
 /// Starts server process `i`; it and its port.
 fn spawn_server(dir: &Path, url: &str, schema: &str, i: usize) -> (Killed, u16) {
-    let port_file = dir.join(format!("port-{i}"));
-    let _ = std::fs::remove_file(&port_file);
-    let child = Killed(
-        Command::new(std::env::current_exe().unwrap())
-            .args([
-                "server_process_entry",
-                "--ignored",
-                "--exact",
-                "--nocapture",
-                "--test-threads",
-                "1",
-            ])
-            .env(URL, url)
-            .env(SCHEMA, schema)
-            .env(PORT_FILE, &port_file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(p) = std::fs::read_to_string(&port_file) {
-            return (child, p.trim().parse().unwrap());
-        }
-        assert!(Instant::now() < deadline, "server {i} did not start");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args([
+            "server_process_entry",
+            "--ignored",
+            "--exact",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(URL, url)
+        .env(SCHEMA, schema)
+        .env(PORT_FILE, dir.join(format!("port-{i}")));
+    spawn_announced(command, &dir.join(format!("port-{i}")))
 }
 
 /// A small pseudo-random number (no dependency needed for picking a process).
