@@ -141,24 +141,30 @@ pub(crate) async fn enqueue(
 /// How often a follower looks for a queued run's new events.
 const FOLLOW_POLL: Duration = Duration::from_millis(50);
 
-/// Follows a queued run (wherever it runs) for the caller of `runs/wait` or `runs/stream`:
-/// its events from the queue's log, in order, then its outcome once it is over.
-async fn follow_run(
-    queue: RunQueue,
-    run_id: String,
-    thread_id: String,
-    graph: Arc<dyn ServedGraph>,
-    tx: mpsc::Sender<StreamEvent>,
-    done_tx: oneshot::Sender<Outcome>,
-) {
+/// What [`follow_events`] saw: the last `values`, an `error` event, and the run's row once
+/// it was over (`None` inside: deleted).
+struct FollowEnd {
+    values: Json_,
+    error: Option<Json_>,
+    over: Option<Option<stategraph_postgres::RunRow>>,
+}
+
+/// Sends a queued run's events after sequence `after` from the queue's log to `tx`, in
+/// order, until the run is over and its last event was sent (a receiver that went away does
+/// not stop the reading; the run goes on regardless).
+async fn follow_events(
+    queue: &RunQueue,
+    run_id: &str,
+    mut after: i64,
+    tx: &mpsc::Sender<StreamEvent>,
+) -> FollowEnd {
     const BATCH: u32 = 256;
-    let mut after = 0;
     let mut values = Json_::Object(JsonMap::new());
     let mut error = None;
     // Set once the run is over (with its row, if it still has one): one more read, then stop.
     let mut over: Option<Option<stategraph_postgres::RunRow>> = None;
     loop {
-        let batch = match queue.events_after(&run_id, after, BATCH).await {
+        let batch = match queue.events_after(run_id, after, BATCH).await {
             Ok(b) => b,
             Err(_) => {
                 tokio::time::sleep(FOLLOW_POLL).await;
@@ -177,7 +183,6 @@ async fn follow_run(
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_millis())
                 .unwrap_or_default();
-            // A caller that went away does not stop the run.
             let _ = tx
                 .send(StreamEvent {
                     seq: u64::try_from(e.seq).unwrap_or_default(),
@@ -193,13 +198,69 @@ async fn follow_run(
         if over.is_some() {
             break;
         }
-        match queue.get(&run_id).await {
+        match queue.get(run_id).await {
             // Over: read the events once more (the last may have come since), then stop.
             Ok(Some(row)) if row.status.is_final() => over = Some(Some(row)),
             Ok(None) => over = Some(None),
             _ => tokio::time::sleep(FOLLOW_POLL).await,
         }
     }
+    FollowEnd {
+        values,
+        error,
+        over,
+    }
+}
+
+/// A joiner of a queued run (`GET …/runs/{run_id}/stream`), in whichever process it runs:
+/// its events after `Last-Event-ID`'s sequence (`-1`: all of them), or from now on without
+/// one (nothing for a run that is over), and whether they carry ids (the run was created with
+/// `stream_resumable: true`). The ids are the queue's sequence numbers, the same on every
+/// process, so a client may reconnect to any of them.
+pub(crate) async fn join(
+    state: &AppState,
+    run_id: &str,
+    last_event_id: Option<&str>,
+) -> Result<(mpsc::Receiver<StreamEvent>, bool), ApiError> {
+    let queue = queue_of(state)?.clone();
+    let (tx, rx) = mpsc::channel(256);
+    let Some(row) = queue.get(run_id).await.map_err(api_error)? else {
+        return Ok((rx, false));
+    };
+    let with_id = row
+        .payload
+        .pointer("/body/stream_resumable")
+        .and_then(Json_::as_bool)
+        .unwrap_or(false);
+    let after = match last_event_id {
+        Some("-1") => 0,
+        // Ids are `{ms}-{seq}`; one that does not parse replays nothing already sent.
+        Some(id) => id
+            .rsplit_once('-')
+            .and_then(|(_, seq)| seq.parse().ok())
+            .unwrap_or(row.events),
+        None if row.status.is_final() => return Ok((rx, with_id)),
+        None => row.events,
+    };
+    let run_id = run_id.to_owned();
+    tokio::spawn(async move {
+        follow_events(&queue, &run_id, after, &tx).await;
+    });
+    Ok((rx, with_id))
+}
+
+/// Follows a queued run (wherever it runs) for the caller of `runs/wait` or `runs/stream`:
+/// its events from the queue's log, in order, then its outcome once it is over.
+async fn follow_run(
+    queue: RunQueue,
+    run_id: String,
+    thread_id: String,
+    graph: Arc<dyn ServedGraph>,
+    tx: mpsc::Sender<StreamEvent>,
+    done_tx: oneshot::Sender<Outcome>,
+) {
+    let end = follow_events(&queue, &run_id, 0, &tx).await;
+    let (values, mut error, over) = (end.values, end.error, end.over);
     if error.is_none()
         && let Some(Some(row)) = &over
         && row.status == RunStatus::Error

@@ -516,14 +516,30 @@ pub(crate) async fn join_stream(
         let body = stream::once(async move { Ok::<_, Infallible>(event("error", &error)) });
         return Ok((location, Sse::new(body).keep_alive(keep_alive)).into_response());
     }
-    // No hub: the run ended and its events are gone (or were never kept).
-    let Some(hub) = state.hubs.get(&run_id) else {
-        let body = stream::empty::<Result<SseEvent, Infallible>>();
-        return Ok((location, Sse::new(body).keep_alive(keep_alive)).into_response());
+    // With a run queue, the run's events come from the queue's log, whichever process runs
+    // it (and the ids are the same on every process).
+    #[cfg(feature = "postgres")]
+    let queued = if state.has_queue() {
+        Some(crate::queue::join(&state, &run_id, last_event_id.as_deref()).await?)
+    } else {
+        None
     };
-    let with_id = hub.resumable();
-    let reader = hub.reader(last_event_id.as_deref());
-    drop(hub);
+    #[cfg(not(feature = "postgres"))]
+    let queued: Option<(tokio::sync::mpsc::Receiver<StreamEvent>, bool)> = None;
+    let (reader, with_id) = match queued {
+        Some((rx, with_id)) => (JoinSource::Queue(rx), with_id),
+        None => {
+            // No hub: the run ended and its events are gone (or were never kept).
+            let Some(hub) = state.hubs.get(&run_id) else {
+                let body = stream::empty::<Result<SseEvent, Infallible>>();
+                return Ok((location, Sse::new(body).keep_alive(keep_alive)).into_response());
+            };
+            let with_id = hub.resumable();
+            let reader = hub.reader(last_event_id.as_deref());
+            drop(hub);
+            (JoinSource::Hub(reader), with_id)
+        }
+    };
     let guard = DisconnectGuard::new(&state, &run_id, cancel_on_disconnect);
     let start: JoinState = (reader, guard, std::collections::VecDeque::new());
     let body = stream::unfold(Some(start), move |st| {
@@ -552,10 +568,33 @@ pub(crate) async fn join_stream(
 
 /// A join's reader, the guard that cancels on disconnect, and events read but not sent.
 type JoinState = (
-    HubReader,
+    JoinSource,
     DisconnectGuard,
     std::collections::VecDeque<StreamEvent>,
 );
+
+/// Where a join reads a run's events: the run's hub in this process, or the run queue's log.
+enum JoinSource {
+    Hub(HubReader),
+    Queue(tokio::sync::mpsc::Receiver<StreamEvent>),
+}
+
+impl JoinSource {
+    /// The next events, waiting for at least one; `None` once the run is over and all were
+    /// read.
+    async fn next_batch(&mut self) -> Option<Vec<StreamEvent>> {
+        match self {
+            JoinSource::Hub(reader) => reader.next_batch().await,
+            JoinSource::Queue(rx) => {
+                let mut batch = vec![rx.recv().await?];
+                while let Ok(e) = rx.try_recv() {
+                    batch.push(e);
+                }
+                Some(batch)
+            }
+        }
+    }
+}
 
 /// The ids of the runs still `pending` or `running` whose record `pick` selects, among
 /// those matching `filter` (record fields).

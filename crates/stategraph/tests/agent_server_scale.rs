@@ -27,7 +27,7 @@ use stategraph_testkit::postgres::ScratchSchema;
 mod http;
 #[path = "common/procs.rs"]
 mod procs;
-use http::{call, call_raw};
+use http::{call, call_raw, call_with};
 use procs::{Killed, serve_announced, spawn_announced};
 
 const URL: &str = "STATEGRAPH_TEST_SCALE_URL";
@@ -518,21 +518,10 @@ fn cancel_join_wait_stream_and_multitask_work_from_any_process() {
         Some(json!({"assistant_id": "ab", "input": {}, "stream_mode": ["values", "updates"]})),
     );
     assert_eq!(status, 200, "{sse}");
-    let mut events = Vec::new();
-    for block in sse.split("\n\n") {
-        let mut name = None;
-        let mut data = None;
-        for line in block.lines() {
-            if let Some(n) = line.strip_prefix("event: ") {
-                name = Some(n.to_owned());
-            } else if let Some(d) = line.strip_prefix("data: ") {
-                data = Some(serde_json::from_str::<Json>(d).unwrap());
-            }
-        }
-        if let (Some(n), Some(d)) = (name, data) {
-            events.push((n, d));
-        }
-    }
+    let events: Vec<(String, Json)> = sse_events(&sse)
+        .into_iter()
+        .map(|(_, n, d)| (n, d))
+        .collect();
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names.first(), Some(&"metadata"), "{names:?}");
     assert_eq!(
@@ -546,4 +535,67 @@ fn cancel_join_wait_stream_and_multitask_work_from_any_process() {
         6,
         "{last_values}"
     );
+
+    // A resumable run streamed through A; a client that lost the stream reconnects to B with
+    // its `Last-Event-ID` and gets the rest, with the same ids (`-1`: all of them).
+    let (status, sse) = call_raw(
+        a,
+        "POST",
+        &format!("/threads/{thread}/runs/stream"),
+        Some(json!({
+            "assistant_id": "ab", "input": {}, "stream_mode": ["values", "updates"],
+            "stream_resumable": true,
+        })),
+    );
+    assert_eq!(status, 200, "{sse}");
+    let streamed = sse_events(&sse);
+    assert!(streamed.len() >= 4, "{streamed:?}");
+    assert!(
+        streamed.iter().all(|(id, _, _)| id.is_some()),
+        "{streamed:?}"
+    );
+    let run_id = streamed[0].2["run_id"].as_str().unwrap().to_owned();
+    let join = |last: &str| {
+        let (status, sse) = call_with(
+            b,
+            "GET",
+            &format!("/threads/{thread}/runs/{run_id}/stream"),
+            None,
+            &[("last-event-id", last)],
+        );
+        assert_eq!(status, 200, "{sse}");
+        sse_events(&sse)
+    };
+    let key = |e: &Vec<(Option<String>, String, Json)>| -> Vec<(String, String)> {
+        e.iter()
+            .map(|(id, n, _)| {
+                let seq = id.as_deref().unwrap().rsplit_once('-').unwrap().1;
+                (seq.to_owned(), n.clone())
+            })
+            .collect()
+    };
+    assert_eq!(key(&join("-1")), key(&streamed));
+    let second_id = streamed[1].0.clone().unwrap();
+    assert_eq!(key(&join(&second_id)), key(&streamed)[2..].to_vec());
+}
+
+/// The events of an SSE body: id (if any), name, data.
+fn sse_events(sse: &str) -> Vec<(Option<String>, String, Json)> {
+    let mut events = Vec::new();
+    for block in sse.split("\n\n") {
+        let (mut id, mut name, mut data) = (None, None, None);
+        for line in block.lines() {
+            if let Some(i) = line.strip_prefix("id: ") {
+                id = Some(i.to_owned());
+            } else if let Some(n) = line.strip_prefix("event: ") {
+                name = Some(n.to_owned());
+            } else if let Some(d) = line.strip_prefix("data: ") {
+                data = Some(serde_json::from_str::<Json>(d).unwrap());
+            }
+        }
+        if let (Some(n), Some(d)) = (name, data) {
+            events.push((id, n, d));
+        }
+    }
+    events
 }

@@ -15,13 +15,28 @@ pub(crate) fn call(port: u16, method: &str, path: &str, body: Option<Json>) -> (
 
 /// One request on its own connection; the status code and the body as text (de-chunked).
 pub(crate) fn call_raw(port: u16, method: &str, path: &str, body: Option<Json>) -> (u16, String) {
+    call_with(port, method, path, body, &[])
+}
+
+/// [`call_raw`] with extra request headers.
+pub(crate) fn call_with(
+    port: u16,
+    method: &str,
+    path: &str,
+    body: Option<Json>,
+    headers: &[(&str, &str)],
+) -> (u16, String) {
     let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     let mut conn = TcpStream::connect(("127.0.0.1", port)).unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
     write!(
         conn,
-        "{method} {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\
+        "{method} {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n{extra}\
          content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     )
