@@ -438,7 +438,13 @@ fn missing_feature(scheme: &str) -> CheckpointError {
 
 /// The README's Rust blocks, compiled (and the quick start run) as doc tests, so they cannot
 /// drift from the API.
-#[cfg(all(doctest, feature = "sqlite", feature = "minilm"))]
+#[cfg(all(
+    doctest,
+    feature = "sqlite",
+    feature = "minilm",
+    feature = "server",
+    feature = "postgres"
+))]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
 
