@@ -372,21 +372,26 @@ fn cancel_join_wait_stream_and_multitask_work_from_any_process() {
         assert_eq!(status, 200, "{thread}");
         thread["thread_id"].as_str().unwrap().to_owned()
     };
+    // A `slow` run submitted to `port` on `thread`, once it is running (in any process).
+    let running_slow_run = |port, thread: &str| {
+        let (status, run) = call(
+            port,
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            Some(json!({"assistant_id": "slow", "input": {}})),
+        );
+        assert_eq!(status, 200, "{run}");
+        let run_id = run["run_id"].as_str().unwrap().to_owned();
+        poll("the slow run to be running", || {
+            let row = rt.block_on(queue.get(&run_id)).unwrap().unwrap();
+            (row.status == RunStatus::Running).then_some(())
+        });
+        run_id
+    };
 
     // A run submitted to A, cancelled through B, whichever process runs it.
     let thread = new_thread(a);
-    let (status, run) = call(
-        a,
-        "POST",
-        &format!("/threads/{thread}/runs"),
-        Some(json!({"assistant_id": "slow", "input": {}})),
-    );
-    assert_eq!(status, 200, "{run}");
-    let run_id = run["run_id"].as_str().unwrap().to_owned();
-    poll("the slow run to be running", || {
-        let row = rt.block_on(queue.get(&run_id)).unwrap().unwrap();
-        (row.status == RunStatus::Running).then_some(())
-    });
+    let run_id = running_slow_run(a, &thread);
     let (status, _) = call(
         b,
         "POST",
@@ -402,18 +407,7 @@ fn cancel_join_wait_stream_and_multitask_work_from_any_process() {
     // Multitask strategies across processes: `reject` is 409 while the thread's run runs
     // elsewhere; `interrupt` stops it wherever it runs, and the new run runs.
     let thread = new_thread(a);
-    let (status, run) = call(
-        a,
-        "POST",
-        &format!("/threads/{thread}/runs"),
-        Some(json!({"assistant_id": "slow", "input": {}})),
-    );
-    assert_eq!(status, 200, "{run}");
-    let slow = run["run_id"].as_str().unwrap().to_owned();
-    poll("the slow run to be running", || {
-        let row = rt.block_on(queue.get(&slow)).unwrap().unwrap();
-        (row.status == RunStatus::Running).then_some(())
-    });
+    let slow = running_slow_run(a, &thread);
     let (status, body) = call(
         b,
         "POST",
@@ -445,17 +439,7 @@ fn cancel_join_wait_stream_and_multitask_work_from_any_process() {
 
     // Bulk cancel (`POST /runs/cancel`) through A of a run running anywhere.
     let thread = new_thread(b);
-    let (_, run) = call(
-        b,
-        "POST",
-        &format!("/threads/{thread}/runs"),
-        Some(json!({"assistant_id": "slow", "input": {}})),
-    );
-    let slow = run["run_id"].as_str().unwrap().to_owned();
-    poll("the slow run to be running", || {
-        let row = rt.block_on(queue.get(&slow)).unwrap().unwrap();
-        (row.status == RunStatus::Running).then_some(())
-    });
+    let slow = running_slow_run(b, &thread);
     let (status, body) = call(
         a,
         "POST",
