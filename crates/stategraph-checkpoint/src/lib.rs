@@ -60,6 +60,7 @@ mod error;
 mod id;
 pub mod layer;
 mod memory;
+mod message_chunk;
 mod messages;
 mod metadata;
 pub mod prune;
@@ -87,6 +88,7 @@ pub use encrypted::{AesEaxCipher, Cipher, EncryptedSerializer};
 pub use error::{BoxError, Error, Location, Result};
 pub use id::{checkpoint_id, format_uuid, iso_from_unix_micros, now_iso, uuid4, uuid6};
 pub use memory::InMemorySaver;
+pub use message_chunk::{AiMessageChunk, ChunkMergeError, ToolCallChunk, parse_partial_json};
 pub use messages::{Message, MessageFields, ToolCall};
 pub use metadata::{CheckpointMetadata, CheckpointSource};
 pub use saver::{

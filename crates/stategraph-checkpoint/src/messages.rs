@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer as SerdeSerializer};
 
+use crate::message_chunk::AiMessageChunk;
 use crate::serializer::SerdeError;
 use crate::value::{Ext, ExtCode, Map, PyObject, Value};
 
@@ -16,6 +17,18 @@ pub struct ToolCall {
     pub args: Value,
     /// The call's id, matched by the tool's answer.
     pub id: Option<String>,
+}
+
+impl ToolCall {
+    /// The stored form: `{"name", "args", "id", "type": "tool_call"}`.
+    pub fn to_value(&self) -> Value {
+        let mut call = Map::new();
+        call.insert("name", self.name.as_str());
+        call.insert("args", self.args.clone());
+        call.insert("id", self.id.clone());
+        call.insert("type", "tool_call");
+        Value::Map(call)
+    }
 }
 
 /// Fields every message has.
@@ -65,6 +78,9 @@ pub enum Message {
     },
     /// Instructions (`SystemMessage`).
     System(MessageFields),
+    /// A piece of an AI message as a model streams it (`AIMessageChunk`): what the
+    /// `messages` stream mode carries while a model answers.
+    AiChunk(AiMessageChunk),
 }
 
 impl Message {
@@ -121,6 +137,7 @@ impl Message {
         match self {
             Message::Human(f) | Message::System(f) => f,
             Message::Ai { fields, .. } | Message::Tool { fields, .. } => fields,
+            Message::AiChunk(c) => &c.fields,
         }
     }
 
@@ -128,6 +145,7 @@ impl Message {
         match self {
             Message::Human(f) | Message::System(f) => f,
             Message::Ai { fields, .. } | Message::Tool { fields, .. } => fields,
+            Message::AiChunk(c) => &mut c.fields,
         }
     }
 
@@ -142,11 +160,19 @@ impl Message {
             Message::Ai { .. } => ("langchain_core.messages.ai", "AIMessage", "ai"),
             Message::Tool { .. } => ("langchain_core.messages.tool", "ToolMessage", "tool"),
             Message::System(_) => ("langchain_core.messages.system", "SystemMessage", "system"),
+            Message::AiChunk(_) => (
+                "langchain_core.messages.ai",
+                "AIMessageChunk",
+                "AIMessageChunk",
+            ),
         }
     }
 
     /// The stored form (what Python's `JsonPlusSerializer` writes for the same message).
     pub fn to_value(&self) -> Value {
+        if let Message::AiChunk(c) = self {
+            return c.to_value();
+        }
         let (module, class, kind) = self.kind();
         let f = self.fields();
         let mut m = Map::new();
@@ -163,17 +189,7 @@ impl Message {
                 usage_metadata,
                 ..
             } => {
-                let calls = tool_calls
-                    .iter()
-                    .map(|c| {
-                        let mut call = Map::new();
-                        call.insert("name", c.name.as_str());
-                        call.insert("args", c.args.clone());
-                        call.insert("id", c.id.clone());
-                        call.insert("type", "tool_call");
-                        Value::Map(call)
-                    })
-                    .collect();
+                let calls = tool_calls.iter().map(ToolCall::to_value).collect();
                 m.insert("tool_calls", Value::List(calls));
                 m.insert(
                     "invalid_tool_calls",
@@ -289,6 +305,7 @@ impl Message {
                 artifact,
                 status,
             },
+            "AIMessageChunk" => Message::AiChunk(AiMessageChunk::from_fields(fields)),
             other => return Err(shape(format!("unsupported message type `{other}`"))),
         })
     }

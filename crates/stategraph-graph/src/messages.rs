@@ -111,6 +111,13 @@ fn coerce(m: Value) -> Result<Value, String> {
             .map_err(|e| e.to_string())
     };
     match m {
+        // A streamed piece becomes the whole message (LangChain's `message_chunk_to_message`).
+        Value::Ext(ref e) if e.py_class() == Some("AIMessageChunk") => {
+            match Message::from_value(&m).map_err(|e| e.to_string())? {
+                Message::AiChunk(c) => Ok(c.into_message().to_value()),
+                other => Ok(other.to_value()),
+            }
+        }
         Value::Ext(_) => Ok(m),
         Value::Str(s) => Ok(Message::human(s.to_string()).to_value()),
         Value::List(pair) => match pair.as_slice() {

@@ -153,6 +153,10 @@ pub struct NodeContext {
     pub(crate) parents: Arc<std::collections::BTreeMap<String, String>>,
     /// The run's stream, if it is being streamed.
     pub(crate) emitter: Option<crate::stream::Emitter>,
+    /// The metadata of this task's messages, when the run streams `messages`.
+    pub(crate) message_metadata: Option<Arc<stategraph_checkpoint::Map>>,
+    /// LangGraph's `stop`: the step past which the run fails (recursion limit).
+    pub(crate) stop: i64,
     /// The task's interrupt bookkeeping.
     pub(crate) scratch: Arc<std::sync::Mutex<crate::interrupt::Scratchpad>>,
     /// The answers available to this task (inherited by a subgraph it runs).
@@ -209,6 +213,58 @@ impl NodeContext {
     /// The namespace a subgraph started by this task checkpoints under (`node:task_id`).
     pub fn checkpoint_ns(&self) -> &str {
         &self.checkpoint_ns
+    }
+
+    /// The state this task was given, as raw values: the step's state, or a `Send`'s
+    /// argument for a task a `Send` started (LangGraph hands a node either).
+    pub fn input_values(&self) -> &crate::state::Values {
+        &self.values
+    }
+
+    /// How many more steps the run may take before it hits its recursion limit, counting
+    /// this one (LangGraph's `RemainingSteps` managed value): 1 means this is the last.
+    pub fn remaining_steps(&self) -> i64 {
+        self.stop - self.step
+    }
+
+    /// Whether the run streams the `messages` mode, so that a model called here should
+    /// stream its answer ([`send_message_chunk`](Self::send_message_chunk)) rather than
+    /// wait for all of it.
+    pub fn streams_messages(&self) -> bool {
+        self.message_metadata.is_some()
+    }
+
+    /// Sends a piece of a model's answer to the `messages` stream, with this task's
+    /// metadata plus `metadata` (e.g. LangChain's `ls_provider`, `ls_model_name`), as
+    /// LangGraph streams a chat model's tokens. The message the node then returns with the
+    /// same id is not streamed again. A no-op when nobody streams `messages`; waits when the
+    /// stream's reader is behind.
+    pub async fn send_message_chunk(
+        &self,
+        chunk: stategraph_checkpoint::AiMessageChunk,
+        metadata: &stategraph_checkpoint::Map,
+    ) {
+        let (Some(e), Some(task_metadata)) = (&self.emitter, &self.message_metadata) else {
+            return;
+        };
+        let chunk = match &chunk.fields.id {
+            Some(_) => chunk,
+            None => chunk.with_id(stategraph_checkpoint::uuid4()),
+        };
+        if let Some(id) = &chunk.fields.id {
+            e.mark_seen(id);
+        }
+        let mut all = (**task_metadata).clone();
+        for (k, v) in metadata.iter() {
+            all.insert(k.clone(), v.clone());
+        }
+        e.emit(crate::stream::StreamMode::Messages, move || {
+            crate::stream::StreamEvent::Messages(crate::stream::MessageEvent {
+                message: stategraph_checkpoint::Message::AiChunk(chunk),
+                metadata: all,
+            })
+        });
+        e.room().await;
     }
 }
 

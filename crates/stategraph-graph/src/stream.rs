@@ -426,6 +426,9 @@ struct Shared {
     queue: Mutex<Queue>,
     /// Signalled when the reader takes an event (or leaves).
     room: Notify,
+    /// `messages` mode: the ids of the messages shown, or in the state when a task started
+    /// (shared by the run, its nodes and its subgraphs, as LangGraph's one handler).
+    seen: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Shared {
@@ -448,6 +451,15 @@ pub(crate) struct Emitter {
 impl Emitter {
     pub(crate) fn wants(&self, mode: StreamMode) -> bool {
         self.modes.contains(&mode)
+    }
+
+    /// Records a message id as shown; whether it was new.
+    pub(crate) fn mark_seen(&self, id: &str) -> bool {
+        let mut seen = self.shared.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.contains(id) {
+            return false;
+        }
+        seen.insert(id.to_owned())
     }
 
     /// Queues an event of `mode` (built only when the mode is streamed).

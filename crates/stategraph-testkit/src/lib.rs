@@ -8,6 +8,8 @@
 //! - [`python`]: running the pinned Python LangGraph for interop tests;
 //! - [`net`]: servers that misbehave on loopback, for the tests that prove no call waits
 //!   forever;
+//! - `chat` (feature `chat`): a chat-completions server answering in OpenAI's wire format
+//!   what a test scripts;
 //! - one module per backend, each behind the cargo feature of the same name so a crate's
 //!   tests pull in only the drivers they need: a scratch place that is dropped with its
 //!   guard, a saver on it, and a ready conformance `Fixture` (saver, the backend's
@@ -29,6 +31,8 @@ pub mod net;
 pub mod python;
 pub mod services;
 
+#[cfg(feature = "chat")]
+pub mod chat;
 #[cfg(feature = "mongodb")]
 pub mod mongodb;
 #[cfg(feature = "mysql")]

@@ -8,6 +8,7 @@
 //! | MySQL / MariaDB | `STATEGRAPH_TEST_MYSQL_URL` | `mysql://root@127.0.0.1:3306/test` |
 //! | Redis | `STATEGRAPH_TEST_REDIS_URL` | `redis://127.0.0.1:6379` |
 //! | MongoDB | `STATEGRAPH_TEST_MONGODB_URL` | `mongodb://127.0.0.1:27117/?directConnection=true` |
+//! | an OpenAI-compatible chat model | `STATEGRAPH_TEST_LLM_URL` | `http://127.0.0.1:18080/v1` |
 //!
 //! The MongoDB default is the MongoDB-compatible server `scripts/mongo-server.sh start` runs
 //! (mongoeco, in Python); point the variable at a real MongoDB to run the suite there.
@@ -50,6 +51,16 @@ pub fn mongodb_url() -> String {
         MONGODB_URL_VAR,
         "mongodb://127.0.0.1:27117/?directConnection=true",
     )
+}
+
+/// The variable naming the OpenAI-compatible chat server of the model client's tests.
+pub const LLM_URL_VAR: &str = "STATEGRAPH_TEST_LLM_URL";
+
+/// The OpenAI-compatible chat server the model client's tests call
+/// (`STATEGRAPH_TEST_LLM_URL`, default `http://127.0.0.1:18080/v1`: llama.cpp's
+/// `llama-server` with SmolLM2-135M-Instruct, which `scripts/llm-server.sh start` runs).
+pub fn llm_url() -> String {
+    from_env(LLM_URL_VAR, "http://127.0.0.1:18080/v1")
 }
 
 fn from_env(var: &str, default: &str) -> String {

@@ -585,7 +585,6 @@ impl<S: State> CompiledGraph<S> {
             },
             stream: StreamState {
                 emitter: None,
-                seen_messages: Default::default(),
                 messages_seeded: false,
                 unannounced: None,
             },

@@ -78,58 +78,82 @@ impl<S: State> Run<'_, S> {
     }
 
     /// `messages` mode: each message a task returned that the run has not shown yet (nor was
-    /// in the state the task read), with the task's metadata.
+    /// in the state the task read, nor streamed in pieces while the task ran), with the
+    /// task's metadata.
     fn announce_messages(&mut self, task: &Task, result: &Values) {
         let returned: Vec<Message> = result.values().flat_map(messages_in).collect();
         if returned.is_empty() {
             return;
         }
-        if !self.stream.messages_seeded {
-            // Messages already in the state when streaming starts are not news.
-            self.stream.messages_seeded = true;
-            for v in self.graph.read_values(&self.channels).values() {
-                for m in messages_in(v) {
-                    if let Some(id) = &m.fields().id {
-                        self.stream.seen_messages.insert(id.clone());
-                    }
-                }
-            }
-        }
+        self.seed_seen_messages();
         let Some(e) = &self.stream.emitter else {
             return;
         };
-        let ns = format!("{}:{}", task.name, task.id);
+        let metadata = self.message_metadata(task);
         for message in returned {
             // A message without an id is shown with a new one, as LangGraph does.
             let message = match &message.fields().id {
-                Some(id) if !self.stream.seen_messages.insert(id.clone()) => continue,
+                Some(id) if !e.mark_seen(id) => continue,
                 Some(_) => message,
                 None => message.with_id(stategraph_checkpoint::uuid4()),
             };
-            let mut metadata = Map::new();
-            if let Some(thread) = &self.config.thread_id {
-                metadata.insert("thread_id", thread.as_str());
-            }
-            metadata.insert("langgraph_step", self.step);
-            metadata.insert("langgraph_node", task.name.as_str());
-            metadata.insert(
-                "langgraph_triggers",
-                Value::List(
-                    task.triggers
-                        .iter()
-                        .map(|t| Value::from(t.as_str()))
-                        .collect(),
-                ),
-            );
-            metadata.insert(
-                "langgraph_path",
-                Value::List(task.path.iter().map(|p| Value::from(p.as_str())).collect()),
-            );
-            metadata.insert("langgraph_checkpoint_ns", ns.as_str());
-            metadata.insert("checkpoint_ns", ns.as_str());
+            let metadata = metadata.clone();
             e.emit(StreamMode::Messages, || {
                 StreamEvent::Messages(MessageEvent { message, metadata })
             });
         }
+    }
+
+    /// Messages already in the state when streaming starts are not news.
+    pub(super) fn seed_seen_messages(&mut self) {
+        if self.stream.messages_seeded {
+            return;
+        }
+        let Some(e) = &self.stream.emitter else {
+            return;
+        };
+        self.stream.messages_seeded = true;
+        for v in self.graph.read_values(&self.channels).values() {
+            for m in messages_in(v) {
+                if let Some(id) = &m.fields().id {
+                    e.mark_seen(id);
+                }
+            }
+        }
+    }
+
+    /// The metadata of `task`'s messages, as LangGraph's: the run's metadata, its
+    /// `thread_id`, `langgraph_step`, `langgraph_node`, `langgraph_triggers`,
+    /// `langgraph_path`, `langgraph_checkpoint_ns` and `checkpoint_ns`.
+    pub(super) fn message_metadata(&self, task: &Task) -> Map {
+        let ns = match self.checkpoint_config.checkpoint_ns.as_str() {
+            "" => format!("{}:{}", task.name, task.id),
+            parent => format!("{parent}|{}:{}", task.name, task.id),
+        };
+        let mut metadata = Map::new();
+        for (k, v) in &self.config.metadata {
+            metadata.insert(k.as_str(), Value::from(v.clone()));
+        }
+        if let Some(thread) = &self.config.thread_id {
+            metadata.insert("thread_id", thread.as_str());
+        }
+        metadata.insert("langgraph_step", self.step);
+        metadata.insert("langgraph_node", task.name.as_str());
+        metadata.insert(
+            "langgraph_triggers",
+            Value::List(
+                task.triggers
+                    .iter()
+                    .map(|t| Value::from(t.as_str()))
+                    .collect(),
+            ),
+        );
+        metadata.insert(
+            "langgraph_path",
+            Value::List(task.path.iter().map(|p| Value::from(p.as_str())).collect()),
+        );
+        metadata.insert("langgraph_checkpoint_ns", ns.as_str());
+        metadata.insert("checkpoint_ns", ns.as_str());
+        metadata
     }
 }

@@ -113,6 +113,13 @@ impl<S: State> Run<'_, S> {
             } else {
                 format!("{ns}|{}:{}", task.name, task.id)
             };
+            let message_metadata = match &self.stream.emitter {
+                Some(e) if e.wants(crate::stream::StreamMode::Messages) => {
+                    self.seed_seen_messages();
+                    Some(Arc::new(self.message_metadata(task)))
+                }
+                _ => None,
+            };
             let pad = Arc::new(std::sync::Mutex::new(self.scratchpad(task, &task_ns)));
             *pad_slot = Some(Arc::clone(&pad));
             let ctx = NodeContext {
@@ -130,6 +137,8 @@ impl<S: State> Run<'_, S> {
                 checkpoint_ns: task_ns,
                 parents: Arc::clone(&child_parents),
                 emitter: self.stream.emitter.clone(),
+                message_metadata,
+                stop: self.stop,
                 store: self.env.store.clone(),
             };
             if let Some(e) = &self.stream.emitter {

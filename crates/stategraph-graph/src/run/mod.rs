@@ -161,9 +161,7 @@ struct ExitState {
 /// The stream the run emits to.
 struct StreamState {
     emitter: Option<Emitter>,
-    /// `messages` mode: the ids of the messages shown (or in the state when it started).
-    seen_messages: std::collections::HashSet<String>,
-    /// Whether `seen_messages` holds the state's messages yet.
+    /// `messages` mode: whether the emitter's seen ids hold the state's messages yet.
     messages_seeded: bool,
     /// The checkpoint saved last, not yet announced on the stream, and its parent.
     unannounced: Option<Option<CheckpointConfig>>,

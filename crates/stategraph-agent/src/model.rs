@@ -1,0 +1,150 @@
+//! Chat models: messages in, an AI message out (possibly calling tools), whole or streamed.
+
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use stategraph_checkpoint::{AiMessageChunk, Map, Message};
+use stategraph_graph::NodeContext;
+
+use crate::error::{Error, Result};
+
+/// A tool as the model is told about it: name, description and the JSON schema of its
+/// arguments (OpenAI's `{"type": "function", "function": {…}}`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolSpec {
+    /// The tool's name.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// The JSON schema of its arguments (an object schema).
+    pub parameters: serde_json::Value,
+}
+
+/// Whether and which tools the model must call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ToolChoice {
+    /// The model decides (the default when tools are given).
+    Auto,
+    /// No tool call.
+    None,
+    /// At least one tool call.
+    Required,
+    /// A call of this tool.
+    Tool(String),
+}
+
+/// What a chat model is asked: the conversation, the tools it may call, and per-call
+/// settings (unset ones take the model's configured defaults).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ChatRequest {
+    /// The conversation so far, oldest first.
+    pub messages: Vec<Message>,
+    /// The tools the model may call.
+    pub tools: Vec<ToolSpec>,
+    /// Whether and which tools it must call.
+    pub tool_choice: Option<ToolChoice>,
+    /// Whether it may call several tools in one answer.
+    pub parallel_tool_calls: Option<bool>,
+    /// Where to stop generating.
+    pub stop: Vec<String>,
+}
+
+impl ChatRequest {
+    /// A request for an answer to `messages`.
+    pub fn new(messages: impl IntoIterator<Item = Message>) -> Self {
+        Self {
+            messages: messages.into_iter().collect(),
+            ..Self::default()
+        }
+    }
+
+    /// The same request offering `tools`.
+    pub fn tools(mut self, tools: impl IntoIterator<Item = ToolSpec>) -> Self {
+        self.tools = tools.into_iter().collect();
+        self
+    }
+
+    /// The same request with a tool choice.
+    pub fn tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.tool_choice = Some(choice);
+        self
+    }
+}
+
+/// The pieces of a streamed answer, in order; the last carries `chunk_position: "last"`
+/// (and the finish reason and token usage when the server reports them).
+pub type ChunkStream = BoxStream<'static, Result<AiMessageChunk>>;
+
+/// A chat model (LangChain's `BaseChatModel`).
+///
+/// # Contract
+/// - [`invoke`](Self::invoke) answers with a [`Message::Ai`], its tool calls parsed (those
+///   whose arguments are not a JSON object go to `invalid_tool_calls`), with an id.
+/// - [`stream`](Self::stream) yields the same answer in pieces that share one id and add up
+///   ([`AiMessageChunk::merge`]) to it; errors end the stream.
+/// - Both fail with a typed [`Error`] naming the endpoint, never a panic.
+#[async_trait::async_trait]
+pub trait ChatModel: Send + Sync + std::fmt::Debug {
+    /// The whole answer.
+    async fn invoke(&self, request: &ChatRequest) -> Result<Message>;
+
+    /// The answer in pieces as the model produces them.
+    async fn stream(&self, request: &ChatRequest) -> Result<ChunkStream>;
+
+    /// What the `messages` stream's metadata says of this model, as LangChain's
+    /// `ls_provider`, `ls_model_name`, `ls_model_type`, `ls_temperature`.
+    fn metadata(&self) -> Map {
+        Map::new()
+    }
+}
+
+/// Calling a model from inside a graph node.
+#[async_trait::async_trait]
+pub trait ChatModelExt: ChatModel {
+    /// The answer to `request`, as a LangChain model answers inside a LangGraph node: when
+    /// the run streams the `messages` mode, the model's answer is streamed and each piece
+    /// goes to the run's stream as it arrives (with the task's metadata and the model's);
+    /// otherwise the model is invoked. Either way the whole AI message is returned, and the
+    /// run does not stream it a second time when the node returns it.
+    async fn call(&self, request: &ChatRequest, ctx: &NodeContext) -> Result<Message> {
+        if !ctx.streams_messages() {
+            return self.invoke(request).await;
+        }
+        let metadata = self.metadata();
+        let mut pieces = self.stream(request).await?;
+        let mut whole: Option<AiMessageChunk> = None;
+        while let Some(piece) = pieces.next().await {
+            let piece = piece?;
+            ctx.send_message_chunk(piece.clone(), &metadata).await;
+            match &mut whole {
+                Some(w) => w.merge(piece)?,
+                None => whole = Some(piece),
+            }
+        }
+        let whole = whole.ok_or_else(|| Error::Decode {
+            url: String::new(),
+            path: "stream".into(),
+            message: "the model's stream ended without any piece".into(),
+        })?;
+        Ok(whole.into_message())
+    }
+}
+
+impl<M: ChatModel + ?Sized> ChatModelExt for M {}
+
+#[async_trait::async_trait]
+impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
+    async fn invoke(&self, request: &ChatRequest) -> Result<Message> {
+        (**self).invoke(request).await
+    }
+
+    async fn stream(&self, request: &ChatRequest) -> Result<ChunkStream> {
+        (**self).stream(request).await
+    }
+
+    fn metadata(&self) -> Map {
+        (**self).metadata()
+    }
+}

@@ -1,0 +1,262 @@
+//! The node that runs a model's tool calls (LangGraph's `ToolNode`), and the routing that
+//! sends a model's answer to it (`tools_condition`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+use stategraph_checkpoint::{Message, MessageFields, ToolCall, Value};
+use stategraph_graph::{END, NodeContext, NodeError, NodeFuture, NodeOutput, State};
+
+use crate::error::Error;
+use crate::tool::{Tool, ToolContext, ToolOutput};
+
+/// LangGraph's Send payload for one tool call: `{"__type": "tool_call_with_context",
+/// "tool_call": …, "state": …}`.
+pub const TOOL_CALL_WITH_CONTEXT: &str = "tool_call_with_context";
+
+/// Which tool errors become error messages for the model instead of failing the node.
+#[derive(Clone, Default)]
+#[non_exhaustive]
+pub enum ToolErrors {
+    /// As LangGraph's default: calls the model got wrong — arguments that do not fit the
+    /// tool's schema ([`Error::ToolArgs`]) — become `"Error invoking tool '…' with kwargs
+    /// {…} with error: … Please fix the error and try again."`; a tool's own failure fails
+    /// the node (and the run, where a retry policy or the caller can deal with it).
+    #[default]
+    InvalidArguments,
+    /// Every error becomes `"Error: {error}\n Please fix your mistakes."` (LangGraph's
+    /// `handle_tool_errors=True`).
+    All,
+    /// No error becomes a message: every one fails the node (`handle_tool_errors=False`).
+    Never,
+    /// The function's text for the errors it answers (`None`: the node fails).
+    Custom(Arc<dyn Fn(&Error) -> Option<String> + Send + Sync>),
+}
+
+impl std::fmt::Debug for ToolErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ToolErrors::InvalidArguments => "InvalidArguments",
+            ToolErrors::All => "All",
+            ToolErrors::Never => "Never",
+            ToolErrors::Custom(_) => "Custom(..)",
+        })
+    }
+}
+
+/// Runs the tool calls of a model's last answer, all at once, and answers each with a tool
+/// message (LangGraph's `ToolNode`).
+///
+/// As a graph node ([`node`](Self::node)) it reads the last AI message of the state's
+/// messages key (default `messages`) — or the one call of a LangGraph
+/// `tool_call_with_context` `Send` — and writes one [`Message::Tool`] per call to that key,
+/// in the calls' order. A call of an unknown tool is answered `"Error: NAME is not a valid
+/// tool, try one of [..]."`; other errors as [`ToolErrors`] says.
+#[derive(Clone)]
+pub struct ToolNode {
+    tools: Arc<BTreeMap<String, Arc<dyn Tool>>>,
+    order: Arc<[String]>,
+    errors: ToolErrors,
+    messages_key: String,
+}
+
+impl std::fmt::Debug for ToolNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolNode")
+            .field("tools", &self.order)
+            .field("errors", &self.errors)
+            .field("messages_key", &self.messages_key)
+            .finish()
+    }
+}
+
+impl ToolNode {
+    /// A node running `tools` (a later tool of the same name replaces an earlier one).
+    pub fn new(tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> Self {
+        let mut map = BTreeMap::new();
+        let mut order = Vec::new();
+        for t in tools {
+            let name = t.name().to_owned();
+            if map.insert(name.clone(), t).is_none() {
+                order.push(name);
+            }
+        }
+        Self {
+            tools: Arc::new(map),
+            order: order.into(),
+            errors: ToolErrors::default(),
+            messages_key: "messages".into(),
+        }
+    }
+
+    /// The same node handling errors as `errors` says.
+    pub fn handle_tool_errors(mut self, errors: ToolErrors) -> Self {
+        self.errors = errors;
+        self
+    }
+
+    /// The same node reading and writing the messages under `key`.
+    pub fn messages_key(mut self, key: impl Into<String>) -> Self {
+        self.messages_key = key.into();
+        self
+    }
+
+    /// The tools, in the order they were given.
+    pub fn tools(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.order.iter().filter_map(|n| self.tools.get(n))
+    }
+
+    /// The tool named `name`.
+    pub fn tool(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(name)
+    }
+
+    /// Runs `calls` concurrently and answers each (in the calls' order). `node` is the graph
+    /// node they run in, if any (tools see it through their [`ToolContext`]).
+    pub async fn run(
+        &self,
+        calls: &[ToolCall],
+        node: Option<&NodeContext>,
+    ) -> Result<Vec<Message>, Error> {
+        let answers = join_all(calls.iter().map(|c| self.run_one(c, node))).await;
+        answers.into_iter().collect()
+    }
+
+    async fn run_one(&self, call: &ToolCall, node: Option<&NodeContext>) -> Result<Message, Error> {
+        let id = call.id.clone().unwrap_or_default();
+        let Some(tool) = self.tools.get(&call.name) else {
+            let text = format!(
+                "Error: {} is not a valid tool, try one of [{}].",
+                call.name,
+                self.order.join(", ")
+            );
+            return Ok(tool_message(
+                ToolOutput::text(text),
+                &call.name,
+                &id,
+                "error",
+            ));
+        };
+        let ctx = ToolContext::new(id.clone(), node.cloned());
+        match tool.call(call.args.clone(), ctx).await {
+            Ok(out) => Ok(tool_message(out, &call.name, &id, "success")),
+            Err(e) => match self.error_text(&e) {
+                Some(text) => Ok(tool_message(
+                    ToolOutput::text(text),
+                    &call.name,
+                    &id,
+                    "error",
+                )),
+                None => Err(e),
+            },
+        }
+    }
+
+    fn error_text(&self, e: &Error) -> Option<String> {
+        let invalid = |e: &Error| match e {
+            Error::ToolArgs {
+                tool,
+                args,
+                message,
+            } => Some(format!(
+                "Error invoking tool '{tool}' with kwargs {} with error:\n {message}\n Please fix \
+                 the error and try again.",
+                crate::py::repr(args)
+            )),
+            _ => None,
+        };
+        match &self.errors {
+            ToolErrors::InvalidArguments => invalid(e),
+            ToolErrors::All => Some(format!("Error: {e}\n Please fix your mistakes.")),
+            ToolErrors::Never => None,
+            ToolErrors::Custom(f) => f(e),
+        }
+    }
+
+    /// The calls a node input asks for: the one call of a `tool_call_with_context` `Send`,
+    /// or those of the last AI message under the messages key.
+    pub fn calls_in(&self, input: &stategraph_graph::Values) -> Result<Vec<ToolCall>, Error> {
+        if input.get("__type").and_then(Value::as_str) == Some(TOOL_CALL_WITH_CONTEXT) {
+            let call = input.get("tool_call").ok_or_else(|| {
+                Error::InvalidRequest("a tool_call_with_context input without `tool_call`".into())
+            })?;
+            return Ok(vec![tool_call_from_value(call)?]);
+        }
+        let messages = input
+            .get(&self.messages_key)
+            .and_then(Value::as_list)
+            .ok_or_else(|| {
+                Error::InvalidRequest(format!(
+                    "no messages under `{}` in the tool node's input",
+                    self.messages_key
+                ))
+            })?;
+        for m in messages.iter().rev() {
+            if let Ok(Message::Ai { tool_calls, .. }) = Message::from_value(m) {
+                return Ok(tool_calls);
+            }
+        }
+        Err(Error::InvalidRequest(
+            "no AI message in the tool node's input".into(),
+        ))
+    }
+
+    /// The node, for any state: `graph.add_node("tools", tool_node.node())`. It writes the
+    /// tool messages to the messages key.
+    pub fn node<S: State>(
+        &self,
+    ) -> impl Fn(Arc<S>, NodeContext) -> NodeFuture<S::Update> + Send + Sync + 'static {
+        let this = self.clone();
+        move |_state: Arc<S>, ctx: NodeContext| {
+            let this = this.clone();
+            Box::pin(async move {
+                let calls = this.calls_in(ctx.input_values()).map_err(NodeError::from)?;
+                let answers = this
+                    .run(&calls, Some(&ctx))
+                    .await
+                    .map_err(NodeError::from)?;
+                let list = Value::from(answers.iter().map(Message::to_value).collect::<Vec<_>>());
+                Ok(NodeOutput::Writes(vec![(this.messages_key.clone(), list)]))
+            })
+        }
+    }
+}
+
+/// A stored tool call (`{"name", "args", "id"}`) as a [`ToolCall`].
+fn tool_call_from_value(v: &Value) -> Result<ToolCall, Error> {
+    let m = v
+        .as_map()
+        .ok_or_else(|| Error::InvalidRequest(format!("a tool call must be a map, found {v}")))?;
+    Ok(ToolCall {
+        name: m
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Error::InvalidRequest("a tool call without a name".into()))?
+            .to_owned(),
+        args: m.get("args").cloned().unwrap_or_default(),
+        id: m.get("id").and_then(Value::as_str).map(str::to_owned),
+    })
+}
+
+fn tool_message(out: ToolOutput, tool: &str, call_id: &str, status: &str) -> Message {
+    Message::Tool {
+        fields: MessageFields {
+            content: out.content,
+            name: Some(tool.to_owned()),
+            ..MessageFields::default()
+        },
+        tool_call_id: call_id.to_owned(),
+        artifact: out.artifact,
+        status: status.to_owned(),
+    }
+}
+
+/// LangGraph's `tools_condition`: `"tools"` when the last message is an AI message with tool
+/// calls, else [`END`].
+pub fn tools_condition(messages: &[Message]) -> &'static str {
+    match messages.last() {
+        Some(Message::Ai { tool_calls, .. }) if !tool_calls.is_empty() => "tools",
+        _ => END,
+    }
+}
