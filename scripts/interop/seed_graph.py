@@ -14,7 +14,9 @@ append `item * 10` to `done`) or `command` (START → router, which returns
 snapshot_frequency=DELTA_K)]`, DELTA_K from the environment, default 10: stategraph's
 `delta_storage` chat in its delta-storage tests) or `sub` (START → sub → after, where
 `sub` is a compiled subgraph one → two over the same state), or `hitl` (START → ask, which
-calls `interrupt({"question": "approve?"})` and logs the answer).
+calls `interrupt({"question": "approve?"})` and logs the answer), or `react` (LangGraph's
+prebuilt `create_react_agent` with a tool `get_weather` and a scripted model, stopping
+before its tools).
 ACTIONS, in order: `run` (invoke with the graph's standard input), `resume` (invoke(None)),
 `resume_yes` (invoke(Command(resume="yes"))), `resume_yes_logged`
 (invoke(Command(resume="yes", update={"log": ["cmd"]}))), `command_left`
@@ -22,7 +24,8 @@ ACTIONS, in order: `run` (invoke with the graph's standard input), `resume` (inv
 `history` (print get_state_history as JSON), `state` (print get_state as JSON), `update`
 (update_state with {"foo": "upd", "bar": ["u"]} as the default node), `update_as_a`
 (update_state with {"foo": "x"} as node_a), `messages` (the `chat` graph's messages as
-[class, content, id]).
+[class, content, id]), `ask:TEXT` (invoke with a user message), `agent_messages` (the
+messages with their tool calls, and the state's `next`).
 
 With LANGGRAPH_AES_KEY set, the saver encrypts with
 `EncryptedSerializer.from_pycryptodome_aes()` (that key).
@@ -117,6 +120,48 @@ def build(name, saver):
         g.add_node("agent", agent)
         g.add_edge(START, "agent")
         return g.compile(checkpointer=saver), {"messages": [HumanMessage(content="hi", id="h1")]}
+    if name == "react":
+        # LangGraph's prebuilt ReAct agent, stopping before its tools, with a scripted model:
+        # after a question it calls get_weather for the question's last word, after the tool
+        # it answers "python: <the tool's words>".
+        import warnings
+
+        from langchain_core.language_models.chat_models import BaseChatModel
+        from langchain_core.messages import AIMessage, ToolMessage
+        from langchain_core.outputs import ChatGeneration, ChatResult
+        from langgraph.prebuilt import create_react_agent
+
+        class Scripted(BaseChatModel):
+            @property
+            def _llm_type(self):
+                return "scripted"
+
+            def bind_tools(self, tools, **kwargs):
+                return self
+
+            def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+                last = messages[-1]
+                if isinstance(last, ToolMessage):
+                    msg = AIMessage(content=f"python: {last.content}")
+                else:
+                    city = str(last.content).rstrip("?").split()[-1]
+                    n = len(messages)
+                    msg = AIMessage(
+                        content="",
+                        tool_calls=[{"name": "get_weather", "args": {"city": city}, "id": f"py_call_{n}"}],
+                    )
+                return ChatResult(generations=[ChatGeneration(message=msg)])
+
+        def get_weather(city: str) -> str:
+            """Today's weather in a city."""
+            return f"Sunny in {city}"
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            agent = create_react_agent(
+                Scripted(), [get_weather], checkpointer=saver, interrupt_before=["tools"]
+            )
+        return agent, None
     if name == "hitl":
         def ask(s):
             answer = interrupt({"question": "approve?"})
@@ -226,6 +271,19 @@ def main(db, graph_name, thread, actions):
             graph.update_state(config, {"foo": "upd", "bar": ["u"]})
         elif action == "update_as_a":
             graph.update_state(config, {"foo": "x"}, as_node="node_a")
+        elif action.startswith("ask:"):
+            graph.invoke({"messages": [{"role": "user", "content": action[4:]}]}, config)
+        elif action == "agent_messages":
+            out["agent_messages"] = [
+                {
+                    "type": m.type,
+                    "content": m.content,
+                    "tool_calls": [[c["name"], c["args"], c["id"]] for c in getattr(m, "tool_calls", [])],
+                    "tool_call_id": getattr(m, "tool_call_id", None),
+                }
+                for m in graph.get_state(config).values["messages"]
+            ]
+            out["next"] = list(graph.get_state(config).next)
         elif action == "messages":
             out["messages"] = [
                 [type(m).__name__, m.content, m.id] for m in graph.get_state(config).values["messages"]

@@ -150,15 +150,18 @@ fn node_list(v: Option<&Json_>, what: &str) -> Result<Option<Vec<String>>, ApiEr
     }
 }
 
-pub(crate) fn stream_modes(v: Option<&Json_>) -> Result<Vec<StreamMode>, ApiError> {
+/// The stream modes a run's body asks for: the engine's modes, and the names as given (which
+/// tell `messages-tuple` from `messages`).
+pub(crate) fn stream_modes(v: Option<&Json_>) -> Result<(Vec<StreamMode>, Vec<String>), ApiError> {
     let names = node_list(v, "stream_mode")?.unwrap_or_else(|| vec!["values".into()]);
-    names
+    let modes = names
         .iter()
         .map(|n| {
             StreamMode::from_name(n)
                 .ok_or_else(|| ApiError::invalid(format!("unknown stream_mode `{n}`")))
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    Ok((modes, names))
 }
 
 fn run_config(
@@ -384,7 +387,7 @@ async fn start_with(
         .get(&graph_id)
         .cloned()
         .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
-    let modes = stream_modes(body.stream_mode.as_ref())?;
+    let (modes, mode_names) = stream_modes(body.stream_mode.as_ref())?;
     let start = run_start(&body)?;
     // A stateless run deletes its thread when it ends (`on_completion: "delete"`, the
     // default); with `"keep"` the thread is created as any thread is and stays.
@@ -638,7 +641,7 @@ async fn start_with(
     if !engine_modes.contains(&StreamMode::Values) {
         engine_modes.push(StreamMode::Values);
     }
-    let wanted: Vec<&'static str> = modes.iter().map(|m| m.as_str()).collect();
+    let wanted = Wanted::new(&modes, &mode_names);
     tokio::spawn(execute(Exec {
         state: Arc::clone(&state),
         graph,
@@ -707,7 +710,7 @@ pub(crate) struct Exec {
     /// The modes the engine streams (those asked for, and `values`).
     pub(crate) engine_modes: Vec<StreamMode>,
     /// The modes the caller asked for.
-    pub(crate) wanted: Vec<&'static str>,
+    pub(crate) wanted: Wanted,
     /// The run's record (`pending`).
     pub(crate) run: Json_,
     pub(crate) thread_id: String,
@@ -736,7 +739,7 @@ pub(crate) async fn execute(x: Exec) -> Option<(Outcome, Option<Cancel>)> {
         start,
         config,
         engine_modes,
-        wanted,
+        mut wanted,
         run: mut task_run,
         thread_id: task_thread,
         stateful,
@@ -818,7 +821,8 @@ pub(crate) async fn execute(x: Exec) -> Option<(Outcome, Option<Cancel>)> {
                     if name == "values" {
                         values = data.clone();
                     }
-                    if wanted.contains(&name.split('|').next().unwrap_or_default()) {
+                    let mut stopped = false;
+                    for (name, data) in wanted.render(name, data) {
                         let event = publish(&name, data);
                         // A caller that went away does not stop the run; a cancel does,
                         // even while a slow reader holds the event back.
@@ -826,9 +830,15 @@ pub(crate) async fn execute(x: Exec) -> Option<(Outcome, Option<Cancel>)> {
                             _ = tx.send(event) => {}
                             c = cancelled(cancel_rx.as_mut()) => {
                                 cancel = Some(c);
-                                break;
+                                stopped = true;
                             }
                         }
+                        if stopped {
+                            break;
+                        }
+                    }
+                    if stopped {
+                        break;
                     }
                 }
                 Some(Err(e)) => {
@@ -1020,5 +1030,37 @@ async fn cancel_pending(
             obj.insert("updated_at".into(), json!(now_iso()));
         }
         let _ = state.records.put(Kind::Thread, thread_id, thread).await;
+    }
+}
+
+/// The events a run's caller asked for, rendered as the reference renders them.
+pub(crate) struct Wanted {
+    modes: Vec<&'static str>,
+    messages: Option<crate::messages::Rendering>,
+    accumulated: crate::messages::Accumulator,
+}
+
+impl Wanted {
+    pub(crate) fn new(modes: &[StreamMode], names: &[String]) -> Self {
+        Self {
+            modes: modes.iter().map(|m| m.as_str()).collect(),
+            messages: crate::messages::Rendering::of(names),
+            accumulated: crate::messages::Accumulator::default(),
+        }
+    }
+
+    /// The events to publish for one engine event: none if its mode was not asked for;
+    /// `messages` events as `messages-tuple` or `messages` asked.
+    fn render(&mut self, name: String, data: Json_) -> Vec<(String, Json_)> {
+        let base = name.split('|').next().unwrap_or_default();
+        if !self.modes.contains(&base) {
+            return Vec::new();
+        }
+        match (base, self.messages) {
+            ("messages", Some(crate::messages::Rendering::Accumulated)) => {
+                self.accumulated.events(&data)
+            }
+            _ => vec![(name, data)],
+        }
     }
 }

@@ -62,6 +62,7 @@ mod error;
 mod exec;
 mod graph;
 mod hub;
+mod messages;
 mod meta;
 #[cfg(feature = "postgres")]
 mod queue;

@@ -481,6 +481,8 @@ struct Prepared {
     config: RunConfig,
     started_metadata: JsonMap<String, Json_>,
     modes: Vec<StreamMode>,
+    /// The stream modes as the run's body named them.
+    mode_names: Vec<String>,
     start: RunStart,
 }
 
@@ -518,7 +520,7 @@ async fn prepare(state: &AppState, claimed: &ClaimedRun) -> Result<Prepared, Api
     config
         .checkpoint_metadata
         .insert("run_id".into(), json!(claimed.run_id));
-    let modes = stream_modes(body.stream_mode.as_ref())?;
+    let (modes, mode_names) = stream_modes(body.stream_mode.as_ref())?;
     let mut start = run_start(&body)?;
     if claimed.attempt > 1 {
         let latest = graph
@@ -543,6 +545,7 @@ async fn prepare(state: &AppState, claimed: &ClaimedRun) -> Result<Prepared, Api
         config,
         started_metadata,
         modes,
+        mode_names,
         start,
     })
 }
@@ -622,6 +625,7 @@ async fn run_claimed(state: &Arc<AppState>, queue: &RunQueue, worker: &str, clai
         config,
         started_metadata,
         modes,
+        mode_names,
         start,
     } = prepared;
     let hub = state.hubs.open(&run_id, body.resumable());
@@ -643,7 +647,7 @@ async fn run_claimed(state: &Arc<AppState>, queue: &RunQueue, worker: &str, clai
         start,
         config,
         engine_modes,
-        wanted: modes.iter().map(|m| m.as_str()).collect(),
+        wanted: crate::exec::Wanted::new(&modes, &mode_names),
         run,
         thread_id,
         stateful: true,

@@ -87,13 +87,13 @@ pub use stategraph_checkpoint::Error as CheckpointError;
 // The checkpoint core, explicitly: what programs that run graphs, read threads or call a
 // saver use. What only saver and store authors need is in `backend`.
 pub use stategraph_checkpoint::{
-    AesEaxCipher, BoxError, Capabilities, ChannelVersion, ChannelVersions, Checkpoint,
-    CheckpointConfig, CheckpointId, CheckpointMetadata, CheckpointSaver, CheckpointSource,
-    CheckpointTuple, Cipher, DeltaChannelHistory, EncryptedSerializer, Expect, Ext, ExtCode,
-    InMemorySaver, JsonPlusSerializer, List, ListOptions, Location, Map, Message, MessageFields,
-    PendingWrite, PruneStrategy, PyObject, SEALED_KEY, SaveOp, SealedMetadata, SealedMetadataSaver,
-    SerdeError, Serializer, ToolCall, Value, VersionsSeen, allowlist, checkpoint_id, codec,
-    now_iso, py, redact_url, store, uuid4, uuid6, value,
+    AesEaxCipher, AiMessageChunk, BoxError, Capabilities, ChannelVersion, ChannelVersions,
+    Checkpoint, CheckpointConfig, CheckpointId, CheckpointMetadata, CheckpointSaver,
+    CheckpointSource, CheckpointTuple, Cipher, DeltaChannelHistory, EncryptedSerializer, Expect,
+    Ext, ExtCode, InMemorySaver, JsonPlusSerializer, List, ListOptions, Location, Map, Message,
+    MessageFields, PendingWrite, PruneStrategy, PyObject, SEALED_KEY, SaveOp, SealedMetadata,
+    SealedMetadataSaver, SerdeError, Serializer, ToolCall, ToolCallChunk, Value, VersionsSeen,
+    allowlist, checkpoint_id, codec, now_iso, py, redact_url, store, uuid4, uuid6, value,
 };
 /// For saver and store authors (and tools that work on stored data): the machinery every
 /// backend shares, and the low-level helpers of LangGraph's storage format.
@@ -106,6 +106,10 @@ pub mod backend {
         special_write_idx, tags, version_map, write_idx,
     };
 }
+/// Agents (feature `agent`): chat models (an OpenAI-compatible client with token
+/// streaming), tools, the tool node and LangGraph's prebuilt ReAct agent.
+#[cfg(feature = "agent")]
+pub use stategraph_agent as agent;
 #[doc(hidden)]
 pub use stategraph_checkpoint::__serde_json;
 /// `#[derive(State)]`: one channel per field, per-field reducers, a generated update type.

@@ -1,0 +1,155 @@
+//! A ReAct agent served over the Agent Server API, driven by LangGraph's own Python client
+//! (`langgraph-sdk` 0.4.14): the run stops before the tools, the person inspects the pending
+//! call and approves it (the run goes on, its model's tokens streamed as `messages-tuple`
+//! events), then rejects the next one by answering for the tool (`update_state` as `tools`),
+//! and the answer streams as `messages` events. The model is a loopback chat-completions
+//! server answering in OpenAI's wire format (it calls `get_weather` after a question, and
+//! repeats the tool's words after the tool).
+//!
+//! Needs the pinned Python environment (`scripts/python-env.sh`); fails, never skips,
+//! without it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value as Json, json};
+use stategraph::agent::{OpenAiConfig, Tool, create_react_agent, tool};
+use stategraph::prelude::*;
+use stategraph::server::Server;
+use stategraph_testkit::chat::{Answer, Call, ChatServer, last_role};
+
+#[derive(Deserialize, JsonSchema)]
+struct City {
+    city: String,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_approves_and_rejects_tool_calls_through_the_python_sdk() {
+    let model_server = ChatServer::start(|r| {
+        let messages = r["messages"].as_array().unwrap();
+        if last_role(r) == "tool" {
+            let said = messages.last().unwrap()["content"].as_str().unwrap();
+            Answer::text(&format!("The tool says: {said}."))
+        } else {
+            let question = messages.last().unwrap()["content"].as_str().unwrap();
+            let city = question.trim_end_matches('?').rsplit(' ').next().unwrap();
+            let n = messages.len();
+            Answer::calls(vec![Call::new(
+                &format!("call_{n}"),
+                "get_weather",
+                json!({"city": city}),
+            )])
+        }
+    })
+    .await;
+    let model = OpenAiConfig::new("replay")
+        .base_url(model_server.base_url())
+        .build()
+        .unwrap();
+    let weather: Arc<dyn Tool> = Arc::new(tool(
+        "get_weather",
+        "Today's weather in a city.",
+        |c: City, _ctx| async move { Ok::<_, std::convert::Infallible>(format!("Sunny in {}", c.city)) },
+    ));
+    let agent = create_react_agent(model, [weather])
+        .interrupt_before(["tools"])
+        .build()
+        .unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("server.sqlite").display());
+    let server = Server::builder()
+        .graph("agent", agent)
+        .checkpointer(stategraph::open_saver(&url).await.unwrap())
+        .store(
+            stategraph::open_store(&url, StoreOptions::new())
+                .await
+                .unwrap(),
+        )
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let serving = tokio::spawn(server.serve(listener));
+
+    let script = stategraph_testkit::python::repo_root()
+        .join("crates/stategraph/tests/sdk/agent_approval.py");
+    let out: Json = tokio::task::spawn_blocking(move || {
+        stategraph_testkit::python::run_python_json([script.as_os_str(), base.as_ref()], "")
+    })
+    .await
+    .unwrap();
+    serving.abort();
+
+    // Stopped before the tools, the call waiting for a person.
+    assert_eq!(out["status"], "interrupted");
+    assert_eq!(out["next"], json!(["tools"]));
+    assert_eq!(out["pending"][0]["name"], "get_weather");
+    assert_eq!(out["pending"][0]["args"], json!({"city": "Paris"}));
+    assert_eq!(out["first"]["messages"].as_array().unwrap().len(), 2);
+
+    // Approved: `metadata`, then the tool's message and the answer's tokens as
+    // `messages-tuple` events (`messages` with `[message, metadata]`), with `values`.
+    let events = out["approved"].as_array().unwrap();
+    assert_eq!(events[0]["event"], "metadata");
+    let tuples: Vec<&Json> = events
+        .iter()
+        .filter(|e| e["event"] == "messages")
+        .map(|e| &e["data"])
+        .collect();
+    let tool_message = tuples
+        .iter()
+        .find(|t| t[0]["type"] == "tool")
+        .expect("the tool's message");
+    assert_eq!(tool_message[0]["content"], "Sunny in Paris");
+    assert_eq!(tool_message[1]["langgraph_node"], "tools");
+    let pieces: Vec<&&Json> = tuples
+        .iter()
+        .filter(|t| t[0]["type"] == "AIMessageChunk")
+        .collect();
+    assert!(pieces.len() > 3, "token by token: {}", pieces.len());
+    let text: String = pieces
+        .iter()
+        .map(|t| t[0]["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "The tool says: Sunny in Paris.");
+    for t in &pieces {
+        assert_eq!(t[1]["langgraph_node"], "agent");
+        assert_eq!(t[1]["ls_provider"], "openai");
+    }
+    assert!(events.iter().any(|e| e["event"] == "values"));
+    let after = out["after_approval"].as_array().unwrap();
+    assert_eq!(after.len(), 4);
+    assert_eq!(after[3]["content"], "The tool says: Sunny in Paris.");
+    assert_eq!(out["status_after_approval"], "idle");
+
+    // Rejected: the answer reads the person's words; streamed in `messages` mode as
+    // `messages/metadata` then `messages/partial` with the answer so far.
+    let events = out["rejected"].as_array().unwrap();
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(names[0], "metadata");
+    assert_eq!(names[1], "messages/metadata");
+    assert!(
+        names[2..].iter().all(|n| *n == "messages/partial"),
+        "{names:?}"
+    );
+    let last = &events.last().unwrap()["data"][0];
+    assert_eq!(last["type"], "ai");
+    assert_eq!(last["content"], "The tool says: the user declined.");
+    let final_messages = out["final"].as_array().unwrap();
+    let kinds: Vec<&str> = final_messages
+        .iter()
+        .map(|m| m["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["human", "ai", "tool", "ai", "human", "ai", "tool", "ai"]
+    );
+    assert_eq!(final_messages[6]["content"], "the user declined");
+}

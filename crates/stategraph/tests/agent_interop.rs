@@ -1,0 +1,160 @@
+//! A ReAct agent's thread shared with Python LangGraph's own `create_react_agent` on one
+//! SQLite file, both stopping before their tools: stategraph's agent asks for a tool call
+//! and stops; Python approves it (runs its tool on stategraph's pending call) and answers;
+//! stategraph reads that, asks again and finishes the turn; Python reads the whole
+//! conversation, and asks and answers once more; stategraph reads that too.
+//!
+//! Needs the pinned Python environment (`scripts/python-env.sh`); fails, never skips,
+//! without it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use stategraph::agent::{
+    AgentVersion, MessagesState, MessagesUpdate, OpenAiConfig, Tool, create_react_agent, tool,
+};
+use stategraph::prelude::*;
+use stategraph::{Message, ToolCall};
+use stategraph_testkit::chat::{Answer, Call, ChatServer, last_role};
+use stategraph_testkit::python::seed_graph_py;
+
+#[derive(Deserialize, JsonSchema)]
+struct City {
+    city: String,
+}
+
+async fn rust_agent(db: &str, version: AgentVersion) -> (ChatServer, CompiledGraph<MessagesState>) {
+    let model_server = ChatServer::start(|r| {
+        let messages = r["messages"].as_array().unwrap();
+        if last_role(r) == "tool" {
+            let said = messages.last().unwrap()["content"].as_str().unwrap();
+            Answer::text(&format!("rust: {said}"))
+        } else {
+            let question = messages.last().unwrap()["content"].as_str().unwrap();
+            let city = question.trim_end_matches('?').rsplit(' ').next().unwrap();
+            Answer::calls(vec![Call::new(
+                &format!("rs_call_{}", messages.len()),
+                "get_weather",
+                json!({"city": city}),
+            )])
+        }
+    })
+    .await;
+    let model = OpenAiConfig::new("replay")
+        .base_url(model_server.base_url())
+        .build()
+        .unwrap();
+    let weather: Arc<dyn Tool> = Arc::new(tool(
+        "get_weather",
+        "Today's weather in a city.",
+        |c: City, _ctx| async move { Ok::<_, std::convert::Infallible>(format!("Sunny in {}", c.city)) },
+    ));
+    let agent = create_react_agent(model, [weather])
+        .interrupt_before(["tools"])
+        .version(version)
+        .checkpointer(
+            stategraph::open_saver(&format!("sqlite:{db}"))
+                .await
+                .unwrap(),
+        )
+        .build()
+        .unwrap();
+    (model_server, agent)
+}
+
+fn ask(text: &str) -> MessagesUpdate {
+    MessagesUpdate::messages([Message::human(text)])
+}
+
+fn calls(m: &Message) -> Vec<ToolCall> {
+    match m {
+        Message::Ai { tool_calls, .. } => tool_calls.clone(),
+        _ => Vec::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_react_thread_is_shared_with_pythons_prebuilt_agent() {
+    for version in [AgentVersion::V2, AgentVersion::V1] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("agent.sqlite").display().to_string();
+        let (_server, agent) = rust_agent(&db, version).await;
+        let config = RunConfig::thread("shared");
+
+        // stategraph asks for a tool call and stops before its tools.
+        agent
+            .invoke(ask("Weather in Paris?"), config.clone())
+            .await
+            .unwrap();
+        assert_eq!(agent.get_state(&config).await.unwrap().next, ["tools"]);
+
+        // Python sees the pending call, approves it: its tool runs on it, its model answers.
+        let py = seed_graph_py(
+            None,
+            &db,
+            "react",
+            "shared",
+            &["agent_messages", "resume", "agent_messages"],
+        );
+        let m = py["agent_messages"].as_array().unwrap();
+        assert_eq!(m.len(), 4, "{version:?}: {m:#?}");
+        assert_eq!(
+            m[1]["tool_calls"],
+            json!([["get_weather", {"city": "Paris"}, "rs_call_1"]])
+        );
+        assert_eq!(
+            (
+                m[2]["type"].clone(),
+                m[2]["content"].clone(),
+                m[2]["tool_call_id"].clone()
+            ),
+            (json!("tool"), json!("Sunny in Paris"), json!("rs_call_1"))
+        );
+        assert_eq!(m[3]["content"], "python: Sunny in Paris");
+        assert_eq!(py["next"], json!([]));
+
+        // stategraph reads Python's answer and goes on: another question, approved here.
+        let state: MessagesState = agent.get_state(&config).await.unwrap().state().unwrap();
+        assert_eq!(state.messages[3].text(), Some("python: Sunny in Paris"));
+        agent
+            .invoke(ask("Weather in Rome?"), config.clone())
+            .await
+            .unwrap();
+        let out = agent.continue_run(config.clone()).await.unwrap();
+        assert_eq!(out.messages.len(), 8);
+        assert_eq!(out.messages[7].text(), Some("rust: Sunny in Rome"));
+
+        // Python reads the whole conversation, asks once more, approves, answers.
+        let py = seed_graph_py(
+            None,
+            &db,
+            "react",
+            "shared",
+            &["ask:Weather in Oslo?", "resume", "agent_messages"],
+        );
+        let m = py["agent_messages"].as_array().unwrap();
+        let kinds: Vec<&str> = m.iter().map(|x| x["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "human", "ai", "tool", "ai", "human", "ai", "tool", "ai", "human", "ai", "tool",
+                "ai"
+            ]
+        );
+        assert_eq!(m[7]["content"], "rust: Sunny in Rome");
+        assert_eq!(m[11]["content"], "python: Sunny in Oslo");
+
+        // And stategraph reads Python's turn, tool call included.
+        let state: MessagesState = agent.get_state(&config).await.unwrap().state().unwrap();
+        assert_eq!(state.messages.len(), 12);
+        assert_eq!(
+            calls(&state.messages[9])[0].args,
+            stategraph::value!({"city": "Oslo"})
+        );
+        assert_eq!(state.messages[11].text(), Some("python: Sunny in Oslo"));
+    }
+}
