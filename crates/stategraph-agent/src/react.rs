@@ -14,6 +14,9 @@ use crate::state::{MessagesState, MessagesUpdate};
 use crate::tool::Tool;
 use crate::tool_node::{TOOL_CALL_WITH_CONTEXT, ToolNode};
 
+/// A function making the messages sent to the model from the conversation.
+pub type PromptFn = Arc<dyn Fn(&[Message]) -> Vec<Message> + std::marker::Send + Sync>;
+
 /// What the model is told before the conversation.
 #[derive(Clone)]
 #[non_exhaustive]
@@ -23,7 +26,7 @@ pub enum Prompt {
     /// This message (usually a system message).
     Message(Message),
     /// The messages to send, made from the conversation.
-    Fn(Arc<dyn Fn(&[Message]) -> Vec<Message> + std::marker::Send + Sync>),
+    Fn(PromptFn),
 }
 
 impl std::fmt::Debug for Prompt {
@@ -330,9 +333,7 @@ impl CallModel {
         let Message::Ai { tool_calls, .. } = reply else {
             return false;
         };
-        let all_direct = tool_calls
-            .iter()
-            .all(|c| self.direct.iter().any(|d| *d == c.name));
+        let all_direct = tool_calls.iter().all(|c| self.direct.contains(&c.name));
         (remaining < 1 && all_direct) || (remaining < 2 && !tool_calls.is_empty())
     }
 }

@@ -15,6 +15,9 @@ use crate::tool::{Tool, ToolContext, ToolOutput};
 /// "tool_call": …, "state": …}`.
 pub const TOOL_CALL_WITH_CONTEXT: &str = "tool_call_with_context";
 
+/// A function answering a tool error with the text the model gets (`None`: the node fails).
+pub type ToolErrorFn = Arc<dyn Fn(&Error) -> Option<String> + Send + Sync>;
+
 /// Which tool errors become error messages for the model instead of failing the node.
 #[derive(Clone, Default)]
 #[non_exhaustive]
@@ -31,7 +34,7 @@ pub enum ToolErrors {
     /// No error becomes a message: every one fails the node (`handle_tool_errors=False`).
     Never,
     /// The function's text for the errors it answers (`None`: the node fails).
-    Custom(Arc<dyn Fn(&Error) -> Option<String> + Send + Sync>),
+    Custom(ToolErrorFn),
 }
 
 impl std::fmt::Debug for ToolErrors {

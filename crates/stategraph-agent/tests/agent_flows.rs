@@ -349,8 +349,10 @@ async fn the_recursion_limit_ends_with_langgraphs_apology() {
     // As LangGraph's: with 4 steps the second answer sees one step left (too few for the
     // tools and another answer) and apologizes; with 5 the third answer does, one step past
     // the limit, and the run fails as LangGraph's does.
-    let mut config = RunConfig::default();
-    config.recursion_limit = 4;
+    let mut config = RunConfig {
+        recursion_limit: 4,
+        ..RunConfig::default()
+    };
     let out = agent.invoke(ask("loop"), config.clone()).await.unwrap();
     assert_eq!(out.messages.len(), 4);
     assert_eq!(

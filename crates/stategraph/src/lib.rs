@@ -22,7 +22,8 @@
 //! [`open_store`] does the same for the cross-thread memory [`Store`](store::Store)
 //! (`memory:`, `sqlite:`, `postgres://`); features `minilm` and `openai` add text embeddings
 //! for its semantic search (`stategraph::embed`), `chrono` Python-compatible date and time
-//! types (`stategraph::py`).
+//! types (`stategraph::py`), `agent` chat models, tools and the prebuilt ReAct agent
+//! (`stategraph::agent`), `server` the Agent Server HTTP API (`stategraph::server`).
 //!
 //! A graph over a typed state, checkpointed on SQLite:
 //!
@@ -447,7 +448,8 @@ fn missing_feature(scheme: &str) -> CheckpointError {
     feature = "sqlite",
     feature = "minilm",
     feature = "server",
-    feature = "postgres"
+    feature = "postgres",
+    feature = "agent"
 ))]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;

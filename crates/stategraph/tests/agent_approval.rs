@@ -11,50 +11,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-use std::sync::Arc;
+#[path = "common/weather_agent.rs"]
+mod weather_agent;
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::{Value as Json, json};
-use stategraph::agent::{OpenAiConfig, Tool, create_react_agent, tool};
+use stategraph::agent::create_react_agent;
 use stategraph::prelude::*;
 use stategraph::server::Server;
-use stategraph_testkit::chat::{Answer, Call, ChatServer, last_role};
-
-#[derive(Deserialize, JsonSchema)]
-struct City {
-    city: String,
-}
+use weather_agent::{weather_model, weather_tool};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_approves_and_rejects_tool_calls_through_the_python_sdk() {
-    let model_server = ChatServer::start(|r| {
-        let messages = r["messages"].as_array().unwrap();
-        if last_role(r) == "tool" {
-            let said = messages.last().unwrap()["content"].as_str().unwrap();
-            Answer::text(&format!("The tool says: {said}."))
-        } else {
-            let question = messages.last().unwrap()["content"].as_str().unwrap();
-            let city = question.trim_end_matches('?').rsplit(' ').next().unwrap();
-            let n = messages.len();
-            Answer::calls(vec![Call::new(
-                &format!("call_{n}"),
-                "get_weather",
-                json!({"city": city}),
-            )])
-        }
-    })
-    .await;
-    let model = OpenAiConfig::new("replay")
-        .base_url(model_server.base_url())
-        .build()
-        .unwrap();
-    let weather: Arc<dyn Tool> = Arc::new(tool(
-        "get_weather",
-        "Today's weather in a city.",
-        |c: City, _ctx| async move { Ok::<_, std::convert::Infallible>(format!("Sunny in {}", c.city)) },
-    ));
-    let agent = create_react_agent(model, [weather])
+    let (_model_server, model) = weather_model("The tool says: ", "call_").await;
+    let agent = create_react_agent(model, [weather_tool()])
         .interrupt_before(["tools"])
         .build()
         .unwrap();
@@ -115,7 +84,7 @@ async fn a_person_approves_and_rejects_tool_calls_through_the_python_sdk() {
         .iter()
         .map(|t| t[0]["content"].as_str().unwrap())
         .collect();
-    assert_eq!(text, "The tool says: Sunny in Paris.");
+    assert_eq!(text, "The tool says: Sunny in Paris");
     for t in &pieces {
         assert_eq!(t[1]["langgraph_node"], "agent");
         assert_eq!(t[1]["ls_provider"], "openai");
@@ -123,7 +92,7 @@ async fn a_person_approves_and_rejects_tool_calls_through_the_python_sdk() {
     assert!(events.iter().any(|e| e["event"] == "values"));
     let after = out["after_approval"].as_array().unwrap();
     assert_eq!(after.len(), 4);
-    assert_eq!(after[3]["content"], "The tool says: Sunny in Paris.");
+    assert_eq!(after[3]["content"], "The tool says: Sunny in Paris");
     assert_eq!(out["status_after_approval"], "idle");
 
     // Rejected: the answer reads the person's words; streamed in `messages` mode as
@@ -141,7 +110,7 @@ async fn a_person_approves_and_rejects_tool_calls_through_the_python_sdk() {
     );
     let last = &events.last().unwrap()["data"][0];
     assert_eq!(last["type"], "ai");
-    assert_eq!(last["content"], "The tool says: the user declined.");
+    assert_eq!(last["content"], "The tool says: the user declined");
     let final_messages = out["final"].as_array().unwrap();
     let kinds: Vec<&str> = final_messages
         .iter()

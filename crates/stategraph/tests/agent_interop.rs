@@ -9,51 +9,25 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-use std::sync::Arc;
+#[path = "common/weather_agent.rs"]
+mod weather_agent;
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::json;
-use stategraph::agent::{
-    AgentVersion, MessagesState, MessagesUpdate, OpenAiConfig, Tool, create_react_agent, tool,
-};
+use stategraph::agent::{AgentVersion, MessagesState, MessagesUpdate, create_react_agent};
 use stategraph::prelude::*;
 use stategraph::{Message, ToolCall};
-use stategraph_testkit::chat::{Answer, Call, ChatServer, last_role};
 use stategraph_testkit::python::seed_graph_py;
+use weather_agent::{weather_model, weather_tool};
 
-#[derive(Deserialize, JsonSchema)]
-struct City {
-    city: String,
-}
-
-async fn rust_agent(db: &str, version: AgentVersion) -> (ChatServer, CompiledGraph<MessagesState>) {
-    let model_server = ChatServer::start(|r| {
-        let messages = r["messages"].as_array().unwrap();
-        if last_role(r) == "tool" {
-            let said = messages.last().unwrap()["content"].as_str().unwrap();
-            Answer::text(&format!("rust: {said}"))
-        } else {
-            let question = messages.last().unwrap()["content"].as_str().unwrap();
-            let city = question.trim_end_matches('?').rsplit(' ').next().unwrap();
-            Answer::calls(vec![Call::new(
-                &format!("rs_call_{}", messages.len()),
-                "get_weather",
-                json!({"city": city}),
-            )])
-        }
-    })
-    .await;
-    let model = OpenAiConfig::new("replay")
-        .base_url(model_server.base_url())
-        .build()
-        .unwrap();
-    let weather: Arc<dyn Tool> = Arc::new(tool(
-        "get_weather",
-        "Today's weather in a city.",
-        |c: City, _ctx| async move { Ok::<_, std::convert::Infallible>(format!("Sunny in {}", c.city)) },
-    ));
-    let agent = create_react_agent(model, [weather])
+async fn rust_agent(
+    db: &str,
+    version: AgentVersion,
+) -> (
+    stategraph_testkit::chat::ChatServer,
+    CompiledGraph<MessagesState>,
+) {
+    let (server, model) = weather_model("rust: ", "rs_call_").await;
+    let agent = create_react_agent(model, [weather_tool()])
         .interrupt_before(["tools"])
         .version(version)
         .checkpointer(
@@ -63,7 +37,7 @@ async fn rust_agent(db: &str, version: AgentVersion) -> (ChatServer, CompiledGra
         )
         .build()
         .unwrap();
-    (model_server, agent)
+    (server, agent)
 }
 
 fn ask(text: &str) -> MessagesUpdate {

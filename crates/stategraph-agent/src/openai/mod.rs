@@ -179,7 +179,10 @@ impl OpenAiConfig {
     }
 }
 
-/// A chat model behind an OpenAI-compatible API; see the [module docs](self).
+/// A chat model behind an OpenAI-compatible chat-completions API (LangChain's `ChatOpenAI`):
+/// any server that speaks `POST {base_url}/chat/completions`, whole answers or streamed as
+/// server-sent events, with tool calls, timeouts, and retries with backoff on 408, 409, 429
+/// and 5xx answers and on connection failures ([`OpenAiConfig`] sets them).
 ///
 /// Cloning is cheap (one shared connection pool).
 ///
