@@ -86,8 +86,15 @@ async fn a_person_approves_and_rejects_tool_calls_through_the_python_sdk() {
         .collect();
     assert_eq!(text, "The tool says: Sunny in Paris");
     for t in &pieces {
-        assert_eq!(t[1]["langgraph_node"], "agent");
-        assert_eq!(t[1]["ls_provider"], "openai");
+        // The reference's metadata: the run's (graph, assistant, attempt), its configurable
+        // run and thread ids, the task's, the model's.
+        let m = &t[1];
+        assert_eq!(m["langgraph_node"], "agent");
+        assert_eq!(m["ls_provider"], "openai");
+        assert_eq!(m["graph_id"], "agent");
+        assert_eq!(m["run_attempt"], 1);
+        assert!(m["run_id"].is_string() && m["thread_id"].is_string(), "{m}");
+        assert!(m["assistant_id"].is_string());
     }
     assert!(events.iter().any(|e| e["event"] == "values"));
     let after = out["after_approval"].as_array().unwrap();

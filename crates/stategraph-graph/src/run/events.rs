@@ -123,7 +123,7 @@ impl<S: State> Run<'_, S> {
     }
 
     /// The metadata of `task`'s messages, as LangGraph's: the run's metadata, its
-    /// `thread_id`, `langgraph_step`, `langgraph_node`, `langgraph_triggers`,
+    /// configurable keys with plain values (`thread_id`, a server's `run_id`), `langgraph_step`, `langgraph_node`, `langgraph_triggers`,
     /// `langgraph_path`, `langgraph_checkpoint_ns` and `checkpoint_ns`.
     pub(super) fn message_metadata(&self, task: &Task) -> Map {
         let ns = match self.checkpoint_config.checkpoint_ns.as_str() {
@@ -134,7 +134,26 @@ impl<S: State> Run<'_, S> {
         for (k, v) in &self.config.metadata {
             metadata.insert(k.as_str(), Value::from(v.clone()));
         }
-        if let Some(thread) = &self.config.thread_id {
+        // As LangChain's `ensure_config`: the configurable keys with plain values (not
+        // private `__` ones, not `api_key`) join the metadata.
+        let plain = self.config.configurable.iter().filter(|(k, v)| {
+            !k.starts_with("__")
+                && k.as_str() != "api_key"
+                && matches!(
+                    v,
+                    serde_json::Value::String(_)
+                        | serde_json::Value::Number(_)
+                        | serde_json::Value::Bool(_)
+                )
+        });
+        for (k, v) in plain {
+            if metadata.get(k).is_none() {
+                metadata.insert(k.as_str(), Value::from(v.clone()));
+            }
+        }
+        if let Some(thread) = &self.config.thread_id
+            && metadata.get("thread_id").is_none()
+        {
             metadata.insert("thread_id", thread.as_str());
         }
         metadata.insert("langgraph_step", self.step);
