@@ -111,13 +111,6 @@ fn coerce(m: Value) -> Result<Value, String> {
             .map_err(|e| e.to_string())
     };
     match m {
-        // A streamed piece becomes the whole message (LangChain's `message_chunk_to_message`).
-        Value::Ext(ref e) if e.py_class() == Some("AIMessageChunk") => {
-            match Message::from_value(&m).map_err(|e| e.to_string())? {
-                Message::AiChunk(c) => Ok(c.into_message().to_value()),
-                other => Ok(other.to_value()),
-            }
-        }
         Value::Ext(_) => Ok(m),
         Value::Str(s) => Ok(Message::human(s.to_string()).to_value()),
         Value::List(pair) => match pair.as_slice() {
@@ -157,13 +150,27 @@ fn coerce_all(v: Value) -> Result<Vec<Value>, String> {
     as_list(v).into_iter().map(coerce).collect()
 }
 
+/// A streamed piece as the whole message (LangChain's `message_chunk_to_message`); other
+/// values as they are. Applied to what is merged in only: the merged list never holds pieces.
+fn whole(m: Value) -> Result<Value, String> {
+    match &m {
+        Value::Ext(e) if e.py_class() == Some("AIMessageChunk") => {
+            match Message::from_value(&m).map_err(|e| e.to_string())? {
+                Message::AiChunk(c) => Ok(c.into_message().to_value()),
+                other => Ok(other.to_value()),
+            }
+        }
+        _ => Ok(m),
+    }
+}
+
 /// `add_messages(left, right)`. Each message's id is read once (from the stored bytes, for
 /// LangChain message objects).
 pub(crate) fn add_messages(left: Value, right: Value) -> Result<Value, String> {
     let mut right: Vec<(Value, String)> = coerce_all(right)?
         .into_iter()
-        .map(with_ensured_id)
-        .collect();
+        .map(|m| whole(m).map(with_ensured_id))
+        .collect::<Result<_, _>>()?;
     if let Some(pos) = right
         .iter()
         .rposition(|(m, id)| is_remove(m) && id == REMOVE_ALL_MESSAGES)
@@ -281,6 +288,14 @@ mod tests {
             let err = add_messages(value!([]), Value::from(vec![bad])).unwrap_err();
             assert!(err.contains(says), "{err}");
         }
+    }
+
+    #[test]
+    fn streamed_pieces_are_stored_whole() {
+        let piece = stategraph_checkpoint::AiMessageChunk::text_piece("hi").with_id("p1");
+        let out = add_messages(value!([]), Value::from(vec![piece.to_value()])).unwrap();
+        let m = Message::from_value(&out.as_list().unwrap()[0]).unwrap();
+        assert!(matches!(&m, Message::Ai { fields, .. } if fields.id.as_deref() == Some("p1")));
     }
 
     #[test]
