@@ -15,6 +15,8 @@
 #
 # The server renders tools into the prompt with scripts/llm/chatml-tools.jinja (SmolLM2's own
 # template has no tools), so requests with tools are accepted and its tool-call parser is on.
+# One slot of 2048 tokens: requests are served one at a time, never batched together, so an
+# answer at temperature 0 is the same every time (batching changes the arithmetic's order).
 # Settings: STATEGRAPH_LLM_PORT (default 18080), STATEGRAPH_LLM_VENV (default
 # ~/.cache/stategraph/llm-venv).
 set -euo pipefail
@@ -90,7 +92,7 @@ start() {
   echo "llm-server: starting llama-server on $HOST:$PORT (log: $LOG_FILE)" >&2
   echo "--- $(date -u '+%Y-%m-%dT%H:%M:%SZ') start" >> "$LOG_FILE"
   setsid nohup "$bin" --model "$model" --host "$HOST" --port "$PORT" --threads 2 \
-    --ctx-size 8192 --parallel 4 --jinja --chat-template-file "$TEMPLATE" \
+    --ctx-size 2048 --parallel 1 --jinja --chat-template-file "$TEMPLATE" \
     < /dev/null >> "$LOG_FILE" 2>&1 9>&- &
   pid=$!
   echo "$pid" > "$PID_FILE"
