@@ -807,7 +807,7 @@ pub(crate) async fn execute(x: Exec) -> Option<(Outcome, Option<Cancel>)> {
         let mut values = Json_::Object(JsonMap::new());
         let mut error = None;
         let mut cancel = None;
-        loop {
+        'run: loop {
             let item = tokio::select! {
                 item = stream.next() => item,
                 c = cancelled(cancel_rx.as_mut()) => {
@@ -821,7 +821,6 @@ pub(crate) async fn execute(x: Exec) -> Option<(Outcome, Option<Cancel>)> {
                     if name == "values" {
                         values = data.clone();
                     }
-                    let mut stopped = false;
                     for (name, data) in wanted.render(name, data) {
                         let event = publish(&name, data);
                         // A caller that went away does not stop the run; a cancel does,
@@ -830,15 +829,9 @@ pub(crate) async fn execute(x: Exec) -> Option<(Outcome, Option<Cancel>)> {
                             _ = tx.send(event) => {}
                             c = cancelled(cancel_rx.as_mut()) => {
                                 cancel = Some(c);
-                                stopped = true;
+                                break 'run;
                             }
                         }
-                        if stopped {
-                            break;
-                        }
-                    }
-                    if stopped {
-                        break;
                     }
                 }
                 Some(Err(e)) => {

@@ -89,7 +89,7 @@ impl<S: State> Run<'_, S> {
         let Some(e) = &self.stream.emitter else {
             return;
         };
-        let metadata = self.message_metadata(task);
+        let metadata = self.message_metadata(task, &self.task_ns(task));
         for message in returned {
             // A message without an id is shown with a new one, as LangGraph does.
             let message = match &message.fields().id {
@@ -122,14 +122,11 @@ impl<S: State> Run<'_, S> {
         }
     }
 
-    /// The metadata of `task`'s messages, as LangGraph's: the run's metadata, its
-    /// configurable keys with plain values (`thread_id`, a server's `run_id`), `langgraph_step`, `langgraph_node`, `langgraph_triggers`,
-    /// `langgraph_path`, `langgraph_checkpoint_ns` and `checkpoint_ns`.
-    pub(super) fn message_metadata(&self, task: &Task) -> Map {
-        let ns = match self.checkpoint_config.checkpoint_ns.as_str() {
-            "" => format!("{}:{}", task.name, task.id),
-            parent => format!("{parent}|{}:{}", task.name, task.id),
-        };
+    /// The metadata of `task`'s messages (in namespace `ns`), as LangGraph's: the run's
+    /// metadata, its configurable keys with plain values (`thread_id`, a server's `run_id`),
+    /// `langgraph_step`, `langgraph_node`, `langgraph_triggers`, `langgraph_path`,
+    /// `langgraph_checkpoint_ns` and `checkpoint_ns`.
+    pub(super) fn message_metadata(&self, task: &Task, ns: &str) -> Map {
         let mut metadata = Map::new();
         for (k, v) in &self.config.metadata {
             metadata.insert(k.as_str(), Value::from(v.clone()));
@@ -171,8 +168,17 @@ impl<S: State> Run<'_, S> {
             "langgraph_path",
             Value::List(task.path.iter().map(|p| Value::from(p.as_str())).collect()),
         );
-        metadata.insert("langgraph_checkpoint_ns", ns.as_str());
-        metadata.insert("checkpoint_ns", ns.as_str());
+        metadata.insert("langgraph_checkpoint_ns", ns);
+        metadata.insert("checkpoint_ns", ns);
         metadata
+    }
+
+    /// The namespace `task` runs in (and a subgraph it starts checkpoints under):
+    /// `node:task_id` under the run's own.
+    pub(super) fn task_ns(&self, task: &Task) -> String {
+        match self.checkpoint_config.checkpoint_ns.as_str() {
+            "" => format!("{}:{}", task.name, task.id),
+            parent => format!("{parent}|{}:{}", task.name, task.id),
+        }
     }
 }

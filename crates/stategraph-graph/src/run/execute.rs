@@ -107,16 +107,11 @@ impl<S: State> Run<'_, S> {
                     s
                 }
             };
-            let ns = &self.checkpoint_config.checkpoint_ns;
-            let task_ns = if ns.is_empty() {
-                format!("{}:{}", task.name, task.id)
-            } else {
-                format!("{ns}|{}:{}", task.name, task.id)
-            };
+            let task_ns = self.task_ns(task);
             let message_metadata = match &self.stream.emitter {
                 Some(e) if e.wants(crate::stream::StreamMode::Messages) => {
                     self.seed_seen_messages();
-                    Some(Arc::new(self.message_metadata(task)))
+                    Some(Arc::new(self.message_metadata(task, &task_ns)))
                 }
                 _ => None,
             };
