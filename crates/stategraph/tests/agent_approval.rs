@@ -11,14 +11,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-#[path = "common/weather_agent.rs"]
-mod weather_agent;
+mod common;
 
+use common::seed_server::{run_sdk_script, serve};
+use common::weather_agent::{weather_model, weather_tool};
 use serde_json::{Value as Json, json};
 use stategraph::agent::create_react_agent;
-use stategraph::prelude::*;
-use stategraph::server::Server;
-use weather_agent::{weather_model, weather_tool};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_approves_and_rejects_tool_calls_through_the_python_sdk() {
@@ -27,30 +25,8 @@ async fn a_person_approves_and_rejects_tool_calls_through_the_python_sdk() {
         .interrupt_before(["tools"])
         .build()
         .unwrap();
-
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite:{}", dir.path().join("server.sqlite").display());
-    let server = Server::builder()
-        .graph("agent", agent)
-        .checkpointer(stategraph::open_saver(&url).await.unwrap())
-        .store(
-            stategraph::open_store(&url, StoreOptions::new())
-                .await
-                .unwrap(),
-        )
-        .build()
-        .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let serving = tokio::spawn(server.serve(listener));
-
-    let script = stategraph_testkit::python::repo_root()
-        .join("crates/stategraph/tests/sdk/agent_approval.py");
-    let out: Json = tokio::task::spawn_blocking(move || {
-        stategraph_testkit::python::run_python_json([script.as_os_str(), base.as_ref()], "")
-    })
-    .await
-    .unwrap();
+    let (base, serving, _dir) = serve(|b| b.graph("agent", agent)).await;
+    let out: Json = run_sdk_script("agent_approval.py", vec![base]).await;
     serving.abort();
 
     // Stopped before the tools, the call waiting for a person.

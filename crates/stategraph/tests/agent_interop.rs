@@ -9,15 +9,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-#[path = "common/weather_agent.rs"]
-mod weather_agent;
+mod common;
 
+use common::weather_agent::{weather_model, weather_tool};
 use serde_json::json;
 use stategraph::agent::{AgentVersion, MessagesState, MessagesUpdate, create_react_agent};
 use stategraph::prelude::*;
 use stategraph::{Message, ToolCall};
 use stategraph_testkit::python::seed_graph_py;
-use weather_agent::{weather_model, weather_tool};
 
 async fn rust_agent(
     db: &str,

@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 #[cfg(feature = "server")]
 pub(crate) mod seed_server;
+#[cfg(feature = "agent")]
+pub(crate) mod weather_agent;
 
 use stategraph::CheckpointSaver;
 use stategraph_testkit::postgres::ScratchSchema;

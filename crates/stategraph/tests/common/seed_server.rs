@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use stategraph::graph::Send;
 use stategraph::prelude::*;
-use stategraph::server::Server;
+use stategraph::server::{Server, ServerBuilder};
 use stategraph::{Map, Message};
 
 #[derive(State, Clone, Debug, Default)]
@@ -143,14 +143,29 @@ pub(crate) async fn serve_seed() -> (
     tokio::task::JoinHandle<std::io::Result<()>>,
     tempfile::TempDir,
 ) {
+    serve(|b| {
+        b.graph("seed", seed_graph())
+            .graph("chat", chat_graph())
+            .graph("fanout", fanout_graph())
+            .graph("slow", slow_graph())
+            .graph("nested", nested_graph())
+    })
+    .await
+}
+
+/// The graphs `graphs` registers served on a fresh SQLite file (checkpoints and the server's
+/// records), listening on a free loopback port: its base URL, the serving task (abort it to
+/// stop) and the directory to keep alive.
+pub(crate) async fn serve(
+    graphs: impl FnOnce(ServerBuilder) -> ServerBuilder,
+) -> (
+    String,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+    tempfile::TempDir,
+) {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite:{}", dir.path().join("server.sqlite").display());
-    let server = Server::builder()
-        .graph("seed", seed_graph())
-        .graph("chat", chat_graph())
-        .graph("fanout", fanout_graph())
-        .graph("slow", slow_graph())
-        .graph("nested", nested_graph())
+    let server = graphs(Server::builder())
         .checkpointer(stategraph::open_saver(&url).await.unwrap())
         .store(
             stategraph::open_store(&url, StoreOptions::new())
@@ -162,4 +177,19 @@ pub(crate) async fn serve_seed() -> (
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     (base, tokio::spawn(server.serve(listener)), dir)
+}
+
+/// Runs the SDK script `crates/stategraph/tests/sdk/NAME` with `args` (off the async
+/// threads) and returns the JSON it prints.
+pub(crate) async fn run_sdk_script(name: &str, args: Vec<String>) -> serde_json::Value {
+    let script = stategraph_testkit::python::repo_root()
+        .join("crates/stategraph/tests/sdk")
+        .join(name);
+    tokio::task::spawn_blocking(move || {
+        let mut all = vec![script.into_os_string()];
+        all.extend(args.into_iter().map(Into::into));
+        stategraph_testkit::python::run_python_json(all, "")
+    })
+    .await
+    .unwrap()
 }
