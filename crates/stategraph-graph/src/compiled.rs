@@ -186,6 +186,14 @@ impl<S: State> CompiledGraph<S> {
         Arc::clone(locks.entry(thread.to_owned()).or_default())
     }
 
+    /// Waits until the queued runs of this graph on `thread_id` (`RunConfig::queue`) have
+    /// committed what they saved: a run that was dropped (cancelled) keeps its background
+    /// writer, and the thread's turn, until its queued checkpoints are written. Call it before
+    /// deleting what such a run wrote.
+    pub async fn wait_for_saves(&self, thread_id: &str) {
+        drop(self.run_lock(thread_id).lock().await);
+    }
+
     /// Stops every run before any of `nodes` runs (`"*"`: before any node), leaving the
     /// thread at the checkpoint where they are next; [`continue_run`](Self::continue_run) runs
     /// them.

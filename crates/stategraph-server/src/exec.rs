@@ -847,6 +847,9 @@ pub(crate) async fn execute(x: Exec) -> Option<(Outcome, Option<Cancel>)> {
             .as_ref()
             .is_some_and(|c| c.action == CancelAction::Rollback)
         {
+            // The stopped run's background writer may still be committing what it queued:
+            // delete after it, or its last checkpoints outlive the rollback.
+            graph.wait_for_saves(&task_thread).await;
             let _ = task_state
                 .saver
                 .delete_for_runs(std::slice::from_ref(&task_run_id))

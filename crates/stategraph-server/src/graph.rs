@@ -70,6 +70,9 @@ pub(crate) trait ServedGraph: Send + Sync {
 
     fn topology(&self) -> Topology;
 
+    /// Resolves once the runs dropped on `thread_id` have committed their queued saves.
+    fn wait_for_saves<'a>(&'a self, thread_id: &'a str) -> BoxFuture<'a, ()>;
+
     /// The same graph saving its checkpoints with `saver` instead.
     fn with_saver(&self, saver: Arc<dyn CheckpointSaver>) -> Arc<dyn ServedGraph>;
 
@@ -136,6 +139,10 @@ impl<S: State> ServedGraph for CompiledGraph<S> {
 
     fn topology(&self) -> Topology {
         CompiledGraph::topology(self)
+    }
+
+    fn wait_for_saves<'a>(&'a self, thread_id: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(CompiledGraph::wait_for_saves(self, thread_id))
     }
 
     fn with_saver(&self, saver: Arc<dyn CheckpointSaver>) -> Arc<dyn ServedGraph> {
