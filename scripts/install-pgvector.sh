@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # Installs the pgvector extension into the machine's PostgreSQL 15 (needed by the Postgres
 # store's semantic search and its tests). Idempotent: exits at once when the local server
-# already offers the `vector` extension.
+# already offers a `vector` extension that passes the smoke test below.
+#
+# Portable: pgvector's Makefile compiles for the build machine's CPU (`-march=native`) unless
+# OPTFLAGS says otherwise; this build passes an empty OPTFLAGS (as Debian's own package does),
+# so the library runs on any x86-64 CPU, including virtual machines that report instructions
+# (AVX-512, AMX) they do not let a program use. After installing, a smoke test creates the
+# extension, builds an HNSW index and runs a nearest-neighbour query; if that fails the
+# library is uninstalled again and the script exits non-zero, naming the step.
 #
 # Debian bookworm has no pgvector binary package, so this builds Debian trixie's *source*
 # package against PostgreSQL 15: a temporary `deb-src` entry for trixie (same mirror as the
@@ -22,8 +29,27 @@ SRC_ENTRY=/etc/apt/sources.list.d/stategraph-pgvector-trixie-src.sources
 
 psql_q() { psql -X -v ON_ERROR_STOP=1 -Atqc "$1"; }
 
+# Distances and an HNSW index: the compiled code paths the store's search uses.
+smoke() {
+    local got
+    got="$(PGOPTIONS="-c client_min_messages=warning" psql -X -v ON_ERROR_STOP=1 -Atq <<'SQL' 2>&1
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE TEMP TABLE stategraph_pgvector_smoke (id int, v vector(3));
+INSERT INTO stategraph_pgvector_smoke VALUES (1, '[1,0,0]'), (2, '[0,1,0]'), (3, '[0.9,0.1,0]');
+CREATE INDEX ON stategraph_pgvector_smoke USING hnsw (v vector_cosine_ops);
+SET enable_seqscan = off;
+SELECT string_agg(id::text, ',' ORDER BY v <=> '[1,0,0]') FROM
+  (SELECT id, v FROM stategraph_pgvector_smoke ORDER BY v <=> '[1,0,0]' LIMIT 2) nearest;
+SQL
+)" || { echo "$got" >&2; return 1; }
+    [[ "$got" == "1,3" ]] || { echo "install-pgvector: smoke query answered '$got', expected '1,3'" >&2; return 1; }
+}
+
 if [[ "$(psql_q "SELECT 1 FROM pg_available_extensions WHERE name='vector'" 2>/dev/null || true)" == 1 ]]; then
-    exit 0
+    if smoke; then
+        exit 0
+    fi
+    echo "install-pgvector: the installed vector extension fails its smoke test; rebuilding it" >&2
 fi
 
 echo "install-pgvector: building pgvector from Debian trixie's source package" >&2
@@ -82,13 +108,13 @@ trap cleanup EXIT
 "${APT[@]}" update -qq
 "${APT[@]}" install -y -qq --no-install-recommends dpkg-dev postgresql-server-dev-$PG_MAJOR >/dev/null
 
-(
-    cd "$workdir"
-    "${APT[@]}" source -qq pgvector >/dev/null 2>&1
-    cd "$(find . -mindepth 1 -maxdepth 1 -type d -name 'pgvector-*' | head -n 1)"
-    make -s -j"$(nproc)" PG_CONFIG="$PG_BIN/pg_config" >/dev/null
-    "${SUDO[@]}" make -s PG_CONFIG="$PG_BIN/pg_config" install >/dev/null
-)
+(cd "$workdir" && "${APT[@]}" source -qq pgvector >/dev/null 2>&1) ||
+    { echo "install-pgvector: step 'source': apt-get source pgvector (Debian trixie) failed" >&2; exit 1; }
+srcdir="$(find "$workdir" -mindepth 1 -maxdepth 1 -type d -name 'pgvector-*' | head -n 1)"
+# OPTFLAGS empty: no -march=native (see the header).
+make -C "$srcdir" -s -j"$(nproc)" PG_CONFIG="$PG_BIN/pg_config" OPTFLAGS="" >/dev/null ||
+    { echo "install-pgvector: step 'build': make failed in $srcdir (needs gcc and postgresql-server-dev-$PG_MAJOR)" >&2; exit 1; }
+"${SUDO[@]}" make -C "$srcdir" -s PG_CONFIG="$PG_BIN/pg_config" OPTFLAGS="" install >/dev/null
 
 # Removes the temporary entry and refreshes apt's lists now (the trap would too).
 "${SUDO[@]}" rm -f "$SRC_ENTRY"
@@ -106,5 +132,10 @@ if [[ "$running" != "$installed" ]]; then
     done
 fi
 
-psql_q 'CREATE EXTENSION IF NOT EXISTS vector' >/dev/null
+if ! smoke; then
+    "${SUDO[@]}" make -C "$srcdir" -s PG_CONFIG="$PG_BIN/pg_config" uninstall >/dev/null 2>&1 || true
+    echo "install-pgvector: step 'smoke test': the freshly built pgvector failed (output above);" \
+        "it was uninstalled again. Remedy: check the PostgreSQL log, then rerun this script." >&2
+    exit 1
+fi
 echo "install-pgvector: pgvector $(psql_q "SELECT extversion FROM pg_extension WHERE extname='vector'") ready ($((SECONDS - start)) s)" >&2
