@@ -1,7 +1,7 @@
 """Reference graphs served by the Python `langgraph dev` server (see ../README.md).
 
 stategraph's SDK tests serve the same graphs written in Rust
-(`crates/stategraph/tests/common/seed_server.rs`).
+(`crates/stategraph-tests/tests/common/seed_server.rs`).
 
 `seed`: START -> node_a -> node_b -> END over a state with `foo` (last value wins)
 and `bar` (list, appended with operator.add).

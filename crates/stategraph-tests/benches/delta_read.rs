@@ -1,4 +1,4 @@
-//! Run with `cargo bench -p stategraph --bench delta_read`.
+//! Run with `cargo bench -p stategraph-tests --bench delta_read`.
 //!
 //! The cost of reading the latest state of a chat stored as deltas (a snapshot every 100
 //! updates, two ~200-byte messages a turn) after 100, 500 and 1,000 turns, on SQLite and

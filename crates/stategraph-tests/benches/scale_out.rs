@@ -2,7 +2,7 @@
 //! short graph with 1, 2 and 4 server processes (two worker loops each), and how long a
 //! cancel sent to one process takes to stop a run executing in another.
 //!
-//! `cargo bench -p stategraph --bench scale_out --features server,postgres [-- RUNS]`
+//! `cargo bench -p stategraph-tests --bench scale_out --features server,postgres [-- RUNS]`
 //! (default 400 runs over 100 threads). The server processes are this binary itself, re-run
 //! with `STATEGRAPH_BENCH_SCALE_SERVE` set. Uses `STATEGRAPH_TEST_POSTGRES_URL` (default the
 //! local PostgreSQL) and a scratch schema it drops at the end. Figures go to stdout; nothing

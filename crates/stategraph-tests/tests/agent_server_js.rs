@@ -38,7 +38,8 @@ async fn js_sdk_streams_a_run_and_reads_the_state() {
     // Node resolves the package from the script's own directory: run a copy placed there.
     let script = sdk.join(format!("seed_flow-{}.mjs", std::process::id()));
     std::fs::copy(
-        stategraph_testkit::python::repo_root().join("crates/stategraph/tests/sdk/seed_flow.mjs"),
+        stategraph_testkit::python::repo_root()
+            .join("crates/stategraph-tests/tests/sdk/seed_flow.mjs"),
         &script,
     )
     .unwrap();

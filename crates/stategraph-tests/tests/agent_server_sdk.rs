@@ -21,8 +21,8 @@ use serde_json::{Value as Json, json};
 async fn python_sdk_drives_the_seed_graph() {
     let (base, serving, _dir) = serve_seed().await;
 
-    let script =
-        stategraph_testkit::python::repo_root().join("crates/stategraph/tests/sdk/seed_flow.py");
+    let script = stategraph_testkit::python::repo_root()
+        .join("crates/stategraph-tests/tests/sdk/seed_flow.py");
     let out: Json = tokio::task::spawn_blocking(move || {
         stategraph_testkit::python::run_python_json([script.as_os_str(), base.as_ref()], "")
     })
@@ -114,7 +114,7 @@ async fn python_sdk_drives_the_seed_graph() {
 async fn python_sdk_manages_assistants() {
     let (base, serving, _dir) = serve_seed().await;
     let script = stategraph_testkit::python::repo_root()
-        .join("crates/stategraph/tests/sdk/assistants_flow.py");
+        .join("crates/stategraph-tests/tests/sdk/assistants_flow.py");
     let out: Json = tokio::task::spawn_blocking(move || {
         stategraph_testkit::python::run_python_json([script.as_os_str(), base.as_ref()], "")
     })
@@ -275,7 +275,7 @@ async fn python_sdk_sends_the_api_key_and_cancels_runs() {
     let serving = tokio::spawn(server.serve(listener));
 
     let script = stategraph_testkit::python::repo_root()
-        .join("crates/stategraph/tests/sdk/cancel_and_key.py");
+        .join("crates/stategraph-tests/tests/sdk/cancel_and_key.py");
     let out: Json = tokio::task::spawn_blocking(move || {
         stategraph_testkit::python::run_python_json(
             [script.as_os_str(), base.as_ref(), "s3cret".as_ref()],
@@ -341,8 +341,8 @@ async fn python_sdk_reconnects_to_a_run_cancels_many_and_deletes_an_assistants_t
     let base = format!("http://{}", listener.local_addr().unwrap());
     let serving = tokio::spawn(server.serve(listener));
 
-    let script =
-        stategraph_testkit::python::repo_root().join("crates/stategraph/tests/sdk/reconnect.py");
+    let script = stategraph_testkit::python::repo_root()
+        .join("crates/stategraph-tests/tests/sdk/reconnect.py");
     let out: Json = tokio::task::spawn_blocking(move || {
         stategraph_testkit::python::run_python_json([script.as_os_str(), base.as_ref()], "")
     })

@@ -179,11 +179,11 @@ pub(crate) async fn serve(
     (base, tokio::spawn(server.serve(listener)), dir)
 }
 
-/// Runs the SDK script `crates/stategraph/tests/sdk/NAME` with `args` (off the async
+/// Runs the SDK script `crates/stategraph-tests/tests/sdk/NAME` with `args` (off the async
 /// threads) and returns the JSON it prints.
 pub(crate) async fn run_sdk_script(name: &str, args: Vec<String>) -> serde_json::Value {
     let script = stategraph_testkit::python::repo_root()
-        .join("crates/stategraph/tests/sdk")
+        .join("crates/stategraph-tests/tests/sdk")
         .join(name);
     tokio::task::spawn_blocking(move || {
         let mut all = vec![script.into_os_string()];
