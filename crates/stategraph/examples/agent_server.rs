@@ -83,7 +83,7 @@ fn seed_graph() -> Result<CompiledGraph<SeedState>, GraphError> {
     graph.compile()
 }
 
-async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+async fn run(args: Args) -> Result<(), stategraph::Error> {
     let saver = stategraph::open_saver(&args.db).await?;
     let store = stategraph::open_store(&args.db, StoreOptions::new()).await?;
     let mut builder = Server::builder()

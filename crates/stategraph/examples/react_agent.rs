@@ -49,27 +49,46 @@ async fn print_tokens(mut run: RunStream<MessagesState>) -> Result<(), stategrap
     Ok(())
 }
 
-async fn run(args: Vec<String>) -> Result<(), Box<dyn std::error::Error>> {
-    let (mut base_url, mut model_name) = (None, "gpt-4o-mini".to_owned());
-    let (mut db, mut thread) = ("sqlite:react_agent.sqlite".to_owned(), "1".to_owned());
+/// The command line, checked before anything runs.
+struct Args {
+    base_url: Option<String>,
+    model: String,
+    db: String,
+    thread: String,
+    question: String,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        base_url: None,
+        model: "gpt-4o-mini".to_owned(),
+        db: "sqlite:react_agent.sqlite".to_owned(),
+        thread: "1".to_owned(),
+        question: String::new(),
+    };
     let mut question = Vec::new();
-    let mut it = args.into_iter();
+    let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{a} needs a value"));
         match a.as_str() {
-            "--base-url" => base_url = Some(value()?),
-            "--model" => model_name = value()?,
-            "--db" => db = value()?,
-            "--thread" => thread = value()?,
+            "--base-url" => args.base_url = Some(value()?),
+            "--model" => args.model = value()?,
+            "--db" => args.db = value()?,
+            "--thread" => args.thread = value()?,
             _ => question.push(a),
         }
     }
-    let mut model = OpenAiConfig::from_env(model_name);
-    if let Some(url) = base_url {
-        model = model.base_url(url);
-    }
     if question.is_empty() {
         return Err("ask a question, e.g. `what is 2.5 plus 4?`".into());
+    }
+    args.question = question.join(" ");
+    Ok(args)
+}
+
+async fn run(args: Args) -> Result<(), stategraph::Error> {
+    let mut model = OpenAiConfig::from_env(args.model);
+    if let Some(url) = args.base_url {
+        model = model.base_url(url);
     }
     let add = tool("add", "Adds two numbers.", |x: Add, _ctx| async move {
         Ok::<_, std::convert::Infallible>((x.a + x.b).to_string())
@@ -80,10 +99,10 @@ async fn run(args: Vec<String>) -> Result<(), Box<dyn std::error::Error>> {
     )
     .prompt("You are a careful calculator: use the add tool for sums.")
     .interrupt_before(["tools"])
-    .checkpointer(stategraph::open_saver(&db).await?)
+    .checkpointer(stategraph::open_saver(&args.db).await?)
     .build()?;
-    let config = RunConfig::thread(thread);
-    let ask = MessagesUpdate::messages([Message::human(question.join(" "))]);
+    let config = RunConfig::thread(args.thread);
+    let ask = MessagesUpdate::messages([Message::human(args.question)]);
     print_tokens(agent.stream(ask, config.clone(), &[StreamMode::Messages])).await?;
     // Each stop before the tools waits for a person.
     while !agent.get_state(&config).await?.next.is_empty() {
@@ -116,7 +135,14 @@ async fn run(args: Vec<String>) -> Result<(), Box<dyn std::error::Error>> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    match run(std::env::args().skip(1).collect()).await {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

@@ -45,6 +45,17 @@ pub enum Error {
     /// A value could not be encoded or decoded.
     #[error(transparent)]
     Serde(#[from] stategraph_checkpoint::SerdeError),
+    /// Reading or writing a file, a socket or the terminal failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// An Agent Server could not be built from its parts (feature `server`).
+    #[cfg(feature = "server")]
+    #[error(transparent)]
+    Server(#[from] stategraph_server::BuildError),
+    /// A chat model or a tool failed (feature `agent`).
+    #[cfg(feature = "agent")]
+    #[error(transparent)]
+    Agent(#[from] stategraph_agent::Error),
 }
 
 impl Error {
