@@ -565,7 +565,9 @@ impl<S: State> CompiledGraph<S> {
     }
 
     /// LangGraph's `_prepare_state_snapshot`. `live` (latest state) applies the writes of
-    /// finished tasks and drops them from `next`.
+    /// finished tasks, drops them from `next` and keeps only unanswered interrupts; otherwise
+    /// the snapshot is the step's record (values as the step began, every task, every
+    /// interrupt raised).
     pub(crate) fn snapshot(
         &self,
         saved: CheckpointTuple,
@@ -620,8 +622,11 @@ impl<S: State> CompiledGraph<S> {
                         .collect()
                 }),
                 state: None,
-                // A task that finished after its interrupts were answered has none pending.
-                interrupts: if results.contains_key(&t.id) {
+                // The latest state shows only the questions still waiting: a task that
+                // finished after its interrupts were answered has none pending. A step's
+                // record (history, an addressed checkpoint) keeps every interrupt its tasks
+                // raised, answered or not, as LangGraph does.
+                interrupts: if live && results.contains_key(&t.id) {
                     Vec::new()
                 } else {
                     raised.get(&t.id).cloned().unwrap_or_default()

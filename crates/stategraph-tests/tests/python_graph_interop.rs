@@ -588,6 +588,66 @@ async fn interrupted_threads_are_shared_with_python() {
     assert_eq!(done.values["log"], stategraph::value!(["answer: yes"]));
 }
 
+/// After an interrupt is answered and the run resumed, the history still shows it on the
+/// checkpoint where it was raised (on the task and in the snapshot's `interrupts`), exactly as
+/// Python's `get_state_history` does; only the latest state drops answered interrupts.
+async fn answered_interrupts_stay_in_history(backend: &Backend) {
+    let graph = hitl_graph(Arc::clone(&backend.saver));
+    let py = |thread: &str, actions: &[&str]| {
+        py_with_key(backend.aes_key, &backend.python_db, "hitl", thread, actions)
+    };
+    let input = || {
+        RouteUpdate::default()
+            .log(Vec::<String>::new())
+            .go_left(true)
+    };
+    let rust = RunConfig::thread("rust");
+    graph.invoke_values(input(), rust.clone()).await.unwrap();
+    graph
+        .resume_values(stategraph::graph::Resume::Value("yes".into()), rust.clone())
+        .await
+        .unwrap();
+    let history = graph
+        .get_state_history(&rust, Default::default())
+        .await
+        .unwrap();
+    // input, the step that asked (and was answered), the end.
+    assert_eq!(history.len(), 3, "{history:#?}");
+    let asked = &history[1];
+    assert_eq!(asked.tasks.len(), 1);
+    assert_eq!(asked.tasks[0].interrupts.len(), 1, "{asked:#?}");
+    assert_eq!(
+        asked.tasks[0].interrupts[0].value,
+        stategraph::value!({"question": "approve?"})
+    );
+    assert_eq!(asked.interrupts, asked.tasks[0].interrupts);
+    // The latest state has nothing pending.
+    assert!(graph.get_state(&rust).await.unwrap().interrupts.is_empty());
+    // Python reads our thread's history the same way…
+    let theirs = py("rust", &["history"]);
+    assert_eq!(theirs["history"].as_array().unwrap(), &ours(&history));
+    // …and its own run's history reads the same to us as to Python.
+    let own = py("py", &["run", "resume_yes", "history"]);
+    let ours_of_python = ours(
+        &graph
+            .get_state_history(&RunConfig::thread("py"), Default::default())
+            .await
+            .unwrap(),
+    );
+    assert_eq!(own["history"].as_array().unwrap(), &ours_of_python);
+    assert_eq!(shape(&ours_of_python), shape(&ours(&history)));
+}
+
+#[tokio::test]
+async fn answered_interrupts_stay_in_history_as_in_python() {
+    answered_interrupts_stay_in_history(&sqlite_backend().await).await;
+}
+
+#[tokio::test]
+async fn answered_interrupts_stay_in_history_as_in_python_on_postgres() {
+    answered_interrupts_stay_in_history(&postgres_backend().await).await;
+}
+
 #[tokio::test]
 async fn command_inputs_match_python() {
     let dir = tempfile::tempdir().unwrap();
