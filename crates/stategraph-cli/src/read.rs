@@ -11,29 +11,73 @@ use stategraph::{
 
 use crate::{Failure, at, fail, table};
 
+/// One row of `threads`: a thread, its checkpoints, and its newest one.
+struct ThreadRow {
+    thread: String,
+    checkpoints: usize,
+    latest: String,
+    step: Option<i64>,
+    /// The newest checkpoint's time; `None` when it is damaged.
+    updated_at: Option<String>,
+    /// Why the newest checkpoint does not read, when it does not.
+    damaged: Option<String>,
+}
+
+/// Every thread with its checkpoint count and newest checkpoint. A thread whose newest
+/// checkpoint is damaged is listed, marked damaged with the error, instead of failing the
+/// listing (as `history` lists a damaged checkpoint and goes on).
 pub(crate) async fn threads(saver: &dyn CheckpointSaver, as_json: bool) -> Result<String, Failure> {
-    let all = saver.list(&ListOptions::all()).await.map_err(fail)?;
-    // Newest first already: the first tuple seen of a thread is its latest.
-    let mut rows: Vec<(String, usize, String, Option<i64>, String)> = Vec::new();
-    for t in &all {
-        match rows.iter_mut().find(|r| r.0 == t.config.thread_id) {
-            Some(r) => r.1 += 1,
-            None => rows.push((
-                t.config.thread_id.clone(),
-                1,
-                t.checkpoint.id.to_string(),
-                t.metadata.step,
-                t.checkpoint.ts.clone(),
-            )),
+    let all = listing(saver, ListOptions::all(), None).await?;
+    // Newest first already: the first entry seen of a thread is its latest.
+    let mut rows: Vec<ThreadRow> = Vec::new();
+    for entry in &all {
+        let thread = match entry {
+            Entry::Readable(t) => &t.config.thread_id,
+            Entry::Damaged { thread, .. } => thread,
+        };
+        if let Some(r) = rows.iter_mut().find(|r| &r.thread == thread) {
+            r.checkpoints += 1;
+            continue;
         }
+        rows.push(match entry {
+            Entry::Readable(t) => ThreadRow {
+                thread: thread.clone(),
+                checkpoints: 1,
+                latest: t.checkpoint.id.to_string(),
+                step: t.metadata.step,
+                updated_at: Some(t.checkpoint.ts.clone()),
+                damaged: None,
+            },
+            Entry::Damaged { id, error, .. } => ThreadRow {
+                thread: thread.clone(),
+                checkpoints: 1,
+                latest: id.to_string(),
+                step: None,
+                updated_at: None,
+                damaged: Some(error.clone()),
+            },
+        });
     }
-    rows.sort_by(|a, b| b.4.cmp(&a.4).then_with(|| a.0.cmp(&b.0)));
+    // Newest first; threads whose newest checkpoint is damaged (no readable time) last.
+    rows.sort_by(|a, b| {
+        b.updated_at
+            .cmp(&a.updated_at)
+            .then_with(|| a.thread.cmp(&b.thread))
+    });
     if as_json {
         let list: Vec<Json> = rows
             .iter()
-            .map(|(thread, n, id, step, ts)| {
-                json!({"thread_id": thread, "checkpoints": n, "latest_checkpoint_id": id,
-                       "step": step, "updated_at": ts})
+            .map(|r| {
+                let mut row = serde_json::Map::new();
+                row.insert("thread_id".into(), json!(r.thread));
+                row.insert("checkpoints".into(), json!(r.checkpoints));
+                row.insert("latest_checkpoint_id".into(), json!(r.latest));
+                row.insert("step".into(), json!(r.step));
+                row.insert("updated_at".into(), json!(r.updated_at));
+                if let Some(error) = &r.damaged {
+                    row.insert("damaged".into(), json!(error));
+                }
+                Json::Object(row)
             })
             .collect();
         return Ok(Json::Array(list).to_string());
@@ -41,13 +85,16 @@ pub(crate) async fn threads(saver: &dyn CheckpointSaver, as_json: bool) -> Resul
     Ok(table::render(
         &["THREAD", "CHECKPOINTS", "LATEST", "STEP", "UPDATED"],
         rows.iter()
-            .map(|(thread, n, id, step, ts)| {
+            .map(|r| {
                 vec![
-                    thread.clone(),
-                    n.to_string(),
-                    id.clone(),
-                    step.map_or_else(String::new, |s| s.to_string()),
-                    ts.clone(),
+                    r.thread.clone(),
+                    r.checkpoints.to_string(),
+                    r.latest.clone(),
+                    r.step.map_or_else(String::new, |s| s.to_string()),
+                    match &r.damaged {
+                        Some(error) => format!("DAMAGED: {error}"),
+                        None => r.updated_at.clone().unwrap_or_default(),
+                    },
                 ]
             })
             .collect(),
@@ -60,6 +107,8 @@ pub(crate) enum Entry {
     Readable(Box<CheckpointTuple>),
     /// A checkpoint that does not, and why.
     Damaged {
+        /// Its thread.
+        thread: String,
         /// Its id.
         id: CheckpointId,
         /// The error reading it, one line.
@@ -69,7 +118,13 @@ pub(crate) enum Entry {
 
 /// The id of the stored checkpoint an error says could not be read, if it says so.
 fn damaged_id(e: &stategraph::CheckpointError) -> Option<CheckpointId> {
-    e.location().and_then(|l| l.checkpoint_id.clone())
+    damaged_at(e).map(|(_, id)| id)
+}
+
+/// The thread and id of the stored checkpoint an error says could not be read.
+fn damaged_at(e: &stategraph::CheckpointError) -> Option<(String, CheckpointId)> {
+    e.location()
+        .and_then(|l| Some((l.thread_id.clone(), l.checkpoint_id.clone()?)))
 }
 
 fn no_thread(thread: &str, ns: &str) -> Failure {
@@ -89,9 +144,19 @@ pub(crate) async fn entries(
     ns: &str,
     limit: Option<usize>,
 ) -> Result<Vec<Entry>, Failure> {
-    let mut options = ListOptions::thread(thread).ns(ns);
-    options.limit = limit;
-    match saver.list(&options).await {
+    listing(saver, ListOptions::thread(thread).ns(ns), limit).await
+}
+
+/// The checkpoints `options` selects, newest first (at most `limit`), damaged ones listed
+/// with their errors (see [`entries`]).
+async fn listing(
+    saver: &dyn CheckpointSaver,
+    options: ListOptions,
+    limit: Option<usize>,
+) -> Result<Vec<Entry>, Failure> {
+    let mut all = options.clone();
+    all.limit = limit;
+    match saver.list(&all).await {
         Ok(tuples) => {
             return Ok(tuples
                 .into_iter()
@@ -104,7 +169,7 @@ pub(crate) async fn entries(
     let mut out = Vec::new();
     let mut before: Option<CheckpointId> = None;
     while limit.is_none_or(|l| out.len() < l) {
-        let mut one = ListOptions::thread(thread).ns(ns).limit(1);
+        let mut one = options.clone().limit(1);
         one.before.clone_from(&before);
         let next = match saver.list(&one).await {
             Ok(tuples) => match tuples.into_iter().next() {
@@ -115,9 +180,10 @@ pub(crate) async fn entries(
                 }
                 None => break,
             },
-            Err(e) => match damaged_id(&e) {
-                Some(id) => {
+            Err(e) => match damaged_at(&e) {
+                Some((thread, id)) => {
                     out.push(Entry::Damaged {
+                        thread,
                         id: id.clone(),
                         error: fail(e),
                     });
@@ -128,9 +194,7 @@ pub(crate) async fn entries(
         };
         // Ids only go down; anything else would not end.
         if before.as_ref().is_some_and(|b| next >= *b) {
-            return Err(format!(
-                "listing thread `{thread}` did not move past {next}"
-            ));
+            return Err(format!("the listing did not move past checkpoint {next}"));
         }
         before = Some(next);
     }
@@ -219,7 +283,7 @@ pub(crate) async fn history(
                             Err(e) => Err((id, fail(e))),
                         }
                     }
-                    Entry::Damaged { id, error } => Err((id, error)),
+                    Entry::Damaged { id, error, .. } => Err((id, error)),
                 });
             }
             rows

@@ -30,7 +30,7 @@ pub(crate) fn nodes(listed: &[Entry]) -> Vec<Node> {
                 step: t.metadata.step,
                 source: t.metadata.source.map(|s| s.to_string()).unwrap_or_default(),
             },
-            Entry::Damaged { id, error } => Node {
+            Entry::Damaged { id, error, .. } => Node {
                 id: id.clone(),
                 parent: None,
                 step: None,

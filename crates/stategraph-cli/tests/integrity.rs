@@ -272,6 +272,29 @@ async fn a_damaged_checkpoint_is_listed_with_its_error_and_the_rest_still_reads(
     );
     let (code, _, err) = cli(&url, &["tree", "--thread", "t"]);
     assert_eq!(code, 0, "{err}");
+    // `threads` lists the thread, marked damaged, with the rest of the database.
+    let saver: Arc<dyn CheckpointSaver> =
+        Arc::new(SqliteConfig::file(&path).connect().await.unwrap());
+    chain(saver, "intact", 1).await;
+    let (code, out, err) = cli(&url, &["threads", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let threads: Json = serde_json::from_str(&out).unwrap();
+    assert_eq!(threads.as_array().unwrap().len(), 2, "{out}");
+    assert_eq!(threads[0]["thread_id"], "intact");
+    assert!(threads[0].get("damaged").is_none(), "{out}");
+    assert_eq!(threads[1]["thread_id"], "t");
+    assert_eq!(threads[1]["checkpoints"], 3);
+    assert_eq!(threads[1]["latest_checkpoint_id"], ids[2].as_str());
+    assert!(
+        threads[1]["damaged"]
+            .as_str()
+            .unwrap()
+            .contains("cannot decode"),
+        "{out}"
+    );
+    let (code, out, err) = cli(&url, &["threads"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("DAMAGED") && out.contains("intact"), "{out}");
     // The latest state falls back to nothing: `state` without an id names the damage.
     let (code, _, err) = cli(&url, &["state", "--thread", "t"]);
     assert_ne!(code, 0);
