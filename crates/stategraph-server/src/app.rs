@@ -17,13 +17,14 @@ use stategraph_checkpoint::store::{InMemoryStore, Store};
 use stategraph_graph::{CompiledGraph, State};
 use tokio::net::TcpListener;
 use tokio::sync::OnceCell;
+use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
 use crate::error::ApiError;
 use crate::graph::ServedGraph;
 use crate::hub::{DEFAULT_RESUMABLE_TTL, Hubs};
 use crate::records::Records;
-use crate::{assistants, meta, runs, store_api, threads};
+use crate::{assistants, meta, panics, runs, store_api, threads};
 
 /// Why a [`ServerBuilder`] could not build.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +57,14 @@ pub struct ServerBuilder {
 /// How often, by default, a quiet run stream sends a `: heartbeat` comment and `runs/wait` a
 /// newline (LangGraph's server: every 5 seconds).
 pub const DEFAULT_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The shortest keep-alive interval [`ServerBuilder::keep_alive`] takes (a zero interval
+/// would send keep-alives without end).
+pub const MIN_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The longest keep-alive interval [`ServerBuilder::keep_alive`] takes (one day: a longer
+/// one keeps nothing alive, and timers cannot reach past some point).
+pub const MAX_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
 
 /// Which origins browsers may call the API from.
 #[derive(Clone, Debug, Default)]
@@ -135,9 +144,11 @@ impl ServerBuilder {
 
     /// How often a run stream with nothing to send sends a `: heartbeat` comment, and
     /// `runs/wait` a newline before its JSON answer, so that proxies and clients keep the
-    /// connection open (default [`DEFAULT_KEEP_ALIVE`], as LangGraph's server).
+    /// connection open (default [`DEFAULT_KEEP_ALIVE`], as LangGraph's server). Taken
+    /// between [`MIN_KEEP_ALIVE`] and [`MAX_KEEP_ALIVE`]: a shorter or longer interval is
+    /// clamped to them.
     pub fn keep_alive(mut self, every: std::time::Duration) -> Self {
-        self.keep_alive = Some(every);
+        self.keep_alive = Some(every.clamp(MIN_KEEP_ALIVE, MAX_KEEP_ALIVE));
         self
     }
 
@@ -506,6 +517,11 @@ impl Server {
             }
             None => router,
         };
+        // A handler that panics is answered 500 with the request's id, not by a dropped
+        // connection (inside CORS, so that browsers can read the answer).
+        let router = router
+            .layer(CatchPanicLayer::custom(panics::panic_response))
+            .layer(axum::middleware::from_fn(panics::with_request_id));
         router.layer(cors_layer(&self.cors))
     }
 

@@ -275,7 +275,7 @@ pub(crate) async fn update(
         .first()
         .and_then(|v| v.get("version").and_then(Json_::as_u64))
         .unwrap_or(current);
-    let version = newest.max(current) + 1;
+    let version = newest.max(current).saturating_add(1);
     let now = now_iso();
     if let Some(o) = record.as_object_mut() {
         if let Some(g) = body.graph_id {
@@ -317,7 +317,9 @@ pub(crate) async fn update(
 #[serde(default)]
 struct VersionsBody {
     metadata: Option<JsonMap<String, Json_>>,
+    #[serde(deserialize_with = "crate::input::search_limit")]
     limit: Option<usize>,
+    #[serde(deserialize_with = "crate::input::count")]
     offset: Option<usize>,
 }
 
@@ -351,10 +353,13 @@ pub(crate) async fn versions(
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct LatestBody {
+    #[serde(deserialize_with = "crate::input::version")]
     version: Option<u64>,
 }
 
-/// `POST /assistants/{assistant_id}/latest`: makes a stored version the current one.
+/// `POST /assistants/{assistant_id}/latest`: makes a stored version the current one. As the
+/// reference: an unknown assistant is 404, and so is a body that names no version (no
+/// version matches it).
 pub(crate) async fn set_latest(
     axum::extract::State(state): Shared,
     Path(id): Path<String>,
@@ -363,14 +368,16 @@ pub(crate) async fn set_latest(
     let body: LatestBody = parse_body(&body)?;
     ensure(&state).await?;
     check_uuid(&id)?;
-    let version = body
-        .version
-        .ok_or_else(|| ApiError::invalid("version is required"))?;
     let mut record = state
         .records
         .get(Kind::Assistant, &id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("Assistant {id} not found")))?;
+    let Some(version) = body.version else {
+        return Err(ApiError::not_found(format!(
+            "Version not found for assistant {id}: the body gives no `version`"
+        )));
+    };
     let entry = state
         .records
         .get(Kind::AssistantVersion, &format!("{id}:{version}"))
@@ -488,8 +495,6 @@ struct SearchBody {
     metadata: Option<JsonMap<String, Json_>>,
     graph_id: Option<String>,
     name: Option<String>,
-    #[serde(flatten)]
-    paging: Paging,
 }
 
 /// `POST /assistants/search`.
@@ -497,11 +502,13 @@ pub(crate) async fn search(
     axum::extract::State(state): Shared,
     body: Bytes,
 ) -> Result<Json<Vec<Json_>>, ApiError> {
+    // The same body, read twice: its filters, and its order and paging.
+    let paging: Paging = parse_body(&body)?;
     let body: SearchBody = parse_body(&body)?;
-    Ok(Json(find(&state, body).await?))
+    Ok(Json(find(&state, body, paging).await?))
 }
 
-async fn find(state: &AppState, body: SearchBody) -> Result<Vec<Json_>, ApiError> {
+async fn find(state: &AppState, body: SearchBody, paging: Paging) -> Result<Vec<Json_>, ApiError> {
     ensure(state).await?;
     let mut filter = JsonMap::new();
     if let Some(m) = body.metadata.filter(|m| !m.is_empty()) {
@@ -515,7 +522,7 @@ async fn find(state: &AppState, body: SearchBody) -> Result<Vec<Json_>, ApiError
         let name = name.to_lowercase();
         found.retain(|a| field_str(a, "name").to_lowercase().contains(&name));
     }
-    Ok(body.paging.apply(found))
+    Ok(paging.apply(found))
 }
 
 /// `GET /assistants/{assistant_id}`.
@@ -544,9 +551,8 @@ pub(crate) async fn count(
         metadata: body.metadata,
         graph_id: body.graph_id,
         name: body.name,
-        paging: Paging::all(),
     };
-    Ok(Json(find(&state, search).await?.len()))
+    Ok(Json(find(&state, search, Paging::all()).await?.len()))
 }
 
 /// `GET /assistants/{assistant_id}/graph`: the graph's nodes and edges, in LangGraph's

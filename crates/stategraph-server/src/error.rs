@@ -3,6 +3,7 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use stategraph_checkpoint::Error as CheckpointError;
 use stategraph_checkpoint::store::StoreError;
 use stategraph_graph::GraphError;
 
@@ -52,9 +53,26 @@ impl From<axum::extract::rejection::QueryRejection> for ApiError {
     }
 }
 
+/// A store error: what the request got wrong (a namespace, a value, a filter, an index path)
+/// is 422, the rest is the backend's fault (500).
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        let status = match &e {
+            StoreError::InvalidFilter { .. }
+            | StoreError::InvalidNamespace { .. }
+            | StoreError::InvalidValue { .. }
+            | StoreError::InvalidIndexPath { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        Self::new(status, e.to_string())
+    }
+}
+
+/// A checkpointer error: what the request named does not exist (404), is invalid (422) or
+/// conflicts with the thread (409); the rest is the backend's fault (500).
+impl From<CheckpointError> for ApiError {
+    fn from(e: CheckpointError) -> Self {
+        Self::from_checkpoint(&e)
     }
 }
 
@@ -67,6 +85,21 @@ impl From<GraphError> for ApiError {
             | GraphError::NothingToResume
             | GraphError::AmbiguousResume { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             GraphError::NotFound { .. } => StatusCode::NOT_FOUND,
+            // The checkpointer's own error says whose fault it is.
+            GraphError::Checkpoint(inner) => return Self::from_checkpoint(inner),
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        Self::new(status, e.to_string())
+    }
+}
+
+impl ApiError {
+    /// The answer to a checkpointer error (borrowed, as a [`GraphError`] holds it).
+    fn from_checkpoint(e: &CheckpointError) -> Self {
+        let status = match e {
+            CheckpointError::NotFound { .. } => StatusCode::NOT_FOUND,
+            CheckpointError::InvalidInput { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            CheckpointError::Conflict { .. } => StatusCode::CONFLICT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         Self::new(status, e.to_string())

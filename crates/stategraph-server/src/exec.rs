@@ -16,9 +16,11 @@ use crate::app::{AppState, Cancel, CancelAction};
 use crate::assistants;
 use crate::convert::{checkpoint_id_of, input_map, thread_interrupts, values_json};
 use crate::error::{ApiError, error_name};
+use crate::events::{EVENTS, Events};
 use crate::graph::{RunStart, ServedGraph};
 use crate::hub::{HubCloser, StreamEvent};
 use crate::records::{Kind, field_str};
+use crate::run_options::{IfNotExists, Multitask, OnCompletion, OnDisconnect, RunDurability};
 use crate::threads::{load, new_thread};
 
 /// A run request's body (`RunCreateStateful` / `RunCreateStateless`).
@@ -36,16 +38,16 @@ pub(crate) struct RunBody {
     interrupt_after: Option<Json_>,
     checkpoint: Option<Json_>,
     checkpoint_id: Option<String>,
-    if_not_exists: Option<String>,
-    multitask_strategy: Option<String>,
+    if_not_exists: Option<IfNotExists>,
+    multitask_strategy: Option<Multitask>,
     webhook: Option<Json_>,
     feedback_keys: Option<Json_>,
     stream_subgraphs: Option<bool>,
     stream_resumable: Option<bool>,
     checkpoint_during: Option<bool>,
-    durability: Option<String>,
-    on_completion: Option<String>,
-    on_disconnect: Option<String>,
+    durability: Option<RunDurability>,
+    on_completion: Option<OnCompletion>,
+    on_disconnect: Option<OnDisconnect>,
 }
 
 impl RunBody {
@@ -57,7 +59,7 @@ impl RunBody {
     /// Whether the caller asked (`on_disconnect: "cancel"`) that the run be cancelled when it
     /// goes away; by default (`"continue"`, as LangGraph's server) the run goes on.
     pub(crate) fn cancel_on_disconnect(&self) -> bool {
-        self.on_disconnect.as_deref() == Some("cancel")
+        self.on_disconnect == Some(OnDisconnect::Cancel)
     }
 }
 
@@ -151,16 +153,19 @@ fn node_list(v: Option<&Json_>, what: &str) -> Result<Option<Vec<String>>, ApiEr
 }
 
 /// The stream modes a run's body asks for: the engine's modes, and the names as given (which
-/// tell `messages-tuple` from `messages`).
+/// tell `messages-tuple` from `messages`, and name `events`, which the server renders from
+/// the engine's `debug` events).
 pub(crate) fn stream_modes(v: Option<&Json_>) -> Result<(Vec<StreamMode>, Vec<String>), ApiError> {
     let names = node_list(v, "stream_mode")?.unwrap_or_else(|| vec!["values".into()]);
-    let modes = names
-        .iter()
-        .map(|n| {
-            StreamMode::from_name(n)
-                .ok_or_else(|| ApiError::invalid(format!("unknown stream_mode `{n}`")))
-        })
-        .collect::<Result<_, _>>()?;
+    let mut modes = Vec::new();
+    for n in names.iter().filter(|n| *n != EVENTS) {
+        modes.push(StreamMode::from_name(n).ok_or_else(|| {
+            ApiError::invalid(format!(
+                "unknown stream_mode `{n}` (known: values, messages, messages-tuple, tasks, \
+                 checkpoints, updates, events, debug, custom)"
+            ))
+        })?);
+    }
     Ok((modes, names))
 }
 
@@ -193,9 +198,10 @@ fn run_config(
     }
     if let Some(limit) = given
         .and_then(|c| c.get("recursion_limit"))
-        .and_then(Json_::as_u64)
+        .filter(|l| !l.is_null())
     {
-        config = config.with_recursion_limit(usize::try_from(limit).unwrap_or(usize::MAX));
+        let limit = crate::input::integer_field(limit, "config.recursion_limit", 1)?;
+        config = config.with_recursion_limit(limit);
     }
     if let Some(id) = body
         .checkpoint_id
@@ -221,10 +227,8 @@ fn run_config(
     }
     config.metadata.extend(metadata.clone());
     config.subgraph_events = body.stream_subgraphs.unwrap_or(false);
-    config.durability = match body.durability.as_deref() {
-        Some("sync") => Durability::Sync,
-        Some("exit") => Durability::Exit,
-        Some(_) => Durability::Async,
+    config.durability = match body.durability {
+        Some(d) => d.engine(),
         None if body.checkpoint_during == Some(false) => Durability::Exit,
         None => Durability::Async,
     };
@@ -277,8 +281,8 @@ fn run_command(command: &Json_) -> Result<RunCommand<Map>, ApiError> {
     }
     match fields.get("update") {
         None | Some(Json_::Null) => {}
-        Some(Json_::Object(_)) => {
-            out.update = Some(input_map(fields["update"].clone(), "command.update")?);
+        Some(update @ Json_::Object(_)) => {
+            out.update = Some(input_map(update.clone(), "command.update")?);
         }
         Some(Json_::Array(pairs)) => {
             let mut map = serde_json::Map::new();
@@ -392,28 +396,20 @@ async fn start_with(
     // A stateless run deletes its thread when it ends (`on_completion: "delete"`, the
     // default); with `"keep"` the thread is created as any thread is and stays.
     let mut body = body;
-    let thread_id = match body.on_completion.as_deref() {
-        None | Some("delete") => thread_id,
-        Some("keep") => {
+    let thread_id = match body.on_completion.unwrap_or_default() {
+        OnCompletion::Delete => thread_id,
+        OnCompletion::Keep => {
             if thread_id.is_none() {
-                body.if_not_exists = Some("create".into());
+                body.if_not_exists = Some(IfNotExists::Create);
             }
             Some(thread_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()))
-        }
-        Some(other) => {
-            return Err(ApiError::invalid(format!(
-                "on_completion must be \"delete\" or \"keep\", not \"{other}\""
-            )));
         }
     };
     let stateful = thread_id.is_some();
     let queued = stateful && state.has_queue();
     let thread_id = thread_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let run_id = uuid6(None);
-    let strategy = body
-        .multitask_strategy
-        .clone()
-        .unwrap_or_else(|| "enqueue".into());
+    let strategy = body.multitask_strategy.unwrap_or_default();
 
     // The run's `configurable` and `context` as the reference builds them.
     let given_config = body.config.clone().filter(Json_::is_object);
@@ -489,7 +485,7 @@ async fn start_with(
             Ok(t) => t,
             Err(e)
                 if e.status == axum::http::StatusCode::NOT_FOUND
-                    && body.if_not_exists.as_deref() == Some("create") =>
+                    && body.if_not_exists == Some(IfNotExists::Create) =>
             {
                 new_thread(&thread_id, JsonMap::new())
             }
@@ -498,7 +494,7 @@ async fn start_with(
         let busy = field_str(&thread, "status") == "busy";
         // With a queue, the queue itself refuses a run on a busy thread (whichever process
         // runs its other runs).
-        if busy && strategy == "reject" && !queued {
+        if busy && strategy == Multitask::Reject && !queued {
             return Err(ApiError::conflict(
                 "Thread is already running a task. Wait for it to finish or choose a \
                  different multitask strategy.",
@@ -544,11 +540,11 @@ async fn start_with(
     kwargs_config.insert("configurable".into(), Json_::Object(configurable.clone()));
     kwargs_config.insert("metadata".into(), Json_::Object(metadata.clone()));
     let checkpoint_during = body.checkpoint_during.unwrap_or(true);
-    let durability = body
-        .durability
-        .clone()
-        .unwrap_or_else(|| if checkpoint_during { "async" } else { "exit" }.to_owned());
-    let temporary = !stateful && body.on_completion.as_deref().unwrap_or("delete") == "delete";
+    let durability = body.durability.map_or(
+        if checkpoint_during { "async" } else { "exit" },
+        RunDurability::as_str,
+    );
+    let temporary = !stateful && body.on_completion.unwrap_or_default() == OnCompletion::Delete;
     // A temporary thread lives and dies with its run, unseen by any other request: its
     // checkpoints are kept in memory, so a stateless run writes nothing to the database
     // (and a process killed mid-run leaves nothing behind). The store is still the server's.
@@ -571,7 +567,11 @@ async fn start_with(
             "command": body.command,
             "config": kwargs_config,
             "context": merge_objects([assistant.get("context"), Some(&context)]),
-            "stream_mode": modes.iter().map(|m| m.as_str()).collect::<Vec<_>>(),
+            "stream_mode": modes
+                .iter()
+                .map(|m| m.as_str())
+                .chain(mode_names.iter().any(|n| n == EVENTS).then_some(EVENTS))
+                .collect::<Vec<_>>(),
             "interrupt_before": body.interrupt_before,
             "interrupt_after": body.interrupt_after,
             "webhook": body.webhook,
@@ -582,7 +582,7 @@ async fn start_with(
             "checkpoint_during": checkpoint_during,
             "durability": durability,
         },
-        "multitask_strategy": strategy,
+        "multitask_strategy": strategy.as_str(),
         "langsmith_session_name": null,
     });
     let (config, started_metadata) = engine_config(&thread_id, &body, &configurable, &metadata, 1)?;
@@ -594,7 +594,7 @@ async fn start_with(
             run,
             thread_id,
             body,
-            &strategy,
+            strategy,
             (!background).then_some(graph),
         )
         .await;
@@ -614,15 +614,14 @@ async fn start_with(
             return Err(e);
         }
         let control = state.register_run(&run_id, &thread_id);
-        if let Some(action) = match strategy.as_str() {
-            "interrupt" => Some(CancelAction::Interrupt),
-            "rollback" => Some(CancelAction::Rollback),
-            _ => None,
-        } {
+        if let Some(action) = strategy.cancel_action() {
             // The runs in flight stop (at their next await) before this one takes its turn.
             let cancel = Cancel {
                 action,
-                reason: format!("superseded by run {run_id} (multitask_strategy={strategy})"),
+                reason: format!(
+                    "superseded by run {run_id} (multitask_strategy={})",
+                    strategy.as_str()
+                ),
             };
             state.cancel_thread_runs(&thread_id, &run_id, &cancel);
         }
@@ -637,10 +636,7 @@ async fn start_with(
     let _ = tx.try_send(metadata_event);
     let hub = HubCloser::new(&state.hubs, &run_id, hub);
     let (done_tx, done) = oneshot::channel();
-    let mut engine_modes = modes.clone();
-    if !engine_modes.contains(&StreamMode::Values) {
-        engine_modes.push(StreamMode::Values);
-    }
+    let engine_modes = engine_modes(&modes, &mode_names);
     let wanted = Wanted::new(&modes, &mode_names);
     tokio::spawn(execute(Exec {
         state: Arc::clone(&state),
@@ -803,6 +799,10 @@ pub(crate) async fn execute(x: Exec) -> Option<(Outcome, Option<Cancel>)> {
                 .put(Kind::Run, &task_run_id, task_run.clone())
                 .await;
         }
+        for (name, data) in wanted.begin(&task_run) {
+            let event = publish(&name, data);
+            let _ = tx.send(event).await;
+        }
         let mut stream = graph.stream(start, config, &engine_modes);
         let mut values = Json_::Object(JsonMap::new());
         let mut error = None;
@@ -843,6 +843,12 @@ pub(crate) async fn execute(x: Exec) -> Option<(Outcome, Option<Cancel>)> {
         // Dropping the stream stops a cancelled run; what it checkpointed stays, unless the
         // cancel rolls it back.
         drop(stream);
+        if error.is_none() && cancel.is_none() {
+            for (name, data) in wanted.end(&values) {
+                let event = publish(&name, data);
+                let _ = tx.send(event).await;
+            }
+        }
         if cancel
             .as_ref()
             .is_some_and(|c| c.action == CancelAction::Rollback)
@@ -1034,6 +1040,10 @@ pub(crate) struct Wanted {
     modes: Vec<&'static str>,
     messages: Option<crate::messages::Rendering>,
     accumulated: crate::messages::Accumulator,
+    /// Whether `events` was asked for.
+    events_wanted: bool,
+    /// The `events` rendering, once the run has started.
+    events: Option<Events>,
 }
 
 impl Wanted {
@@ -1042,21 +1052,69 @@ impl Wanted {
             modes: modes.iter().map(|m| m.as_str()).collect(),
             messages: crate::messages::Rendering::of(names),
             accumulated: crate::messages::Accumulator::default(),
+            events_wanted: names.iter().any(|n| n == EVENTS),
+            events: None,
         }
     }
 
+    /// The events to publish when the run `run` (its record) starts: the graph's
+    /// `on_chain_start` if `events` was asked for.
+    fn begin(&mut self, run: &Json_) -> Vec<(String, Json_)> {
+        if !self.events_wanted {
+            return Vec::new();
+        }
+        let (events, start) = Events::start(run);
+        self.events = Some(events);
+        vec![(EVENTS.to_owned(), start)]
+    }
+
+    /// The events to publish when the run ended without error, with its last `values`.
+    fn end(&self, values: &Json_) -> Vec<(String, Json_)> {
+        self.events
+            .as_ref()
+            .map(|e| (EVENTS.to_owned(), e.end(values)))
+            .into_iter()
+            .collect()
+    }
+
     /// The events to publish for one engine event: none if its mode was not asked for;
-    /// `messages` events as `messages-tuple` or `messages` asked.
+    /// `messages` events as `messages-tuple` or `messages` asked; `events` from the root
+    /// graph's `debug` events.
     fn render(&mut self, name: String, data: Json_) -> Vec<(String, Json_)> {
+        let mut out = Vec::new();
+        if name == "debug"
+            && let Some(events) = &mut self.events
+        {
+            out.extend(
+                events
+                    .debug(&data)
+                    .into_iter()
+                    .map(|e| (EVENTS.to_owned(), e)),
+            );
+        }
         let base = name.split('|').next().unwrap_or_default();
         if !self.modes.contains(&base) {
-            return Vec::new();
+            return out;
         }
         match (base, self.messages) {
             ("messages", Some(crate::messages::Rendering::Accumulated)) => {
-                self.accumulated.events(&data)
+                out.extend(self.accumulated.events(&data));
             }
-            _ => vec![(name, data)],
+            _ => out.push((name, data)),
         }
+        out
     }
+}
+
+/// The modes the engine streams for a run that asked for `modes` (named `names`): those,
+/// `values` (the run's outcome is its last values) and, for `events`, `debug`.
+pub(crate) fn engine_modes(modes: &[StreamMode], names: &[String]) -> Vec<StreamMode> {
+    let mut engine = modes.to_vec();
+    if !engine.contains(&StreamMode::Values) {
+        engine.push(StreamMode::Values);
+    }
+    if names.iter().any(|n| n == EVENTS) && !engine.contains(&StreamMode::Debug) {
+        engine.push(StreamMode::Debug);
+    }
+    engine
 }

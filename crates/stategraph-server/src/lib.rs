@@ -18,6 +18,13 @@
 //! client that lost its connection resumes after its `Last-Event-ID`. Browsers may call the API from any origin unless
 //! [`ServerBuilder::cors`] lists them; [`ServerBuilder::api_key`] requires an `x-api-key`.
 //!
+//! Requests are read as LangGraph's server reads them: a request its schema admits is
+//! accepted (an integer field takes `196.0` as `196`; `stream_mode: "events"` streams
+//! LangChain-style `on_chain_*` events of the graph and its tasks), one that does not fit is
+//! answered 4xx with `{"detail": …}` naming the field. A handler that panics is answered 500
+//! with the request's id (its `x-request-id`, or a new one) in the body and the server's
+//! standard error, never with a dropped connection.
+//!
 //! With the `postgres` feature, several server processes may share one PostgreSQL database
 //! and a durable run queue (`ServerBuilder::run_queue`): runs on threads become rows that
 //! worker loops in every process claim with leases; a run whose process died is taken over
@@ -59,19 +66,26 @@ mod app;
 mod assistants;
 mod convert;
 mod error;
+mod events;
 mod exec;
 mod graph;
 mod hub;
+mod input;
 mod messages;
 mod meta;
+mod panics;
 #[cfg(feature = "postgres")]
 mod queue;
 mod records;
+mod run_options;
 mod runs;
 mod store_api;
 mod threads;
 
-pub use app::{BuildError, DEFAULT_KEEP_ALIVE, Server, ServerBuilder};
+pub use app::{
+    BuildError, DEFAULT_KEEP_ALIVE, MAX_KEEP_ALIVE, MIN_KEEP_ALIVE, Server, ServerBuilder,
+};
 pub use error::ApiError;
 pub use hub::DEFAULT_RESUMABLE_TTL;
 pub use records::NAMESPACE_ROOT;
+pub use store_api::MAX_STORE_TTL_MINUTES;

@@ -70,7 +70,7 @@ fn api_error(e: Error) -> ApiError {
             "Thread is already running a task. Wait for it to finish or choose a different \
              multitask strategy.",
         ),
-        e => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        e => ApiError::from(e),
     }
 }
 
@@ -90,11 +90,17 @@ pub(crate) async fn enqueue(
     run: Json_,
     thread_id: String,
     body: RunBody,
-    strategy: &str,
+    strategy: crate::run_options::Multitask,
     follow: Option<Arc<dyn ServedGraph>>,
 ) -> Result<Started, ApiError> {
+    use crate::run_options::Multitask as Strategy;
     let queue = queue_of(state)?;
-    let multitask = Multitask::parse(strategy).unwrap_or(Multitask::Enqueue);
+    let multitask = match strategy {
+        Strategy::Reject => Multitask::Reject,
+        Strategy::Enqueue => Multitask::Enqueue,
+        Strategy::Interrupt => Multitask::Interrupt,
+        Strategy::Rollback => Multitask::Rollback,
+    };
     let run_id = field_str(&run, "run_id").to_owned();
     let resumable = body.resumable();
     state.records.put(Kind::Run, &run_id, run.clone()).await?;
@@ -525,8 +531,7 @@ async fn prepare(state: &AppState, claimed: &ClaimedRun) -> Result<Prepared, Api
     if claimed.attempt > 1 {
         let latest = graph
             .get_state(&RunConfig::thread(&claimed.thread_id), false)
-            .await
-            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+            .await?;
         let ours = latest
             .metadata
             .as_ref()
@@ -634,10 +639,7 @@ async fn run_claimed(state: &Arc<AppState>, queue: &RunQueue, worker: &str, clai
     hub.publish("metadata", metadata);
     let hub = HubCloser::new(&state.hubs, &run_id, hub);
     let control = state.register_run(&run_id, &thread_id);
-    let mut engine_modes = modes.clone();
-    if !engine_modes.contains(&StreamMode::Values) {
-        engine_modes.push(StreamMode::Values);
-    }
+    let engine_modes = crate::exec::engine_modes(&modes, &mode_names);
     // Nobody reads the caller's channel of a queued run: joiners read the hub or the queue.
     let (tx, _) = mpsc::channel(1);
     let (done_tx, _) = oneshot::channel();

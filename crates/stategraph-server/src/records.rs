@@ -5,9 +5,7 @@
 use std::sync::Arc;
 
 use serde_json::{Map as JsonMap, Value as Json};
-use stategraph_checkpoint::store::{
-    IndexFields, PutOptions, SearchOptions, Store, StoreError, Ttl,
-};
+use stategraph_checkpoint::store::{IndexFields, PutOptions, SearchOptions, Store, Ttl};
 
 use crate::error::ApiError;
 
@@ -90,21 +88,21 @@ impl Records {
         let items = self
             .store
             .search(&[NAMESPACE_ROOT, kind.label()], options)
-            .await
-            .map_err(|e| match e {
-                StoreError::InvalidFilter { .. } => ApiError::invalid(e.to_string()),
-                other => ApiError::from(other),
-            })?;
+            .await?;
         Ok(items.into_iter().map(|i| i.item.value).collect())
     }
 }
 
 /// The order and paging fields of a search body, with the reference's defaults: by
-/// `created_at`, newest first, 10 from the start.
+/// `created_at`, newest first, 10 from the start. Read from the body on its own (not
+/// flattened into the body's struct, which would hide the field's name from the message of a
+/// value that does not fit).
 #[derive(serde::Deserialize, Default)]
 #[serde(default)]
 pub(crate) struct Paging {
+    #[serde(deserialize_with = "crate::input::search_limit")]
     limit: Option<usize>,
+    #[serde(deserialize_with = "crate::input::count")]
     offset: Option<usize>,
     sort_by: Option<String>,
     sort_order: Option<String>,

@@ -272,8 +272,7 @@ pub(crate) async fn delete_one(
     state
         .saver
         .delete_for_runs(std::slice::from_ref(&run_id))
-        .await
-        .map_err(|e| ApiError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        .await?;
     state.records.delete(Kind::Run, &run_id).await?;
     Ok(axum::http::StatusCode::NO_CONTENT)
 }
@@ -299,7 +298,9 @@ pub(crate) async fn join(
 #[derive(Deserialize, Default)]
 #[serde(default)]
 pub(crate) struct ListQuery {
+    #[serde(deserialize_with = "crate::input::query_count")]
     limit: Option<usize>,
+    #[serde(deserialize_with = "crate::input::query_count")]
     offset: Option<usize>,
     status: Option<String>,
 }

@@ -11,7 +11,8 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value as Json_, json};
 use stategraph_checkpoint::store::{
-    IndexFields, ListNamespacesOptions, PutOptions, SearchOptions, StoreError, Ttl,
+    GetOp, IndexFields, ListNamespacesOptions, Op, OpResult, PutOptions, SearchOptions, StoreError,
+    Ttl,
 };
 
 use crate::app::Shared;
@@ -42,15 +43,29 @@ fn labels(ns: &[String]) -> Vec<&str> {
     ns.iter().map(String::as_str).collect()
 }
 
-/// A store error: the request's fault (422) or the backend's (500).
-fn store_error(e: StoreError) -> ApiError {
-    match e {
-        StoreError::InvalidFilter { .. }
-        | StoreError::InvalidNamespace { .. }
-        | StoreError::InvalidValue { .. }
-        | StoreError::InvalidIndexPath { .. } => ApiError::invalid(e.to_string()),
-        other => ApiError::from(other),
+/// The longest TTL, in minutes, that `PUT /store/items` gives an item: 1000 years (of 365.25
+/// days). A longer `ttl` (LangGraph's server takes any number of minutes) is clamped to it:
+/// the item still outlives anyone who reads it, and its expiry stays a date that every
+/// backend, and LangGraph's own store reading the same database, can hold.
+pub const MAX_STORE_TTL_MINUTES: f64 = 525_960_000.0;
+
+/// The TTL a put's `ttl` (minutes; `null` or absent: the store's default) asks for.
+fn ttl_of(minutes: Option<f64>) -> Result<Ttl, ApiError> {
+    let Some(minutes) = minutes else {
+        return Ok(Ttl::Default);
+    };
+    if minutes.is_nan() || minutes <= 0.0 {
+        return Err(ApiError::invalid(format!(
+            "`ttl` must be a number of minutes above 0 (or null for the store's default), got \
+             {}",
+            Json_::from(minutes)
+        )));
     }
+    let seconds = minutes.min(MAX_STORE_TTL_MINUTES) * 60.0;
+    let ttl = Duration::try_from_secs_f64(seconds)
+        .map_err(|e| ApiError::invalid(format!("`ttl` of {minutes} minutes: {e}")))?;
+    // The stores keep times to the microsecond: a shorter TTL would be none at all.
+    Ok(Ttl::After(ttl.max(Duration::from_micros(1))))
 }
 
 #[derive(Deserialize)]
@@ -64,12 +79,19 @@ struct PutBody {
     ttl: Option<f64>,
 }
 
-/// `PUT /store/items`.
+/// `PUT /store/items`: 204. An empty `namespace` is 400, as the reference answers it (its
+/// store refuses it); `ttl` is in minutes, at most [`MAX_STORE_TTL_MINUTES`].
 pub(crate) async fn put_item(
     axum::extract::State(state): Shared,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
     let body: PutBody = parse_body(&body)?;
+    if body.namespace.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "Namespace cannot be empty.",
+        ));
+    }
     check_namespace(&body.namespace)?;
     let index = match body.index {
         None | Some(Json_::Null) => IndexFields::Default,
@@ -86,13 +108,7 @@ pub(crate) async fn put_item(
             )));
         }
     };
-    let ttl = match body.ttl {
-        None => Ttl::Default,
-        Some(minutes) if minutes.is_finite() && minutes >= 0.0 => {
-            Ttl::After(Duration::from_secs_f64(minutes * 60.0))
-        }
-        Some(other) => return Err(ApiError::invalid(format!("invalid ttl {other}"))),
-    };
+    let ttl = ttl_of(body.ttl)?;
     state
         .records
         .store()
@@ -102,8 +118,7 @@ pub(crate) async fn put_item(
             body.value,
             PutOptions { index, ttl },
         )
-        .await
-        .map_err(store_error)?;
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -111,9 +126,12 @@ pub(crate) async fn put_item(
 pub(crate) struct GetQuery {
     namespace: String,
     key: String,
+    refresh_ttl: Option<String>,
 }
 
-/// `GET /store/items?namespace=a.b&key=k`: the item, or `null`.
+/// `GET /store/items?namespace=a.b&key=k`: the item, or `null`. `refresh_ttl=true` pushes
+/// its expiry back by its TTL, any other value leaves it (as the reference reads the flag);
+/// without it the store's `refresh_on_read` decides.
 pub(crate) async fn get_item(
     axum::extract::State(state): Shared,
     query: Result<Query<GetQuery>, QueryRejection>,
@@ -121,12 +139,26 @@ pub(crate) async fn get_item(
     let Query(query) = query?;
     let ns: Vec<String> = query.namespace.split('.').map(str::to_owned).collect();
     check_namespace(&ns)?;
-    let item = state
-        .records
-        .store()
-        .get(&labels(&ns), &query.key)
-        .await
-        .map_err(store_error)?;
+    let store = state.records.store();
+    let item = match query.refresh_ttl {
+        None => store.get(&labels(&ns), &query.key).await?,
+        Some(flag) => {
+            let op = GetOp {
+                namespace: ns,
+                key: query.key,
+                refresh_ttl: flag.eq_ignore_ascii_case("true"),
+            };
+            match store.batch(vec![Op::Get(op)]).await?.pop() {
+                Some(OpResult::Get(item)) => item,
+                _ => {
+                    return Err(StoreError::Internal(
+                        "a get answered something else than an item".into(),
+                    )
+                    .into());
+                }
+            }
+        }
+    };
     Ok(Json(item.map_or(Json_::Null, |i| i.to_json())))
 }
 
@@ -136,19 +168,22 @@ struct DeleteBody {
     key: String,
 }
 
-/// `DELETE /store/items`.
+/// `DELETE /store/items`: 204, also when there was nothing to delete (an empty `namespace`
+/// holds no item, as the reference finds).
 pub(crate) async fn delete_item(
     axum::extract::State(state): Shared,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
     let body: DeleteBody = parse_body(&body)?;
     check_namespace(&body.namespace)?;
+    if body.namespace.is_empty() {
+        return Ok(StatusCode::NO_CONTENT);
+    }
     state
         .records
         .store()
         .delete(&labels(&body.namespace), &body.key)
-        .await
-        .map_err(store_error)?;
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -157,7 +192,9 @@ pub(crate) async fn delete_item(
 struct SearchBody {
     namespace_prefix: Vec<String>,
     filter: Option<Json_>,
+    #[serde(deserialize_with = "crate::input::count")]
     limit: Option<usize>,
+    #[serde(deserialize_with = "crate::input::count")]
     offset: Option<usize>,
     query: Option<String>,
     refresh_ttl: Option<bool>,
@@ -186,8 +223,7 @@ pub(crate) async fn search_items(
         .records
         .store()
         .search(&labels(&body.namespace_prefix), options)
-        .await
-        .map_err(store_error)?;
+        .await?;
     let items: Vec<Json_> = items
         .iter()
         .filter(|i| i.namespace.first().is_none_or(|l| l != NAMESPACE_ROOT))
@@ -203,8 +239,11 @@ pub(crate) async fn search_items(
 struct NamespacesBody {
     prefix: Option<Vec<String>>,
     suffix: Option<Vec<String>>,
+    #[serde(deserialize_with = "crate::input::count")]
     max_depth: Option<usize>,
+    #[serde(deserialize_with = "crate::input::count")]
     limit: Option<usize>,
+    #[serde(deserialize_with = "crate::input::count")]
     offset: Option<usize>,
 }
 
@@ -222,12 +261,7 @@ pub(crate) async fn list_namespaces(
         limit: SCAN_LIMIT,
         offset: 0,
     };
-    let found = state
-        .records
-        .store()
-        .list_namespaces(options)
-        .await
-        .map_err(store_error)?;
+    let found = state.records.store().list_namespaces(options).await?;
     let namespaces: Vec<_> = found
         .into_iter()
         .filter(|ns| ns.first().is_none_or(|l| l != NAMESPACE_ROOT))

@@ -17,14 +17,43 @@ use crate::error::ApiError;
 use crate::graph::ServedGraph;
 use crate::records::{Kind, Paging, field_str};
 
-/// Parses a JSON request body (an empty body is `{}`), or answers 422.
+/// Parses a JSON request body (an empty body is `{}`), or answers 422 naming the field that
+/// does not fit.
 pub(crate) fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     let body: &[u8] = if body.iter().all(u8::is_ascii_whitespace) {
         b"{}"
     } else {
         body
     };
-    serde_json::from_slice(body).map_err(|e| ApiError::invalid(format!("invalid body: {e}")))
+    parse_json(body)
+}
+
+/// Parses a JSON request body that must be given (as the reference requires it, e.g. of
+/// `POST /threads/{thread_id}/history`): an empty body is 422, as invalid JSON is.
+pub(crate) fn parse_required_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::invalid(
+            "Invalid JSON in request body: the request needs a JSON body (`{}` at least)",
+        ));
+    }
+    parse_json(body)
+}
+
+fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let parsed = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." || inner.is_syntax() || inner.is_eof() {
+            ApiError::invalid(format!("invalid body: {inner}"))
+        } else {
+            ApiError::invalid(format!("invalid body: `{path}`: {inner}"))
+        }
+    })?;
+    // Nothing but whitespace may follow the JSON value.
+    de.end()
+        .map_err(|e| ApiError::invalid(format!("invalid body: {e}")))?;
+    Ok(parsed)
 }
 
 /// A new thread record.
@@ -117,8 +146,6 @@ struct SearchBody {
     values: Option<JsonMap<String, Json_>>,
     status: Option<String>,
     ids: Option<Vec<String>>,
-    #[serde(flatten)]
-    paging: Paging,
 }
 
 /// `POST /threads/search`.
@@ -126,13 +153,15 @@ pub(crate) async fn search(
     axum::extract::State(state): Shared,
     body: Bytes,
 ) -> Result<Json<Vec<Json_>>, ApiError> {
+    // The same body, read twice: its filters, and its order and paging.
+    let paging: Paging = parse_body(&body)?;
     let body: SearchBody = parse_body(&body)?;
     let filter = thread_filter(body.metadata, body.values, body.status);
     let mut found = state.records.search(Kind::Thread, filter).await?;
     if let Some(ids) = body.ids {
         found.retain(|t| ids.iter().any(|id| id == field_str(t, "thread_id")));
     }
-    Ok(Json(body.paging.apply(found)))
+    Ok(Json(paging.apply(found)))
 }
 
 #[derive(Deserialize, Default)]
@@ -196,11 +225,7 @@ pub(crate) async fn delete_with_runs(state: &AppState, thread_id: &str) -> Resul
             .delete(Kind::Run, crate::records::field_str(&run, "run_id"))
             .await?;
     }
-    state
-        .saver
-        .delete_thread(thread_id)
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    state.saver.delete_thread(thread_id).await?;
     state.records.delete(Kind::Thread, thread_id).await?;
     Ok(())
 }
@@ -209,7 +234,15 @@ pub(crate) async fn delete_with_runs(state: &AppState, thread_id: &str) -> Resul
 #[derive(Deserialize, Default)]
 #[serde(default)]
 pub(crate) struct StateQuery {
-    subgraphs: Option<bool>,
+    subgraphs: Option<String>,
+}
+
+impl StateQuery {
+    /// Whether `subgraphs` is on: `true` or `True`, as the reference reads it (any other
+    /// value is off, not an error).
+    fn subgraphs(&self) -> bool {
+        matches!(self.subgraphs.as_deref(), Some("true" | "True"))
+    }
 }
 
 async fn state_at(
@@ -241,7 +274,7 @@ pub(crate) async fn get_state(
     query: Result<Query<StateQuery>, QueryRejection>,
 ) -> Result<Json<Json_>, ApiError> {
     let Query(query) = query?;
-    let subgraphs = query.subgraphs.unwrap_or(false);
+    let subgraphs = query.subgraphs();
     Ok(Json(state_at(&state, &thread_id, None, subgraphs).await?))
 }
 
@@ -253,7 +286,7 @@ pub(crate) async fn get_state_at(
 ) -> Result<Json<Json_>, ApiError> {
     let Query(query) = query?;
     let checkpoint = Json_::String(checkpoint_id);
-    let subgraphs = query.subgraphs.unwrap_or(false);
+    let subgraphs = query.subgraphs();
     Ok(Json(
         state_at(&state, &thread_id, Some(&checkpoint), subgraphs).await?,
     ))
@@ -317,18 +350,20 @@ fn thread_filter(
     filter
 }
 
-/// `POST /threads/{thread_id}/copy`: a new thread with the same checkpoints and metadata.
+/// `POST /threads/{thread_id}/copy`: a new thread with the same checkpoints and metadata. A
+/// thread without checkpoints yet (no run, no state update) copies to a thread without
+/// checkpoints, as the reference copies it.
 pub(crate) async fn copy(
     axum::extract::State(state): Shared,
     Path(thread_id): Path<String>,
 ) -> Result<Json<Json_>, ApiError> {
     let source = load(&state, &thread_id).await?;
     let new_id = uuid::Uuid::new_v4().to_string();
-    state
-        .saver
-        .copy_thread(&thread_id, &new_id)
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    match state.saver.copy_thread(&thread_id, &new_id).await {
+        // The saver has nothing of a thread that has no checkpoint: nothing to copy.
+        Ok(()) | Err(stategraph_checkpoint::Error::NotFound { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
     let metadata = source
         .get("metadata")
         .and_then(Json_::as_object)
@@ -415,19 +450,21 @@ pub(crate) async fn update_state(
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct HistoryBody {
+    #[serde(deserialize_with = "crate::input::search_limit")]
     limit: Option<usize>,
     before: Option<Json_>,
     metadata: Option<JsonMap<String, Json_>>,
     checkpoint: Option<Json_>,
 }
 
-/// `POST /threads/{thread_id}/history`: snapshots, newest first.
+/// `POST /threads/{thread_id}/history`: snapshots, newest first. The body is required, as the
+/// reference requires it.
 pub(crate) async fn history(
     axum::extract::State(state): Shared,
     Path(thread_id): Path<String>,
     body: Bytes,
 ) -> Result<Json<Vec<Json_>>, ApiError> {
-    let body: HistoryBody = parse_body(&body)?;
+    let body: HistoryBody = parse_required_body(&body)?;
     let thread = load(&state, &thread_id).await?;
     let graph = graph_of(&state, &thread)?;
     let mut config = RunConfig::thread(&thread_id);

@@ -15,6 +15,9 @@ use stategraph_graph::{DynState, END, NodeError, Reducer, START, Schema, StateGr
 use stategraph_server::{NAMESPACE_ROOT, Server};
 use tower::ServiceExt;
 
+mod common;
+use common::{call, json_call};
+
 fn server() -> (Router, Arc<InMemoryStore>) {
     let schema = || {
         Schema::new()
@@ -82,31 +85,6 @@ fn server() -> (Router, Arc<InMemoryStore>) {
         .build()
         .unwrap();
     (server.router(), store)
-}
-
-async fn call(app: &Router, method: Method, uri: &str, body: Option<Json>) -> (StatusCode, String) {
-    let req = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("content-type", "application/json")
-        .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
-        .unwrap();
-    let res = app.clone().oneshot(req).await.unwrap();
-    let status = res.status();
-    let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (status, String::from_utf8(bytes.to_vec()).unwrap())
-}
-
-async fn json_call(
-    app: &Router,
-    method: Method,
-    uri: &str,
-    body: Option<Json>,
-) -> (StatusCode, Json) {
-    let (status, text) = call(app, method, uri, body).await;
-    (status, serde_json::from_str(&text).unwrap_or(Json::Null))
 }
 
 async fn new_thread(app: &Router) -> String {

@@ -1,6 +1,6 @@
 //! Faults over a real socket: a client that drops a run's stream mid-run leaves the run going
 //! (LangGraph's default `on_disconnect: "continue"`), or cancels it with `"cancel"`; quiet
-//! streams and waits send keep-alives.
+//! streams and waits send keep-alives; a handler that panics answers 500 with a request id.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
@@ -272,6 +272,36 @@ async fn quiet_streams_and_waits_send_keep_alives() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_intervals_out_of_range_are_clamped() {
+    // Zero would send keep-alives without end; the largest duration would overflow the
+    // stream's timer once an event went out.
+    for every in [Duration::ZERO, Duration::MAX] {
+        let gate = Arc::new(Notify::new());
+        let addr = serve_with(Arc::clone(&gate), every).await;
+        let thread = call(addr, "POST", "/threads", Some(json!({}))).await;
+        let thread_id = thread["thread_id"].as_str().unwrap().to_owned();
+        let body = json!({"assistant_id": "gate", "input": {}, "stream_mode": ["values"]});
+        let mut conn = TcpStream::connect(addr).await.unwrap();
+        let path = format!("/threads/{thread_id}/runs/stream");
+        conn.write_all(&request("POST", &path, Some(&body)))
+            .await
+            .unwrap();
+        let mut seen = Vec::new();
+        read_until(&mut conn, &mut seen, r#"{"bar":["first"]}"#).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        gate.notify_one();
+        read_until(&mut conn, &mut seen, r#"{"bar":["first","done"]}"#).await;
+        let text = String::from_utf8_lossy(&seen);
+        // At most one keep-alive per 10 ms the stream stayed quiet.
+        assert!(
+            text.matches(": heartbeat").count() < 50,
+            "{every:?}: {} keep-alives",
+            text.matches(": heartbeat").count()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_wait_cancels_only_when_asked() {
     let gate = Arc::new(Notify::new());
     let addr = serve(Arc::clone(&gate)).await;
@@ -394,4 +424,109 @@ async fn a_dropped_resumable_stream_is_resumed_after_its_last_event_id() {
     assert!(rest.contains(r#"data: {"bar":["first","done"]}"#), "{rest}");
     assert!(!rest.contains("event: metadata"), "{rest}");
     assert_eq!(settled(addr, &thread_id, &run_id).await, "success");
+}
+
+/// A store with a bug: a get of key [`PANIC_KEY`] panics.
+#[derive(Debug, Default)]
+struct PanickyStore(stategraph_checkpoint::store::InMemoryStore);
+
+const PANIC_KEY: &str = "9d5ed678-fe57-4cca-b8e4-e4f08e5e6d5c";
+
+#[async_trait::async_trait]
+impl stategraph_checkpoint::store::Store for PanickyStore {
+    async fn batch(
+        &self,
+        ops: Vec<stategraph_checkpoint::store::Op>,
+    ) -> Result<Vec<stategraph_checkpoint::store::OpResult>, stategraph_checkpoint::store::StoreError>
+    {
+        use stategraph_checkpoint::store::Op;
+        if ops
+            .iter()
+            .any(|op| matches!(op, Op::Get(get) if get.key == PANIC_KEY))
+        {
+            panic!("a bug in the store");
+        }
+        self.0.batch(ops).await
+    }
+
+    fn ttl_config(&self) -> &stategraph_checkpoint::store::TtlConfig {
+        self.0.ttl_config()
+    }
+
+    fn index_config(&self) -> Option<&stategraph_checkpoint::store::IndexConfig> {
+        self.0.index_config()
+    }
+
+    async fn sweep_ttl(&self) -> Result<usize, stategraph_checkpoint::store::StoreError> {
+        self.0.sweep_ttl().await
+    }
+}
+
+/// The status line, headers (lower-cased names) and body of `GET path` with `headers`.
+async fn get_raw(addr: SocketAddr, path: &str, headers: &str) -> (String, String, String) {
+    let mut conn = TcpStream::connect(addr).await.unwrap();
+    let req =
+        format!("GET {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n{headers}\r\n");
+    conn.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let (status, headers) = head.split_once("\r\n").unwrap_or((head, ""));
+    (status.to_owned(), headers.to_lowercase(), body.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_handler_answers_500_with_a_request_id() {
+    let mut g = StateGraph::<DynState>::with_schema(Schema::new().last_value("foo"));
+    g.add_node("a", |_s, _c| async { Ok(Map::new()) });
+    g.add_edge(START, "a").add_edge("a", END);
+    let server = Server::builder()
+        .graph("g", g.compile().unwrap())
+        .checkpointer(Arc::new(InMemorySaver::new()))
+        .store(Arc::new(PanickyStore::default()))
+        .build()
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(server.serve(listener));
+
+    // Reading thread PANIC_KEY makes the store panic under the handler.
+    let path = format!("/threads/{PANIC_KEY}");
+    let (status, headers, body) = get_raw(addr, &path, "").await;
+    assert!(status.starts_with("HTTP/1.1 500"), "{status}");
+    assert!(
+        headers.contains("content-type: application/json"),
+        "{headers}"
+    );
+    let body: Json = serde_json::from_str(&body).unwrap();
+    let id = body["request_id"].as_str().unwrap();
+    assert!(uuid_like(id), "{body}");
+    assert!(body["detail"].as_str().unwrap().contains(id), "{body}");
+    assert!(
+        headers.contains(&format!("x-request-id: {id}")),
+        "{headers}"
+    );
+
+    // The caller's own request id is the one answered.
+    let (status, headers, body) = get_raw(addr, &path, "x-request-id: my-req-42\r\n").await;
+    assert!(status.starts_with("HTTP/1.1 500"), "{status}");
+    assert!(headers.contains("x-request-id: my-req-42"), "{headers}");
+    assert_eq!(
+        serde_json::from_str::<Json>(&body).unwrap()["request_id"],
+        "my-req-42"
+    );
+
+    // The server goes on answering.
+    let ok = call(addr, "GET", "/ok", None).await;
+    assert_eq!(ok, json!({"ok": true}));
+    let thread = call(addr, "POST", "/threads", Some(json!({}))).await;
+    assert_eq!(thread["status"], "idle");
+}
+
+fn uuid_like(id: &str) -> bool {
+    id.len() == 36 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
 }
