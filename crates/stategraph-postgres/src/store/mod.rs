@@ -1,6 +1,7 @@
 //! [`PostgresStore`]: LangGraph's Postgres `BaseStore`, in Rust, on LangGraph's own schema.
 
 mod config;
+mod nul;
 mod read;
 mod schema;
 mod sql;
@@ -147,6 +148,7 @@ impl PostgresStore {
 #[async_trait]
 impl Store for PostgresStore {
     async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, StoreError> {
+        nul::refuse_nul(&ops)?;
         let steps = plan_batch(ops, self.index.as_ref()).await?;
         if steps.is_empty() {
             return Ok(Vec::new());

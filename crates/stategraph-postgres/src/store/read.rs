@@ -24,6 +24,9 @@ impl PostgresStore {
         op: &GetOp,
         now: Timestamp,
     ) -> Result<Option<Item>, StoreError> {
+        if !super::nul::storable_key(&op.key) {
+            return Ok(None);
+        }
         let now_p = time_param(now);
         let rows = client
             .query_typed(

@@ -151,3 +151,68 @@ pub async fn rejects_non_object_values(make: MakeStore<'_>) {
     assert!(f.store().batch(ops).await.is_err());
     assert_eq!(f.store().get(&[&r], "good").await.unwrap(), None);
 }
+
+/// The largest, smallest and least finite numbers read back exactly as they were put
+/// (a database that keeps numbers as exact decimals returns f64::MAX as 309 digits).
+pub async fn extreme_numbers_read_back(make: MakeStore<'_>) {
+    let f = plain(make).await;
+    let r = root();
+    let v = json!({
+        "max": f64::MAX, "min": f64::MIN, "least": 5e-324, "small": -4.351414455614859e-176,
+        "big_int": i64::MAX, "neg_int": i64::MIN, "u64": u64::MAX, "nested": [[f64::MAX]],
+    });
+    f.store().put(&[&r], "k", v.clone()).await.unwrap();
+    let item = f.store().get(&[&r], "k").await.unwrap().unwrap();
+    assert_eq!(item.value, v);
+    let found = f
+        .store()
+        .search(&[&r], SearchOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].item.value, v);
+}
+
+/// A value, key or filter holding U+0000 either reads back exactly or is refused with a
+/// typed error naming it (`InvalidValue`, `InvalidFilter`): never a backend failure, and a
+/// get by such a key finds nothing or the item.
+pub async fn nul_characters_read_back_or_are_refused(make: MakeStore<'_>) {
+    let f = plain(make).await;
+    let r = root();
+    let v = json!({"text": "a\u{0}b", "k\u{0}": 1});
+    match f.store().put(&[&r], "k", v.clone()).await {
+        Ok(()) => {
+            let item = f.store().get(&[&r], "k").await.unwrap().unwrap();
+            assert_eq!(item.value, v);
+        }
+        Err(err) => assert!(
+            matches!(err, StoreError::InvalidValue { ref key, ref reason, .. }
+                if key == "k" && reason.contains("U+0000")),
+            "{err}"
+        ),
+    }
+    match f.store().put(&[&r], "n\u{0}", json!({"x": 1})).await {
+        Ok(()) => {
+            let item = f.store().get(&[&r], "n\u{0}").await.unwrap().unwrap();
+            assert_eq!(item.value, json!({"x": 1}));
+        }
+        Err(err) => {
+            assert!(
+                matches!(err, StoreError::InvalidValue { ref key, .. } if key == "n\u{0}"),
+                "{err}"
+            );
+            assert_eq!(f.store().get(&[&r], "n\u{0}").await.unwrap(), None);
+        }
+    }
+    let search = SearchOptions {
+        filter: Some(json!({"text": "a\u{0}b"})),
+        ..SearchOptions::default()
+    };
+    match f.store().search(&[&r], search).await {
+        Ok(found) => assert!(found.len() <= 1),
+        Err(err) => assert!(
+            matches!(err, StoreError::InvalidFilter { ref key, .. } if key == "text"),
+            "{err}"
+        ),
+    }
+}

@@ -95,7 +95,8 @@ macro_rules! store_conformance {
             list_namespaces_sorted, list_namespaces_max_depth, list_namespaces_suffix_and_wildcard,
             list_namespaces_limit_offset, ttl_expires_items, ttl_refresh_on_read,
             ttl_sweep_deletes_expired, ttl_default_from_config, clock_stamps_items,
-            unicode_and_nested_values,
+            unicode_and_nested_values, extreme_numbers_read_back,
+            nul_characters_read_back_or_are_refused,
         );
     };
 }
