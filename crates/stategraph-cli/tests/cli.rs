@@ -16,6 +16,8 @@ use serde_json::{Value as Json, json};
 use stategraph::prelude::*;
 use stategraph::{CheckpointSaver, StateSnapshot};
 
+mod served;
+
 #[derive(State, Clone, Debug, Default)]
 struct Seed {
     foo: String,
@@ -1179,26 +1181,10 @@ fn http(addr: &str, method: &str, path: &str, body: &str, key: Option<&str>) -> 
 
 #[test]
 fn serve_answers_the_agent_server_api_over_the_database() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite:{}", dir.path().join("served.sqlite").display());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_stategraph"))
-        .args(["--db", &db, "serve", "--port", "0", "--api-key", "k3y"])
-        .env_remove("STATEGRAPH_DB")
-        .env_remove("STATEGRAPH_API_KEY")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut banner = String::new();
-    std::io::BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut banner)
-        .unwrap();
-    let addr = banner
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {banner:?}"))
-        .to_owned();
+    let server = served::Served::start(&db, &["--api-key", "k3y"]);
+    let addr = server.addr.clone();
     assert_eq!(http(&addr, "GET", "/ok", "", None).0, 200);
     // The key guards the API.
     let (status, body) = http(&addr, "POST", "/threads", "{}", None);
@@ -1214,8 +1200,7 @@ fn serve_answers_the_agent_server_api_over_the_database() {
     );
     assert_eq!(status, 200);
     assert_eq!(out, json!({"foo": "b", "bar": ["a", "b"]}));
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(server);
     // What the server ran is in the database the other commands read.
     let (code, stdout, stderr) = cli(&db, &["state", "--thread", &id, "--json"]);
     assert_eq!(code, 0, "{stderr}");
