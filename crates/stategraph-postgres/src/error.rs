@@ -5,9 +5,29 @@ use stategraph_checkpoint::Error;
 /// The backend name in errors.
 pub(crate) const BACKEND: &str = "postgres";
 
-/// Wraps a tokio-postgres error with what we were doing.
+/// Wraps a tokio-postgres error with what we were doing. The server's refusal of the
+/// character U+0000, which its `text` and `jsonb` cannot hold, is the caller's input (a
+/// thread id, a namespace, a metadata value), not a failure of the database.
 pub(crate) fn db(context: &'static str) -> impl Fn(tokio_postgres::Error) -> Error {
-    move |e| Error::backend(BACKEND, context, e)
+    move |e| {
+        if refuses_nul(&e) {
+            Error::invalid(
+                context,
+                "it holds the character U+0000, which PostgreSQL cannot store",
+            )
+        } else {
+            Error::backend(BACKEND, context, e)
+        }
+    }
+}
+
+/// Whether the server refused a parameter for holding U+0000: `character_not_in_repertoire`
+/// (in `text`) or `untranslatable_character` (`\u0000` in `jsonb`).
+pub(crate) fn refuses_nul(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    e.code().is_some_and(|c| {
+        *c == SqlState::CHARACTER_NOT_IN_REPERTOIRE || *c == SqlState::UNTRANSLATABLE_CHARACTER
+    })
 }
 
 /// A pool failure (cannot connect, pool closed, …).

@@ -96,6 +96,7 @@
 mod config;
 mod error;
 mod migrate;
+mod nul;
 mod runs;
 mod saver;
 mod schema;

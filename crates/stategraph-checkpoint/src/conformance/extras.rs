@@ -263,6 +263,35 @@ pub async fn list_filter_on_nested_value(saver: &dyn CheckpointSaver) {
     assert_eq!(hits[0].metadata.step, Some(0));
 }
 
+/// A listing that names U+0000 (in a metadata filter's value or as the thread) answers,
+/// matching what was stored with it or nothing: never a backend failure (PostgreSQL cannot
+/// even store the character).
+pub async fn list_naming_a_nul_character_answers(saver: &dyn CheckpointSaver) {
+    let t = thread();
+    put(
+        saver,
+        &config(&t),
+        &checkpoint(&[], &[]),
+        &metadata(Loop, 0).with("user", serde_json::json!("plain")),
+    )
+    .await;
+    let hits = saver
+        .list(&ListOptions::thread(&t).filter("user", serde_json::json!("a\u{0}b")))
+        .await
+        .unwrap();
+    assert!(hits.is_empty());
+    let hits = saver
+        .list(&ListOptions::thread(format!("{t}\u{0}")))
+        .await
+        .unwrap();
+    assert!(hits.is_empty());
+    let hits = saver
+        .list(&ListOptions::thread(&t).filter("user", serde_json::json!("plain")))
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+}
+
 pub async fn put_if_latest_on_an_empty_namespace(saver: &dyn CheckpointSaver) {
     let t = thread();
     let cp = checkpoint(&[], &[]);

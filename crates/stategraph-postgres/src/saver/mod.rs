@@ -267,6 +267,15 @@ impl PostgresSaver {
                 q.clause(format!("metadata @> {at}"));
                 Ok(())
             })?;
+        // PostgreSQL's text and jsonb cannot hold U+0000, so no stored checkpoint matches a
+        // listing that names it (the server would refuse the query instead of answering).
+        if args.iter().any(|a| match a {
+            SqlArg::Text(t) => t.contains('\0'),
+            SqlArg::Json(j) => crate::nul::nul_at(j, "").is_some(),
+            SqlArg::Int(_) | SqlArg::Real(_) => false,
+        }) {
+            return Ok(Vec::new());
+        }
         let params: Vec<Param<'_>> = args
             .iter()
             .map(|a| match a {
