@@ -104,6 +104,8 @@ fn schemathesis(env: &Path, document: &Path, served: &mut Served, seed: u64) {
         ])
         .args(["--suppress-health-check", "all", "--no-color"])
         .env("SCHEMATHESIS_HOOKS", "")
+        // Its example database and caches go to the scratch directory, not the clone.
+        .current_dir(document.parent().unwrap())
         .output()
         .expect("running schemathesis");
     let report = String::from_utf8_lossy(&out.stdout);
@@ -119,18 +121,25 @@ fn schemathesis(env: &Path, document: &Path, served: &mut Served, seed: u64) {
     );
 }
 
-/// A fixed seed (the same requests every run), then a fresh one (printed, to reproduce).
+/// A fixed seed (the same requests every run), then a fresh one (printed; set
+/// `STATEGRAPH_API_FUZZ_SEED` to it to run the same requests again).
 fn fuzz(db: &str) {
     let env = fuzz_env();
     let dir = tempfile::tempdir().unwrap();
     let document = served_document(&env, dir.path());
     let mut served = Served::start(db, &[]);
     schemathesis(&env, &document, &mut served, 20261126);
-    let fresh = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        % 1_000_000_007;
+    // STATEGRAPH_API_FUZZ_SEED replays a printed one.
+    let fresh = std::env::var("STATEGRAPH_API_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos()
+                .into()
+        });
     eprintln!("api_fuzz: fresh seed {fresh} on {db}");
     schemathesis(&env, &document, &mut served, fresh);
 }
