@@ -9,8 +9,10 @@ use crate::state::Values;
 /// 25 in older versions).
 pub const DEFAULT_RECURSION_LIMIT: usize = 10_007;
 
-/// When a run's checkpoints are saved (LangGraph's `durability`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// When a run's checkpoints are saved (LangGraph's `durability`; serialized by LangGraph's
+/// names, `"sync"`, `"async"`, `"exit"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Durability {
     /// Each checkpoint is saved before the next step starts.
     Sync,
@@ -21,6 +23,17 @@ pub enum Durability {
     /// Only the final checkpoint is saved, when the run ends (plus the last step's writes if
     /// it stopped on an error or an interrupt). Cheapest; a crash loses the whole run.
     Exit,
+}
+
+impl Durability {
+    /// LangGraph's name for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Durability::Sync => "sync",
+            Durability::Async => "async",
+            Durability::Exit => "exit",
+        }
+    }
 }
 
 /// A typed value handed to every node of a run (LangGraph's runtime `context`), e.g. the

@@ -20,7 +20,7 @@ use crate::events::{EVENTS, Events};
 use crate::graph::{RunStart, ServedGraph};
 use crate::hub::{HubCloser, StreamEvent};
 use crate::records::{Kind, field_str};
-use crate::run_options::{IfNotExists, Multitask, OnCompletion, OnDisconnect, RunDurability};
+use crate::run_options::{IfNotExists, Multitask, OnCompletion, OnDisconnect};
 use crate::threads::{load, new_thread};
 
 /// A run request's body (`RunCreateStateful` / `RunCreateStateless`).
@@ -45,7 +45,7 @@ pub(crate) struct RunBody {
     stream_subgraphs: Option<bool>,
     stream_resumable: Option<bool>,
     checkpoint_during: Option<bool>,
-    durability: Option<RunDurability>,
+    durability: Option<Durability>,
     on_completion: Option<OnCompletion>,
     on_disconnect: Option<OnDisconnect>,
 }
@@ -228,7 +228,7 @@ fn run_config(
     config.metadata.extend(metadata.clone());
     config.subgraph_events = body.stream_subgraphs.unwrap_or(false);
     config.durability = match body.durability {
-        Some(d) => d.engine(),
+        Some(d) => d,
         None if body.checkpoint_during == Some(false) => Durability::Exit,
         None => Durability::Async,
     };
@@ -542,7 +542,7 @@ async fn start_with(
     let checkpoint_during = body.checkpoint_during.unwrap_or(true);
     let durability = body.durability.map_or(
         if checkpoint_during { "async" } else { "exit" },
-        RunDurability::as_str,
+        Durability::as_str,
     );
     let temporary = !stateful && body.on_completion.unwrap_or_default() == OnCompletion::Delete;
     // A temporary thread lives and dies with its run, unseen by any other request: its

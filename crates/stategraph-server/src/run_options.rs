@@ -1,9 +1,8 @@
 //! The choices a run request makes by name (`multitask_strategy`, `if_not_exists`,
-//! `on_completion`, `on_disconnect`, `durability`), typed: a name outside LangGraph's enum
+//! `on_completion`, `on_disconnect`; `durability` is the engine's own `Durability`), typed: a name outside LangGraph's enum
 //! is refused with 422 naming the field, as the reference's schema refuses it.
 
 use serde::{Deserialize, Serialize};
-use stategraph_graph::Durability;
 
 use crate::app::CancelAction;
 
@@ -75,38 +74,6 @@ pub(crate) enum OnDisconnect {
     Continue,
 }
 
-/// When a run's checkpoints are saved.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum RunDurability {
-    /// Before the next step starts.
-    Sync,
-    /// While the next step runs.
-    Async,
-    /// Only when the run ends.
-    Exit,
-}
-
-impl RunDurability {
-    /// Its name in the API.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            RunDurability::Sync => "sync",
-            RunDurability::Async => "async",
-            RunDurability::Exit => "exit",
-        }
-    }
-
-    /// The engine's durability.
-    pub(crate) fn engine(self) -> Durability {
-        match self {
-            RunDurability::Sync => Durability::Sync,
-            RunDurability::Async => Durability::Async,
-            RunDurability::Exit => Durability::Exit,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +84,6 @@ mod tests {
         assert_eq!(m.as_str(), "rollback");
         let e = serde_json::from_str::<Multitask>("\"AAA\"").unwrap_err();
         assert!(e.to_string().contains("unknown variant `AAA`"), "{e}");
-        assert!(serde_json::from_str::<RunDurability>("\"later\"").is_err());
+        assert!(serde_json::from_str::<stategraph_graph::Durability>("\"later\"").is_err());
     }
 }
