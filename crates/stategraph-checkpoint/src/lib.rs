@@ -65,6 +65,7 @@ mod messages;
 mod metadata;
 pub mod prune;
 pub mod py;
+pub mod runs;
 mod saver;
 mod sealed;
 mod serializer;

@@ -51,7 +51,8 @@
 //! fractional TTLs are kept exactly; expired items are never read; `created_at` resets when an
 //! expired item is put again.
 //!
-//! [`RunQueue`] is a durable queue of agent runs for several Agent Server processes on one
+//! [`PostgresRunQueue`] is the durable [`RunQueue`] of agent runs for several Agent Server
+//! processes on one
 //! database (stategraph's own tables `stategraph_runs` and `stategraph_run_events`, migrations
 //! in `stategraph_run_migrations`; nothing of LangGraph's is touched). Workers claim runs with
 //! `SELECT … FOR UPDATE SKIP LOCKED`, oldest first and FIFO per thread; a unique partial index
@@ -61,12 +62,12 @@
 //! [`RunQueueConfig::max_attempts`]. Enqueueing applies LangGraph's multitask strategies
 //! ([`Multitask`]) under a per-thread advisory lock; stop requests reach a run's worker in its
 //! heartbeat and as a `NOTIFY`; stream events are numbered per run for joiners and
-//! `Last-Event-ID`. [`RunQueue::listen`] turns the queue's notifications (ids only, on a
+//! `Last-Event-ID`. [`PostgresRunQueue::listen`] turns the queue's notifications (ids only, on a
 //! channel of its schema) into [`Notification`]s.
 //!
 //! ```no_run
 //! use serde_json::json;
-//! use stategraph_postgres::{Multitask, NewRun, RunQueueConfig, RunStatus};
+//! use stategraph_postgres::{Multitask, NewRun, RunQueue, RunQueueConfig, RunStatus};
 //!
 //! # async fn demo() -> Result<(), stategraph_checkpoint::Error> {
 //! let queue = RunQueueConfig::from_url("postgres://postgres@127.0.0.1:5432/test")?
@@ -79,7 +80,8 @@
 //!     .await?;
 //! let _ = wake.recv().await; // Notification::Enqueued { .. }
 //! if let Some(run) = queue.claim("host-a/worker-1").await? {
-//!     queue.append_event(&run.run_id, "host-a/worker-1", "values", &json!({"n": 1})).await?;
+//!     let event = ("values".to_owned(), json!({"n": 1}));
+//!     queue.append_events(&run.run_id, "host-a/worker-1", &[event]).await?;
 //!     let lease = queue.heartbeat(&run.run_id, "host-a/worker-1").await?;
 //!     assert!(lease.held && lease.cancel.is_none());
 //!     queue.finish(&run.run_id, "host-a/worker-1", RunStatus::Success, None).await?;
@@ -103,11 +105,13 @@ mod schema;
 mod store;
 
 pub use config::PostgresConfig;
-pub use runs::{
-    CancelAction, CancelOutcome, ClaimedRun, Enqueued, Expired, Lease, Listener, Multitask, NewRun,
-    Notification, RunEvent, RunQueue, RunQueueConfig, RunRow, RunStatus,
-};
+pub use runs::{Listener, PostgresRunQueue, RunQueueConfig};
 pub use saver::PostgresSaver;
 #[doc(no_inline)]
 pub use stategraph_checkpoint::CheckpointSaver;
+#[doc(no_inline)]
+pub use stategraph_checkpoint::runs::{
+    CancelAction, CancelOutcome, ClaimedRun, Enqueued, Expired, Lease, Multitask, NewRun,
+    Notification, Notifications, RunEvent, RunQueue, RunRow, RunStatus,
+};
 pub use store::{PostgresStore, PostgresStoreConfig};

@@ -59,6 +59,7 @@ mod list;
 mod prune;
 mod put;
 mod put_writes;
+pub mod runs;
 pub mod store;
 
 pub use copy_thread::*;

@@ -8,7 +8,7 @@ use stategraph_checkpoint::backend::Timeouts;
 use stategraph_checkpoint::{Error, Result};
 use tokio_postgres::NoTls;
 
-use super::RunQueue;
+use super::PostgresRunQueue;
 use super::listen::channel_for;
 use crate::config::PostgresConfig;
 use crate::error::{BACKEND, db};
@@ -62,7 +62,7 @@ CREATE TABLE IF NOT EXISTS stategraph_run_events (
 )",
 ];
 
-/// Builds a [`RunQueue`]: the connection (URL, schema, pool size, timeouts), how long a claim
+/// Builds a [`PostgresRunQueue`]: the connection (URL, schema, pool size, timeouts), how long a claim
 /// holds a run without a heartbeat ([`lease`](Self::lease)), how often a run is tried
 /// ([`max_attempts`](Self::max_attempts)); [`connect`](Self::connect) connects and, unless
 /// [`without_setup`](Self::without_setup), creates or upgrades the queue's tables.
@@ -144,7 +144,7 @@ impl RunQueueConfig {
     /// Connects and, unless [`without_setup`](Self::without_setup), creates or upgrades the
     /// queue's tables (idempotent; concurrent setups, from several processes too, take turns
     /// on an advisory lock).
-    pub async fn connect(self) -> Result<RunQueue> {
+    pub async fn connect(self) -> Result<PostgresRunQueue> {
         let pg = self.pg;
         let timeouts = pg.timeouts;
         let manager = Manager::from_config(
@@ -166,7 +166,7 @@ impl RunQueueConfig {
             }))
             .build()
             .map_err(|e| Error::backend(BACKEND, "building the connection pool", e))?;
-        let mut queue = RunQueue {
+        let mut queue = PostgresRunQueue {
             pool,
             pg: pg.pg.clone(),
             target: crate::saver::describe(&pg.pg),

@@ -7,7 +7,9 @@ use stategraph_checkpoint::{Error, Result};
 use tokio::sync::mpsc;
 use tokio_postgres::{AsyncMessage, NoTls};
 
-use super::{CancelAction, RunQueue, RunStatus};
+use stategraph_checkpoint::runs::{CancelAction, Notification, Notifications, RunStatus};
+
+use super::PostgresRunQueue;
 use crate::error::{BACKEND, db};
 
 /// How many notifications a listener buffers before it stops reading its connection until
@@ -26,84 +28,33 @@ pub(super) fn channel_for(schema: &str) -> String {
     format!("stategraph_runs_{hash:016x}")
 }
 
-/// A change in the queue, as announced by the process that made it (after it committed).
-/// Notifications carry ids only: read the run or its events for the rest.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Notification {
-    /// A run was enqueued: idle workers may claim it.
-    Enqueued {
-        /// The run.
-        run_id: String,
-        /// Its thread.
-        thread_id: String,
-    },
-    /// A run whose lease ran out is pending again: idle workers may claim it.
-    Requeued {
-        /// The run.
-        run_id: String,
-        /// Its thread.
-        thread_id: String,
-    },
-    /// A running run was asked to stop: its worker should stop it.
-    Cancel {
-        /// The run.
-        run_id: String,
-        /// How.
-        action: CancelAction,
-    },
-    /// A run has a new stream event.
-    Event {
-        /// The run.
-        run_id: String,
-        /// The event's number.
-        seq: i64,
-    },
-    /// A run ended (its thread's next run may now be claimed); `status` is `None` when it
-    /// was deleted (a pending run ended by a rollback).
-    Finished {
-        /// The run.
-        run_id: String,
-        /// Its final status, or `None` if it was deleted.
-        status: Option<RunStatus>,
-    },
-}
+/// A notification of the queue's statements (`json_build_object(...)` with ids only).
+struct Payload;
 
-impl Notification {
-    /// The run it is about.
-    pub fn run_id(&self) -> &str {
-        match self {
-            Self::Enqueued { run_id, .. }
-            | Self::Requeued { run_id, .. }
-            | Self::Cancel { run_id, .. }
-            | Self::Event { run_id, .. }
-            | Self::Finished { run_id, .. } => run_id,
-        }
-    }
-
+impl Payload {
     /// A payload the queue's statements send; `None` for anything else.
-    fn parse(payload: &str) -> Option<Self> {
+    fn parse(payload: &str) -> Option<Notification> {
         let json: Json = serde_json::from_str(payload).ok()?;
         let text = |key: &str| json.get(key).and_then(Json::as_str).map(str::to_owned);
         let run_id = text("run_id")?;
         Some(match json.get("kind")?.as_str()? {
-            "enqueued" => Self::Enqueued {
+            "enqueued" => Notification::Enqueued {
                 run_id,
                 thread_id: text("thread_id")?,
             },
-            "requeued" => Self::Requeued {
+            "requeued" => Notification::Requeued {
                 run_id,
                 thread_id: text("thread_id")?,
             },
-            "cancel" => Self::Cancel {
+            "cancel" => Notification::Cancel {
                 run_id,
                 action: CancelAction::parse(json.get("action")?.as_str()?)?,
             },
-            "event" => Self::Event {
+            "event" => Notification::Event {
                 run_id,
                 seq: json.get("seq")?.as_i64()?,
             },
-            "finished" => Self::Finished {
+            "finished" => Notification::Finished {
                 run_id,
                 status: match json.get("status") {
                     None | Some(Json::Null) => None,
@@ -116,7 +67,7 @@ impl Notification {
 }
 
 /// Receives a queue's notifications on a connection of its own (`LISTEN` on the queue's
-/// channel); made by [`RunQueue::listen`]. Dropping it closes the connection.
+/// channel); made by [`PostgresRunQueue::listen`]. Dropping it closes the connection.
 ///
 /// Notifications sent while no listener was connected are lost: after connecting (and after
 /// [`recv`](Self::recv) returned `None` and a new listener connected), read the tables for
@@ -131,7 +82,7 @@ pub struct Listener {
 
 impl Listener {
     /// Connects (within the connect limit), and `LISTEN`s (within the statement limit).
-    pub(super) async fn connect(queue: &RunQueue) -> Result<Self> {
+    pub(super) async fn connect(queue: &PostgresRunQueue) -> Result<Self> {
         let pg = queue.pg.clone();
         let target = queue.target.clone();
         let connect = async move {
@@ -161,7 +112,7 @@ impl Listener {
                 if n.channel() != wanted {
                     continue;
                 }
-                if let Some(n) = Notification::parse(n.payload())
+                if let Some(n) = Payload::parse(n.payload())
                     && sender.send(n).await.is_err()
                 {
                     break;
@@ -200,6 +151,12 @@ impl Listener {
     pub fn channel(&self) -> &str {
         &self.channel
     }
+
+    /// The same notifications as a [`Notifications`] subscription (what
+    /// [`RunQueue::subscribe`](stategraph_checkpoint::runs::RunQueue::subscribe) answers).
+    pub fn into_notifications(self) -> Notifications {
+        Notifications::new(self.receiver, self._client)
+    }
 }
 
 #[cfg(test)]
@@ -217,23 +174,20 @@ mod tests {
     #[test]
     fn payloads() {
         assert_eq!(
-            Notification::parse(r#"{"kind":"event","run_id":"r","seq":3}"#),
+            Payload::parse(r#"{"kind":"event","run_id":"r","seq":3}"#),
             Some(Notification::Event {
                 run_id: "r".into(),
                 seq: 3
             })
         );
         assert_eq!(
-            Notification::parse(r#"{"kind":"finished","run_id":"r","status":null}"#),
+            Payload::parse(r#"{"kind":"finished","run_id":"r","status":null}"#),
             Some(Notification::Finished {
                 run_id: "r".into(),
                 status: None
             })
         );
-        assert_eq!(Notification::parse("nonsense"), None);
-        assert_eq!(
-            Notification::parse(r#"{"kind":"other","run_id":"r"}"#),
-            None
-        );
+        assert_eq!(Payload::parse("nonsense"), None);
+        assert_eq!(Payload::parse(r#"{"kind":"other","run_id":"r"}"#), None);
     }
 }
