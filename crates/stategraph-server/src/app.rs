@@ -13,6 +13,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use stategraph_checkpoint::CheckpointSaver;
+pub(crate) use stategraph_checkpoint::runs::CancelAction;
+use stategraph_checkpoint::runs::{InMemoryRunQueue, RunQueue};
 use stategraph_checkpoint::store::{InMemoryStore, Store};
 use stategraph_graph::{CompiledGraph, State};
 use tokio::net::TcpListener;
@@ -48,9 +50,7 @@ pub struct ServerBuilder {
     api_key: Option<String>,
     keep_alive: Option<std::time::Duration>,
     resumable_ttl: Option<std::time::Duration>,
-    #[cfg(feature = "postgres")]
-    queue: Option<stategraph_postgres::RunQueue>,
-    #[cfg(feature = "postgres")]
+    queue: Option<Arc<dyn RunQueue>>,
     workers: Option<usize>,
 }
 
@@ -161,27 +161,29 @@ impl ServerBuilder {
         self
     }
 
-    /// Runs background runs on threads (`POST /threads/{thread_id}/runs`) through `queue`, a
-    /// durable run queue shared by every server process on its database: each is recorded
-    /// `pending` and enqueued with its `multitask_strategy`, and worker loops in every process
-    /// ([`workers`](Self::workers) each, started by [`Server::serve`] or
-    /// [`Server::spawn_workers`]) claim it with a lease they keep alive. A run whose worker
-    /// died goes to another worker once its lease ran out, which carries on from the run's
-    /// last checkpoint (the tasks of the interrupted step that finished are not run again).
-    /// Cancels reach the run in whichever process runs it. Give the server a checkpointer and
-    /// a store on the same database, so that every process sees the same threads and runs.
+    /// Runs the runs on threads through `queue` (default: an [`InMemoryRunQueue`] of this
+    /// process). Every run on a thread is recorded `pending` and enqueued with its
+    /// `multitask_strategy`; a waited or streamed run (`runs/wait`, `runs/stream`) is claimed
+    /// at once by the process that received it when its thread is free, and executed there;
+    /// background runs (`POST /threads/{thread_id}/runs`), and runs that waited their turn,
+    /// are claimed by the worker loops of whichever process ([`workers`](Self::workers) each,
+    /// started by [`Server::serve`] or the first run). A claim is a lease kept alive by
+    /// heartbeats: with a queue shared by several processes (the Postgres one), a run whose
+    /// process died is taken over by another worker once its lease ran out, from the run's
+    /// last checkpoint (the tasks of the interrupted step that finished are not run again),
+    /// and cancels and joins reach a run wherever it runs. Give every process a checkpointer
+    /// and a store on the same database, so that they see the same threads and runs.
     ///
-    /// Waited and streamed runs (`runs/wait`, `runs/stream`) still run in the process that
-    /// answers them.
-    #[cfg(feature = "postgres")]
-    pub fn run_queue(mut self, queue: stategraph_postgres::RunQueue) -> Self {
-        self.queue = Some(queue);
+    /// Stateless runs on a temporary thread (`/runs/wait`, `/runs/stream` without
+    /// `on_completion: "keep"`) do not go through the queue: they run where they were asked.
+    pub fn run_queue(mut self, queue: impl RunQueue + 'static) -> Self {
+        self.queue = Some(Arc::new(queue));
         self
     }
 
-    /// How many runs of the [`run_queue`](Self::run_queue) this process executes at once
-    /// (worker loops; default 2, at least 1).
-    #[cfg(feature = "postgres")]
+    /// How many runs of the [`run_queue`](Self::run_queue) this process's worker loops
+    /// execute at once (default 2, at least 1); runs a caller follows that this process
+    /// claimed at once are not counted.
     pub fn workers(mut self, n: usize) -> Self {
         self.workers = Some(n.max(1));
         self
@@ -221,19 +223,16 @@ impl ServerBuilder {
                 saver,
                 assistants_ready: OnceCell::new(),
                 thread_records: tokio::sync::Mutex::new(()),
-                thread_runs: std::sync::Mutex::new(BTreeMap::new()),
                 controls: std::sync::Mutex::new(BTreeMap::new()),
                 keep_alive: self.keep_alive.unwrap_or(DEFAULT_KEEP_ALIVE),
                 hubs: Arc::new(Hubs::new(
                     self.resumable_ttl.unwrap_or(DEFAULT_RESUMABLE_TTL),
                 )),
-                #[cfg(feature = "postgres")]
-                queue: self.queue.map(|q| {
-                    crate::queue::QueueSetup::new(
-                        q,
-                        self.workers.unwrap_or(crate::queue::DEFAULT_WORKERS),
-                    )
-                }),
+                queue: crate::worker::QueueSetup::new(
+                    self.queue
+                        .unwrap_or_else(|| Arc::new(InMemoryRunQueue::new())),
+                    self.workers.unwrap_or(crate::worker::DEFAULT_WORKERS),
+                ),
             }),
             cors: self.cors,
             api_key: self.api_key,
@@ -265,36 +264,14 @@ pub(crate) struct AppState {
     pub(crate) assistants_ready: OnceCell<()>,
     /// Held while a run reads and rewrites a thread's record (its status, values, config).
     pub(crate) thread_records: tokio::sync::Mutex<()>,
-    /// Per thread with runs in flight: the lock its runs take in turn (one run per thread at
-    /// a time), and how many runs are pending or running.
-    thread_runs: std::sync::Mutex<BTreeMap<String, ThreadTurns>>,
-    /// Per pending or running run on a thread: how to cancel it and when it has ended.
+    /// Per run executing in this process: how to cancel it and when it has ended.
     controls: std::sync::Mutex<BTreeMap<String, RunControl>>,
     /// How often quiet streams and waits send keep-alives.
     pub(crate) keep_alive: std::time::Duration,
     /// Per run in flight (and resumable run ended lately): its events, for joiners.
     pub(crate) hubs: Arc<Hubs>,
-    /// The durable run queue background runs go through, if any.
-    #[cfg(feature = "postgres")]
-    pub(crate) queue: Option<crate::queue::QueueSetup>,
-}
-
-/// How a run is cancelled: `interrupt` keeps what it checkpointed and marks it `interrupted`;
-/// `rollback` deletes it and its checkpoints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CancelAction {
-    Interrupt,
-    Rollback,
-}
-
-impl CancelAction {
-    /// Its name in the API (`action=` of the cancel endpoint, `multitask_strategy`).
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            CancelAction::Interrupt => "interrupt",
-            CancelAction::Rollback => "rollback",
-        }
-    }
+    /// The run queue runs on threads go through, and this process's workers on it.
+    pub(crate) queue: crate::worker::QueueSetup,
 }
 
 /// A request to cancel a run: the action, and why (the error recorded on its thread).
@@ -304,42 +281,19 @@ pub(crate) struct Cancel {
     pub(crate) reason: String,
 }
 
-/// A pending or running run's handles: its thread, the cancel signal its task watches, and a
-/// flag its task raises once the run's records are final.
+/// A run executing in this process: the cancel signal its task watches, and a flag its task
+/// raises once the run's records are final.
 struct RunControl {
-    thread_id: String,
     cancel: tokio::sync::watch::Sender<Option<Cancel>>,
     ended: tokio::sync::watch::Receiver<bool>,
 }
 
-/// A thread's run lock and how many of its runs are pending or running.
-type ThreadTurns = (Arc<tokio::sync::Mutex<()>>, usize);
-
 impl AppState {
-    /// Whether background runs go through a run queue.
-    pub(crate) fn has_queue(&self) -> bool {
-        #[cfg(feature = "postgres")]
-        return self.queue.is_some();
-        #[cfg(not(feature = "postgres"))]
-        false
-    }
-
-    /// Counts a new run on `thread_id`; the lock it takes before it starts.
-    pub(crate) fn enter_thread(&self, thread_id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut runs = self.thread_runs.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = runs
-            .entry(thread_id.to_owned())
-            .or_insert_with(|| (Arc::new(tokio::sync::Mutex::new(())), 0));
-        slot.1 += 1;
-        Arc::clone(&slot.0)
-    }
-
-    /// Registers a pending run of `thread_id`: the cancel signal its task watches and the flag
-    /// it raises when it has ended.
+    /// Registers a run executing in this process: the cancel signal its task watches and the
+    /// flag it raises when it has ended.
     pub(crate) fn register_run(
         &self,
         run_id: &str,
-        thread_id: &str,
     ) -> (
         tokio::sync::watch::Receiver<Option<Cancel>>,
         tokio::sync::watch::Sender<bool>,
@@ -347,14 +301,7 @@ impl AppState {
         let (cancel, cancel_rx) = tokio::sync::watch::channel(None);
         let (ended_tx, ended) = tokio::sync::watch::channel(false);
         let mut controls = self.controls.lock().unwrap_or_else(|e| e.into_inner());
-        controls.insert(
-            run_id.to_owned(),
-            RunControl {
-                thread_id: thread_id.to_owned(),
-                cancel,
-                ended,
-            },
-        );
+        controls.insert(run_id.to_owned(), RunControl { cancel, ended });
         (cancel_rx, ended_tx)
     }
 
@@ -364,8 +311,8 @@ impl AppState {
         controls.remove(run_id);
     }
 
-    /// Asks the pending or running run `run_id` to stop; the flag its task raises once its
-    /// records are final, or `None` when no such run is in flight.
+    /// Asks run `run_id`, executing in this process, to stop; the flag its task raises once
+    /// its records are final, or `None` when no such run executes here.
     pub(crate) fn cancel_run(
         &self,
         run_id: &str,
@@ -375,32 +322,6 @@ impl AppState {
         let control = controls.get(run_id)?;
         control.cancel.send_replace(Some(cancel.clone()));
         Some(control.ended.clone())
-    }
-
-    /// Asks every pending or running run of `thread_id` but `except` to stop.
-    pub(crate) fn cancel_thread_runs(&self, thread_id: &str, except: &str, cancel: &Cancel) {
-        let controls = self.controls.lock().unwrap_or_else(|e| e.into_inner());
-        for (run_id, control) in controls.iter() {
-            if control.thread_id == thread_id && run_id != except {
-                control.cancel.send_replace(Some(cancel.clone()));
-            }
-        }
-    }
-
-    /// Counts a run on `thread_id` as finished; how many are still pending or running.
-    pub(crate) fn leave_thread(&self, thread_id: &str) -> usize {
-        let mut runs = self.thread_runs.lock().unwrap_or_else(|e| e.into_inner());
-        let left = match runs.get_mut(thread_id) {
-            Some(slot) => {
-                slot.1 = slot.1.saturating_sub(1);
-                slot.1
-            }
-            None => 0,
-        };
-        if left == 0 {
-            runs.remove(thread_id);
-        }
-        left
     }
 }
 
@@ -525,12 +446,12 @@ impl Server {
         router.layer(cors_layer(&self.cors))
     }
 
-    /// Starts this process's worker loops on the [run queue](ServerBuilder::run_queue), if
-    /// the server has one (once; [`serve`](Self::serve) does it). Call it within a Tokio
-    /// runtime when serving [`router`](Self::router) yourself.
-    #[cfg(feature = "postgres")]
+    /// Starts this process's worker loops on the [run queue](ServerBuilder::run_queue)
+    /// (once; [`serve`](Self::serve) and the first run on a thread do it). Call it within a
+    /// Tokio runtime when serving [`router`](Self::router) yourself, so that runs other
+    /// processes enqueued are taken before this one receives a request.
     pub fn spawn_workers(&self) {
-        crate::queue::spawn_workers(&self.state);
+        crate::worker::spawn_workers(&self.state);
     }
 
     /// Serves the API on `listener` until the process ends (or the listener fails).
@@ -538,7 +459,6 @@ impl Server {
     /// # Errors
     /// The listener's I/O error.
     pub async fn serve(self, listener: TcpListener) -> std::io::Result<()> {
-        #[cfg(feature = "postgres")]
         self.spawn_workers();
         use axum::serve::ListenerExt;
         // Responses go out in several writes (SSE events, `runs/wait`'s keep-alive newline

@@ -73,6 +73,21 @@ impl RunHub {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Event `seq` of a run that has no hub here yet (its `metadata`, sent to the caller of
+    /// a run that waits its turn), numbered as the run's hub will number it.
+    pub(crate) fn detached_event(seq: u64, name: &str, data: Json_) -> StreamEvent {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        StreamEvent {
+            seq,
+            id: Arc::from(format!("{ms}-{seq}")),
+            name: Arc::from(name),
+            data: Arc::new(data),
+        }
+    }
+
     /// Whether the run was created with `stream_resumable: true`.
     pub(crate) fn resumable(&self) -> bool {
         self.resumable
@@ -254,12 +269,6 @@ impl Hubs {
             tokio::time::sleep(ttl).await;
             hubs.forget(&run_id, &hub);
         });
-    }
-
-    /// Ends run `run_id`'s stream and forgets its hub at once (a run that never got going).
-    pub(crate) fn discard(&self, run_id: &str, hub: &Arc<RunHub>) {
-        hub.end();
-        self.forget(run_id, hub);
     }
 
     fn forget(&self, run_id: &str, hub: &Arc<RunHub>) {

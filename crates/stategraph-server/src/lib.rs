@@ -25,11 +25,14 @@
 //! with the request's id (its `x-request-id`, or a new one) in the body and the server's
 //! standard error, never with a dropped connection.
 //!
-//! With the `postgres` feature, several server processes may share one PostgreSQL database
-//! and a durable run queue (`ServerBuilder::run_queue`): runs on threads become rows that
-//! worker loops in every process claim with leases; a run whose process died is taken over
-//! by another worker from its last checkpoint, and cancels and joins work from any process.
-//! Without a queue (the default), runs execute in the process that received them.
+//! Every run on a thread goes through one [`RunQueue`](stategraph_checkpoint::runs::RunQueue)
+//! (`ServerBuilder::run_queue`; by default an in-memory queue of this process): FIFO per
+//! thread, one running run per thread, LangGraph's multitask strategies, leases kept alive by
+//! heartbeats, and a log of each run's events. A waited or streamed run is claimed at once
+//! by the process that received it when its thread is free; background runs are claimed by
+//! worker loops. With the Postgres queue (`stategraph_postgres::PostgresRunQueue`), several
+//! server processes share one database: a run whose process died is taken over by another
+//! worker from its last checkpoint, and cancels and joins work from any process.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -68,19 +71,20 @@ mod convert;
 mod error;
 mod events;
 mod exec;
+mod executor;
 mod graph;
 mod hub;
 mod input;
 mod messages;
 mod meta;
 mod panics;
-#[cfg(feature = "postgres")]
-mod queue;
 mod records;
+mod request;
 mod run_options;
 mod runs;
 mod store_api;
 mod threads;
+mod worker;
 
 pub use app::{
     BuildError, DEFAULT_KEEP_ALIVE, MAX_KEEP_ALIVE, MIN_KEEP_ALIVE, Server, ServerBuilder,

@@ -16,11 +16,14 @@ use futures_util::stream;
 use serde::Deserialize;
 use serde_json::{Value as Json_, json};
 
-use crate::app::{AppState, Cancel, CancelAction, Shared};
+use stategraph_checkpoint::runs::CancelAction;
+
+use crate::app::{AppState, Cancel, Shared};
 use crate::error::ApiError;
-use crate::exec::{RunBody, Started, start, start_background};
+use crate::exec::{Started, start, start_background};
 use crate::hub::{HubReader, StreamEvent};
 use crate::records::{Kind, field_str};
+use crate::request::RunBody;
 use crate::threads::{load, parse_body};
 
 /// How often `join` looks at a background run.
@@ -56,14 +59,16 @@ impl Drop for DisconnectGuard {
                 action: CancelAction::Interrupt,
                 reason: "client disconnected from the run stream (on_disconnect=cancel)".into(),
             };
-            #[cfg(feature = "postgres")]
-            if self.state.has_queue()
-                && let Ok(rt) = tokio::runtime::Handle::try_current()
-            {
-                // The run may be in another process: ask through the queue.
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                // The run may be in another process: ask through the queue (a stateless run,
+                // not the queue's, is this process's).
                 let (state, run_id) = (Arc::clone(&self.state), self.run_id.clone());
                 rt.spawn(async move {
-                    let _ = crate::queue::request_cancel(&state, &run_id, cancel.action).await;
+                    if let Ok(crate::worker::Cancelled::NotQueued) =
+                        crate::worker::request_cancel(&state, &run_id, cancel.action).await
+                    {
+                        let _ = state.cancel_run(&run_id, &cancel);
+                    }
                 });
                 return;
             }
@@ -384,9 +389,8 @@ pub(crate) async fn cancel(
             action.as_str()
         ),
     };
-    #[cfg(feature = "postgres")]
-    if state.has_queue() {
-        use crate::queue::{Cancelled, request_cancel, settle};
+    {
+        use crate::worker::{Cancelled, request_cancel, settle};
         match request_cancel(&state, &run_id, action).await? {
             Cancelled::NotQueued => {}
             Cancelled::Finished => return Err(not_cancelable()),
@@ -517,28 +521,19 @@ pub(crate) async fn join_stream(
         let body = stream::once(async move { Ok::<_, Infallible>(event("error", &error)) });
         return Ok((location, Sse::new(body).keep_alive(keep_alive)).into_response());
     }
-    // With a run queue, the run's events come from the queue's log, whichever process runs
-    // it (and the ids are the same on every process).
-    #[cfg(feature = "postgres")]
-    let queued = if state.has_queue() {
-        Some(crate::queue::join(&state, &run_id, last_event_id.as_deref()).await?)
-    } else {
-        None
-    };
-    #[cfg(not(feature = "postgres"))]
-    let queued: Option<(tokio::sync::mpsc::Receiver<StreamEvent>, bool)> = None;
-    let (reader, with_id) = match queued {
-        Some((rx, with_id)) => (JoinSource::Queue(rx), with_id),
-        None => {
-            // No hub: the run ended and its events are gone (or were never kept).
-            let Some(hub) = state.hubs.get(&run_id) else {
-                let body = stream::empty::<Result<SseEvent, Infallible>>();
-                return Ok((location, Sse::new(body).keep_alive(keep_alive)).into_response());
-            };
+    // The run's hub when it executes (or executed lately) in this process; otherwise its
+    // events come from the queue's log, whichever process runs it (the ids are the same).
+    let (reader, with_id) = match state.hubs.get(&run_id) {
+        Some(hub) => {
             let with_id = hub.resumable();
             let reader = hub.reader(last_event_id.as_deref());
             drop(hub);
             (JoinSource::Hub(reader), with_id)
+        }
+        None => {
+            let (rx, with_id) =
+                crate::worker::join(&state, &run_id, last_event_id.as_deref()).await?;
+            (JoinSource::Queue(rx), with_id)
         }
     };
     let guard = DisconnectGuard::new(&state, &run_id, cancel_on_disconnect);
@@ -624,10 +619,9 @@ pub(crate) async fn cancel_and_settle(
     run_ids: &[String],
     cancel: &Cancel,
 ) -> usize {
-    #[cfg(feature = "postgres")]
-    if state.has_queue() {
+    {
         // Queued runs stop wherever they run; the others are this process's.
-        use crate::queue::{Cancelled, request_cancel, settle};
+        use crate::worker::{Cancelled, request_cancel, settle};
         let mut count = 0;
         let mut local = Vec::new();
         let mut signalled = Vec::new();
@@ -644,9 +638,8 @@ pub(crate) async fn cancel_and_settle(
             .iter()
             .map(|id| settle(state, id, Some(CANCEL_SETTLE)));
         futures_util::future::join_all(settled).await;
-        return count + local_cancel_and_settle(state, &local, cancel).await;
+        count + local_cancel_and_settle(state, &local, cancel).await
     }
-    local_cancel_and_settle(state, run_ids, cancel).await
 }
 
 /// [`cancel_and_settle`] for runs in flight in this process.

@@ -16,6 +16,7 @@ use crate::convert::{checkpoint_id_of, checkpoint_json, input_map, thread_state}
 use crate::error::ApiError;
 use crate::graph::ServedGraph;
 use crate::records::{Kind, Paging, field_str};
+use crate::worker::{api_error, queue_of};
 
 /// Parses a JSON request body (an empty body is `{}`), or answers 422 naming the field that
 /// does not fit.
@@ -71,13 +72,58 @@ pub(crate) fn new_thread(thread_id: &str, metadata: JsonMap<String, Json_>) -> J
     })
 }
 
-/// The thread record, or 404.
+/// The thread record, or 404, with its status as the run queue has it ([`live_status`]).
 pub(crate) async fn load(state: &AppState, thread_id: &str) -> Result<Json_, ApiError> {
-    state
+    let mut thread = state
         .records
         .get(Kind::Thread, thread_id)
         .await?
-        .ok_or_else(|| ApiError::not_found(format!("Thread with ID {thread_id} not found")))
+        .ok_or_else(|| ApiError::not_found(format!("Thread with ID {thread_id} not found")))?;
+    let busy = queue_of(state)
+        .runs_of_thread(thread_id)
+        .await
+        .map_err(api_error)?
+        .iter()
+        .any(|r| !r.status.is_final());
+    live_status(&mut thread, busy);
+    Ok(thread)
+}
+
+/// Sets a thread record's status from the run queue, which is the truth across processes:
+/// `busy` while a run of the thread is pending or running (in any process), else the status
+/// its last run left (a `busy` no run holds any more, left by a process that died mid-run,
+/// reads `idle`). So a process settling the thread as its run ends cannot hide the run
+/// another process enqueued meanwhile.
+pub(crate) fn live_status(thread: &mut Json_, busy: bool) {
+    let recorded = field_str(thread, "status");
+    let status = match (busy, recorded) {
+        (true, _) => "busy",
+        (false, "busy") => "idle",
+        _ => return,
+    };
+    if let Some(o) = thread.as_object_mut() {
+        o.insert("status".into(), json!(status));
+    }
+}
+
+/// Every thread record matching `filter` (store filter syntax, and `status`), each with its
+/// live status.
+async fn search_threads(
+    state: &AppState,
+    mut filter: JsonMap<String, Json_>,
+) -> Result<Vec<Json_>, ApiError> {
+    // The status is the queue's: filtered on after it is read, not in the store.
+    let status = filter.remove("status");
+    let busy = queue_of(state).busy_threads().await.map_err(api_error)?;
+    let mut found = state.records.search(Kind::Thread, filter).await?;
+    for thread in &mut found {
+        let id = field_str(thread, "thread_id").to_owned();
+        live_status(thread, busy.contains(&id));
+    }
+    if let Some(status) = status {
+        found.retain(|t| t.get("status") == Some(&status));
+    }
+    Ok(found)
 }
 
 /// The graph that runs on a thread: the one its runs used, else the only (or first) one.
@@ -157,7 +203,7 @@ pub(crate) async fn search(
     let paging: Paging = parse_body(&body)?;
     let body: SearchBody = parse_body(&body)?;
     let filter = thread_filter(body.metadata, body.values, body.status);
-    let mut found = state.records.search(Kind::Thread, filter).await?;
+    let mut found = search_threads(&state, filter).await?;
     if let Some(ids) = body.ids {
         found.retain(|t| ids.iter().any(|id| id == field_str(t, "thread_id")));
     }
@@ -327,9 +373,7 @@ pub(crate) async fn count(
 ) -> Result<Json<usize>, ApiError> {
     let body: CountBody = parse_body(&body)?;
     let filter = thread_filter(body.metadata, body.values, body.status);
-    Ok(Json(
-        state.records.search(Kind::Thread, filter).await?.len(),
-    ))
+    Ok(Json(search_threads(&state, filter).await?.len()))
 }
 
 fn thread_filter(

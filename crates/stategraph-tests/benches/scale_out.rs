@@ -23,7 +23,7 @@ use serde_json::{Value as Json, json};
 use stategraph::RunQueueConfig;
 use stategraph::prelude::*;
 use stategraph::server::Server;
-use stategraph_postgres::RunStatus;
+use stategraph_postgres::{RunQueue, RunStatus};
 
 #[path = "../tests/common/http.rs"]
 mod http;

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value as Json, json};
 use stategraph::prelude::*;
 use stategraph::server::Server;
-use stategraph_postgres::{Notification, RunQueueConfig, RunStatus};
+use stategraph_postgres::{Notification, PostgresRunQueue, RunQueue, RunQueueConfig, RunStatus};
 use stategraph_testkit::postgres::ScratchSchema;
 
 #[path = "common/http.rs"]
@@ -65,6 +65,24 @@ fn graph() -> CompiledGraph<Log> {
     g.compile().unwrap()
 }
 
+/// START → pause (sleeps 1.5 s, then appends `pause:{run_id}`) → END.
+fn pause_graph() -> CompiledGraph<Log> {
+    let mut g = StateGraph::<Log>::new();
+    g.add_node("pause", |_s, c| {
+        let run = c
+            .configurable("run_id")
+            .and_then(Json::as_str)
+            .unwrap_or("?")
+            .to_owned();
+        async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            Ok(LogUpdate::default().log([format!("pause:{run}")]))
+        }
+    });
+    g.add_edge(START, "pause").add_edge("pause", END);
+    g.compile().unwrap()
+}
+
 /// START → slow (sleeps an hour) → END.
 fn slow_graph() -> CompiledGraph<Log> {
     let mut g = StateGraph::<Log>::new();
@@ -104,6 +122,7 @@ async fn server_process_entry() {
     let server = Server::builder()
         .graph("ab", graph())
         .graph("slow", slow_graph())
+        .graph("pause", pause_graph())
         .checkpointer(saver)
         .store(store)
         .run_queue(queue)
@@ -204,7 +223,7 @@ fn runs_survive_killed_server_processes_and_each_runs_exactly_once() {
     let mut seed = u64::from(std::process::id()) | 1;
     let mut kills = 0;
     let mut last_kill = Instant::now() - Duration::from_secs(1);
-    let counts = |queue: &stategraph_postgres::RunQueue| {
+    let counts = |queue: &PostgresRunQueue| {
         rt.block_on(async {
             let mut done = 0;
             for ids in runs.values() {
@@ -351,22 +370,44 @@ fn poll<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     }
 }
 
-#[test]
-fn cancel_join_wait_stream_and_multitask_work_from_any_process() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let schema = rt.block_on(ScratchSchema::create("scale_api"));
-    let url = schema.url();
-    let name = schema.name().to_owned();
-    let queue = rt.block_on(async {
+/// Two server processes on a fresh schema (saver, store and queue set up), and the queue.
+struct Pair {
+    queue: PostgresRunQueue,
+    a: u16,
+    b: u16,
+    _servers: (Killed, Killed),
+    _dir: tempfile::TempDir,
+    _schema: ScratchSchema,
+}
+
+impl Pair {
+    async fn start(prefix: &str) -> Self {
+        let schema = ScratchSchema::create(prefix).await;
+        let (url, name) = (schema.url(), schema.name().to_owned());
         stategraph::open_saver(&url).await.unwrap();
         stategraph::open_store(&url, StoreOptions::new())
             .await
             .unwrap();
-        queue_config(&url, &name).connect().await.unwrap()
-    });
-    let dir = tempfile::tempdir().unwrap();
-    let (_a, a) = spawn_server(dir.path(), &url, &name, 0);
-    let (_b, b) = spawn_server(dir.path(), &url, &name, 1);
+        let queue = queue_config(&url, &name).connect().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (ka, a) = spawn_server(dir.path(), &url, &name, 0);
+        let (kb, b) = spawn_server(dir.path(), &url, &name, 1);
+        Self {
+            queue,
+            a,
+            b,
+            _servers: (ka, kb),
+            _dir: dir,
+            _schema: schema,
+        }
+    }
+}
+
+#[test]
+fn cancel_join_wait_stream_and_multitask_work_from_any_process() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let pair = rt.block_on(Pair::start("scale_api"));
+    let (queue, a, b) = (&pair.queue, pair.a, pair.b);
     let new_thread = |port| {
         let (status, thread) = call(port, "POST", "/threads", Some(json!({})));
         assert_eq!(status, 200, "{thread}");
@@ -561,6 +602,88 @@ fn cancel_join_wait_stream_and_multitask_work_from_any_process() {
     assert_eq!(key(&join("-1")), key(&streamed));
     let second_id = streamed[1].0.clone().unwrap();
     assert_eq!(key(&join(&second_id)), key(&streamed)[2..].to_vec());
+}
+
+/// A streamed run holds its thread in every process: a background run of the same thread
+/// submitted to another process waits (`pending`) until the streamed run ended, the thread
+/// stays `busy` until the last of them ended, and the runs' effects do not interleave.
+#[test]
+fn a_streamed_run_holds_its_thread_across_processes() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let pair = rt.block_on(Pair::start("scale_turns"));
+    let (queue, a, b) = (&pair.queue, pair.a, pair.b);
+    let (status, thread) = call(a, "POST", "/threads", Some(json!({})));
+    assert_eq!(status, 200, "{thread}");
+    let thread = thread["thread_id"].as_str().unwrap().to_owned();
+
+    let streamer = std::thread::spawn({
+        let thread = thread.clone();
+        move || {
+            call_raw(
+                a,
+                "POST",
+                &format!("/threads/{thread}/runs/stream"),
+                Some(json!({"assistant_id": "pause", "input": {}, "stream_mode": "values"})),
+            )
+        }
+    });
+    let streamed = poll("the streamed run to be running", || {
+        let runs = rt.block_on(queue.runs_of_thread(&thread)).unwrap();
+        runs.iter()
+            .find(|r| r.status == RunStatus::Running)
+            .map(|r| r.run_id.clone())
+    });
+    let (status, run) = call(
+        b,
+        "POST",
+        &format!("/threads/{thread}/runs"),
+        Some(json!({"assistant_id": "ab", "input": {}, "multitask_strategy": "enqueue"})),
+    );
+    assert_eq!(status, 200, "{run}");
+    let queued = run["run_id"].as_str().unwrap().to_owned();
+    // While the streamed run runs in A, B's workers leave the thread's next run alone.
+    for _ in 0..5 {
+        let row = rt.block_on(queue.get(&queued)).unwrap().unwrap();
+        let streaming = rt.block_on(queue.get(&streamed)).unwrap().unwrap();
+        if streaming.status != RunStatus::Running {
+            break;
+        }
+        assert_eq!(row.status, RunStatus::Pending, "{row:?}");
+        let (_, t) = call(b, "GET", &format!("/threads/{thread}"), None);
+        assert_eq!(t["status"], "busy", "{t}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (status, sse) = streamer.join().unwrap();
+    assert_eq!(status, 200, "{sse}");
+    // The thread is busy until the queued run ended too, in either process's eyes.
+    let (_, t) = call(a, "GET", &format!("/threads/{thread}"), None);
+    let row = rt.block_on(queue.get(&queued)).unwrap().unwrap();
+    if !row.status.is_final() {
+        assert_eq!(t["status"], "busy", "{t} {row:?}");
+    }
+    let (status, values) = call(
+        a,
+        "GET",
+        &format!("/threads/{thread}/runs/{queued}/join"),
+        None,
+    );
+    assert_eq!(status, 200, "{values}");
+    assert_eq!(
+        values["log"],
+        json!([
+            format!("pause:{streamed}"),
+            format!("a:{queued}"),
+            format!("b:{queued}")
+        ])
+    );
+    for port in [a, b] {
+        let (_, t) = call(port, "GET", &format!("/threads/{thread}"), None);
+        assert_eq!(t["status"], "idle", "{t}");
+    }
+    for id in [&streamed, &queued] {
+        let row = rt.block_on(queue.get(id)).unwrap().unwrap();
+        assert_eq!(row.status, RunStatus::Success, "{row:?}");
+    }
 }
 
 /// The events of an SSE body: id (if any), name, data.

@@ -94,7 +94,7 @@ pub use stategraph_checkpoint::{
     Ext, ExtCode, InMemorySaver, JsonPlusSerializer, List, ListOptions, Location, Map, Message,
     MessageFields, PendingWrite, PruneStrategy, PyObject, SEALED_KEY, SaveOp, SealedMetadata,
     SealedMetadataSaver, SerdeError, Serializer, ToolCall, ToolCallChunk, Value, VersionsSeen,
-    allowlist, checkpoint_id, codec, now_iso, py, redact_url, store, uuid4, uuid6, value,
+    allowlist, checkpoint_id, codec, now_iso, py, redact_url, runs, store, uuid4, uuid6, value,
 };
 /// For saver and store authors (and tools that work on stored data): the machinery every
 /// backend shares, and the low-level helpers of LangGraph's storage format.
@@ -139,7 +139,8 @@ pub use stategraph_mongodb::{MongoConfig, MongoSaver};
 pub use stategraph_mysql::{MySqlConfig, MySqlSaver};
 #[cfg(feature = "postgres")]
 pub use stategraph_postgres::{
-    PostgresConfig, PostgresSaver, PostgresStore, PostgresStoreConfig, RunQueue, RunQueueConfig,
+    PostgresConfig, PostgresRunQueue, PostgresSaver, PostgresStore, PostgresStoreConfig,
+    RunQueueConfig,
 };
 #[cfg(feature = "redis")]
 pub use stategraph_redis::{RedisConfig, RedisSaver};

@@ -1,0 +1,651 @@
+//! The one executor: runs a claimed run to its end — the graph's events to the run's hub,
+//! its caller and the queue's log, a stop request honoured at the next await, the records
+//! written, the queue told — for every run, whichever queue it came from and whoever claimed
+//! it (a worker loop, or the task that received a waited or streamed run). While a run is
+//! the queue's, a heartbeat keeps its lease; a lost lease stops it without writing anything
+//! more.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use serde_json::{Map as JsonMap, Value as Json_, json};
+use stategraph_checkpoint::now_iso;
+use stategraph_checkpoint::runs::{CancelAction, ClaimedRun, RunQueue, RunStatus};
+use stategraph_graph::{RunConfig, StateSnapshot, StreamMode};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::app::{AppState, Cancel};
+use crate::convert::{thread_interrupts, values_json};
+use crate::error::{ApiError, error_name};
+use crate::events::{EVENTS, Events};
+use crate::exec::Outcome;
+use crate::graph::{RunStart, ServedGraph};
+use crate::hub::{HubCloser, StreamEvent};
+use crate::records::{Kind, field_str};
+use crate::request::{RunBody, engine_config, run_start, stream_modes};
+use crate::threads::load;
+use crate::worker::{pending_on, queue_of, set_run_status};
+
+/// Who follows a run as it executes: the task answering `runs/wait` or `runs/stream`.
+pub(crate) struct Caller {
+    /// The run's events (a receiver that went away does not stop the run).
+    pub(crate) events: mpsc::Sender<StreamEvent>,
+    /// The run's outcome, once its records are final and the queue knows it ended.
+    pub(crate) done: oneshot::Sender<Outcome>,
+}
+
+/// The most events sent to the queue's log in one append.
+const APPEND_BATCH: usize = 256;
+
+/// Whether run record `run` is of a stateless run on a temporary thread.
+pub(crate) fn temporary(run: &Json_) -> bool {
+    run.pointer("/kwargs/temporary")
+        .and_then(Json_::as_bool)
+        .unwrap_or(false)
+}
+
+/// Executes `claimed`: as `worker`, the holder of its lease in the queue (heartbeats, events
+/// copied to the queue's log, the queue told how it ended), or, without one, a stateless run
+/// of this process on a temporary thread. Its events go to its hub (for joiners) and to
+/// `caller`, if any.
+pub(crate) async fn execute(
+    state: &Arc<AppState>,
+    claimed: ClaimedRun,
+    worker: Option<&str>,
+    caller: Option<Caller>,
+) {
+    let queue = Arc::clone(queue_of(state));
+    let run_id = claimed.run_id.clone();
+    let prepared = match prepare(state, &claimed).await {
+        Ok(p) => p,
+        Err(e) => {
+            let error = json!({ "error": "ValueError", "message": e.detail });
+            if let Some(worker) = worker
+                && let Ok(true) = queue
+                    .finish(&run_id, worker, RunStatus::Error, Some(&error))
+                    .await
+            {
+                set_run_status(state, &run_id, RunStatus::Error).await;
+            }
+            if let Some(caller) = caller {
+                let _ = caller.done.send(Outcome {
+                    values: Json_::Object(JsonMap::new()),
+                    interrupts: Vec::new(),
+                    error: Some(error),
+                });
+            }
+            return;
+        }
+    };
+    let lease = worker.map(|w| Leased::start(state, &queue, &run_id, w));
+    let (cancel_rx, ended_tx) = state.register_run(&run_id);
+    let run = Execution {
+        state: Arc::clone(state),
+        prepared,
+        run_id: run_id.clone(),
+        thread_id: claimed.thread_id.clone(),
+        attempt: claimed.attempt,
+        stateful: worker.is_some(),
+        sink: lease.as_ref().map(|l| l.sink.clone()),
+        caller: caller.as_ref().map(|c| c.events.clone()),
+        cancel: cancel_rx,
+    };
+    let ended = match &lease {
+        Some(l) => {
+            let mut lost = l.lost.clone();
+            tokio::select! {
+                ended = run.go() => Some(ended),
+                () = lease_lost(&mut lost) => None,
+            }
+        }
+        None => Some(run.go().await),
+    };
+    let Some((outcome, cancel)) = ended else {
+        // Another worker has the run (or will): stop here, writing nothing more.
+        if let Some(l) = lease {
+            l.abort();
+        }
+        state.unregister_run(&run_id);
+        return;
+    };
+    if let (Some(lease), Some(worker)) = (lease, worker) {
+        // Every event is in the log before the queue hears the run ended.
+        lease.close().await;
+        let (status, error) = match (&cancel, &outcome.error) {
+            (Some(_), _) => (RunStatus::Interrupted, None),
+            (None, Some(e)) => (RunStatus::Error, Some(e)),
+            (None, None) => (RunStatus::Success, None),
+        };
+        if let Ok(true) = queue.finish(&run_id, worker, status, error).await
+            && cancel
+                .as_ref()
+                .is_some_and(|c| c.action == CancelAction::Rollback)
+        {
+            let _ = queue.delete(&run_id).await;
+        }
+    }
+    state.unregister_run(&run_id);
+    if let Some(caller) = caller {
+        let _ = caller.done.send(outcome);
+    }
+    ended_tx.send_replace(true);
+}
+
+/// A run's lease while it executes: the heartbeat that keeps it (and hears stop requests),
+/// the appender that copies its events to the queue's log, and the flag raised when the
+/// lease is lost.
+struct Leased {
+    sink: mpsc::UnboundedSender<(String, Json_)>,
+    lost: watch::Receiver<bool>,
+    heartbeat: tokio::task::JoinHandle<()>,
+    appender: tokio::task::JoinHandle<()>,
+}
+
+impl Leased {
+    fn start(state: &Arc<AppState>, queue: &Arc<dyn RunQueue>, run_id: &str, worker: &str) -> Self {
+        let (lost_tx, lost) = watch::channel(false);
+        // Events go to the log in order, in batches; a refused append means the lease is gone.
+        let (sink, mut events) = mpsc::unbounded_channel::<(String, Json_)>();
+        let appender = tokio::spawn({
+            let (queue, run_id, worker, lost_tx) = (
+                Arc::clone(queue),
+                run_id.to_owned(),
+                worker.to_owned(),
+                lost_tx.clone(),
+            );
+            async move {
+                let mut batch = Vec::new();
+                while events.recv_many(&mut batch, APPEND_BATCH).await > 0 {
+                    if let Ok(None) = queue.append_events(&run_id, &worker, &batch).await {
+                        lost_tx.send_replace(true);
+                        return;
+                    }
+                    batch.clear();
+                }
+            }
+        });
+        let heartbeat = tokio::spawn({
+            let (state, queue, run_id, worker) = (
+                Arc::clone(state),
+                Arc::clone(queue),
+                run_id.to_owned(),
+                worker.to_owned(),
+            );
+            async move {
+                let lease = queue.lease();
+                let mut held_at = Instant::now();
+                loop {
+                    tokio::time::sleep(lease / 3).await;
+                    match queue.heartbeat(&run_id, &worker).await {
+                        Ok(l) if !l.held => break,
+                        Ok(l) => {
+                            held_at = Instant::now();
+                            if let Some(action) = l.cancel {
+                                let reason = format!("{} requested", action.as_str());
+                                let _ = state.cancel_run(&run_id, &Cancel { action, reason });
+                            }
+                        }
+                        Err(_) if held_at.elapsed() >= lease => break,
+                        Err(_) => {}
+                    }
+                }
+                lost_tx.send_replace(true);
+            }
+        });
+        Self {
+            sink,
+            lost,
+            heartbeat,
+            appender,
+        }
+    }
+
+    /// Stops the heartbeat and waits until the appender copied every event.
+    async fn close(self) {
+        self.heartbeat.abort();
+        drop(self.sink);
+        let _ = self.appender.await;
+    }
+
+    /// Stops both at once (the lease is lost).
+    fn abort(self) {
+        self.heartbeat.abort();
+        self.appender.abort();
+    }
+}
+
+/// Resolves once `lost` is raised (never if its sender is gone).
+async fn lease_lost(lost: &mut watch::Receiver<bool>) {
+    loop {
+        if *lost.borrow_and_update() {
+            return;
+        }
+        if lost.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// A run being executed.
+struct Execution {
+    state: Arc<AppState>,
+    prepared: Prepared,
+    run_id: String,
+    thread_id: String,
+    attempt: u32,
+    /// Whether its thread outlives it (its records are kept).
+    stateful: bool,
+    /// The queue's log, while the run is the queue's.
+    sink: Option<mpsc::UnboundedSender<(String, Json_)>>,
+    /// The caller's events.
+    caller: Option<mpsc::Sender<StreamEvent>>,
+    cancel: watch::Receiver<Option<Cancel>>,
+}
+
+impl Execution {
+    /// Streams the graph to the end (or a stop request), then writes the run's final records;
+    /// its outcome and the cancel that stopped it, if any.
+    async fn go(self) -> (Outcome, Option<Cancel>) {
+        let Execution {
+            state,
+            prepared,
+            run_id,
+            thread_id,
+            attempt,
+            stateful,
+            sink,
+            caller,
+            mut cancel,
+        } = self;
+        let Prepared {
+            body,
+            mut run,
+            graph,
+            config,
+            started_metadata,
+            modes,
+            mode_names,
+            start,
+        } = prepared;
+        let hub = state.hubs.open(&run_id, body.resumable());
+        let hub = HubCloser::new(&state.hubs, &run_id, hub);
+        let publish = |name: &str, data: Json_| -> StreamEvent {
+            if let Some(sink) = &sink {
+                let _ = sink.send((name.to_owned(), data.clone()));
+            }
+            hub.hub().publish(name.to_owned(), data)
+        };
+        let send = |event: StreamEvent| {
+            let caller = caller.clone();
+            async move {
+                if let Some(tx) = caller {
+                    let _ = tx.send(event).await;
+                }
+            }
+        };
+        send(publish(
+            "metadata",
+            json!({ "run_id": run_id, "attempt": attempt }),
+        ))
+        .await;
+        if let Some(obj) = run.as_object_mut() {
+            obj.insert("status".into(), json!("running"));
+            obj.insert("updated_at".into(), json!(now_iso()));
+            if let Some(Json_::Object(m)) = obj
+                .get_mut("kwargs")
+                .and_then(|k| k.get_mut("config"))
+                .and_then(|c| c.get_mut("metadata"))
+            {
+                m.extend(started_metadata);
+            }
+        }
+        if stateful {
+            let _ = state.records.put(Kind::Run, &run_id, run.clone()).await;
+        }
+        let mut wanted = Wanted::new(&modes, &mode_names);
+        for (name, data) in wanted.begin(&run) {
+            send(publish(&name, data)).await;
+        }
+        let engine_modes = engine_modes(&modes, &mode_names);
+        let mut stream = graph.stream(start, config, &engine_modes);
+        let mut values = Json_::Object(JsonMap::new());
+        let mut error = None;
+        let mut stop = None;
+        'run: loop {
+            let item = tokio::select! {
+                item = stream.next() => item,
+                c = cancelled(&mut cancel) => {
+                    stop = Some(c);
+                    break;
+                }
+            };
+            match item {
+                None => break,
+                Some(Ok((name, data))) => {
+                    if name == "values" {
+                        values = data.clone();
+                    }
+                    for (name, data) in wanted.render(name, data) {
+                        let event = publish(&name, data);
+                        // A caller that went away does not stop the run; a cancel does,
+                        // even while a slow reader holds the event back.
+                        tokio::select! {
+                            () = send(event) => {}
+                            c = cancelled(&mut cancel) => {
+                                stop = Some(c);
+                                break 'run;
+                            }
+                        }
+                    }
+                }
+                Some(Err(e)) => {
+                    error = Some(json!({ "error": error_name(&e), "message": e.to_string() }));
+                    break;
+                }
+            }
+        }
+        // Dropping the stream stops a cancelled run; what it checkpointed stays, unless the
+        // cancel rolls it back.
+        drop(stream);
+        if error.is_none() && stop.is_none() {
+            for (name, data) in wanted.end(&values) {
+                send(publish(&name, data)).await;
+            }
+        }
+        if stop
+            .as_ref()
+            .is_some_and(|c| c.action == CancelAction::Rollback)
+        {
+            // The stopped run's background writer may still be committing what it queued:
+            // delete after it, or its last checkpoints outlive the rollback.
+            graph.wait_for_saves(&thread_id).await;
+            let _ = state
+                .saver
+                .delete_for_runs(std::slice::from_ref(&run_id))
+                .await;
+        }
+        let snapshot = graph
+            .get_state(&RunConfig::thread(&thread_id), false)
+            .await
+            .ok();
+        let outcome = Outcome {
+            values,
+            interrupts: snapshot
+                .as_ref()
+                .map(|s| {
+                    s.interrupts
+                        .iter()
+                        .map(crate::convert::interrupt_output)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            error,
+        };
+        if stateful {
+            finish_records(
+                &state,
+                &thread_id,
+                run,
+                snapshot.as_ref(),
+                &outcome,
+                stop.as_ref(),
+            )
+            .await;
+        }
+        if let Some(e) = &outcome.error {
+            // Deliberately kept in a resumable run's log too (the reference publishes the
+            // error live only), so that a client that reconnects learns how the run ended.
+            send(publish("error", e.clone())).await;
+        }
+        drop(hub);
+        (outcome, stop)
+    }
+}
+
+/// A claimed run, as the executor takes it.
+struct Prepared {
+    body: RunBody,
+    run: Json_,
+    graph: Arc<dyn ServedGraph>,
+    config: RunConfig,
+    started_metadata: JsonMap<String, Json_>,
+    modes: Vec<StreamMode>,
+    /// The stream modes as the run's body named them.
+    mode_names: Vec<String>,
+    start: RunStart,
+}
+
+/// Rebuilds a claimed run from its payload; a takeover (`attempt > 1`) of a run that
+/// checkpointed carries on from its last checkpoint without input.
+async fn prepare(state: &AppState, claimed: &ClaimedRun) -> Result<Prepared, ApiError> {
+    let bad = |what: &str| ApiError::invalid(format!("queued run payload: {what}"));
+    let body: RunBody =
+        serde_json::from_value(claimed.payload.get("body").cloned().unwrap_or_default())
+            .map_err(|e| bad(&e.to_string()))?;
+    let run = claimed
+        .payload
+        .get("run")
+        .cloned()
+        .ok_or_else(|| bad("no run"))?;
+    let object = |v: Option<&Json_>| v.and_then(Json_::as_object).cloned().unwrap_or_default();
+    let configurable = object(run.pointer("/kwargs/config/configurable"));
+    let metadata = object(run.get("metadata"));
+    let graph_id = configurable
+        .get("graph_id")
+        .and_then(Json_::as_str)
+        .unwrap_or_default();
+    let graph = state
+        .graphs
+        .get(graph_id)
+        .cloned()
+        .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
+    let graph = if temporary(&run) {
+        // A temporary thread lives and dies with its run, unseen by any other request: its
+        // checkpoints are kept in memory, so a stateless run writes nothing to the database
+        // (and a process killed mid-run leaves nothing behind). The store is still the
+        // server's.
+        graph.with_saver(Arc::new(stategraph_checkpoint::InMemorySaver::new()))
+    } else {
+        graph
+    };
+    let (mut config, started_metadata) = engine_config(
+        &claimed.thread_id,
+        &body,
+        &configurable,
+        &metadata,
+        claimed.attempt,
+    )?;
+    let (modes, mode_names) = stream_modes(body.stream_mode.as_ref())?;
+    let mut start = run_start(&body)?;
+    if claimed.attempt > 1 {
+        let latest = graph
+            .get_state(&RunConfig::thread(&claimed.thread_id), false)
+            .await?;
+        let ours = latest
+            .metadata
+            .as_ref()
+            .and_then(|m| m.run_id())
+            .is_some_and(|id| id == claimed.run_id);
+        if ours {
+            // LangGraph's `invoke(None)`: on from the run's last checkpoint.
+            start = RunStart::Continue;
+            config.checkpoint_id = None;
+        }
+    }
+    Ok(Prepared {
+        body,
+        run,
+        graph,
+        config,
+        started_metadata,
+        modes,
+        mode_names,
+        start,
+    })
+}
+
+/// Marks the run finished and the thread idle, interrupted or in error (busy while more of
+/// its runs wait), with its values.
+async fn finish_records(
+    state: &AppState,
+    thread_id: &str,
+    mut run: Json_,
+    snapshot: Option<&StateSnapshot>,
+    outcome: &Outcome,
+    cancel: Option<&Cancel>,
+) {
+    let interrupted = snapshot.is_some_and(|s| !s.next.is_empty() || !s.interrupts.is_empty());
+    let (run_status, thread_status) = match (&outcome.error, interrupted) {
+        // A cancelled run is `interrupted` (or deleted by a rollback); its thread waits at
+        // the checkpoint the run got to (or started from).
+        _ if cancel.is_some() => (
+            "interrupted",
+            if interrupted { "interrupted" } else { "idle" },
+        ),
+        (Some(_), _) => ("error", "error"),
+        // As LangGraph's server: a run that stopped on an interrupt succeeded (its run status
+        // `interrupted` means cancelled), and its thread waits, `interrupted`.
+        (None, true) => ("success", "interrupted"),
+        (None, false) => ("success", "idle"),
+    };
+    let _records = state.thread_records.lock().await;
+    // Runs waiting their turn keep the thread busy (the queue also says so to readers of the
+    // thread, whichever process settles it).
+    let waiting = pending_on(state, thread_id).await;
+    let thread_status = if waiting > 0 { "busy" } else { thread_status };
+    let now = now_iso();
+    if let Ok(mut thread) = load(state, thread_id).await {
+        if let Some(obj) = thread.as_object_mut() {
+            obj.insert("status".into(), json!(thread_status));
+            obj.insert("updated_at".into(), json!(now));
+            obj.insert("state_updated_at".into(), json!(now));
+            if let Some(s) = snapshot {
+                obj.insert("values".into(), values_json(&s.values));
+                obj.insert("interrupts".into(), thread_interrupts(s));
+            }
+            let error = match cancel {
+                Some(c) => cancel_error(c),
+                None => outcome.error.clone().unwrap_or(Json_::Null),
+            };
+            obj.insert("error".into(), error);
+        }
+        let _ = state.records.put(Kind::Thread, thread_id, thread).await;
+    }
+    let run_id = field_str(&run, "run_id").to_owned();
+    if cancel.is_some_and(|c| c.action == CancelAction::Rollback) {
+        let _ = state.records.delete(Kind::Run, &run_id).await;
+        return;
+    }
+    if let Some(obj) = run.as_object_mut() {
+        obj.insert("status".into(), json!(run_status));
+        obj.insert("updated_at".into(), json!(now));
+    }
+    let _ = state.records.put(Kind::Run, &run_id, run).await;
+}
+
+/// The error a cancel leaves on the run's thread, as LangGraph's server records the
+/// `UserInterrupt` / `UserRollback` it raises in the run.
+fn cancel_error(cancel: &Cancel) -> Json_ {
+    let name = match cancel.action {
+        CancelAction::Interrupt => "UserInterrupt",
+        CancelAction::Rollback => "UserRollback",
+    };
+    json!({ "error": name, "message": cancel.reason })
+}
+
+/// Resolves when the run is asked to stop; never for a run whose cancel signal is gone.
+async fn cancelled(rx: &mut watch::Receiver<Option<Cancel>>) -> Cancel {
+    loop {
+        if let Some(c) = rx.borrow_and_update().clone() {
+            return c;
+        }
+        if rx.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// The events a run's caller asked for, rendered as the reference renders them.
+pub(crate) struct Wanted {
+    modes: Vec<&'static str>,
+    messages: Option<crate::messages::Rendering>,
+    accumulated: crate::messages::Accumulator,
+    /// Whether `events` was asked for.
+    events_wanted: bool,
+    /// The `events` rendering, once the run has started.
+    events: Option<Events>,
+}
+
+impl Wanted {
+    pub(crate) fn new(modes: &[StreamMode], names: &[String]) -> Self {
+        Self {
+            modes: modes.iter().map(|m| m.as_str()).collect(),
+            messages: crate::messages::Rendering::of(names),
+            accumulated: crate::messages::Accumulator::default(),
+            events_wanted: names.iter().any(|n| n == EVENTS),
+            events: None,
+        }
+    }
+
+    /// The events to publish when the run `run` (its record) starts: the graph's
+    /// `on_chain_start` if `events` was asked for.
+    fn begin(&mut self, run: &Json_) -> Vec<(String, Json_)> {
+        if !self.events_wanted {
+            return Vec::new();
+        }
+        let (events, start) = Events::start(run);
+        self.events = Some(events);
+        vec![(EVENTS.to_owned(), start)]
+    }
+
+    /// The events to publish when the run ended without error, with its last `values`.
+    fn end(&self, values: &Json_) -> Vec<(String, Json_)> {
+        self.events
+            .as_ref()
+            .map(|e| (EVENTS.to_owned(), e.end(values)))
+            .into_iter()
+            .collect()
+    }
+
+    /// The events to publish for one engine event: none if its mode was not asked for;
+    /// `messages` events as `messages-tuple` or `messages` asked; `events` from the root
+    /// graph's `debug` events.
+    fn render(&mut self, name: String, data: Json_) -> Vec<(String, Json_)> {
+        let mut out = Vec::new();
+        if name == "debug"
+            && let Some(events) = &mut self.events
+        {
+            out.extend(
+                events
+                    .debug(&data)
+                    .into_iter()
+                    .map(|e| (EVENTS.to_owned(), e)),
+            );
+        }
+        let base = name.split('|').next().unwrap_or_default();
+        if !self.modes.contains(&base) {
+            return out;
+        }
+        match (base, self.messages) {
+            ("messages", Some(crate::messages::Rendering::Accumulated)) => {
+                out.extend(self.accumulated.events(&data));
+            }
+            _ => out.push((name, data)),
+        }
+        out
+    }
+}
+
+/// The modes the engine streams for a run that asked for `modes` (named `names`): those,
+/// `values` (the run's outcome is its last values) and, for `events`, `debug`.
+pub(crate) fn engine_modes(modes: &[StreamMode], names: &[String]) -> Vec<StreamMode> {
+    let mut engine = modes.to_vec();
+    if !engine.contains(&StreamMode::Values) {
+        engine.push(StreamMode::Values);
+    }
+    if names.iter().any(|n| n == EVENTS) && !engine.contains(&StreamMode::Debug) {
+        engine.push(StreamMode::Debug);
+    }
+    engine
+}
