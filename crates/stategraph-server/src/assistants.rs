@@ -28,11 +28,7 @@ pub(crate) async fn ensure(state: &AppState) -> Result<(), ApiError> {
     state
         .assistants_ready
         .get_or_try_init(|| async {
-            // With a run queue, runs left running by a process that ended are taken over by
-            // other workers, not failed.
-            if !state.has_queue() {
-                recover(state).await?;
-            }
+            crate::worker::recover(state).await?;
             for graph_id in state.graphs.keys() {
                 let id = default_assistant_id(graph_id);
                 if let Some(existing) = state.records.get(Kind::Assistant, &id).await? {
@@ -67,33 +63,6 @@ pub(crate) async fn ensure(state: &AppState) -> Result<(), ApiError> {
         })
         .await
         .map(drop)
-}
-
-/// Runs recorded as running by an earlier process (which ended) failed; their threads are
-/// no longer busy.
-async fn recover(state: &AppState) -> Result<(), ApiError> {
-    let now = now_iso();
-    for (kind, status, new_status) in [
-        (Kind::Run, "running", "error"),
-        (Kind::Run, "pending", "error"),
-        (Kind::Thread, "busy", "idle"),
-    ] {
-        let mut filter = JsonMap::new();
-        filter.insert("status".into(), json!(status));
-        for mut record in state.records.search(kind, filter).await? {
-            let key_field = match kind {
-                Kind::Run => "run_id",
-                _ => "thread_id",
-            };
-            let key = field_str(&record, key_field).to_owned();
-            if let Some(o) = record.as_object_mut() {
-                o.insert("status".into(), json!(new_status));
-                o.insert("updated_at".into(), json!(now));
-            }
-            state.records.put(kind, &key, record).await?;
-        }
-    }
-    Ok(())
 }
 
 /// The assistant record named by an assistant id or a graph id.
@@ -555,12 +524,34 @@ pub(crate) async fn count(
     Ok(Json(find(&state, search, Paging::all()).await?.len()))
 }
 
+/// Query of `GET /assistants/{assistant_id}/graph`.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct GraphQuery {
+    xray: Option<String>,
+}
+
+impl GraphQuery {
+    /// Checks `xray` as the reference reads it: absent or empty, `true`/`True`,
+    /// `false`/`False`, or an integer above 0 (a depth); anything else is 422.
+    fn check(&self) -> Result<(), ApiError> {
+        match self.xray.as_deref() {
+            None | Some("" | "true" | "True" | "false" | "False") => Ok(()),
+            Some(depth) if depth.trim().parse::<i64>().is_ok_and(|d| d > 0) => Ok(()),
+            Some(_) => Err(ApiError::invalid("Invalid xray value")),
+        }
+    }
+}
+
 /// `GET /assistants/{assistant_id}/graph`: the graph's nodes and edges, in LangGraph's
-/// drawing JSON.
+/// drawing JSON (`xray` is checked; subgraphs are not drawn into their parent).
 pub(crate) async fn graph(
     axum::extract::State(state): Shared,
     Path(id): Path<String>,
+    query: Result<axum::extract::Query<GraphQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Json_>, ApiError> {
+    let axum::extract::Query(query) = query?;
+    query.check()?;
     let assistant = resolve(&state, &id).await?;
     let graph_id = field_str(&assistant, "graph_id");
     let graph = state
@@ -615,7 +606,7 @@ fn schemas_of(keys: &[String]) -> Json_ {
         "input_schema": schema,
         "output_schema": schema,
         "state_schema": schema,
-        "config_schema": null,
+        "config_schema": {},
         "context_schema": null,
     })
 }

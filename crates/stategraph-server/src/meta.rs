@@ -12,7 +12,7 @@ pub(crate) async fn ok() -> Json<Json_> {
 pub(crate) async fn info() -> Json<Json_> {
     Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
-        "langgraph_py_version": null,
+        "langgraph_py_version": crate::request::LANGGRAPH_VERSION,
         "flags": {
             "assistants": true,
             "crons": false,

@@ -190,6 +190,8 @@ pub(crate) async fn delete_item(
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct SearchBody {
+    /// `null` is no prefix, as the schema allows (the reference answers it 500).
+    #[serde(deserialize_with = "null_is_empty")]
     namespace_prefix: Vec<String>,
     filter: Option<Json_>,
     #[serde(deserialize_with = "crate::input::count")]
@@ -198,6 +200,11 @@ struct SearchBody {
     offset: Option<usize>,
     query: Option<String>,
     refresh_ttl: Option<bool>,
+}
+
+/// A list of labels where `null` is the empty list.
+fn null_is_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    Ok(Option::<Vec<String>>::deserialize(d)?.unwrap_or_default())
 }
 
 /// `POST /store/items/search`: `{"items": [...]}`.
@@ -254,19 +261,24 @@ pub(crate) async fn list_namespaces(
 ) -> Result<Json<Json_>, ApiError> {
     let body: NamespacesBody = parse_body(&body)?;
     let (limit, offset) = (body.limit.unwrap_or(100), body.offset.unwrap_or(0));
+    // Cut to depth 0, the server's records would show as `[]`: they are listed one label
+    // deep, hidden, and what is left is cut to nothing.
     let options = ListNamespacesOptions {
         prefix: body.prefix,
         suffix: body.suffix,
-        max_depth: body.max_depth,
+        max_depth: body.max_depth.map(|d| d.max(1)),
         limit: SCAN_LIMIT,
         offset: 0,
     };
     let found = state.records.store().list_namespaces(options).await?;
-    let namespaces: Vec<_> = found
+    let mut found: Vec<_> = found
         .into_iter()
         .filter(|ns| ns.first().is_none_or(|l| l != NAMESPACE_ROOT))
-        .skip(offset)
-        .take(limit)
         .collect();
+    if body.max_depth == Some(0) {
+        found.truncate(1);
+        found.iter_mut().for_each(Vec::clear);
+    }
+    let namespaces: Vec<_> = found.into_iter().skip(offset).take(limit).collect();
     Ok(Json(json!({ "namespaces": namespaces })))
 }

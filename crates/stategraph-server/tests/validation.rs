@@ -536,3 +536,96 @@ async fn the_state_query_flag_reads_as_the_reference_reads_it() {
         assert_eq!(state["values"]["foo"], "b");
     }
 }
+
+#[tokio::test]
+async fn the_graph_query_xray_is_checked_as_the_reference_checks_it() {
+    let app = server();
+    for ok in ["", "?xray=", "?xray=true", "?xray=False", "?xray=2"] {
+        let (status, out) = json_call(
+            &app,
+            Method::GET,
+            &format!("/assistants/seed/graph{ok}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{ok}: {out}");
+    }
+    for bad in ["null", "0", "-1", "AAA", "1.5"] {
+        let (status, out) = json_call(
+            &app,
+            Method::GET,
+            &format!("/assistants/seed/graph?xray={bad}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {out}");
+        assert_eq!(out["detail"], "Invalid xray value");
+    }
+}
+
+#[tokio::test]
+async fn info_names_the_langgraph_version_as_a_string() {
+    let (status, info) = json_call(&server(), Method::GET, "/info", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(info["langgraph_py_version"].is_string(), "{info}");
+}
+
+#[tokio::test]
+async fn an_offset_beyond_64_bits_is_an_empty_page() {
+    let app = server();
+    new_thread(&app).await;
+    // 2^72, a JSON integer too large for 64 bits (the reference answers an empty page).
+    let body = r#"{"offset": 4722366482869645213696}"#;
+    for uri in ["/threads/search", "/assistants/search"] {
+        let req = axum::http::Request::post(uri)
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(body))
+            .unwrap();
+        let res = tower::ServiceExt::oneshot(app.clone(), req).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{uri}");
+        let bytes = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert_eq!(serde_json::from_slice::<Json>(&bytes).unwrap(), json!([]));
+    }
+    refused(
+        &app,
+        Method::POST,
+        "/threads/search",
+        json!({"limit": 4.7e21}),
+        "limit",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_null_store_search_prefix_searches_everything() {
+    let app = server();
+    let put = json!({"namespace": ["a", "b"], "key": "k", "value": {"v": 1}});
+    call(&app, Method::PUT, "/store/items", Some(put)).await;
+    let (status, found) = json_call(
+        &app,
+        Method::POST,
+        "/store/items/search",
+        Some(json!({"namespace_prefix": null})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{found}");
+    assert_eq!(found["items"].as_array().unwrap().len(), 1, "{found}");
+}
+
+#[tokio::test]
+async fn namespaces_cut_to_depth_0_show_no_server_records() {
+    for app in [server(), sqlite_server().await] {
+        // The server's own records exist (threads, assistants), the user's store is empty.
+        new_thread(&app).await;
+        let depth0 = Some(json!({"max_depth": 0}));
+        let (status, out) =
+            json_call(&app, Method::POST, "/store/namespaces", depth0.clone()).await;
+        assert_eq!((status, out), (StatusCode::OK, json!({"namespaces": []})));
+        let put = json!({"namespace": ["a", "b"], "key": "k", "value": {"v": 1}});
+        call(&app, Method::PUT, "/store/items", Some(put)).await;
+        let (_, out) = json_call(&app, Method::POST, "/store/namespaces", depth0).await;
+        assert_eq!(out, json!({"namespaces": [[]]}));
+    }
+}
