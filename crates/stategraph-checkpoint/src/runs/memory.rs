@@ -14,6 +14,10 @@ use super::*;
 /// wake-ups: whoever reads the queue again sees what they announced).
 const BUFFER: usize = 1024;
 
+/// How many finished runs (with their events) a queue keeps unless told otherwise
+/// ([`InMemoryRunQueue::keep_finished`]); the oldest finished go first beyond it.
+pub const DEFAULT_KEEP_FINISHED: usize = 10_000;
+
 /// A [`RunQueue`] in the memory of one process: for the embedded server and tests. Its runs
 /// are lost with the process. Cheap to clone: clones share the queue.
 #[derive(Clone)]
@@ -29,6 +33,11 @@ struct Inner {
     events: HashMap<String, Vec<RunEvent>>,
     /// Pending runs by queue position.
     pending: BTreeMap<i64, String>,
+    /// Each thread's runs by queue position.
+    threads: HashMap<String, BTreeMap<i64, String>>,
+    /// Finished runs, oldest first (some may be gone already), and how many to keep.
+    finished: std::collections::VecDeque<String>,
+    keep_finished: usize,
     /// The running run of each thread that has one.
     running: HashMap<String, String>,
     next_seq: i64,
@@ -54,10 +63,21 @@ impl InMemoryRunQueue {
     /// An empty queue with a [`DEFAULT_LEASE`] and [`DEFAULT_MAX_ATTEMPTS`].
     pub fn new() -> Self {
         Self {
-            inner: Arc::new(Mutex::new(Inner::default())),
+            inner: Arc::new(Mutex::new(Inner {
+                keep_finished: DEFAULT_KEEP_FINISHED,
+                ..Inner::default()
+            })),
             lease: DEFAULT_LEASE,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
         }
+    }
+
+    /// Keeps the `n` runs that finished last, with their events (default
+    /// [`DEFAULT_KEEP_FINISHED`]); older finished runs are forgotten, so that a long-lived
+    /// process does not keep every run it ever ran.
+    pub fn keep_finished(self, n: usize) -> Self {
+        self.lock().keep_finished = n;
+        self
     }
 
     /// With another lease (at least a millisecond).
@@ -89,9 +109,47 @@ impl Inner {
     fn is_next(&self, seq: i64, thread: &str) -> bool {
         !self.running.contains_key(thread)
             && !self
-                .pending
-                .range(..seq)
-                .any(|(_, id)| self.runs.get(id).is_some_and(|r| r.thread_id == thread))
+                .threads
+                .get(thread)
+                .is_some_and(|runs| runs.range(..seq).any(|(s, _)| self.pending.contains_key(s)))
+    }
+
+    /// Adds a run to the queue.
+    fn insert(&mut self, row: RunRow) {
+        self.pending.insert(row.seq, row.run_id.clone());
+        self.threads
+            .entry(row.thread_id.clone())
+            .or_default()
+            .insert(row.seq, row.run_id.clone());
+        self.runs.insert(row.run_id.clone(), row);
+    }
+
+    /// Removes run `run_id` and its events.
+    fn remove(&mut self, run_id: &str) -> Option<RunRow> {
+        let run = self.runs.remove(run_id)?;
+        self.pending.remove(&run.seq);
+        self.events.remove(run_id);
+        if let Some(runs) = self.threads.get_mut(&run.thread_id) {
+            runs.remove(&run.seq);
+            if runs.is_empty() {
+                self.threads.remove(&run.thread_id);
+            }
+        }
+        Some(run)
+    }
+
+    /// Notes that run `run_id` finished, forgetting the oldest finished runs beyond the
+    /// number kept.
+    fn retire(&mut self, run_id: &str) {
+        self.finished.push_back(run_id.to_owned());
+        while self.finished.len() > self.keep_finished {
+            let Some(old) = self.finished.pop_front() else {
+                break;
+            };
+            if self.runs.get(&old).is_some_and(|r| r.status.is_final()) {
+                self.remove(&old);
+            }
+        }
     }
 
     /// Makes pending run `run_id` running for `worker`.
@@ -143,13 +201,12 @@ impl Inner {
             run_id: run_id.to_owned(),
             status: Some(status),
         });
+        self.retire(run_id);
     }
 
     /// Deletes pending run `run_id`, announcing it.
     fn remove_pending(&mut self, run_id: &str) {
-        if let Some(run) = self.runs.remove(run_id) {
-            self.pending.remove(&run.seq);
-            self.events.remove(run_id);
+        if self.remove(run_id).is_some() {
             self.notify(Notification::Finished {
                 run_id: run_id.to_owned(),
                 status: None,
@@ -171,11 +228,15 @@ impl Inner {
 
     /// The pending runs of `thread`, oldest first.
     fn pending_of(&self, thread: &str) -> Vec<String> {
-        self.pending
-            .values()
-            .filter(|id| self.runs.get(*id).is_some_and(|r| r.thread_id == thread))
-            .cloned()
-            .collect()
+        self.threads
+            .get(thread)
+            .map(|runs| {
+                runs.iter()
+                    .filter(|(seq, _)| self.pending.contains_key(seq))
+                    .map(|(_, id)| id.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 }
 
@@ -229,8 +290,7 @@ impl RunQueue for InMemoryRunQueue {
         inner.next_seq += 1;
         let seq = inner.next_seq;
         let row = RunRow::pending(&run, seq, self.max_attempts, SystemTime::now());
-        inner.runs.insert(run.run_id.clone(), row);
-        inner.pending.insert(seq, run.run_id.clone());
+        inner.insert(row);
         if let Some(worker) = &run.claim_for
             && inner.is_next(seq, &run.thread_id)
         {
@@ -425,14 +485,15 @@ impl RunQueue for InMemoryRunQueue {
 
     async fn runs_of_thread(&self, thread_id: &str) -> Result<Vec<RunRow>> {
         let inner = self.lock();
-        let mut runs: Vec<RunRow> = inner
-            .runs
-            .values()
-            .filter(|r| r.thread_id == thread_id)
-            .cloned()
-            .collect();
-        runs.sort_by_key(|r| r.seq);
-        Ok(runs)
+        Ok(inner
+            .threads
+            .get(thread_id)
+            .map(|runs| {
+                runs.values()
+                    .filter_map(|id| inner.runs.get(id).cloned())
+                    .collect()
+            })
+            .unwrap_or_default())
     }
 
     async fn busy_threads(&self) -> Result<BTreeSet<String>> {
@@ -449,16 +510,9 @@ impl RunQueue for InMemoryRunQueue {
 
     async fn delete(&self, run_id: &str) -> Result<bool> {
         let mut inner = self.lock();
-        match inner.runs.get(run_id).map(|r| (r.status, r.seq)) {
-            None | Some((RunStatus::Running, _)) => Ok(false),
-            Some((status, seq)) => {
-                if status == RunStatus::Pending {
-                    inner.pending.remove(&seq);
-                }
-                inner.runs.remove(run_id);
-                inner.events.remove(run_id);
-                Ok(true)
-            }
+        match inner.runs.get(run_id).map(|r| r.status) {
+            None | Some(RunStatus::Running) => Ok(false),
+            Some(_) => Ok(inner.remove(run_id).is_some()),
         }
     }
 

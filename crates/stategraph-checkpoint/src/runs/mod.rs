@@ -50,7 +50,7 @@ use tokio::sync::mpsc;
 
 use crate::{Error, Result};
 
-pub use memory::InMemoryRunQueue;
+pub use memory::{DEFAULT_KEEP_FINISHED, InMemoryRunQueue};
 
 /// The lease a claim or heartbeat grants unless a queue is configured otherwise.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);

@@ -61,7 +61,7 @@ const THREAD_LOCK_SEED: i64 = 0x5354_4752_5448_5244; // "STGRTHRD"
 /// - A run's stream events are rows of `stategraph_run_events`, numbered per run, appended
 ///   only by the lease holder, readable from any sequence number (joiners, `Last-Event-ID`).
 /// - Changes are announced with `NOTIFY` on a channel of the queue's schema (ids only);
-///   [`listen`](Self::listen) turns them into [`Notification`]s. Notifications are a wake-up,
+///   [`listen`](Self::listen) turns them into [`Notification`](stategraph_checkpoint::runs::Notification)s. Notifications are a wake-up,
 ///   not the truth: after a lost connection, read the tables again.
 ///
 /// Worker names identify a lease holder: give each executing task its own (say, host, process
