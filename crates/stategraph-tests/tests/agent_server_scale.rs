@@ -686,6 +686,65 @@ fn a_streamed_run_holds_its_thread_across_processes() {
     }
 }
 
+/// A thread's status is the queue's, whichever process put the run there and whatever the
+/// thread's record says: a run another process enqueued and claimed after this thread's record
+/// was settled `idle` (the lost update of a status kept in the record) reads `busy` on every
+/// process, and a run of it with `reject` is refused, until that run ended.
+#[test]
+fn a_threads_status_is_the_queues() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let pair = rt.block_on(Pair::start("scale_status"));
+    let (queue, a, b) = (&pair.queue, pair.a, pair.b);
+    let (status, thread) = call(a, "POST", "/threads", Some(json!({})));
+    assert_eq!(status, 200, "{thread}");
+    let thread = thread["thread_id"].as_str().unwrap().to_owned();
+    assert_eq!(thread_status(a, &thread), "idle");
+    // Another process's run of the thread, enqueued and claimed behind the record's back.
+    let run = stategraph::uuid4().to_string();
+    let new_run =
+        stategraph_postgres::NewRun::new(&run, &thread, json!({})).claimed_by("elsewhere");
+    let enqueued = rt.block_on(queue.enqueue(new_run)).unwrap();
+    assert_eq!(enqueued.claimed.map(|c| c.run_id), Some(run.clone()));
+    for port in [a, b] {
+        assert_eq!(thread_status(port, &thread), "busy");
+        let (status, body) = call(
+            port,
+            "POST",
+            &format!("/threads/{thread}/runs"),
+            Some(json!({"assistant_id": "ab", "input": {}, "multitask_strategy": "reject"})),
+        );
+        assert_eq!(status, 409, "{body}");
+    }
+    let (_, found) = call(
+        b,
+        "POST",
+        "/threads/search",
+        Some(json!({"status": "busy", "limit": 100})),
+    );
+    assert!(
+        found
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["thread_id"] == thread.as_str()),
+        "{found}"
+    );
+    assert!(
+        rt.block_on(queue.finish(&run, "elsewhere", RunStatus::Success, None))
+            .unwrap()
+    );
+    for port in [a, b] {
+        assert_eq!(thread_status(port, &thread), "idle");
+    }
+}
+
+/// A thread's status as `GET /threads/{thread_id}` on `port` answers it.
+fn thread_status(port: u16, thread: &str) -> String {
+    let (status, t) = call(port, "GET", &format!("/threads/{thread}"), None);
+    assert_eq!(status, 200, "{t}");
+    t["status"].as_str().unwrap().to_owned()
+}
+
 /// The events of an SSE body: id (if any), name, data.
 fn sse_events(sse: &str) -> Vec<(Option<String>, String, Json)> {
     let mut events = Vec::new();
