@@ -230,14 +230,9 @@ async fn start_with(
             }
             Err(e) => return Err(e),
         };
-        // The queue says whether the thread is busy (whichever process runs its runs), and
-        // has the last word on `reject` when it enqueues.
-        let busy = queue
-            .runs_of_thread(&thread_id)
-            .await
-            .map_err(api_error)?
-            .iter()
-            .any(|r| !r.status.is_final());
+        // `load` read the thread's status from the queue (busy whichever process runs its
+        // runs); the queue still has the last word on `reject` when it enqueues.
+        let busy = field_str(&thread, "status") == "busy";
         if busy && strategy == Multitask::Reject {
             return Err(ApiError::conflict(
                 "Thread is already running a task. Wait for it to finish or choose a \
@@ -384,11 +379,8 @@ async fn start_with(
             }
             None => {
                 // The thread is busy: the caller hears of its run at once, then waits.
-                let metadata = crate::hub::RunHub::detached_event(
-                    1,
-                    "metadata",
-                    json!({ "run_id": run_id, "attempt": 1 }),
-                );
+                let metadata =
+                    StreamEvent::new(1, "metadata", json!({ "run_id": run_id, "attempt": 1 }));
                 let _ = caller.events.try_send(metadata);
                 tokio::spawn(wait_turn(
                     task_state,

@@ -24,7 +24,6 @@ use crate::graph::{RunStart, ServedGraph};
 use crate::hub::{HubCloser, StreamEvent};
 use crate::records::{Kind, field_str};
 use crate::request::{RunBody, engine_config, run_start, stream_modes};
-use crate::threads::load;
 use crate::worker::{pending_on, queue_of, set_run_status};
 
 /// Who follows a run as it executes: the task answering `runs/wait` or `runs/stream`.
@@ -515,7 +514,8 @@ async fn finish_records(
     let waiting = pending_on(state, thread_id).await;
     let thread_status = if waiting > 0 { "busy" } else { thread_status };
     let now = now_iso();
-    if let Ok(mut thread) = load(state, thread_id).await {
+    // The record as stored: its status is set here (the queue's view is `pending_on`'s).
+    if let Ok(Some(mut thread)) = state.records.get(Kind::Thread, thread_id).await {
         if let Some(obj) = thread.as_object_mut() {
             obj.insert("status".into(), json!(thread_status));
             obj.insert("updated_at".into(), json!(now));

@@ -42,6 +42,22 @@ pub(crate) struct StreamEvent {
     pub(crate) data: Arc<Json_>,
 }
 
+impl StreamEvent {
+    /// Event `seq` of a run, made now: its id is `"{unix_ms}-{seq}"`.
+    pub(crate) fn new(seq: u64, name: impl Into<Arc<str>>, data: Json_) -> Self {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        Self {
+            seq,
+            id: Arc::from(format!("{ms}-{seq}")),
+            name: name.into(),
+            data: Arc::new(data),
+        }
+    }
+}
+
 struct Inner {
     events: VecDeque<StreamEvent>,
     next_seq: u64,
@@ -73,21 +89,6 @@ impl RunHub {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Event `seq` of a run that has no hub here yet (its `metadata`, sent to the caller of
-    /// a run that waits its turn), numbered as the run's hub will number it.
-    pub(crate) fn detached_event(seq: u64, name: &str, data: Json_) -> StreamEvent {
-        let ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or(0);
-        StreamEvent {
-            seq,
-            id: Arc::from(format!("{ms}-{seq}")),
-            name: Arc::from(name),
-            data: Arc::new(data),
-        }
-    }
-
     /// Whether the run was created with `stream_resumable: true`.
     pub(crate) fn resumable(&self) -> bool {
         self.resumable
@@ -96,10 +97,6 @@ impl RunHub {
     /// Adds an event; the event as joiners see it.
     pub(crate) fn publish(&self, name: impl Into<Arc<str>>, data: Json_) -> StreamEvent {
         let name: Arc<str> = name.into();
-        let ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or(0);
         let cap = if self.resumable {
             RESUMABLE_LOG_CAP
         } else {
@@ -109,12 +106,7 @@ impl RunHub {
             let mut inner = self.lock();
             let seq = inner.next_seq;
             inner.next_seq += 1;
-            let event = StreamEvent {
-                seq,
-                id: Arc::from(format!("{ms}-{seq}")),
-                name,
-                data: Arc::new(data),
-            };
+            let event = StreamEvent::new(seq, name, data);
             inner.events.push_back(event.clone());
             while inner.events.len() > cap {
                 inner.events.pop_front();

@@ -130,18 +130,8 @@ async fn follow_events(
                 "error" => error = Some(e.data.clone()),
                 _ => {}
             }
-            let ms = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis())
-                .unwrap_or_default();
-            let _ = tx
-                .send(StreamEvent {
-                    seq: u64::try_from(e.seq).unwrap_or_default(),
-                    id: Arc::from(format!("{ms}-{}", e.seq)),
-                    name: Arc::from(e.event),
-                    data: Arc::new(e.data),
-                })
-                .await;
+            let seq = u64::try_from(e.seq).unwrap_or_default();
+            let _ = tx.send(StreamEvent::new(seq, e.event, e.data)).await;
         }
         if full {
             continue;
