@@ -3,15 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use std::time::Duration;
-
 use axum::Router;
-use axum::extract::Request;
-use axum::http::header::CONTENT_LOCATION;
-use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use stategraph_checkpoint::CheckpointSaver;
 pub(crate) use stategraph_checkpoint::runs::CancelAction;
 use stategraph_checkpoint::runs::{InMemoryRunQueue, RunQueue};
@@ -19,14 +11,10 @@ use stategraph_checkpoint::store::{InMemoryStore, Store};
 use stategraph_graph::{CompiledGraph, State};
 use tokio::net::TcpListener;
 use tokio::sync::OnceCell;
-use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
-use crate::error::ApiError;
 use crate::graph::ServedGraph;
 use crate::hub::{DEFAULT_RESUMABLE_TTL, Hubs};
 use crate::records::Records;
-use crate::{assistants, meta, panics, runs, store_api, threads};
 
 /// Why a [`ServerBuilder`] could not build.
 #[derive(Debug, thiserror::Error)]
@@ -68,7 +56,7 @@ pub const MAX_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(2
 
 /// Which origins browsers may call the API from.
 #[derive(Clone, Debug, Default)]
-enum Cors {
+pub(crate) enum Cors {
     /// Any origin, without credentials (the default, as `langgraph dev`).
     #[default]
     Any,
@@ -336,114 +324,7 @@ impl Server {
 
     /// The API's routes, to serve or to nest in a larger application.
     pub fn router(&self) -> Router {
-        let router = Router::new()
-            .route("/ok", get(meta::ok))
-            .route("/info", get(meta::info))
-            .route("/assistants", post(assistants::create))
-            .route("/assistants/search", post(assistants::search))
-            .route("/assistants/count", post(assistants::count))
-            .route(
-                "/assistants/{assistant_id}",
-                get(assistants::get_one)
-                    .patch(assistants::update)
-                    .delete(assistants::delete),
-            )
-            .route("/assistants/{assistant_id}/graph", get(assistants::graph))
-            .route(
-                "/assistants/{assistant_id}/schemas",
-                get(assistants::schemas),
-            )
-            .route(
-                "/assistants/{assistant_id}/subgraphs",
-                get(assistants::subgraphs),
-            )
-            .route(
-                "/assistants/{assistant_id}/versions",
-                post(assistants::versions),
-            )
-            .route(
-                "/assistants/{assistant_id}/latest",
-                post(assistants::set_latest),
-            )
-            .route("/threads", post(threads::create))
-            .route("/threads/search", post(threads::search))
-            .route("/threads/count", post(threads::count))
-            .route("/threads/{thread_id}/copy", post(threads::copy))
-            .route(
-                "/threads/{thread_id}",
-                get(threads::get_one)
-                    .patch(threads::patch)
-                    .delete(threads::delete),
-            )
-            .route(
-                "/threads/{thread_id}/state",
-                get(threads::get_state).post(threads::update_state),
-            )
-            .route(
-                "/threads/{thread_id}/state/checkpoint",
-                post(threads::post_state_at),
-            )
-            .route(
-                "/threads/{thread_id}/state/{checkpoint_id}",
-                get(threads::get_state_at),
-            )
-            .route("/threads/{thread_id}/history", post(threads::history))
-            .route(
-                "/threads/{thread_id}/runs",
-                get(runs::list).post(runs::create_background),
-            )
-            .route("/threads/{thread_id}/runs/wait", post(runs::wait_thread))
-            .route(
-                "/threads/{thread_id}/runs/stream",
-                post(runs::stream_thread),
-            )
-            .route(
-                "/threads/{thread_id}/runs/{run_id}",
-                get(runs::get_one).delete(runs::delete_one),
-            )
-            .route("/threads/{thread_id}/runs/{run_id}/join", get(runs::join))
-            .route(
-                "/threads/{thread_id}/runs/{run_id}/stream",
-                get(runs::join_stream),
-            )
-            .route("/runs/cancel", post(runs::cancel_many))
-            .route(
-                "/store/items",
-                get(store_api::get_item)
-                    .put(store_api::put_item)
-                    .delete(store_api::delete_item),
-            )
-            .route("/store/items/search", post(store_api::search_items))
-            .route("/store/namespaces", post(store_api::list_namespaces))
-            .route("/runs/wait", post(runs::wait_stateless))
-            .route("/runs/stream", post(runs::stream_stateless))
-            .route(
-                "/threads/{thread_id}/runs/{run_id}/cancel",
-                post(runs::cancel),
-            )
-            .fallback(not_found)
-            .with_state(Arc::clone(&self.state));
-        // Before the first request is answered: runs a previous process left running are
-        // recorded failed and their threads freed, and the default assistants exist.
-        let state = Arc::clone(&self.state);
-        let router = router.layer(axum::middleware::from_fn(move |req, next| {
-            ready_first(Arc::clone(&state), req, next)
-        }));
-        let router = match &self.api_key {
-            Some(key) => {
-                let key: Arc<[u8]> = Arc::from(key.as_bytes());
-                router.layer(axum::middleware::from_fn(move |req, next| {
-                    check_api_key(Arc::clone(&key), req, next)
-                }))
-            }
-            None => router,
-        };
-        // A handler that panics is answered 500 with the request's id, not by a dropped
-        // connection (inside CORS, so that browsers can read the answer).
-        let router = router
-            .layer(CatchPanicLayer::custom(panics::panic_response))
-            .layer(axum::middleware::from_fn(panics::with_request_id));
-        router.layer(cors_layer(&self.cors))
+        crate::http::router(&self.state, &self.cors, self.api_key.as_deref())
     }
 
     /// Starts this process's worker loops on the [run queue](ServerBuilder::run_queue)
@@ -470,71 +351,4 @@ impl Server {
         });
         axum::serve(listener, self.router()).await
     }
-}
-
-/// The CORS layer: `langgraph dev`'s defaults (Starlette's `CORSMiddleware`).
-fn cors_layer(cors: &Cors) -> CorsLayer {
-    let layer = CorsLayer::new()
-        .allow_methods([
-            Method::DELETE,
-            Method::GET,
-            Method::HEAD,
-            Method::OPTIONS,
-            Method::PATCH,
-            Method::POST,
-            Method::PUT,
-        ])
-        .allow_headers(AllowHeaders::mirror_request())
-        .expose_headers([
-            HeaderName::from_static("x-pagination-total"),
-            HeaderName::from_static("x-pagination-next"),
-            CONTENT_LOCATION,
-        ])
-        .max_age(Duration::from_secs(600));
-    match cors {
-        Cors::Any => layer.allow_origin(AllowOrigin::any()),
-        Cors::Origins(origins) => layer
-            .allow_origin(AllowOrigin::list(
-                origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()),
-            ))
-            .allow_credentials(true),
-    }
-}
-
-/// Paths served without the API key, as LangGraph's server leaves its meta routes open.
-const OPEN_PATHS: [&str; 2] = ["/ok", "/info"];
-
-/// Answers 403 unless the request carries header `x-api-key` equal to `key`.
-async fn ready_first(state: Arc<AppState>, req: Request, next: Next) -> Response {
-    match assistants::ensure(&state).await {
-        Ok(()) => next.run(req).await,
-        Err(e) => e.into_response(),
-    }
-}
-
-async fn check_api_key(key: Arc<[u8]>, req: Request, next: Next) -> Response {
-    if OPEN_PATHS.contains(&req.uri().path()) {
-        return next.run(req).await;
-    }
-    match req.headers().get("x-api-key") {
-        Some(given) if constant_time_eq(given.as_bytes(), &key) => next.run(req).await,
-        Some(_) => ApiError::new(StatusCode::FORBIDDEN, "Invalid API key").into_response(),
-        None => {
-            ApiError::new(StatusCode::FORBIDDEN, "Missing authentication headers").into_response()
-        }
-    }
-}
-
-/// Whether `a == b`, in time that depends on their lengths only.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    std::hint::black_box(diff) == 0
-}
-
-/// Unknown paths, answered as the reference server does.
-async fn not_found() -> crate::error::ApiError {
-    crate::error::ApiError::not_found("Not Found")
 }

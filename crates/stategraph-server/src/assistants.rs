@@ -1,19 +1,13 @@
-//! Assistants: one default assistant per registered graph, and assistants created through
-//! `POST /assistants`.
+//! Assistants: one default assistant per registered graph (its id derived from the graph's
+//! name as LangGraph's server derives it), their versions, and how a run names one.
 
-use axum::Json;
-use axum::body::Bytes;
-use axum::extract::Path;
-use serde::Deserialize;
 use serde_json::{Map as JsonMap, Value as Json_, json};
 use stategraph_checkpoint::now_iso;
-use stategraph_graph::{END, START};
 use uuid::Uuid;
 
-use crate::app::{AppState, Cancel, CancelAction, Shared};
+use crate::app::AppState;
 use crate::error::ApiError;
-use crate::records::{Kind, Paging, field_str};
-use crate::threads::parse_body;
+use crate::records::{Kind, field_str};
 
 /// LangGraph's namespace for default assistant ids (`uuid5(NAMESPACE_GRAPH, graph_id)`).
 const NAMESPACE_GRAPH: Uuid = Uuid::from_u128(0x6ba7b821_9dad_11d1_80b4_00c04fd430c8);
@@ -65,83 +59,39 @@ pub(crate) async fn ensure(state: &AppState) -> Result<(), ApiError> {
         .map(drop)
 }
 
-/// The assistant record named by an assistant id or a graph id.
+/// The assistant a run's `assistant_id` names: a graph's name (its default assistant) or an
+/// assistant's UUID. As the reference answers: anything else is 422 listing the graphs, an
+/// unknown UUID 404.
 pub(crate) async fn resolve(state: &AppState, id: &str) -> Result<Json_, ApiError> {
     ensure(state).await?;
     let key = if state.graphs.contains_key(id) {
         default_assistant_id(id)
     } else {
-        id.to_owned()
+        match Uuid::parse_str(id) {
+            Ok(uuid) => uuid.to_string(),
+            Err(_) => {
+                let graphs: Vec<&str> = state.graphs.keys().map(String::as_str).collect();
+                return Err(ApiError::invalid(format!(
+                    "Invalid assistant: '{id}'. Must be either:\n- A valid assistant UUID, or\n\
+                     - One of the registered graphs: {}",
+                    graphs.join(", ")
+                )));
+            }
+        }
     };
     state
         .records
         .get(Kind::Assistant, &key)
         .await?
-        .ok_or_else(|| ApiError::not_found(format!("Assistant \"{id}\" not found")))
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct CreateBody {
-    assistant_id: Option<String>,
-    graph_id: Option<String>,
-    config: Option<JsonMap<String, Json_>>,
-    context: Option<JsonMap<String, Json_>>,
-    metadata: Option<JsonMap<String, Json_>>,
-    if_exists: Option<String>,
-    name: Option<String>,
-    description: Option<String>,
-}
-
-/// `POST /assistants`: a new assistant of a registered graph (`if_exists`: `raise`, the
-/// default, answers 409 for a taken id; `do_nothing` returns the stored assistant).
-pub(crate) async fn create(
-    axum::extract::State(state): Shared,
-    body: Bytes,
-) -> Result<Json<Json_>, ApiError> {
-    let body: CreateBody = parse_body(&body)?;
-    ensure(&state).await?;
-    let id = match body.assistant_id {
-        Some(id) => Uuid::parse_str(&id)
-            .map_err(|_| ApiError::invalid("Invalid assistant ID: must be a UUID"))?
-            .to_string(),
-        None => Uuid::new_v4().to_string(),
-    };
-    let graph_id = body
-        .graph_id
-        .ok_or_else(|| ApiError::invalid("graph_id is required"))?;
-    check_graph(&state, &graph_id)?;
-    let (config, context) = config_and_context(body.config.unwrap_or_default(), body.context)?;
-    let context = context.unwrap_or_default();
-    if let Some(existing) = state.records.get(Kind::Assistant, &id).await? {
-        if body.if_exists.as_deref() == Some("do_nothing") {
-            return Ok(Json(existing));
-        }
-        return Err(ApiError::conflict(format!("Assistant {id} already exists")));
-    }
-    let now = now_iso();
-    let record = json!({
-        "assistant_id": id,
-        "graph_id": graph_id,
-        "config": config,
-        "context": context,
-        "created_at": now,
-        "updated_at": now,
-        "metadata": body.metadata.unwrap_or_default(),
-        "version": 1,
-        "name": body.name.filter(|n| !n.is_empty()).unwrap_or_else(|| "Untitled".into()),
-        "description": body.description,
-    });
-    put_version(&state, &record, 1).await?;
-    state
-        .records
-        .put(Kind::Assistant, &id, record.clone())
-        .await?;
-    Ok(Json(record))
+        .ok_or_else(|| ApiError::not_found("Thread or assistant not found."))
 }
 
 /// Stores `assistant` (an assistant record) as its version `version`.
-async fn put_version(state: &AppState, assistant: &Json_, version: u64) -> Result<(), ApiError> {
+pub(crate) async fn put_version(
+    state: &AppState,
+    assistant: &Json_,
+    version: u64,
+) -> Result<(), ApiError> {
     let id = field_str(assistant, "assistant_id");
     let mut entry = JsonMap::new();
     for key in [
@@ -171,487 +121,10 @@ async fn put_version(state: &AppState, assistant: &Json_, version: u64) -> Resul
 }
 
 /// Every stored version of assistant `id`, newest first.
-async fn versions_of(state: &AppState, id: &str) -> Result<Vec<Json_>, ApiError> {
+pub(crate) async fn versions_of(state: &AppState, id: &str) -> Result<Vec<Json_>, ApiError> {
     let mut filter = JsonMap::new();
     filter.insert("assistant_id".into(), json!(id));
     let mut found = state.records.search(Kind::AssistantVersion, filter).await?;
     found.sort_by_key(|v| std::cmp::Reverse(v.get("version").and_then(Json_::as_u64)));
     Ok(found)
-}
-
-/// Config and context kept in step as the reference keeps them (`configurable` is the
-/// context); both given is 400.
-type ConfigAndContext = (JsonMap<String, Json_>, Option<JsonMap<String, Json_>>);
-
-fn config_and_context(
-    mut config: JsonMap<String, Json_>,
-    context: Option<JsonMap<String, Json_>>,
-) -> Result<ConfigAndContext, ApiError> {
-    let configurable = config
-        .get("configurable")
-        .and_then(Json_::as_object)
-        .filter(|c| !c.is_empty())
-        .cloned();
-    let given = context.as_ref().is_some_and(|c| !c.is_empty());
-    match configurable {
-        Some(_) if given => Err(ApiError::new(
-            axum::http::StatusCode::BAD_REQUEST,
-            "Cannot specify both configurable and context. Prefer setting context alone.",
-        )),
-        Some(c) => Ok((config, Some(c))),
-        None => {
-            if let Some(c) = context.as_ref().filter(|c| !c.is_empty()) {
-                config.insert("configurable".into(), Json_::Object(c.clone()));
-            }
-            Ok((config, context))
-        }
-    }
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct UpdateBody {
-    graph_id: Option<String>,
-    config: Option<JsonMap<String, Json_>>,
-    context: Option<JsonMap<String, Json_>>,
-    metadata: Option<JsonMap<String, Json_>>,
-    name: Option<String>,
-    description: Option<String>,
-}
-
-/// `PATCH /assistants/{assistant_id}`: a new version (the highest so far plus one) that
-/// becomes the current one; fields not given are kept, `metadata` is merged.
-pub(crate) async fn update(
-    axum::extract::State(state): Shared,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Json<Json_>, ApiError> {
-    let body: UpdateBody = parse_body(&body)?;
-    ensure(&state).await?;
-    check_uuid(&id)?;
-    let (config, context) = config_and_context(body.config.unwrap_or_default(), body.context)?;
-    if let Some(g) = &body.graph_id {
-        check_graph(&state, g)?;
-    }
-    let mut record = state
-        .records
-        .get(Kind::Assistant, &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("Assistant {id} not found")))?;
-    let current = record.get("version").and_then(Json_::as_u64).unwrap_or(1);
-    let newest = versions_of(&state, &id)
-        .await?
-        .first()
-        .and_then(|v| v.get("version").and_then(Json_::as_u64))
-        .unwrap_or(current);
-    let version = newest.max(current).saturating_add(1);
-    let now = now_iso();
-    if let Some(o) = record.as_object_mut() {
-        if let Some(g) = body.graph_id {
-            o.insert("graph_id".into(), json!(g));
-        }
-        if !config.is_empty() {
-            o.insert("config".into(), Json_::Object(config));
-        }
-        if let Some(c) = context {
-            o.insert("context".into(), Json_::Object(c));
-        }
-        if let Some(m) = body.metadata {
-            let mut merged = o
-                .get("metadata")
-                .and_then(Json_::as_object)
-                .cloned()
-                .unwrap_or_default();
-            merged.extend(m);
-            o.insert("metadata".into(), Json_::Object(merged));
-        }
-        if let Some(n) = body.name {
-            o.insert("name".into(), json!(n));
-        }
-        if let Some(d) = body.description {
-            o.insert("description".into(), json!(d));
-        }
-        o.insert("version".into(), json!(version));
-        o.insert("updated_at".into(), json!(now));
-    }
-    put_version(&state, &record, version).await?;
-    state
-        .records
-        .put(Kind::Assistant, &id, record.clone())
-        .await?;
-    Ok(Json(record))
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct VersionsBody {
-    metadata: Option<JsonMap<String, Json_>>,
-    #[serde(deserialize_with = "crate::input::search_limit")]
-    limit: Option<usize>,
-    #[serde(deserialize_with = "crate::input::count")]
-    offset: Option<usize>,
-}
-
-/// `POST /assistants/{assistant_id}/versions`: the versions, newest first (404 when none).
-pub(crate) async fn versions(
-    axum::extract::State(state): Shared,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Json<Vec<Json_>>, ApiError> {
-    let body: VersionsBody = parse_body(&body)?;
-    ensure(&state).await?;
-    check_uuid(&id)?;
-    let mut found = versions_of(&state, &id).await?;
-    if let Some(m) = body.metadata.filter(|m| !m.is_empty()) {
-        found.retain(|v| {
-            m.iter()
-                .all(|(k, want)| v.get("metadata").and_then(|x| x.get(k)) == Some(want))
-        });
-    }
-    let found: Vec<Json_> = found
-        .into_iter()
-        .skip(body.offset.unwrap_or(0))
-        .take(body.limit.unwrap_or(10))
-        .collect();
-    if found.is_empty() {
-        return Err(ApiError::not_found(format!("Assistant {id} not found")));
-    }
-    Ok(Json(found))
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct LatestBody {
-    #[serde(deserialize_with = "crate::input::version")]
-    version: Option<u64>,
-}
-
-/// `POST /assistants/{assistant_id}/latest`: makes a stored version the current one. As the
-/// reference: an unknown assistant is 404, and so is a body that names no version (no
-/// version matches it).
-pub(crate) async fn set_latest(
-    axum::extract::State(state): Shared,
-    Path(id): Path<String>,
-    body: Bytes,
-) -> Result<Json<Json_>, ApiError> {
-    let body: LatestBody = parse_body(&body)?;
-    ensure(&state).await?;
-    check_uuid(&id)?;
-    let mut record = state
-        .records
-        .get(Kind::Assistant, &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("Assistant {id} not found")))?;
-    let Some(version) = body.version else {
-        return Err(ApiError::not_found(format!(
-            "Version not found for assistant {id}: the body gives no `version`"
-        )));
-    };
-    let entry = state
-        .records
-        .get(Kind::AssistantVersion, &format!("{id}:{version}"))
-        .await?
-        .ok_or_else(|| {
-            ApiError::not_found(format!("Version {version} not found for assistant {id}"))
-        })?;
-    if let Some(o) = record.as_object_mut() {
-        for key in [
-            "graph_id",
-            "config",
-            "context",
-            "metadata",
-            "name",
-            "description",
-        ] {
-            o.insert(key.into(), entry.get(key).cloned().unwrap_or(Json_::Null));
-        }
-        o.insert("version".into(), json!(version));
-        o.insert("updated_at".into(), json!(now_iso()));
-    }
-    state
-        .records
-        .put(Kind::Assistant, &id, record.clone())
-        .await?;
-    Ok(Json(record))
-}
-
-/// 404 unless `graph_id` is a registered graph.
-fn check_graph(state: &AppState, graph_id: &str) -> Result<(), ApiError> {
-    if state.graphs.contains_key(graph_id) {
-        return Ok(());
-    }
-    let mut known: Vec<&String> = state.graphs.keys().collect();
-    known.sort();
-    Err(ApiError::not_found(format!(
-        "Graph '{graph_id}' not found. Expected one of: {known:?}"
-    )))
-}
-
-/// Query of `DELETE /assistants/{assistant_id}`.
-#[derive(Deserialize, Default)]
-#[serde(default)]
-pub(crate) struct DeleteQuery {
-    delete_threads: Option<String>,
-}
-
-/// `DELETE /assistants/{assistant_id}`: 204, or 404 for an unknown id.
-///
-/// As the reference: the assistant's runs in flight are cancelled (`interrupt`), and with
-/// `delete_threads=true` the threads whose `metadata.assistant_id` is this assistant (the
-/// assistant of their latest run) are deleted too, with their runs and checkpoints.
-pub(crate) async fn delete(
-    axum::extract::State(state): Shared,
-    Path(id): Path<String>,
-    query: Result<axum::extract::Query<DeleteQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<axum::http::StatusCode, ApiError> {
-    let axum::extract::Query(query) = query?;
-    ensure(&state).await?;
-    check_uuid(&id)?;
-    if state.records.get(Kind::Assistant, &id).await?.is_none() {
-        return Err(ApiError::not_found(format!("Assistant {id} not found")));
-    }
-    // The reference reads only `true` (any case).
-    let delete_threads = query
-        .delete_threads
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    let threads: Vec<String> = if delete_threads {
-        state
-            .records
-            .search(Kind::Thread, JsonMap::new())
-            .await?
-            .iter()
-            .filter(|t| {
-                t.get("metadata")
-                    .and_then(|m| m.get("assistant_id"))
-                    .and_then(Json_::as_str)
-                    == Some(id.as_str())
-            })
-            .map(|t| field_str(t, "thread_id").to_owned())
-            .collect()
-    } else {
-        Vec::new()
-    };
-    // Deliberately before the threads go (the reference deletes them first, then cancels
-    // the assistant's runs it can still find): the runs in flight on those threads, of any
-    // assistant, stop too, so none writes checkpoints to a deleted thread.
-    let in_flight = crate::runs::in_flight(&state, &JsonMap::new(), |run| {
-        field_str(run, "assistant_id") == id
-            || threads.iter().any(|t| t == field_str(run, "thread_id"))
-    })
-    .await?;
-    let cancel = Cancel {
-        action: CancelAction::Interrupt,
-        reason: format!("assistant {id} was deleted"),
-    };
-    crate::runs::cancel_and_settle(&state, &in_flight, &cancel).await;
-    for thread_id in &threads {
-        crate::threads::delete_with_runs(&state, thread_id).await?;
-    }
-    for v in versions_of(&state, &id).await? {
-        let version = v.get("version").and_then(Json_::as_u64).unwrap_or(0);
-        state
-            .records
-            .delete(Kind::AssistantVersion, &format!("{id}:{version}"))
-            .await?;
-    }
-    state.records.delete(Kind::Assistant, &id).await?;
-    Ok(axum::http::StatusCode::NO_CONTENT)
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct SearchBody {
-    metadata: Option<JsonMap<String, Json_>>,
-    graph_id: Option<String>,
-    name: Option<String>,
-}
-
-/// `POST /assistants/search`.
-pub(crate) async fn search(
-    axum::extract::State(state): Shared,
-    body: Bytes,
-) -> Result<Json<Vec<Json_>>, ApiError> {
-    // The same body, read twice: its filters, and its order and paging.
-    let paging: Paging = parse_body(&body)?;
-    let body: SearchBody = parse_body(&body)?;
-    Ok(Json(find(&state, body, paging).await?))
-}
-
-async fn find(state: &AppState, body: SearchBody, paging: Paging) -> Result<Vec<Json_>, ApiError> {
-    ensure(state).await?;
-    let mut filter = JsonMap::new();
-    if let Some(m) = body.metadata.filter(|m| !m.is_empty()) {
-        filter.insert("metadata".into(), Json_::Object(m));
-    }
-    if let Some(g) = body.graph_id {
-        filter.insert("graph_id".into(), Json_::String(g));
-    }
-    let mut found = state.records.search(Kind::Assistant, filter).await?;
-    if let Some(name) = body.name {
-        let name = name.to_lowercase();
-        found.retain(|a| field_str(a, "name").to_lowercase().contains(&name));
-    }
-    Ok(paging.apply(found))
-}
-
-/// `GET /assistants/{assistant_id}`.
-pub(crate) async fn get_one(
-    axum::extract::State(state): Shared,
-    Path(id): Path<String>,
-) -> Result<Json<Json_>, ApiError> {
-    Ok(Json(resolve(&state, &id).await?))
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct CountBody {
-    metadata: Option<JsonMap<String, Json_>>,
-    graph_id: Option<String>,
-    name: Option<String>,
-}
-
-/// `POST /assistants/count`.
-pub(crate) async fn count(
-    axum::extract::State(state): Shared,
-    body: Bytes,
-) -> Result<Json<usize>, ApiError> {
-    let body: CountBody = parse_body(&body)?;
-    let search = SearchBody {
-        metadata: body.metadata,
-        graph_id: body.graph_id,
-        name: body.name,
-    };
-    Ok(Json(find(&state, search, Paging::all()).await?.len()))
-}
-
-/// Query of `GET /assistants/{assistant_id}/graph`.
-#[derive(Deserialize, Default)]
-#[serde(default)]
-pub(crate) struct GraphQuery {
-    xray: Option<String>,
-}
-
-impl GraphQuery {
-    /// Checks `xray` as the reference reads it: absent or empty, `true`/`True`,
-    /// `false`/`False`, or an integer above 0 (a depth); anything else is 422.
-    fn check(&self) -> Result<(), ApiError> {
-        match self.xray.as_deref() {
-            None | Some("" | "true" | "True" | "false" | "False") => Ok(()),
-            Some(depth) if depth.trim().parse::<i64>().is_ok_and(|d| d > 0) => Ok(()),
-            Some(_) => Err(ApiError::invalid("Invalid xray value")),
-        }
-    }
-}
-
-/// `GET /assistants/{assistant_id}/graph`: the graph's nodes and edges, in LangGraph's
-/// drawing JSON (`xray` is checked; subgraphs are not drawn into their parent).
-pub(crate) async fn graph(
-    axum::extract::State(state): Shared,
-    Path(id): Path<String>,
-    query: Result<axum::extract::Query<GraphQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Json_>, ApiError> {
-    let axum::extract::Query(query) = query?;
-    query.check()?;
-    let assistant = resolve(&state, &id).await?;
-    let graph_id = field_str(&assistant, "graph_id");
-    let graph = state
-        .graphs
-        .get(graph_id)
-        .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
-    let topology = graph.topology();
-    let nodes: Vec<Json_> = topology
-        .nodes
-        .iter()
-        .map(|n| {
-            if n == START || n == END {
-                json!({ "id": n, "type": "schema", "data": n })
-            } else {
-                json!({
-                    "id": n,
-                    "type": "runnable",
-                    "data": {
-                        "id": ["langgraph", "_internal", "_runnable", "RunnableCallable"],
-                        "name": n,
-                    },
-                })
-            }
-        })
-        .collect();
-    let edges: Vec<Json_> = topology
-        .edges
-        .iter()
-        .map(|e| {
-            let mut edge = json!({ "source": e.source, "target": e.target });
-            if e.conditional
-                && let Some(o) = edge.as_object_mut()
-            {
-                o.insert("conditional".into(), Json_::Bool(true));
-            }
-            edge
-        })
-        .collect();
-    Ok(Json(json!({ "nodes": nodes, "edges": edges })))
-}
-
-/// A JSON Schema object with these keys, their types unknown (`{}`).
-fn object_schema(keys: &[String]) -> Json_ {
-    let properties: JsonMap<String, Json_> = keys.iter().map(|k| (k.clone(), json!({}))).collect();
-    json!({ "type": "object", "properties": properties })
-}
-
-/// The schemas of a graph with these state keys, under the reference's keys.
-fn schemas_of(keys: &[String]) -> Json_ {
-    let schema = object_schema(keys);
-    json!({
-        "input_schema": schema,
-        "output_schema": schema,
-        "state_schema": schema,
-        "config_schema": {},
-        "context_schema": null,
-    })
-}
-
-/// `GET /assistants/{assistant_id}/schemas`.
-pub(crate) async fn schemas(
-    axum::extract::State(state): Shared,
-    Path(id): Path<String>,
-) -> Result<Json<Json_>, ApiError> {
-    let assistant = resolve(&state, &id).await?;
-    let graph_id = field_str(&assistant, "graph_id");
-    let graph = state
-        .graphs
-        .get(graph_id)
-        .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
-    let mut out = schemas_of(&graph.state_keys());
-    if let Some(o) = out.as_object_mut() {
-        o.insert("graph_id".into(), json!(graph_id));
-    }
-    Ok(Json(out))
-}
-
-/// `GET /assistants/{assistant_id}/subgraphs`: each subgraph node's schemas, by node name
-/// (`{}` when there are none).
-pub(crate) async fn subgraphs(
-    axum::extract::State(state): Shared,
-    Path(id): Path<String>,
-) -> Result<Json<Json_>, ApiError> {
-    let assistant = resolve(&state, &id).await?;
-    let graph_id = field_str(&assistant, "graph_id");
-    let graph = state
-        .graphs
-        .get(graph_id)
-        .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
-    let out: JsonMap<String, Json_> = graph
-        .subgraph_nodes()
-        .into_iter()
-        .map(|(name, keys)| (name, schemas_of(&keys)))
-        .collect();
-    Ok(Json(Json_::Object(out)))
-}
-
-/// 422 unless `id` is a UUID, as the reference checks assistant ids in paths.
-fn check_uuid(id: &str) -> Result<(), ApiError> {
-    Uuid::parse_str(id)
-        .map(drop)
-        .map_err(|_| ApiError::invalid("Invalid assistant ID: must be a UUID"))
 }

@@ -67,22 +67,21 @@
 
 mod app;
 mod assistants;
+mod cancel;
 mod convert;
 mod error;
 mod events;
 mod exec;
 mod executor;
 mod graph;
+mod http;
 mod hub;
 mod input;
 mod messages;
-mod meta;
 mod panics;
 mod records;
 mod request;
 mod run_options;
-mod runs;
-mod store_api;
 mod threads;
 mod worker;
 
@@ -90,6 +89,6 @@ pub use app::{
     BuildError, DEFAULT_KEEP_ALIVE, MAX_KEEP_ALIVE, MIN_KEEP_ALIVE, Server, ServerBuilder,
 };
 pub use error::ApiError;
+pub use http::MAX_STORE_TTL_MINUTES;
 pub use hub::DEFAULT_RESUMABLE_TTL;
 pub use records::NAMESPACE_ROOT;
-pub use store_api::MAX_STORE_TTL_MINUTES;

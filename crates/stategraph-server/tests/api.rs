@@ -87,6 +87,15 @@ fn server() -> (Router, Arc<InMemoryStore>) {
     (server.router(), store)
 }
 
+/// The id of graph `graph`'s default assistant (LangGraph's `uuid5(NAMESPACE_GRAPH, graph)`).
+fn assistant_of(graph: &str) -> String {
+    let namespace = uuid::Uuid::from_u128(0x6ba7b821_9dad_11d1_80b4_00c04fd430c8);
+    uuid::Uuid::new_v5(&namespace, graph.as_bytes()).to_string()
+}
+
+/// A UUID no record has.
+const UNKNOWN: &str = "3f1c0a52-9a0e-4b6e-8d3c-2f5a1b7c9d09";
+
 async fn new_thread(app: &Router) -> String {
     let (_, t) = json_call(app, Method::POST, "/threads", Some(json!({}))).await;
     t["thread_id"].as_str().unwrap().to_owned()
@@ -94,6 +103,7 @@ async fn new_thread(app: &Router) -> String {
 
 #[tokio::test]
 async fn records_live_in_the_store_and_unknowns_are_404() {
+    const T1: &str = "1ef7a6d0-0000-6000-8000-0000000000a1";
     let (app, store) = server();
     let (status, body) = json_call(&app, Method::GET, "/ok", None).await;
     assert_eq!((status, body), (StatusCode::OK, json!({"ok": true})));
@@ -107,32 +117,58 @@ async fn records_live_in_the_store_and_unknowns_are_404() {
     .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(list.as_array().unwrap().len(), 1);
-    let (status, by_graph) = json_call(&app, Method::GET, "/assistants/ask", None).await;
+    let uri = format!("/assistants/{}", assistant_of("ask"));
+    let (status, ask) = json_call(&app, Method::GET, &uri, None).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(by_graph["assistant_id"], list[0]["assistant_id"]);
+    assert_eq!(ask["assistant_id"], list[0]["assistant_id"]);
 
-    let (status, body) = json_call(&app, Method::GET, "/assistants/nope", None).await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
-    assert!(body["detail"].is_string());
-    let (status, _) = json_call(&app, Method::GET, "/threads/nope/state", None).await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _) = json_call(&app, Method::GET, "/threads/nope/runs/r1", None).await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
+    // Path ids are UUIDs (a graph's name only on `/graph`), as LangGraph's server has them.
+    for (uri, what) in [
+        ("/assistants/ask".to_owned(), "assistant"),
+        ("/threads/nope/state".to_owned(), "thread"),
+        (format!("/threads/{UNKNOWN}/runs/r1"), "run"),
+    ] {
+        let (status, body) = json_call(&app, Method::GET, &uri, None).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{uri}");
+        let detail = format!("Invalid {what} ID: must be a UUID");
+        assert_eq!(body, json!({ "detail": detail }), "{uri}");
+    }
+    let (status, _) = json_call(&app, Method::GET, "/assistants/ask/graph", None).await;
+    assert_eq!(status, StatusCode::OK);
+    for uri in [
+        format!("/assistants/{UNKNOWN}"),
+        format!("/threads/{UNKNOWN}/state"),
+        format!("/threads/{UNKNOWN}/runs/{UNKNOWN}"),
+    ] {
+        let (status, body) = json_call(&app, Method::GET, &uri, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{uri}");
+        assert!(body["detail"].is_string());
+    }
 
     let (status, t) = json_call(
         &app,
         Method::POST,
         "/threads",
-        Some(json!({"thread_id": "t1", "metadata": {"k": "v"}})),
+        Some(json!({"thread_id": "not-a-uuid"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(t["detail"], "Invalid thread ID: must be a UUID");
+    let (status, t) = json_call(
+        &app,
+        Method::POST,
+        "/threads",
+        Some(json!({"thread_id": T1.to_uppercase(), "metadata": {"k": "v"}})),
     )
     .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(t["status"], "idle");
+    assert_eq!(t["thread_id"], T1, "ids are kept in their canonical form");
     let (status, _) = json_call(
         &app,
         Method::POST,
         "/threads",
-        Some(json!({"thread_id": "t1"})),
+        Some(json!({ "thread_id": T1 })),
     )
     .await;
     assert_eq!(status, StatusCode::CONFLICT);
@@ -140,28 +176,28 @@ async fn records_live_in_the_store_and_unknowns_are_404() {
         &app,
         Method::POST,
         "/threads",
-        Some(json!({"thread_id": "t1", "if_exists": "do_nothing"})),
+        Some(json!({"thread_id": T1, "if_exists": "do_nothing"})),
     )
     .await;
     assert_eq!(
         (status, same["metadata"].clone()),
         (StatusCode::OK, json!({"k": "v"}))
     );
-    let item = store.get(&[NAMESPACE_ROOT, "threads"], "t1").await.unwrap();
+    let item = store.get(&[NAMESPACE_ROOT, "threads"], T1).await.unwrap();
     assert!(item.is_some(), "the thread is a store document");
 
     let (status, patched) = json_call(
         &app,
         Method::PATCH,
-        "/threads/t1",
+        &format!("/threads/{T1}"),
         Some(json!({"metadata": {"x": 1}})),
     )
     .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(patched["metadata"], json!({"k": "v", "x": 1}));
-    let (status, _) = call(&app, Method::DELETE, "/threads/t1", None).await;
+    let (status, _) = call(&app, Method::DELETE, &format!("/threads/{T1}"), None).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
-    let (status, _) = json_call(&app, Method::GET, "/threads/t1", None).await;
+    let (status, _) = json_call(&app, Method::GET, &format!("/threads/{T1}"), None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
@@ -403,22 +439,56 @@ async fn the_store_api_hides_the_servers_records() {
 #[tokio::test]
 async fn runs_on_unknown_threads_are_404_unless_created() {
     let (app, _) = server();
+    let ghost = format!("/threads/{UNKNOWN}");
     let body = json!({"assistant_id": "seed", "input": {"foo": "", "bar": []}});
-    let (status, _) = json_call(
+    // As LangGraph's server: a thread id that is not a UUID, an assistant that is neither a
+    // graph nor a UUID (422, naming the graphs), an assistant UUID nobody has (404).
+    let (status, out) = json_call(
         &app,
         Method::POST,
         "/threads/ghost/runs/wait",
         Some(body.clone()),
     )
     .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(out["detail"], "Invalid thread ID");
+    let wait = format!("{ghost}/runs/wait");
+    let (status, out) = json_call(
+        &app,
+        Method::POST,
+        &wait,
+        Some(json!({"assistant_id": "nope", "if_not_exists": "create"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let detail = out["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("Invalid assistant: 'nope'. Must be either:")
+            && detail.ends_with("- One of the registered graphs: ask, boom, hold, seed, slow"),
+        "{detail}"
+    );
+    let (status, out) = json_call(
+        &app,
+        Method::POST,
+        &wait,
+        Some(json!({"assistant_id": UNKNOWN, "if_not_exists": "create"})),
+    )
+    .await;
+    assert_eq!(
+        (status, out),
+        (
+            StatusCode::NOT_FOUND,
+            json!({"detail": "Thread or assistant not found."})
+        )
+    );
+    let (status, _) = json_call(&app, Method::POST, &wait, Some(body.clone())).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let mut create = body.clone();
     create["if_not_exists"] = json!("create");
-    let (status, out) =
-        json_call(&app, Method::POST, "/threads/ghost/runs/wait", Some(create)).await;
+    let (status, out) = json_call(&app, Method::POST, &wait, Some(create)).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(out, json!({"foo": "b", "bar": ["a", "b"]}));
-    let (_, t) = json_call(&app, Method::GET, "/threads/ghost", None).await;
+    let (_, t) = json_call(&app, Method::GET, &ghost, None).await;
     assert_eq!(t["metadata"]["graph_id"], "seed");
     assert_eq!(t["values"], out);
 
@@ -434,23 +504,35 @@ async fn runs_on_unknown_threads_are_404_unless_created() {
 #[tokio::test]
 async fn a_new_process_recovers_runs_left_running_and_unknown_paths_are_json_404() {
     let (app, store) = server();
-    let thread = json!({"thread_id": "old", "status": "busy", "metadata": {},
-                        "created_at": "2020-01-01T00:00:00+00:00"});
+    const OLD: &str = "1ef7a6d0-0000-6000-8000-0000000000b1";
+    const OLD_RUN: &str = "1ef7a6d0-0000-6000-8000-0000000000b2";
+    let thread = json!({"thread_id": OLD, "status": "busy", "metadata": {},
+                        "created_at": "2020-01-01T00:00:00+00:00",
+                        "updated_at": "2020-01-01T00:00:00+00:00"});
     store
-        .put(&[NAMESPACE_ROOT, "threads"], "old", thread)
+        .put(&[NAMESPACE_ROOT, "threads"], OLD, thread)
         .await
         .unwrap();
-    let run = json!({"run_id": "r-old", "thread_id": "old", "status": "running"});
+    let run = json!({"run_id": OLD_RUN, "thread_id": OLD, "status": "running",
+                     "assistant_id": assistant_of("seed"),
+                     "created_at": "2020-01-01T00:00:00+00:00",
+                     "updated_at": "2020-01-01T00:00:00+00:00"});
     store
-        .put(&[NAMESPACE_ROOT, "runs"], "r-old", run)
+        .put(&[NAMESPACE_ROOT, "runs"], OLD_RUN, run)
         .await
         .unwrap();
 
     let (status, _) = json_call(&app, Method::POST, "/assistants/search", None).await;
     assert_eq!(status, StatusCode::OK);
-    let (_, t) = json_call(&app, Method::GET, "/threads/old", None).await;
+    let (_, t) = json_call(&app, Method::GET, &format!("/threads/{OLD}"), None).await;
     assert_eq!(t["status"], "idle");
-    let (_, r) = json_call(&app, Method::GET, "/threads/old/runs/r-old", None).await;
+    let (_, r) = json_call(
+        &app,
+        Method::GET,
+        &format!("/threads/{OLD}/runs/{OLD_RUN}"),
+        None,
+    )
+    .await;
     assert_eq!(r["status"], "error");
 
     let (status, body) = json_call(&app, Method::GET, "/nowhere", None).await;
@@ -458,7 +540,13 @@ async fn a_new_process_recovers_runs_left_running_and_unknown_paths_are_json_404
         (status, body),
         (StatusCode::NOT_FOUND, json!({"detail": "Not Found"}))
     );
-    let (status, body) = json_call(&app, Method::GET, "/threads/old/runs?limit=x", None).await;
+    let (status, body) = json_call(
+        &app,
+        Method::GET,
+        &format!("/threads/{OLD}/runs?limit=x"),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(body["detail"].is_string());
 }
@@ -1120,8 +1208,7 @@ async fn assistant_updates_make_versions() {
     assert_eq!(d["version"], 4);
 
     // Default assistants have version 1 too; unknown ids are 404.
-    let (_, seed) = json_call(&app, Method::GET, "/assistants/seed", None).await;
-    let seed_id = seed["assistant_id"].as_str().unwrap();
+    let seed_id = assistant_of("seed");
     let (status, v) = json_call(
         &app,
         Method::POST,
@@ -1134,7 +1221,7 @@ async fn assistant_updates_make_versions() {
     let (status, _) = json_call(
         &app,
         Method::PATCH,
-        "/assistants/3f1c0a52-9a0e-4b6e-8d3c-2f5a1b7c9d09",
+        &format!("/assistants/{UNKNOWN}"),
         Some(json!({"name": "x"})),
     )
     .await;
@@ -1159,7 +1246,13 @@ async fn assistant_updates_make_versions() {
 #[tokio::test]
 async fn assistant_schemas_and_subgraphs() {
     let (app, _) = server();
-    let (status, s) = json_call(&app, Method::GET, "/assistants/seed/schemas", None).await;
+    let (status, s) = json_call(
+        &app,
+        Method::GET,
+        &format!("/assistants/{}/schemas", assistant_of("seed")),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
     let object = json!({"type": "object", "properties": {"foo": {}, "bar": {}}});
     assert_eq!(s["graph_id"], "seed");
@@ -1168,9 +1261,16 @@ async fn assistant_schemas_and_subgraphs() {
     assert_eq!(s["state_schema"], object);
     assert_eq!(s["config_schema"], json!({}));
     assert!(s["context_schema"].is_null());
-    let (status, sub) = json_call(&app, Method::GET, "/assistants/seed/subgraphs", None).await;
+    let (status, sub) = json_call(
+        &app,
+        Method::GET,
+        &format!("/assistants/{}/subgraphs", assistant_of("seed")),
+        None,
+    )
+    .await;
     assert_eq!((status, sub), (StatusCode::OK, json!({})));
-    let (status, _) = json_call(&app, Method::GET, "/assistants/nope/schemas", None).await;
+    let uri = format!("/assistants/{UNKNOWN}/schemas");
+    let (status, _) = json_call(&app, Method::GET, &uri, None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
     let mut child = StateGraph::<DynState>::with_schema(Schema::new().last_value("foo"));
@@ -1189,7 +1289,13 @@ async fn assistant_schemas_and_subgraphs() {
         .build()
         .unwrap()
         .router();
-    let (status, sub) = json_call(&app, Method::GET, "/assistants/parent/subgraphs", None).await;
+    let (status, sub) = json_call(
+        &app,
+        Method::GET,
+        &format!("/assistants/{}/subgraphs", assistant_of("parent")),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         sub["child"]["state_schema"],

@@ -279,8 +279,9 @@ async fn history_needs_a_body_and_bounds_its_limit() {
 async fn integral_floats_are_integers_everywhere() {
     let app = server();
     let thread = seed_thread(&app).await;
-    let (_, assistant) = json_call(&app, Method::GET, "/assistants/seed", None).await;
-    let assistant_id = assistant["assistant_id"].as_str().unwrap();
+    let search = Some(json!({"graph_id": "seed"}));
+    let (_, found) = json_call(&app, Method::POST, "/assistants/search", search).await;
+    let assistant_id = found[0]["assistant_id"].as_str().unwrap();
     let (status, _) = call(
         &app,
         Method::PUT,
@@ -467,8 +468,9 @@ async fn stream_mode_events_streams_the_graph_and_its_tasks() {
 #[tokio::test]
 async fn latest_without_a_version_finds_none() {
     let app = server();
-    let (_, assistant) = json_call(&app, Method::GET, "/assistants/seed", None).await;
-    let id = assistant["assistant_id"].as_str().unwrap();
+    let search = Some(json!({"graph_id": "seed"}));
+    let (_, found) = json_call(&app, Method::POST, "/assistants/search", search).await;
+    let id = found[0]["assistant_id"].as_str().unwrap();
     let latest = format!("/assistants/{id}/latest");
     let (status, out) = json_call(&app, Method::POST, &latest, Some(json!({}))).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{out}");

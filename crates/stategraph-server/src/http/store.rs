@@ -4,9 +4,6 @@
 use std::time::Duration;
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::Query;
-use axum::extract::rejection::QueryRejection;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value as Json_, json};
@@ -17,8 +14,8 @@ use stategraph_checkpoint::store::{
 
 use crate::app::Shared;
 use crate::error::ApiError;
+use crate::http::extract::{Body, Query};
 use crate::records::NAMESPACE_ROOT;
-use crate::threads::parse_body;
 
 /// Most items a search over the whole store reads before hiding the server's records.
 const SCAN_LIMIT: usize = 100_000;
@@ -69,7 +66,7 @@ fn ttl_of(minutes: Option<f64>) -> Result<Ttl, ApiError> {
 }
 
 #[derive(Deserialize)]
-struct PutBody {
+pub(crate) struct PutBody {
     namespace: Vec<String>,
     key: String,
     value: Json_,
@@ -83,9 +80,8 @@ struct PutBody {
 /// store refuses it); `ttl` is in minutes, at most [`MAX_STORE_TTL_MINUTES`].
 pub(crate) async fn put_item(
     axum::extract::State(state): Shared,
-    body: Bytes,
+    Body(body): Body<PutBody>,
 ) -> Result<StatusCode, ApiError> {
-    let body: PutBody = parse_body(&body)?;
     if body.namespace.is_empty() {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -134,9 +130,8 @@ pub(crate) struct GetQuery {
 /// without it the store's `refresh_on_read` decides.
 pub(crate) async fn get_item(
     axum::extract::State(state): Shared,
-    query: Result<Query<GetQuery>, QueryRejection>,
+    Query(query): Query<GetQuery>,
 ) -> Result<Json<Json_>, ApiError> {
-    let Query(query) = query?;
     let ns: Vec<String> = query.namespace.split('.').map(str::to_owned).collect();
     check_namespace(&ns)?;
     let store = state.records.store();
@@ -163,7 +158,7 @@ pub(crate) async fn get_item(
 }
 
 #[derive(Deserialize)]
-struct DeleteBody {
+pub(crate) struct DeleteBody {
     namespace: Vec<String>,
     key: String,
 }
@@ -172,9 +167,8 @@ struct DeleteBody {
 /// holds no item, as the reference finds).
 pub(crate) async fn delete_item(
     axum::extract::State(state): Shared,
-    body: Bytes,
+    Body(body): Body<DeleteBody>,
 ) -> Result<StatusCode, ApiError> {
-    let body: DeleteBody = parse_body(&body)?;
     check_namespace(&body.namespace)?;
     if body.namespace.is_empty() {
         return Ok(StatusCode::NO_CONTENT);
@@ -189,7 +183,7 @@ pub(crate) async fn delete_item(
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
-struct SearchBody {
+pub(crate) struct SearchBody {
     /// `null` is no prefix, as the schema allows (the reference answers it 500).
     #[serde(deserialize_with = "null_is_empty")]
     namespace_prefix: Vec<String>,
@@ -210,9 +204,8 @@ fn null_is_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, 
 /// `POST /store/items/search`: `{"items": [...]}`.
 pub(crate) async fn search_items(
     axum::extract::State(state): Shared,
-    body: Bytes,
+    Body(body): Body<SearchBody>,
 ) -> Result<Json<Json_>, ApiError> {
-    let body: SearchBody = parse_body(&body)?;
     check_namespace(&body.namespace_prefix)?;
     let (limit, offset) = (body.limit.unwrap_or(10), body.offset.unwrap_or(0));
     // Over the whole store, the server's records are read and hidden, then paged here.
@@ -243,7 +236,7 @@ pub(crate) async fn search_items(
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
-struct NamespacesBody {
+pub(crate) struct NamespacesBody {
     prefix: Option<Vec<String>>,
     suffix: Option<Vec<String>>,
     #[serde(deserialize_with = "crate::input::count")]
@@ -257,9 +250,8 @@ struct NamespacesBody {
 /// `POST /store/namespaces`: `{"namespaces": [[...], ...]}`.
 pub(crate) async fn list_namespaces(
     axum::extract::State(state): Shared,
-    body: Bytes,
+    Body(body): Body<NamespacesBody>,
 ) -> Result<Json<Json_>, ApiError> {
-    let body: NamespacesBody = parse_body(&body)?;
     let (limit, offset) = (body.limit.unwrap_or(100), body.offset.unwrap_or(0));
     // Cut to depth 0, the server's records would show as `[]`: they are listed one label
     // deep, hidden, and what is left is cut to nothing.

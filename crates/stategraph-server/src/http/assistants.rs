@@ -1,0 +1,541 @@
+//! `/assistants`: the default assistant of each graph, assistants created through
+//! `POST /assistants`, their versions, graphs and schemas.
+
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{Map as JsonMap, Value as Json_, json};
+use stategraph_checkpoint::now_iso;
+use stategraph_graph::{END, START};
+use uuid::Uuid;
+
+use crate::app::{AppState, Cancel, CancelAction, Shared};
+use crate::assistants::{ensure, put_version, versions_of};
+use crate::error::ApiError;
+use crate::http::extract::{AssistantId, Body, GraphOrAssistant, Query, Search};
+use crate::records::{Kind, Paging, field_str};
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct CreateBody {
+    assistant_id: Option<String>,
+    graph_id: Option<String>,
+    config: Option<JsonMap<String, Json_>>,
+    context: Option<JsonMap<String, Json_>>,
+    metadata: Option<JsonMap<String, Json_>>,
+    if_exists: Option<String>,
+    name: Option<String>,
+    description: Option<String>,
+}
+
+/// `POST /assistants`: a new assistant of a registered graph (`if_exists`: `raise`, the
+/// default, answers 409 for a taken id; `do_nothing` returns the stored assistant).
+pub(crate) async fn create(
+    axum::extract::State(state): Shared,
+    Body(body): Body<CreateBody>,
+) -> Result<Json<Json_>, ApiError> {
+    ensure(&state).await?;
+    let id = match body.assistant_id {
+        Some(id) => Uuid::parse_str(&id)
+            .map_err(|_| ApiError::invalid("Invalid assistant ID: must be a UUID"))?
+            .to_string(),
+        None => Uuid::new_v4().to_string(),
+    };
+    let graph_id = body
+        .graph_id
+        .ok_or_else(|| ApiError::invalid("graph_id is required"))?;
+    check_graph(&state, &graph_id)?;
+    let (config, context) = config_and_context(body.config.unwrap_or_default(), body.context)?;
+    let context = context.unwrap_or_default();
+    if let Some(existing) = state.records.get(Kind::Assistant, &id).await? {
+        if body.if_exists.as_deref() == Some("do_nothing") {
+            return Ok(Json(existing));
+        }
+        return Err(ApiError::conflict(format!("Assistant {id} already exists")));
+    }
+    let now = now_iso();
+    let record = json!({
+        "assistant_id": id,
+        "graph_id": graph_id,
+        "config": config,
+        "context": context,
+        "created_at": now,
+        "updated_at": now,
+        "metadata": body.metadata.unwrap_or_default(),
+        "version": 1,
+        "name": body.name.filter(|n| !n.is_empty()).unwrap_or_else(|| "Untitled".into()),
+        "description": body.description,
+    });
+    put_version(&state, &record, 1).await?;
+    state
+        .records
+        .put(Kind::Assistant, &id, record.clone())
+        .await?;
+    Ok(Json(record))
+}
+
+/// Config and context kept in step as the reference keeps them (`configurable` is the
+/// context); both given is 400.
+type ConfigAndContext = (JsonMap<String, Json_>, Option<JsonMap<String, Json_>>);
+
+fn config_and_context(
+    mut config: JsonMap<String, Json_>,
+    context: Option<JsonMap<String, Json_>>,
+) -> Result<ConfigAndContext, ApiError> {
+    let configurable = config
+        .get("configurable")
+        .and_then(Json_::as_object)
+        .filter(|c| !c.is_empty())
+        .cloned();
+    let given = context.as_ref().is_some_and(|c| !c.is_empty());
+    match configurable {
+        Some(_) if given => Err(ApiError::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            "Cannot specify both configurable and context. Prefer setting context alone.",
+        )),
+        Some(c) => Ok((config, Some(c))),
+        None => {
+            if let Some(c) = context.as_ref().filter(|c| !c.is_empty()) {
+                config.insert("configurable".into(), Json_::Object(c.clone()));
+            }
+            Ok((config, context))
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct UpdateBody {
+    graph_id: Option<String>,
+    config: Option<JsonMap<String, Json_>>,
+    context: Option<JsonMap<String, Json_>>,
+    metadata: Option<JsonMap<String, Json_>>,
+    name: Option<String>,
+    description: Option<String>,
+}
+
+/// `PATCH /assistants/{assistant_id}`: a new version (the highest so far plus one) that
+/// becomes the current one; fields not given are kept, `metadata` is merged.
+pub(crate) async fn update(
+    axum::extract::State(state): Shared,
+    AssistantId(id): AssistantId,
+    Body(body): Body<UpdateBody>,
+) -> Result<Json<Json_>, ApiError> {
+    ensure(&state).await?;
+    let (config, context) = config_and_context(body.config.unwrap_or_default(), body.context)?;
+    if let Some(g) = &body.graph_id {
+        check_graph(&state, g)?;
+    }
+    let mut record = state
+        .records
+        .get(Kind::Assistant, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("Assistant {id} not found")))?;
+    let current = record.get("version").and_then(Json_::as_u64).unwrap_or(1);
+    let newest = versions_of(&state, &id)
+        .await?
+        .first()
+        .and_then(|v| v.get("version").and_then(Json_::as_u64))
+        .unwrap_or(current);
+    let version = newest.max(current).saturating_add(1);
+    let now = now_iso();
+    if let Some(o) = record.as_object_mut() {
+        if let Some(g) = body.graph_id {
+            o.insert("graph_id".into(), json!(g));
+        }
+        if !config.is_empty() {
+            o.insert("config".into(), Json_::Object(config));
+        }
+        if let Some(c) = context {
+            o.insert("context".into(), Json_::Object(c));
+        }
+        if let Some(m) = body.metadata {
+            let mut merged = o
+                .get("metadata")
+                .and_then(Json_::as_object)
+                .cloned()
+                .unwrap_or_default();
+            merged.extend(m);
+            o.insert("metadata".into(), Json_::Object(merged));
+        }
+        if let Some(n) = body.name {
+            o.insert("name".into(), json!(n));
+        }
+        if let Some(d) = body.description {
+            o.insert("description".into(), json!(d));
+        }
+        o.insert("version".into(), json!(version));
+        o.insert("updated_at".into(), json!(now));
+    }
+    put_version(&state, &record, version).await?;
+    state
+        .records
+        .put(Kind::Assistant, &id, record.clone())
+        .await?;
+    Ok(Json(record))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct VersionsBody {
+    metadata: Option<JsonMap<String, Json_>>,
+    #[serde(deserialize_with = "crate::input::search_limit")]
+    limit: Option<usize>,
+    #[serde(deserialize_with = "crate::input::count")]
+    offset: Option<usize>,
+}
+
+/// `POST /assistants/{assistant_id}/versions`: the versions, newest first (404 when none).
+pub(crate) async fn versions(
+    axum::extract::State(state): Shared,
+    AssistantId(id): AssistantId,
+    Body(body): Body<VersionsBody>,
+) -> Result<Json<Vec<Json_>>, ApiError> {
+    ensure(&state).await?;
+    let mut found = versions_of(&state, &id).await?;
+    if let Some(m) = body.metadata.filter(|m| !m.is_empty()) {
+        found.retain(|v| {
+            m.iter()
+                .all(|(k, want)| v.get("metadata").and_then(|x| x.get(k)) == Some(want))
+        });
+    }
+    let found: Vec<Json_> = found
+        .into_iter()
+        .skip(body.offset.unwrap_or(0))
+        .take(body.limit.unwrap_or(10))
+        .collect();
+    if found.is_empty() {
+        return Err(ApiError::not_found(format!("Assistant {id} not found")));
+    }
+    Ok(Json(found))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct LatestBody {
+    #[serde(deserialize_with = "crate::input::version")]
+    version: Option<u64>,
+}
+
+/// `POST /assistants/{assistant_id}/latest`: makes a stored version the current one. As the
+/// reference: an unknown assistant is 404, and so is a body that names no version (no
+/// version matches it).
+pub(crate) async fn set_latest(
+    axum::extract::State(state): Shared,
+    AssistantId(id): AssistantId,
+    Body(body): Body<LatestBody>,
+) -> Result<Json<Json_>, ApiError> {
+    ensure(&state).await?;
+    let mut record = state
+        .records
+        .get(Kind::Assistant, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("Assistant {id} not found")))?;
+    let Some(version) = body.version else {
+        return Err(ApiError::not_found(format!(
+            "Version not found for assistant {id}: the body gives no `version`"
+        )));
+    };
+    let entry = state
+        .records
+        .get(Kind::AssistantVersion, &format!("{id}:{version}"))
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!("Version {version} not found for assistant {id}"))
+        })?;
+    if let Some(o) = record.as_object_mut() {
+        for key in [
+            "graph_id",
+            "config",
+            "context",
+            "metadata",
+            "name",
+            "description",
+        ] {
+            o.insert(key.into(), entry.get(key).cloned().unwrap_or(Json_::Null));
+        }
+        o.insert("version".into(), json!(version));
+        o.insert("updated_at".into(), json!(now_iso()));
+    }
+    state
+        .records
+        .put(Kind::Assistant, &id, record.clone())
+        .await?;
+    Ok(Json(record))
+}
+
+/// 404 unless `graph_id` is a registered graph.
+fn check_graph(state: &AppState, graph_id: &str) -> Result<(), ApiError> {
+    if state.graphs.contains_key(graph_id) {
+        return Ok(());
+    }
+    let mut known: Vec<&String> = state.graphs.keys().collect();
+    known.sort();
+    Err(ApiError::not_found(format!(
+        "Graph '{graph_id}' not found. Expected one of: {known:?}"
+    )))
+}
+
+/// Query of `DELETE /assistants/{assistant_id}`.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct DeleteQuery {
+    delete_threads: Option<String>,
+}
+
+/// `DELETE /assistants/{assistant_id}`: 204, or 404 for an unknown id.
+///
+/// As the reference: the assistant's runs in flight are cancelled (`interrupt`), and with
+/// `delete_threads=true` the threads whose `metadata.assistant_id` is this assistant (the
+/// assistant of their latest run) are deleted too, with their runs and checkpoints.
+pub(crate) async fn delete(
+    axum::extract::State(state): Shared,
+    AssistantId(id): AssistantId,
+    Query(query): Query<DeleteQuery>,
+) -> Result<axum::http::StatusCode, ApiError> {
+    ensure(&state).await?;
+    if state.records.get(Kind::Assistant, &id).await?.is_none() {
+        return Err(ApiError::not_found(format!("Assistant {id} not found")));
+    }
+    // The reference reads only `true` (any case).
+    let delete_threads = query
+        .delete_threads
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let threads: Vec<String> = if delete_threads {
+        state
+            .records
+            .search(Kind::Thread, JsonMap::new())
+            .await?
+            .iter()
+            .filter(|t| {
+                t.get("metadata")
+                    .and_then(|m| m.get("assistant_id"))
+                    .and_then(Json_::as_str)
+                    == Some(id.as_str())
+            })
+            .map(|t| field_str(t, "thread_id").to_owned())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    // Deliberately before the threads go (the reference deletes them first, then cancels
+    // the assistant's runs it can still find): the runs in flight on those threads, of any
+    // assistant, stop too, so none writes checkpoints to a deleted thread.
+    let in_flight = crate::cancel::in_flight(&state, &JsonMap::new(), |run| {
+        field_str(run, "assistant_id") == id
+            || threads.iter().any(|t| t == field_str(run, "thread_id"))
+    })
+    .await?;
+    let cancel = Cancel {
+        action: CancelAction::Interrupt,
+        reason: format!("assistant {id} was deleted"),
+    };
+    crate::cancel::cancel_and_settle(&state, &in_flight, &cancel).await;
+    for thread_id in &threads {
+        crate::threads::delete_with_runs(&state, thread_id).await?;
+    }
+    for v in versions_of(&state, &id).await? {
+        let version = v.get("version").and_then(Json_::as_u64).unwrap_or(0);
+        state
+            .records
+            .delete(Kind::AssistantVersion, &format!("{id}:{version}"))
+            .await?;
+    }
+    state.records.delete(Kind::Assistant, &id).await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct SearchBody {
+    metadata: Option<JsonMap<String, Json_>>,
+    graph_id: Option<String>,
+    name: Option<String>,
+}
+
+/// `POST /assistants/search`.
+pub(crate) async fn search(
+    axum::extract::State(state): Shared,
+    Search { body, paging }: Search<SearchBody>,
+) -> Result<Json<Vec<Json_>>, ApiError> {
+    Ok(Json(find(&state, body, paging).await?))
+}
+
+async fn find(state: &AppState, body: SearchBody, paging: Paging) -> Result<Vec<Json_>, ApiError> {
+    ensure(state).await?;
+    let mut filter = JsonMap::new();
+    if let Some(m) = body.metadata.filter(|m| !m.is_empty()) {
+        filter.insert("metadata".into(), Json_::Object(m));
+    }
+    if let Some(g) = body.graph_id {
+        filter.insert("graph_id".into(), Json_::String(g));
+    }
+    let mut found = state.records.search(Kind::Assistant, filter).await?;
+    if let Some(name) = body.name {
+        let name = name.to_lowercase();
+        found.retain(|a| field_str(a, "name").to_lowercase().contains(&name));
+    }
+    Ok(paging.apply(found))
+}
+
+/// `GET /assistants/{assistant_id}`.
+pub(crate) async fn get_one(
+    axum::extract::State(state): Shared,
+    AssistantId(id): AssistantId,
+) -> Result<Json<Json_>, ApiError> {
+    Ok(Json(assistant(&state, &id).await?))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct CountBody {
+    metadata: Option<JsonMap<String, Json_>>,
+    graph_id: Option<String>,
+    name: Option<String>,
+}
+
+/// `POST /assistants/count`.
+pub(crate) async fn count(
+    axum::extract::State(state): Shared,
+    Body(body): Body<CountBody>,
+) -> Result<Json<usize>, ApiError> {
+    let search = SearchBody {
+        metadata: body.metadata,
+        graph_id: body.graph_id,
+        name: body.name,
+    };
+    Ok(Json(find(&state, search, Paging::all()).await?.len()))
+}
+
+/// Query of `GET /assistants/{assistant_id}/graph`.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct GraphQuery {
+    xray: Option<String>,
+}
+
+impl GraphQuery {
+    /// Checks `xray` as the reference reads it: absent or empty, `true`/`True`,
+    /// `false`/`False`, or an integer above 0 (a depth); anything else is 422.
+    fn check(&self) -> Result<(), ApiError> {
+        match self.xray.as_deref() {
+            None | Some("" | "true" | "True" | "false" | "False") => Ok(()),
+            Some(depth) if depth.trim().parse::<i64>().is_ok_and(|d| d > 0) => Ok(()),
+            Some(_) => Err(ApiError::invalid("Invalid xray value")),
+        }
+    }
+}
+
+/// `GET /assistants/{assistant_id}/graph`: the graph's nodes and edges, in LangGraph's
+/// drawing JSON (`xray` is checked; subgraphs are not drawn into their parent).
+pub(crate) async fn graph(
+    axum::extract::State(state): Shared,
+    GraphOrAssistant(id): GraphOrAssistant,
+    Query(query): Query<GraphQuery>,
+) -> Result<Json<Json_>, ApiError> {
+    query.check()?;
+    let assistant = assistant(&state, &id).await?;
+    let graph_id = field_str(&assistant, "graph_id");
+    let graph = state
+        .graphs
+        .get(graph_id)
+        .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
+    let topology = graph.topology();
+    let nodes: Vec<Json_> = topology
+        .nodes
+        .iter()
+        .map(|n| {
+            if n == START || n == END {
+                json!({ "id": n, "type": "schema", "data": n })
+            } else {
+                json!({
+                    "id": n,
+                    "type": "runnable",
+                    "data": {
+                        "id": ["langgraph", "_internal", "_runnable", "RunnableCallable"],
+                        "name": n,
+                    },
+                })
+            }
+        })
+        .collect();
+    let edges: Vec<Json_> = topology
+        .edges
+        .iter()
+        .map(|e| {
+            let mut edge = json!({ "source": e.source, "target": e.target });
+            if e.conditional
+                && let Some(o) = edge.as_object_mut()
+            {
+                o.insert("conditional".into(), Json_::Bool(true));
+            }
+            edge
+        })
+        .collect();
+    Ok(Json(json!({ "nodes": nodes, "edges": edges })))
+}
+
+/// A JSON Schema object with these keys, their types unknown (`{}`).
+fn object_schema(keys: &[String]) -> Json_ {
+    let properties: JsonMap<String, Json_> = keys.iter().map(|k| (k.clone(), json!({}))).collect();
+    json!({ "type": "object", "properties": properties })
+}
+
+/// The schemas of a graph with these state keys, under the reference's keys.
+fn schemas_of(keys: &[String]) -> Json_ {
+    let schema = object_schema(keys);
+    json!({
+        "input_schema": schema,
+        "output_schema": schema,
+        "state_schema": schema,
+        "config_schema": {},
+        "context_schema": null,
+    })
+}
+
+/// `GET /assistants/{assistant_id}/schemas`.
+pub(crate) async fn schemas(
+    axum::extract::State(state): Shared,
+    AssistantId(id): AssistantId,
+) -> Result<Json<Json_>, ApiError> {
+    let assistant = assistant(&state, &id).await?;
+    let graph_id = field_str(&assistant, "graph_id");
+    let graph = state
+        .graphs
+        .get(graph_id)
+        .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
+    let mut out = schemas_of(&graph.state_keys());
+    if let Some(o) = out.as_object_mut() {
+        o.insert("graph_id".into(), json!(graph_id));
+    }
+    Ok(Json(out))
+}
+
+/// `GET /assistants/{assistant_id}/subgraphs`: each subgraph node's schemas, by node name
+/// (`{}` when there are none).
+pub(crate) async fn subgraphs(
+    axum::extract::State(state): Shared,
+    AssistantId(id): AssistantId,
+) -> Result<Json<Json_>, ApiError> {
+    let assistant = assistant(&state, &id).await?;
+    let graph_id = field_str(&assistant, "graph_id");
+    let graph = state
+        .graphs
+        .get(graph_id)
+        .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
+    let out: JsonMap<String, Json_> = graph
+        .subgraph_nodes()
+        .into_iter()
+        .map(|(name, keys)| (name, schemas_of(&keys)))
+        .collect();
+    Ok(Json(Json_::Object(out)))
+}
+
+/// The record of assistant `id` (a UUID), or 404.
+async fn assistant(state: &AppState, id: &str) -> Result<Json_, ApiError> {
+    ensure(state).await?;
+    state
+        .records
+        .get(Kind::Assistant, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("Assistant {id} not found")))
+}

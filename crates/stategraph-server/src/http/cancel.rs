@@ -1,0 +1,189 @@
+//! Cancelling runs: one (`POST /threads/{thread_id}/runs/{run_id}/cancel`) or many
+//! (`POST /runs/cancel`).
+
+use axum::Json;
+use axum::http::header::{CONTENT_LOCATION, LOCATION};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value as Json_, json};
+use stategraph_checkpoint::runs::CancelAction;
+
+use crate::app::{AppState, Cancel, Shared};
+use crate::cancel::{CANCEL_SETTLE, cancel_and_settle};
+use crate::error::ApiError;
+use crate::http::extract::{Body, Query, RunIds, canonical_uuid};
+use crate::http::runs::headers;
+use crate::records::{Kind, field_str};
+use crate::threads::load;
+
+/// Query of `POST /threads/{thread_id}/runs/{run_id}/cancel`.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct CancelQuery {
+    wait: Option<String>,
+    action: Option<String>,
+}
+
+/// `POST /threads/{thread_id}/runs/{run_id}/cancel`: stops a pending or running run.
+///
+/// `action=interrupt` (the default) marks it `interrupted` and keeps its checkpoints;
+/// `action=rollback` deletes it and its checkpoints. 202 with no body, or with `wait=1` 200
+/// and the thread's values once the run has stopped.
+pub(crate) async fn cancel(
+    axum::extract::State(state): Shared,
+    RunIds { thread_id, run_id }: RunIds,
+    Query(query): Query<CancelQuery>,
+) -> Result<Response, ApiError> {
+    let wait = query
+        .wait
+        .is_some_and(|w| matches!(w.to_lowercase().as_str(), "true" | "yes" | "1"));
+    let action = match query.action.as_deref() {
+        Some("rollback") => CancelAction::Rollback,
+        _ => CancelAction::Interrupt,
+    };
+    let run = match state.records.get(Kind::Run, &run_id).await? {
+        Some(run) if field_str(&run, "thread_id") == thread_id => run,
+        _ => return Err(ApiError::not_found("No runs found to cancel.")),
+    };
+    let not_cancelable = || {
+        ApiError::not_found(
+            "No matching runs to cancel. Please verify the thread ID and run IDs are correct, \
+             and the runs haven't been deleted or completed.",
+        )
+    };
+    if !matches!(field_str(&run, "status"), "pending" | "running") {
+        return Err(not_cancelable());
+    }
+    let cancel = Cancel {
+        action,
+        reason: format!(
+            "{} requested via POST /threads/{{thread_id}}/runs/{{run_id}}/cancel",
+            action.as_str()
+        ),
+    };
+    {
+        use crate::worker::{Cancelled, request_cancel, settle};
+        match request_cancel(&state, &run_id, action).await? {
+            Cancelled::NotQueued => {}
+            Cancelled::Finished => return Err(not_cancelable()),
+            outcome => {
+                if matches!(outcome, Cancelled::Signalled) {
+                    settle(&state, &run_id, (!wait).then_some(CANCEL_SETTLE)).await;
+                }
+                if !wait {
+                    return Ok(axum::http::StatusCode::ACCEPTED.into_response());
+                }
+                return stopped(&state, &thread_id, &run_id).await;
+            }
+        }
+    }
+    let mut ended = state
+        .cancel_run(&run_id, &cancel)
+        .ok_or_else(not_cancelable)?;
+    if !wait {
+        let _ = tokio::time::timeout(CANCEL_SETTLE, ended.wait_for(|e| *e)).await;
+        return Ok(axum::http::StatusCode::ACCEPTED.into_response());
+    }
+    let _ = ended.wait_for(|e| *e).await;
+    stopped(&state, &thread_id, &run_id).await
+}
+
+/// The answer to a cancel with `wait` once the run stopped: its thread's values.
+async fn stopped(state: &AppState, thread_id: &str, run_id: &str) -> Result<Response, ApiError> {
+    let thread = load(state, thread_id).await?;
+    let base = format!("/threads/{thread_id}/runs/{run_id}");
+    let location = vec![
+        (CONTENT_LOCATION, base.clone()),
+        (LOCATION, format!("{base}/join")),
+    ];
+    let values = thread.get("values").cloned().unwrap_or(Json_::Null);
+    Ok((headers(&location), Json(values)).into_response())
+}
+
+/// Body of `POST /runs/cancel` (`RunsCancel`).
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct CancelManyBody {
+    status: Option<String>,
+    thread_id: Option<String>,
+    run_ids: Option<Vec<String>>,
+}
+
+/// `POST /runs/cancel`: cancels the runs `run_ids` of `thread_id`, or every run with
+/// `status` `pending`, `running` or `all` (both); `action` (query) `interrupt` (default) or
+/// `rollback` as for one run. 204; 404 when no run matched or none was pending or running;
+/// 422 for a body that does not fit, as the reference.
+pub(crate) async fn cancel_many(
+    axum::extract::State(state): Shared,
+    Query(query): Query<CancelQuery>,
+    Body(body): Body<CancelManyBody>,
+) -> Result<Response, ApiError> {
+    let action = match query.action.as_deref() {
+        Some("rollback") => CancelAction::Rollback,
+        _ => CancelAction::Interrupt,
+    };
+    let mut candidates: Vec<Json_> = Vec::new();
+    if let Some(status) = body.status.as_deref().filter(|s| !s.is_empty()) {
+        let statuses: &[&str] = match status.to_lowercase().as_str() {
+            "pending" => &["pending"],
+            "running" => &["running"],
+            "all" => &["pending", "running"],
+            _ => {
+                return Err(ApiError::invalid(
+                    "Invalid status: must be 'pending', 'running', or 'all'",
+                ));
+            }
+        };
+        if body.thread_id.as_deref().is_some_and(|t| !t.is_empty())
+            || body.run_ids.as_ref().is_some_and(|r| !r.is_empty())
+        {
+            return Err(ApiError::invalid(
+                "When providing a 'status', 'thread_id' and 'run_ids' must be omitted. The \
+                 'status' parameter cancels all runs with the given status, regardless of \
+                 thread or run ID.",
+            ));
+        }
+        for s in statuses {
+            let mut filter = serde_json::Map::new();
+            filter.insert("status".into(), json!(s));
+            candidates.extend(state.records.search(Kind::Run, filter).await?);
+        }
+    } else {
+        let (Some(thread_id), Some(run_ids)) = (body.thread_id, body.run_ids) else {
+            return Err(ApiError::invalid(
+                "Must provide either a status, or both 'thread_id' and 'run_ids'",
+            ));
+        };
+        let thread_id = canonical_uuid(&thread_id, "Invalid thread ID: must be a UUID")?;
+        let run_ids = run_ids
+            .iter()
+            .map(|r| canonical_uuid(r, "Invalid run ID: must be a UUID"))
+            .collect::<Result<Vec<_>, _>>()?;
+        for run_id in &run_ids {
+            if let Some(run) = state.records.get(Kind::Run, run_id).await?
+                && field_str(&run, "thread_id") == thread_id
+            {
+                candidates.push(run);
+            }
+        }
+    }
+    if candidates.is_empty() {
+        return Err(ApiError::not_found("No runs found to cancel."));
+    }
+    let in_flight: Vec<String> = candidates
+        .iter()
+        .filter(|r| matches!(field_str(r, "status"), "pending" | "running"))
+        .map(|r| field_str(r, "run_id").to_owned())
+        .collect();
+    let cancel = Cancel {
+        action,
+        reason: format!("{} requested via POST /runs/cancel", action.as_str()),
+    };
+    if cancel_and_settle(&state, &in_flight, &cancel).await == 0 {
+        return Err(ApiError::not_found(
+            "No matching runs to cancel. Please verify the thread ID and run IDs are correct, \
+             and the runs haven't been deleted or completed.",
+        ));
+    }
+    Ok(axum::http::StatusCode::NO_CONTENT.into_response())
+}

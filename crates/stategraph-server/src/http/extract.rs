@@ -1,0 +1,244 @@
+//! The request's parts as handlers take them, read as LangGraph's server reads them and
+//! refused as it refuses them: 422 `{"detail": …}` naming what does not fit.
+//!
+//! - [`Body`]: a JSON body, an empty one read as `{}`; [`RequiredBody`]: one that must be
+//!   given; [`Search`]: a search body with its order and paging read apart.
+//! - [`Query`]: the query string.
+//! - [`ThreadId`], [`RunIds`], [`AssistantId`], [`GraphOrAssistant`], [`RunThreadId`]: path
+//!   ids, UUIDs in their canonical form (a path id that is not one is 422 `Invalid thread ID:
+//!   must be a UUID`, as the reference answers it).
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+
+use crate::app::AppState;
+use crate::error::ApiError;
+use crate::records::Paging;
+
+/// A JSON request body; an empty body (or only whitespace) is `{}`, as the SDKs send
+/// none for a request without options.
+pub(crate) struct Body<T>(pub(crate) T);
+
+/// A JSON request body that must be given (`POST /threads/{thread_id}/history`, as the
+/// reference requires it): an empty body is 422, as invalid JSON is.
+pub(crate) struct RequiredBody<T>(pub(crate) T);
+
+/// A search body: its filters (`T`) and its order and paging, read from the same body on
+/// their own (flattening one into the other would hide the name of a field that does not
+/// fit from the message).
+pub(crate) struct Search<T> {
+    pub(crate) body: T,
+    pub(crate) paging: Paging,
+}
+
+async fn bytes_of<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(req, state)
+        .await
+        .map_err(|e| ApiError::new(e.status(), e.body_text()))
+}
+
+fn is_blank(body: &[u8]) -> bool {
+    body.iter().all(u8::is_ascii_whitespace)
+}
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = bytes_of(req, state).await?;
+        parse_body(&bytes).map(Body)
+    }
+}
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for RequiredBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = bytes_of(req, state).await?;
+        if is_blank(&bytes) {
+            return Err(ApiError::invalid(
+                "Invalid JSON in request body: the request needs a JSON body (`{}` at least)",
+            ));
+        }
+        parse_json(&bytes).map(RequiredBody)
+    }
+}
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Search<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = bytes_of(req, state).await?;
+        let paging = parse_body(&bytes)?;
+        let body = parse_body(&bytes)?;
+        Ok(Search { body, paging })
+    }
+}
+
+/// Parses a JSON request body (an empty body is `{}`), or answers 422 naming the field that
+/// does not fit.
+pub(crate) fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    parse_json(if is_blank(body) { b"{}" } else { body })
+}
+
+fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let parsed = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." || inner.is_syntax() || inner.is_eof() {
+            ApiError::invalid(format!("invalid body: {inner}"))
+        } else {
+            ApiError::invalid(format!("invalid body: `{path}`: {inner}"))
+        }
+    })?;
+    // Nothing but whitespace may follow the JSON value.
+    de.end()
+        .map_err(|e| ApiError::invalid(format!("invalid body: {e}")))?;
+    Ok(parsed)
+}
+
+/// The query string, or 422 naming the parameter that does not fit.
+pub(crate) struct Query<T>(pub(crate) T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let axum::extract::Query(q) = axum::extract::Query::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::invalid(e.body_text()))?;
+        Ok(Query(q))
+    }
+}
+
+/// The path parameter `name` (a route without it is the router's bug: 500).
+async fn param<S: Send + Sync>(
+    parts: &mut Parts,
+    state: &S,
+    name: &str,
+) -> Result<String, ApiError> {
+    let Path(params) = Path::<Vec<(String, String)>>::from_request_parts(parts, state)
+        .await
+        .map_err(|e| ApiError::new(e.status(), e.body_text()))?;
+    params
+        .into_iter()
+        .find_map(|(k, v)| (k == name).then_some(v))
+        .ok_or_else(|| {
+            ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                format!("route has no `{name}` parameter"),
+            )
+        })
+}
+
+/// `text` as a UUID in its canonical form (lowercase, hyphenated), or 422 `detail`.
+pub(crate) fn canonical_uuid(text: &str, detail: &str) -> Result<String, ApiError> {
+    Uuid::parse_str(text)
+        .map(|u| u.to_string())
+        .map_err(|_| ApiError::invalid(detail))
+}
+
+/// LangGraph's message for a path id of `what` (`thread`, `run`, …) that is not a UUID.
+fn not_a_uuid(what: &str) -> String {
+    format!("Invalid {what} ID: must be a UUID")
+}
+
+/// Path `{thread_id}`.
+pub(crate) struct ThreadId(pub(crate) String);
+
+impl<S: Send + Sync> FromRequestParts<S> for ThreadId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let id = param(parts, state, "thread_id").await?;
+        canonical_uuid(&id, &not_a_uuid("thread")).map(ThreadId)
+    }
+}
+
+/// Path `{thread_id}` of a route that creates a run on the thread, refused as the
+/// reference refuses it there (`Invalid thread ID`).
+pub(crate) struct RunThreadId(pub(crate) String);
+
+impl<S: Send + Sync> FromRequestParts<S> for RunThreadId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let id = param(parts, state, "thread_id").await?;
+        canonical_uuid(&id, "Invalid thread ID").map(RunThreadId)
+    }
+}
+
+/// Path `{thread_id}` and `{run_id}`.
+pub(crate) struct RunIds {
+    pub(crate) thread_id: String,
+    pub(crate) run_id: String,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for RunIds {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let ThreadId(thread_id) = ThreadId::from_request_parts(parts, state).await?;
+        let run_id = param(parts, state, "run_id").await?;
+        let run_id = canonical_uuid(&run_id, &not_a_uuid("run"))?;
+        Ok(RunIds { thread_id, run_id })
+    }
+}
+
+/// Path `{assistant_id}`.
+pub(crate) struct AssistantId(pub(crate) String);
+
+impl<S: Send + Sync> FromRequestParts<S> for AssistantId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let id = param(parts, state, "assistant_id").await?;
+        canonical_uuid(&id, &not_a_uuid("assistant")).map(AssistantId)
+    }
+}
+
+/// Path `{assistant_id}` of `GET /assistants/{assistant_id}/graph`, which also takes a
+/// graph's name for its default assistant (as the reference does there only).
+pub(crate) struct GraphOrAssistant(pub(crate) String);
+
+impl FromRequestParts<std::sync::Arc<AppState>> for GraphOrAssistant {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &std::sync::Arc<AppState>,
+    ) -> Result<Self, ApiError> {
+        let id = param(parts, state, "assistant_id").await?;
+        if state.graphs.contains_key(&id) {
+            return Ok(GraphOrAssistant(crate::assistants::default_assistant_id(
+                &id,
+            )));
+        }
+        canonical_uuid(&id, &not_a_uuid("assistant")).map(GraphOrAssistant)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuids_are_canonical() {
+        let id = canonical_uuid("1EF7A6D0-0000-6000-8000-000000000000", "x").unwrap();
+        assert_eq!(id, "1ef7a6d0-0000-6000-8000-000000000000");
+        let e = canonical_uuid("t1", &not_a_uuid("thread")).unwrap_err();
+        assert_eq!(e.detail, "Invalid thread ID: must be a UUID");
+    }
+
+    #[test]
+    fn an_empty_body_is_an_empty_object() {
+        let v: serde_json::Value = parse_body(b"  \n").unwrap();
+        assert_eq!(v, serde_json::json!({}));
+        let e = parse_body::<serde_json::Value>(b"{} x").unwrap_err();
+        assert!(e.detail.starts_with("invalid body"), "{}", e.detail);
+    }
+}

@@ -1,0 +1,169 @@
+//! Joining a run's stream: `GET /threads/{thread_id}/runs/{run_id}/stream`.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+
+use axum::http::HeaderMap;
+use axum::http::header::{CONTENT_LOCATION, LOCATION};
+use axum::response::sse::{KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream;
+use serde_json::json;
+
+use crate::app::Shared;
+use crate::error::ApiError;
+use crate::http::extract::{Query, RunIds};
+use crate::http::runs::{DisconnectGuard, event, headers, hub_event};
+use crate::hub::{HubReader, StreamEvent};
+use crate::records::{Kind, field_str};
+
+/// The stream modes of a join's `stream_mode` query values: each a mode, or a JSON array of
+/// them (the SDK's forms). Repeated values add up (the reference reads the last one only).
+fn join_modes(values: &[String]) -> Vec<String> {
+    let mut modes = Vec::new();
+    for v in values.iter().filter(|v| !v.is_empty()) {
+        match serde_json::from_str::<Vec<String>>(v) {
+            Ok(list) if v.starts_with('[') => modes.extend(list),
+            _ => modes.push(v.clone()),
+        }
+    }
+    modes
+}
+
+/// Whether an event named `name` passes a join's `stream_mode` filter (none: every event),
+/// as the reference matches them: by name, `messages*` for `messages`/`messages-tuple`, and
+/// a subgraph's `mode|namespace` by its mode.
+fn mode_matches(name: &str, modes: &[String]) -> bool {
+    if modes.is_empty() || modes.iter().any(|m| m == name) {
+        return true;
+    }
+    if name.starts_with("messages")
+        && modes
+            .iter()
+            .any(|m| m == "messages" || m == "messages-tuple")
+    {
+        return true;
+    }
+    name.split_once('|')
+        .is_some_and(|(base, _)| modes.iter().any(|m| m == base))
+}
+
+/// Whether a query flag is on, as the reference reads them (`true`, `yes`, `1`).
+fn flag_on(v: &str) -> bool {
+    matches!(v.to_lowercase().as_str(), "true" | "yes" | "1")
+}
+
+/// `GET /threads/{thread_id}/runs/{run_id}/stream`: joins a run's stream.
+///
+/// As the reference: the events the run publishes from now on; for a run created with
+/// `stream_resumable: true` and a `Last-Event-ID` header, first those after that id (`-1`:
+/// all), every event with its `id`. A run that has ended sends nothing more (a resumable one
+/// replays after the id while its events are kept). `stream_mode` (query, repeated or a JSON
+/// array) filters the events; `cancel_on_disconnect=true` cancels the run (`interrupt`) if
+/// the client goes away before it ended. Ids that are not UUIDs are 422; an unknown run is,
+/// as the reference answers it, a 200 stream of one `error` event.
+pub(crate) async fn join_stream(
+    axum::extract::State(state): Shared,
+    RunIds { thread_id, run_id }: RunIds,
+    request_headers: HeaderMap,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    let mut mode_values = Vec::new();
+    let mut cancel_on_disconnect = false;
+    for (k, v) in pairs {
+        match k.as_str() {
+            "stream_mode" => mode_values.push(v),
+            "cancel_on_disconnect" => cancel_on_disconnect = flag_on(&v),
+            _ => {}
+        }
+    }
+    let modes = join_modes(&mode_values);
+    let last_event_id = request_headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned);
+    let base = format!("/threads/{thread_id}/runs/{run_id}");
+    let location = headers(&[
+        (CONTENT_LOCATION, base.clone()),
+        (LOCATION, format!("{base}/stream")),
+    ]);
+    let keep_alive = KeepAlive::new()
+        .interval(state.keep_alive)
+        .text("heartbeat");
+    let found = match state.records.get(Kind::Run, &run_id).await? {
+        Some(run) => field_str(&run, "thread_id") == thread_id,
+        None => false,
+    };
+    if !found {
+        // The reference streams the 404 as an `error` event (the stream has begun).
+        let error = json!({ "error": "HTTPException", "message": "404: Run not found" });
+        let body = stream::once(async move { Ok::<_, Infallible>(event("error", &error)) });
+        return Ok((location, Sse::new(body).keep_alive(keep_alive)).into_response());
+    }
+    // The run's hub when it executes (or executed lately) in this process; otherwise its
+    // events come from the queue's log, whichever process runs it (the ids are the same).
+    let (reader, with_id) = match state.hubs.get(&run_id) {
+        Some(hub) => {
+            let with_id = hub.resumable();
+            let reader = hub.reader(last_event_id.as_deref());
+            drop(hub);
+            (JoinSource::Hub(reader), with_id)
+        }
+        None => {
+            let (rx, with_id) =
+                crate::worker::join(&state, &run_id, last_event_id.as_deref()).await?;
+            (JoinSource::Queue(rx), with_id)
+        }
+    };
+    let guard = DisconnectGuard::new(&state, &run_id, cancel_on_disconnect);
+    let start: JoinState = (reader, guard, VecDeque::new());
+    let body = stream::unfold(Some(start), move |st| {
+        let modes = modes.clone();
+        async move {
+            let (mut reader, guard, mut queued) = st?;
+            loop {
+                if let Some(e) = queued.pop_front() {
+                    let out = hub_event(&e, with_id);
+                    return Some((Ok::<_, Infallible>(out), Some((reader, guard, queued))));
+                }
+                match reader.next_batch().await {
+                    Some(batch) => {
+                        queued.extend(batch.into_iter().filter(|e| mode_matches(&e.name, &modes)))
+                    }
+                    None => {
+                        guard.disarm();
+                        return None;
+                    }
+                }
+            }
+        }
+    });
+    Ok((location, Sse::new(body).keep_alive(keep_alive)).into_response())
+}
+
+/// A join's reader, the guard that cancels on disconnect, and events read but not sent.
+type JoinState = (JoinSource, DisconnectGuard, VecDeque<StreamEvent>);
+
+/// Where a join reads a run's events: the run's hub in this process, or the run queue's log.
+enum JoinSource {
+    Hub(HubReader),
+    Queue(tokio::sync::mpsc::Receiver<StreamEvent>),
+}
+
+impl JoinSource {
+    /// The next events, waiting for at least one; `None` once the run is over and all were
+    /// read.
+    async fn next_batch(&mut self) -> Option<Vec<StreamEvent>> {
+        match self {
+            JoinSource::Hub(reader) => reader.next_batch().await,
+            JoinSource::Queue(rx) => {
+                let mut batch = vec![rx.recv().await?];
+                while let Ok(e) = rx.try_recv() {
+                    batch.push(e);
+                }
+                Some(batch)
+            }
+        }
+    }
+}

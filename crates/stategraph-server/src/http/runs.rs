@@ -1,0 +1,326 @@
+//! Runs: waited, streamed (server-sent events) and in the background; a thread's runs.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::http::header::{CONTENT_LOCATION, LOCATION};
+use axum::http::{HeaderMap, HeaderValue};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream;
+use serde::Deserialize;
+use serde_json::{Value as Json_, json};
+use stategraph_checkpoint::runs::CancelAction;
+
+use crate::app::{AppState, Cancel, Shared};
+use crate::error::ApiError;
+use crate::exec::{Started, start, start_background};
+use crate::http::extract::{Body, Query, RunIds, RunThreadId, ThreadId};
+use crate::hub::StreamEvent;
+use crate::records::{Kind, field_str};
+use crate::request::RunBody;
+use crate::threads::load;
+
+/// How often `join` looks at a background run.
+const JOIN_POLL: Duration = Duration::from_millis(50);
+
+/// Cancels a run when the caller that asked `on_disconnect: "cancel"` goes away before the
+/// run ended (dropped with the response body). Cancelling a run that has ended does nothing.
+pub(super) struct DisconnectGuard {
+    state: Arc<AppState>,
+    run_id: String,
+    armed: bool,
+}
+
+impl DisconnectGuard {
+    pub(super) fn new(state: &Arc<AppState>, run_id: &str, armed: bool) -> Self {
+        Self {
+            state: Arc::clone(state),
+            run_id: run_id.to_owned(),
+            armed,
+        }
+    }
+
+    /// The run ended: nothing to cancel any more.
+    pub(super) fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for DisconnectGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            let cancel = Cancel {
+                action: CancelAction::Interrupt,
+                reason: "client disconnected from the run stream (on_disconnect=cancel)".into(),
+            };
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                // The run may be in another process: ask through the queue (a stateless run,
+                // not the queue's, is this process's).
+                let (state, run_id) = (Arc::clone(&self.state), self.run_id.clone());
+                rt.spawn(async move {
+                    if let Ok(crate::worker::Cancelled::NotQueued) =
+                        crate::worker::request_cancel(&state, &run_id, cancel.action).await
+                    {
+                        let _ = state.cancel_run(&run_id, &cancel);
+                    }
+                });
+                return;
+            }
+            let _ = self.state.cancel_run(&self.run_id, &cancel);
+        }
+    }
+}
+
+pub(super) fn headers(pairs: &[(axum::http::HeaderName, String)]) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for (name, value) in pairs {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            h.insert(name.clone(), v);
+        }
+    }
+    h
+}
+
+async fn wait(
+    state: Arc<AppState>,
+    thread: Option<String>,
+    body: RunBody,
+) -> Result<Response, ApiError> {
+    let cancel_on_disconnect = body.cancel_on_disconnect();
+    let started = start(Arc::clone(&state), thread, body).await?;
+    let guard = DisconnectGuard::new(&state, started.run_id(), cancel_on_disconnect);
+    let location = locations(&started, "join");
+    let Started { events, done, .. } = started;
+    drop(events);
+    // Like LangGraph's server, the answer streams: a newline every `keep_alive` while the
+    // run goes on (JSON parsers skip leading whitespace), then the output.
+    let every = state.keep_alive;
+    let body = stream::unfold(Some((done, guard)), move |st| async move {
+        let (mut done, guard) = st?;
+        tokio::select! {
+            outcome = &mut done => {
+                guard.disarm();
+                let out = match outcome {
+                    Ok(o) => o.to_wait_json(),
+                    Err(_) => json!({
+                        "__error__": { "error": "RuntimeError", "message": "the run stopped" }
+                    }),
+                };
+                Some((Ok::<_, Infallible>(Bytes::from(out.to_string())), None))
+            }
+            () = tokio::time::sleep(every) => {
+                Some((Ok(Bytes::from_static(b"\n")), Some((done, guard))))
+            }
+        }
+    });
+    let mut headers = headers(&location);
+    headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok((headers, axum::body::Body::from_stream(body)).into_response())
+}
+
+/// `POST /threads/{thread_id}/runs/wait`.
+pub(crate) async fn wait_thread(
+    axum::extract::State(state): Shared,
+    RunThreadId(thread_id): RunThreadId,
+    Body(body): Body<RunBody>,
+) -> Result<Response, ApiError> {
+    wait(state, Some(thread_id), body).await
+}
+
+/// `POST /runs/wait`.
+pub(crate) async fn wait_stateless(
+    axum::extract::State(state): Shared,
+    Body(body): Body<RunBody>,
+) -> Result<Response, ApiError> {
+    wait(state, None, body).await
+}
+
+async fn sse(
+    state: Arc<AppState>,
+    thread: Option<String>,
+    body: RunBody,
+) -> Result<Response, ApiError> {
+    let cancel_on_disconnect = body.cancel_on_disconnect();
+    let started = start(Arc::clone(&state), thread, body).await?;
+    let run_id = started.run_id().to_owned();
+    let guard = DisconnectGuard::new(&state, &run_id, cancel_on_disconnect);
+    let location = locations(&started, "stream");
+    // `metadata` first, then the run's events; they close once the run's records are final.
+    // A resumable run's events carry the ids a client reconnects with (`Last-Event-ID`).
+    // The guard goes with the stream.
+    let resumable = started.resumable;
+    let events = stream::unfold(Some((started.events, guard)), move |st| async move {
+        let (mut rx, guard) = st?;
+        match rx.recv().await {
+            Some(e) => Some((
+                Ok::<_, Infallible>(hub_event(&e, resumable)),
+                Some((rx, guard)),
+            )),
+            None => {
+                guard.disarm();
+                None
+            }
+        }
+    });
+    drop(started.done);
+    let body = Sse::new(events).keep_alive(
+        KeepAlive::new()
+            .interval(state.keep_alive)
+            .text("heartbeat"),
+    );
+    Ok((headers(&location), body).into_response())
+}
+
+/// A started run's `Content-Location` (the run) and, for a run whose thread stays, its
+/// `Location` (`…/join` or `…/stream`: where to follow it).
+fn locations(started: &Started, follow: &str) -> Vec<(axum::http::HeaderName, String)> {
+    if started.stateful {
+        let base = format!("/threads/{}/runs/{}", started.thread_id, started.run_id());
+        vec![
+            (CONTENT_LOCATION, base.clone()),
+            (LOCATION, format!("{base}/{follow}")),
+        ]
+    } else {
+        vec![(CONTENT_LOCATION, format!("/runs/{}", started.run_id()))]
+    }
+}
+
+pub(super) fn event(name: &str, data: &Json_) -> SseEvent {
+    SseEvent::default().event(name).data(data.to_string())
+}
+
+/// A run's event as SSE, with its `id` when the run is resumable.
+pub(super) fn hub_event(e: &StreamEvent, with_id: bool) -> SseEvent {
+    let out = event(&e.name, &e.data);
+    if with_id { out.id(&*e.id) } else { out }
+}
+
+/// `POST /threads/{thread_id}/runs/stream`.
+pub(crate) async fn stream_thread(
+    axum::extract::State(state): Shared,
+    RunThreadId(thread_id): RunThreadId,
+    Body(body): Body<RunBody>,
+) -> Result<Response, ApiError> {
+    sse(state, Some(thread_id), body).await
+}
+
+/// `POST /runs/stream`.
+pub(crate) async fn stream_stateless(
+    axum::extract::State(state): Shared,
+    Body(body): Body<RunBody>,
+) -> Result<Response, ApiError> {
+    sse(state, None, body).await
+}
+
+/// `POST /threads/{thread_id}/runs`: starts a run in the background.
+pub(crate) async fn create_background(
+    axum::extract::State(state): Shared,
+    RunThreadId(thread_id): RunThreadId,
+    Body(body): Body<RunBody>,
+) -> Result<Response, ApiError> {
+    let started = start_background(state, thread_id, body).await?;
+    let base = format!("/threads/{}/runs/{}", started.thread_id, started.run_id());
+    let location = vec![(CONTENT_LOCATION, base)];
+    let Started { run, events, .. } = started;
+    drop(events);
+    Ok((headers(&location), Json(run)).into_response())
+}
+
+pub(super) async fn load_run(
+    state: &AppState,
+    thread_id: &str,
+    run_id: &str,
+) -> Result<Json_, ApiError> {
+    match state.records.get(Kind::Run, run_id).await? {
+        Some(run) if field_str(&run, "thread_id") == thread_id => Ok(run),
+        _ => Err(ApiError::not_found(format!("Run {run_id} not found"))),
+    }
+}
+
+/// `GET /threads/{thread_id}/runs/{run_id}`.
+pub(crate) async fn get_one(
+    axum::extract::State(state): Shared,
+    RunIds { thread_id, run_id }: RunIds,
+) -> Result<Json<Json_>, ApiError> {
+    Ok(Json(load_run(&state, &thread_id, &run_id).await?))
+}
+
+/// `DELETE /threads/{thread_id}/runs/{run_id}`: deletes the run's record and the
+/// checkpoints it wrote (204). Deliberately, a run still pending or running is cancelled
+/// first (the reference deletes the record under it), so it writes nothing afterwards.
+pub(crate) async fn delete_one(
+    axum::extract::State(state): Shared,
+    RunIds { thread_id, run_id }: RunIds,
+) -> Result<axum::http::StatusCode, ApiError> {
+    let run = load_run(&state, &thread_id, &run_id).await?;
+    if matches!(field_str(&run, "status"), "pending" | "running") {
+        let cancel = Cancel {
+            action: CancelAction::Interrupt,
+            reason: format!("run {run_id} was deleted"),
+        };
+        crate::cancel::cancel_and_settle(&state, std::slice::from_ref(&run_id), &cancel).await;
+    }
+    state
+        .saver
+        .delete_for_runs(std::slice::from_ref(&run_id))
+        .await?;
+    state.records.delete(Kind::Run, &run_id).await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
+}
+
+/// `GET /threads/{thread_id}/runs/{run_id}/join`: waits for the run, then answers the
+/// thread's values.
+pub(crate) async fn join(
+    axum::extract::State(state): Shared,
+    RunIds { thread_id, run_id }: RunIds,
+) -> Result<Json<Json_>, ApiError> {
+    loop {
+        let run = load_run(&state, &thread_id, &run_id).await?;
+        if !matches!(field_str(&run, "status"), "pending" | "running") {
+            break;
+        }
+        tokio::time::sleep(JOIN_POLL).await;
+    }
+    let thread = load(&state, &thread_id).await?;
+    Ok(Json(thread.get("values").cloned().unwrap_or(Json_::Null)))
+}
+
+/// Query of `GET /threads/{thread_id}/runs`.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct ListQuery {
+    #[serde(deserialize_with = "crate::input::query_count")]
+    limit: Option<usize>,
+    #[serde(deserialize_with = "crate::input::query_count")]
+    offset: Option<usize>,
+    status: Option<String>,
+}
+
+/// `GET /threads/{thread_id}/runs`: the thread's runs, newest first.
+pub(crate) async fn list(
+    axum::extract::State(state): Shared,
+    ThreadId(thread_id): ThreadId,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Vec<Json_>>, ApiError> {
+    load(&state, &thread_id).await?;
+    let mut filter = serde_json::Map::new();
+    filter.insert("thread_id".into(), Json_::String(thread_id));
+    if let Some(s) = query.status {
+        filter.insert("status".into(), Json_::String(s));
+    }
+    let runs = state.records.search(Kind::Run, filter).await?;
+    Ok(Json(crate::records::sort_and_page(
+        runs,
+        "created_at",
+        true,
+        query.offset.unwrap_or(0),
+        query.limit.unwrap_or(10),
+    )))
+}

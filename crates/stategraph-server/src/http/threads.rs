@@ -1,0 +1,372 @@
+//! `/threads`: thread records, their state, history and state updates.
+
+use axum::Json;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Map as JsonMap, Value as Json_, json};
+use stategraph_checkpoint::now_iso;
+use stategraph_graph::{AsNode, HistoryOptions, RunConfig};
+
+use crate::app::{AppState, Shared};
+use crate::convert::{checkpoint_id_of, checkpoint_json, input_map, thread_state};
+use crate::error::ApiError;
+use crate::http::extract::{Body, Query, RequiredBody, Search, ThreadId, canonical_uuid};
+use crate::records::{Kind, field_str};
+use crate::threads::{delete_with_runs, graph_of, load, new_thread, search_threads};
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct CreateBody {
+    thread_id: Option<String>,
+    metadata: Option<JsonMap<String, Json_>>,
+    if_exists: Option<String>,
+}
+
+/// `POST /threads`.
+pub(crate) async fn create(
+    axum::extract::State(state): Shared,
+    Body(body): Body<CreateBody>,
+) -> Result<Json<Json_>, ApiError> {
+    let thread_id = match body.thread_id {
+        Some(id) => canonical_uuid(&id, "Invalid thread ID: must be a UUID")?,
+        None => uuid::Uuid::new_v4().to_string(),
+    };
+    if let Some(existing) = state.records.get(Kind::Thread, &thread_id).await? {
+        return match body.if_exists.as_deref() {
+            Some("do_nothing") => Ok(Json(existing)),
+            _ => Err(ApiError::conflict(format!(
+                "Thread {thread_id} already exists"
+            ))),
+        };
+    }
+    let record = new_thread(&thread_id, body.metadata.unwrap_or_default());
+    state
+        .records
+        .put(Kind::Thread, &thread_id, record.clone())
+        .await?;
+    Ok(Json(record))
+}
+
+/// `GET /threads/{thread_id}`.
+pub(crate) async fn get_one(
+    axum::extract::State(state): Shared,
+    ThreadId(thread_id): ThreadId,
+) -> Result<Json<Json_>, ApiError> {
+    Ok(Json(load(&state, &thread_id).await?))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct SearchBody {
+    metadata: Option<JsonMap<String, Json_>>,
+    values: Option<JsonMap<String, Json_>>,
+    status: Option<String>,
+    ids: Option<Vec<String>>,
+}
+
+/// `POST /threads/search`.
+pub(crate) async fn search(
+    axum::extract::State(state): Shared,
+    Search { body, paging }: Search<SearchBody>,
+) -> Result<Json<Vec<Json_>>, ApiError> {
+    let filter = thread_filter(body.metadata, body.values, body.status);
+    let mut found = search_threads(&state, filter).await?;
+    if let Some(ids) = body.ids {
+        found.retain(|t| ids.iter().any(|id| id == field_str(t, "thread_id")));
+    }
+    Ok(Json(paging.apply(found)))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct PatchBody {
+    metadata: Option<JsonMap<String, Json_>>,
+}
+
+/// `PATCH /threads/{thread_id}`: merges metadata.
+pub(crate) async fn patch(
+    axum::extract::State(state): Shared,
+    ThreadId(thread_id): ThreadId,
+    Body(body): Body<PatchBody>,
+) -> Result<Json<Json_>, ApiError> {
+    let mut record = load(&state, &thread_id).await?;
+    if let Some(obj) = record.as_object_mut() {
+        let mut metadata = obj
+            .get("metadata")
+            .and_then(Json_::as_object)
+            .cloned()
+            .unwrap_or_default();
+        metadata.extend(body.metadata.unwrap_or_default());
+        obj.insert("metadata".into(), Json_::Object(metadata));
+        obj.insert("updated_at".into(), Json_::String(now_iso()));
+    }
+    state
+        .records
+        .put(Kind::Thread, &thread_id, record.clone())
+        .await?;
+    Ok(Json(record))
+}
+
+/// `DELETE /threads/{thread_id}`: the record and the thread's checkpoints.
+pub(crate) async fn delete(
+    axum::extract::State(state): Shared,
+    ThreadId(thread_id): ThreadId,
+) -> Result<StatusCode, ApiError> {
+    load(&state, &thread_id).await?;
+    // Deliberately first (the reference only drops the run records): the thread's runs in
+    // flight stop, so none writes checkpoints to the deleted thread.
+    let filter = JsonMap::from_iter([("thread_id".to_owned(), json!(thread_id))]);
+    let in_flight = crate::cancel::in_flight(&state, &filter, |_| true).await?;
+    let cancel = crate::app::Cancel {
+        action: crate::app::CancelAction::Interrupt,
+        reason: format!("thread {thread_id} was deleted"),
+    };
+    crate::cancel::cancel_and_settle(&state, &in_flight, &cancel).await;
+    delete_with_runs(&state, &thread_id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Query of the state endpoints.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct StateQuery {
+    subgraphs: Option<String>,
+}
+
+impl StateQuery {
+    /// Whether `subgraphs` is on: `true` or `True`, as the reference reads it (any other
+    /// value is off, not an error).
+    fn subgraphs(&self) -> bool {
+        matches!(self.subgraphs.as_deref(), Some("true" | "True"))
+    }
+}
+
+async fn state_at(
+    state: &AppState,
+    thread_id: &str,
+    checkpoint: Option<&Json_>,
+    subgraphs: bool,
+) -> Result<Json_, ApiError> {
+    let thread = load(state, thread_id).await?;
+    let graph = graph_of(state, &thread)?;
+    let mut config = RunConfig::thread(thread_id);
+    if let Some(id) = checkpoint_id_of(checkpoint) {
+        config = config.with_checkpoint_id(id);
+    }
+    if let Some(ns) = checkpoint
+        .and_then(|c| c.get("checkpoint_ns"))
+        .and_then(Json_::as_str)
+    {
+        ns.clone_into(&mut config.checkpoint_ns);
+    }
+    let snapshot = graph.get_state(&config, subgraphs).await?;
+    Ok(thread_state(&snapshot))
+}
+
+/// `GET /threads/{thread_id}/state`.
+pub(crate) async fn get_state(
+    axum::extract::State(state): Shared,
+    ThreadId(thread_id): ThreadId,
+    Query(query): Query<StateQuery>,
+) -> Result<Json<Json_>, ApiError> {
+    let subgraphs = query.subgraphs();
+    Ok(Json(state_at(&state, &thread_id, None, subgraphs).await?))
+}
+
+/// `GET /threads/{thread_id}/state/{checkpoint_id}`.
+pub(crate) async fn get_state_at(
+    axum::extract::State(state): Shared,
+    ThreadId(thread_id): ThreadId,
+    axum::extract::Path((_, checkpoint_id)): axum::extract::Path<(String, String)>,
+    Query(query): Query<StateQuery>,
+) -> Result<Json<Json_>, ApiError> {
+    let checkpoint = Json_::String(checkpoint_id);
+    let subgraphs = query.subgraphs();
+    Ok(Json(
+        state_at(&state, &thread_id, Some(&checkpoint), subgraphs).await?,
+    ))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct CheckpointBody {
+    checkpoint: Option<Json_>,
+    subgraphs: Option<bool>,
+}
+
+/// `POST /threads/{thread_id}/state/checkpoint`.
+pub(crate) async fn post_state_at(
+    axum::extract::State(state): Shared,
+    ThreadId(thread_id): ThreadId,
+    Body(body): Body<CheckpointBody>,
+) -> Result<Json<Json_>, ApiError> {
+    let subgraphs = body.subgraphs.unwrap_or(false);
+    Ok(Json(
+        state_at(&state, &thread_id, body.checkpoint.as_ref(), subgraphs).await?,
+    ))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct CountBody {
+    metadata: Option<JsonMap<String, Json_>>,
+    values: Option<JsonMap<String, Json_>>,
+    status: Option<String>,
+}
+
+/// `POST /threads/count`.
+pub(crate) async fn count(
+    axum::extract::State(state): Shared,
+    Body(body): Body<CountBody>,
+) -> Result<Json<usize>, ApiError> {
+    let filter = thread_filter(body.metadata, body.values, body.status);
+    Ok(Json(search_threads(&state, filter).await?.len()))
+}
+
+fn thread_filter(
+    metadata: Option<JsonMap<String, Json_>>,
+    values: Option<JsonMap<String, Json_>>,
+    status: Option<String>,
+) -> JsonMap<String, Json_> {
+    let mut filter = JsonMap::new();
+    if let Some(m) = metadata.filter(|m| !m.is_empty()) {
+        filter.insert("metadata".into(), Json_::Object(m));
+    }
+    if let Some(v) = values.filter(|m| !m.is_empty()) {
+        filter.insert("values".into(), Json_::Object(v));
+    }
+    if let Some(s) = status {
+        filter.insert("status".into(), Json_::String(s));
+    }
+    filter
+}
+
+/// `POST /threads/{thread_id}/copy`: a new thread with the same checkpoints and metadata. A
+/// thread without checkpoints yet (no run, no state update) copies to a thread without
+/// checkpoints, as the reference copies it.
+pub(crate) async fn copy(
+    axum::extract::State(state): Shared,
+    ThreadId(thread_id): ThreadId,
+) -> Result<Json<Json_>, ApiError> {
+    let source = load(&state, &thread_id).await?;
+    let new_id = uuid::Uuid::new_v4().to_string();
+    match state.saver.copy_thread(&thread_id, &new_id).await {
+        // The saver has nothing of a thread that has no checkpoint: nothing to copy.
+        Ok(()) | Err(stategraph_checkpoint::Error::NotFound { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let metadata = source
+        .get("metadata")
+        .and_then(Json_::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let mut record = new_thread(&new_id, metadata);
+    if let Some(obj) = record.as_object_mut() {
+        for key in ["values", "interrupts", "error", "status", "config"] {
+            if let Some(v) = source.get(key) {
+                obj.insert(key.into(), v.clone());
+            }
+        }
+    }
+    state
+        .records
+        .put(Kind::Thread, &new_id, record.clone())
+        .await?;
+    Ok(Json(record))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct UpdateBody {
+    values: Option<Json_>,
+    as_node: Option<String>,
+    checkpoint: Option<Json_>,
+    checkpoint_id: Option<String>,
+}
+
+/// `POST /threads/{thread_id}/state`: `update_state(values, as_node)`.
+pub(crate) async fn update_state(
+    axum::extract::State(state): Shared,
+    ThreadId(thread_id): ThreadId,
+    Body(body): Body<UpdateBody>,
+) -> Result<Json<Json_>, ApiError> {
+    crate::assistants::ensure(&state).await?;
+    let mut thread = load(&state, &thread_id).await?;
+    if field_str(&thread, "status") == "busy" {
+        return Err(ApiError::conflict("Thread is busy with a run"));
+    }
+    let graph = graph_of(&state, &thread)?;
+    let mut config = RunConfig::thread(&thread_id);
+    if let Some(id) = body
+        .checkpoint_id
+        .or_else(|| checkpoint_id_of(body.checkpoint.as_ref()))
+    {
+        config = config.with_checkpoint_id(id);
+    }
+    let values = match body.values {
+        None | Some(Json_::Null) => None,
+        Some(v) => Some(input_map(v, "values")?),
+    };
+    let as_node = body.as_node.map_or(AsNode::Inferred, AsNode::from);
+    let at = graph.update_state(&config, values, as_node).await?;
+    // The thread's cached values follow the new checkpoint.
+    let snapshot = graph
+        .get_state(&RunConfig::thread(&thread_id), false)
+        .await?;
+    if let Some(obj) = thread.as_object_mut() {
+        obj.insert(
+            "values".into(),
+            crate::convert::values_json(&snapshot.values),
+        );
+        obj.insert(
+            "interrupts".into(),
+            crate::convert::thread_interrupts(&snapshot),
+        );
+        let now = now_iso();
+        obj.insert("updated_at".into(), Json_::String(now.clone()));
+        obj.insert("state_updated_at".into(), Json_::String(now));
+    }
+    state.records.put(Kind::Thread, &thread_id, thread).await?;
+    // `configurable` and `checkpoint_id` repeat it, as the reference still sends them.
+    let checkpoint_id = at.checkpoint_id.clone();
+    let at = checkpoint_json(&at);
+    Ok(Json(json!({
+        "checkpoint_id": checkpoint_id,
+        "configurable": at,
+        "checkpoint": at,
+    })))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct HistoryBody {
+    #[serde(deserialize_with = "crate::input::search_limit")]
+    limit: Option<usize>,
+    before: Option<Json_>,
+    metadata: Option<JsonMap<String, Json_>>,
+    checkpoint: Option<Json_>,
+}
+
+/// `POST /threads/{thread_id}/history`: snapshots, newest first. The body is required, as the
+/// reference requires it.
+pub(crate) async fn history(
+    axum::extract::State(state): Shared,
+    ThreadId(thread_id): ThreadId,
+    RequiredBody(body): RequiredBody<HistoryBody>,
+) -> Result<Json<Vec<Json_>>, ApiError> {
+    let thread = load(&state, &thread_id).await?;
+    let graph = graph_of(&state, &thread)?;
+    let mut config = RunConfig::thread(&thread_id);
+    if let Some(id) = checkpoint_id_of(body.checkpoint.as_ref()) {
+        config = config.with_checkpoint_id(id);
+    }
+    let mut options = HistoryOptions::new().limit(body.limit.unwrap_or(10));
+    if let Some(before) = checkpoint_id_of(body.before.as_ref()) {
+        options = options.before(before);
+    }
+    for (k, v) in body.metadata.unwrap_or_default() {
+        options = options.filter(k, v);
+    }
+    let snapshots = graph.history(&config, options).await?;
+    Ok(Json(snapshots.iter().map(thread_state).collect()))
+}
