@@ -55,9 +55,10 @@ impl Interrupt {
         }
     }
 
-    /// `{"value": …, "id": …}`, as LangGraph's snapshots and streams show it.
+    /// `{"value": …, "id": …}`, as LangGraph's snapshots and streams show it (the value as
+    /// [`value_json`](crate::stream::value_json) renders state values).
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({"value": self.value.to_json(), "id": self.id})
+        serde_json::json!({"value": crate::stream::value_json(&self.value), "id": self.id})
     }
 }
 

@@ -155,8 +155,9 @@ impl<S> StreamEvent<S> {
     }
 }
 
-/// A map of state values as JSON.
-fn values_json(values: &Values) -> Json {
+/// A map of state values as JSON, each as [`value_json`] renders it (what the Agent Server
+/// API sends for a thread's values).
+pub fn values_json(values: &Values) -> Json {
     Json::Object(
         values
             .iter()

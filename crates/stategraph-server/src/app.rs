@@ -12,6 +12,7 @@ use stategraph_graph::{CompiledGraph, State};
 use tokio::net::TcpListener;
 use tokio::sync::OnceCell;
 
+use crate::error::ApiError;
 use crate::graph::ServedGraph;
 use crate::hub::{DEFAULT_RESUMABLE_TTL, Hubs};
 use crate::records::Records;
@@ -328,19 +329,38 @@ impl Server {
     }
 
     /// Starts this process's worker loops on the [run queue](ServerBuilder::run_queue)
-    /// (once; [`serve`](Self::serve) and the first run on a thread do it). Call it within a
-    /// Tokio runtime when serving [`router`](Self::router) yourself, so that runs other
-    /// processes enqueued are taken before this one receives a request.
+    /// (once; [`start`](Self::start) and the first run on a thread do it).
     pub fn spawn_workers(&self) {
         crate::worker::spawn_workers(&self.state);
     }
 
-    /// Serves the API on `listener` until the process ends (or the listener fails).
+    /// Gets this process ready to serve, once, before it answers requests: what a previous
+    /// process left behind is put right (its runs recorded `pending` or `running` that the
+    /// run queue no longer has are recorded `error`, those the queue finished get their final
+    /// status, and threads recorded `busy` with no run in the queue are `idle` again; runs
+    /// the queue still has are left to its workers), the default assistants exist, and the
+    /// worker loops run ([`spawn_workers`](Self::spawn_workers)). [`serve`](Self::serve)
+    /// calls it; call it yourself (within a Tokio runtime) when serving
+    /// [`router`](Self::router) another way.
     ///
     /// # Errors
-    /// The listener's I/O error.
-    pub async fn serve(self, listener: TcpListener) -> std::io::Result<()> {
+    /// The store's or the run queue's error.
+    pub async fn start(&self) -> Result<(), ApiError> {
+        crate::worker::recover(&self.state).await?;
+        crate::assistants::ensure(&self.state).await?;
         self.spawn_workers();
+        Ok(())
+    }
+
+    /// Serves the API on `listener` until the process ends (or the listener fails), after
+    /// [`start`](Self::start).
+    ///
+    /// # Errors
+    /// The listener's I/O error, or [`start`](Self::start)'s as an I/O error.
+    pub async fn serve(self, listener: TcpListener) -> std::io::Result<()> {
+        self.start()
+            .await
+            .map_err(|e| std::io::Error::other(format!("cannot start the server: {}", e.detail)))?;
         use axum::serve::ListenerExt;
         // Responses go out in several writes (SSE events, `runs/wait`'s keep-alive newline
         // before its JSON): without TCP_NODELAY, Nagle's algorithm holds the last write back

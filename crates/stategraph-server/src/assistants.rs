@@ -1,13 +1,12 @@
 //! Assistants: one default assistant per registered graph (its id derived from the graph's
 //! name as LangGraph's server derives it), their versions, and how a run names one.
 
-use serde_json::{Map as JsonMap, Value as Json_, json};
-use stategraph_checkpoint::now_iso;
+use serde_json::Value as Json_;
 use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::error::ApiError;
-use crate::records::{Kind, field_str};
+use crate::records::{AssistantRecord, AssistantVersion, filter, version_key};
 
 /// LangGraph's namespace for default assistant ids (`uuid5(NAMESPACE_GRAPH, graph_id)`).
 const NAMESPACE_GRAPH: Uuid = Uuid::from_u128(0x6ba7b821_9dad_11d1_80b4_00c04fd430c8);
@@ -22,36 +21,27 @@ pub(crate) async fn ensure(state: &AppState) -> Result<(), ApiError> {
     state
         .assistants_ready
         .get_or_try_init(|| async {
-            crate::worker::recover(state).await?;
             for graph_id in state.graphs.keys() {
                 let id = default_assistant_id(graph_id);
-                if let Some(existing) = state.records.get(Kind::Assistant, &id).await? {
+                if let Some(existing) = state.records.get::<AssistantRecord>(&id).await? {
                     // Records written before versions were kept get their first one.
+                    let first = version_key(&id, 1);
                     if state
                         .records
-                        .get(Kind::AssistantVersion, &format!("{id}:1"))
+                        .get::<AssistantVersion>(&first)
                         .await?
                         .is_none()
                     {
-                        put_version(state, &existing, 1).await?;
+                        state.records.put(&existing.as_version(1)).await?;
                     }
                     continue;
                 }
-                let now = now_iso();
-                let record = json!({
-                    "assistant_id": id,
-                    "graph_id": graph_id,
-                    "config": {},
-                    "context": {},
-                    "created_at": now,
-                    "updated_at": now,
-                    "metadata": { "created_by": "system" },
-                    "version": 1,
-                    "name": graph_id,
-                    "description": null,
-                });
-                put_version(state, &record, 1).await?;
-                state.records.put(Kind::Assistant, &id, record).await?;
+                let mut record = AssistantRecord::new(id, graph_id.clone(), graph_id.clone());
+                record
+                    .metadata
+                    .insert("created_by".into(), Json_::String("system".into()));
+                state.records.put(&record.as_version(1)).await?;
+                state.records.put(&record).await?;
             }
             Ok::<(), ApiError>(())
         })
@@ -62,7 +52,7 @@ pub(crate) async fn ensure(state: &AppState) -> Result<(), ApiError> {
 /// The assistant a run's `assistant_id` names: a graph's name (its default assistant) or an
 /// assistant's UUID. As the reference answers: anything else is 422 listing the graphs, an
 /// unknown UUID 404.
-pub(crate) async fn resolve(state: &AppState, id: &str) -> Result<Json_, ApiError> {
+pub(crate) async fn resolve(state: &AppState, id: &str) -> Result<AssistantRecord, ApiError> {
     ensure(state).await?;
     let key = if state.graphs.contains_key(id) {
         default_assistant_id(id)
@@ -81,50 +71,20 @@ pub(crate) async fn resolve(state: &AppState, id: &str) -> Result<Json_, ApiErro
     };
     state
         .records
-        .get(Kind::Assistant, &key)
+        .get::<AssistantRecord>(&key)
         .await?
         .ok_or_else(|| ApiError::not_found("Thread or assistant not found."))
 }
 
-/// Stores `assistant` (an assistant record) as its version `version`.
-pub(crate) async fn put_version(
-    state: &AppState,
-    assistant: &Json_,
-    version: u64,
-) -> Result<(), ApiError> {
-    let id = field_str(assistant, "assistant_id");
-    let mut entry = JsonMap::new();
-    for key in [
-        "assistant_id",
-        "graph_id",
-        "config",
-        "context",
-        "metadata",
-        "name",
-        "description",
-    ] {
-        entry.insert(
-            key.into(),
-            assistant.get(key).cloned().unwrap_or(Json_::Null),
-        );
-    }
-    entry.insert("version".into(), json!(version));
-    entry.insert("created_at".into(), json!(now_iso()));
-    state
-        .records
-        .put(
-            Kind::AssistantVersion,
-            &format!("{id}:{version}"),
-            Json_::Object(entry),
-        )
-        .await
-}
-
 /// Every stored version of assistant `id`, newest first.
-pub(crate) async fn versions_of(state: &AppState, id: &str) -> Result<Vec<Json_>, ApiError> {
-    let mut filter = JsonMap::new();
-    filter.insert("assistant_id".into(), json!(id));
-    let mut found = state.records.search(Kind::AssistantVersion, filter).await?;
-    found.sort_by_key(|v| std::cmp::Reverse(v.get("version").and_then(Json_::as_u64)));
+pub(crate) async fn versions_of(
+    state: &AppState,
+    id: &str,
+) -> Result<Vec<AssistantVersion>, ApiError> {
+    let mut found = state
+        .records
+        .search::<AssistantVersion>(filter("assistant_id", id))
+        .await?;
+    found.sort_by_key(|v| std::cmp::Reverse(v.version));
     Ok(found)
 }

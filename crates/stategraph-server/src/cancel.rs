@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use serde_json::{Value as Json_, json};
+use stategraph_checkpoint::runs::RunStatus;
 
 use crate::app::{AppState, Cancel};
 use crate::error::ApiError;
-use crate::records::{Kind, field_str};
+use crate::records::{Object, RunRecord};
 
 /// How long a cancel without `wait` waits for the run's records to be final before it
 /// answers anyway (a run stops at its next await, so normally at once).
@@ -17,16 +17,16 @@ pub(crate) const CANCEL_SETTLE: Duration = Duration::from_secs(1);
 /// those matching `filter` (record fields).
 pub(crate) async fn in_flight(
     state: &AppState,
-    filter: &serde_json::Map<String, Json_>,
-    pick: impl Fn(&Json_) -> bool,
+    filter: &Object,
+    pick: impl Fn(&RunRecord) -> bool,
 ) -> Result<Vec<String>, ApiError> {
     let mut ids = Vec::new();
-    for status in ["pending", "running"] {
+    for status in [RunStatus::Pending, RunStatus::Running] {
         let mut filter = filter.clone();
-        filter.insert("status".into(), json!(status));
-        for run in state.records.search(Kind::Run, filter).await? {
+        filter.insert("status".into(), status.as_str().into());
+        for run in state.records.search::<RunRecord>(filter).await? {
             if pick(&run) {
-                ids.push(field_str(&run, "run_id").to_owned());
+                ids.push(run.run_id);
             }
         }
     }

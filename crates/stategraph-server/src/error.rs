@@ -39,6 +39,11 @@ impl ApiError {
     pub fn conflict(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, detail)
     }
+
+    /// 500 Internal Server Error: the server's fault, not the request's.
+    pub fn internal(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, detail)
+    }
 }
 
 impl IntoResponse for ApiError {

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map as JsonMap, Value as Json, json};
 
-use crate::records::field_str;
+use crate::records::RunRecord;
 
 /// The name of the SSE events of this mode.
 pub(crate) const EVENTS: &str = "events";
@@ -35,30 +35,24 @@ pub(crate) struct Events {
 
 impl Events {
     /// The rendering of run `run` (its record, as it starts) and the graph's `on_chain_start`.
-    pub(crate) fn start(run: &Json) -> (Self, Json) {
-        let kwargs = run.get("kwargs");
-        let configurable = kwargs
-            .and_then(|k| k.pointer("/config/configurable"))
-            .and_then(Json::as_object);
+    pub(crate) fn start(run: &RunRecord) -> (Self, Json) {
+        let configurable = run.kwargs_object("/config/configurable");
         let graph_id = configurable
-            .and_then(|c| c.get("graph_id"))
+            .get("graph_id")
             .and_then(Json::as_str)
             .unwrap_or_default()
             .to_owned();
-        let run_id = field_str(run, "run_id").to_owned();
-        let mut metadata = kwargs
-            .and_then(|k| k.pointer("/config/metadata"))
-            .and_then(Json::as_object)
-            .cloned()
-            .unwrap_or_default();
+        let run_id = run.run_id.clone();
+        let mut metadata = run.kwargs_object("/config/metadata");
         metadata.insert("run_id".into(), json!(run_id));
-        metadata.insert("thread_id".into(), json!(field_str(run, "thread_id")));
+        metadata.insert("thread_id".into(), json!(run.thread_id));
         metadata.insert("graph_id".into(), json!(graph_id));
         // The input as the graph got it: new input, or the command that resumed it.
-        let input = kwargs
-            .and_then(|k| k.get("input"))
+        let input = run
+            .kwargs
+            .get("input")
             .filter(|i| !i.is_null())
-            .or_else(|| kwargs.and_then(|k| k.get("command")))
+            .or_else(|| run.kwargs.get("command"))
             .cloned()
             .unwrap_or(Json::Null);
         let events = Self {
@@ -79,8 +73,14 @@ impl Events {
         ) else {
             return Vec::new();
         };
-        let id = field_str(payload, "id").to_owned();
-        let name = field_str(payload, "name").to_owned();
+        let text = |key: &str| {
+            payload
+                .get(key)
+                .and_then(Json::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let (id, name) = (text("id"), text("name"));
         match kind {
             "task" => {
                 let step = debug.get("step").and_then(Json::as_i64).unwrap_or_default();
@@ -192,11 +192,15 @@ mod tests {
         let run = json!({
             "run_id": "r1",
             "thread_id": "t1",
+            "created_at": "2026-01-01T00:00:00+00:00",
+            "updated_at": "2026-01-01T00:00:00+00:00",
+            "status": "running",
             "kwargs": {
                 "input": {"foo": "x"},
                 "config": {"configurable": {"graph_id": "seed"}, "metadata": {"a": 1}},
             },
         });
+        let run: RunRecord = serde_json::from_value(run).unwrap();
         let (mut events, start) = Events::start(&run);
         assert_eq!(start["event"], "on_chain_start");
         assert_eq!(start["name"], "seed");

@@ -5,23 +5,23 @@
 use std::sync::Arc;
 
 use serde_json::{Map as JsonMap, Value as Json_, json};
-use stategraph_checkpoint::runs::{ClaimedRun, Multitask, NewRun};
+use stategraph_checkpoint::runs::{ClaimedRun, Multitask, NewRun, RunStatus, ThreadStatus};
 use stategraph_checkpoint::{now_iso, uuid6};
 use stategraph_graph::Durability;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::app::AppState;
 use crate::assistants;
-use crate::convert::checkpoint_id_of;
 use crate::error::ApiError;
 use crate::events::EVENTS;
 use crate::executor::{Caller, execute};
 use crate::graph::ServedGraph;
 use crate::hub::StreamEvent;
-use crate::records::{Kind, field_str};
+use crate::records::{RunRecord, ThreadRecord};
 use crate::request::{RunBody, engine_config, merge_objects, run_start, stream_modes};
 use crate::run_options::{IfNotExists, OnCompletion};
-use crate::threads::{load, new_thread};
+use crate::threads::load;
+use crate::wire::checkpoint_id_of;
 use crate::worker::{api_error, queue_of, set_run_status, spawn_workers, wait_turn};
 
 /// How a run ended.
@@ -57,7 +57,7 @@ impl Outcome {
 
 /// A started run.
 pub(crate) struct Started {
-    pub(crate) run: Json_,
+    pub(crate) run: RunRecord,
     pub(crate) thread_id: String,
     /// Whether the run's thread outlives it (a thread run, or a stateless run with
     /// `on_completion: "keep"`).
@@ -73,7 +73,7 @@ pub(crate) struct Started {
 impl Started {
     /// The run's id.
     pub(crate) fn run_id(&self) -> &str {
-        field_str(&self.run, "run_id")
+        &self.run.run_id
     }
 }
 
@@ -123,8 +123,8 @@ async fn start_with(
         .clone()
         .ok_or_else(|| ApiError::invalid("assistant_id is required"))?;
     let assistant = assistants::resolve(&state, &assistant_ref).await?;
-    let graph_id = field_str(&assistant, "graph_id").to_owned();
-    let assistant_id = field_str(&assistant, "assistant_id").to_owned();
+    let graph_id = assistant.graph_id.clone();
+    let assistant_id = assistant.assistant_id.clone();
     let graph: Arc<dyn ServedGraph> = state
         .graphs
         .get(&graph_id)
@@ -226,47 +226,33 @@ async fn start_with(
                 if e.status == axum::http::StatusCode::NOT_FOUND
                     && body.if_not_exists == Some(IfNotExists::Create) =>
             {
-                new_thread(&thread_id, JsonMap::new())
+                ThreadRecord::new(&thread_id, JsonMap::new())
+            }
+            Err(e) if e.status == axum::http::StatusCode::NOT_FOUND => {
+                return Err(ApiError::not_found("Thread or assistant not found."));
             }
             Err(e) => return Err(e),
         };
         // `load` read the thread's status from the queue (busy whichever process runs its
         // runs); the queue still has the last word on `reject` when it enqueues.
-        let busy = field_str(&thread, "status") == "busy";
+        let busy = thread.status == ThreadStatus::Busy;
         if busy && strategy == Multitask::Reject {
             return Err(ApiError::conflict(
                 "Thread is already running a task. Wait for it to finish or choose a \
                  different multitask strategy.",
             ));
         }
-        if let Some(obj) = thread.as_object_mut() {
-            if !busy {
-                obj.insert("status".into(), json!("busy"));
-                obj.insert("updated_at".into(), json!(now_iso()));
-                if let Some(Json_::Object(m)) = obj.get_mut("metadata") {
-                    m.insert("graph_id".into(), json!(graph_id));
-                    m.insert("assistant_id".into(), json!(assistant_id));
-                }
-                // The reference's merge: the assistant's config, the thread's, the run's,
-                // then `configurable` from the assistant's and the thread's only.
-                let mut config = merge_objects([
-                    assistant.get("config"),
-                    obj.get("config"),
-                    given_config.as_ref(),
-                ]);
-                let kept = merge_objects([
-                    assistant.get("config").and_then(|c| c.get("configurable")),
-                    obj.get("config").and_then(|c| c.get("configurable")),
-                ]);
-                config.insert("configurable".into(), Json_::Object(kept));
-                obj.insert("config".into(), Json_::Object(config));
-            }
-            thread_metadata = obj.get("metadata").cloned();
+        if !busy {
+            // A busy thread's record stays as it is: its runs settle it.
+            thread.start_run(&graph_id, &assistant, given_config.as_ref());
+            state.records.put(&thread).await?;
         }
-        state.records.put(Kind::Thread, &thread_id, thread).await?;
+        thread_metadata = Some(Json_::Object(thread.metadata));
     }
+    let assistant_metadata = Json_::Object(assistant.metadata.clone());
+    let assistant_config = Json_::Object(assistant.config.clone());
     let mut metadata = merge_objects([
-        assistant.get("metadata"),
+        Some(&assistant_metadata),
         thread_metadata.as_ref(),
         given_config.as_ref().and_then(|c| c.get("metadata")),
     ]);
@@ -275,7 +261,7 @@ async fn start_with(
     }
     metadata.insert("assistant_id".into(), json!(assistant_id));
 
-    let mut kwargs_config = merge_objects([assistant.get("config"), given_config.as_ref()]);
+    let mut kwargs_config = merge_objects([Some(&assistant_config), given_config.as_ref()]);
     kwargs_config.insert("configurable".into(), Json_::Object(configurable.clone()));
     kwargs_config.insert("metadata".into(), Json_::Object(metadata.clone()));
     let checkpoint_during = body.checkpoint_during.unwrap_or(true);
@@ -284,20 +270,12 @@ async fn start_with(
         Durability::as_str,
     );
     let temporary = !stateful && body.on_completion.unwrap_or_default() == OnCompletion::Delete;
-    let now = now_iso();
-    let run = json!({
-        "run_id": run_id,
-        "thread_id": thread_id,
-        "assistant_id": assistant_id,
-        "created_at": now,
-        "updated_at": now,
-        "status": "pending",
-        "metadata": metadata,
-        "kwargs": {
+    let assistant_context = Json_::Object(assistant.context.clone());
+    let kwargs = json!({
             "input": body.input,
             "command": body.command,
             "config": kwargs_config,
-            "context": merge_objects([assistant.get("context"), Some(&context)]),
+            "context": merge_objects([Some(&assistant_context), Some(&context)]),
             "stream_mode": modes
                 .iter()
                 .map(|m| m.as_str())
@@ -312,10 +290,23 @@ async fn start_with(
             "resumable": body.stream_resumable.unwrap_or(false),
             "checkpoint_during": checkpoint_during,
             "durability": durability,
-        },
-        "multitask_strategy": strategy.as_str(),
-        "langsmith_session_name": null,
     });
+    let now = now_iso();
+    let run = RunRecord {
+        run_id: run_id.clone(),
+        thread_id: thread_id.clone(),
+        assistant_id,
+        created_at: now.clone(),
+        updated_at: now,
+        status: RunStatus::Pending,
+        metadata: metadata.clone(),
+        kwargs: match kwargs {
+            Json_::Object(k) => k,
+            _ => JsonMap::new(),
+        },
+        multitask_strategy: strategy,
+        extra: JsonMap::from_iter([("langsmith_session_name".to_owned(), Json_::Null)]),
+    };
     // What the executor will ask of the engine, checked now: a bad request is refused here.
     engine_config(&thread_id, &body, &configurable, &metadata, 1)?;
     let resumable = body.resumable();
@@ -342,7 +333,7 @@ async fn start_with(
             done,
         });
     }
-    state.records.put(Kind::Run, &run_id, run.clone()).await?;
+    state.records.put(&run).await?;
     let worker = (!background).then(|| state.queue.caller_name());
     let payload = json!({ "body": body, "run": run });
     let mut new_run = NewRun::new(&run_id, &thread_id, payload).multitask(strategy);
@@ -352,21 +343,16 @@ async fn start_with(
     let enqueued = match queue.enqueue(new_run).await {
         Ok(e) => e,
         Err(e) => {
-            let _ = state.records.delete(Kind::Run, &run_id).await;
+            let _ = state.records.delete::<RunRecord>(&run_id).await;
             return Err(api_error(e));
         }
     };
     drop(records_guard);
     for ended in &enqueued.ended {
         if strategy == Multitask::Rollback {
-            let _ = state.records.delete(Kind::Run, ended).await;
+            let _ = state.records.delete::<RunRecord>(ended).await;
         } else {
-            set_run_status(
-                &state,
-                ended,
-                stategraph_checkpoint::runs::RunStatus::Interrupted,
-            )
-            .await;
+            set_run_status(&state, ended, RunStatus::Interrupted).await;
         }
     }
     if let Some(worker) = worker {

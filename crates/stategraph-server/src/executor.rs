@@ -10,20 +10,19 @@ use std::time::Instant;
 
 use futures_util::StreamExt;
 use serde_json::{Map as JsonMap, Value as Json_, json};
-use stategraph_checkpoint::now_iso;
-use stategraph_checkpoint::runs::{CancelAction, ClaimedRun, RunQueue, RunStatus};
+use stategraph_checkpoint::runs::{CancelAction, ClaimedRun, RunQueue, RunStatus, ThreadStatus};
 use stategraph_graph::{RunConfig, StateSnapshot, StreamMode};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::app::{AppState, Cancel};
-use crate::convert::{thread_interrupts, values_json};
 use crate::error::{ApiError, error_name};
-use crate::events::{EVENTS, Events};
 use crate::exec::Outcome;
 use crate::graph::{RunStart, ServedGraph};
 use crate::hub::{HubCloser, StreamEvent};
-use crate::records::{Kind, field_str};
+use crate::records::{RunRecord, ThreadRecord};
 use crate::request::{RunBody, engine_config, run_start, stream_modes};
+use crate::wanted::{Wanted, engine_modes};
+use crate::wire::{thread_interrupts, values_json};
 use crate::worker::{pending_on, queue_of, set_run_status};
 
 /// Who follows a run as it executes: the task answering `runs/wait` or `runs/stream`.
@@ -36,13 +35,6 @@ pub(crate) struct Caller {
 
 /// The most events sent to the queue's log in one append.
 const APPEND_BATCH: usize = 256;
-
-/// Whether run record `run` is of a stateless run on a temporary thread.
-pub(crate) fn temporary(run: &Json_) -> bool {
-    run.pointer("/kwargs/temporary")
-        .and_then(Json_::as_bool)
-        .unwrap_or(false)
-}
 
 /// Executes `claimed`: as `worker`, the holder of its lease in the queue (heartbeats, events
 /// copied to the queue's log, the queue told how it ended), or, without one, a stateless run
@@ -288,19 +280,9 @@ impl Execution {
             json!({ "run_id": run_id, "attempt": attempt }),
         ))
         .await;
-        if let Some(obj) = run.as_object_mut() {
-            obj.insert("status".into(), json!("running"));
-            obj.insert("updated_at".into(), json!(now_iso()));
-            if let Some(Json_::Object(m)) = obj
-                .get_mut("kwargs")
-                .and_then(|k| k.get_mut("config"))
-                .and_then(|c| c.get_mut("metadata"))
-            {
-                m.extend(started_metadata);
-            }
-        }
+        run.started(started_metadata);
         if stateful {
-            let _ = state.records.put(Kind::Run, &run_id, run.clone()).await;
+            let _ = state.records.put(&run).await;
         }
         let mut wanted = Wanted::new(&modes, &mode_names);
         for (name, data) in wanted.begin(&run) {
@@ -375,7 +357,7 @@ impl Execution {
                 .map(|s| {
                     s.interrupts
                         .iter()
-                        .map(crate::convert::interrupt_output)
+                        .map(crate::wire::interrupt_output)
                         .collect()
                 })
                 .unwrap_or_default(),
@@ -405,7 +387,7 @@ impl Execution {
 /// A claimed run, as the executor takes it.
 struct Prepared {
     body: RunBody,
-    run: Json_,
+    run: RunRecord,
     graph: Arc<dyn ServedGraph>,
     config: RunConfig,
     started_metadata: JsonMap<String, Json_>,
@@ -422,14 +404,11 @@ async fn prepare(state: &AppState, claimed: &ClaimedRun) -> Result<Prepared, Api
     let body: RunBody =
         serde_json::from_value(claimed.payload.get("body").cloned().unwrap_or_default())
             .map_err(|e| bad(&e.to_string()))?;
-    let run = claimed
-        .payload
-        .get("run")
-        .cloned()
-        .ok_or_else(|| bad("no run"))?;
-    let object = |v: Option<&Json_>| v.and_then(Json_::as_object).cloned().unwrap_or_default();
-    let configurable = object(run.pointer("/kwargs/config/configurable"));
-    let metadata = object(run.get("metadata"));
+    let run: RunRecord =
+        serde_json::from_value(claimed.payload.get("run").cloned().unwrap_or_default())
+            .map_err(|e| bad(&e.to_string()))?;
+    let configurable = run.kwargs_object("/config/configurable");
+    let metadata = run.metadata.clone();
     let graph_id = configurable
         .get("graph_id")
         .and_then(Json_::as_str)
@@ -439,7 +418,7 @@ async fn prepare(state: &AppState, claimed: &ClaimedRun) -> Result<Prepared, Api
         .get(graph_id)
         .cloned()
         .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
-    let graph = if temporary(&run) {
+    let graph = if run.temporary() {
         // A temporary thread lives and dies with its run, unseen by any other request: its
         // checkpoints are kept in memory, so a stateless run writes nothing to the database
         // (and a process killed mid-run leaves nothing behind). The store is still the
@@ -489,59 +468,51 @@ async fn prepare(state: &AppState, claimed: &ClaimedRun) -> Result<Prepared, Api
 async fn finish_records(
     state: &AppState,
     thread_id: &str,
-    mut run: Json_,
+    mut run: RunRecord,
     snapshot: Option<&StateSnapshot>,
     outcome: &Outcome,
     cancel: Option<&Cancel>,
 ) {
     let interrupted = snapshot.is_some_and(|s| !s.next.is_empty() || !s.interrupts.is_empty());
+    let stopped = if interrupted {
+        ThreadStatus::Interrupted
+    } else {
+        ThreadStatus::Idle
+    };
     let (run_status, thread_status) = match (&outcome.error, interrupted) {
         // A cancelled run is `interrupted` (or deleted by a rollback); its thread waits at
         // the checkpoint the run got to (or started from).
-        _ if cancel.is_some() => (
-            "interrupted",
-            if interrupted { "interrupted" } else { "idle" },
-        ),
-        (Some(_), _) => ("error", "error"),
+        _ if cancel.is_some() => (RunStatus::Interrupted, stopped),
+        (Some(_), _) => (RunStatus::Error, ThreadStatus::Error),
         // As LangGraph's server: a run that stopped on an interrupt succeeded (its run status
         // `interrupted` means cancelled), and its thread waits, `interrupted`.
-        (None, true) => ("success", "interrupted"),
-        (None, false) => ("success", "idle"),
+        (None, _) => (RunStatus::Success, stopped),
     };
     let _records = state.thread_records.lock().await;
     // Runs waiting their turn keep the thread busy (the queue also says so to readers of the
     // thread, whichever process settles it).
     let waiting = pending_on(state, thread_id).await;
-    let thread_status = if waiting > 0 { "busy" } else { thread_status };
-    let now = now_iso();
+    let thread_status = if waiting > 0 {
+        ThreadStatus::Busy
+    } else {
+        thread_status
+    };
     // The record as stored: its status is set here (the queue's view is `pending_on`'s).
-    if let Ok(Some(mut thread)) = state.records.get(Kind::Thread, thread_id).await {
-        if let Some(obj) = thread.as_object_mut() {
-            obj.insert("status".into(), json!(thread_status));
-            obj.insert("updated_at".into(), json!(now));
-            obj.insert("state_updated_at".into(), json!(now));
-            if let Some(s) = snapshot {
-                obj.insert("values".into(), values_json(&s.values));
-                obj.insert("interrupts".into(), thread_interrupts(s));
-            }
-            let error = match cancel {
-                Some(c) => cancel_error(c),
-                None => outcome.error.clone().unwrap_or(Json_::Null),
-            };
-            obj.insert("error".into(), error);
-        }
-        let _ = state.records.put(Kind::Thread, thread_id, thread).await;
+    if let Ok(Some(mut thread)) = state.records.get::<ThreadRecord>(thread_id).await {
+        let error = match cancel {
+            Some(c) => cancel_error(c),
+            None => outcome.error.clone().unwrap_or(Json_::Null),
+        };
+        let left = snapshot.map(|s| (values_json(&s.values), thread_interrupts(s)));
+        thread.settle(thread_status, left, error);
+        let _ = state.records.put(&thread).await;
     }
-    let run_id = field_str(&run, "run_id").to_owned();
     if cancel.is_some_and(|c| c.action == CancelAction::Rollback) {
-        let _ = state.records.delete(Kind::Run, &run_id).await;
+        let _ = state.records.delete::<RunRecord>(&run.run_id).await;
         return;
     }
-    if let Some(obj) = run.as_object_mut() {
-        obj.insert("status".into(), json!(run_status));
-        obj.insert("updated_at".into(), json!(now));
-    }
-    let _ = state.records.put(Kind::Run, &run_id, run).await;
+    run.mark(run_status);
+    let _ = state.records.put(&run).await;
 }
 
 /// The error a cancel leaves on the run's thread, as LangGraph's server records the
@@ -564,88 +535,4 @@ async fn cancelled(rx: &mut watch::Receiver<Option<Cancel>>) -> Cancel {
             return std::future::pending().await;
         }
     }
-}
-
-/// The events a run's caller asked for, rendered as the reference renders them.
-pub(crate) struct Wanted {
-    modes: Vec<&'static str>,
-    messages: Option<crate::messages::Rendering>,
-    accumulated: crate::messages::Accumulator,
-    /// Whether `events` was asked for.
-    events_wanted: bool,
-    /// The `events` rendering, once the run has started.
-    events: Option<Events>,
-}
-
-impl Wanted {
-    pub(crate) fn new(modes: &[StreamMode], names: &[String]) -> Self {
-        Self {
-            modes: modes.iter().map(|m| m.as_str()).collect(),
-            messages: crate::messages::Rendering::of(names),
-            accumulated: crate::messages::Accumulator::default(),
-            events_wanted: names.iter().any(|n| n == EVENTS),
-            events: None,
-        }
-    }
-
-    /// The events to publish when the run `run` (its record) starts: the graph's
-    /// `on_chain_start` if `events` was asked for.
-    fn begin(&mut self, run: &Json_) -> Vec<(String, Json_)> {
-        if !self.events_wanted {
-            return Vec::new();
-        }
-        let (events, start) = Events::start(run);
-        self.events = Some(events);
-        vec![(EVENTS.to_owned(), start)]
-    }
-
-    /// The events to publish when the run ended without error, with its last `values`.
-    fn end(&self, values: &Json_) -> Vec<(String, Json_)> {
-        self.events
-            .as_ref()
-            .map(|e| (EVENTS.to_owned(), e.end(values)))
-            .into_iter()
-            .collect()
-    }
-
-    /// The events to publish for one engine event: none if its mode was not asked for;
-    /// `messages` events as `messages-tuple` or `messages` asked; `events` from the root
-    /// graph's `debug` events.
-    fn render(&mut self, name: String, data: Json_) -> Vec<(String, Json_)> {
-        let mut out = Vec::new();
-        if name == "debug"
-            && let Some(events) = &mut self.events
-        {
-            out.extend(
-                events
-                    .debug(&data)
-                    .into_iter()
-                    .map(|e| (EVENTS.to_owned(), e)),
-            );
-        }
-        let base = name.split('|').next().unwrap_or_default();
-        if !self.modes.contains(&base) {
-            return out;
-        }
-        match (base, self.messages) {
-            ("messages", Some(crate::messages::Rendering::Accumulated)) => {
-                out.extend(self.accumulated.events(&data));
-            }
-            _ => out.push((name, data)),
-        }
-        out
-    }
-}
-
-/// The modes the engine streams for a run that asked for `modes` (named `names`): those,
-/// `values` (the run's outcome is its last values) and, for `events`, `debug`.
-pub(crate) fn engine_modes(modes: &[StreamMode], names: &[String]) -> Vec<StreamMode> {
-    let mut engine = modes.to_vec();
-    if !engine.contains(&StreamMode::Values) {
-        engine.push(StreamMode::Values);
-    }
-    if names.iter().any(|n| n == EVENTS) && !engine.contains(&StreamMode::Debug) {
-        engine.push(StreamMode::Debug);
-    }
-    engine
 }

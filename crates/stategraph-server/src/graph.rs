@@ -32,7 +32,7 @@ fn event_data<S>(e: &StreamEvent<S>) -> Json {
         StreamEvent::Updates(UpdatesEvent::Interrupt(list)) => serde_json::json!({
             "__interrupt__": list
                 .iter()
-                .map(crate::convert::interrupt_output)
+                .map(crate::wire::interrupt_output)
                 .collect::<Vec<_>>()
         }),
         StreamEvent::Subgraph(sub) => event_data(&sub.event),

@@ -68,7 +68,6 @@
 mod app;
 mod assistants;
 mod cancel;
-mod convert;
 mod error;
 mod events;
 mod exec;
@@ -83,6 +82,8 @@ mod records;
 mod request;
 mod run_options;
 mod threads;
+mod wanted;
+mod wire;
 mod worker;
 
 pub use app::{

@@ -6,11 +6,11 @@ use stategraph_checkpoint::runs::Multitask;
 use stategraph_checkpoint::{Map, Value};
 use stategraph_graph::{Durability, Goto, Resume, RunCommand, RunConfig, Send, StreamMode};
 
-use crate::convert::{checkpoint_id_of, input_map};
 use crate::error::ApiError;
 use crate::events::EVENTS;
 use crate::graph::RunStart;
 use crate::run_options::{IfNotExists, OnCompletion, OnDisconnect};
+use crate::wire::{checkpoint_id_of, input_map};
 
 /// A run request's body (`RunCreateStateful` / `RunCreateStateless`).
 #[derive(Deserialize, Serialize, Default, Clone)]

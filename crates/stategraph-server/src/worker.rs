@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map as JsonMap, Value as Json_, json};
+use stategraph_checkpoint::Error;
 use stategraph_checkpoint::runs::{
-    CancelAction, CancelOutcome, Notification, RunQueue, RunRow, RunStatus,
+    CancelAction, CancelOutcome, Notification, RunQueue, RunRow, RunStatus, ThreadStatus,
 };
-use stategraph_checkpoint::{Error, now_iso};
 use stategraph_graph::RunConfig;
 use tokio::sync::{Notify, mpsc};
 
@@ -22,7 +22,7 @@ use crate::exec::Outcome;
 use crate::executor::{Caller, execute};
 use crate::graph::ServedGraph;
 use crate::hub::StreamEvent;
-use crate::records::Kind;
+use crate::records::{RunRecord, ThreadRecord, filter};
 
 /// Worker loops per process unless [`ServerBuilder::workers`](crate::ServerBuilder::workers)
 /// says otherwise.
@@ -219,7 +219,7 @@ pub(crate) async fn follow_run(
         .map(|s| {
             s.interrupts
                 .iter()
-                .map(crate::convert::interrupt_output)
+                .map(crate::wire::interrupt_output)
                 .collect()
         })
         .unwrap_or_default();
@@ -247,12 +247,9 @@ pub(crate) async fn pending_on(state: &AppState, thread_id: &str) -> usize {
 
 /// Rewrites the status of run `run_id`'s record, if it has one.
 pub(crate) async fn set_run_status(state: &AppState, run_id: &str, status: RunStatus) {
-    if let Ok(Some(mut run)) = state.records.get(Kind::Run, run_id).await {
-        if let Some(obj) = run.as_object_mut() {
-            obj.insert("status".into(), json!(status.as_str()));
-            obj.insert("updated_at".into(), json!(now_iso()));
-        }
-        let _ = state.records.put(Kind::Run, run_id, run).await;
+    if let Ok(Some(mut run)) = state.records.get::<RunRecord>(run_id).await {
+        run.mark(status);
+        let _ = state.records.put(&run).await;
     }
 }
 
@@ -292,7 +289,7 @@ pub(crate) async fn request_cancel(
         {
             CancelOutcome::Ended => {
                 if action == CancelAction::Rollback {
-                    let _ = state.records.delete(Kind::Run, run_id).await;
+                    let _ = state.records.delete::<RunRecord>(run_id).await;
                 } else {
                     set_run_status(state, run_id, RunStatus::Interrupted).await;
                 }
@@ -398,37 +395,31 @@ async fn worker_loop(state: Arc<AppState>, wake: Arc<Notify>, worker: String) {
 /// them to another process once their lease ran out).
 pub(crate) async fn recover(state: &AppState) -> Result<(), ApiError> {
     let queue = queue_of(state);
-    let now = now_iso();
-    for status in ["running", "pending"] {
-        let mut filter = JsonMap::new();
-        filter.insert("status".into(), json!(status));
-        for mut record in state.records.search(Kind::Run, filter).await? {
-            let run_id = crate::records::field_str(&record, "run_id").to_owned();
-            let new_status = match queue.get(&run_id).await.map_err(api_error)? {
+    for status in [RunStatus::Running, RunStatus::Pending] {
+        let left = state
+            .records
+            .search::<RunRecord>(filter("status", status.as_str()))
+            .await?;
+        for mut run in left {
+            let new_status = match queue.get(&run.run_id).await.map_err(api_error)? {
                 None => RunStatus::Error,
                 Some(row) if row.status.is_final() => row.status,
                 Some(_) => continue,
             };
-            if let Some(o) = record.as_object_mut() {
-                o.insert("status".into(), json!(new_status.as_str()));
-                o.insert("updated_at".into(), json!(now));
-            }
-            state.records.put(Kind::Run, &run_id, record).await?;
+            run.mark(new_status);
+            state.records.put(&run).await?;
         }
     }
     let busy = queue.busy_threads().await.map_err(api_error)?;
-    let mut filter = JsonMap::new();
-    filter.insert("status".into(), json!("busy"));
-    for mut record in state.records.search(Kind::Thread, filter).await? {
-        let thread_id = crate::records::field_str(&record, "thread_id").to_owned();
-        if busy.contains(&thread_id) {
-            continue;
+    let stale = state
+        .records
+        .search::<ThreadRecord>(filter("status", ThreadStatus::Busy.as_str()))
+        .await?;
+    for mut thread in stale {
+        if !busy.contains(&thread.thread_id) {
+            thread.settle_idle();
+            state.records.put(&thread).await?;
         }
-        if let Some(o) = record.as_object_mut() {
-            o.insert("status".into(), json!("idle"));
-            o.insert("updated_at".into(), json!(now));
-        }
-        state.records.put(Kind::Thread, &thread_id, record).await?;
     }
     Ok(())
 }

@@ -19,6 +19,11 @@ mod common;
 use common::{call, json_call};
 
 fn server() -> (Router, Arc<InMemoryStore>) {
+    let (server, store) = build();
+    (server.router(), store)
+}
+
+fn build() -> (Server, Arc<InMemoryStore>) {
     let schema = || {
         Schema::new()
             .last_value("foo")
@@ -84,7 +89,7 @@ fn server() -> (Router, Arc<InMemoryStore>) {
         .store(store.clone())
         .build()
         .unwrap();
-    (server.router(), store)
+    (server, store)
 }
 
 /// The id of graph `graph`'s default assistant (LangGraph's `uuid5(NAMESPACE_GRAPH, graph)`).
@@ -503,7 +508,7 @@ async fn runs_on_unknown_threads_are_404_unless_created() {
 
 #[tokio::test]
 async fn a_new_process_recovers_runs_left_running_and_unknown_paths_are_json_404() {
-    let (app, store) = server();
+    let (server, store) = build();
     const OLD: &str = "1ef7a6d0-0000-6000-8000-0000000000b1";
     const OLD_RUN: &str = "1ef7a6d0-0000-6000-8000-0000000000b2";
     let thread = json!({"thread_id": OLD, "status": "busy", "metadata": {},
@@ -522,18 +527,25 @@ async fn a_new_process_recovers_runs_left_running_and_unknown_paths_are_json_404
         .await
         .unwrap();
 
+    // Until the process starts, the run stays as recorded (its thread reads idle: no run of
+    // it is in the queue).
+    let app = server.router();
+    let run_uri = format!("/threads/{OLD}/runs/{OLD_RUN}");
+    let (_, r) = json_call(&app, Method::GET, &run_uri, None).await;
+    assert_eq!(r["status"], "running");
+    server.start().await.unwrap();
     let (status, _) = json_call(&app, Method::POST, "/assistants/search", None).await;
     assert_eq!(status, StatusCode::OK);
     let (_, t) = json_call(&app, Method::GET, &format!("/threads/{OLD}"), None).await;
     assert_eq!(t["status"], "idle");
-    let (_, r) = json_call(
-        &app,
-        Method::GET,
-        &format!("/threads/{OLD}/runs/{OLD_RUN}"),
-        None,
-    )
-    .await;
+    let (_, r) = json_call(&app, Method::GET, &run_uri, None).await;
     assert_eq!(r["status"], "error");
+    let stored = store.get(&[NAMESPACE_ROOT, "threads"], OLD).await.unwrap();
+    assert_eq!(
+        stored.unwrap().value["status"],
+        "idle",
+        "the record was put right"
+    );
 
     let (status, body) = json_call(&app, Method::GET, "/nowhere", None).await;
     assert_eq!(

@@ -3,25 +3,27 @@
 
 use axum::Json;
 use serde::Deserialize;
-use serde_json::{Map as JsonMap, Value as Json_, json};
+use serde_json::{Value as Json_, json};
 use stategraph_checkpoint::now_iso;
 use stategraph_graph::{END, START};
 use uuid::Uuid;
 
 use crate::app::{AppState, Cancel, CancelAction, Shared};
-use crate::assistants::{ensure, put_version, versions_of};
+use crate::assistants::{ensure, versions_of};
 use crate::error::ApiError;
 use crate::http::extract::{AssistantId, Body, GraphOrAssistant, Query, Search};
-use crate::records::{Kind, Paging, field_str};
+use crate::records::{
+    AssistantRecord, AssistantVersion, Object, Record, ThreadRecord, version_key,
+};
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
 pub(crate) struct CreateBody {
     assistant_id: Option<String>,
     graph_id: Option<String>,
-    config: Option<JsonMap<String, Json_>>,
-    context: Option<JsonMap<String, Json_>>,
-    metadata: Option<JsonMap<String, Json_>>,
+    config: Option<Object>,
+    context: Option<Object>,
+    metadata: Option<Object>,
     if_exists: Option<String>,
     name: Option<String>,
     description: Option<String>,
@@ -32,7 +34,7 @@ pub(crate) struct CreateBody {
 pub(crate) async fn create(
     axum::extract::State(state): Shared,
     Body(body): Body<CreateBody>,
-) -> Result<Json<Json_>, ApiError> {
+) -> Result<Json<AssistantRecord>, ApiError> {
     ensure(&state).await?;
     let id = match body.assistant_id {
         Some(id) => Uuid::parse_str(&id)
@@ -46,40 +48,30 @@ pub(crate) async fn create(
     check_graph(&state, &graph_id)?;
     let (config, context) = config_and_context(body.config.unwrap_or_default(), body.context)?;
     let context = context.unwrap_or_default();
-    if let Some(existing) = state.records.get(Kind::Assistant, &id).await? {
+    if let Some(existing) = state.records.get::<AssistantRecord>(&id).await? {
         if body.if_exists.as_deref() == Some("do_nothing") {
             return Ok(Json(existing));
         }
         return Err(ApiError::conflict(format!("Assistant {id} already exists")));
     }
-    let now = now_iso();
-    let record = json!({
-        "assistant_id": id,
-        "graph_id": graph_id,
-        "config": config,
-        "context": context,
-        "created_at": now,
-        "updated_at": now,
-        "metadata": body.metadata.unwrap_or_default(),
-        "version": 1,
-        "name": body.name.filter(|n| !n.is_empty()).unwrap_or_else(|| "Untitled".into()),
-        "description": body.description,
-    });
-    put_version(&state, &record, 1).await?;
-    state
-        .records
-        .put(Kind::Assistant, &id, record.clone())
-        .await?;
+    let name = body.name.filter(|n| !n.is_empty());
+    let mut record = AssistantRecord::new(id, graph_id, name.unwrap_or_else(|| "Untitled".into()));
+    record.config = config;
+    record.context = context;
+    record.metadata = body.metadata.unwrap_or_default();
+    record.description = body.description;
+    state.records.put(&record.as_version(1)).await?;
+    state.records.put(&record).await?;
     Ok(Json(record))
 }
 
 /// Config and context kept in step as the reference keeps them (`configurable` is the
 /// context); both given is 400.
-type ConfigAndContext = (JsonMap<String, Json_>, Option<JsonMap<String, Json_>>);
+type ConfigAndContext = (Object, Option<Object>);
 
 fn config_and_context(
-    mut config: JsonMap<String, Json_>,
-    context: Option<JsonMap<String, Json_>>,
+    mut config: Object,
+    context: Option<Object>,
 ) -> Result<ConfigAndContext, ApiError> {
     let configurable = config
         .get("configurable")
@@ -106,9 +98,9 @@ fn config_and_context(
 #[serde(default)]
 pub(crate) struct UpdateBody {
     graph_id: Option<String>,
-    config: Option<JsonMap<String, Json_>>,
-    context: Option<JsonMap<String, Json_>>,
-    metadata: Option<JsonMap<String, Json_>>,
+    config: Option<Object>,
+    context: Option<Object>,
+    metadata: Option<Object>,
     name: Option<String>,
     description: Option<String>,
 }
@@ -119,65 +111,46 @@ pub(crate) async fn update(
     axum::extract::State(state): Shared,
     AssistantId(id): AssistantId,
     Body(body): Body<UpdateBody>,
-) -> Result<Json<Json_>, ApiError> {
-    ensure(&state).await?;
+) -> Result<Json<AssistantRecord>, ApiError> {
     let (config, context) = config_and_context(body.config.unwrap_or_default(), body.context)?;
     if let Some(g) = &body.graph_id {
         check_graph(&state, g)?;
     }
-    let mut record = state
-        .records
-        .get(Kind::Assistant, &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("Assistant {id} not found")))?;
-    let current = record.get("version").and_then(Json_::as_u64).unwrap_or(1);
+    let mut record = assistant(&state, &id).await?;
     let newest = versions_of(&state, &id)
         .await?
         .first()
-        .and_then(|v| v.get("version").and_then(Json_::as_u64))
-        .unwrap_or(current);
-    let version = newest.max(current).saturating_add(1);
-    let now = now_iso();
-    if let Some(o) = record.as_object_mut() {
-        if let Some(g) = body.graph_id {
-            o.insert("graph_id".into(), json!(g));
-        }
-        if !config.is_empty() {
-            o.insert("config".into(), Json_::Object(config));
-        }
-        if let Some(c) = context {
-            o.insert("context".into(), Json_::Object(c));
-        }
-        if let Some(m) = body.metadata {
-            let mut merged = o
-                .get("metadata")
-                .and_then(Json_::as_object)
-                .cloned()
-                .unwrap_or_default();
-            merged.extend(m);
-            o.insert("metadata".into(), Json_::Object(merged));
-        }
-        if let Some(n) = body.name {
-            o.insert("name".into(), json!(n));
-        }
-        if let Some(d) = body.description {
-            o.insert("description".into(), json!(d));
-        }
-        o.insert("version".into(), json!(version));
-        o.insert("updated_at".into(), json!(now));
+        .map_or(record.version, |v| v.version);
+    let version = newest.max(record.version).saturating_add(1);
+    if let Some(g) = body.graph_id {
+        record.graph_id = g;
     }
-    put_version(&state, &record, version).await?;
-    state
-        .records
-        .put(Kind::Assistant, &id, record.clone())
-        .await?;
+    if !config.is_empty() {
+        record.config = config;
+    }
+    if let Some(c) = context {
+        record.context = c;
+    }
+    if let Some(m) = body.metadata {
+        record.metadata.extend(m);
+    }
+    if let Some(n) = body.name {
+        record.name = n;
+    }
+    if let Some(d) = body.description {
+        record.description = Some(d);
+    }
+    record.version = version;
+    record.updated_at = now_iso();
+    state.records.put(&record.as_version(version)).await?;
+    state.records.put(&record).await?;
     Ok(Json(record))
 }
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
 pub(crate) struct VersionsBody {
-    metadata: Option<JsonMap<String, Json_>>,
+    metadata: Option<Object>,
     #[serde(deserialize_with = "crate::input::search_limit")]
     limit: Option<usize>,
     #[serde(deserialize_with = "crate::input::count")]
@@ -189,16 +162,13 @@ pub(crate) async fn versions(
     axum::extract::State(state): Shared,
     AssistantId(id): AssistantId,
     Body(body): Body<VersionsBody>,
-) -> Result<Json<Vec<Json_>>, ApiError> {
+) -> Result<Json<Vec<AssistantVersion>>, ApiError> {
     ensure(&state).await?;
     let mut found = versions_of(&state, &id).await?;
     if let Some(m) = body.metadata.filter(|m| !m.is_empty()) {
-        found.retain(|v| {
-            m.iter()
-                .all(|(k, want)| v.get("metadata").and_then(|x| x.get(k)) == Some(want))
-        });
+        found.retain(|v| m.iter().all(|(k, want)| v.metadata.get(k) == Some(want)));
     }
-    let found: Vec<Json_> = found
+    let found: Vec<AssistantVersion> = found
         .into_iter()
         .skip(body.offset.unwrap_or(0))
         .take(body.limit.unwrap_or(10))
@@ -223,13 +193,8 @@ pub(crate) async fn set_latest(
     axum::extract::State(state): Shared,
     AssistantId(id): AssistantId,
     Body(body): Body<LatestBody>,
-) -> Result<Json<Json_>, ApiError> {
-    ensure(&state).await?;
-    let mut record = state
-        .records
-        .get(Kind::Assistant, &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("Assistant {id} not found")))?;
+) -> Result<Json<AssistantRecord>, ApiError> {
+    let mut record = assistant(&state, &id).await?;
     let Some(version) = body.version else {
         return Err(ApiError::not_found(format!(
             "Version not found for assistant {id}: the body gives no `version`"
@@ -237,29 +202,13 @@ pub(crate) async fn set_latest(
     };
     let entry = state
         .records
-        .get(Kind::AssistantVersion, &format!("{id}:{version}"))
+        .get::<AssistantVersion>(&version_key(&id, version))
         .await?
         .ok_or_else(|| {
             ApiError::not_found(format!("Version {version} not found for assistant {id}"))
         })?;
-    if let Some(o) = record.as_object_mut() {
-        for key in [
-            "graph_id",
-            "config",
-            "context",
-            "metadata",
-            "name",
-            "description",
-        ] {
-            o.insert(key.into(), entry.get(key).cloned().unwrap_or(Json_::Null));
-        }
-        o.insert("version".into(), json!(version));
-        o.insert("updated_at".into(), json!(now_iso()));
-    }
-    state
-        .records
-        .put(Kind::Assistant, &id, record.clone())
-        .await?;
+    record.restore(&entry);
+    state.records.put(&record).await?;
     Ok(Json(record))
 }
 
@@ -292,10 +241,7 @@ pub(crate) async fn delete(
     AssistantId(id): AssistantId,
     Query(query): Query<DeleteQuery>,
 ) -> Result<axum::http::StatusCode, ApiError> {
-    ensure(&state).await?;
-    if state.records.get(Kind::Assistant, &id).await?.is_none() {
-        return Err(ApiError::not_found(format!("Assistant {id} not found")));
-    }
+    assistant(&state, &id).await?;
     // The reference reads only `true` (any case).
     let delete_threads = query
         .delete_threads
@@ -303,16 +249,11 @@ pub(crate) async fn delete(
     let threads: Vec<String> = if delete_threads {
         state
             .records
-            .search(Kind::Thread, JsonMap::new())
+            .search::<ThreadRecord>(Object::new())
             .await?
-            .iter()
-            .filter(|t| {
-                t.get("metadata")
-                    .and_then(|m| m.get("assistant_id"))
-                    .and_then(Json_::as_str)
-                    == Some(id.as_str())
-            })
-            .map(|t| field_str(t, "thread_id").to_owned())
+            .into_iter()
+            .filter(|t| t.assistant_id() == Some(id.as_str()))
+            .map(|t| t.thread_id)
             .collect()
     } else {
         Vec::new()
@@ -320,9 +261,8 @@ pub(crate) async fn delete(
     // Deliberately before the threads go (the reference deletes them first, then cancels
     // the assistant's runs it can still find): the runs in flight on those threads, of any
     // assistant, stop too, so none writes checkpoints to a deleted thread.
-    let in_flight = crate::cancel::in_flight(&state, &JsonMap::new(), |run| {
-        field_str(run, "assistant_id") == id
-            || threads.iter().any(|t| t == field_str(run, "thread_id"))
+    let in_flight = crate::cancel::in_flight(&state, &Object::new(), |run| {
+        run.assistant_id == id || threads.contains(&run.thread_id)
     })
     .await?;
     let cancel = Cancel {
@@ -334,20 +274,16 @@ pub(crate) async fn delete(
         crate::threads::delete_with_runs(&state, thread_id).await?;
     }
     for v in versions_of(&state, &id).await? {
-        let version = v.get("version").and_then(Json_::as_u64).unwrap_or(0);
-        state
-            .records
-            .delete(Kind::AssistantVersion, &format!("{id}:{version}"))
-            .await?;
+        state.records.delete::<AssistantVersion>(&v.key()).await?;
     }
-    state.records.delete(Kind::Assistant, &id).await?;
+    state.records.delete::<AssistantRecord>(&id).await?;
     Ok(axum::http::StatusCode::NO_CONTENT)
 }
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
 pub(crate) struct SearchBody {
-    metadata: Option<JsonMap<String, Json_>>,
+    metadata: Option<Object>,
     graph_id: Option<String>,
     name: Option<String>,
 }
@@ -357,38 +293,39 @@ pub(crate) async fn search(
     axum::extract::State(state): Shared,
     Search { body, paging }: Search<SearchBody>,
 ) -> Result<Json<Vec<Json_>>, ApiError> {
-    Ok(Json(find(&state, body, paging).await?))
+    Ok(Json(paging.apply(find(&state, body).await?)))
 }
 
-async fn find(state: &AppState, body: SearchBody, paging: Paging) -> Result<Vec<Json_>, ApiError> {
+/// The assistants a search body selects, unsorted.
+async fn find(state: &AppState, body: SearchBody) -> Result<Vec<AssistantRecord>, ApiError> {
     ensure(state).await?;
-    let mut filter = JsonMap::new();
+    let mut filter = Object::new();
     if let Some(m) = body.metadata.filter(|m| !m.is_empty()) {
         filter.insert("metadata".into(), Json_::Object(m));
     }
     if let Some(g) = body.graph_id {
         filter.insert("graph_id".into(), Json_::String(g));
     }
-    let mut found = state.records.search(Kind::Assistant, filter).await?;
+    let mut found = state.records.search::<AssistantRecord>(filter).await?;
     if let Some(name) = body.name {
         let name = name.to_lowercase();
-        found.retain(|a| field_str(a, "name").to_lowercase().contains(&name));
+        found.retain(|a| a.name.to_lowercase().contains(&name));
     }
-    Ok(paging.apply(found))
+    Ok(found)
 }
 
 /// `GET /assistants/{assistant_id}`.
 pub(crate) async fn get_one(
     axum::extract::State(state): Shared,
     AssistantId(id): AssistantId,
-) -> Result<Json<Json_>, ApiError> {
+) -> Result<Json<AssistantRecord>, ApiError> {
     Ok(Json(assistant(&state, &id).await?))
 }
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
 pub(crate) struct CountBody {
-    metadata: Option<JsonMap<String, Json_>>,
+    metadata: Option<Object>,
     graph_id: Option<String>,
     name: Option<String>,
 }
@@ -403,7 +340,7 @@ pub(crate) async fn count(
         graph_id: body.graph_id,
         name: body.name,
     };
-    Ok(Json(find(&state, search, Paging::all()).await?.len()))
+    Ok(Json(find(&state, search).await?.len()))
 }
 
 /// Query of `GET /assistants/{assistant_id}/graph`.
@@ -434,7 +371,7 @@ pub(crate) async fn graph(
 ) -> Result<Json<Json_>, ApiError> {
     query.check()?;
     let assistant = assistant(&state, &id).await?;
-    let graph_id = field_str(&assistant, "graph_id");
+    let graph_id = assistant.graph_id.as_str();
     let graph = state
         .graphs
         .get(graph_id)
@@ -476,7 +413,7 @@ pub(crate) async fn graph(
 
 /// A JSON Schema object with these keys, their types unknown (`{}`).
 fn object_schema(keys: &[String]) -> Json_ {
-    let properties: JsonMap<String, Json_> = keys.iter().map(|k| (k.clone(), json!({}))).collect();
+    let properties: Object = keys.iter().map(|k| (k.clone(), json!({}))).collect();
     json!({ "type": "object", "properties": properties })
 }
 
@@ -498,7 +435,7 @@ pub(crate) async fn schemas(
     AssistantId(id): AssistantId,
 ) -> Result<Json<Json_>, ApiError> {
     let assistant = assistant(&state, &id).await?;
-    let graph_id = field_str(&assistant, "graph_id");
+    let graph_id = assistant.graph_id.as_str();
     let graph = state
         .graphs
         .get(graph_id)
@@ -517,12 +454,12 @@ pub(crate) async fn subgraphs(
     AssistantId(id): AssistantId,
 ) -> Result<Json<Json_>, ApiError> {
     let assistant = assistant(&state, &id).await?;
-    let graph_id = field_str(&assistant, "graph_id");
+    let graph_id = assistant.graph_id.as_str();
     let graph = state
         .graphs
         .get(graph_id)
         .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
-    let out: JsonMap<String, Json_> = graph
+    let out: Object = graph
         .subgraph_nodes()
         .into_iter()
         .map(|(name, keys)| (name, schemas_of(&keys)))
@@ -531,11 +468,11 @@ pub(crate) async fn subgraphs(
 }
 
 /// The record of assistant `id` (a UUID), or 404.
-async fn assistant(state: &AppState, id: &str) -> Result<Json_, ApiError> {
+async fn assistant(state: &AppState, id: &str) -> Result<AssistantRecord, ApiError> {
     ensure(state).await?;
     state
         .records
-        .get(Kind::Assistant, id)
+        .get::<AssistantRecord>(id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("Assistant {id} not found")))
 }

@@ -5,7 +5,6 @@ use axum::Json;
 use axum::http::header::{CONTENT_LOCATION, LOCATION};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Value as Json_, json};
 use stategraph_checkpoint::runs::CancelAction;
 
 use crate::app::{AppState, Cancel, Shared};
@@ -13,7 +12,7 @@ use crate::cancel::{CANCEL_SETTLE, cancel_and_settle};
 use crate::error::ApiError;
 use crate::http::extract::{Body, Query, RunIds, canonical_uuid};
 use crate::http::runs::headers;
-use crate::records::{Kind, field_str};
+use crate::records::{RunRecord, filter};
 use crate::threads::load;
 
 /// Query of `POST /threads/{thread_id}/runs/{run_id}/cancel`.
@@ -41,8 +40,8 @@ pub(crate) async fn cancel(
         Some("rollback") => CancelAction::Rollback,
         _ => CancelAction::Interrupt,
     };
-    let run = match state.records.get(Kind::Run, &run_id).await? {
-        Some(run) if field_str(&run, "thread_id") == thread_id => run,
+    let run = match state.records.get::<RunRecord>(&run_id).await? {
+        Some(run) if run.thread_id == thread_id => run,
         _ => return Err(ApiError::not_found("No runs found to cancel.")),
     };
     let not_cancelable = || {
@@ -51,7 +50,7 @@ pub(crate) async fn cancel(
              and the runs haven't been deleted or completed.",
         )
     };
-    if !matches!(field_str(&run, "status"), "pending" | "running") {
+    if !run.in_flight() {
         return Err(not_cancelable());
     }
     let cancel = Cancel {
@@ -96,8 +95,7 @@ async fn stopped(state: &AppState, thread_id: &str, run_id: &str) -> Result<Resp
         (CONTENT_LOCATION, base.clone()),
         (LOCATION, format!("{base}/join")),
     ];
-    let values = thread.get("values").cloned().unwrap_or(Json_::Null);
-    Ok((headers(&location), Json(values)).into_response())
+    Ok((headers(&location), Json(thread.values)).into_response())
 }
 
 /// Body of `POST /runs/cancel` (`RunsCancel`).
@@ -122,7 +120,7 @@ pub(crate) async fn cancel_many(
         Some("rollback") => CancelAction::Rollback,
         _ => CancelAction::Interrupt,
     };
-    let mut candidates: Vec<Json_> = Vec::new();
+    let mut candidates: Vec<RunRecord> = Vec::new();
     if let Some(status) = body.status.as_deref().filter(|s| !s.is_empty()) {
         let statuses: &[&str] = match status.to_lowercase().as_str() {
             "pending" => &["pending"],
@@ -144,9 +142,8 @@ pub(crate) async fn cancel_many(
             ));
         }
         for s in statuses {
-            let mut filter = serde_json::Map::new();
-            filter.insert("status".into(), json!(s));
-            candidates.extend(state.records.search(Kind::Run, filter).await?);
+            let runs = state.records.search::<RunRecord>(filter("status", *s));
+            candidates.extend(runs.await?);
         }
     } else {
         let (Some(thread_id), Some(run_ids)) = (body.thread_id, body.run_ids) else {
@@ -160,8 +157,8 @@ pub(crate) async fn cancel_many(
             .map(|r| canonical_uuid(r, "Invalid run ID: must be a UUID"))
             .collect::<Result<Vec<_>, _>>()?;
         for run_id in &run_ids {
-            if let Some(run) = state.records.get(Kind::Run, run_id).await?
-                && field_str(&run, "thread_id") == thread_id
+            if let Some(run) = state.records.get::<RunRecord>(run_id).await?
+                && run.thread_id == thread_id
             {
                 candidates.push(run);
             }
@@ -172,8 +169,8 @@ pub(crate) async fn cancel_many(
     }
     let in_flight: Vec<String> = candidates
         .iter()
-        .filter(|r| matches!(field_str(r, "status"), "pending" | "running"))
-        .map(|r| field_str(r, "run_id").to_owned())
+        .filter(|r| r.in_flight())
+        .map(|r| r.run_id.clone())
         .collect();
     let cancel = Cancel {
         action,

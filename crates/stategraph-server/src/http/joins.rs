@@ -15,7 +15,7 @@ use crate::error::ApiError;
 use crate::http::extract::{Query, RunIds};
 use crate::http::runs::{DisconnectGuard, event, headers, hub_event};
 use crate::hub::{HubReader, StreamEvent};
-use crate::records::{Kind, field_str};
+use crate::records::RunRecord;
 
 /// The stream modes of a join's `stream_mode` query values: each a mode, or a JSON array of
 /// them (the SDK's forms). Repeated values add up (the reference reads the last one only).
@@ -91,8 +91,8 @@ pub(crate) async fn join_stream(
     let keep_alive = KeepAlive::new()
         .interval(state.keep_alive)
         .text("heartbeat");
-    let found = match state.records.get(Kind::Run, &run_id).await? {
-        Some(run) => field_str(&run, "thread_id") == thread_id,
+    let found = match state.records.get::<RunRecord>(&run_id).await? {
+        Some(run) => run.thread_id == thread_id,
         None => false,
     };
     if !found {

@@ -20,7 +20,7 @@ use crate::error::ApiError;
 use crate::exec::{Started, start, start_background};
 use crate::http::extract::{Body, Query, RunIds, RunThreadId, ThreadId};
 use crate::hub::StreamEvent;
-use crate::records::{Kind, field_str};
+use crate::records::{Paging, RunRecord, filter};
 use crate::request::RunBody;
 use crate::threads::load;
 
@@ -237,9 +237,9 @@ pub(super) async fn load_run(
     state: &AppState,
     thread_id: &str,
     run_id: &str,
-) -> Result<Json_, ApiError> {
-    match state.records.get(Kind::Run, run_id).await? {
-        Some(run) if field_str(&run, "thread_id") == thread_id => Ok(run),
+) -> Result<RunRecord, ApiError> {
+    match state.records.get::<RunRecord>(run_id).await? {
+        Some(run) if run.thread_id == thread_id => Ok(run),
         _ => Err(ApiError::not_found(format!("Run {run_id} not found"))),
     }
 }
@@ -248,7 +248,7 @@ pub(super) async fn load_run(
 pub(crate) async fn get_one(
     axum::extract::State(state): Shared,
     RunIds { thread_id, run_id }: RunIds,
-) -> Result<Json<Json_>, ApiError> {
+) -> Result<Json<RunRecord>, ApiError> {
     Ok(Json(load_run(&state, &thread_id, &run_id).await?))
 }
 
@@ -260,7 +260,7 @@ pub(crate) async fn delete_one(
     RunIds { thread_id, run_id }: RunIds,
 ) -> Result<axum::http::StatusCode, ApiError> {
     let run = load_run(&state, &thread_id, &run_id).await?;
-    if matches!(field_str(&run, "status"), "pending" | "running") {
+    if run.in_flight() {
         let cancel = Cancel {
             action: CancelAction::Interrupt,
             reason: format!("run {run_id} was deleted"),
@@ -271,7 +271,7 @@ pub(crate) async fn delete_one(
         .saver
         .delete_for_runs(std::slice::from_ref(&run_id))
         .await?;
-    state.records.delete(Kind::Run, &run_id).await?;
+    state.records.delete::<RunRecord>(&run_id).await?;
     Ok(axum::http::StatusCode::NO_CONTENT)
 }
 
@@ -283,13 +283,13 @@ pub(crate) async fn join(
 ) -> Result<Json<Json_>, ApiError> {
     loop {
         let run = load_run(&state, &thread_id, &run_id).await?;
-        if !matches!(field_str(&run, "status"), "pending" | "running") {
+        if !run.in_flight() {
             break;
         }
         tokio::time::sleep(JOIN_POLL).await;
     }
     let thread = load(&state, &thread_id).await?;
-    Ok(Json(thread.get("values").cloned().unwrap_or(Json_::Null)))
+    Ok(Json(thread.values))
 }
 
 /// Query of `GET /threads/{thread_id}/runs`.
@@ -310,17 +310,10 @@ pub(crate) async fn list(
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Vec<Json_>>, ApiError> {
     load(&state, &thread_id).await?;
-    let mut filter = serde_json::Map::new();
-    filter.insert("thread_id".into(), Json_::String(thread_id));
+    let mut filter = filter("thread_id", thread_id);
     if let Some(s) = query.status {
         filter.insert("status".into(), Json_::String(s));
     }
-    let runs = state.records.search(Kind::Run, filter).await?;
-    Ok(Json(crate::records::sort_and_page(
-        runs,
-        "created_at",
-        true,
-        query.offset.unwrap_or(0),
-        query.limit.unwrap_or(10),
-    )))
+    let runs = state.records.search::<RunRecord>(filter).await?;
+    Ok(Json(Paging::newest(query.limit, query.offset).apply(runs)))
 }

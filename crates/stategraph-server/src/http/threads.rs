@@ -3,22 +3,22 @@
 use axum::Json;
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Map as JsonMap, Value as Json_, json};
-use stategraph_checkpoint::now_iso;
+use serde_json::{Value as Json_, json};
+use stategraph_checkpoint::runs::ThreadStatus;
 use stategraph_graph::{AsNode, HistoryOptions, RunConfig};
 
 use crate::app::{AppState, Shared};
-use crate::convert::{checkpoint_id_of, checkpoint_json, input_map, thread_state};
 use crate::error::ApiError;
 use crate::http::extract::{Body, Query, RequiredBody, Search, ThreadId, canonical_uuid};
-use crate::records::{Kind, field_str};
-use crate::threads::{delete_with_runs, graph_of, load, new_thread, search_threads};
+use crate::records::{Object, ThreadRecord, filter};
+use crate::threads::{delete_with_runs, graph_of, load, search_threads};
+use crate::wire::{checkpoint_id_of, checkpoint_json, input_map, thread_state};
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
 pub(crate) struct CreateBody {
     thread_id: Option<String>,
-    metadata: Option<JsonMap<String, Json_>>,
+    metadata: Option<Object>,
     if_exists: Option<String>,
 }
 
@@ -26,12 +26,12 @@ pub(crate) struct CreateBody {
 pub(crate) async fn create(
     axum::extract::State(state): Shared,
     Body(body): Body<CreateBody>,
-) -> Result<Json<Json_>, ApiError> {
+) -> Result<Json<ThreadRecord>, ApiError> {
     let thread_id = match body.thread_id {
         Some(id) => canonical_uuid(&id, "Invalid thread ID: must be a UUID")?,
         None => uuid::Uuid::new_v4().to_string(),
     };
-    if let Some(existing) = state.records.get(Kind::Thread, &thread_id).await? {
+    if let Some(existing) = state.records.get::<ThreadRecord>(&thread_id).await? {
         return match body.if_exists.as_deref() {
             Some("do_nothing") => Ok(Json(existing)),
             _ => Err(ApiError::conflict(format!(
@@ -39,11 +39,8 @@ pub(crate) async fn create(
             ))),
         };
     }
-    let record = new_thread(&thread_id, body.metadata.unwrap_or_default());
-    state
-        .records
-        .put(Kind::Thread, &thread_id, record.clone())
-        .await?;
+    let record = ThreadRecord::new(&thread_id, body.metadata.unwrap_or_default());
+    state.records.put(&record).await?;
     Ok(Json(record))
 }
 
@@ -51,15 +48,15 @@ pub(crate) async fn create(
 pub(crate) async fn get_one(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
-) -> Result<Json<Json_>, ApiError> {
+) -> Result<Json<ThreadRecord>, ApiError> {
     Ok(Json(load(&state, &thread_id).await?))
 }
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
 pub(crate) struct SearchBody {
-    metadata: Option<JsonMap<String, Json_>>,
-    values: Option<JsonMap<String, Json_>>,
+    metadata: Option<Object>,
+    values: Option<Object>,
     status: Option<String>,
     ids: Option<Vec<String>>,
 }
@@ -69,10 +66,10 @@ pub(crate) async fn search(
     axum::extract::State(state): Shared,
     Search { body, paging }: Search<SearchBody>,
 ) -> Result<Json<Vec<Json_>>, ApiError> {
-    let filter = thread_filter(body.metadata, body.values, body.status);
-    let mut found = search_threads(&state, filter).await?;
+    let filter = thread_filter(body.metadata, body.values);
+    let mut found = search_threads(&state, filter, body.status.as_deref()).await?;
     if let Some(ids) = body.ids {
-        found.retain(|t| ids.iter().any(|id| id == field_str(t, "thread_id")));
+        found.retain(|t| ids.contains(&t.thread_id));
     }
     Ok(Json(paging.apply(found)))
 }
@@ -80,7 +77,7 @@ pub(crate) async fn search(
 #[derive(Deserialize, Default)]
 #[serde(default)]
 pub(crate) struct PatchBody {
-    metadata: Option<JsonMap<String, Json_>>,
+    metadata: Option<Object>,
 }
 
 /// `PATCH /threads/{thread_id}`: merges metadata.
@@ -88,22 +85,10 @@ pub(crate) async fn patch(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
     Body(body): Body<PatchBody>,
-) -> Result<Json<Json_>, ApiError> {
+) -> Result<Json<ThreadRecord>, ApiError> {
     let mut record = load(&state, &thread_id).await?;
-    if let Some(obj) = record.as_object_mut() {
-        let mut metadata = obj
-            .get("metadata")
-            .and_then(Json_::as_object)
-            .cloned()
-            .unwrap_or_default();
-        metadata.extend(body.metadata.unwrap_or_default());
-        obj.insert("metadata".into(), Json_::Object(metadata));
-        obj.insert("updated_at".into(), Json_::String(now_iso()));
-    }
-    state
-        .records
-        .put(Kind::Thread, &thread_id, record.clone())
-        .await?;
+    record.merge_metadata(body.metadata.unwrap_or_default());
+    state.records.put(&record).await?;
     Ok(Json(record))
 }
 
@@ -115,8 +100,9 @@ pub(crate) async fn delete(
     load(&state, &thread_id).await?;
     // Deliberately first (the reference only drops the run records): the thread's runs in
     // flight stop, so none writes checkpoints to the deleted thread.
-    let filter = JsonMap::from_iter([("thread_id".to_owned(), json!(thread_id))]);
-    let in_flight = crate::cancel::in_flight(&state, &filter, |_| true).await?;
+    let in_flight =
+        crate::cancel::in_flight(&state, &filter("thread_id", thread_id.as_str()), |_| true)
+            .await?;
     let cancel = crate::app::Cancel {
         action: crate::app::CancelAction::Interrupt,
         reason: format!("thread {thread_id} was deleted"),
@@ -209,8 +195,8 @@ pub(crate) async fn post_state_at(
 #[derive(Deserialize, Default)]
 #[serde(default)]
 pub(crate) struct CountBody {
-    metadata: Option<JsonMap<String, Json_>>,
-    values: Option<JsonMap<String, Json_>>,
+    metadata: Option<Object>,
+    values: Option<Object>,
     status: Option<String>,
 }
 
@@ -219,24 +205,19 @@ pub(crate) async fn count(
     axum::extract::State(state): Shared,
     Body(body): Body<CountBody>,
 ) -> Result<Json<usize>, ApiError> {
-    let filter = thread_filter(body.metadata, body.values, body.status);
-    Ok(Json(search_threads(&state, filter).await?.len()))
+    let filter = thread_filter(body.metadata, body.values);
+    let found = search_threads(&state, filter, body.status.as_deref()).await?;
+    Ok(Json(found.len()))
 }
 
-fn thread_filter(
-    metadata: Option<JsonMap<String, Json_>>,
-    values: Option<JsonMap<String, Json_>>,
-    status: Option<String>,
-) -> JsonMap<String, Json_> {
-    let mut filter = JsonMap::new();
+/// The store filter of a thread search's `metadata` and `values`.
+fn thread_filter(metadata: Option<Object>, values: Option<Object>) -> Object {
+    let mut filter = Object::new();
     if let Some(m) = metadata.filter(|m| !m.is_empty()) {
         filter.insert("metadata".into(), Json_::Object(m));
     }
     if let Some(v) = values.filter(|m| !m.is_empty()) {
         filter.insert("values".into(), Json_::Object(v));
-    }
-    if let Some(s) = status {
-        filter.insert("status".into(), Json_::String(s));
     }
     filter
 }
@@ -247,7 +228,7 @@ fn thread_filter(
 pub(crate) async fn copy(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
-) -> Result<Json<Json_>, ApiError> {
+) -> Result<Json<ThreadRecord>, ApiError> {
     let source = load(&state, &thread_id).await?;
     let new_id = uuid::Uuid::new_v4().to_string();
     match state.saver.copy_thread(&thread_id, &new_id).await {
@@ -255,23 +236,8 @@ pub(crate) async fn copy(
         Ok(()) | Err(stategraph_checkpoint::Error::NotFound { .. }) => {}
         Err(e) => return Err(e.into()),
     }
-    let metadata = source
-        .get("metadata")
-        .and_then(Json_::as_object)
-        .cloned()
-        .unwrap_or_default();
-    let mut record = new_thread(&new_id, metadata);
-    if let Some(obj) = record.as_object_mut() {
-        for key in ["values", "interrupts", "error", "status", "config"] {
-            if let Some(v) = source.get(key) {
-                obj.insert(key.into(), v.clone());
-            }
-        }
-    }
-    state
-        .records
-        .put(Kind::Thread, &new_id, record.clone())
-        .await?;
+    let record = source.copied_to(&new_id);
+    state.records.put(&record).await?;
     Ok(Json(record))
 }
 
@@ -292,7 +258,7 @@ pub(crate) async fn update_state(
 ) -> Result<Json<Json_>, ApiError> {
     crate::assistants::ensure(&state).await?;
     let mut thread = load(&state, &thread_id).await?;
-    if field_str(&thread, "status") == "busy" {
+    if thread.status == ThreadStatus::Busy {
         return Err(ApiError::conflict("Thread is busy with a run"));
     }
     let graph = graph_of(&state, &thread)?;
@@ -313,20 +279,11 @@ pub(crate) async fn update_state(
     let snapshot = graph
         .get_state(&RunConfig::thread(&thread_id), false)
         .await?;
-    if let Some(obj) = thread.as_object_mut() {
-        obj.insert(
-            "values".into(),
-            crate::convert::values_json(&snapshot.values),
-        );
-        obj.insert(
-            "interrupts".into(),
-            crate::convert::thread_interrupts(&snapshot),
-        );
-        let now = now_iso();
-        obj.insert("updated_at".into(), Json_::String(now.clone()));
-        obj.insert("state_updated_at".into(), Json_::String(now));
-    }
-    state.records.put(Kind::Thread, &thread_id, thread).await?;
+    thread.set_state(
+        crate::wire::values_json(&snapshot.values),
+        crate::wire::thread_interrupts(&snapshot),
+    );
+    state.records.put(&thread).await?;
     // `configurable` and `checkpoint_id` repeat it, as the reference still sends them.
     let checkpoint_id = at.checkpoint_id.clone();
     let at = checkpoint_json(&at);
@@ -343,7 +300,7 @@ pub(crate) struct HistoryBody {
     #[serde(deserialize_with = "crate::input::search_limit")]
     limit: Option<usize>,
     before: Option<Json_>,
-    metadata: Option<JsonMap<String, Json_>>,
+    metadata: Option<Object>,
     checkpoint: Option<Json_>,
 }
 

@@ -1,9 +1,12 @@
-//! LangGraph's JSON shapes from the engine's types, and back.
+//! The Agent Server's JSON, rendered once: LangGraph's shapes of state values, interrupts,
+//! checkpoints and snapshots from the engine's types (values and interrupts as the engine's
+//! stream events render them, so a thread's state, a run's output and its events agree), and
+//! the request fields read back into the engine's types.
 
-use serde_json::{Map as JsonMap, Value as Json, json};
+use serde_json::{Value as Json, json};
 use stategraph_checkpoint::{CheckpointConfig, CheckpointMetadata, Map, Value};
-use stategraph_graph::stream::value_json;
-use stategraph_graph::{Interrupt, StateSnapshot, Values};
+pub(crate) use stategraph_graph::stream::values_json;
+use stategraph_graph::{Interrupt, StateSnapshot};
 
 use crate::error::ApiError;
 
@@ -17,16 +20,6 @@ pub(crate) fn input_map(v: Json, what: &str) -> Result<Map, ApiError> {
     }
 }
 
-/// State values as JSON.
-pub(crate) fn values_json(values: &Values) -> Json {
-    Json::Object(
-        values
-            .iter()
-            .map(|(k, v)| (k.clone(), value_json(v)))
-            .collect::<JsonMap<_, _>>(),
-    )
-}
-
 /// A checkpoint address as the API's `Checkpoint` object.
 pub(crate) fn checkpoint_json(c: &CheckpointConfig) -> Json {
     json!({
@@ -36,19 +29,20 @@ pub(crate) fn checkpoint_json(c: &CheckpointConfig) -> Json {
     })
 }
 
-/// An interrupt as the state endpoints show it: `{"value", "id"}`.
-fn interrupt_json(i: &Interrupt) -> Json {
-    json!({"value": value_json(&i.value), "id": i.id})
-}
-
+/// Interrupts as the state endpoints show them: `{"value", "id"}` each, as the engine's
+/// stream events do.
 fn interrupts_json(interrupts: &[Interrupt]) -> Json {
-    Json::Array(interrupts.iter().map(interrupt_json).collect())
+    Json::Array(interrupts.iter().map(Interrupt::to_json).collect())
 }
 
-/// An interrupt as a run's output and stream events carry it: LangGraph's `Interrupt`
-/// object with all its fields (`response_schema` is never set here).
+/// An interrupt as a run's output carries it: LangGraph's `Interrupt` object with all its
+/// fields (`response_schema` is never set here).
 pub(crate) fn interrupt_output(i: &Interrupt) -> Json {
-    json!({"value": value_json(&i.value), "id": i.id, "response_schema": null})
+    let mut out = i.to_json();
+    if let Some(o) = out.as_object_mut() {
+        o.insert("response_schema".into(), Json::Null);
+    }
+    out
 }
 
 /// A snapshot as the API's `ThreadState`.
