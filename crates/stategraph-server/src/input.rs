@@ -84,6 +84,9 @@ impl Visitor<'_> for Integer {
         if let Ok(n) = text.parse::<u64>() {
             return self.check(n);
         }
+        if let Ok(n) = text.parse::<i64>() {
+            return self.visit_i64(n);
+        }
         match text.parse::<f64>() {
             Ok(f) if f.is_finite() => self.visit_f64(f),
             _ => Err(E::invalid_value(Unexpected::Str(v), &self)),
@@ -228,7 +231,7 @@ mod tests {
 
     #[test]
     fn query_text_is_read_as_a_number() {
-        #[derive(Deserialize)]
+        #[derive(Deserialize, Debug)]
         struct Query {
             #[serde(default, deserialize_with = "super::query_count")]
             limit: Option<usize>,
@@ -236,6 +239,8 @@ mod tests {
         let q: Query = serde_json::from_value(json!({"limit": "196.0"})).unwrap();
         assert_eq!(q.limit, Some(196));
         assert!(serde_json::from_value::<Query>(json!({"limit": "ten"})).is_err());
+        let e = serde_json::from_value::<Query>(json!({"limit": "-5"})).unwrap_err();
+        assert!(e.to_string().contains("integer `-5`"), "{e}");
     }
 
     #[test]
