@@ -211,7 +211,6 @@ impl ServerBuilder {
                 records: Records::new(store),
                 saver,
                 assistants_ready: OnceCell::new(),
-                thread_records: tokio::sync::Mutex::new(()),
                 controls: std::sync::Mutex::new(BTreeMap::new()),
                 keep_alive: self.keep_alive.unwrap_or(DEFAULT_KEEP_ALIVE),
                 hubs: Arc::new(Hubs::new(
@@ -251,8 +250,6 @@ pub(crate) struct AppState {
     pub(crate) records: Records,
     pub(crate) saver: Arc<dyn CheckpointSaver>,
     pub(crate) assistants_ready: OnceCell<()>,
-    /// Held while a run reads and rewrites a thread's record (its status, values, config).
-    pub(crate) thread_records: tokio::sync::Mutex<()>,
     /// Per run executing in this process: how to cancel it and when it has ended.
     controls: std::sync::Mutex<BTreeMap<String, RunControl>>,
     /// How often quiet streams and waits send keep-alives.

@@ -217,7 +217,6 @@ async fn start_with(
     configurable.insert("assistant_id".into(), json!(assistant_id));
     configurable.insert("user_id".into(), user_id);
 
-    let records_guard = state.thread_records.lock().await;
     let mut thread_metadata = None;
     if stateful {
         let mut thread = match load(&state, &thread_id).await {
@@ -242,8 +241,11 @@ async fn start_with(
                  different multitask strategy.",
             ));
         }
+        // No lock, in this process or across processes: the queue orders the writers. A
+        // thread the queue calls idle has no run that could settle it meanwhile (a run writes
+        // its final records before the queue hears it ended), and a busy thread's record
+        // stays as it is here: its runs settle it.
         if !busy {
-            // A busy thread's record stays as it is: its runs settle it.
             thread.start_run(&graph_id, &assistant, given_config.as_ref());
             state.records.put(&thread).await?;
         }
@@ -318,7 +320,6 @@ async fn start_with(
     };
     spawn_workers(&state);
     if !stateful {
-        drop(records_guard);
         // Not the queue's: a stateless run executes here, at once.
         let payload = json!({ "body": body, "run": run });
         let claimed = ClaimedRun::new(run_id, thread_id.clone(), payload, 1);
@@ -347,7 +348,6 @@ async fn start_with(
             return Err(api_error(e));
         }
     };
-    drop(records_guard);
     for ended in &enqueued.ended {
         if strategy == Multitask::Rollback {
             let _ = state.records.delete::<RunRecord>(ended).await;
@@ -365,8 +365,12 @@ async fn start_with(
             }
             None => {
                 // The thread is busy: the caller hears of its run at once, then waits.
-                let metadata =
-                    StreamEvent::new(1, "metadata", json!({ "run_id": run_id, "attempt": 1 }));
+                let metadata = StreamEvent::new(
+                    &run_id,
+                    1,
+                    "metadata",
+                    json!({ "run_id": run_id, "attempt": 1 }),
+                );
                 let _ = caller.events.try_send(metadata);
                 tokio::spawn(wait_turn(
                     task_state,

@@ -488,7 +488,6 @@ async fn finish_records(
         // `interrupted` means cancelled), and its thread waits, `interrupted`.
         (None, _) => (RunStatus::Success, stopped),
     };
-    let _records = state.thread_records.lock().await;
     // Runs waiting their turn keep the thread busy (the queue also says so to readers of the
     // thread, whichever process settles it).
     let waiting = pending_on(state, thread_id).await;

@@ -3,10 +3,11 @@
 //! with `stream_resumable: true`, keeps it in a bounded in-memory log that a client resumes
 //! from after its `Last-Event-ID`.
 //!
-//! Event ids are `"{unix_ms}-{seq}"`, the Redis-stream shape LangGraph's server uses, where
-//! `seq` counts the run's events from 1 (the reference's in-memory runtime always writes `-0`,
-//! so two events of the same millisecond share an id there and a resume can skip one; ours
-//! are unique). Hubs of resumable runs are kept for a while after the run ended (by default
+//! Event ids are `"{run_ms}-{seq}"`, the Redis-stream shape LangGraph's server uses, where
+//! `run_ms` is the time in the run's id and `seq` counts the run's events from 1 (the
+//! reference's in-memory runtime writes the event's millisecond and always `-0`, so two
+//! events of the same millisecond share an id there and a resume can skip one; ours are
+//! unique, and the same from any process). Hubs of resumable runs are kept for a while after the run ended (by default
 //! [`DEFAULT_RESUMABLE_TTL`], the reference's `RESUMABLE_STREAM_TTL_SECONDS`), others are
 //! dropped as soon as the run has ended: joiners already attached keep theirs until they have
 //! read it all.
@@ -34,7 +35,7 @@ pub(crate) const LIVE_TAIL_CAP: usize = 1_024;
 pub(crate) struct StreamEvent {
     /// Position in the run's stream, from 1.
     pub(crate) seq: u64,
-    /// The SSE `id` (`"{unix_ms}-{seq}"`).
+    /// The SSE `id` (`"{run_ms}-{seq}"`, see [`StreamEvent::new`]).
     pub(crate) id: Arc<str>,
     /// The SSE event name (`metadata`, `values`, `updates|…`, `error`, …).
     pub(crate) name: Arc<str>,
@@ -43,19 +44,36 @@ pub(crate) struct StreamEvent {
 }
 
 impl StreamEvent {
-    /// Event `seq` of a run, made now: its id is `"{unix_ms}-{seq}"`.
-    pub(crate) fn new(seq: u64, name: impl Into<Arc<str>>, data: Json_) -> Self {
-        let ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or(0);
+    /// Event `seq` of the run whose id is `run_id`. Its SSE id is `"{run_ms}-{seq}"`, the
+    /// form of LangGraph's ids (a Redis stream's `{ms}-{seq}`), where `run_ms` is the time
+    /// in the run's own time-ordered id: the same event has the same id in every process and
+    /// whether it was read from the run's hub or from the queue's log, so a client that
+    /// reconnects anywhere resumes and de-duplicates by it.
+    pub(crate) fn new(run_id: &str, seq: u64, name: impl Into<Arc<str>>, data: Json_) -> Self {
+        Self::numbered(run_ms(run_id), seq, name, data)
+    }
+
+    fn numbered(run_ms: u64, seq: u64, name: impl Into<Arc<str>>, data: Json_) -> Self {
         Self {
             seq,
-            id: Arc::from(format!("{ms}-{seq}")),
+            id: Arc::from(format!("{run_ms}-{seq}")),
             name: name.into(),
             data: Arc::new(data),
         }
     }
+}
+
+/// The time (ms since the Unix epoch) in a time-ordered run id (UUIDv6 or v7, as run ids
+/// are), or 0 for an id without one.
+fn run_ms(run_id: &str) -> u64 {
+    uuid::Uuid::parse_str(run_id)
+        .ok()
+        .and_then(|u| u.get_timestamp())
+        .map_or(0, |t| {
+            let (secs, nanos) = t.to_unix();
+            secs.saturating_mul(1000)
+                .saturating_add(u64::from(nanos / 1_000_000))
+        })
 }
 
 struct Inner {
@@ -66,6 +84,8 @@ struct Inner {
 
 /// A run's event hub.
 pub(crate) struct RunHub {
+    /// The first part of its events' ids (see [`StreamEvent::new`]).
+    run_ms: u64,
     resumable: bool,
     inner: Mutex<Inner>,
     /// Bumped on every event and when the run ends, so joiners wake up.
@@ -73,8 +93,9 @@ pub(crate) struct RunHub {
 }
 
 impl RunHub {
-    fn new(resumable: bool) -> Self {
+    fn new(run_id: &str, resumable: bool) -> Self {
         Self {
+            run_ms: run_ms(run_id),
             resumable,
             inner: Mutex::new(Inner {
                 events: VecDeque::new(),
@@ -106,7 +127,7 @@ impl RunHub {
             let mut inner = self.lock();
             let seq = inner.next_seq;
             inner.next_seq += 1;
-            let event = StreamEvent::new(seq, name, data);
+            let event = StreamEvent::numbered(self.run_ms, seq, name, data);
             inner.events.push_back(event.clone());
             while inner.events.len() > cap {
                 inner.events.pop_front();
@@ -231,7 +252,7 @@ impl Hubs {
 
     /// A new hub for run `run_id`.
     pub(crate) fn open(&self, run_id: &str, resumable: bool) -> Arc<RunHub> {
-        let hub = Arc::new(RunHub::new(resumable));
+        let hub = Arc::new(RunHub::new(run_id, resumable));
         self.lock().insert(run_id.to_owned(), Arc::clone(&hub));
         hub
     }
@@ -316,7 +337,7 @@ mod tests {
 
     #[tokio::test]
     async fn readers_resume_after_an_id_and_see_each_event_once() {
-        let hub = Arc::new(RunHub::new(true));
+        let hub = Arc::new(RunHub::new("1f0b9a0e-3c4d-6e5f-8a9b-0c1d2e3f4a5b", true));
         let a = hub.publish("metadata", json!(1));
         hub.publish("values", json!(2));
         let mut live = hub.reader(None);
@@ -335,7 +356,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_hub_that_is_not_resumable_ignores_ids_and_is_bounded() {
-        let hub = Arc::new(RunHub::new(false));
+        let hub = Arc::new(RunHub::new("r", false));
         let first = hub.publish("values", json!(0));
         let mut reader = hub.reader(Some(&first.id));
         for i in 0..(LIVE_TAIL_CAP + 10) {

@@ -131,7 +131,9 @@ async fn follow_events(
                 _ => {}
             }
             let seq = u64::try_from(e.seq).unwrap_or_default();
-            let _ = tx.send(StreamEvent::new(seq, e.event, e.data)).await;
+            let _ = tx
+                .send(StreamEvent::new(run_id, seq, e.event, e.data))
+                .await;
         }
         if full {
             continue;
@@ -177,7 +179,7 @@ pub(crate) async fn join(
     let last_event_id = last_event_id.filter(|_| with_id);
     let after = match last_event_id {
         Some("-1") => 0,
-        // Ids are `{ms}-{seq}`; one that does not parse replays nothing already sent.
+        // Ids are `{run_ms}-{seq}`; one that does not parse replays nothing already sent.
         Some(id) => id
             .rsplit_once('-')
             .and_then(|(_, seq)| seq.parse().ok())

@@ -1975,3 +1975,27 @@ async fn a_stateless_run_writes_no_checkpoint_to_the_database() {
             .is_empty()
     );
 }
+
+/// An event's SSE id is the same whether a join reads it from the queue's log (the run was
+/// not executing here yet) or from the run's hub, so a client's `Last-Event-ID` and its
+/// de-duplication hold across reconnects wherever they land.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_ids_are_the_same_from_the_queue_log_and_the_hub() {
+    let (app, _) = server();
+    let thread = new_thread(&app).await;
+    let runs = format!("/threads/{thread}/runs");
+    let first = json!({"assistant_id": "slow", "input": {"foo": "", "bar": []}});
+    let (status, _) = json_call(&app, Method::POST, &runs, Some(first)).await;
+    assert_eq!(status, StatusCode::OK);
+    let queued = json!({"assistant_id": "seed", "input": {"foo": "", "bar": []},
+                        "stream_resumable": true, "stream_mode": ["values"]});
+    let (_, run) = json_call(&app, Method::POST, &runs, Some(queued)).await;
+    let join = format!("{runs}/{}/stream", run["run_id"].as_str().unwrap());
+    // Pending behind `slow`: nothing of it runs here yet, so this join follows the log.
+    let from_log = sse_events(&body_text(get_with(&app, &join, Some("-1")).await).await);
+    let from_hub = sse_events(&body_text(get_with(&app, &join, Some("-1")).await).await);
+    let names: Vec<&str> = from_log.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(names, ["metadata", "values", "values", "values"]);
+    assert!(from_log.iter().all(|e| e.2.is_some()), "{from_log:?}");
+    assert_eq!(from_log, from_hub);
+}
