@@ -20,6 +20,9 @@
 # ~/.cache/stategraph/mongoeco-venv).
 set -euo pipefail
 
+# shellcheck source=scripts/lib/service.sh
+source "$(dirname "$0")/lib/service.sh"
+
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 VENV="${STATEGRAPH_MONGOECO_VENV:-$HOME/.cache/stategraph/mongoeco-venv}"
 HOST=127.0.0.1
@@ -55,15 +58,11 @@ find_python313() {
 }
 
 install() {
-  if [[ -x "$VENV/bin/python" && -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]]; then
-    return 0
-  fi
-  echo "mongo-server: installing mongoeco into $VENV" >&2
   local py
-  py="$(find_python313)"
-  "$py" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${REQUIREMENTS[@]}" >&2
-  printf '%s' "$WANT" > "$STAMP"
+  if [[ ! -x "$VENV/bin/python" ]] || ! cmp -s <(printf '%s' "$WANT") "$STAMP" 2>/dev/null; then
+    py="$(find_python313)"
+  fi
+  venv_install mongo-server "$VENV" "${py:-python3}" "${REQUIREMENTS[@]}"
 }
 
 # Whether a server answers `ping` on the port (1 s timeouts; a closed port fails at once).
@@ -83,12 +82,7 @@ PY
 
 # The pid in the pid file when that process is still our server.
 running_pid() {
-  local pid
-  [[ -f "$PID_FILE" ]] || return 1
-  pid="$(cat "$PID_FILE")"
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q mongoeco_server.py || return 1
-  echo "$pid"
+  pid_running "$PID_FILE" mongoeco_server.py
 }
 
 start() {

@@ -63,6 +63,20 @@ if [[ -z "${STATEGRAPH_TEST_LLM_URL:-}" ]]; then
 fi
 export STATEGRAPH_TEST_LLM_URL
 
+# Arize Phoenix (an OTLP trace collector with a REST API; in the background) for the trace
+# export test, unless STATEGRAPH_TEST_PHOENIX_URL already names one.
+if [[ -z "${STATEGRAPH_TEST_PHOENIX_URL:-}" ]]; then
+  step phoenix "Needs python3 with venv and pip, and PyPI; see ~/.cache/stategraph/phoenix/*.log, or set STATEGRAPH_TEST_PHOENIX_URL to a Phoenix." \
+    scripts/phoenix.sh start
+  STATEGRAPH_TEST_PHOENIX_URL="$STEP_OUT"
+fi
+export STATEGRAPH_TEST_PHOENIX_URL
+
+# Prometheus and promtool (Debian's package) for the metrics test, which runs its own.
+step prometheus "Needs apt (Debian's prometheus package); rerun scripts/prometheus.sh install alone." \
+  scripts/prometheus.sh install
+export STATEGRAPH_TEST_PROMETHEUS="$STEP_OUT"
+
 echo "test.sh: set-up done in $SECONDS s:" >&2
 printf '  %s\n' "${TIMES[@]}" >&2
 

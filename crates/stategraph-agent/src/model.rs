@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
-use stategraph_checkpoint::{AiMessageChunk, Map, Message};
+use stategraph_checkpoint::{AiMessageChunk, Map, Message, Value};
 use stategraph_graph::NodeContext;
+use tracing::Instrument;
 
 use crate::error::{Error, Result};
 
@@ -109,26 +110,117 @@ pub trait ChatModelExt: ChatModel {
     /// otherwise the model is invoked. Either way the whole AI message is returned, and the
     /// run does not stream it a second time when the node returns it.
     async fn call(&self, request: &ChatRequest, ctx: &NodeContext) -> Result<Message> {
-        if !ctx.streams_messages() {
-            return self.invoke(request).await;
-        }
-        let metadata = self.metadata();
-        let mut pieces = self.stream(request).await?;
-        let mut whole: Option<AiMessageChunk> = None;
-        while let Some(piece) = pieces.next().await {
-            let piece = piece?;
-            ctx.send_message_chunk(piece.clone(), &metadata).await;
-            match &mut whole {
-                Some(w) => w.merge(piece)?,
-                None => whole = Some(piece),
+        let span = llm_span(self, request, ctx.streams_messages());
+        let answer = answer(self, request, ctx).instrument(span.clone()).await;
+        match &answer {
+            Ok(message) => record_usage(&span, message),
+            Err(e) if !span.is_disabled() => {
+                span.record("otel.status_code", "ERROR");
+                span.record("error", tracing::field::display(e));
             }
+            Err(_) => {}
         }
-        let whole = whole.ok_or_else(|| Error::Decode {
-            url: String::new(),
-            path: "stream".into(),
-            message: "the model's stream ended without any piece".into(),
-        })?;
-        Ok(whole.into_message())
+        answer
+    }
+}
+
+/// [`ChatModelExt::call`]'s answer, inside its span.
+async fn answer<M: ChatModel + ?Sized>(
+    model: &M,
+    request: &ChatRequest,
+    ctx: &NodeContext,
+) -> Result<Message> {
+    if !ctx.streams_messages() {
+        return model.invoke(request).await;
+    }
+    let metadata = model.metadata();
+    let started = std::time::Instant::now();
+    let mut pieces = model.stream(request).await?;
+    let mut whole: Option<AiMessageChunk> = None;
+    while let Some(piece) = pieces.next().await {
+        let piece = piece?;
+        if whole.is_none() {
+            let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            tracing::Span::current().record("llm.time_to_first_token_ms", ms);
+            tracing::info!(time_to_first_token_ms = ms, "first token");
+        }
+        ctx.send_message_chunk(piece.clone(), &metadata).await;
+        match &mut whole {
+            Some(w) => w.merge(piece)?,
+            None => whole = Some(piece),
+        }
+    }
+    let whole = whole.ok_or_else(|| Error::Decode {
+        url: String::new(),
+        path: "stream".into(),
+        message: "the model's stream ended without any piece".into(),
+    })?;
+    Ok(whole.into_message())
+}
+
+/// The span of a model call: OpenInference's `LLM` kind and OpenTelemetry's GenAI
+/// attributes (the model and provider its [`metadata`](ChatModel::metadata) names; the token
+/// counts are recorded when the answer comes). Prompts and answers are not recorded.
+fn llm_span<M: ChatModel + ?Sized>(
+    model: &M,
+    request: &ChatRequest,
+    streamed: bool,
+) -> tracing::Span {
+    let metadata = model.metadata();
+    let text = |key: &str| {
+        metadata
+            .get(key)
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+    };
+    let model_name = text("ls_model_name");
+    tracing::info_span!(
+        "llm",
+        otel.name = model_name.as_deref().unwrap_or("ChatModel"),
+        openinference.span.kind = "LLM",
+        llm.model_name = model_name.as_deref(),
+        llm.provider = text("ls_provider").as_deref(),
+        gen_ai.operation.name = "chat",
+        gen_ai.request.model = model_name.as_deref(),
+        gen_ai.provider.name = text("ls_provider").as_deref(),
+        llm.streaming = streamed,
+        llm.input_messages = i64::try_from(request.messages.len()).unwrap_or(i64::MAX),
+        llm.tools = i64::try_from(request.tools.len()).unwrap_or(i64::MAX),
+        llm.token_count.prompt = tracing::field::Empty,
+        llm.token_count.completion = tracing::field::Empty,
+        llm.token_count.total = tracing::field::Empty,
+        gen_ai.usage.input_tokens = tracing::field::Empty,
+        gen_ai.usage.output_tokens = tracing::field::Empty,
+        llm.time_to_first_token_ms = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+        error = tracing::field::Empty,
+    )
+}
+
+/// Records the token usage an answer reports (LangChain's `usage_metadata`) on `span`.
+fn record_usage(span: &tracing::Span, message: &Message) {
+    let Message::Ai { usage_metadata, .. } = message else {
+        return;
+    };
+    if span.is_disabled() {
+        return;
+    }
+    let count = |key: &str| {
+        usage_metadata
+            .as_map()
+            .and_then(|m| m.get(key))
+            .and_then(Value::as_i64)
+    };
+    if let Some(n) = count("input_tokens") {
+        span.record("llm.token_count.prompt", n);
+        span.record("gen_ai.usage.input_tokens", n);
+    }
+    if let Some(n) = count("output_tokens") {
+        span.record("llm.token_count.completion", n);
+        span.record("gen_ai.usage.output_tokens", n);
+    }
+    if let Some(n) = count("total_tokens") {
+        span.record("llm.token_count.total", n);
     }
 }
 

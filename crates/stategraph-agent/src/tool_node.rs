@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use tracing::Instrument;
 
 use futures_util::future::join_all;
 use stategraph_checkpoint::{Message, MessageFields, ToolCall, Value};
@@ -142,7 +143,31 @@ impl ToolNode {
             ));
         };
         let ctx = ToolContext::new(id.clone(), node.cloned());
-        match tool.call(call.args.clone(), ctx).await {
+        // OpenInference's `TOOL` span; the arguments' size, not the arguments.
+        let span = tracing::info_span!(
+            "tool",
+            otel.name = call.name.as_str(),
+            openinference.span.kind = "TOOL",
+            tool.name = call.name.as_str(),
+            tool.call.id = id.as_str(),
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = call.name.as_str(),
+            tool.arguments_size = serde_json::to_string(&call.args)
+                .map_or(0, |s| i64::try_from(s.len()).unwrap_or(i64::MAX)),
+            otel.status_code = tracing::field::Empty,
+            error = tracing::field::Empty,
+        );
+        let called = tool
+            .call(call.args.clone(), ctx)
+            .instrument(span.clone())
+            .await;
+        if let Err(e) = &called
+            && !span.is_disabled()
+        {
+            span.record("otel.status_code", "ERROR");
+            span.record("error", tracing::field::display(e));
+        }
+        match called {
             Ok(out) => Ok(tool_message(out, &call.name, &id, "success")),
             Err(e) => match self.error_text(&e) {
                 Some(text) => Ok(tool_message(

@@ -51,7 +51,9 @@ mod tree;
     stategraph --db sqlite:app.sqlite store search --ns user-1.memories --query \"food\" --embed minilm\n  \
     stategraph --db sqlite:app.sqlite serve --port 2024\n\n\
     Environment: STATEGRAPH_DB (the database), LANGGRAPH_AES_KEY (read and write encrypted \
-    threads), STATEGRAPH_API_KEY (serve's --api-key), NO_COLOR.")]
+    threads), STATEGRAPH_API_KEY (serve's --api-key), RUST_LOG (the log filter), \
+    OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES (serve: export \
+    traces over OTLP), NO_COLOR.")]
 struct Cli {
     /// The database: sqlite:PATH, postgres://…, mysql://…, redis://…[?prefix=P]
     #[arg(long, global = true, env = "STATEGRAPH_DB")]
@@ -64,6 +66,13 @@ struct Cli {
     /// class and where it was found.
     #[arg(long, global = true)]
     strict_msgpack: bool,
+    /// How logs are written to standard error: `text` or `json` (one object per line).
+    #[arg(long, global = true, default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+    /// Which logs are written when RUST_LOG is not set: error, warn, info, debug, trace
+    /// (default: info for `serve`, warn otherwise).
+    #[arg(long, global = true)]
+    log_level: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -291,7 +300,24 @@ pub(crate) fn fail(e: impl std::error::Error) -> Failure {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli).await {
+    let serving = matches!(cli.command, Command::Serve { .. });
+    let level = cli
+        .log_level
+        .clone()
+        .unwrap_or_else(|| if serving { "info" } else { "warn" }.to_owned());
+    let options = stategraph::server::telemetry::TelemetryOptions::new()
+        .format(cli.log_format.parse().unwrap_or_default())
+        .level(level);
+    let telemetry = match stategraph::server::telemetry::init(options) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = run(cli).await;
+    telemetry.shutdown();
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             let message = message.replace('\n', " ");

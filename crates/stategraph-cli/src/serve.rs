@@ -73,7 +73,32 @@ pub(crate) async fn run(
         stategraph::redact_url(url)
     );
     server
-        .serve(listener)
+        .serve_until(listener, stopped())
         .await
-        .map_err(|e| format!("the server stopped: {}", fail(e)))
+        .map_err(|e| format!("the server stopped: {}", fail(e)))?;
+    tracing::info!("stopped: the requests in flight were answered");
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or SIGTERM (then the server finishes the requests in flight, and the
+/// traces still buffered are sent).
+async fn stopped() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
 }

@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
+use crate::trace::{self, Op};
 use stategraph_checkpoint::store::Store;
 use stategraph_checkpoint::{CheckpointSaver, CheckpointTuple, Map, NULL_TASK_ID, Value, channels};
 
@@ -434,7 +435,14 @@ impl<S: State> CompiledGraph<S> {
         subgraphs: bool,
     ) -> Result<StateSnapshot, GraphError> {
         let thread = self.thread_of(config)?;
-        let mut saved = saver.get_tuple(&config.checkpoint_config(thread)).await?;
+        let address = config.checkpoint_config(thread);
+        let mut saved = trace::saver_call(
+            saver.as_ref(),
+            Op::GetTuple,
+            None,
+            saver.get_tuple(&address),
+        )
+        .await?;
         if let Some(t) = saved.as_mut() {
             self.hydrate(saver.as_ref(), t).await?;
         }
@@ -517,7 +525,9 @@ impl<S: State> CompiledGraph<S> {
             limit,
         };
         let mut out = Vec::new();
-        for mut t in saver.list(&options).await? {
+        let listed =
+            trace::saver_call(saver.as_ref(), Op::List, None, saver.list(&options)).await?;
+        for mut t in listed {
             self.hydrate(saver.as_ref(), &mut t).await?;
             out.push(self.snapshot(t, false)?);
         }

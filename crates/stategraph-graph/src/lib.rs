@@ -52,6 +52,7 @@ mod state;
 mod step;
 pub mod stream;
 mod topology;
+mod trace;
 mod update;
 
 pub use channel::{ChannelSpec, Reducer, ReducerFn};

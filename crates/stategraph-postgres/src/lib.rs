@@ -112,6 +112,6 @@ pub use stategraph_checkpoint::CheckpointSaver;
 #[doc(no_inline)]
 pub use stategraph_checkpoint::runs::{
     CancelAction, CancelOutcome, ClaimedRun, Enqueued, Expired, Lease, Multitask, NewRun,
-    Notification, Notifications, RunEvent, RunQueue, RunRow, RunStatus,
+    Notification, Notifications, QueueStats, RunEvent, RunQueue, RunRow, RunStatus,
 };
 pub use store::{PostgresStore, PostgresStoreConfig};

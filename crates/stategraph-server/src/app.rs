@@ -350,11 +350,36 @@ impl Server {
     }
 
     /// Serves the API on `listener` until the process ends (or the listener fails), after
-    /// [`start`](Self::start).
+    /// [`start`](Self::start); as [`serve_until`](Self::serve_until) with a signal that never
+    /// comes.
     ///
     /// # Errors
     /// The listener's I/O error, or [`start`](Self::start)'s as an I/O error.
     pub async fn serve(self, listener: TcpListener) -> std::io::Result<()> {
+        self.serve_until(listener, std::future::pending()).await
+    }
+
+    /// Serves the API on `listener` after [`start`](Self::start), until `shutdown` resolves
+    /// (then the requests in flight are answered and it returns) or the listener fails.
+    ///
+    /// With feature `otel`, when `OTEL_EXPORTER_OTLP_ENDPOINT` is set and the process has no
+    /// `tracing` subscriber yet, it installs [`telemetry`](crate::telemetry) (logs and trace
+    /// export) for the time it serves, and sends the traces still buffered when it returns.
+    ///
+    /// # Errors
+    /// The listener's I/O error, or [`start`](Self::start)'s as an I/O error.
+    pub async fn serve_until(
+        self,
+        listener: TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        #[cfg(feature = "otel")]
+        let telemetry = match crate::telemetry::otlp_endpoint_from_env() {
+            Some(_) if !tracing::dispatcher::has_been_set() => {
+                crate::telemetry::init(crate::telemetry::TelemetryOptions::new()).ok()
+            }
+            _ => None,
+        };
         self.start()
             .await
             .map_err(|e| std::io::Error::other(format!("cannot start the server: {}", e.detail)))?;
@@ -366,6 +391,13 @@ impl Server {
             // Best effort: a socket that refuses it still works, only slower.
             let _ = tcp.set_nodelay(true);
         });
-        axum::serve(listener, self.router()).await
+        let served = axum::serve(listener, self.router())
+            .with_graceful_shutdown(shutdown)
+            .await;
+        #[cfg(feature = "otel")]
+        if let Some(t) = telemetry {
+            t.shutdown();
+        }
+        served
     }
 }

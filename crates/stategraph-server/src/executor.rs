@@ -46,12 +46,59 @@ pub(crate) async fn execute(
     worker: Option<&str>,
     caller: Option<Caller>,
 ) {
+    use tracing::Instrument;
+    let span = tracing::info_span!(
+        "run",
+        otel.name = "run",
+        openinference.span.kind = "CHAIN",
+        session.id = claimed.thread_id.as_str(),
+        thread_id = claimed.thread_id.as_str(),
+        run_id = claimed.run_id.as_str(),
+        attempt = claimed.attempt,
+        worker,
+        status = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+        error = tracing::field::Empty,
+    );
+    execute_traced(state, claimed, worker, caller)
+        .instrument(span)
+        .await;
+}
+
+/// Counts a run of the server that ended (`stategraph_server_runs_total` by status and
+/// `stategraph_server_run_duration_seconds`), records it on its span, and logs a failed
+/// run's error once, with its thread and run ids (the span's fields).
+fn run_ended(status: RunStatus, error: Option<&Json_>, started: std::time::Instant) {
+    metrics::counter!("stategraph_server_runs_total", "status" => status.as_str()).increment(1);
+    metrics::histogram!("stategraph_server_run_duration_seconds")
+        .record(started.elapsed().as_secs_f64());
+    let span = tracing::Span::current();
+    span.record("status", status.as_str());
+    if let Some(e) = error {
+        let name = e.get("error").and_then(Json_::as_str).unwrap_or("Error");
+        let message = e.get("message").and_then(Json_::as_str).unwrap_or_default();
+        span.record("otel.status_code", "ERROR");
+        span.record("error", message);
+        metrics::counter!("stategraph_server_errors_total", "kind" => "run").increment(1);
+        tracing::warn!(error.type = name, error.message = message, "the run failed");
+    }
+}
+
+/// [`execute`], inside the run's span.
+async fn execute_traced(
+    state: &Arc<AppState>,
+    claimed: ClaimedRun,
+    worker: Option<&str>,
+    caller: Option<Caller>,
+) {
+    let started = std::time::Instant::now();
     let queue = Arc::clone(queue_of(state));
     let run_id = claimed.run_id.clone();
     let prepared = match prepare(state, &claimed).await {
         Ok(p) => p,
         Err(e) => {
             let error = json!({ "error": "ValueError", "message": e.detail });
+            run_ended(RunStatus::Error, Some(&error), started);
             if let Some(worker) = worker
                 && let Ok(true) = queue
                     .finish(&run_id, worker, RunStatus::Error, Some(&error))
@@ -100,14 +147,15 @@ pub(crate) async fn execute(
         state.unregister_run(&run_id);
         return;
     };
+    let status = match (&cancel, &outcome.error) {
+        (Some(_), _) => RunStatus::Interrupted,
+        (None, Some(_)) => RunStatus::Error,
+        (None, None) => RunStatus::Success,
+    };
     if let (Some(lease), Some(worker)) = (lease, worker) {
         // Every event is in the log before the queue hears the run ended.
         lease.close().await;
-        let (status, error) = match (&cancel, &outcome.error) {
-            (Some(_), _) => (RunStatus::Interrupted, None),
-            (None, Some(e)) => (RunStatus::Error, Some(e)),
-            (None, None) => (RunStatus::Success, None),
-        };
+        let error = outcome.error.as_ref().filter(|_| cancel.is_none());
         if let Ok(true) = queue.finish(&run_id, worker, status, error).await
             && cancel
                 .as_ref()
@@ -117,6 +165,7 @@ pub(crate) async fn execute(
         }
     }
     state.unregister_run(&run_id);
+    run_ended(status, outcome.error.as_ref(), started);
     if let Some(caller) = caller {
         let _ = caller.done.send(outcome);
     }

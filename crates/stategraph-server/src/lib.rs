@@ -78,9 +78,12 @@ mod hub;
 mod input;
 mod messages;
 mod panics;
+mod prometheus;
 mod records;
 mod request;
 mod run_options;
+#[cfg(feature = "telemetry")]
+pub mod telemetry;
 mod threads;
 mod wanted;
 mod wire;

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::Response;
 use serde_json::json;
 
@@ -27,19 +26,24 @@ tokio::task_local! {
     static CURRENT: Arc<str>;
 }
 
-/// Middleware: answers `req` with its id known to [`panic_response`].
-pub(crate) async fn with_request_id(req: Request, next: Next) -> Response {
+/// The id of request `req`: its `x-request-id` when usable (as LangGraph's server takes it),
+/// else a new UUID.
+pub(crate) fn request_id(req: &Request) -> Arc<str> {
     let given = req
         .headers()
         .get(REQUEST_ID)
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .filter(|v| !v.is_empty() && v.len() <= MAX_ID_LEN);
-    let id: Arc<str> = match given {
+    match given {
         Some(v) => Arc::from(v),
         None => Arc::from(uuid::Uuid::new_v4().to_string()),
-    };
-    CURRENT.scope(id, next.run(req)).await
+    }
+}
+
+/// Runs `answer` (a request's) with its id `id` known to [`panic_response`].
+pub(crate) async fn with_request_id<F: std::future::Future>(id: Arc<str>, answer: F) -> F::Output {
+    CURRENT.scope(id, answer).await
 }
 
 /// The answer to a request whose handler panicked with `panic` (tower-http's `CatchPanic`
@@ -53,8 +57,12 @@ pub(crate) fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response<B
         .map(String::as_str)
         .or_else(|| panic.downcast_ref::<&str>().copied())
         .unwrap_or("(no message)");
-    // The only trace of the panic besides the panic hook's: it ties the two to the answer.
-    eprintln!("stategraph-server: request {id} failed: the handler panicked: {message}");
+    // Besides the panic hook's output: it ties the panic to the answer.
+    tracing::error!(
+        request_id = &*id,
+        panic = message,
+        "the request's handler panicked"
+    );
     let body = json!({
         "detail": format!(
             "Internal server error: the server failed while answering this request \

@@ -5,7 +5,7 @@
 //! the in-memory queue of one process as the Postgres queue of many.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map as JsonMap, Value as Json_, json};
@@ -43,6 +43,8 @@ pub(crate) struct QueueSetup {
     /// Rung on every notification that may let a run be claimed (enqueued, requeued,
     /// finished), and when the subscription was renewed.
     pub(crate) wake: Arc<Notify>,
+    /// How many of the worker loops execute a run now.
+    active: AtomicUsize,
 }
 
 impl QueueSetup {
@@ -62,7 +64,13 @@ impl QueueSetup {
             started: AtomicBool::new(false),
             names: std::sync::atomic::AtomicU64::new(0),
             wake: Arc::new(Notify::new()),
+            active: AtomicUsize::new(0),
         }
+    }
+
+    /// This process's worker loops, and how many of them execute a run now.
+    pub(crate) fn workers_in_use(&self) -> (usize, usize) {
+        (self.workers, self.active.load(Ordering::Relaxed))
     }
 
     /// A worker name of this process no other task has: for a run a caller follows, claimed
@@ -327,6 +335,7 @@ pub(crate) fn spawn_workers(state: &Arc<AppState>) {
     if setup.started.swap(true, Ordering::SeqCst) {
         return;
     }
+    crate::prometheus::spawn_upkeep();
     let wake = Arc::clone(&setup.wake);
     tokio::spawn(listen_loop(Arc::clone(state), Arc::clone(&wake)));
     tokio::spawn(requeue_loop(Arc::clone(state)));
@@ -381,7 +390,11 @@ async fn worker_loop(state: Arc<AppState>, wake: Arc<Notify>, worker: String) {
         // Registered before the claim, so that a notification during it is not missed.
         let woken = wake.notified();
         match queue.claim(&worker).await {
-            Ok(Some(claimed)) => execute(&state, claimed, Some(&worker), None).await,
+            Ok(Some(claimed)) => {
+                state.queue.active.fetch_add(1, Ordering::Relaxed);
+                execute(&state, claimed, Some(&worker), None).await;
+                state.queue.active.fetch_sub(1, Ordering::Relaxed);
+            }
             Ok(None) => {
                 let _ = tokio::time::timeout(POLL, woken).await;
             }

@@ -9,6 +9,8 @@
 //! | Redis | `STATEGRAPH_TEST_REDIS_URL` | `redis://127.0.0.1:6379` |
 //! | MongoDB | `STATEGRAPH_TEST_MONGODB_URL` | `mongodb://127.0.0.1:27117/?directConnection=true` |
 //! | an OpenAI-compatible chat model | `STATEGRAPH_TEST_LLM_URL` | `http://127.0.0.1:18080/v1` |
+//! | Arize Phoenix (OTLP traces in, REST out) | `STATEGRAPH_TEST_PHOENIX_URL` | `http://127.0.0.1:16006` |
+//! | Prometheus | `STATEGRAPH_TEST_PROMETHEUS` (its binary) | `prometheus` |
 //!
 //! The MongoDB default is the MongoDB-compatible server `scripts/mongo-server.sh start` runs
 //! (mongoeco, in Python); point the variable at a real MongoDB to run the suite there.
@@ -61,6 +63,16 @@ pub const LLM_URL_VAR: &str = "STATEGRAPH_TEST_LLM_URL";
 /// `llama-server` with SmolLM2-135M-Instruct, which `scripts/llm-server.sh start` runs).
 pub fn llm_url() -> String {
     from_env(LLM_URL_VAR, "http://127.0.0.1:18080/v1")
+}
+
+/// The variable naming the Arize Phoenix server of the trace export tests.
+pub const PHOENIX_URL_VAR: &str = "STATEGRAPH_TEST_PHOENIX_URL";
+
+/// The Arize Phoenix server the trace export tests send spans to and read them back from
+/// (`STATEGRAPH_TEST_PHOENIX_URL`, default `http://127.0.0.1:16006`, which
+/// `scripts/phoenix.sh start` runs).
+pub fn phoenix_url() -> String {
+    from_env(PHOENIX_URL_VAR, "http://127.0.0.1:16006")
 }
 
 fn from_env(var: &str, default: &str) -> String {

@@ -97,7 +97,8 @@ macro_rules! run_queue_conformance {
             runs_reject_refuses_a_busy_thread, runs_interrupt_and_rollback_strategies,
             runs_request_cancel_outcomes, runs_events_are_numbered_and_resumable,
             runs_claim_at_enqueue_when_the_thread_is_free, runs_claim_a_given_run_in_its_turn,
-            runs_busy_threads, runs_notifications_announce_changes,
+            runs_busy_threads, runs_stats_count_pending_and_running,
+            runs_notifications_announce_changes,
             runs_concurrent_rejecting_enqueues_take_turns,
         );
     };
@@ -740,6 +741,32 @@ pub async fn runs_busy_threads(make: MakeQueue<'_>) {
             .unwrap()
     );
     assert_eq!(q.busy_threads().await.unwrap(), ["t2".to_owned()].into(),);
+}
+
+/// `stats` counts the pending and running runs, through either handle, and dates the
+/// oldest pending one.
+pub async fn runs_stats_count_pending_and_running(make: MakeQueue<'_>) {
+    let f = fresh(make).await;
+    let q = f.queue().as_ref();
+    assert_eq!(q.stats().await.unwrap(), QueueStats::default());
+    let before = std::time::SystemTime::now() - Duration::from_secs(5);
+    q.enqueue(run("a", "t1")).await.unwrap();
+    q.enqueue(run("b", "t1")).await.unwrap();
+    q.enqueue(run("c", "t2")).await.unwrap();
+    let stats = f.other().stats().await.unwrap();
+    assert_eq!((stats.pending, stats.running), (3, 0));
+    let oldest = stats.oldest_pending.expect("an oldest pending run");
+    assert!(oldest >= before && oldest <= std::time::SystemTime::now() + Duration::from_secs(5));
+    let first = q.claim("w").await.unwrap().unwrap();
+    let stats = q.stats().await.unwrap();
+    assert_eq!((stats.pending, stats.running), (2, 1));
+    assert!(
+        q.finish(&first.run_id, "w", RunStatus::Success, None)
+            .await
+            .unwrap()
+    );
+    let stats = q.stats().await.unwrap();
+    assert_eq!((stats.pending, stats.running), (2, 0));
 }
 
 /// Subscribers hear enqueues, cancels, events and ends, made through either handle.

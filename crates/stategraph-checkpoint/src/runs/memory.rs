@@ -508,6 +508,21 @@ impl RunQueue for InMemoryRunQueue {
         Ok(threads)
     }
 
+    async fn stats(&self) -> Result<QueueStats> {
+        let inner = self.lock();
+        let oldest = inner
+            .pending
+            .values()
+            .filter_map(|id| inner.runs.get(id))
+            .map(|r| r.created_at)
+            .min();
+        Ok(QueueStats::new(
+            inner.pending.len() as u64,
+            inner.running.len() as u64,
+            oldest,
+        ))
+    }
+
     async fn delete(&self, run_id: &str) -> Result<bool> {
         let mut inner = self.lock();
         match inner.runs.get(run_id).map(|r| r.status) {

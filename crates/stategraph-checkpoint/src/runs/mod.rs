@@ -242,6 +242,29 @@ impl fmt::Display for ThreadStatus {
     }
 }
 
+/// What a queue holds right now ([`RunQueue::stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct QueueStats {
+    /// Runs waiting for a worker.
+    pub pending: u64,
+    /// Runs a worker holds.
+    pub running: u64,
+    /// When the run pending longest was enqueued, if any is pending.
+    pub oldest_pending: Option<SystemTime>,
+}
+
+impl QueueStats {
+    /// Figures as given.
+    pub fn new(pending: u64, running: u64, oldest_pending: Option<SystemTime>) -> Self {
+        Self {
+            pending,
+            running,
+            oldest_pending,
+        }
+    }
+}
+
 /// A run to enqueue.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -678,6 +701,11 @@ pub trait RunQueue: Send + Sync + fmt::Debug {
 
     /// The threads that have a pending or running run.
     async fn busy_threads(&self) -> Result<BTreeSet<String>>;
+
+    /// How many runs are pending and running, and since when the oldest pending one waits
+    /// (for metrics: LangGraph's `lg_api_num_pending_runs`, `lg_api_num_running_runs`,
+    /// `lg_api_pending_runs_wait_time_max`).
+    async fn stats(&self) -> Result<QueueStats>;
 
     /// Deletes a run that is not running, with its events; `false` when there is no such run
     /// or it is running.

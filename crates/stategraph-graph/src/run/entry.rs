@@ -425,6 +425,30 @@ impl<S: State> CompiledGraph<S> {
         config: RunConfig,
         setup: RunSetup,
     ) -> Result<RunOutcome<S>, GraphError> {
+        use tracing::Instrument;
+        let span = crate::trace::run_span(&config, setup.subgraph);
+        let root = !setup.subgraph;
+        let started = std::time::Instant::now();
+        async {
+            let outcome = self.run_traced(config, setup).await;
+            if let Err(e) = &outcome {
+                crate::trace::record_error(e);
+            }
+            if root {
+                crate::trace::run_ended(&outcome, started);
+            }
+            outcome
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// [`run_with`](Self::run_with), inside the run's span.
+    async fn run_traced(
+        &self,
+        config: RunConfig,
+        setup: RunSetup,
+    ) -> Result<RunOutcome<S>, GraphError> {
         let queued = match (&config.thread_id, config.queue && setup.parents.is_empty()) {
             (Some(thread), true) => Some(Arc::new(self.run_lock(thread).lock_owned().await)),
             _ => None,
@@ -481,7 +505,13 @@ impl<S: State> CompiledGraph<S> {
             Some(s) => {
                 let thread = self.thread_of(&config)?;
                 let cc = config.checkpoint_config(thread);
-                let saved = s.get_tuple(&cc).await?;
+                let saved = crate::trace::saver_call(
+                    s.as_ref(),
+                    crate::trace::Op::GetTuple,
+                    None,
+                    s.get_tuple(&cc),
+                )
+                .await?;
                 // The run's checkpoints are saved on condition that nobody else moved the
                 // thread on since this point (see `CheckpointSaver::put_if_latest`).
                 let latest = if cc.checkpoint_id.is_none() {
@@ -491,7 +521,14 @@ impl<S: State> CompiledGraph<S> {
                         checkpoint_id: None,
                         ..cc.clone()
                     };
-                    s.get_tuple(&latest_config).await?.map(|t| t.checkpoint.id)
+                    crate::trace::saver_call(
+                        s.as_ref(),
+                        crate::trace::Op::GetTuple,
+                        None,
+                        s.get_tuple(&latest_config),
+                    )
+                    .await?
+                    .map(|t| t.checkpoint.id)
                 };
                 (saved, cc, latest)
             }

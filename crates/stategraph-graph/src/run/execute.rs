@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use stategraph_checkpoint::{Value, channels as reserved};
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use super::Run;
 use crate::error::{GraphError, NodeError};
@@ -144,12 +145,14 @@ impl<S: State> Run<'_, S> {
                     triggers: task.triggers.clone(),
                 });
             }
-            let mut attempt_task: TaskFuture<S> = Box::pin(async move {
+            let span = crate::trace::task_span(&task.name, &task.id, &task.triggers, self.step);
+            let attempts = async move {
                 let mut attempt = 1;
                 loop {
                     let result = run(Arc::clone(&s), ctx.clone()).await;
                     match (&result, &retry) {
                         (Err(e), Some(policy)) if policy.retries(attempt, e) => {
+                            tracing::info!(attempt, error = %e, "retry");
                             tokio::time::sleep(policy.delay(attempt)).await;
                             attempt += 1;
                             // A new attempt starts with a fresh interrupt count.
@@ -157,10 +160,15 @@ impl<S: State> Run<'_, S> {
                             pad.counter = 0;
                             pad.writes.clear();
                         }
+                        (Err(e), _) if e.signal.is_none() => {
+                            crate::trace::record_error(e);
+                            return (i, result);
+                        }
                         _ => return (i, result),
                     }
                 }
-            });
+            };
+            let mut attempt_task: TaskFuture<S> = Box::pin(attempts.instrument(span));
             // A node that finishes without waiting (most do) finishes right here; one that
             // waits goes on as its own task, next to the others of the step.
             match poll_once::<S>(i, &mut attempt_task) {

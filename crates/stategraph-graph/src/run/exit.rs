@@ -11,6 +11,7 @@ use crate::config::Durability;
 use crate::error::GraphError;
 use crate::state::State;
 use crate::step::{Task, new_versions};
+use crate::trace::{Op, saver_call};
 
 /// Where an `exit`-durability delta write is stored: (synthetic task id, task path).
 type ExitKey = (String, String);
@@ -28,7 +29,8 @@ impl<S: State> Run<'_, S> {
         };
         let pending = std::mem::take(&mut self.save.pending);
         if !pending.is_empty() {
-            saver.apply_batch(&pending).await?;
+            let put = saver.apply_batch(&pending);
+            saver_call(saver.as_ref(), Op::Put, Some(pending.len()), put).await?;
         }
         if self.config.durability != Durability::Exit
             || self.checkpoint_config.checkpoint_id.is_none()
@@ -47,19 +49,19 @@ impl<S: State> Run<'_, S> {
                     &self.save.previous_versions,
                     &self.checkpoint.channel_versions,
                 );
-                saver
-                    .put_if_latest(
-                        &self.exit.parent,
-                        &self.checkpoint,
-                        &self.metadata,
-                        &changed,
-                        self.exit.expected.as_deref(),
-                    )
-                    .await?
+                let put = saver.put_if_latest(
+                    &self.exit.parent,
+                    &self.checkpoint,
+                    &self.metadata,
+                    &changed,
+                    self.exit.expected.as_deref(),
+                );
+                saver_call(saver.as_ref(), Op::Put, Some(1), put).await?
             };
         if stopped_early {
             for (task_id, path, writes) in std::mem::take(&mut self.exit.writes) {
-                saver.put_writes(&stored, &writes, &task_id, &path).await?;
+                let put = saver.put_writes(&stored, &writes, &task_id, &path);
+                saver_call(saver.as_ref(), Op::PutWrites, Some(writes.len()), put).await?;
             }
         }
         Ok(())

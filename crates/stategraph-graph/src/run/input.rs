@@ -7,6 +7,8 @@ use stategraph_checkpoint::{
     CheckpointConfig, CheckpointSource, Map, PendingWrite, Value, channels as reserved,
 };
 
+use crate::trace::Op;
+
 use super::{CommandWrites, ResumeInput, Run, is_control};
 use crate::error::GraphError;
 use crate::graph::START;
@@ -162,8 +164,8 @@ impl<S: State> Run<'_, S> {
             .collect();
         to_save.extend(writes.iter().cloned());
         if let Some(saver) = &self.saver {
-            saver
-                .put_writes(&self.checkpoint_config, &to_save, null, "")
+            let put = saver.put_writes(&self.checkpoint_config, &to_save, null, "");
+            crate::trace::saver_call(saver.as_ref(), Op::PutWrites, Some(to_save.len()), put)
                 .await?;
         }
         for (i, (channel, value)) in writes.into_iter().enumerate() {

@@ -9,11 +9,14 @@ use stategraph_checkpoint::{
     CheckpointSaver, CheckpointSource, SaveOp, Value,
 };
 
+use tracing::{Instrument, Span};
+
 use super::Run;
 use crate::config::Durability;
 use crate::error::GraphError;
 use crate::state::State;
 use crate::step::{Task, ValuesFrom, create_checkpoint, new_versions};
+use crate::trace::{Op, saver_call};
 
 /// A background save that panicked or was cancelled.
 fn join_error(e: tokio::task::JoinError) -> GraphError {
@@ -28,7 +31,7 @@ fn join_error(e: tokio::task::JoinError) -> GraphError {
 /// it, in order, merging whatever queued up while the previous batch was being written (one
 /// transaction for many steps where the saver supports it — group commit).
 pub(super) struct BackgroundWriter {
-    queue: tokio::sync::mpsc::UnboundedSender<Vec<SaveOp>>,
+    queue: tokio::sync::mpsc::UnboundedSender<(Vec<SaveOp>, Span)>,
     handle: tokio::task::JoinHandle<Result<(), GraphError>>,
 }
 
@@ -39,14 +42,17 @@ impl BackgroundWriter {
         saver: Arc<dyn CheckpointSaver>,
         turn: Option<Arc<tokio::sync::OwnedMutexGuard<()>>>,
     ) -> Self {
-        let (queue, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<SaveOp>>();
+        let (queue, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Vec<SaveOp>, Span)>();
         let handle = tokio::spawn(async move {
             let _turn = turn;
-            while let Some(mut batch) = rx.recv().await {
-                while let Ok(more) = rx.try_recv() {
+            while let Some((mut batch, parent)) = rx.recv().await {
+                while let Ok((more, _)) = rx.try_recv() {
                     batch.extend(more);
                 }
-                saver.apply_batch(&batch).await?;
+                // Under the step that handed the first of them over.
+                let rows = Some(batch.len());
+                let put = saver_call(saver.as_ref(), Op::Put, rows, saver.apply_batch(&batch));
+                put.instrument(parent).await?;
             }
             Ok(())
         });
@@ -126,15 +132,14 @@ impl<S: State> Run<'_, S> {
                 Durability::Exit => {}
                 Durability::Sync => {
                     let changed = self.versions_moved();
-                    saver
-                        .put_if_latest(
-                            &self.checkpoint_config,
-                            &self.checkpoint,
-                            &metadata,
-                            &changed,
-                            self.save.expected_latest.as_deref(),
-                        )
-                        .await?;
+                    let put = saver.put_if_latest(
+                        &self.checkpoint_config,
+                        &self.checkpoint,
+                        &metadata,
+                        &changed,
+                        self.save.expected_latest.as_deref(),
+                    );
+                    saver_call(saver.as_ref(), Op::Put, Some(1), put).await?;
                 }
                 Durability::Async => {
                     // Saved in the background, in order, while the run goes on with the
@@ -194,7 +199,7 @@ impl<S: State> Run<'_, S> {
             .save
             .writer
             .get_or_insert_with(|| BackgroundWriter::start(saver, self.save.turn.clone()));
-        if writer.queue.send(batch).is_ok() {
+        if writer.queue.send((batch, Span::current())).is_ok() {
             return Ok(());
         }
         match self.save.writer.take() {
@@ -234,9 +239,10 @@ impl<S: State> Run<'_, S> {
             self.enqueue(op);
             return Ok(());
         }
-        saver
-            .put_writes(&self.checkpoint_config, writes, &task.id, &task.path_str())
-            .await?;
+        let rows = Some(writes.len());
+        let path = task.path_str();
+        let put = saver.put_writes(&self.checkpoint_config, writes, &task.id, &path);
+        saver_call(saver.as_ref(), Op::PutWrites, rows, put).await?;
         Ok(())
     }
 }

@@ -29,7 +29,8 @@ use serde_json::Value as Json;
 use stategraph_checkpoint::backend::Timeouts;
 use stategraph_checkpoint::runs::{
     CancelAction, CancelOutcome, ClaimedRun, Enqueued, Expired, Lease, Multitask, NewRun,
-    Notifications, RunEvent, RunQueue, RunRow, RunStatus, duplicate, not_final, rejected,
+    Notifications, QueueStats, RunEvent, RunQueue, RunRow, RunStatus, duplicate, not_final,
+    rejected,
 };
 use stategraph_checkpoint::{Error, Result};
 use tokio_postgres::Row;
@@ -589,6 +590,32 @@ impl RunQueue for PostgresRunQueue {
                 .await
                 .map_err(db(OP))?;
             rows.iter().map(|row| get(row, 0, OP)).collect()
+        })
+        .await
+    }
+
+    async fn stats(&self) -> Result<QueueStats> {
+        const OP: &str = "counting the queue's runs";
+        self.timed(OP, async {
+            let client = self.client().await?;
+            let row = client
+                .query_one(
+                    "SELECT count(*) FILTER (WHERE status = 'pending'), \
+                            count(*) FILTER (WHERE status = 'running'), \
+                            min(created_at) FILTER (WHERE status = 'pending') \
+                     FROM stategraph_runs WHERE status IN ('pending', 'running')",
+                    &[],
+                )
+                .await
+                .map_err(db(OP))?;
+            let pending: i64 = get(&row, 0, OP)?;
+            let running: i64 = get(&row, 1, OP)?;
+            let oldest: Option<std::time::SystemTime> = get(&row, 2, OP)?;
+            Ok(QueueStats::new(
+                u64::try_from(pending).unwrap_or(0),
+                u64::try_from(running).unwrap_or(0),
+                oldest,
+            ))
         })
         .await
     }

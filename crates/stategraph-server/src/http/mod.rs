@@ -24,6 +24,7 @@ mod cancel;
 pub(crate) mod extract;
 mod joins;
 mod meta;
+mod observe;
 mod runs;
 mod store;
 mod threads;
@@ -36,6 +37,7 @@ pub(crate) fn router(state: &Arc<AppState>, cors: &Cors, api_key: Option<&str>) 
     let public = Router::new()
         .route("/ok", get(meta::ok))
         .route("/info", get(meta::info));
+    crate::prometheus::install();
     let protected = protected_routes()
         .fallback(not_found)
         .with_state(Arc::clone(state));
@@ -58,13 +60,14 @@ pub(crate) fn router(state: &Arc<AppState>, cors: &Cors, api_key: Option<&str>) 
     public
         .merge(protected)
         .layer(CatchPanicLayer::custom(panics::panic_response))
-        .layer(axum::middleware::from_fn(panics::with_request_id))
+        .layer(axum::middleware::from_fn(observe::observe))
         .layer(cors_layer(cors))
 }
 
 /// Every route but the public ones.
 fn protected_routes() -> Router<Arc<AppState>> {
     Router::new()
+        .route("/metrics", get(crate::prometheus::scrape))
         .route("/assistants", post(assistants::create))
         .route("/assistants/search", post(assistants::search))
         .route("/assistants/count", post(assistants::count))

@@ -29,10 +29,13 @@ const JOIN_POLL: Duration = Duration::from_millis(50);
 
 /// Cancels a run when the caller that asked `on_disconnect: "cancel"` goes away before the
 /// run ended (dropped with the response body). Cancelling a run that has ended does nothing.
+/// It goes with every answer that follows a run (a stream, a join, `runs/wait`), so it also
+/// counts them in `stategraph_server_streams_active`.
 pub(super) struct DisconnectGuard {
     state: Arc<AppState>,
     run_id: String,
     armed: bool,
+    _open: crate::prometheus::OpenStream,
 }
 
 impl DisconnectGuard {
@@ -41,6 +44,7 @@ impl DisconnectGuard {
             state: Arc::clone(state),
             run_id: run_id.to_owned(),
             armed,
+            _open: crate::prometheus::OpenStream::new(),
         }
     }
 
