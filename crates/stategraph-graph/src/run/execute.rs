@@ -168,7 +168,11 @@ impl<S: State> Run<'_, S> {
                     }
                 }
             };
-            let mut attempt_task: TaskFuture<S> = Box::pin(attempts.instrument(span));
+            let mut attempt_task: TaskFuture<S> = if span.is_disabled() {
+                Box::pin(attempts)
+            } else {
+                Box::pin(attempts.instrument(span))
+            };
             // A node that finishes without waiting (most do) finishes right here; one that
             // waits goes on as its own task, next to the others of the step.
             match poll_once::<S>(i, &mut attempt_task) {

@@ -19,6 +19,7 @@ mod save;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use tracing::Instrument;
 
 use stategraph_checkpoint::store::Store;
 use stategraph_checkpoint::{
@@ -176,7 +177,6 @@ impl<S: State> Run<'_, S> {
     }
 
     async fn run_loop(&mut self) -> Result<(), GraphError> {
-        use tracing::Instrument;
         loop {
             self.stream_room().await;
             if self.step > self.stop {
@@ -184,133 +184,123 @@ impl<S: State> Run<'_, S> {
                     limit: self.config.recursion_limit,
                 });
             }
-            let Some((mut tasks, reused)) = self.step_tasks() else {
-                return Ok(());
+            let candidates = self.updated_channels.as_ref().map(|u| {
+                u.iter()
+                    .filter_map(|ch| self.graph.trigger_to_nodes.get(ch))
+                    .flatten()
+                    .cloned()
+                    .collect::<BTreeSet<String>>()
+            });
+            let mut tasks = match &candidates {
+                // Only the nodes the last step's channels trigger (found by name, sorted),
+                // not every node of the graph.
+                Some(c) => {
+                    let pull: Vec<NodeTriggers<'_>> = c
+                        .iter()
+                        .filter_map(|name| self.graph.node_index.get(name))
+                        .filter_map(|&i| self.graph.nodes.get(i))
+                        .map(|n| NodeTriggers {
+                            name: &n.name,
+                            triggers: &n.triggers,
+                        })
+                        .collect();
+                    let graph = self.graph;
+                    let is_node = |name: &str| graph.node_index.contains_key(name);
+                    let mut tasks = crate::step::prepare_push_tasks(
+                        &self.checkpoint,
+                        &self.channels,
+                        &is_node,
+                        self.step,
+                        &self.checkpoint_config.checkpoint_ns,
+                    );
+                    tasks.extend(crate::step::prepare_pull_tasks(
+                        &self.checkpoint,
+                        &self.channels,
+                        &pull,
+                        self.step,
+                        &self.checkpoint_config.checkpoint_ns,
+                        None,
+                    ));
+                    tasks
+                }
+                None => self.next_tasks(),
             };
+            self.announce_checkpoint(&tasks);
+            if tasks.is_empty() {
+                return Ok(());
+            }
+            self.reuse_finished_writes(&mut tasks);
+            // Writes reused from the loaded checkpoint are stored on it already.
+            let reused: BTreeSet<String> = tasks
+                .iter()
+                .filter(|t| !t.writes.is_empty())
+                .map(|t| t.id.clone())
+                .collect();
+            let before = self
+                .config
+                .interrupt_before
+                .as_deref()
+                .unwrap_or(&self.graph.interrupt_before);
+            if should_interrupt(&self.checkpoint, before, &tasks) {
+                return Ok(());
+            }
+            // The step's span covers its awaits (its tasks, its save); without a subscriber
+            // they are awaited as they are.
             let span = crate::trace::step_span(self.step, tasks.len());
             let started = std::time::Instant::now();
-            let go_on = self.run_step(&mut tasks, &reused).instrument(span).await;
+            if span.is_disabled() {
+                self.execute(&mut tasks).await?;
+            } else {
+                self.execute(&mut tasks).instrument(span.clone()).await?;
+            }
+            if !self.interrupts.is_empty() {
+                // The step stops here; its finished tasks' writes are saved, and the thread
+                // waits on the checkpoint the step started from.
+                span.in_scope(|| {
+                    for i in &self.interrupts {
+                        tracing::info!(interrupt_id = i.id.as_str(), "interrupt");
+                    }
+                });
+                return Ok(());
+            }
+            // An answer no interrupt took does not carry over to later steps.
+            if let Ok(mut null) = self.env.resume.null.lock() {
+                null.take();
+            }
+            let refs: Vec<&Task> = tasks.iter().collect();
+            let updated = self.apply(&refs)?;
+            if let Some(e) = &self.stream.emitter
+                && updated.iter().any(|c| self.graph.schema.contains(c))
+            {
+                let values = self.graph.read_values(&self.channels);
+                e.emit(StreamMode::Values, || Raw::values(values));
+            }
+            self.updated_channels = Some(updated);
+            self.pending_writes.clear();
+            self.exit.writes.clear();
+            if self.config.durability == Durability::Exit && self.saver.is_some() {
+                self.keep_exit_delta_writes(&tasks, &reused);
+            }
+            if span.is_disabled() {
+                self.put_checkpoint(CheckpointSource::Loop).await?;
+            } else {
+                self.put_checkpoint(CheckpointSource::Loop)
+                    .instrument(span)
+                    .await?;
+            }
             metrics::histogram!("stategraph_graph_step_duration_seconds")
                 .record(started.elapsed().as_secs_f64());
-            if !go_on? {
+            let after = self
+                .config
+                .interrupt_after
+                .as_deref()
+                .unwrap_or(&self.graph.interrupt_after);
+            if should_interrupt(&self.checkpoint, after, &tasks) {
+                let next = self.next_tasks();
+                self.announce_checkpoint(&next);
                 return Ok(());
             }
         }
-    }
-
-    /// The tasks of the next super-step and the ids of those whose writes are reused from
-    /// the loaded checkpoint; `None` when the run stops before it (no task, or an
-    /// `interrupt_before` node).
-    fn step_tasks(&mut self) -> Option<(Vec<Task>, BTreeSet<String>)> {
-        let candidates = self.updated_channels.as_ref().map(|u| {
-            u.iter()
-                .filter_map(|ch| self.graph.trigger_to_nodes.get(ch))
-                .flatten()
-                .cloned()
-                .collect::<BTreeSet<String>>()
-        });
-        let mut tasks = match &candidates {
-            // Only the nodes the last step's channels trigger (found by name, sorted),
-            // not every node of the graph.
-            Some(c) => {
-                let pull: Vec<NodeTriggers<'_>> = c
-                    .iter()
-                    .filter_map(|name| self.graph.node_index.get(name))
-                    .filter_map(|&i| self.graph.nodes.get(i))
-                    .map(|n| NodeTriggers {
-                        name: &n.name,
-                        triggers: &n.triggers,
-                    })
-                    .collect();
-                let graph = self.graph;
-                let is_node = |name: &str| graph.node_index.contains_key(name);
-                let mut tasks = crate::step::prepare_push_tasks(
-                    &self.checkpoint,
-                    &self.channels,
-                    &is_node,
-                    self.step,
-                    &self.checkpoint_config.checkpoint_ns,
-                );
-                tasks.extend(crate::step::prepare_pull_tasks(
-                    &self.checkpoint,
-                    &self.channels,
-                    &pull,
-                    self.step,
-                    &self.checkpoint_config.checkpoint_ns,
-                    None,
-                ));
-                tasks
-            }
-            None => self.next_tasks(),
-        };
-        self.announce_checkpoint(&tasks);
-        if tasks.is_empty() {
-            return None;
-        }
-        self.reuse_finished_writes(&mut tasks);
-        // Writes reused from the loaded checkpoint are stored on it already.
-        let reused: BTreeSet<String> = tasks
-            .iter()
-            .filter(|t| !t.writes.is_empty())
-            .map(|t| t.id.clone())
-            .collect();
-        let before = self
-            .config
-            .interrupt_before
-            .as_deref()
-            .unwrap_or(&self.graph.interrupt_before);
-        if should_interrupt(&self.checkpoint, before, &tasks) {
-            return None;
-        }
-        Some((tasks, reused))
-    }
-
-    /// Runs one super-step's `tasks`, applies their writes and saves the checkpoint; whether
-    /// the run goes on.
-    async fn run_step(
-        &mut self,
-        tasks: &mut [Task],
-        reused: &BTreeSet<String>,
-    ) -> Result<bool, GraphError> {
-        self.execute(tasks).await?;
-        if !self.interrupts.is_empty() {
-            // The step stops here; its finished tasks' writes are saved, and the thread
-            // waits on the checkpoint the step started from.
-            for i in &self.interrupts {
-                tracing::info!(interrupt_id = i.id.as_str(), "interrupt");
-            }
-            return Ok(false);
-        }
-        // An answer no interrupt took does not carry over to later steps.
-        if let Ok(mut null) = self.env.resume.null.lock() {
-            null.take();
-        }
-        let refs: Vec<&Task> = tasks.iter().collect();
-        let updated = self.apply(&refs)?;
-        if let Some(e) = &self.stream.emitter
-            && updated.iter().any(|c| self.graph.schema.contains(c))
-        {
-            let values = self.graph.read_values(&self.channels);
-            e.emit(StreamMode::Values, || Raw::values(values));
-        }
-        self.updated_channels = Some(updated);
-        self.pending_writes.clear();
-        self.exit.writes.clear();
-        if self.config.durability == Durability::Exit && self.saver.is_some() {
-            self.keep_exit_delta_writes(tasks, reused);
-        }
-        self.put_checkpoint(CheckpointSource::Loop).await?;
-        let after = self
-            .config
-            .interrupt_after
-            .as_deref()
-            .unwrap_or(&self.graph.interrupt_after);
-        if should_interrupt(&self.checkpoint, after, tasks) {
-            let next = self.next_tasks();
-            self.announce_checkpoint(&next);
-            return Ok(false);
-        }
-        Ok(true)
     }
 
     /// `apply_writes` with the saver's version scheme (integers without a saver).
