@@ -241,9 +241,13 @@ impl<S: State> CompiledGraph<S> {
 
     /// Attaches a cross-thread memory store (LangGraph's `compile(store=…)`): every node sees
     /// it through [`NodeContext::store`](crate::NodeContext::store), in every thread, next to
-    /// the run's typed context (e.g. the `user_id` whose memories to read).
+    /// the run's typed context (e.g. the `user_id` whose memories to read). Each call is a
+    /// `tracing` span (`store.get`, `store.put`, `store.delete`, `store.list_namespaces`,
+    /// `store.batch`, and `store.search` with OpenInference's `RETRIEVER` kind; namespace,
+    /// op count and results found, never keys, values or queries).
     pub fn with_store(mut self, store: Arc<dyn Store>) -> Self {
-        self.store = Some(store);
+        // Every call its nodes make is a span (`store.get`, `store.search`, …).
+        self.store = Some(Arc::new(crate::trace_store::TracedStore::new(store)));
         self
     }
 

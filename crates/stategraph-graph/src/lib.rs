@@ -53,6 +53,7 @@ mod step;
 pub mod stream;
 mod topology;
 mod trace;
+mod trace_store;
 mod update;
 
 pub use channel::{ChannelSpec, Reducer, ReducerFn};

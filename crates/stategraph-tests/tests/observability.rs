@@ -11,12 +11,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value as Json;
 use stategraph::agent::{MessagesUpdate, create_react_agent};
 use stategraph::server::telemetry::{self, TelemetryOptions};
-use stategraph::{Message, RunConfig};
+use stategraph::store::{InMemoryStore, SearchOptions};
+use stategraph::{DynState, END, Map, Message, NodeError, RunConfig, START, Schema, StateGraph};
 
 mod common;
 use common::weather_agent::{weather_model, weather_tool};
@@ -99,17 +101,75 @@ async fn a_react_agent_run_is_one_trace_in_phoenix() {
         .await
         .unwrap();
     assert_eq!(out.messages.len(), 4);
+    // A second run, of a graph whose node writes to the store and searches it.
+    let mut memory = StateGraph::<DynState>::with_schema(Schema::new().last_value("found"));
+    memory.add_node("remember", |_s, ctx| async move {
+        let store = ctx.store().ok_or_else(|| NodeError::new("no store"))?;
+        let fact = serde_json::json!({"data": "pizza"});
+        store
+            .put(&["u1", "memories"], "m1", fact)
+            .await
+            .map_err(|e| NodeError::new(e.to_string()))?;
+        let hits = store
+            .search(&["u1"], SearchOptions::new().limit(5))
+            .await
+            .map_err(|e| NodeError::new(e.to_string()))?;
+        let n = i64::try_from(hits.len()).unwrap_or_default();
+        Ok(Map::from_iter([("found", stategraph::Value::from(n))]))
+    });
+    memory.add_edge(START, "remember").add_edge("remember", END);
+    let memory = memory
+        .compile()
+        .unwrap()
+        .with_store(Arc::new(InMemoryStore::new()));
+    let found = memory
+        .invoke_values(Map::new(), RunConfig::default())
+        .await
+        .unwrap();
+    assert_eq!(found.get("found"), Some(&stategraph::Value::from(1_i64)));
     telemetry.shutdown();
 
-    // Phoenix ingests asynchronously: wait for the whole run.
-    let mut found = Vec::new();
+    // Phoenix ingests asynchronously: wait for both runs.
+    let mut everything = Vec::new();
     for _ in 0..100 {
-        found = spans(&phoenix, &project);
-        if found.iter().any(|s| s.name == "LangGraph") && found.iter().any(|s| s.kind == "TOOL") {
+        everything = spans(&phoenix, &project);
+        if everything.iter().any(|s| s.kind == "TOOL")
+            && everything.iter().any(|s| s.name == "store.search")
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // The store's calls: the second run's trace, under the node that made them.
+    let store_trace = everything
+        .iter()
+        .find(|s| s.name == "store.search")
+        .map(|s| s.trace.clone())
+        .expect("a store.search span");
+    let (found, memory_run): (Vec<Span>, Vec<Span>) =
+        everything.into_iter().partition(|s| s.trace != store_trace);
+    let parent_name = |s: &Span| {
+        let parent = s.parent.as_deref()?;
+        memory_run
+            .iter()
+            .find(|p| p.id == parent)
+            .map(|p| p.name.clone())
+    };
+    let search = memory_run
+        .iter()
+        .find(|s| s.name == "store.search")
+        .unwrap();
+    assert_eq!(search.kind, "RETRIEVER");
+    assert_eq!(attr(search, "store.namespace"), Some(&Json::from("u1")));
+    assert_eq!(attr(search, "results"), Some(&Json::from(1)));
+    assert_eq!(parent_name(search).as_deref(), Some("remember"));
+    let put = memory_run.iter().find(|s| s.name == "store.put").unwrap();
+    assert_eq!(
+        attr(put, "store.namespace"),
+        Some(&Json::from("u1.memories"))
+    );
+    assert_eq!(parent_name(put).as_deref(), Some("remember"));
+
     let by_id: HashMap<&str, &Span> = found.iter().map(|s| (s.id.as_str(), s)).collect();
     let parent_of = |s: &Span| s.parent.as_deref().and_then(|p| by_id.get(p).copied());
     let named = |name: &str| -> Vec<&Span> { found.iter().filter(|s| s.name == name).collect() };

@@ -27,6 +27,9 @@ use crate::threads::load;
 /// How often `join` looks at a background run.
 const JOIN_POLL: Duration = Duration::from_millis(50);
 
+/// How long `join` waits, after the run's records are final, for its queue to hear it ended.
+const JOIN_SETTLE: Duration = Duration::from_secs(5);
+
 /// Cancels a run when the caller that asked `on_disconnect: "cancel"` goes away before the
 /// run ended (dropped with the response body). Cancelling a run that has ended does nothing.
 /// It goes with every answer that follows a run (a stream, a join, `runs/wait`), so it also
@@ -292,6 +295,9 @@ pub(crate) async fn join(
         }
         tokio::time::sleep(JOIN_POLL).await;
     }
+    // A run's records are final just before its queue hears it ended: wait for that too, so
+    // that the thread reads as the run left it (not `busy`) once the join answers.
+    crate::worker::settle(&state, &run_id, Some(JOIN_SETTLE)).await;
     let thread = load(&state, &thread_id).await?;
     Ok(Json(thread.values))
 }
