@@ -35,13 +35,26 @@ pub(crate) fn pool(e: deadpool_postgres::PoolError) -> Error {
     Error::backend(BACKEND, "getting a connection from the pool", e)
 }
 
-/// A pooled connection from `pool` within the connect limit; one the driver already knows to
+/// Records `pool`'s figures as its last checkout left them, through the `metrics` facade:
+/// LangGraph's `lg_api_pg_pool_max`, `lg_api_pg_pool_size` (connections open) and
+/// `lg_api_pg_pool_available` (idle), labelled `pool` (`saver`, `store`, `runs`).
+pub(crate) fn record_pool(pool: &deadpool_postgres::Pool, name: &'static str) {
+    let status = pool.status();
+    let count = |n: usize| f64::from(u32::try_from(n).unwrap_or(u32::MAX));
+    metrics::gauge!("lg_api_pg_pool_max", "pool" => name).set(count(status.max_size));
+    metrics::gauge!("lg_api_pg_pool_size", "pool" => name).set(count(status.size));
+    metrics::gauge!("lg_api_pg_pool_available", "pool" => name).set(count(status.available));
+}
+
+/// A pooled connection from `pool` (named `name` in the pool's figures) within the connect
+/// limit; one the driver already knows to
 /// be closed is dropped and replaced. `target` (the redacted server address) names the server
 /// in errors.
 pub(crate) async fn pooled(
     pool: &deadpool_postgres::Pool,
     timeouts: &stategraph_checkpoint::backend::Timeouts,
     target: &str,
+    name: &'static str,
 ) -> Result<deadpool_postgres::Object, Error> {
     loop {
         let get = async {
@@ -55,6 +68,7 @@ pub(crate) async fn pooled(
             })
         };
         let client = timeouts.connect(BACKEND, target, get).await?;
+        record_pool(pool, name);
         if !client.is_closed() {
             return Ok(client);
         }

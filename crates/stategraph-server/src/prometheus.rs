@@ -111,6 +111,18 @@ fn describe() {
         "lg_api_workers_available",
         "The number of available workers"
     );
+    describe_gauge!(
+        "lg_api_pg_pool_max",
+        "The maximum size of a Postgres connection pool, by pool (saver, store, runs)"
+    );
+    describe_gauge!(
+        "lg_api_pg_pool_size",
+        "The connections a Postgres pool holds open, at its last checkout"
+    );
+    describe_gauge!(
+        "lg_api_pg_pool_available",
+        "The idle connections of a Postgres pool, at its last checkout"
+    );
     describe_counter!(
         "stategraph_server_runs_total",
         "Runs of the server that ended, by status (success, error, interrupted)."
@@ -149,8 +161,20 @@ fn describe() {
     );
 }
 
-/// `GET /metrics`: every figure in Prometheus's text format.
-pub(crate) async fn scrape(axum::extract::State(state): Shared) -> Result<Response, ApiError> {
+/// Query of `GET /metrics`.
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct MetricsQuery {
+    format: Option<String>,
+}
+
+/// `GET /metrics`: every figure in Prometheus's text format, or with `format=json` LangGraph's
+/// JSON summary (`queue`, `workers`, `api.http_requests_total`); an unknown format is
+/// Prometheus's, as the reference reads it.
+pub(crate) async fn scrape(
+    axum::extract::State(state): Shared,
+    crate::http::extract::Query(query): crate::http::extract::Query<MetricsQuery>,
+) -> Result<Response, ApiError> {
     let Some(handle) = install() else {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -175,12 +199,49 @@ pub(crate) async fn scrape(axum::extract::State(state): Shared) -> Result<Respon
     metrics::gauge!("lg_api_workers_max").set(max as f64);
     metrics::gauge!("lg_api_workers_active").set(active as f64);
     metrics::gauge!("lg_api_workers_available").set(max.saturating_sub(active) as f64);
-    let mut response = handle.render().into_response();
+    let text = handle.render();
+    if query.format.as_deref() == Some("json") {
+        let json = serde_json::json!({
+            "queue": {
+                "n_pending": stats.pending,
+                "n_running": stats.running,
+                "pending_runs_wait_time_max_secs": waited,
+            },
+            "workers": {
+                "max": max,
+                "active": active,
+                "available": max.saturating_sub(active),
+            },
+            "api": { "http_requests_total": request_counts(&text) },
+        });
+        return Ok(axum::Json(json).into_response());
+    }
+    let mut response = text.into_response();
     response.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
     );
     Ok(response)
+}
+
+/// The `lg_api_http_requests_total` samples of exposition `text`, as
+/// `{method, path, status, count}` objects.
+fn request_counts(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("lg_api_http_requests_total{")?;
+            let (labels, value) = rest.rsplit_once("} ")?;
+            let mut sample = serde_json::Map::new();
+            for pair in labels.split("\",") {
+                let (key, value) = pair.split_once("=\"")?;
+                let value = value.trim_end_matches('"');
+                sample.insert(key.trim_start_matches(',').to_owned(), value.into());
+            }
+            let count: f64 = value.trim().parse().ok()?;
+            sample.insert("count".into(), serde_json::json!(count as u64));
+            Some(serde_json::Value::Object(sample))
+        })
+        .collect()
 }
 
 /// An open run stream, counted in `stategraph_server_streams_active` while it lives.

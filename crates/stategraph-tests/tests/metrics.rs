@@ -17,8 +17,9 @@ use serde_json::{Value as Json, json};
 mod common;
 #[path = "common/http.rs"]
 mod http;
-use common::seed_server::{seed_graph, serve};
+use common::seed_server::{seed_graph, serve, serve_on};
 use http::{call, call_raw};
+use stategraph_testkit::postgres::ScratchSchema;
 
 /// Kills Prometheus when the test ends, however it ends.
 struct Child(std::process::Child);
@@ -218,5 +219,52 @@ async fn prometheus_scrapes_the_runs_and_requests_that_were_made() {
         );
     }
     assert_eq!(value(&prometheus, "lg_api_workers_max"), Some(2.0));
+
+    // LangGraph's JSON summary of the same figures.
+    let (status, summary) = call(port, "GET", "/metrics?format=json", None);
+    assert_eq!(status, 200, "{summary}");
+    assert_eq!(summary["queue"]["n_pending"], 0);
+    assert_eq!(summary["workers"]["max"], 2);
+    let waited = summary["api"]["http_requests_total"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["path"] == "/threads/{thread_id}/runs/wait" && s["status"] == "200")
+        .cloned();
+    assert_eq!(
+        waited,
+        Some(
+            json!({"method": "POST", "path": "/threads/{thread_id}/runs/wait",
+                    "status": "200", "count": WAITED})
+        ),
+        "{summary}"
+    );
+    serving.abort();
+
+    // On Postgres: the pools' figures, LangGraph's names, by pool.
+    let schema = ScratchSchema::create("metrics").await;
+    let url = schema.url();
+    let (pg_base, serving) = serve_on(&url, |b| b.graph("seed", seed_graph())).await;
+    let pg_port: u16 = pg_base.rsplit(':').next().unwrap().parse().unwrap();
+    let text = tokio::task::spawn_blocking(move || {
+        let (_, t) = call(pg_port, "POST", "/threads", Some(json!({})));
+        let path = format!("/threads/{}/runs/wait", t["thread_id"].as_str().unwrap());
+        let body = json!({"assistant_id": "seed", "input": {"foo": "", "bar": []}});
+        assert_eq!(call(pg_port, "POST", &path, Some(body)).0, 200);
+        call_raw(pg_port, "GET", "/metrics", None).1
+    })
+    .await
+    .unwrap();
+    for pool in ["saver", "store"] {
+        for gauge in ["lg_api_pg_pool_max", "lg_api_pg_pool_size"] {
+            let sample = format!("{gauge}{{pool=\"{pool}\"}} ");
+            let line = text.lines().find(|l| l.starts_with(&sample));
+            let n: f64 = line
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| panic!("no {sample}: {text}"));
+            assert!(n >= 1.0, "{sample}{n}");
+        }
+    }
     serving.abort();
 }

@@ -120,7 +120,7 @@ impl PostgresRunQueue {
     /// A pooled connection; one the driver already knows to be closed is dropped and
     /// replaced.
     async fn client(&self) -> Result<deadpool_postgres::Object> {
-        crate::error::pooled(&self.pool, &self.timeouts, &self.target).await
+        crate::error::pooled(&self.pool, &self.timeouts, &self.target, "runs").await
     }
 
     /// Runs one operation within the statement limit.

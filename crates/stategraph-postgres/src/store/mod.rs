@@ -135,13 +135,15 @@ impl PostgresStore {
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
-        self.pool.get().await.map_err(|e| match e {
+        let client = self.pool.get().await.map_err(|e| match e {
             deadpool_postgres::PoolError::Backend(inner) => backend(
                 "cannot connect to PostgreSQL",
                 format!("{} ({inner})", self.target),
             ),
             other => backend("getting a connection from the pool", other),
-        })
+        })?;
+        crate::error::record_pool(&self.pool, "store");
+        Ok(client)
     }
 }
 

@@ -165,10 +165,20 @@ pub(crate) async fn serve(
 ) {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite:{}", dir.path().join("server.sqlite").display());
+    let (base, serving) = serve_on(&url, graphs).await;
+    (base, serving, dir)
+}
+
+/// The graphs `graphs` registers served on the database `url` (checkpoints and the server's
+/// records), listening on a free loopback port: its base URL and the serving task.
+pub(crate) async fn serve_on(
+    url: &str,
+    graphs: impl FnOnce(ServerBuilder) -> ServerBuilder,
+) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
     let server = graphs(Server::builder())
-        .checkpointer(stategraph::open_saver(&url).await.unwrap())
+        .checkpointer(stategraph::open_saver(url).await.unwrap())
         .store(
-            stategraph::open_store(&url, StoreOptions::new())
+            stategraph::open_store(url, StoreOptions::new())
                 .await
                 .unwrap(),
         )
@@ -176,7 +186,7 @@ pub(crate) async fn serve(
         .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    (base, tokio::spawn(server.serve(listener)), dir)
+    (base, tokio::spawn(server.serve(listener)))
 }
 
 /// Runs the SDK script `crates/stategraph-tests/tests/sdk/NAME` with `args` (off the async
