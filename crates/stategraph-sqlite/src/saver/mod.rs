@@ -347,7 +347,12 @@ impl CheckpointSaver for SqliteSaver {
     async fn copy_thread(&self, source: &str, target: &str) -> Result<()> {
         let (source, target) = (source.to_owned(), target.to_owned());
         self.write(move |conn, _| {
-            let tx = conn.transaction().map_err(db("starting a copy"))?;
+            // Immediate: the copy reads before it writes, and a deferred transaction that
+            // another connection to the file (the store's) wrote past could not take the write
+            // lock (SQLITE_BUSY at once, no busy wait): "database is locked".
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(db("starting a copy"))?;
             let exists = |t: &str| -> Result<bool> {
                 tx.prepare_cached("SELECT 1 FROM checkpoints WHERE thread_id = ?1 LIMIT 1")
                     .and_then(|mut s| s.exists([t]))
