@@ -322,25 +322,13 @@ pub(crate) async fn get_one(
     Ok(Json(assistant(&state, &id).await?))
 }
 
-#[derive(Deserialize, Default)]
-#[serde(default)]
-pub(crate) struct CountBody {
-    metadata: Option<Object>,
-    graph_id: Option<String>,
-    name: Option<String>,
-}
-
-/// `POST /assistants/count`.
+/// `POST /assistants/count`: as many as `POST /assistants/search` finds with the same
+/// filters, unpaged.
 pub(crate) async fn count(
     axum::extract::State(state): Shared,
-    Body(body): Body<CountBody>,
+    Body(body): Body<SearchBody>,
 ) -> Result<Json<usize>, ApiError> {
-    let search = SearchBody {
-        metadata: body.metadata,
-        graph_id: body.graph_id,
-        name: body.name,
-    };
-    Ok(Json(find(&state, search).await?.len()))
+    Ok(Json(find(&state, body).await?.len()))
 }
 
 /// Query of `GET /assistants/{assistant_id}/graph`.
