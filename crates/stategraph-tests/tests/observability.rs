@@ -18,7 +18,9 @@ use serde_json::Value as Json;
 use stategraph::agent::{MessagesUpdate, create_react_agent};
 use stategraph::server::telemetry::{self, TelemetryOptions};
 use stategraph::store::{InMemoryStore, SearchOptions};
-use stategraph::{Durability, DynState, END, Map, Message, NodeError, RunConfig, START, Schema, StateGraph};
+use stategraph::{
+    Durability, DynState, END, Map, Message, NodeError, RunConfig, START, Schema, StateGraph,
+};
 
 mod common;
 use common::weather_agent::{weather_model, weather_tool};
