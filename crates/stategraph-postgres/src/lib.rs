@@ -53,7 +53,8 @@
 //!
 //! [`PostgresRunQueue`] is the durable [`RunQueue`] of agent runs for several Agent Server
 //! processes on one
-//! database (stategraph's own tables `stategraph_runs` and `stategraph_run_events`, migrations
+//! database (stategraph's own tables `stategraph_runs`, `stategraph_run_events` and
+//! `stategraph_run_claims` (a cron's ticks, taken once), migrations
 //! in `stategraph_run_migrations`; nothing of LangGraph's is touched). Workers claim runs with
 //! `SELECT … FOR UPDATE SKIP LOCKED`, oldest first and FIFO per thread; a unique partial index
 //! lets the database itself refuse a second running run on a thread. A claim is a lease kept

@@ -100,6 +100,7 @@ macro_rules! run_queue_conformance {
             runs_busy_threads, runs_stats_count_pending_and_running,
             runs_notifications_announce_changes,
             runs_concurrent_rejecting_enqueues_take_turns,
+            runs_claim_once_gives_a_key_to_one_caller,
         );
     };
 }
@@ -866,4 +867,50 @@ pub async fn runs_concurrent_rejecting_enqueues_take_turns(make: MakeQueue<'_>) 
     }
     assert_eq!(accepted, 1, "exactly one run of a busy thread is accepted");
     assert_eq!(f.queue().runs_of_thread("t").await.unwrap().len(), 1);
+}
+
+/// `claim_once` gives a key to its first caller only, through either handle, and to exactly
+/// one of many concurrent callers; bad keys are refused.
+pub async fn runs_claim_once_gives_a_key_to_one_caller(make: MakeQueue<'_>) {
+    let f = fresh(make).await;
+    let q = f.queue().as_ref();
+    assert!(q.claim_once("cron:1:2026-01-01T00:00:00Z").await.unwrap());
+    assert!(!q.claim_once("cron:1:2026-01-01T00:00:00Z").await.unwrap());
+    assert!(
+        !f.other()
+            .claim_once("cron:1:2026-01-01T00:00:00Z")
+            .await
+            .unwrap()
+    );
+    assert!(
+        f.other()
+            .claim_once("cron:1:2026-01-01T00:00:01Z")
+            .await
+            .unwrap()
+    );
+    assert!(matches!(
+        q.claim_once("").await,
+        Err(Error::InvalidInput { .. })
+    ));
+    assert!(matches!(
+        q.claim_once(&"k".repeat(MAX_ID_LEN + 1)).await,
+        Err(Error::InvalidInput { .. })
+    ));
+    // Many callers racing on each of several keys, from both handles: one winner a key.
+    for key in 0..5 {
+        let key = format!("race-{key}");
+        let mut tasks = Vec::new();
+        for i in 0..8 {
+            let queue = if i % 2 == 0 { f.queue() } else { f.other() };
+            let (queue, key) = (Arc::clone(queue), key.clone());
+            tasks.push(tokio::spawn(async move {
+                queue.claim_once(&key).await.unwrap()
+            }));
+        }
+        let mut won = 0;
+        for t in tasks {
+            won += usize::from(t.await.unwrap());
+        }
+        assert_eq!(won, 1, "one caller takes {key}");
+    }
 }

@@ -18,6 +18,10 @@ const BUFFER: usize = 1024;
 /// ([`InMemoryRunQueue::keep_finished`]); the oldest finished go first beyond it.
 pub const DEFAULT_KEEP_FINISHED: usize = 10_000;
 
+/// How many claimed keys a queue holds before it starts forgetting those older than
+/// [`CLAIM_RETENTION`].
+const CLAIM_SWEEP: usize = 1024;
+
 /// A [`RunQueue`] in the memory of one process: for the embedded server and tests. Its runs
 /// are lost with the process. Cheap to clone: clones share the queue.
 #[derive(Clone)]
@@ -42,6 +46,8 @@ struct Inner {
     running: HashMap<String, String>,
     next_seq: i64,
     subscribers: Vec<mpsc::Sender<Notification>>,
+    /// Keys taken by `claim_once`, and when.
+    claimed: HashMap<String, SystemTime>,
 }
 
 impl fmt::Debug for InMemoryRunQueue {
@@ -535,5 +541,22 @@ impl RunQueue for InMemoryRunQueue {
         let (sender, receiver) = mpsc::channel(BUFFER);
         self.lock().subscribers.push(sender);
         Ok(Notifications::new(receiver, ()))
+    }
+
+    async fn claim_once(&self, key: &str) -> Result<bool> {
+        check_id("claim key", key)?;
+        let now = SystemTime::now();
+        let mut inner = self.lock();
+        // Forget old keys now and then: at most as often as the keys doubled since.
+        if inner.claimed.len() >= CLAIM_SWEEP && inner.claimed.len().is_power_of_two() {
+            inner
+                .claimed
+                .retain(|_, at| now.duration_since(*at).unwrap_or_default() < CLAIM_RETENTION);
+        }
+        if inner.claimed.contains_key(key) {
+            return Ok(false);
+        }
+        inner.claimed.insert(key.to_owned(), now);
+        Ok(true)
     }
 }

@@ -58,6 +58,10 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// How many claims a run gets unless a queue is configured otherwise.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 
+/// How long a key taken by [`RunQueue::claim_once`] is remembered at least; a key claimed
+/// again after that may be new again.
+pub const CLAIM_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// The longest run or thread id a queue accepts, in bytes.
 pub const MAX_ID_LEN: usize = 1024;
 
@@ -713,6 +717,15 @@ pub trait RunQueue: Send + Sync + fmt::Debug {
 
     /// A subscription to the queue's notifications.
     async fn subscribe(&self) -> Result<Notifications>;
+
+    /// Takes `key` for the caller, once for every process sharing the queue: `true` for the
+    /// first caller, `false` for every later one (and for concurrent ones that lost), in one
+    /// atomic step. Keys are remembered for at least [`CLAIM_RETENTION`]. The server's cron
+    /// scheduler claims each due tick of a cron this way, so that however many processes
+    /// see it due, one creates its run.
+    ///
+    /// Errors: an empty or over-long key is `Error::InvalidInput`.
+    async fn claim_once(&self, key: &str) -> Result<bool>;
 }
 
 /// Refuses an empty or over-long id (`what` names it in the error).

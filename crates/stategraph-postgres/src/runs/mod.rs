@@ -28,9 +28,9 @@ use deadpool_postgres::Pool;
 use serde_json::Value as Json;
 use stategraph_checkpoint::backend::Timeouts;
 use stategraph_checkpoint::runs::{
-    CancelAction, CancelOutcome, ClaimedRun, Enqueued, Expired, Lease, Multitask, NewRun,
-    Notifications, QueueStats, RunEvent, RunQueue, RunRow, RunStatus, duplicate, not_final,
-    rejected,
+    CLAIM_RETENTION, CancelAction, CancelOutcome, ClaimedRun, Enqueued, Expired, Lease, Multitask,
+    NewRun, Notifications, QueueStats, RunEvent, RunQueue, RunRow, RunStatus, check_id, duplicate,
+    not_final, rejected,
 };
 use stategraph_checkpoint::{Error, Result};
 use tokio_postgres::Row;
@@ -693,6 +693,40 @@ impl RunQueue for PostgresRunQueue {
                 .await
                 .map_err(db(OP))?;
             rows.iter().map(run_row).collect()
+        })
+        .await
+    }
+
+    /// Takes `key` once: an insert that a unique key refuses to every later caller, in one
+    /// statement; now and then (about one call in 256) keys past the retention are deleted
+    /// in the same statement.
+    async fn claim_once(&self, key: &str) -> Result<bool> {
+        const OP: &str = "claiming a key once";
+        check_id("claim key", key)?;
+        let sweep = {
+            use std::hash::{BuildHasher, BuildHasherDefault};
+            let h = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
+            h.hash_one(key) % 256 == 0
+        };
+        let retention = CLAIM_RETENTION.as_secs_f64();
+        self.timed(OP, async {
+            let client = self.client().await?;
+            let rows = client
+                .query_typed(
+                    "WITH swept AS (DELETE FROM stategraph_run_claims \
+                        WHERE $2 AND claimed_at < now() - make_interval(secs => $3) \
+                        AND key <> $1) \
+                     INSERT INTO stategraph_run_claims (key) VALUES ($1) \
+                     ON CONFLICT (key) DO NOTHING RETURNING key",
+                    &[
+                        (&key, Type::TEXT),
+                        (&sweep, Type::BOOL),
+                        (&retention, Type::FLOAT8),
+                    ],
+                )
+                .await
+                .map_err(db(OP))?;
+            Ok(!rows.is_empty())
         })
         .await
     }
