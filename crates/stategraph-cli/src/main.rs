@@ -51,7 +51,8 @@ mod tree;
     stategraph --db sqlite:app.sqlite store search --ns user-1.memories --query \"food\" --embed minilm\n  \
     stategraph --db sqlite:app.sqlite serve --port 2024\n\n\
     Environment: STATEGRAPH_DB (the database), LANGGRAPH_AES_KEY (read and write encrypted \
-    threads), STATEGRAPH_API_KEY (serve's --api-key), RUST_LOG (the log filter), \
+    threads), STATEGRAPH_API_KEY (serve's --api-key), STATEGRAPH_WEBHOOKS_ALLOW_PRIVATE (serve's \
+    --allow-private-webhooks), RUST_LOG (the log filter), \
     OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES (serve: export \
     traces over OTLP), NO_COLOR.")]
 struct Cli {
@@ -277,6 +278,11 @@ enum Command {
         /// Allowed CORS origins, comma-separated (default: any origin).
         #[arg(long, value_delimiter = ',')]
         cors: Vec<String>,
+        /// Let runs' and crons' `webhook` URLs reach loopback and private networks
+        /// (refused by default, so that a caller cannot make the server call its own
+        /// network); for local development.
+        #[arg(long, env = "STATEGRAPH_WEBHOOKS_ALLOW_PRIVATE")]
+        allow_private_webhooks: bool,
     },
 }
 
@@ -348,6 +354,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         port,
         api_key,
         cors,
+        allow_private_webhooks,
     } = cli.command
     {
         let args = serve::ServeArgs {
@@ -355,6 +362,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             port,
             api_key,
             cors,
+            allow_private_webhooks,
         };
         return serve::run(&url, saver, args).await;
     }

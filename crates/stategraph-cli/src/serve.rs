@@ -13,6 +13,7 @@ pub(crate) struct ServeArgs {
     pub(crate) port: u16,
     pub(crate) api_key: Option<String>,
     pub(crate) cors: Vec<String>,
+    pub(crate) allow_private_webhooks: bool,
 }
 
 /// The example two-node graph, as the `agent_server` example serves it: `foo` (last value),
@@ -55,7 +56,11 @@ pub(crate) async fn run(
     let mut builder = Server::builder()
         .graph("seed", seed_graph()?)
         .checkpointer(saver)
-        .store(store);
+        .store(store)
+        .webhooks(
+            stategraph::server::WebhookPolicy::new()
+                .allow_private_networks(args.allow_private_webhooks),
+        );
     if let Some(key) = args.api_key {
         builder = builder.api_key(key);
     }

@@ -41,6 +41,8 @@ pub struct ServerBuilder {
     resumable_ttl: Option<std::time::Duration>,
     queue: Option<Arc<dyn RunQueue>>,
     workers: Option<usize>,
+    webhooks: Option<crate::webhook::WebhookPolicy>,
+    cron_poll: Option<std::time::Duration>,
 }
 
 /// How often, by default, a quiet run stream sends a `: heartbeat` comment and `runs/wait` a
@@ -163,8 +165,12 @@ impl ServerBuilder {
     /// and cancels and joins reach a run wherever it runs. Give every process a checkpointer
     /// and a store on the same database, so that they see the same threads and runs.
     ///
-    /// Stateless runs on a temporary thread (`/runs/wait`, `/runs/stream` without
-    /// `on_completion: "keep"`) do not go through the queue: they run where they were asked.
+    /// Waited and streamed stateless runs on a temporary thread (`/runs/wait`, `/runs/stream`
+    /// without `on_completion: "keep"`) do not go through the queue: they run where they were
+    /// asked. Background stateless runs (`POST /runs`, `/runs/batch`, crons) do.
+    ///
+    /// The queue also claims each due tick of a cron ([`RunQueue::claim_once`]), so that with
+    /// a queue shared by several processes each tick makes one run.
     pub fn run_queue(mut self, queue: impl RunQueue + 'static) -> Self {
         self.queue = Some(Arc::new(queue));
         self
@@ -175,6 +181,23 @@ impl ServerBuilder {
     /// claimed at once are not counted.
     pub fn workers(mut self, n: usize) -> Self {
         self.workers = Some(n.max(1));
+        self
+    }
+
+    /// Which `webhook` URLs runs and crons may give, and how they are called when a run
+    /// ends (default [`WebhookPolicy::new`](crate::WebhookPolicy::new): public addresses
+    /// only, 3 tries).
+    pub fn webhooks(mut self, policy: crate::webhook::WebhookPolicy) -> Self {
+        self.webhooks = Some(policy);
+        self
+    }
+
+    /// How often, at most, the cron scheduler of this process looks for due crons (default
+    /// [`DEFAULT_CRON_POLL`](crate::DEFAULT_CRON_POLL); at least 10 ms). A cron created or
+    /// changed through this process is looked at at once; one changed through another
+    /// process within this interval.
+    pub fn cron_poll(mut self, every: std::time::Duration) -> Self {
+        self.cron_poll = Some(every.max(std::time::Duration::from_millis(10)));
         self
     }
 
@@ -221,6 +244,12 @@ impl ServerBuilder {
                         .unwrap_or_else(|| Arc::new(InMemoryRunQueue::new())),
                     self.workers.unwrap_or(crate::worker::DEFAULT_WORKERS),
                 ),
+                webhooks: Arc::new(crate::webhook::Webhooks::new(
+                    self.webhooks.unwrap_or_default(),
+                )),
+                crons: crate::crons::Scheduler::new(
+                    self.cron_poll.unwrap_or(crate::crons::DEFAULT_CRON_POLL),
+                ),
             }),
             cors: self.cors,
             api_key: self.api_key,
@@ -258,6 +287,10 @@ pub(crate) struct AppState {
     pub(crate) hubs: Arc<Hubs>,
     /// The run queue runs on threads go through, and this process's workers on it.
     pub(crate) queue: crate::worker::QueueSetup,
+    /// Where and how runs' webhooks are called.
+    pub(crate) webhooks: Arc<crate::webhook::Webhooks>,
+    /// This process's cron scheduler.
+    pub(crate) crons: crate::crons::Scheduler,
 }
 
 /// A request to cancel a run: the action, and why (the error recorded on its thread).
@@ -335,8 +368,9 @@ impl Server {
     /// process left behind is put right (its runs recorded `pending` or `running` that the
     /// run queue no longer has are recorded `error`, those the queue finished get their final
     /// status, and threads recorded `busy` with no run in the queue are `idle` again; runs
-    /// the queue still has are left to its workers), the default assistants exist, and the
-    /// worker loops run ([`spawn_workers`](Self::spawn_workers)). [`serve`](Self::serve)
+    /// the queue still has are left to its workers), the default assistants exist, the
+    /// worker loops run ([`spawn_workers`](Self::spawn_workers)), and so does the cron
+    /// scheduler (crons fire only in processes that started). [`serve`](Self::serve)
     /// calls it; call it yourself (within a Tokio runtime) when serving
     /// [`router`](Self::router) another way.
     ///
@@ -346,6 +380,7 @@ impl Server {
         crate::worker::recover(&self.state).await?;
         crate::assistants::ensure(&self.state).await?;
         self.spawn_workers();
+        crate::crons::spawn_scheduler(&self.state);
         Ok(())
     }
 

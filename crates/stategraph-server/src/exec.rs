@@ -91,20 +91,23 @@ pub(crate) async fn start(
     start_with(state, thread_id, body, false).await
 }
 
-/// Starts a background run of `body` on `thread_id`, as [`start`] but without following
-/// its events when it goes through a run queue.
+/// Starts a background run of `body` on `thread_id` (`None`: a stateless run on a temporary
+/// thread, deleted with its run when it ends unless `on_completion` is `"keep"`), as [`start`]
+/// but through the run queue, without following its events: a worker of whichever process
+/// claims it.
 pub(crate) async fn start_background(
     state: Arc<AppState>,
-    thread_id: String,
+    thread_id: Option<String>,
     body: RunBody,
 ) -> Result<Started, ApiError> {
-    start_with(state, Some(thread_id), body, true).await
+    start_with(state, thread_id, body, true).await
 }
 
 /// [`start`]: a run on a thread is recorded `pending` and enqueued; unless `background`, this
 /// task claims it at once when its thread is free and executes it here, or waits its turn
-/// (or follows whichever worker claimed it). A stateless run on a temporary thread executes
-/// here without the queue.
+/// (or follows whichever worker claimed it). A waited or streamed stateless run on a
+/// temporary thread executes here without the queue; a background one is queued on its
+/// temporary thread, recorded until it ends.
 async fn start_with(
     state: Arc<AppState>,
     thread_id: Option<String>,
@@ -132,6 +135,7 @@ async fn start_with(
         .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
     let (modes, mode_names) = stream_modes(body.stream_mode.as_ref())?;
     run_start(&body)?;
+    state.webhooks.check(body.webhook.as_ref()).await?;
     // A stateless run deletes its thread when it ends (`on_completion: "delete"`, the
     // default); with `"keep"` the thread is created as any thread is and stays.
     let mut body = body;
@@ -145,6 +149,9 @@ async fn start_with(
         }
     };
     let stateful = thread_id.is_some();
+    // A background stateless run is the queue's too, on a temporary thread recorded as any
+    // thread is until the run ends.
+    let queued = stateful || background;
     let queue = Arc::clone(queue_of(&state));
     let thread_id = thread_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let run_id = uuid6(None);
@@ -217,7 +224,24 @@ async fn start_with(
     configurable.insert("assistant_id".into(), json!(assistant_id));
     configurable.insert("user_id".into(), user_id);
 
+    if !stateful
+        && body
+            .command
+            .as_ref()
+            .is_some_and(|c| c.get("resume").is_some_and(|r| !r.is_null()))
+    {
+        return Err(ApiError::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            "You must provide a thread_id when resuming.",
+        ));
+    }
     let mut thread_metadata = None;
+    if queued && !stateful {
+        // The temporary thread: created now, with the run's graph and assistant.
+        let mut thread = ThreadRecord::new(&thread_id, JsonMap::new());
+        thread.start_run(&graph_id, &assistant, given_config.as_ref());
+        state.records.put(&thread).await?;
+    }
     if stateful {
         let mut thread = match load(&state, &thread_id).await {
             Ok(t) => t,
@@ -319,7 +343,7 @@ async fn start_with(
         done: done_tx,
     };
     spawn_workers(&state);
-    if !stateful {
+    if !queued {
         // Not the queue's: a stateless run executes here, at once.
         let payload = json!({ "body": body, "run": run });
         let claimed = ClaimedRun::new(run_id, thread_id.clone(), payload, 1);
@@ -345,6 +369,9 @@ async fn start_with(
         Ok(e) => e,
         Err(e) => {
             let _ = state.records.delete::<RunRecord>(&run_id).await;
+            if !stateful {
+                let _ = state.records.delete::<ThreadRecord>(&thread_id).await;
+            }
             return Err(api_error(e));
         }
     };

@@ -329,6 +329,7 @@ impl Execution {
             json!({ "run_id": run_id, "attempt": attempt }),
         ))
         .await;
+        let started_at = stategraph_checkpoint::now_iso();
         run.started(started_metadata);
         if stateful {
             let _ = state.records.put(&run).await;
@@ -412,8 +413,15 @@ impl Execution {
                 .unwrap_or_default(),
             error,
         };
+        let webhook = body
+            .webhook
+            .as_ref()
+            .and_then(Json_::as_str)
+            .map(str::to_owned);
+        let temporary = run.temporary();
+        let mut run = run;
         if stateful {
-            finish_records(
+            run = finish_records(
                 &state,
                 &thread_id,
                 run,
@@ -422,6 +430,22 @@ impl Execution {
                 stop.as_ref(),
             )
             .await;
+            if temporary {
+                // A stateless run's thread (and with it the run) is gone once the run ended.
+                let _ = state.records.delete::<ThreadRecord>(&thread_id).await;
+                let _ = state.records.delete::<RunRecord>(&run_id).await;
+            }
+        } else {
+            run.mark(run_status(&outcome, stop.as_ref()));
+        }
+        if let Some(url) = webhook {
+            let payload = crate::wire::webhook_payload(
+                &run,
+                &started_at,
+                snapshot.as_ref().map(|s| values_json(&s.values)),
+                outcome.error.as_ref().filter(|_| stop.is_none()),
+            );
+            state.webhooks.send(url, run_id.clone(), payload);
         }
         if let Some(e) = &outcome.error {
             // Deliberately kept in a resumable run's log too (the reference publishes the
@@ -513,7 +537,7 @@ async fn prepare(state: &AppState, claimed: &ClaimedRun) -> Result<Prepared, Api
 }
 
 /// Marks the run finished and the thread idle, interrupted or in error (busy while more of
-/// its runs wait), with its values.
+/// its runs wait), with its values; the run's final record.
 async fn finish_records(
     state: &AppState,
     thread_id: &str,
@@ -521,21 +545,20 @@ async fn finish_records(
     snapshot: Option<&StateSnapshot>,
     outcome: &Outcome,
     cancel: Option<&Cancel>,
-) {
+) -> RunRecord {
     let interrupted = snapshot.is_some_and(|s| !s.next.is_empty() || !s.interrupts.is_empty());
     let stopped = if interrupted {
         ThreadStatus::Interrupted
     } else {
         ThreadStatus::Idle
     };
-    let (run_status, thread_status) = match (&outcome.error, interrupted) {
-        // A cancelled run is `interrupted` (or deleted by a rollback); its thread waits at
-        // the checkpoint the run got to (or started from).
-        _ if cancel.is_some() => (RunStatus::Interrupted, stopped),
-        (Some(_), _) => (RunStatus::Error, ThreadStatus::Error),
-        // As LangGraph's server: a run that stopped on an interrupt succeeded (its run status
-        // `interrupted` means cancelled), and its thread waits, `interrupted`.
-        (None, _) => (RunStatus::Success, stopped),
+    let run_status = run_status(outcome, cancel);
+    let thread_status = match run_status {
+        RunStatus::Error => ThreadStatus::Error,
+        // A cancelled run's thread waits at the checkpoint the run got to (or started from);
+        // as LangGraph's server, a run that stopped on an interrupt succeeded, and its thread
+        // waits, `interrupted`.
+        _ => stopped,
     };
     // Runs waiting their turn keep the thread busy (the queue also says so to readers of the
     // thread, whichever process settles it).
@@ -555,12 +578,24 @@ async fn finish_records(
         thread.settle(thread_status, left, error);
         let _ = state.records.put(&thread).await;
     }
+    run.mark(run_status);
     if cancel.is_some_and(|c| c.action == CancelAction::Rollback) {
         let _ = state.records.delete::<RunRecord>(&run.run_id).await;
-        return;
+        return run;
     }
-    run.mark(run_status);
     let _ = state.records.put(&run).await;
+    run
+}
+
+/// How a run ended, as its record says: `interrupted` when cancelled (or deleted by a
+/// rollback), `error` when it failed, else `success` (a run that stopped on an interrupt
+/// succeeded: its run status `interrupted` means cancelled, as LangGraph's server says).
+fn run_status(outcome: &Outcome, cancel: Option<&Cancel>) -> RunStatus {
+    match (&outcome.error, cancel) {
+        (_, Some(_)) => RunStatus::Interrupted,
+        (Some(_), None) => RunStatus::Error,
+        (None, None) => RunStatus::Success,
+    }
 }
 
 /// The error a cancel leaves on the run's thread, as LangGraph's server records the

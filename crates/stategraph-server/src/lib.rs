@@ -25,6 +25,12 @@
 //! with the request's id (its `x-request-id`, or a new one) in the body and the server's
 //! standard error, never with a dropped connection.
 //!
+//! Background runs (`POST /threads/{id}/runs`, stateless ones with `POST /runs` and
+//! `POST /runs/batch`), crons (`/runs/crons`: runs on a schedule, fired once per tick across
+//! every process sharing the database) and webhooks (a POST of the run to the run's `webhook`
+//! when it ends, under a [`WebhookPolicy`] that refuses private addresses by default) are
+//! served as LangGraph's server serves them.
+//!
 //! Every run on a thread goes through one [`RunQueue`](stategraph_checkpoint::runs::RunQueue)
 //! (`ServerBuilder::run_queue`; by default an in-memory queue of this process): FIFO per
 //! thread, one running run per thread, LangGraph's multitask strategies, leases kept alive by
@@ -68,6 +74,7 @@
 mod app;
 mod assistants;
 mod cancel;
+mod crons;
 mod error;
 mod events;
 mod exec;
@@ -86,13 +93,16 @@ mod run_options;
 pub mod telemetry;
 mod threads;
 mod wanted;
+mod webhook;
 mod wire;
 mod worker;
 
 pub use app::{
     BuildError, DEFAULT_KEEP_ALIVE, MAX_KEEP_ALIVE, MIN_KEEP_ALIVE, Server, ServerBuilder,
 };
+pub use crons::DEFAULT_CRON_POLL;
 pub use error::ApiError;
 pub use http::MAX_STORE_TTL_MINUTES;
 pub use hub::DEFAULT_RESUMABLE_TTL;
 pub use records::NAMESPACE_ROOT;
+pub use webhook::WebhookPolicy;

@@ -36,6 +36,7 @@ pub(crate) enum Kind {
     /// One version of an assistant, keyed `{assistant_id}:{version}`.
     AssistantVersion,
     Run,
+    Cron,
 }
 
 impl Kind {
@@ -45,6 +46,7 @@ impl Kind {
             Kind::Assistant => "assistants",
             Kind::AssistantVersion => "assistant_versions",
             Kind::Run => "runs",
+            Kind::Cron => "crons",
         }
     }
 }
@@ -524,6 +526,11 @@ pub(crate) struct Paging {
 }
 
 impl Paging {
+    /// The field asked to sort by, if any.
+    pub(crate) fn sort_by(&self) -> Option<&str> {
+        self.sort_by.as_deref()
+    }
+
     /// The first `limit` (default 10) after `offset`, newest first.
     pub(crate) fn newest(limit: Option<usize>, offset: Option<usize>) -> Self {
         Self {

@@ -59,8 +59,8 @@ pub(crate) fn graph_of<'a>(
         .ok_or_else(|| ApiError::not_found("No graph serves this thread"))
 }
 
-/// Deletes a thread's record, its runs' records and its checkpoints (as the reference
-/// cascades a thread's deletion to its runs).
+/// Deletes a thread's record, its runs' records, its crons and its checkpoints (as the
+/// reference cascades a thread's deletion to its runs and crons).
 pub(crate) async fn delete_with_runs(state: &AppState, thread_id: &str) -> Result<(), ApiError> {
     let runs = state
         .records
@@ -69,6 +69,7 @@ pub(crate) async fn delete_with_runs(state: &AppState, thread_id: &str) -> Resul
     for run in runs {
         state.records.delete::<RunRecord>(&run.run_id).await?;
     }
+    crate::crons::delete_where(state, "thread_id", thread_id).await?;
     state.saver.delete_thread(thread_id).await?;
     state.records.delete::<ThreadRecord>(thread_id).await?;
     Ok(())

@@ -99,3 +99,27 @@ pub(crate) fn checkpoint_id_of(v: Option<&Json>) -> Option<String> {
         _ => None,
     }
 }
+
+/// The body of a run's webhook call, as LangGraph's server sends it: the run's record (its
+/// final status), when it started and ended, when the call is made, the values of its
+/// thread's last checkpoint (`null` when it has none) and, for a failed run, its error.
+pub(crate) fn webhook_payload(
+    run: &crate::records::RunRecord,
+    started_at: &str,
+    values: Option<Json>,
+    error: Option<&Json>,
+) -> Json {
+    let mut out = match serde_json::to_value(run) {
+        Ok(Json::Object(o)) => o,
+        _ => serde_json::Map::new(),
+    };
+    let now = stategraph_checkpoint::now_iso();
+    out.insert("run_started_at".into(), Json::String(started_at.to_owned()));
+    out.insert("run_ended_at".into(), Json::String(now.clone()));
+    out.insert("webhook_sent_at".into(), Json::String(now));
+    out.insert("values".into(), values.unwrap_or(Json::Null));
+    if let Some(e) = error {
+        out.insert("error".into(), e.clone());
+    }
+    Json::Object(out)
+}

@@ -102,7 +102,7 @@ const FOLLOW_POLL: Duration = Duration::from_millis(50);
 
 /// What [`follow_events`] saw: the last `values`, an `error` event, and the run's row once
 /// it was over (`None` inside: deleted).
-struct FollowEnd {
+pub(crate) struct FollowEnd {
     values: Json_,
     error: Option<Json_>,
     over: Option<Option<RunRow>>,
@@ -111,7 +111,7 @@ struct FollowEnd {
 /// Sends a queued run's events after sequence `after` from the queue's log to `tx`, in
 /// order, until the run is over and its last event was sent (a receiver that went away does
 /// not stop the reading; the run goes on regardless).
-async fn follow_events(
+pub(crate) async fn follow_events(
     queue: &dyn RunQueue,
     run_id: &str,
     mut after: i64,

@@ -235,7 +235,8 @@ pub(crate) struct DeleteQuery {
 ///
 /// As the reference: the assistant's runs in flight are cancelled (`interrupt`), and with
 /// `delete_threads=true` the threads whose `metadata.assistant_id` is this assistant (the
-/// assistant of their latest run) are deleted too, with their runs and checkpoints.
+/// assistant of their latest run) are deleted too, with their runs and checkpoints. Its
+/// crons are deleted with it.
 pub(crate) async fn delete(
     axum::extract::State(state): Shared,
     AssistantId(id): AssistantId,
@@ -276,6 +277,7 @@ pub(crate) async fn delete(
     for v in versions_of(&state, &id).await? {
         state.records.delete::<AssistantVersion>(&v.key()).await?;
     }
+    crate::crons::delete_where(&state, "assistant_id", &id).await?;
     state.records.delete::<AssistantRecord>(&id).await?;
     Ok(axum::http::StatusCode::NO_CONTENT)
 }

@@ -21,12 +21,14 @@ use crate::panics;
 
 mod assistants;
 mod cancel;
+mod crons;
 pub(crate) mod extract;
 mod joins;
 mod meta;
 mod observe;
 mod runs;
 mod store;
+mod thread_stream;
 mod threads;
 
 pub use store::MAX_STORE_TTL_MINUTES;
@@ -97,6 +99,8 @@ fn protected_routes() -> Router<Arc<AppState>> {
         .route("/threads", post(threads::create))
         .route("/threads/search", post(threads::search))
         .route("/threads/count", post(threads::count))
+        .route("/threads/prune", post(threads::prune))
+        .route("/threads/{thread_id}/stream", get(thread_stream::join))
         .route("/threads/{thread_id}/copy", post(threads::copy))
         .route(
             "/threads/{thread_id}",
@@ -144,6 +148,21 @@ fn protected_routes() -> Router<Arc<AppState>> {
         )
         .route("/store/items/search", post(store::search_items))
         .route("/store/namespaces", post(store::list_namespaces))
+        .route("/runs", post(runs::create_stateless))
+        .route("/runs/crons", post(crons::create))
+        .route("/runs/crons/search", post(crons::search))
+        .route("/runs/crons/count", post(crons::count))
+        .route(
+            "/runs/crons/{cron_id}",
+            get(crons::get_one)
+                .patch(crons::update)
+                .delete(crons::delete),
+        )
+        .route(
+            "/threads/{thread_id}/runs/crons",
+            post(crons::create_for_thread),
+        )
+        .route("/runs/batch", post(runs::create_batch))
         .route("/runs/wait", post(runs::wait_stateless))
         .route("/runs/stream", post(runs::stream_stateless))
         .route(

@@ -18,7 +18,7 @@ use stategraph_checkpoint::runs::CancelAction;
 use crate::app::{AppState, Cancel, Shared};
 use crate::error::ApiError;
 use crate::exec::{Started, start, start_background};
-use crate::http::extract::{Body, Query, RunIds, RunThreadId, ThreadId};
+use crate::http::extract::{Body, Query, RequiredBody, RunIds, RunThreadId, ThreadId};
 use crate::hub::StreamEvent;
 use crate::records::{Paging, RunRecord, filter};
 use crate::request::RunBody;
@@ -232,12 +232,47 @@ pub(crate) async fn create_background(
     RunThreadId(thread_id): RunThreadId,
     Body(body): Body<RunBody>,
 ) -> Result<Response, ApiError> {
-    let started = start_background(state, thread_id, body).await?;
+    let started = start_background(state, Some(thread_id), body).await?;
     let base = format!("/threads/{}/runs/{}", started.thread_id, started.run_id());
     let location = vec![(CONTENT_LOCATION, base)];
     let Started { run, events, .. } = started;
     drop(events);
     Ok((headers(&location), Json(run)).into_response())
+}
+
+/// `POST /runs`: starts a stateless run in the background, on a temporary thread (deleted
+/// with the run when it ends, unless `on_completion` is `"keep"`).
+pub(crate) async fn create_stateless(
+    axum::extract::State(state): Shared,
+    Body(body): Body<RunBody>,
+) -> Result<Response, ApiError> {
+    let started = start_background(state, None, body).await?;
+    let location = vec![(CONTENT_LOCATION, format!("/runs/{}", started.run_id()))];
+    let Started { run, events, .. } = started;
+    drop(events);
+    Ok((headers(&location), Json(run)).into_response())
+}
+
+/// `POST /runs/batch`: starts each stateless run of the list in the background, as
+/// `POST /runs` does, and answers the runs in the order given. The whole list is read before
+/// any run starts, so a body that does not fit starts none (422 naming its index, as an
+/// empty list is: the schema asks for one run at least); a run that cannot start (an
+/// unknown assistant) fails the request, the runs before it having started.
+pub(crate) async fn create_batch(
+    axum::extract::State(state): Shared,
+    RequiredBody(bodies): RequiredBody<Vec<RunBody>>,
+) -> Result<Json<Vec<RunRecord>>, ApiError> {
+    if bodies.is_empty() {
+        return Err(ApiError::invalid(
+            "invalid body: a batch needs at least one run",
+        ));
+    }
+    let mut runs = Vec::with_capacity(bodies.len());
+    for body in bodies {
+        let started = start_background(Arc::clone(&state), None, body).await?;
+        runs.push(started.run);
+    }
+    Ok(Json(runs))
 }
 
 pub(super) async fn load_run(

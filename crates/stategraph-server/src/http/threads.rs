@@ -4,6 +4,7 @@ use axum::Json;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value as Json_, json};
+use stategraph_checkpoint::PruneStrategy;
 use stategraph_checkpoint::runs::ThreadStatus;
 use stategraph_graph::{AsNode, HistoryOptions, RunConfig};
 
@@ -98,18 +99,67 @@ pub(crate) async fn delete(
     ThreadId(thread_id): ThreadId,
 ) -> Result<StatusCode, ApiError> {
     load(&state, &thread_id).await?;
-    // Deliberately first (the reference only drops the run records): the thread's runs in
-    // flight stop, so none writes checkpoints to the deleted thread.
+    stop_and_delete(&state, &thread_id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Deletes a thread with its runs, crons and checkpoints. Deliberately, its runs in flight
+/// are stopped first (the reference only drops the run records), so that none writes
+/// checkpoints to the deleted thread.
+async fn stop_and_delete(state: &AppState, thread_id: &str) -> Result<(), ApiError> {
     let in_flight =
-        crate::cancel::in_flight(&state, &filter("thread_id", thread_id.as_str()), |_| true)
-            .await?;
+        crate::cancel::in_flight(state, &filter("thread_id", thread_id), |_| true).await?;
     let cancel = crate::app::Cancel {
         action: crate::app::CancelAction::Interrupt,
         reason: format!("thread {thread_id} was deleted"),
     };
-    crate::cancel::cancel_and_settle(&state, &in_flight, &cancel).await;
-    delete_with_runs(&state, &thread_id).await?;
-    Ok(StatusCode::NO_CONTENT)
+    crate::cancel::cancel_and_settle(state, &in_flight, &cancel).await;
+    delete_with_runs(state, thread_id).await
+}
+
+/// `POST /threads/prune` body.
+#[derive(Deserialize)]
+pub(crate) struct PruneBody {
+    thread_ids: Vec<String>,
+    #[serde(default)]
+    strategy: Option<String>,
+}
+
+/// `POST /threads/prune`: deletes the threads listed (`strategy: "delete"`, the default) as
+/// `DELETE /threads/{thread_id}` does, or keeps only each one's latest checkpoint
+/// (`"keep_latest"`; the reference's in-memory server refuses it); threads that do not exist
+/// are skipped. Answers `{"pruned_count": n}`, the threads pruned.
+pub(crate) async fn prune(
+    axum::extract::State(state): Shared,
+    RequiredBody(body): RequiredBody<PruneBody>,
+) -> Result<Json<Json_>, ApiError> {
+    let ids = body
+        .thread_ids
+        .iter()
+        .map(|id| canonical_uuid(id, "Invalid thread ID: must be a UUID"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let strategy = body.strategy.as_deref().unwrap_or("delete");
+    if !matches!(strategy, "delete" | "keep_latest") {
+        return Err(ApiError::invalid(format!(
+            "Invalid strategy: {strategy}. Expected 'delete' or 'keep_latest'."
+        )));
+    }
+    let mut pruned = 0_usize;
+    for id in ids {
+        if state.records.get::<ThreadRecord>(&id).await?.is_none() {
+            continue;
+        }
+        if strategy == "delete" {
+            stop_and_delete(&state, &id).await?;
+        } else {
+            state
+                .saver
+                .prune(std::slice::from_ref(&id), PruneStrategy::KeepLatest)
+                .await?;
+        }
+        pruned += 1;
+    }
+    Ok(Json(json!({ "pruned_count": pruned })))
 }
 
 /// Query of the state endpoints.

@@ -1,0 +1,345 @@
+//! Crons: `POST /runs/crons`, `POST /threads/{thread_id}/runs/crons`,
+//! `GET`/`PATCH`/`DELETE /runs/crons/{cron_id}`, `POST /runs/crons/search` and
+//! `POST /runs/crons/count`.
+
+use axum::Json;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value as Json_;
+
+use crate::app::{AppState, Shared};
+use crate::crons::{CronPatch, CronRecord, NewCron, OnRunCompleted, Schedule, parse_time};
+use crate::error::ApiError;
+use crate::http::extract::{RequiredBody, Search, ThreadId, canonical_uuid};
+use crate::records::{Object, filter};
+use crate::request::RunBody;
+
+/// Path `{cron_id}`.
+pub(crate) struct CronId(pub(crate) String);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for CronId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        let axum::extract::Path(id) =
+            axum::extract::Path::<String>::from_request_parts(parts, state)
+                .await
+                .map_err(|e| ApiError::new(e.status(), e.body_text()))?;
+        canonical_uuid(&id, "Invalid cron ID: must be a UUID").map(CronId)
+    }
+}
+
+/// A body's fields as type `T` reads them, 422 naming the field that does not fit.
+fn fields<T: DeserializeOwned>(body: &Object) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(Json_::Object(body.clone())).map_err(|e| {
+        let path = e.path().to_string();
+        ApiError::invalid(format!("invalid body: `{path}`: {}", e.into_inner()))
+    })
+}
+
+/// The cron's own fields of a create body.
+#[derive(Deserialize)]
+struct CreateFields {
+    assistant_id: Option<String>,
+    schedule: Option<String>,
+    timezone: Option<String>,
+    end_time: Option<String>,
+    enabled: Option<bool>,
+    on_run_completed: Option<OnRunCompleted>,
+    metadata: Option<Object>,
+    webhook: Option<Json_>,
+}
+
+/// The fields of a create body that are not the run request's.
+const CRON_FIELDS: [&str; 5] = [
+    "schedule",
+    "timezone",
+    "end_time",
+    "enabled",
+    "on_run_completed",
+];
+
+async fn create_cron(
+    state: &AppState,
+    thread_id: Option<String>,
+    body: Object,
+) -> Result<Json<CronRecord>, ApiError> {
+    let f: CreateFields = fields(&body)?;
+    // The run request each tick makes, checked now as a run's body is.
+    let _: RunBody = fields(&body)?;
+    let assistant_ref = f
+        .assistant_id
+        .ok_or_else(|| ApiError::invalid("invalid body: `assistant_id` is required"))?;
+    let schedule_text = f
+        .schedule
+        .ok_or_else(|| ApiError::invalid("invalid body: `schedule` is required"))?;
+    let schedule = Schedule::parse(&schedule_text, f.timezone.as_deref())?;
+    if let Some(t) = &f.end_time {
+        parse_time("end_time", t)?;
+    }
+    state.webhooks.check(f.webhook.as_ref()).await?;
+    let assistant = crate::assistants::resolve(state, &assistant_ref).await?;
+    if let Some(id) = &thread_id
+        && state
+            .records
+            .get::<crate::records::ThreadRecord>(id)
+            .await?
+            .is_none()
+    {
+        return Err(ApiError::not_found(format!(
+            "Thread with ID '{id}' not found. Please verify the ID is correct and the thread \
+             hasn't been deleted or expired."
+        )));
+    }
+    let mut payload = body;
+    for k in CRON_FIELDS {
+        payload.remove(k);
+    }
+    let cron = CronRecord::new(
+        NewCron {
+            assistant_id: assistant.assistant_id,
+            thread_id,
+            schedule: schedule_text,
+            timezone: f.timezone,
+            end_time: f.end_time,
+            enabled: f.enabled.unwrap_or(true),
+            on_run_completed: f.on_run_completed,
+            metadata: f.metadata.unwrap_or_default(),
+            payload,
+        },
+        &schedule,
+    );
+    state.records.put(&cron).await?;
+    state.crons.wake();
+    Ok(Json(cron))
+}
+
+/// `POST /runs/crons`: a stateless cron (each tick's run on a new thread).
+pub(crate) async fn create(
+    axum::extract::State(state): Shared,
+    RequiredBody(body): RequiredBody<Object>,
+) -> Result<Json<CronRecord>, ApiError> {
+    create_cron(&state, None, body).await
+}
+
+/// `POST /threads/{thread_id}/runs/crons`: a cron whose runs go on the thread.
+pub(crate) async fn create_for_thread(
+    axum::extract::State(state): Shared,
+    ThreadId(thread_id): ThreadId,
+    RequiredBody(body): RequiredBody<Object>,
+) -> Result<Json<CronRecord>, ApiError> {
+    create_cron(&state, Some(thread_id), body).await
+}
+
+async fn load(state: &AppState, cron_id: &str) -> Result<CronRecord, ApiError> {
+    state
+        .records
+        .get::<CronRecord>(cron_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Not Found"))
+}
+
+/// `GET /runs/crons/{cron_id}`.
+pub(crate) async fn get_one(
+    axum::extract::State(state): Shared,
+    CronId(cron_id): CronId,
+) -> Result<Json<CronRecord>, ApiError> {
+    Ok(Json(load(&state, &cron_id).await?))
+}
+
+/// The cron's own fields of a patch body.
+#[derive(Deserialize)]
+struct PatchFields {
+    schedule: Option<String>,
+    timezone: Option<String>,
+    enabled: Option<bool>,
+    on_run_completed: Option<OnRunCompleted>,
+    metadata: Option<Object>,
+    webhook: Option<Json_>,
+}
+
+/// `PATCH /runs/crons/{cron_id}`: the fields given replace the cron's (`metadata` merged;
+/// the run request's fields merged into its payload; `end_time: null` clears it). A new
+/// schedule or time zone restarts the schedule from now.
+pub(crate) async fn update(
+    axum::extract::State(state): Shared,
+    CronId(cron_id): CronId,
+    RequiredBody(body): RequiredBody<Object>,
+) -> Result<Json<CronRecord>, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "Request body cannot be empty",
+        ));
+    }
+    let f: PatchFields = fields(&body)?;
+    let _: RunBody = fields(&body)?;
+    let end_time = match body.get("end_time") {
+        None => None,
+        Some(Json_::Null) => Some(Json_::Null),
+        Some(Json_::String(t)) => {
+            parse_time("end_time", t)?;
+            Some(Json_::String(t.clone()))
+        }
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "invalid body: `end_time`: must be a date and time or null",
+            ));
+        }
+    };
+    state.webhooks.check(f.webhook.as_ref()).await?;
+    let mut cron = load(&state, &cron_id).await?;
+    let timezone = f.timezone.clone().or_else(|| cron.timezone.clone());
+    let restart = if f.schedule.is_some() || f.timezone.is_some() {
+        let text = f.schedule.as_deref().unwrap_or(&cron.schedule);
+        Some(Schedule::parse(text, timezone.as_deref())?)
+    } else {
+        None
+    };
+    let mut payload = body;
+    for k in CRON_FIELDS.iter().chain(&["metadata", "assistant_id"]) {
+        payload.remove(*k);
+    }
+    let patch = CronPatch {
+        schedule: f.schedule,
+        timezone: f.timezone,
+        end_time,
+        enabled: f.enabled,
+        on_run_completed: f.on_run_completed,
+        metadata: f.metadata,
+        payload,
+    };
+    if patch.schedule.is_none()
+        && patch.timezone.is_none()
+        && patch.end_time.is_none()
+        && patch.enabled.is_none()
+        && patch.on_run_completed.is_none()
+        && patch.metadata.is_none()
+        && patch.payload.is_empty()
+    {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "No fields to update",
+        ));
+    }
+    cron.update(patch, restart.as_ref());
+    state.records.put(&cron).await?;
+    state.crons.wake();
+    Ok(Json(cron))
+}
+
+/// `DELETE /runs/crons/{cron_id}` (204).
+pub(crate) async fn delete(
+    axum::extract::State(state): Shared,
+    CronId(cron_id): CronId,
+) -> Result<StatusCode, ApiError> {
+    load(&state, &cron_id).await?;
+    state.records.delete::<CronRecord>(&cron_id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The filters of a cron search or count.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct Filters {
+    assistant_id: Option<String>,
+    thread_id: Option<String>,
+    enabled: Option<bool>,
+    metadata: Option<Object>,
+    select: Option<Vec<String>>,
+}
+
+/// The fields a search may `select`.
+const SELECTABLE: [&str; 14] = [
+    "cron_id",
+    "assistant_id",
+    "thread_id",
+    "user_id",
+    "end_time",
+    "schedule",
+    "timezone",
+    "payload",
+    "next_run_date",
+    "metadata",
+    "on_run_completed",
+    "enabled",
+    "created_at",
+    "updated_at",
+];
+
+/// The sort keys a search takes.
+const SORTABLE: [&str; 7] = [
+    "cron_id",
+    "assistant_id",
+    "thread_id",
+    "next_run_date",
+    "end_time",
+    "created_at",
+    "updated_at",
+];
+
+async fn matching(state: &AppState, f: &Filters) -> Result<Vec<CronRecord>, ApiError> {
+    let mut by = Object::new();
+    if let Some(a) = &f.assistant_id {
+        let id = canonical_uuid(a, "Invalid assistant ID: must be a UUID")?;
+        by.extend(filter("assistant_id", id));
+    }
+    if let Some(t) = &f.thread_id {
+        let id = canonical_uuid(t, "Invalid thread ID: must be a UUID")?;
+        by.extend(filter("thread_id", id));
+    }
+    if let Some(e) = f.enabled {
+        by.extend(filter("enabled", e));
+    }
+    if let Some(m) = f.metadata.clone().filter(|m| !m.is_empty()) {
+        by.insert("metadata".into(), Json_::Object(m));
+    }
+    state.records.search::<CronRecord>(by).await
+}
+
+/// `POST /runs/crons/search`: by assistant, thread, `enabled` and metadata; sorted by
+/// `sort_by` (default `created_at`, newest first), paged, each cron with the `select`ed
+/// fields only if given.
+pub(crate) async fn search(
+    axum::extract::State(state): Shared,
+    Search { body, paging }: Search<Filters>,
+) -> Result<Json<Vec<Json_>>, ApiError> {
+    if let Some(key) = paging.sort_by()
+        && !SORTABLE.contains(&key)
+    {
+        return Err(ApiError::invalid(format!(
+            "Invalid sort_by field: '{key}'. Valid options are: {}",
+            SORTABLE.join(", ")
+        )));
+    }
+    if let Some(select) = &body.select
+        && let Some(bad) = select.iter().find(|s| !SELECTABLE.contains(&s.as_str()))
+    {
+        return Err(ApiError::invalid(format!(
+            "Invalid select field: '{bad}'. Valid options are: {}",
+            SELECTABLE.join(", ")
+        )));
+    }
+    let found = matching(&state, &body).await?;
+    let mut page = paging.apply(found);
+    if let Some(select) = &body.select {
+        for cron in &mut page {
+            if let Json_::Object(o) = cron {
+                o.retain(|k, _| select.contains(k));
+            }
+        }
+    }
+    Ok(Json(page))
+}
+
+/// `POST /runs/crons/count`: how many crons match (by assistant, thread and metadata).
+pub(crate) async fn count(
+    axum::extract::State(state): Shared,
+    crate::http::extract::Body(body): crate::http::extract::Body<Filters>,
+) -> Result<Json<usize>, ApiError> {
+    Ok(Json(matching(&state, &body).await?.len()))
+}

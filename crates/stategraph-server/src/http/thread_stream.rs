@@ -1,0 +1,202 @@
+//! Joining a thread's stream: `GET /threads/{thread_id}/stream` — every run of the thread,
+//! those pending or running when the client joins and those created after, one after the
+//! other as the thread runs them, until the client leaves (the UI's "reconnect to this
+//! thread").
+
+use std::collections::{HashSet, VecDeque};
+use std::convert::Infallible;
+
+use axum::response::sse::{KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream;
+use serde_json::json;
+use stategraph_checkpoint::runs::Notification;
+use tokio::sync::mpsc;
+
+use crate::app::Shared;
+use crate::error::ApiError;
+use crate::http::extract::{Query, ThreadId};
+use crate::http::runs::hub_event;
+use crate::hub::StreamEvent;
+use crate::threads::load;
+use crate::worker::{api_error, follow_events, queue_of};
+
+/// What a thread stream passes on (`stream_modes`, the reference's names).
+#[derive(Clone, Copy, Debug, Default)]
+struct Modes {
+    /// Every event of the runs (the default).
+    run_modes: bool,
+    /// Each run's start (`metadata` with `run_id` and `attempt`) and end (`metadata` with
+    /// `status: "run_done"`).
+    lifecycle: bool,
+    /// `state_update` events (state updates made outside runs).
+    state_update: bool,
+}
+
+impl Modes {
+    /// `stream_modes` as given: one mode, or several comma-separated (none: `run_modes`);
+    /// 422 naming an unknown one.
+    fn parse(given: Option<&str>) -> Result<Self, ApiError> {
+        let Some(given) = given.filter(|g| !g.trim_matches(',').is_empty()) else {
+            return Ok(Self {
+                run_modes: true,
+                ..Self::default()
+            });
+        };
+        let mut modes = Self::default();
+        for mode in given.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+            match mode {
+                "run_modes" => modes.run_modes = true,
+                "lifecycle" => modes.lifecycle = true,
+                "state_update" => modes.state_update = true,
+                other => {
+                    return Err(ApiError::invalid(format!("Invalid stream mode: {other}")));
+                }
+            }
+        }
+        Ok(modes)
+    }
+
+    fn passes(self, e: &StreamEvent) -> bool {
+        if &*e.name == "state_update" {
+            return self.state_update;
+        }
+        if self.run_modes {
+            return true;
+        }
+        self.lifecycle
+            && &*e.name == "metadata"
+            && (e.data.get("status").and_then(|s| s.as_str()) == Some("run_done")
+                || (e.data.get("attempt").is_some() && e.data.get("run_id").is_some()))
+    }
+}
+
+/// `GET /threads/{thread_id}/stream`: the events of the thread's runs as they come, each
+/// run's followed by `metadata` `{"status": "run_done", "run_id": …}`; `stream_modes`
+/// (`run_modes`, the default; `lifecycle`; `state_update`; comma-separated or repeated, also
+/// as `stream_mode`, the name LangGraph's SDKs send) chooses which.
+/// Each run is streamed from its first event, whichever process runs it. An unknown thread
+/// is 404.
+pub(crate) async fn join(
+    axum::extract::State(state): Shared,
+    ThreadId(thread_id): ThreadId,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> Result<Response, ApiError> {
+    // The reference reads `stream_modes`; its SDKs send `stream_mode` (repeated for a list).
+    let given: Vec<&str> = pairs
+        .iter()
+        .filter(|(k, _)| k == "stream_modes" || k == "stream_mode")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    let given = given.join(",");
+    let modes = Modes::parse(Some(given.as_str()))?;
+    load(&state, &thread_id).await?;
+    let queue = std::sync::Arc::clone(queue_of(&state));
+    // Subscribed before the thread's runs are read, so that none falls between.
+    let mut notes = queue.subscribe().await.map_err(api_error)?;
+    let mut runs: VecDeque<String> = queue
+        .runs_of_thread(&thread_id)
+        .await
+        .map_err(api_error)?
+        .into_iter()
+        .filter(|r| !r.status.is_final())
+        .map(|r| r.run_id)
+        .collect();
+    let (tx, rx) = mpsc::channel::<StreamEvent>(256);
+    tokio::spawn(async move {
+        let mut seen: HashSet<String> = runs.iter().cloned().collect();
+        loop {
+            // Runs enqueued meanwhile go behind the ones known.
+            while let Ok(Some(n)) =
+                tokio::time::timeout(std::time::Duration::ZERO, notes.recv()).await
+            {
+                if let Notification::Enqueued {
+                    run_id,
+                    thread_id: t,
+                }
+                | Notification::Requeued {
+                    run_id,
+                    thread_id: t,
+                } = n
+                    && t == thread_id
+                    && seen.insert(run_id.clone())
+                {
+                    runs.push_back(run_id);
+                }
+            }
+            if let Some(run_id) = runs.pop_front() {
+                follow_events(queue.as_ref(), &run_id, 0, &tx).await;
+                let done = json!({ "status": "run_done", "run_id": run_id });
+                if tx
+                    .send(StreamEvent::new(&run_id, 0, "metadata", done))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
+            tokio::select! {
+                n = notes.recv() => match n {
+                    Some(Notification::Enqueued { run_id, thread_id: t }
+                        | Notification::Requeued { run_id, thread_id: t })
+                        if t == thread_id && seen.insert(run_id.clone()) =>
+                    {
+                        runs.push_back(run_id);
+                    }
+                    Some(_) => {}
+                    // The subscription ended: subscribe again, and look at the thread's runs.
+                    None => match queue.subscribe().await {
+                        Ok(again) => {
+                            notes = again;
+                            if let Ok(rows) = queue.runs_of_thread(&thread_id).await {
+                                for r in rows.into_iter().filter(|r| !r.status.is_final()) {
+                                    if seen.insert(r.run_id.clone()) {
+                                        runs.push_back(r.run_id);
+                                    }
+                                }
+                            }
+                        }
+                        Err(_) => tokio::time::sleep(std::time::Duration::from_millis(500)).await,
+                    },
+                },
+                () = tx.closed() => return,
+            }
+        }
+    });
+    let keep_alive = KeepAlive::new()
+        .interval(state.keep_alive)
+        .text("heartbeat");
+    let body = stream::unfold(rx, move |mut rx| async move {
+        loop {
+            let e = rx.recv().await?;
+            if modes.passes(&e) {
+                return Some((Ok::<_, Infallible>(hub_event(&e, false)), rx));
+            }
+        }
+    });
+    Ok(Sse::new(body).keep_alive(keep_alive).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_read_as_the_reference_reads_them() {
+        let e = |name: &str, data| StreamEvent::new("r", 1, name, data);
+        let start = e("metadata", json!({"run_id": "r", "attempt": 1}));
+        let done = e("metadata", json!({"status": "run_done", "run_id": "r"}));
+        let values = e("values", json!({"a": 1}));
+        let default = Modes::parse(None).unwrap();
+        assert!(default.passes(&start) && default.passes(&values) && default.passes(&done));
+        let lifecycle = Modes::parse(Some("lifecycle")).unwrap();
+        assert!(lifecycle.passes(&start) && lifecycle.passes(&done));
+        assert!(!lifecycle.passes(&values));
+        let both = Modes::parse(Some("lifecycle,state_update")).unwrap();
+        assert!(both.passes(&e("state_update", json!({}))));
+        assert!(!default.passes(&e("state_update", json!({}))));
+        let bad = Modes::parse(Some("values")).unwrap_err();
+        assert_eq!(bad.detail, "Invalid stream mode: values");
+    }
+}
