@@ -37,6 +37,11 @@ step api-fuzz "Needs python3 with venv and pip, and PyPI; rerun scripts/api-fuzz
   scripts/api-fuzz-env.sh
 export STATEGRAPH_API_FUZZ_VENV="$STEP_OUT"
 
+# The reference Agent Server (`langgraph dev`, pinned) that the platform routes' test runs
+# beside ours.
+step reference "Needs Python 3.11 with venv and pip, and PyPI; rerun scripts/reference-server.sh install alone." \
+  scripts/reference-server.sh install
+
 # pgvector for the Postgres store (built once, smoke-tested).
 step pgvector "Needs PostgreSQL 15 on 127.0.0.1:5432 and apt; rerun scripts/install-pgvector.sh alone." \
   scripts/install-pgvector.sh

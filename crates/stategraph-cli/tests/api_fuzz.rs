@@ -17,25 +17,17 @@ use serde_json::Value as Json;
 mod served;
 use served::Served;
 
-/// The operations of the reference document that `stategraph serve` does not serve yet;
-/// they are left out of the document the fuzzer reads.
+/// The operations of the reference document that `stategraph serve` does not serve yet (and
+/// one it serves that never answers to the end); they are left out of the document the fuzzer
+/// reads.
 const NOT_SERVED: &[(&str, &str)] = &[
     ("/assistants/{assistant_id}/subgraphs/{namespace}", "get"),
-    ("/threads/prune", "post"),
     ("/threads/{thread_id}/storage", "get"),
     ("/threads/{thread_id}/history", "get"),
+    // Served, but a thread's stream never ends: a fuzzer would wait on each request.
     ("/threads/{thread_id}/stream", "get"),
     ("/threads/{thread_id}/stream/events", "post"),
     ("/threads/{thread_id}/commands", "post"),
-    ("/threads/{thread_id}/runs/crons", "post"),
-    ("/runs/crons", "post"),
-    ("/runs/crons/search", "post"),
-    ("/runs/crons/count", "post"),
-    ("/runs/crons/{cron_id}", "get"),
-    ("/runs/crons/{cron_id}", "patch"),
-    ("/runs/crons/{cron_id}", "delete"),
-    ("/runs", "post"),
-    ("/runs/batch", "post"),
     ("/a2a/{assistant_id}", "post"),
     ("/mcp/", "get"),
     ("/mcp/", "post"),

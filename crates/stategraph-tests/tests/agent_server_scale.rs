@@ -13,7 +13,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,7 +27,7 @@ mod http;
 #[path = "common/procs.rs"]
 mod procs;
 use http::{call, call_raw, call_with};
-use procs::{Killed, serve_announced, spawn_announced};
+use procs::{Killed, serve_announced, spawn_entry};
 
 const URL: &str = "STATEGRAPH_TEST_SCALE_URL";
 const SCHEMA: &str = "STATEGRAPH_TEST_SCALE_SCHEMA";
@@ -134,20 +133,13 @@ async fn server_process_entry() {
 
 /// Starts server process `i`; it and its port.
 fn spawn_server(dir: &Path, url: &str, schema: &str, i: usize) -> (Killed, u16) {
-    let mut command = Command::new(std::env::current_exe().unwrap());
-    command
-        .args([
-            "server_process_entry",
-            "--ignored",
-            "--exact",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(URL, url)
-        .env(SCHEMA, schema)
-        .env(PORT_FILE, dir.join(format!("port-{i}")));
-    spawn_announced(command, &dir.join(format!("port-{i}")))
+    let port_file = dir.join(format!("port-{i}"));
+    let env = [
+        (URL, url),
+        (SCHEMA, schema),
+        (PORT_FILE, port_file.to_str().unwrap()),
+    ];
+    spawn_entry("server_process_entry", &env, &port_file)
 }
 
 /// A small pseudo-random number (no dependency needed for picking a process).

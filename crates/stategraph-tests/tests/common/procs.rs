@@ -51,3 +51,22 @@ pub(crate) fn spawn_announced(mut command: Command, port_file: &Path) -> (Killed
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// Re-runs this test binary on its ignored test `entry` (a server process of the calling
+/// test) with `env`, and waits for the port it announces in `port_file`.
+#[allow(dead_code, reason = "the scale-out bench starts its servers through an env variable")]
+pub(crate) fn spawn_entry(entry: &str, env: &[(&str, &str)], port_file: &Path) -> (Killed, u16) {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command.args([
+        entry,
+        "--ignored",
+        "--exact",
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ]);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    spawn_announced(command, port_file)
+}

@@ -1,0 +1,152 @@
+//! The platform routes — webhooks, background stateless runs (`POST /runs`), batches
+//! (`POST /runs/batch`), crons, `POST /threads/prune` and `GET /threads/{thread_id}/stream`
+//! — driven by LangGraph's Python SDK (`sdk/platform_flow.py`) against a stategraph server
+//! and against the reference server (`langgraph dev`, started here by
+//! `scripts/reference-server.sh`) in the same test: the two transcripts must be equal but for
+//! the differences listed in [`DELIBERATE`].
+//!
+//! Needs the pinned Python environment and the reference server's (`scripts/test.sh` sets
+//! both up). Fails, never skips, without them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::seed_server::{run_sdk_script, seed_graph, serve};
+use serde_json::Value as Json;
+use stategraph::server::WebhookPolicy;
+
+/// Where the two servers deliberately differ, by transcript key: what the reference answers,
+/// what stategraph answers, and why.
+const DELIBERATE: &[(&str, &str)] = &[
+    (
+        "prune_keep_latest",
+        "the reference's in-memory server refuses `keep_latest` (422); stategraph keeps each \
+         thread's latest checkpoint, as the reference's Postgres server does",
+    ),
+    (
+        "prune_keep_latest_history",
+        "follows from `prune_keep_latest`",
+    ),
+    (
+        "prune_keep_latest_values",
+        "follows from `prune_keep_latest`",
+    ),
+];
+
+/// Starts the reference server on a free port with `env`; stopped on drop.
+struct Reference {
+    pid: String,
+    port: u16,
+}
+
+impl Reference {
+    fn start(env: &[(&str, &str)]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let script = stategraph_testkit::python::repo_root().join("scripts/reference-server.sh");
+        let mut command = Command::new(&script);
+        command
+            .args(["start", &port.to_string()])
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let out = command.output().unwrap();
+        assert!(
+            out.status.success(),
+            "the reference server did not start (install it with `scripts/reference-server.sh \
+             install`; scripts/test.sh does)"
+        );
+        let pid = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        Self { pid, port }
+    }
+}
+
+impl Drop for Reference {
+    fn drop(&mut self) {
+        let script = stategraph_testkit::python::repo_root().join("scripts/reference-server.sh");
+        let _ = Command::new(script)
+            .args(["stop", &self.pid])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn platform_routes_through_the_sdk_match_the_reference_server() {
+    let (base, serving, _dir) = serve(|b| {
+        b.graph("seed", seed_graph())
+            // The SDK script's webhook receiver is on loopback.
+            .webhooks(WebhookPolicy::new().allow_private_networks(true))
+            .cron_poll(Duration::from_millis(200))
+    })
+    .await;
+    let ours = run_sdk_script("platform_flow.py", vec![base]).await;
+    serving.abort();
+
+    let reference = tokio::task::spawn_blocking(|| {
+        // Its scheduler looks for due crons every second (5 by default), and its webhooks may
+        // call loopback (refused by default), as ours are configured above.
+        Reference::start(&[
+            ("CRON_SCHEDULER_SLEEP_TIME", "1"),
+            (
+                "LANGGRAPH_WEBHOOKS",
+                r#"{"url": {"disable_loopback": false}}"#,
+            ),
+        ])
+    })
+    .await
+    .unwrap();
+    let theirs = run_sdk_script(
+        "platform_flow.py",
+        vec![format!("http://127.0.0.1:{}", reference.port)],
+    )
+    .await;
+    drop(reference);
+
+    let (Json::Object(ours_map), Json::Object(theirs_map)) = (&ours, &theirs) else {
+        panic!("transcripts are objects: {ours} / {theirs}");
+    };
+    let mut diffs = Vec::new();
+    for key in theirs_map.keys().chain(ours_map.keys()) {
+        if DELIBERATE.iter().any(|(k, _)| k == key) {
+            continue;
+        }
+        let (r, o) = (theirs_map.get(key), ours_map.get(key));
+        if r != o
+            && !diffs
+                .iter()
+                .any(|d: &String| d.starts_with(&format!("{key}:")))
+        {
+            diffs.push(format!(
+                "{key}: reference {}, ours {}",
+                r.map_or("(none)".into(), Json::to_string),
+                o.map_or("(none)".into(), Json::to_string)
+            ));
+        }
+    }
+    assert!(
+        diffs.is_empty(),
+        "the transcripts differ:\n{}\n\nours: {ours:#}\n\nreference: {theirs:#}",
+        diffs.join("\n")
+    );
+    // What the deliberate differences are on our side.
+    assert_eq!(ours["prune_keep_latest"], "ok");
+    assert_eq!(ours["prune_keep_latest_history"], 1);
+    assert_eq!(
+        ours["prune_keep_latest_values"]["bar"],
+        serde_json::json!(["a", "b", "a", "b"])
+    );
+    // And what both say, spelled out.
+    assert_eq!(ours["webhook"]["status"], "success");
+    assert_eq!(ours["cron_run"]["metadata_from"], "cron");
+    assert_eq!(ours["prune"]["pruned_count"], 2);
+}
