@@ -91,11 +91,13 @@ impl Schedule {
     }
 }
 
+/// The reference's words for a schedule it cannot read (what the parser said is logged).
 fn invalid_schedule(schedule: &str, why: &str) -> ApiError {
+    tracing::debug!(schedule, why, "a cron schedule was refused");
     ApiError::invalid(format!(
-        "Invalid cron schedule: '{schedule}'. Reason: {why}. Ensure the schedule uses the \
-         standard cron format (minute hour day_of_month month day_of_week). Example: \
-         '*/5 * * * *' for every 5 minutes."
+        "Invalid cron schedule: '{schedule}'. Reason: Invalid cron schedule. Ensure the \
+         schedule uses the standard cron format (minute hour day_of_month month \
+         day_of_week). Example: '*/5 * * * *' for every 5 minutes."
     ))
 }
 
@@ -145,7 +147,8 @@ pub(crate) struct CronRecord {
     pub(crate) schedule: String,
     #[serde(default)]
     pub(crate) timezone: Option<String>,
-    /// The run request each tick makes (the body the cron was created with).
+    /// The run request each tick makes: the body the cron was created with (and its
+    /// patches merged in), `config.configurable.cron_id` added.
     #[serde(default)]
     pub(crate) payload: Object,
     #[serde(default)]

@@ -336,7 +336,7 @@ async fn crons_are_records_that_fire_on_schedule() {
         cron["payload"]["config"]["configurable"]["cron_id"],
         json!(cron_id)
     );
-    assert!(cron["payload"].get("schedule").is_none());
+    assert_eq!(cron["payload"]["schedule"], "0 9 * * MON");
     let next = cron["next_run_date"].as_str().unwrap();
     // 09:00 in New York is 13:00 or 14:00 UTC.
     assert!(

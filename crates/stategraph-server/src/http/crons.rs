@@ -54,15 +54,6 @@ struct CreateFields {
     webhook: Option<Json_>,
 }
 
-/// The fields of a create body that are not the run request's.
-const CRON_FIELDS: [&str; 5] = [
-    "schedule",
-    "timezone",
-    "end_time",
-    "enabled",
-    "on_run_completed",
-];
-
 async fn create_cron(
     state: &AppState,
     thread_id: Option<String>,
@@ -95,10 +86,8 @@ async fn create_cron(
              hasn't been deleted or expired."
         )));
     }
-    let mut payload = body;
-    for k in CRON_FIELDS {
-        payload.remove(k);
-    }
+    // The payload is the body as given, as the reference keeps it.
+    let payload = body;
     let cron = CronRecord::new(
         NewCron {
             assistant_id: assistant.assistant_id,
@@ -200,10 +189,8 @@ pub(crate) async fn update(
     } else {
         None
     };
-    let mut payload = body;
-    for k in CRON_FIELDS.iter().chain(&["metadata", "assistant_id"]) {
-        payload.remove(*k);
-    }
+    // The body is merged into the payload, as the reference merges it (the assistant kept).
+    let payload = body;
     let patch = CronPatch {
         schedule: f.schedule,
         timezone: f.timezone,

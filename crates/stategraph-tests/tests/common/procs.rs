@@ -54,7 +54,10 @@ pub(crate) fn spawn_announced(mut command: Command, port_file: &Path) -> (Killed
 
 /// Re-runs this test binary on its ignored test `entry` (a server process of the calling
 /// test) with `env`, and waits for the port it announces in `port_file`.
-#[allow(dead_code, reason = "the scale-out bench starts its servers through an env variable")]
+#[allow(
+    dead_code,
+    reason = "the scale-out bench starts its servers through an env variable"
+)]
 pub(crate) fn spawn_entry(entry: &str, env: &[(&str, &str)], port_file: &Path) -> (Killed, u16) {
     let mut command = Command::new(std::env::current_exe().unwrap());
     command.args([

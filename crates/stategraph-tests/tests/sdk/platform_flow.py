@@ -8,6 +8,7 @@ appended; node_a -> node_b), it prints a transcript of what the server answered,
 Usage: python platform_flow.py BASE_URL; prints the transcript as JSON."""
 
 import json
+import re
 import sys
 import threading
 import time
@@ -52,8 +53,11 @@ def wait_for(check, what, timeout=30.0):
     raise SystemExit(f"timed out waiting for {what}")
 
 
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def status_of(call):
-    """The HTTP status and detail of a call that fails, or 'ok'."""
+    """The HTTP status and detail (ids left out) of a call that fails, or 'ok'."""
     try:
         call()
         return "ok"
@@ -62,6 +66,8 @@ def status_of(call):
             detail = e.response.json().get("detail")
         except Exception:
             detail = None
+        if isinstance(detail, str):
+            detail = UUID.sub("<id>", detail)
         return {"status": e.response.status_code, "detail": detail}
 
 
