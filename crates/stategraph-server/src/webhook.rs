@@ -169,7 +169,7 @@ impl WebhookPolicy {
             "http" => return Err(ApiError::invalid("Webhook must use https")),
             other => {
                 return Err(ApiError::invalid(format!(
-                    "Webhook must use http or https, not '{other}'"
+                    "Webhook host blocked: scheme '{other}' not allowed"
                 )));
             }
         }
@@ -479,7 +479,7 @@ mod tests {
         assert!(err(strict.check("http://[::1]/hook").await).contains("loopback"));
         assert!(err(strict.check("http://localhost/hook").await).contains("loopback"));
         assert!(err(strict.check("/internal").await).contains("Relative"));
-        assert!(err(strict.check("ftp://1.1.1.1/x").await).contains("http or https"));
+        assert!(err(strict.check("ftp://1.1.1.1/x").await).contains("scheme 'ftp' not allowed"));
         assert!(err(strict.check("not a url").await).contains("Invalid webhook URL"));
         assert!(
             err(strict

@@ -302,7 +302,10 @@ async fn webhooks_to_private_addresses_are_refused_by_default() {
     .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(
-        e["detail"].as_str().unwrap().contains("http or https"),
+        e["detail"]
+            .as_str()
+            .unwrap()
+            .contains("scheme 'file' not allowed"),
         "{e}"
     );
 }

@@ -23,6 +23,16 @@ use stategraph::server::WebhookPolicy;
 /// what stategraph answers, and why.
 const DELIBERATE: &[(&str, &str)] = &[
     (
+        "stateless_webhook",
+        "the reference sends `values: null` for a stateless run (its temporary thread is gone \
+         when it calls); stategraph sends the values the run ended with",
+    ),
+    (
+        "prune_bad_strategy",
+        "the reference's request validator words it as a JSON Schema error; stategraph names \
+         the strategy and the two it takes (both 422)",
+    ),
+    (
         "prune_keep_latest",
         "the reference's in-memory server refuses `keep_latest` (422); stategraph keeps each \
          thread's latest checkpoint, as the reference's Postgres server does",
@@ -146,6 +156,11 @@ async fn platform_routes_through_the_sdk_match_the_reference_server() {
         serde_json::json!(["a", "b", "a", "b"])
     );
     // And what both say, spelled out.
+    assert_eq!(
+        ours["stateless_webhook"]["values"],
+        serde_json::json!({"foo": "b", "bar": ["a", "b"]})
+    );
+    assert_eq!(ours["prune_bad_strategy"]["status"], 422);
     assert_eq!(ours["webhook"]["status"], "success");
     assert_eq!(ours["cron_run"]["metadata_from"], "cron");
     assert_eq!(ours["prune"]["pruned_count"], 2);
