@@ -505,22 +505,6 @@ async fn advance(
     state.records.put(&cron).await
 }
 
-/// Deletes the crons whose `field` is `value` (a thread's or an assistant's, deleted with it).
-pub(crate) async fn delete_where(
-    state: &AppState,
-    field: &str,
-    value: &str,
-) -> Result<(), ApiError> {
-    for cron in state
-        .records
-        .search::<CronRecord>(filter(field, value))
-        .await?
-    {
-        state.records.delete::<CronRecord>(&cron.cron_id).await?;
-    }
-    Ok(())
-}
-
 /// Creates the run of one tick of `cron`; its id.
 async fn fire(state: &Arc<AppState>, cron: &CronRecord) -> Result<String, ApiError> {
     let body = cron.run_body()?;

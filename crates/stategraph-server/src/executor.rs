@@ -419,7 +419,6 @@ impl Execution {
             .and_then(Json_::as_str)
             .map(str::to_owned);
         let temporary = run.temporary();
-        let mut run = run;
         if stateful {
             run = finish_records(
                 &state,

@@ -477,6 +477,15 @@ impl Records {
         Ok(())
     }
 
+    /// Deletes every record of type `R` matching `filter` (a thread's runs or crons, deleted
+    /// with it).
+    pub(crate) async fn delete_matching<R: Record>(&self, filter: Object) -> Result<(), ApiError> {
+        for record in self.search::<R>(filter).await? {
+            self.delete::<R>(&record.key()).await?;
+        }
+        Ok(())
+    }
+
     /// Every record of type `R` matching `filter` (store filter syntax on its fields),
     /// unsorted.
     pub(crate) async fn search<R: Record>(&self, filter: Object) -> Result<Vec<R>, ApiError> {

@@ -62,14 +62,15 @@ pub(crate) fn graph_of<'a>(
 /// Deletes a thread's record, its runs' records, its crons and its checkpoints (as the
 /// reference cascades a thread's deletion to its runs and crons).
 pub(crate) async fn delete_with_runs(state: &AppState, thread_id: &str) -> Result<(), ApiError> {
-    let runs = state
+    let of_thread = || filter("thread_id", thread_id);
+    state
         .records
-        .search::<RunRecord>(filter("thread_id", thread_id))
+        .delete_matching::<RunRecord>(of_thread())
         .await?;
-    for run in runs {
-        state.records.delete::<RunRecord>(&run.run_id).await?;
-    }
-    crate::crons::delete_where(state, "thread_id", thread_id).await?;
+    state
+        .records
+        .delete_matching::<crate::crons::CronRecord>(of_thread())
+        .await?;
     state.saver.delete_thread(thread_id).await?;
     state.records.delete::<ThreadRecord>(thread_id).await?;
     Ok(())

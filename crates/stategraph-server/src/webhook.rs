@@ -372,21 +372,22 @@ impl Webhooks {
                 return Delivery::Failed;
             }
         };
+        // An IP in the URL itself does not go through the guarded resolver: checked here.
+        let refused = match Url::parse(url) {
+            Ok(u) => match u.host() {
+                Some(url::Host::Ipv4(ip)) => self.policy.refuses(IpAddr::V4(ip)),
+                Some(url::Host::Ipv6(ip)) => self.policy.refuses(IpAddr::V6(ip)),
+                _ => None,
+            },
+            Err(_) => Some("unparsable"),
+        };
+        if let Some(why) = refused {
+            tracing::warn!(run_id, webhook = shown, "webhook refused: a {why} address");
+            return Delivery::Failed;
+        }
         let mut wait = self.policy.first_backoff;
         for attempt in 1..=self.policy.max_attempts {
             let last = attempt == self.policy.max_attempts;
-            let refused = match Url::parse(url) {
-                Ok(u) => match u.host() {
-                    Some(url::Host::Ipv4(ip)) => self.policy.refuses(IpAddr::V4(ip)),
-                    Some(url::Host::Ipv6(ip)) => self.policy.refuses(IpAddr::V6(ip)),
-                    _ => None,
-                },
-                Err(_) => Some("unparsable"),
-            };
-            if let Some(why) = refused {
-                tracing::warn!(run_id, webhook = shown, "webhook refused: a {why} address");
-                return Delivery::Failed;
-            }
             let retry = match client.post(url).json(payload).send().await {
                 Ok(r) if r.status().is_success() => {
                     tracing::info!(

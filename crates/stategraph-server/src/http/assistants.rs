@@ -13,7 +13,7 @@ use crate::assistants::{ensure, versions_of};
 use crate::error::ApiError;
 use crate::http::extract::{AssistantId, Body, GraphOrAssistant, Query, Search};
 use crate::records::{
-    AssistantRecord, AssistantVersion, Object, Record, ThreadRecord, version_key,
+    AssistantRecord, AssistantVersion, Object, Record, ThreadRecord, filter, version_key,
 };
 
 #[derive(Deserialize, Default)]
@@ -277,7 +277,10 @@ pub(crate) async fn delete(
     for v in versions_of(&state, &id).await? {
         state.records.delete::<AssistantVersion>(&v.key()).await?;
     }
-    crate::crons::delete_where(&state, "assistant_id", &id).await?;
+    state
+        .records
+        .delete_matching::<crate::crons::CronRecord>(filter("assistant_id", id.as_str()))
+        .await?;
     state.records.delete::<AssistantRecord>(&id).await?;
     Ok(axum::http::StatusCode::NO_CONTENT)
 }

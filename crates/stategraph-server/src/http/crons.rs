@@ -5,41 +5,14 @@
 use axum::Json;
 use axum::http::StatusCode;
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value as Json_;
 
 use crate::app::{AppState, Shared};
 use crate::crons::{CronPatch, CronRecord, NewCron, OnRunCompleted, Schedule, parse_time};
 use crate::error::ApiError;
-use crate::http::extract::{RequiredBody, Search, ThreadId, canonical_uuid};
+use crate::http::extract::{CronId, RequiredBody, Search, ThreadId, body_fields, canonical_uuid};
 use crate::records::{Object, filter};
 use crate::request::RunBody;
-
-/// Path `{cron_id}`.
-pub(crate) struct CronId(pub(crate) String);
-
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for CronId {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, ApiError> {
-        let axum::extract::Path(id) =
-            axum::extract::Path::<String>::from_request_parts(parts, state)
-                .await
-                .map_err(|e| ApiError::new(e.status(), e.body_text()))?;
-        canonical_uuid(&id, "Invalid cron ID: must be a UUID").map(CronId)
-    }
-}
-
-/// A body's fields as type `T` reads them, 422 naming the field that does not fit.
-fn fields<T: DeserializeOwned>(body: &Object) -> Result<T, ApiError> {
-    serde_path_to_error::deserialize(Json_::Object(body.clone())).map_err(|e| {
-        let path = e.path().to_string();
-        ApiError::invalid(format!("invalid body: `{path}`: {}", e.into_inner()))
-    })
-}
 
 /// The cron's own fields of a create body.
 #[derive(Deserialize)]
@@ -59,9 +32,9 @@ async fn create_cron(
     thread_id: Option<String>,
     body: Object,
 ) -> Result<Json<CronRecord>, ApiError> {
-    let f: CreateFields = fields(&body)?;
+    let f: CreateFields = body_fields(&body)?;
     // The run request each tick makes, checked now as a run's body is.
-    let _: RunBody = fields(&body)?;
+    let _: RunBody = body_fields(&body)?;
     let assistant_ref = f
         .assistant_id
         .ok_or_else(|| ApiError::invalid("invalid body: `assistant_id` is required"))?;
@@ -165,8 +138,8 @@ pub(crate) async fn update(
             "Request body cannot be empty",
         ));
     }
-    let f: PatchFields = fields(&body)?;
-    let _: RunBody = fields(&body)?;
+    let f: PatchFields = body_fields(&body)?;
+    let _: RunBody = body_fields(&body)?;
     let end_time = match body.get("end_time") {
         None => None,
         Some(Json_::Null) => Some(Json_::Null),

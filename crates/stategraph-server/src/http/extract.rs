@@ -86,19 +86,30 @@ pub(crate) fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError
 
 fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(body);
-    let parsed = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if path == "." || inner.is_syntax() || inner.is_eof() {
-            ApiError::invalid(format!("invalid body: {inner}"))
-        } else {
-            ApiError::invalid(format!("invalid body: `{path}`: {inner}"))
-        }
-    })?;
+    let parsed = serde_path_to_error::deserialize(&mut de).map_err(body_error)?;
     // Nothing but whitespace may follow the JSON value.
     de.end()
         .map_err(|e| ApiError::invalid(format!("invalid body: {e}")))?;
     Ok(parsed)
+}
+
+/// A body already read as an object, as type `T` reads its fields (a body several types
+/// read in part), or 422 naming the field that does not fit.
+pub(crate) fn body_fields<T: DeserializeOwned>(
+    body: &serde_json::Map<String, serde_json::Value>,
+) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(serde_json::Value::Object(body.clone())).map_err(body_error)
+}
+
+/// 422 naming where a body does not fit (its path, unless the body as a whole is wrong).
+fn body_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+    let path = e.path().to_string();
+    let inner = e.into_inner();
+    if path == "." || inner.is_syntax() || inner.is_eof() {
+        ApiError::invalid(format!("invalid body: {inner}"))
+    } else {
+        ApiError::invalid(format!("invalid body: `{path}`: {inner}"))
+    }
 }
 
 /// The query string, or 422 naming the parameter that does not fit.
@@ -186,6 +197,18 @@ impl<S: Send + Sync> FromRequestParts<S> for RunIds {
         let run_id = param(parts, state, "run_id").await?;
         let run_id = canonical_uuid(&run_id, &not_a_uuid("run"))?;
         Ok(RunIds { thread_id, run_id })
+    }
+}
+
+/// Path `{cron_id}`.
+pub(crate) struct CronId(pub(crate) String);
+
+impl<S: Send + Sync> FromRequestParts<S> for CronId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let id = param(parts, state, "cron_id").await?;
+        canonical_uuid(&id, &not_a_uuid("cron")).map(CronId)
     }
 }
 

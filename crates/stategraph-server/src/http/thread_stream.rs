@@ -71,6 +71,20 @@ impl Modes {
     }
 }
 
+/// The thread's runs that are pending or running, in queue order.
+async fn unfinished(
+    queue: &dyn stategraph_checkpoint::runs::RunQueue,
+    thread_id: &str,
+) -> stategraph_checkpoint::Result<Vec<String>> {
+    Ok(queue
+        .runs_of_thread(thread_id)
+        .await?
+        .into_iter()
+        .filter(|r| !r.status.is_final())
+        .map(|r| r.run_id)
+        .collect())
+}
+
 /// `GET /threads/{thread_id}/stream`: the events of the thread's runs as they come, each
 /// run's followed by `metadata` `{"status": "run_done", "run_id": …}`; `stream_modes`
 /// (`run_modes`, the default; `lifecycle`; `state_update`; comma-separated or repeated, also
@@ -94,36 +108,14 @@ pub(crate) async fn join(
     let queue = std::sync::Arc::clone(queue_of(&state));
     // Subscribed before the thread's runs are read, so that none falls between.
     let mut notes = queue.subscribe().await.map_err(api_error)?;
-    let mut runs: VecDeque<String> = queue
-        .runs_of_thread(&thread_id)
+    let mut runs: VecDeque<String> = unfinished(queue.as_ref(), &thread_id)
         .await
         .map_err(api_error)?
-        .into_iter()
-        .filter(|r| !r.status.is_final())
-        .map(|r| r.run_id)
-        .collect();
+        .into();
     let (tx, rx) = mpsc::channel::<StreamEvent>(256);
     tokio::spawn(async move {
         let mut seen: HashSet<String> = runs.iter().cloned().collect();
         loop {
-            // Runs enqueued meanwhile go behind the ones known.
-            while let Ok(Some(n)) =
-                tokio::time::timeout(std::time::Duration::ZERO, notes.recv()).await
-            {
-                if let Notification::Enqueued {
-                    run_id,
-                    thread_id: t,
-                }
-                | Notification::Requeued {
-                    run_id,
-                    thread_id: t,
-                } = n
-                    && t == thread_id
-                    && seen.insert(run_id.clone())
-                {
-                    runs.push_back(run_id);
-                }
-            }
             if let Some(run_id) = runs.pop_front() {
                 follow_events(queue.as_ref(), &run_id, 0, &tx).await;
                 let done = json!({ "status": "run_done", "run_id": run_id });
@@ -136,32 +128,28 @@ pub(crate) async fn join(
                 }
                 continue;
             }
-            tokio::select! {
+            // Runs enqueued meanwhile (their notifications waited) go behind the ones known.
+            let found = tokio::select! {
                 n = notes.recv() => match n {
                     Some(Notification::Enqueued { run_id, thread_id: t }
                         | Notification::Requeued { run_id, thread_id: t })
-                        if t == thread_id && seen.insert(run_id.clone()) =>
-                    {
-                        runs.push_back(run_id);
-                    }
-                    Some(_) => {}
+                        if t == thread_id => vec![run_id],
+                    Some(_) => Vec::new(),
                     // The subscription ended: subscribe again, and look at the thread's runs.
                     None => match queue.subscribe().await {
                         Ok(again) => {
                             notes = again;
-                            if let Ok(rows) = queue.runs_of_thread(&thread_id).await {
-                                for r in rows.into_iter().filter(|r| !r.status.is_final()) {
-                                    if seen.insert(r.run_id.clone()) {
-                                        runs.push_back(r.run_id);
-                                    }
-                                }
-                            }
+                            unfinished(queue.as_ref(), &thread_id).await.unwrap_or_default()
                         }
-                        Err(_) => tokio::time::sleep(std::time::Duration::from_millis(500)).await,
+                        Err(_) => {
+                            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                            Vec::new()
+                        }
                     },
                 },
                 () = tx.closed() => return,
-            }
+            };
+            runs.extend(found.into_iter().filter(|id| seen.insert(id.clone())));
         }
     });
     let keep_alive = KeepAlive::new()
