@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs (once) what the HTTP API's property-based fuzzing test needs, outside the clone:
-# schemathesis (pinned) in a venv of its own, and beside it the reference Agent Server's
+# schemathesis and openapi-spec-validator (pinned) in a venv of its own, and beside it the reference Agent Server's
 # OpenAPI document (`openapi.json` from the langgraph-api wheel, pinned), which the test runs
 # against `stategraph serve`. A stamp holds the pins; a second run with the same pins does
 # nothing. Prints the venv's directory as its last line.
@@ -9,7 +9,7 @@
 set -euo pipefail
 
 VENV="${STATEGRAPH_API_FUZZ_VENV:-$HOME/.cache/stategraph/api-fuzz-venv}"
-REQUIREMENTS=("schemathesis==4.32.5")
+REQUIREMENTS=("schemathesis==4.32.5" "openapi-spec-validator==0.9.0")
 REFERENCE="langgraph-api==0.16.7"
 STAMP="$VENV/.stategraph-requirements"
 WANT="$(printf '%s\n' "${REQUIREMENTS[@]}" "$REFERENCE")"

@@ -257,6 +257,12 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
                 schema
             }
 
+            fn json_schema() -> ::core::option::Option<#krate::__serde_json::Value> {
+                #[allow(unused_imports)]
+                use #krate::graph::__schema::{NoJsonSchema as _, ViaJsonSchema as _};
+                (&&#krate::graph::__schema::Probe::<Self>::new()).json_schema()
+            }
+
             fn from_values(
                 values: &#krate::graph::Values,
             ) -> ::core::result::Result<Self, #krate::graph::GraphError> {

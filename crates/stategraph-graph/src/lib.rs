@@ -69,6 +69,8 @@ pub use messages::REMOVE_ALL_MESSAGES;
 pub use node::{Command, Goto, NodeContext, NodeFuture, NodeOutput, RunCommand, Send};
 pub use repair::{ChannelRepair, RepairPlan};
 pub use retry::{RetryOn, RetryPolicy};
+#[doc(hidden)]
+pub use state::__schema;
 pub use state::{DynState, Schema, State, Values, from_value, to_value};
 #[doc(hidden)]
 pub use state::{read_field, reuse_field, reuse_vec_field, write_field};

@@ -99,6 +99,61 @@ pub trait State: Send + Sync + Sized + 'static {
     fn input_writes(input: Self::Update) -> Result<Vec<(String, Value)>, GraphError> {
         Self::into_writes(input)
     }
+
+    /// The state's JSON Schema, if it has one: `#[derive(State)]` takes it from the type's
+    /// [`schemars::JsonSchema`] implementation when the type derives that too; otherwise
+    /// (and by default) `None`, and servers describe the state by its channels' names.
+    fn json_schema() -> Option<serde_json::Value> {
+        None
+    }
+}
+
+/// What `#[derive(State)]` uses to find a state's JSON Schema without requiring one: a method
+/// call on `&&Probe<T>` resolves to [`ViaJsonSchema`] when `T: JsonSchema` and to
+/// [`NoJsonSchema`] otherwise (autoref-based specialization). Not meant to be used directly.
+#[doc(hidden)]
+pub mod __schema {
+    use std::marker::PhantomData;
+
+    /// A type-level probe for `T`'s JSON Schema.
+    pub struct Probe<T>(PhantomData<T>);
+
+    impl<T> Probe<T> {
+        /// The probe for `T`.
+        pub fn new() -> Self {
+            Self(PhantomData)
+        }
+    }
+
+    impl<T> Default for Probe<T> {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    /// Chosen when `T: JsonSchema`.
+    pub trait ViaJsonSchema {
+        /// `T`'s schema.
+        fn json_schema(&self) -> Option<serde_json::Value>;
+    }
+
+    impl<T: schemars::JsonSchema> ViaJsonSchema for &Probe<T> {
+        fn json_schema(&self) -> Option<serde_json::Value> {
+            Some(schemars::schema_for!(T).to_value())
+        }
+    }
+
+    /// Chosen otherwise.
+    pub trait NoJsonSchema {
+        /// `None`.
+        fn json_schema(&self) -> Option<serde_json::Value>;
+    }
+
+    impl<T> NoJsonSchema for Probe<T> {
+        fn json_schema(&self) -> Option<serde_json::Value> {
+            None
+        }
+    }
 }
 
 /// A schema-less state: the values themselves, with reducers registered at run time through a

@@ -49,7 +49,7 @@ pub(crate) struct Schedule {
 
 impl Schedule {
     /// Parses `schedule` (five fields, or six with the second last) for time zone
-    /// `timezone` (UTC when `None`): 422 naming what does not fit, as the reference words it.
+    /// `timezone` (UTC when `None`): 422 naming what does not fit, as LangGraph's server words it.
     pub(crate) fn parse(schedule: &str, timezone: Option<&str>) -> Result<Self, ApiError> {
         let tz = time_zone(timezone)?;
         let fields: Vec<&str> = schedule.split_whitespace().collect();
@@ -91,7 +91,7 @@ impl Schedule {
     }
 }
 
-/// The reference's words for a schedule it cannot read (what the parser said is logged).
+/// LangGraph's words for a schedule it cannot read (what the parser said is logged).
 fn invalid_schedule(schedule: &str, why: &str) -> ApiError {
     tracing::debug!(schedule, why, "a cron schedule was refused");
     ApiError::invalid(format!(
@@ -101,7 +101,7 @@ fn invalid_schedule(schedule: &str, why: &str) -> ApiError {
     ))
 }
 
-/// An IANA time zone name, 422 as the reference answers one it does not know.
+/// An IANA time zone name, 422 as LangGraph's server answers one it does not know.
 pub(crate) fn time_zone(name: Option<&str>) -> Result<Option<chrono_tz::Tz>, ApiError> {
     name.map(|n| {
         chrono_tz::Tz::from_str(n).map_err(|_| {
@@ -134,7 +134,8 @@ pub(crate) fn parse_time(field: &str, s: &str) -> Result<DateTime<Utc>, ApiError
 }
 
 /// A cron, as `GET /runs/crons/{cron_id}` answers it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = Cron)]
 pub(crate) struct CronRecord {
     pub(crate) cron_id: String,
     pub(crate) assistant_id: String,
@@ -177,7 +178,7 @@ impl Record for CronRecord {
 }
 
 /// What becomes of a stateless cron's thread after each run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum OnRunCompleted {
     /// Deleted with its run (the default).

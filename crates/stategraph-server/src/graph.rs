@@ -78,6 +78,9 @@ pub(crate) trait ServedGraph: Send + Sync {
 
     fn state_keys(&self) -> Vec<String>;
 
+    /// The state type's JSON Schema, when it has one ([`State::json_schema`]).
+    fn json_schema(&self) -> Option<Json>;
+
     fn subgraph_nodes(&self) -> Vec<(String, Vec<String>)>;
 }
 
@@ -151,6 +154,10 @@ impl<S: State> ServedGraph for CompiledGraph<S> {
 
     fn state_keys(&self) -> Vec<String> {
         CompiledGraph::state_keys(self)
+    }
+
+    fn json_schema(&self) -> Option<Json> {
+        S::json_schema()
     }
 
     fn subgraph_nodes(&self) -> Vec<(String, Vec<String>)> {

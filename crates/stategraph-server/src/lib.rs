@@ -31,6 +31,12 @@
 //! when it ends, under a [`WebhookPolicy`] that refuses private addresses by default) are
 //! served as LangGraph's server serves them.
 //!
+//! `GET /openapi.json` is the API's OpenAPI 3.1 document, generated from the handlers' and
+//! request types' annotations by the router that serves them; `GET /docs` shows it. `/mcp/`
+//! serves every assistant as a tool of an MCP server (streamable HTTP): its input schema is
+//! the graph's (the state type's JSON Schema when it derives `schemars::JsonSchema`), and a
+//! call is a stateless run answering its output.
+//!
 //! Every run on a thread goes through one [`RunQueue`](stategraph_checkpoint::runs::RunQueue)
 //! (`ServerBuilder::run_queue`; by default an in-memory queue of this process): FIFO per
 //! thread, one running run per thread, LangGraph's multitask strategies, leases kept alive by
@@ -83,6 +89,7 @@ mod graph;
 mod http;
 mod hub;
 mod input;
+mod mcp;
 mod messages;
 mod panics;
 mod prometheus;

@@ -162,15 +162,24 @@ fn describe() {
 }
 
 /// Query of `GET /metrics`.
-#[derive(serde::Deserialize, Default)]
+#[derive(serde::Deserialize, Default, utoipa::IntoParams)]
 #[serde(default)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct MetricsQuery {
     format: Option<String>,
 }
 
 /// `GET /metrics`: every figure in Prometheus's text format, or with `format=json` LangGraph's
 /// JSON summary (`queue`, `workers`, `api.http_requests_total`); an unknown format is
-/// Prometheus's, as the reference reads it.
+/// Prometheus's, as LangGraph's server reads it.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    operation_id = "get_metrics",
+    tag = "System",
+    params(MetricsQuery),
+    responses((status = 200, description = "The server's metrics (Prometheus text format, or JSON with `format=json`)."))
+)]
 pub(crate) async fn scrape(
     axum::extract::State(state): Shared,
     crate::http::extract::Query(query): crate::http::extract::Query<MetricsQuery>,

@@ -71,7 +71,8 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Json>, D::Error> {
 
 /// A thread, as `GET /threads/{thread_id}` answers it (its status as stored: readers take
 /// [`live`](Self::live) from the run queue).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = Thread)]
 pub(crate) struct ThreadRecord {
     pub(crate) thread_id: String,
     pub(crate) created_at: String,
@@ -81,22 +82,23 @@ pub(crate) struct ThreadRecord {
     #[serde(default, deserialize_with = "nullable")]
     pub(crate) metadata: Object,
     #[serde(default)]
+    #[schema(value_type = String)]
     pub(crate) status: ThreadStatus,
     #[serde(default, deserialize_with = "nullable")]
     pub(crate) config: Object,
     /// The values of its latest checkpoint (`null` before the first).
     #[serde(default)]
-    pub(crate) values: Json,
+    pub(crate) values: serde_json::Value,
     /// The interrupts it waits on, by task id, once a run or update left some.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) interrupts: Option<Json>,
+    pub(crate) interrupts: Option<serde_json::Value>,
     /// The error its last run ended with (`null` after a run without), once one ran.
     #[serde(
         default,
         deserialize_with = "present",
         skip_serializing_if = "Option::is_none"
     )]
-    pub(crate) error: Option<Json>,
+    pub(crate) error: Option<serde_json::Value>,
     /// Fields kept as they were given.
     #[serde(flatten)]
     pub(crate) extra: Object,
@@ -143,7 +145,7 @@ impl ThreadRecord {
 
     /// Records that a run of graph `graph_id` and assistant `assistant` starts on the idle
     /// thread: `busy`, the run's graph and assistant in its metadata, and its config merged
-    /// as the reference merges it (the assistant's, the thread's, the run's, then
+    /// as LangGraph's server merges it (the assistant's, the thread's, the run's, then
     /// `configurable` from the assistant's and the thread's only).
     pub(crate) fn start_run(
         &mut self,
@@ -235,7 +237,8 @@ impl ThreadRecord {
 }
 
 /// A run, as `GET /threads/{thread_id}/runs/{run_id}` answers it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = Run)]
 pub(crate) struct RunRecord {
     pub(crate) run_id: String,
     pub(crate) thread_id: String,
@@ -243,14 +246,16 @@ pub(crate) struct RunRecord {
     pub(crate) assistant_id: String,
     pub(crate) created_at: String,
     pub(crate) updated_at: String,
+    #[schema(value_type = String)]
     pub(crate) status: RunStatus,
     #[serde(default, deserialize_with = "nullable")]
     pub(crate) metadata: Object,
-    /// What the run was asked: input, command, config, context, stream modes, … (as the
-    /// reference records them).
+    /// What the run was asked: input, command, config, context, stream modes, … (as LangGraph's
+    /// server records them).
     #[serde(default, deserialize_with = "nullable")]
     pub(crate) kwargs: Object,
     #[serde(default)]
+    #[schema(value_type = String)]
     pub(crate) multitask_strategy: Multitask,
     /// Fields kept as they were given (`langsmith_session_name`).
     #[serde(flatten)]
@@ -308,7 +313,8 @@ impl RunRecord {
 }
 
 /// An assistant, as `GET /assistants/{assistant_id}` answers it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = Assistant)]
 pub(crate) struct AssistantRecord {
     pub(crate) assistant_id: String,
     pub(crate) graph_id: String,
@@ -390,7 +396,7 @@ impl AssistantRecord {
 }
 
 /// One version of an assistant, as `POST /assistants/{assistant_id}/versions` lists them.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub(crate) struct AssistantVersion {
     pub(crate) assistant_id: String,
     pub(crate) graph_id: String,
@@ -519,11 +525,11 @@ pub(crate) fn filter(field: &str, value: impl Into<Json>) -> Object {
     Object::from_iter([(field.to_owned(), value.into())])
 }
 
-/// The order and paging fields of a search body, with the reference's defaults: by
+/// The order and paging fields of a search body, with LangGraph's defaults: by
 /// `created_at`, newest first, 10 from the start. Read from the body on its own (not
 /// flattened into the body's struct, which would hide the field's name from the message of a
 /// value that does not fit).
-#[derive(serde::Deserialize, Default)]
+#[derive(serde::Deserialize, serde::Serialize, Default, utoipa::ToSchema)]
 #[serde(default)]
 pub(crate) struct Paging {
     #[serde(deserialize_with = "crate::input::search_limit")]

@@ -9,31 +9,35 @@ use stategraph_graph::{Durability, Goto, Resume, RunCommand, RunConfig, Send, St
 use crate::error::ApiError;
 use crate::events::EVENTS;
 use crate::graph::RunStart;
+use crate::records::Object;
 use crate::run_options::{IfNotExists, OnCompletion, OnDisconnect};
 use crate::wire::{checkpoint_id_of, input_map};
 
 /// A run request's body (`RunCreateStateful` / `RunCreateStateless`).
-#[derive(Deserialize, Serialize, Default, Clone)]
+#[derive(Deserialize, Serialize, Default, Clone, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = RunCreate)]
 pub(crate) struct RunBody {
     pub(crate) assistant_id: Option<String>,
-    pub(crate) input: Option<Json_>,
-    pub(crate) command: Option<Json_>,
-    pub(crate) config: Option<Json_>,
-    pub(crate) context: Option<Json_>,
-    pub(crate) metadata: Option<JsonMap<String, Json_>>,
-    pub(crate) stream_mode: Option<Json_>,
-    pub(crate) interrupt_before: Option<Json_>,
-    pub(crate) interrupt_after: Option<Json_>,
-    pub(crate) checkpoint: Option<Json_>,
+    pub(crate) input: Option<serde_json::Value>,
+    pub(crate) command: Option<serde_json::Value>,
+    pub(crate) config: Option<serde_json::Value>,
+    pub(crate) context: Option<serde_json::Value>,
+    pub(crate) metadata: Option<Object>,
+    pub(crate) stream_mode: Option<serde_json::Value>,
+    pub(crate) interrupt_before: Option<serde_json::Value>,
+    pub(crate) interrupt_after: Option<serde_json::Value>,
+    pub(crate) checkpoint: Option<serde_json::Value>,
     pub(crate) checkpoint_id: Option<String>,
     pub(crate) if_not_exists: Option<IfNotExists>,
+    #[schema(value_type = Option<String>)]
     pub(crate) multitask_strategy: Option<Multitask>,
-    pub(crate) webhook: Option<Json_>,
-    pub(crate) feedback_keys: Option<Json_>,
+    pub(crate) webhook: Option<serde_json::Value>,
+    pub(crate) feedback_keys: Option<serde_json::Value>,
     pub(crate) stream_subgraphs: Option<bool>,
     pub(crate) stream_resumable: Option<bool>,
     pub(crate) checkpoint_during: Option<bool>,
+    #[schema(value_type = Option<String>)]
     pub(crate) durability: Option<Durability>,
     pub(crate) on_completion: Option<OnCompletion>,
     pub(crate) on_disconnect: Option<OnDisconnect>,
@@ -56,7 +60,7 @@ impl RunBody {
 /// run and checkpoint metadata as LangGraph's server records its own.
 pub(crate) const LANGGRAPH_VERSION: &str = "1.2.22";
 
-/// Objects merged shallowly, later keys winning (the reference's `_merge_jsonb`).
+/// Objects merged shallowly, later keys winning (LangGraph's `_merge_jsonb`).
 pub(crate) fn merge_objects<'a>(
     objects: impl IntoIterator<Item = Option<&'a Json_>>,
 ) -> JsonMap<String, Json_> {
@@ -284,7 +288,7 @@ fn is_interrupt_id(key: &str) -> bool {
 pub(crate) type EngineConfig = (RunConfig, JsonMap<String, Json_>);
 
 /// The engine's config of a run of `body` on `thread_id` with the run's `configurable` and
-/// `metadata`, on its `attempt`-th start; with what the reference adds to the run's metadata
+/// `metadata`, on its `attempt`-th start; with what LangGraph's server adds to the run's metadata
 /// when it starts it.
 pub(crate) fn engine_config(
     thread_id: &str,

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What a run on a thread that does not exist does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum IfNotExists {
     /// Create the thread.
@@ -16,7 +16,7 @@ pub(crate) enum IfNotExists {
 }
 
 /// What becomes of a stateless run's thread when the run ends.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum OnCompletion {
     /// It is deleted (the default).
@@ -27,7 +27,7 @@ pub(crate) enum OnCompletion {
 }
 
 /// What a run does when the client following it goes away.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum OnDisconnect {
     /// It is cancelled.

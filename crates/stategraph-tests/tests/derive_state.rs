@@ -281,3 +281,32 @@ async fn invoke_returns_the_typed_state() {
         .unwrap();
     assert_eq!(values["count"], Value::from(16));
 }
+
+/// A state that also derives `schemars::JsonSchema`: its JSON Schema is the state's own.
+#[derive(State, schemars::JsonSchema, Clone, Debug, Default)]
+struct Described {
+    /// The question asked.
+    question: String,
+    #[reducer(append)]
+    answers: Vec<String>,
+    attempts: Option<u32>,
+}
+
+#[test]
+fn a_state_deriving_json_schema_has_its_schema_and_one_without_has_none() {
+    let schema = <Described as stategraph::graph::State>::json_schema()
+        .expect("Described derives JsonSchema");
+    assert_eq!(schema["title"], "Described");
+    assert_eq!(schema["type"], "object");
+    let props = &schema["properties"];
+    assert_eq!(props["question"]["type"], "string");
+    assert_eq!(props["question"]["description"], "The question asked.");
+    assert_eq!(props["answers"]["type"], "array");
+    assert_eq!(props["answers"]["items"]["type"], "string");
+    assert_eq!(
+        props["attempts"]["type"],
+        serde_json::json!(["integer", "null"])
+    );
+    // `Seed` derives State only.
+    assert_eq!(<Seed as stategraph::graph::State>::json_schema(), None);
+}

@@ -11,13 +11,16 @@ use uuid::Uuid;
 use crate::app::{AppState, Cancel, CancelAction, Shared};
 use crate::assistants::{ensure, versions_of};
 use crate::error::ApiError;
+use crate::graph::ServedGraph;
 use crate::http::extract::{AssistantId, Body, GraphOrAssistant, Query, Search};
+use crate::http::openapi::Searched;
 use crate::records::{
     AssistantRecord, AssistantVersion, Object, Record, ThreadRecord, filter, version_key,
 };
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = AssistantCreate)]
 pub(crate) struct CreateBody {
     assistant_id: Option<String>,
     graph_id: Option<String>,
@@ -31,6 +34,14 @@ pub(crate) struct CreateBody {
 
 /// `POST /assistants`: a new assistant of a registered graph (`if_exists`: `raise`, the
 /// default, answers 409 for a taken id; `do_nothing` returns the stored assistant).
+#[utoipa::path(
+    post,
+    path = "/assistants",
+    operation_id = "post_assistants",
+    tag = "Assistants",
+    request_body = CreateBody,
+    responses((status = 200, description = "The assistant.", body = AssistantRecord))
+)]
 pub(crate) async fn create(
     axum::extract::State(state): Shared,
     Body(body): Body<CreateBody>,
@@ -65,7 +76,7 @@ pub(crate) async fn create(
     Ok(Json(record))
 }
 
-/// Config and context kept in step as the reference keeps them (`configurable` is the
+/// Config and context kept in step as LangGraph's server keeps them (`configurable` is the
 /// context); both given is 400.
 type ConfigAndContext = (Object, Option<Object>);
 
@@ -94,8 +105,9 @@ fn config_and_context(
     }
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = AssistantPatch)]
 pub(crate) struct UpdateBody {
     graph_id: Option<String>,
     config: Option<Object>,
@@ -107,6 +119,15 @@ pub(crate) struct UpdateBody {
 
 /// `PATCH /assistants/{assistant_id}`: a new version (the highest so far plus one) that
 /// becomes the current one; fields not given are kept, `metadata` is merged.
+#[utoipa::path(
+    patch,
+    path = "/assistants/{assistant_id}",
+    operation_id = "patch_assistants_item",
+    tag = "Assistants",
+    params(("assistant_id" = String, Path, format = Uuid, description = "The assistant's id.")),
+    request_body = UpdateBody,
+    responses((status = 200, description = "The assistant's new version.", body = AssistantRecord))
+)]
 pub(crate) async fn update(
     axum::extract::State(state): Shared,
     AssistantId(id): AssistantId,
@@ -147,8 +168,9 @@ pub(crate) async fn update(
     Ok(Json(record))
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = AssistantVersionsSearch)]
 pub(crate) struct VersionsBody {
     metadata: Option<Object>,
     #[serde(deserialize_with = "crate::input::search_limit")]
@@ -158,6 +180,15 @@ pub(crate) struct VersionsBody {
 }
 
 /// `POST /assistants/{assistant_id}/versions`: the versions, newest first (404 when none).
+#[utoipa::path(
+    post,
+    path = "/assistants/{assistant_id}/versions",
+    operation_id = "post_assistants_versions",
+    tag = "Assistants",
+    params(("assistant_id" = String, Path, format = Uuid, description = "The assistant's id.")),
+    request_body = VersionsBody,
+    responses((status = 200, description = "The versions, newest first.", body = Vec<AssistantVersion>))
+)]
 pub(crate) async fn versions(
     axum::extract::State(state): Shared,
     AssistantId(id): AssistantId,
@@ -179,16 +210,26 @@ pub(crate) async fn versions(
     Ok(Json(found))
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = AssistantSetLatest)]
 pub(crate) struct LatestBody {
     #[serde(deserialize_with = "crate::input::version")]
     version: Option<u64>,
 }
 
-/// `POST /assistants/{assistant_id}/latest`: makes a stored version the current one. As the
-/// reference: an unknown assistant is 404, and so is a body that names no version (no
+/// `POST /assistants/{assistant_id}/latest`: makes a stored version the current one. As LangGraph's
+/// server: an unknown assistant is 404, and so is a body that names no version (no
 /// version matches it).
+#[utoipa::path(
+    post,
+    path = "/assistants/{assistant_id}/latest",
+    operation_id = "post_assistants_latest",
+    tag = "Assistants",
+    params(("assistant_id" = String, Path, format = Uuid, description = "The assistant's id.")),
+    request_body = LatestBody,
+    responses((status = 200, description = "The assistant at that version.", body = AssistantRecord))
+)]
 pub(crate) async fn set_latest(
     axum::extract::State(state): Shared,
     AssistantId(id): AssistantId,
@@ -225,18 +266,27 @@ fn check_graph(state: &AppState, graph_id: &str) -> Result<(), ApiError> {
 }
 
 /// Query of `DELETE /assistants/{assistant_id}`.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::IntoParams)]
 #[serde(default)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct DeleteQuery {
     delete_threads: Option<String>,
 }
 
 /// `DELETE /assistants/{assistant_id}`: 204, or 404 for an unknown id.
 ///
-/// As the reference: the assistant's runs in flight are cancelled (`interrupt`), and with
+/// As LangGraph's server: the assistant's runs in flight are cancelled (`interrupt`), and with
 /// `delete_threads=true` the threads whose `metadata.assistant_id` is this assistant (the
 /// assistant of their latest run) are deleted too, with their runs and checkpoints. Its
 /// crons are deleted with it.
+#[utoipa::path(
+    delete,
+    path = "/assistants/{assistant_id}",
+    operation_id = "delete_assistants_item",
+    tag = "Assistants",
+    params(("assistant_id" = String, Path, format = Uuid, description = "The assistant's id."), DeleteQuery),
+    responses((status = 204, description = "Deleted."))
+)]
 pub(crate) async fn delete(
     axum::extract::State(state): Shared,
     AssistantId(id): AssistantId,
@@ -285,8 +335,9 @@ pub(crate) async fn delete(
     Ok(axum::http::StatusCode::NO_CONTENT)
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = AssistantSearchRequest)]
 pub(crate) struct SearchBody {
     metadata: Option<Object>,
     graph_id: Option<String>,
@@ -294,6 +345,14 @@ pub(crate) struct SearchBody {
 }
 
 /// `POST /assistants/search`.
+#[utoipa::path(
+    post,
+    path = "/assistants/search",
+    operation_id = "post_assistants_search",
+    tag = "Assistants",
+    request_body = Searched<SearchBody>,
+    responses((status = 200, description = "The assistants found.", body = Vec<AssistantRecord>))
+)]
 pub(crate) async fn search(
     axum::extract::State(state): Shared,
     Search { body, paging }: Search<SearchBody>,
@@ -320,6 +379,14 @@ async fn find(state: &AppState, body: SearchBody) -> Result<Vec<AssistantRecord>
 }
 
 /// `GET /assistants/{assistant_id}`.
+#[utoipa::path(
+    get,
+    path = "/assistants/{assistant_id}",
+    operation_id = "get_assistants_item",
+    tag = "Assistants",
+    params(("assistant_id" = String, Path, format = Uuid, description = "The assistant's id.")),
+    responses((status = 200, description = "The assistant.", body = AssistantRecord))
+)]
 pub(crate) async fn get_one(
     axum::extract::State(state): Shared,
     AssistantId(id): AssistantId,
@@ -329,6 +396,14 @@ pub(crate) async fn get_one(
 
 /// `POST /assistants/count`: as many as `POST /assistants/search` finds with the same
 /// filters, unpaged.
+#[utoipa::path(
+    post,
+    path = "/assistants/count",
+    operation_id = "post_assistants_count",
+    tag = "Assistants",
+    request_body = SearchBody,
+    responses((status = 200, description = "How many assistants match.", body = usize))
+)]
 pub(crate) async fn count(
     axum::extract::State(state): Shared,
     Body(body): Body<SearchBody>,
@@ -337,14 +412,15 @@ pub(crate) async fn count(
 }
 
 /// Query of `GET /assistants/{assistant_id}/graph`.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::IntoParams)]
 #[serde(default)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct GraphQuery {
     xray: Option<String>,
 }
 
 impl GraphQuery {
-    /// Checks `xray` as the reference reads it: absent or empty, `true`/`True`,
+    /// Checks `xray` as LangGraph's server reads it: absent or empty, `true`/`True`,
     /// `false`/`False`, or an integer above 0 (a depth); anything else is 422.
     fn check(&self) -> Result<(), ApiError> {
         match self.xray.as_deref() {
@@ -357,6 +433,14 @@ impl GraphQuery {
 
 /// `GET /assistants/{assistant_id}/graph`: the graph's nodes and edges, in LangGraph's
 /// drawing JSON (`xray` is checked; subgraphs are not drawn into their parent).
+#[utoipa::path(
+    get,
+    path = "/assistants/{assistant_id}/graph",
+    operation_id = "get_assistants_graph",
+    tag = "Assistants",
+    params(("assistant_id" = String, Path, description = "The assistant's id, or a graph's name (its default assistant)."), GraphQuery),
+    responses((status = 200, description = "The graph's nodes and edges.", body = serde_json::Value))
+)]
 pub(crate) async fn graph(
     axum::extract::State(state): Shared,
     GraphOrAssistant(id): GraphOrAssistant,
@@ -410,9 +494,19 @@ fn object_schema(keys: &[String]) -> Json_ {
     json!({ "type": "object", "properties": properties })
 }
 
-/// The schemas of a graph with these state keys, under the reference's keys.
-fn schemas_of(keys: &[String]) -> Json_ {
-    let schema = object_schema(keys);
+/// The schemas of `graph` under LangGraph's keys: its state type's JSON Schema (for input,
+/// output and state: a graph takes and gives its whole state) when the type has one, else
+/// an object of its channels, their types unknown.
+pub(crate) fn schemas_of(graph: &dyn ServedGraph) -> Json_ {
+    schemas_json(
+        graph
+            .json_schema()
+            .unwrap_or_else(|| object_schema(&graph.state_keys())),
+    )
+}
+
+/// `schema` as the input, output and state schemas.
+fn schemas_json(schema: Json_) -> Json_ {
     json!({
         "input_schema": schema,
         "output_schema": schema,
@@ -423,6 +517,14 @@ fn schemas_of(keys: &[String]) -> Json_ {
 }
 
 /// `GET /assistants/{assistant_id}/schemas`.
+#[utoipa::path(
+    get,
+    path = "/assistants/{assistant_id}/schemas",
+    operation_id = "get_assistants_schemas",
+    tag = "Assistants",
+    params(("assistant_id" = String, Path, format = Uuid, description = "The assistant's id.")),
+    responses((status = 200, description = "The graph's input, output, state, config and context JSON Schemas.", body = serde_json::Value))
+)]
 pub(crate) async fn schemas(
     axum::extract::State(state): Shared,
     AssistantId(id): AssistantId,
@@ -433,7 +535,7 @@ pub(crate) async fn schemas(
         .graphs
         .get(graph_id)
         .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
-    let mut out = schemas_of(&graph.state_keys());
+    let mut out = schemas_of(graph.as_ref());
     if let Some(o) = out.as_object_mut() {
         o.insert("graph_id".into(), json!(graph_id));
     }
@@ -442,6 +544,14 @@ pub(crate) async fn schemas(
 
 /// `GET /assistants/{assistant_id}/subgraphs`: each subgraph node's schemas, by node name
 /// (`{}` when there are none).
+#[utoipa::path(
+    get,
+    path = "/assistants/{assistant_id}/subgraphs",
+    operation_id = "get_assistants_subgraphs",
+    tag = "Assistants",
+    params(("assistant_id" = String, Path, format = Uuid, description = "The assistant's id.")),
+    responses((status = 200, description = "Each subgraph's schemas, by node name.", body = serde_json::Value))
+)]
 pub(crate) async fn subgraphs(
     axum::extract::State(state): Shared,
     AssistantId(id): AssistantId,
@@ -455,7 +565,7 @@ pub(crate) async fn subgraphs(
     let out: Object = graph
         .subgraph_nodes()
         .into_iter()
-        .map(|(name, keys)| (name, schemas_of(&keys)))
+        .map(|(name, keys)| (name, schemas_json(object_schema(&keys))))
         .collect();
     Ok(Json(Json_::Object(out)))
 }

@@ -16,8 +16,9 @@ use crate::records::{RunRecord, filter};
 use crate::threads::load;
 
 /// Query of `POST /threads/{thread_id}/runs/{run_id}/cancel`.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::IntoParams)]
 #[serde(default)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct CancelQuery {
     wait: Option<String>,
     action: Option<String>,
@@ -28,6 +29,14 @@ pub(crate) struct CancelQuery {
 /// `action=interrupt` (the default) marks it `interrupted` and keeps its checkpoints;
 /// `action=rollback` deletes it and its checkpoints. 202 with no body, or with `wait=1` 200
 /// and the thread's values once the run has stopped.
+#[utoipa::path(
+    post,
+    path = "/threads/{thread_id}/runs/{run_id}/cancel",
+    operation_id = "post_threads_runs_cancel",
+    tag = "Thread Runs",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id."), ("run_id" = String, Path, format = Uuid, description = "The run's id."), CancelQuery),
+    responses((status = 202, description = "Cancelling."), (status = 200, description = "With `wait=1`: the thread's values once the run stopped.", body = serde_json::Value))
+)]
 pub(crate) async fn cancel(
     axum::extract::State(state): Shared,
     RunIds { thread_id, run_id }: RunIds,
@@ -99,8 +108,9 @@ async fn stopped(state: &AppState, thread_id: &str, run_id: &str) -> Result<Resp
 }
 
 /// Body of `POST /runs/cancel` (`RunsCancel`).
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = RunsCancel)]
 pub(crate) struct CancelManyBody {
     status: Option<String>,
     thread_id: Option<String>,
@@ -110,7 +120,16 @@ pub(crate) struct CancelManyBody {
 /// `POST /runs/cancel`: cancels the runs `run_ids` of `thread_id`, or every run with
 /// `status` `pending`, `running` or `all` (both); `action` (query) `interrupt` (default) or
 /// `rollback` as for one run. 204; 404 when no run matched or none was pending or running;
-/// 422 for a body that does not fit, as the reference.
+/// 422 for a body that does not fit, as LangGraph's server.
+#[utoipa::path(
+    post,
+    path = "/runs/cancel",
+    operation_id = "post_runs_cancel",
+    tag = "Thread Runs",
+    params(CancelQuery),
+    request_body = CancelManyBody,
+    responses((status = 204, description = "Cancelled."))
+)]
 pub(crate) async fn cancel_many(
     axum::extract::State(state): Shared,
     Query(query): Query<CancelQuery>,

@@ -11,11 +11,13 @@ use crate::app::{AppState, Shared};
 use crate::crons::{CronPatch, CronRecord, NewCron, OnRunCompleted, Schedule, parse_time};
 use crate::error::ApiError;
 use crate::http::extract::{CronId, RequiredBody, Search, ThreadId, body_fields, canonical_uuid};
+use crate::http::openapi::{Both, Searched};
 use crate::records::{Object, filter};
 use crate::request::RunBody;
 
 /// The cron's own fields of a create body.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
+#[schema(as = CronCreate)]
 struct CreateFields {
     assistant_id: Option<String>,
     schedule: Option<String>,
@@ -24,7 +26,7 @@ struct CreateFields {
     enabled: Option<bool>,
     on_run_completed: Option<OnRunCompleted>,
     metadata: Option<Object>,
-    webhook: Option<Json_>,
+    webhook: Option<serde_json::Value>,
 }
 
 async fn create_cron(
@@ -81,6 +83,14 @@ async fn create_cron(
 }
 
 /// `POST /runs/crons`: a stateless cron (each tick's run on a new thread).
+#[utoipa::path(
+    post,
+    path = "/runs/crons",
+    operation_id = "post_runs_crons",
+    tag = "Crons",
+    request_body = Both<CreateFields, RunBody>,
+    responses((status = 200, description = "The cron.", body = CronRecord))
+)]
 pub(crate) async fn create(
     axum::extract::State(state): Shared,
     RequiredBody(body): RequiredBody<Object>,
@@ -89,6 +99,15 @@ pub(crate) async fn create(
 }
 
 /// `POST /threads/{thread_id}/runs/crons`: a cron whose runs go on the thread.
+#[utoipa::path(
+    post,
+    path = "/threads/{thread_id}/runs/crons",
+    operation_id = "post_threads_runs_crons",
+    tag = "Crons",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    request_body = Both<CreateFields, RunBody>,
+    responses((status = 200, description = "The cron.", body = CronRecord))
+)]
 pub(crate) async fn create_for_thread(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
@@ -106,6 +125,14 @@ async fn load(state: &AppState, cron_id: &str) -> Result<CronRecord, ApiError> {
 }
 
 /// `GET /runs/crons/{cron_id}`.
+#[utoipa::path(
+    get,
+    path = "/runs/crons/{cron_id}",
+    operation_id = "get_runs_crons_item",
+    tag = "Crons",
+    params(("cron_id" = String, Path, format = Uuid, description = "The cron's id.")),
+    responses((status = 200, description = "The cron.", body = CronRecord))
+)]
 pub(crate) async fn get_one(
     axum::extract::State(state): Shared,
     CronId(cron_id): CronId,
@@ -114,19 +141,29 @@ pub(crate) async fn get_one(
 }
 
 /// The cron's own fields of a patch body.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
+#[schema(as = CronPatch)]
 struct PatchFields {
     schedule: Option<String>,
     timezone: Option<String>,
     enabled: Option<bool>,
     on_run_completed: Option<OnRunCompleted>,
     metadata: Option<Object>,
-    webhook: Option<Json_>,
+    webhook: Option<serde_json::Value>,
 }
 
 /// `PATCH /runs/crons/{cron_id}`: the fields given replace the cron's (`metadata` merged;
 /// the run request's fields merged into its payload; `end_time: null` clears it). A new
 /// schedule or time zone restarts the schedule from now.
+#[utoipa::path(
+    patch,
+    path = "/runs/crons/{cron_id}",
+    operation_id = "patch_runs_crons_item",
+    tag = "Crons",
+    params(("cron_id" = String, Path, format = Uuid, description = "The cron's id.")),
+    request_body = Both<PatchFields, RunBody>,
+    responses((status = 200, description = "The cron.", body = CronRecord))
+)]
 pub(crate) async fn update(
     axum::extract::State(state): Shared,
     CronId(cron_id): CronId,
@@ -193,6 +230,14 @@ pub(crate) async fn update(
 }
 
 /// `DELETE /runs/crons/{cron_id}` (204).
+#[utoipa::path(
+    delete,
+    path = "/runs/crons/{cron_id}",
+    operation_id = "delete_runs_crons_item",
+    tag = "Crons",
+    params(("cron_id" = String, Path, format = Uuid, description = "The cron's id.")),
+    responses((status = 204, description = "Deleted."))
+)]
 pub(crate) async fn delete(
     axum::extract::State(state): Shared,
     CronId(cron_id): CronId,
@@ -203,8 +248,9 @@ pub(crate) async fn delete(
 }
 
 /// The filters of a cron search or count.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = CronSearch)]
 pub(crate) struct Filters {
     assistant_id: Option<String>,
     thread_id: Option<String>,
@@ -264,6 +310,14 @@ async fn matching(state: &AppState, f: &Filters) -> Result<Vec<CronRecord>, ApiE
 /// `POST /runs/crons/search`: by assistant, thread, `enabled` and metadata; sorted by
 /// `sort_by` (default `created_at`, newest first), paged, each cron with the `select`ed
 /// fields only if given.
+#[utoipa::path(
+    post,
+    path = "/runs/crons/search",
+    operation_id = "post_runs_crons_search",
+    tag = "Crons",
+    request_body = Searched<Filters>,
+    responses((status = 200, description = "The crons found.", body = Vec<CronRecord>))
+)]
 pub(crate) async fn search(
     axum::extract::State(state): Shared,
     Search { body, paging }: Search<Filters>,
@@ -297,6 +351,14 @@ pub(crate) async fn search(
 }
 
 /// `POST /runs/crons/count`: how many crons match (by assistant, thread and metadata).
+#[utoipa::path(
+    post,
+    path = "/runs/crons/count",
+    operation_id = "post_runs_crons_count",
+    tag = "Crons",
+    request_body = Filters,
+    responses((status = 200, description = "How many crons match.", body = usize))
+)]
 pub(crate) async fn count(
     axum::extract::State(state): Shared,
     crate::http::extract::Body(body): crate::http::extract::Body<Filters>,

@@ -22,8 +22,8 @@ use crate::records::Paging;
 /// none for a request without options.
 pub(crate) struct Body<T>(pub(crate) T);
 
-/// A JSON request body that must be given (`POST /threads/{thread_id}/history`, as the
-/// reference requires it): an empty body is 422, as invalid JSON is.
+/// A JSON request body that must be given (`POST /threads/{thread_id}/history`, as LangGraph's
+/// server requires it): an empty body is 422, as invalid JSON is.
 pub(crate) struct RequiredBody<T>(pub(crate) T);
 
 /// A search body: its filters (`T`) and its order and paging, read from the same body on
@@ -170,8 +170,8 @@ impl<S: Send + Sync> FromRequestParts<S> for ThreadId {
     }
 }
 
-/// Path `{thread_id}` of a route that creates a run on the thread, refused as the
-/// reference refuses it there (`Invalid thread ID`).
+/// Path `{thread_id}` of a route that creates a run on the thread, refused as LangGraph's
+/// server refuses it there (`Invalid thread ID`).
 pub(crate) struct RunThreadId(pub(crate) String);
 
 impl<S: Send + Sync> FromRequestParts<S> for RunThreadId {
@@ -225,7 +225,7 @@ impl<S: Send + Sync> FromRequestParts<S> for AssistantId {
 }
 
 /// Path `{assistant_id}` of `GET /assistants/{assistant_id}/graph`, which also takes a
-/// graph's name for its default assistant (as the reference does there only).
+/// graph's name for its default assistant (as LangGraph's server does there only).
 pub(crate) struct GraphOrAssistant(pub(crate) String);
 
 impl FromRequestParts<std::sync::Arc<AppState>> for GraphOrAssistant {

@@ -18,7 +18,7 @@ use crate::hub::{HubReader, StreamEvent};
 use crate::records::RunRecord;
 
 /// The stream modes of a join's `stream_mode` query values: each a mode, or a JSON array of
-/// them (the SDK's forms). Repeated values add up (the reference reads the last one only).
+/// them (the SDK's forms). Repeated values add up (LangGraph's server reads the last one only).
 fn join_modes(values: &[String]) -> Vec<String> {
     let mut modes = Vec::new();
     for v in values.iter().filter(|v| !v.is_empty()) {
@@ -31,7 +31,7 @@ fn join_modes(values: &[String]) -> Vec<String> {
 }
 
 /// Whether an event named `name` passes a join's `stream_mode` filter (none: every event),
-/// as the reference matches them: by name, `messages*` for `messages`/`messages-tuple`, and
+/// as LangGraph's server matches them: by name, `messages*` for `messages`/`messages-tuple`, and
 /// a subgraph's `mode|namespace` by its mode.
 fn mode_matches(name: &str, modes: &[String]) -> bool {
     if modes.is_empty() || modes.iter().any(|m| m == name) {
@@ -48,20 +48,28 @@ fn mode_matches(name: &str, modes: &[String]) -> bool {
         .is_some_and(|(base, _)| modes.iter().any(|m| m == base))
 }
 
-/// Whether a query flag is on, as the reference reads them (`true`, `yes`, `1`).
+/// Whether a query flag is on, as LangGraph's server reads them (`true`, `yes`, `1`).
 fn flag_on(v: &str) -> bool {
     matches!(v.to_lowercase().as_str(), "true" | "yes" | "1")
 }
 
 /// `GET /threads/{thread_id}/runs/{run_id}/stream`: joins a run's stream.
 ///
-/// As the reference: the events the run publishes from now on; for a run created with
+/// As LangGraph's server: the events the run publishes from now on; for a run created with
 /// `stream_resumable: true` and a `Last-Event-ID` header, first those after that id (`-1`:
 /// all), every event with its `id`. A run that has ended sends nothing more (a resumable one
 /// replays after the id while its events are kept). `stream_mode` (query, repeated or a JSON
 /// array) filters the events; `cancel_on_disconnect=true` cancels the run (`interrupt`) if
 /// the client goes away before it ended. Ids that are not UUIDs are 422; an unknown run is,
-/// as the reference answers it, a 200 stream of one `error` event.
+/// as LangGraph's server answers it, a 200 stream of one `error` event.
+#[utoipa::path(
+    get,
+    path = "/threads/{thread_id}/runs/{run_id}/stream",
+    operation_id = "get_threads_runs_stream",
+    tag = "Thread Runs",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id."), ("run_id" = String, Path, format = Uuid, description = "The run's id."), ("stream_mode" = Option<Vec<String>>, Query, description = "The stream modes to send (repeatable)."), ("cancel_on_disconnect" = Option<bool>, Query, description = "Cancel the run if this client goes away."), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event.")),
+    responses((status = 200, description = "The run's events (server-sent events).", content_type = "text/event-stream"))
+)]
 pub(crate) async fn join_stream(
     axum::extract::State(state): Shared,
     RunIds { thread_id, run_id }: RunIds,

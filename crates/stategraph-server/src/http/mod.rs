@@ -11,9 +11,10 @@ use axum::http::header::CONTENT_LOCATION;
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::app::{AppState, Cors};
 use crate::error::ApiError;
@@ -26,21 +27,36 @@ pub(crate) mod extract;
 mod joins;
 mod meta;
 mod observe;
+mod openapi;
 mod runs;
 mod store;
 mod thread_stream;
 mod threads;
 
+pub(crate) use assistants::schemas_of;
 pub use store::MAX_STORE_TTL_MINUTES;
+
+/// The routes anyone may call, also when the server has an API key.
+const PUBLIC: &[&str] = &["/ok", "/info", "/openapi.json", "/docs"];
 
 /// The API's routes over `state`: CORS as `cors` says, the API key `api_key` (if any)
 /// required on every route but the public ones.
 pub(crate) fn router(state: &Arc<AppState>, cors: &Cors, api_key: Option<&str>) -> Router {
-    let public = Router::new()
-        .route("/ok", get(meta::ok))
-        .route("/info", get(meta::info));
     crate::prometheus::install();
-    let protected = protected_routes()
+    let (public, public_doc) = OpenApiRouter::new()
+        .routes(routes!(meta::ok))
+        .routes(routes!(meta::info))
+        .routes(routes!(openapi::document))
+        .routes(routes!(openapi::docs))
+        .split_for_parts();
+    let (protected, protected_doc) = protected_routes().split_for_parts();
+    let mut doc = public_doc;
+    doc.merge(protected_doc);
+    doc.merge(<openapi::Services as utoipa::OpenApi>::openapi());
+    let doc = openapi::finish(doc, api_key.is_some(), PUBLIC);
+    let public = public.layer(axum::Extension(openapi::Served::new(&doc)));
+    let protected = protected
+        .nest_service("/mcp", crate::mcp::service(state))
         .fallback(not_found)
         .with_state(Arc::clone(state));
     // Before the first request is answered: the default assistants exist.
@@ -66,109 +82,58 @@ pub(crate) fn router(state: &Arc<AppState>, cors: &Cors, api_key: Option<&str>) 
         .layer(cors_layer(cors))
 }
 
-/// Every route but the public ones.
-fn protected_routes() -> Router<Arc<AppState>> {
-    Router::new()
-        .route("/metrics", get(crate::prometheus::scrape))
-        .route("/assistants", post(assistants::create))
-        .route("/assistants/search", post(assistants::search))
-        .route("/assistants/count", post(assistants::count))
-        .route(
-            "/assistants/{assistant_id}",
-            get(assistants::get_one)
-                .patch(assistants::update)
-                .delete(assistants::delete),
-        )
-        .route("/assistants/{assistant_id}/graph", get(assistants::graph))
-        .route(
-            "/assistants/{assistant_id}/schemas",
-            get(assistants::schemas),
-        )
-        .route(
-            "/assistants/{assistant_id}/subgraphs",
-            get(assistants::subgraphs),
-        )
-        .route(
-            "/assistants/{assistant_id}/versions",
-            post(assistants::versions),
-        )
-        .route(
-            "/assistants/{assistant_id}/latest",
-            post(assistants::set_latest),
-        )
-        .route("/threads", post(threads::create))
-        .route("/threads/search", post(threads::search))
-        .route("/threads/count", post(threads::count))
-        .route("/threads/prune", post(threads::prune))
-        .route("/threads/{thread_id}/stream", get(thread_stream::join))
-        .route("/threads/{thread_id}/copy", post(threads::copy))
-        .route(
-            "/threads/{thread_id}",
-            get(threads::get_one)
-                .patch(threads::patch)
-                .delete(threads::delete),
-        )
-        .route(
-            "/threads/{thread_id}/state",
-            get(threads::get_state).post(threads::update_state),
-        )
-        .route(
-            "/threads/{thread_id}/state/checkpoint",
-            post(threads::post_state_at),
-        )
-        .route(
-            "/threads/{thread_id}/state/{checkpoint_id}",
-            get(threads::get_state_at),
-        )
-        .route("/threads/{thread_id}/history", post(threads::history))
-        .route(
-            "/threads/{thread_id}/runs",
-            get(runs::list).post(runs::create_background),
-        )
-        .route("/threads/{thread_id}/runs/wait", post(runs::wait_thread))
-        .route(
-            "/threads/{thread_id}/runs/stream",
-            post(runs::stream_thread),
-        )
-        .route(
-            "/threads/{thread_id}/runs/{run_id}",
-            get(runs::get_one).delete(runs::delete_one),
-        )
-        .route("/threads/{thread_id}/runs/{run_id}/join", get(runs::join))
-        .route(
-            "/threads/{thread_id}/runs/{run_id}/stream",
-            get(joins::join_stream),
-        )
-        .route("/runs/cancel", post(cancel::cancel_many))
-        .route(
-            "/store/items",
-            get(store::get_item)
-                .put(store::put_item)
-                .delete(store::delete_item),
-        )
-        .route("/store/items/search", post(store::search_items))
-        .route("/store/namespaces", post(store::list_namespaces))
-        .route("/runs", post(runs::create_stateless))
-        .route("/runs/crons", post(crons::create))
-        .route("/runs/crons/search", post(crons::search))
-        .route("/runs/crons/count", post(crons::count))
-        .route(
-            "/runs/crons/{cron_id}",
-            get(crons::get_one)
-                .patch(crons::update)
-                .delete(crons::delete),
-        )
-        .route(
-            "/threads/{thread_id}/runs/crons",
-            post(crons::create_for_thread),
-        )
-        .route("/runs/batch", post(runs::create_batch))
-        .route("/runs/wait", post(runs::wait_stateless))
-        .route("/runs/stream", post(runs::stream_stateless))
-        .route(
-            "/threads/{thread_id}/runs/{run_id}/cancel",
-            post(cancel::cancel),
-        )
+/// Every route but the public ones, each with its description for `/openapi.json`.
+fn protected_routes() -> OpenApiRouter<Arc<AppState>> {
+    OpenApiRouter::new()
+        .routes(routes!(crate::prometheus::scrape))
+        .routes(routes!(assistants::create))
+        .routes(routes!(assistants::search))
+        .routes(routes!(assistants::count))
+        .routes(routes!(
+            assistants::get_one,
+            assistants::update,
+            assistants::delete
+        ))
+        .routes(routes!(assistants::graph))
+        .routes(routes!(assistants::schemas))
+        .routes(routes!(assistants::subgraphs))
+        .routes(routes!(assistants::versions))
+        .routes(routes!(assistants::set_latest))
+        .routes(routes!(threads::create))
+        .routes(routes!(threads::search))
+        .routes(routes!(threads::count))
+        .routes(routes!(threads::prune))
+        .routes(routes!(thread_stream::join))
+        .routes(routes!(threads::copy))
+        .routes(routes!(threads::get_one, threads::patch, threads::delete))
+        .routes(routes!(threads::get_state, threads::update_state))
+        .routes(routes!(threads::post_state_at))
+        .routes(routes!(threads::get_state_at))
+        .routes(routes!(threads::history))
+        .routes(routes!(runs::list, runs::create_background))
+        .routes(routes!(runs::wait_thread))
+        .routes(routes!(runs::stream_thread))
+        .routes(routes!(runs::get_one, runs::delete_one))
+        .routes(routes!(runs::join))
+        .routes(routes!(joins::join_stream))
+        .routes(routes!(cancel::cancel_many))
+        .routes(routes!(
+            store::get_item,
+            store::put_item,
+            store::delete_item
+        ))
+        .routes(routes!(store::search_items))
+        .routes(routes!(store::list_namespaces))
+        .routes(routes!(runs::create_stateless))
+        .routes(routes!(crons::create))
+        .routes(routes!(crons::search))
+        .routes(routes!(crons::count))
+        .routes(routes!(crons::get_one, crons::update, crons::delete))
+        .routes(routes!(crons::create_for_thread))
+        .routes(routes!(runs::create_batch))
+        .routes(routes!(runs::wait_stateless))
+        .routes(routes!(runs::stream_stateless))
+        .routes(routes!(cancel::cancel))
 }
 
 /// The CORS layer: `langgraph dev`'s defaults (Starlette's `CORSMiddleware`).
@@ -228,7 +193,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
-/// Unknown paths, answered as the reference server does.
+/// Unknown paths, answered as LangGraph's server server does.
 async fn not_found() -> ApiError {
     ApiError::not_found("Not Found")
 }

@@ -133,6 +133,15 @@ async fn wait(
 }
 
 /// `POST /threads/{thread_id}/runs/wait`.
+#[utoipa::path(
+    post,
+    path = "/threads/{thread_id}/runs/wait",
+    operation_id = "post_threads_runs_wait",
+    tag = "Thread Runs",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    request_body = RunBody,
+    responses((status = 200, description = "The thread's values when the run ends.", body = serde_json::Value))
+)]
 pub(crate) async fn wait_thread(
     axum::extract::State(state): Shared,
     RunThreadId(thread_id): RunThreadId,
@@ -142,6 +151,14 @@ pub(crate) async fn wait_thread(
 }
 
 /// `POST /runs/wait`.
+#[utoipa::path(
+    post,
+    path = "/runs/wait",
+    operation_id = "post_runs_wait",
+    tag = "Stateless Runs",
+    request_body = RunBody,
+    responses((status = 200, description = "The run's output when it ends.", body = serde_json::Value))
+)]
 pub(crate) async fn wait_stateless(
     axum::extract::State(state): Shared,
     Body(body): Body<RunBody>,
@@ -210,6 +227,15 @@ pub(super) fn hub_event(e: &StreamEvent, with_id: bool) -> SseEvent {
 }
 
 /// `POST /threads/{thread_id}/runs/stream`.
+#[utoipa::path(
+    post,
+    path = "/threads/{thread_id}/runs/stream",
+    operation_id = "post_threads_runs_stream",
+    tag = "Thread Runs",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    request_body = RunBody,
+    responses((status = 200, description = "The run's events (server-sent events).", content_type = "text/event-stream"))
+)]
 pub(crate) async fn stream_thread(
     axum::extract::State(state): Shared,
     RunThreadId(thread_id): RunThreadId,
@@ -219,6 +245,14 @@ pub(crate) async fn stream_thread(
 }
 
 /// `POST /runs/stream`.
+#[utoipa::path(
+    post,
+    path = "/runs/stream",
+    operation_id = "post_runs_stream",
+    tag = "Stateless Runs",
+    request_body = RunBody,
+    responses((status = 200, description = "The run's events (server-sent events).", content_type = "text/event-stream"))
+)]
 pub(crate) async fn stream_stateless(
     axum::extract::State(state): Shared,
     Body(body): Body<RunBody>,
@@ -227,6 +261,15 @@ pub(crate) async fn stream_stateless(
 }
 
 /// `POST /threads/{thread_id}/runs`: starts a run in the background.
+#[utoipa::path(
+    post,
+    path = "/threads/{thread_id}/runs",
+    operation_id = "post_threads_runs",
+    tag = "Thread Runs",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    request_body = RunBody,
+    responses((status = 200, description = "The run, started in the background.", body = RunRecord))
+)]
 pub(crate) async fn create_background(
     axum::extract::State(state): Shared,
     RunThreadId(thread_id): RunThreadId,
@@ -242,6 +285,14 @@ pub(crate) async fn create_background(
 
 /// `POST /runs`: starts a stateless run in the background, on a temporary thread (deleted
 /// with the run when it ends, unless `on_completion` is `"keep"`).
+#[utoipa::path(
+    post,
+    path = "/runs",
+    operation_id = "post_runs",
+    tag = "Stateless Runs",
+    request_body = RunBody,
+    responses((status = 200, description = "The run, started in the background.", body = RunRecord))
+)]
 pub(crate) async fn create_stateless(
     axum::extract::State(state): Shared,
     Body(body): Body<RunBody>,
@@ -258,6 +309,14 @@ pub(crate) async fn create_stateless(
 /// any run starts, so a body that does not fit starts none (422 naming its index, as an
 /// empty list is: the schema asks for one run at least); a run that cannot start (an
 /// unknown assistant) fails the request, the runs before it having started.
+#[utoipa::path(
+    post,
+    path = "/runs/batch",
+    operation_id = "post_runs_batch",
+    tag = "Stateless Runs",
+    request_body = Vec<RunBody>,
+    responses((status = 200, description = "The runs, started in the background.", body = Vec<RunRecord>))
+)]
 pub(crate) async fn create_batch(
     axum::extract::State(state): Shared,
     RequiredBody(bodies): RequiredBody<Vec<RunBody>>,
@@ -287,6 +346,14 @@ pub(super) async fn load_run(
 }
 
 /// `GET /threads/{thread_id}/runs/{run_id}`.
+#[utoipa::path(
+    get,
+    path = "/threads/{thread_id}/runs/{run_id}",
+    operation_id = "get_threads_runs_item",
+    tag = "Thread Runs",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id."), ("run_id" = String, Path, format = Uuid, description = "The run's id.")),
+    responses((status = 200, description = "The run.", body = RunRecord))
+)]
 pub(crate) async fn get_one(
     axum::extract::State(state): Shared,
     RunIds { thread_id, run_id }: RunIds,
@@ -296,7 +363,15 @@ pub(crate) async fn get_one(
 
 /// `DELETE /threads/{thread_id}/runs/{run_id}`: deletes the run's record and the
 /// checkpoints it wrote (204). Deliberately, a run still pending or running is cancelled
-/// first (the reference deletes the record under it), so it writes nothing afterwards.
+/// first (LangGraph's server deletes the record under it), so it writes nothing afterwards.
+#[utoipa::path(
+    delete,
+    path = "/threads/{thread_id}/runs/{run_id}",
+    operation_id = "delete_threads_runs_item",
+    tag = "Thread Runs",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id."), ("run_id" = String, Path, format = Uuid, description = "The run's id.")),
+    responses((status = 204, description = "Deleted."))
+)]
 pub(crate) async fn delete_one(
     axum::extract::State(state): Shared,
     RunIds { thread_id, run_id }: RunIds,
@@ -319,6 +394,14 @@ pub(crate) async fn delete_one(
 
 /// `GET /threads/{thread_id}/runs/{run_id}/join`: waits for the run, then answers the
 /// thread's values.
+#[utoipa::path(
+    get,
+    path = "/threads/{thread_id}/runs/{run_id}/join",
+    operation_id = "get_threads_runs_join",
+    tag = "Thread Runs",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id."), ("run_id" = String, Path, format = Uuid, description = "The run's id.")),
+    responses((status = 200, description = "The thread's values once the run ended.", body = serde_json::Value))
+)]
 pub(crate) async fn join(
     axum::extract::State(state): Shared,
     RunIds { thread_id, run_id }: RunIds,
@@ -338,8 +421,9 @@ pub(crate) async fn join(
 }
 
 /// Query of `GET /threads/{thread_id}/runs`.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::IntoParams)]
 #[serde(default)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
     #[serde(deserialize_with = "crate::input::query_count")]
     limit: Option<usize>,
@@ -349,6 +433,14 @@ pub(crate) struct ListQuery {
 }
 
 /// `GET /threads/{thread_id}/runs`: the thread's runs, newest first.
+#[utoipa::path(
+    get,
+    path = "/threads/{thread_id}/runs",
+    operation_id = "get_threads_runs",
+    tag = "Thread Runs",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id."), ListQuery),
+    responses((status = 200, description = "The thread's runs, newest first.", body = Vec<RunRecord>))
+)]
 pub(crate) async fn list(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,

@@ -65,19 +65,28 @@ fn ttl_of(minutes: Option<f64>) -> Result<Ttl, ApiError> {
     Ok(Ttl::After(ttl.max(Duration::from_micros(1))))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
+#[schema(as = StorePutRequest)]
 pub(crate) struct PutBody {
     namespace: Vec<String>,
     key: String,
-    value: Json_,
+    value: serde_json::Value,
     #[serde(default)]
-    index: Option<Json_>,
+    index: Option<serde_json::Value>,
     #[serde(default)]
     ttl: Option<f64>,
 }
 
-/// `PUT /store/items`: 204. An empty `namespace` is 400, as the reference answers it (its
+/// `PUT /store/items`: 204. An empty `namespace` is 400, as LangGraph's server answers it (its
 /// store refuses it); `ttl` is in minutes, at most [`MAX_STORE_TTL_MINUTES`].
+#[utoipa::path(
+    put,
+    path = "/store/items",
+    operation_id = "put_store_items",
+    tag = "Store",
+    request_body = PutBody,
+    responses((status = 204, description = "Stored."))
+)]
 pub(crate) async fn put_item(
     axum::extract::State(state): Shared,
     Body(body): Body<PutBody>,
@@ -118,7 +127,8 @@ pub(crate) async fn put_item(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct GetQuery {
     namespace: String,
     key: String,
@@ -126,8 +136,16 @@ pub(crate) struct GetQuery {
 }
 
 /// `GET /store/items?namespace=a.b&key=k`: the item, or `null`. `refresh_ttl=true` pushes
-/// its expiry back by its TTL, any other value leaves it (as the reference reads the flag);
+/// its expiry back by its TTL, any other value leaves it (as LangGraph's server reads the flag);
 /// without it the store's `refresh_on_read` decides.
+#[utoipa::path(
+    get,
+    path = "/store/items",
+    operation_id = "get_store_items",
+    tag = "Store",
+    params(GetQuery),
+    responses((status = 200, description = "The item, or null.", body = serde_json::Value))
+)]
 pub(crate) async fn get_item(
     axum::extract::State(state): Shared,
     Query(query): Query<GetQuery>,
@@ -157,14 +175,23 @@ pub(crate) async fn get_item(
     Ok(Json(item.map_or(Json_::Null, |i| i.to_json())))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
+#[schema(as = StoreDeleteRequest)]
 pub(crate) struct DeleteBody {
     namespace: Vec<String>,
     key: String,
 }
 
 /// `DELETE /store/items`: 204, also when there was nothing to delete (an empty `namespace`
-/// holds no item, as the reference finds).
+/// holds no item, as LangGraph's server finds).
+#[utoipa::path(
+    delete,
+    path = "/store/items",
+    operation_id = "delete_store_items",
+    tag = "Store",
+    request_body = DeleteBody,
+    responses((status = 204, description = "Deleted."))
+)]
 pub(crate) async fn delete_item(
     axum::extract::State(state): Shared,
     Body(body): Body<DeleteBody>,
@@ -181,13 +208,14 @@ pub(crate) async fn delete_item(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = StoreSearchRequest)]
 pub(crate) struct SearchBody {
-    /// `null` is no prefix, as the schema allows (the reference answers it 500).
+    /// `null` is no prefix, as the schema allows (LangGraph's server answers it 500).
     #[serde(deserialize_with = "null_is_empty")]
     namespace_prefix: Vec<String>,
-    filter: Option<Json_>,
+    filter: Option<serde_json::Value>,
     #[serde(deserialize_with = "crate::input::count")]
     limit: Option<usize>,
     #[serde(deserialize_with = "crate::input::count")]
@@ -202,6 +230,14 @@ fn null_is_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, 
 }
 
 /// `POST /store/items/search`: `{"items": [...]}`.
+#[utoipa::path(
+    post,
+    path = "/store/items/search",
+    operation_id = "post_store_items_search",
+    tag = "Store",
+    request_body = SearchBody,
+    responses((status = 200, description = "`{\"items\": [...]}`.", body = serde_json::Value))
+)]
 pub(crate) async fn search_items(
     axum::extract::State(state): Shared,
     Body(body): Body<SearchBody>,
@@ -234,8 +270,9 @@ pub(crate) async fn search_items(
     Ok(Json(json!({ "items": items })))
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = StoreListNamespacesRequest)]
 pub(crate) struct NamespacesBody {
     prefix: Option<Vec<String>>,
     suffix: Option<Vec<String>>,
@@ -248,6 +285,14 @@ pub(crate) struct NamespacesBody {
 }
 
 /// `POST /store/namespaces`: `{"namespaces": [[...], ...]}`.
+#[utoipa::path(
+    post,
+    path = "/store/namespaces",
+    operation_id = "post_store_namespaces",
+    tag = "Store",
+    request_body = NamespacesBody,
+    responses((status = 200, description = "`{\"namespaces\": [[...], ...]}`.", body = serde_json::Value))
+)]
 pub(crate) async fn list_namespaces(
     axum::extract::State(state): Shared,
     Body(body): Body<NamespacesBody>,

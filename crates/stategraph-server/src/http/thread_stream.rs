@@ -21,7 +21,7 @@ use crate::hub::StreamEvent;
 use crate::threads::load;
 use crate::worker::{api_error, follow_events, queue_of};
 
-/// What a thread stream passes on (`stream_modes`, the reference's names).
+/// What a thread stream passes on (`stream_modes`, LangGraph's names).
 #[derive(Clone, Copy, Debug, Default)]
 struct Modes {
     /// Every event of the runs (the default).
@@ -91,6 +91,14 @@ async fn unfinished(
 /// as `stream_mode`, the name LangGraph's SDKs send) chooses which.
 /// Each run is streamed from its first event, whichever process runs it. An unknown thread
 /// is 404.
+#[utoipa::path(
+    get,
+    path = "/threads/{thread_id}/stream",
+    operation_id = "get_threads_stream",
+    tag = "Thread Runs",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id."), ("stream_mode" = Option<Vec<String>>, Query, description = "The stream modes to send (repeatable)."), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event.")),
+    responses((status = 200, description = "The events of the thread's runs (server-sent events).", content_type = "text/event-stream"))
+)]
 pub(crate) async fn join(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,

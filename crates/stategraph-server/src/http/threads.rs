@@ -11,12 +11,14 @@ use stategraph_graph::{AsNode, HistoryOptions, RunConfig};
 use crate::app::{AppState, Shared};
 use crate::error::ApiError;
 use crate::http::extract::{Body, Query, RequiredBody, Search, ThreadId, canonical_uuid};
+use crate::http::openapi::Searched;
 use crate::records::{Object, ThreadRecord, filter};
 use crate::threads::{delete_with_runs, graph_of, load, search_threads};
 use crate::wire::{checkpoint_id_of, checkpoint_json, input_map, thread_state};
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = ThreadCreate)]
 pub(crate) struct CreateBody {
     thread_id: Option<String>,
     metadata: Option<Object>,
@@ -24,6 +26,14 @@ pub(crate) struct CreateBody {
 }
 
 /// `POST /threads`.
+#[utoipa::path(
+    post,
+    path = "/threads",
+    operation_id = "post_threads",
+    tag = "Threads",
+    request_body = CreateBody,
+    responses((status = 200, description = "The thread.", body = ThreadRecord))
+)]
 pub(crate) async fn create(
     axum::extract::State(state): Shared,
     Body(body): Body<CreateBody>,
@@ -46,6 +56,14 @@ pub(crate) async fn create(
 }
 
 /// `GET /threads/{thread_id}`.
+#[utoipa::path(
+    get,
+    path = "/threads/{thread_id}",
+    operation_id = "get_threads_item",
+    tag = "Threads",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    responses((status = 200, description = "The thread.", body = ThreadRecord))
+)]
 pub(crate) async fn get_one(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
@@ -53,8 +71,9 @@ pub(crate) async fn get_one(
     Ok(Json(load(&state, &thread_id).await?))
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = ThreadSearchRequest)]
 pub(crate) struct SearchBody {
     metadata: Option<Object>,
     values: Option<Object>,
@@ -63,6 +82,14 @@ pub(crate) struct SearchBody {
 }
 
 /// `POST /threads/search`.
+#[utoipa::path(
+    post,
+    path = "/threads/search",
+    operation_id = "post_threads_search",
+    tag = "Threads",
+    request_body = Searched<SearchBody>,
+    responses((status = 200, description = "The threads found.", body = Vec<ThreadRecord>))
+)]
 pub(crate) async fn search(
     axum::extract::State(state): Shared,
     Search { body, paging }: Search<SearchBody>,
@@ -75,13 +102,23 @@ pub(crate) async fn search(
     Ok(Json(paging.apply(found)))
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = ThreadPatch)]
 pub(crate) struct PatchBody {
     metadata: Option<Object>,
 }
 
 /// `PATCH /threads/{thread_id}`: merges metadata.
+#[utoipa::path(
+    patch,
+    path = "/threads/{thread_id}",
+    operation_id = "patch_threads_item",
+    tag = "Threads",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    request_body = PatchBody,
+    responses((status = 200, description = "The thread.", body = ThreadRecord))
+)]
 pub(crate) async fn patch(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
@@ -94,6 +131,14 @@ pub(crate) async fn patch(
 }
 
 /// `DELETE /threads/{thread_id}`: the record and the thread's checkpoints.
+#[utoipa::path(
+    delete,
+    path = "/threads/{thread_id}",
+    operation_id = "delete_threads_item",
+    tag = "Threads",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    responses((status = 204, description = "Deleted, with its runs and checkpoints."))
+)]
 pub(crate) async fn delete(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
@@ -104,7 +149,7 @@ pub(crate) async fn delete(
 }
 
 /// Deletes a thread with its runs, crons and checkpoints. Deliberately, its runs in flight
-/// are stopped first (the reference only drops the run records), so that none writes
+/// are stopped first (LangGraph's server only drops the run records), so that none writes
 /// checkpoints to the deleted thread.
 async fn stop_and_delete(state: &AppState, thread_id: &str) -> Result<(), ApiError> {
     let in_flight =
@@ -118,7 +163,8 @@ async fn stop_and_delete(state: &AppState, thread_id: &str) -> Result<(), ApiErr
 }
 
 /// `POST /threads/prune` body.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
+#[schema(as = ThreadPruneRequest)]
 pub(crate) struct PruneBody {
     thread_ids: Vec<String>,
     #[serde(default)]
@@ -127,8 +173,16 @@ pub(crate) struct PruneBody {
 
 /// `POST /threads/prune`: deletes the threads listed (`strategy: "delete"`, the default) as
 /// `DELETE /threads/{thread_id}` does, or keeps only each one's latest checkpoint
-/// (`"keep_latest"`; the reference's in-memory server refuses it); threads that do not exist
+/// (`"keep_latest"`; LangGraph's in-memory server refuses it); threads that do not exist
 /// are skipped. Answers `{"pruned_count": n}`, the threads pruned.
+#[utoipa::path(
+    post,
+    path = "/threads/prune",
+    operation_id = "post_threads_prune",
+    tag = "Threads",
+    request_body = PruneBody,
+    responses((status = 200, description = "How many threads were pruned.", body = serde_json::Value))
+)]
 pub(crate) async fn prune(
     axum::extract::State(state): Shared,
     RequiredBody(body): RequiredBody<PruneBody>,
@@ -163,14 +217,15 @@ pub(crate) async fn prune(
 }
 
 /// Query of the state endpoints.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::IntoParams)]
 #[serde(default)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct StateQuery {
     subgraphs: Option<String>,
 }
 
 impl StateQuery {
-    /// Whether `subgraphs` is on: `true` or `True`, as the reference reads it (any other
+    /// Whether `subgraphs` is on: `true` or `True`, as LangGraph's server reads it (any other
     /// value is off, not an error).
     fn subgraphs(&self) -> bool {
         matches!(self.subgraphs.as_deref(), Some("true" | "True"))
@@ -200,6 +255,14 @@ async fn state_at(
 }
 
 /// `GET /threads/{thread_id}/state`.
+#[utoipa::path(
+    get,
+    path = "/threads/{thread_id}/state",
+    operation_id = "get_threads_state",
+    tag = "Threads",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id."), StateQuery),
+    responses((status = 200, description = "The thread's state.", body = serde_json::Value))
+)]
 pub(crate) async fn get_state(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
@@ -210,6 +273,14 @@ pub(crate) async fn get_state(
 }
 
 /// `GET /threads/{thread_id}/state/{checkpoint_id}`.
+#[utoipa::path(
+    get,
+    path = "/threads/{thread_id}/state/{checkpoint_id}",
+    operation_id = "get_threads_state_item",
+    tag = "Threads",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id."), ("checkpoint_id" = String, Path, description = "The checkpoint's id."), StateQuery),
+    responses((status = 200, description = "The thread's state at that checkpoint.", body = serde_json::Value))
+)]
 pub(crate) async fn get_state_at(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
@@ -223,14 +294,24 @@ pub(crate) async fn get_state_at(
     ))
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = ThreadStateCheckpointRequest)]
 pub(crate) struct CheckpointBody {
-    checkpoint: Option<Json_>,
+    checkpoint: Option<serde_json::Value>,
     subgraphs: Option<bool>,
 }
 
 /// `POST /threads/{thread_id}/state/checkpoint`.
+#[utoipa::path(
+    post,
+    path = "/threads/{thread_id}/state/checkpoint",
+    operation_id = "post_threads_state_checkpoint",
+    tag = "Threads",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    request_body = CheckpointBody,
+    responses((status = 200, description = "The thread's state at that checkpoint.", body = serde_json::Value))
+)]
 pub(crate) async fn post_state_at(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
@@ -242,8 +323,9 @@ pub(crate) async fn post_state_at(
     ))
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = ThreadCountRequest)]
 pub(crate) struct CountBody {
     metadata: Option<Object>,
     values: Option<Object>,
@@ -251,6 +333,14 @@ pub(crate) struct CountBody {
 }
 
 /// `POST /threads/count`.
+#[utoipa::path(
+    post,
+    path = "/threads/count",
+    operation_id = "post_threads_count",
+    tag = "Threads",
+    request_body = CountBody,
+    responses((status = 200, description = "How many threads match.", body = usize))
+)]
 pub(crate) async fn count(
     axum::extract::State(state): Shared,
     Body(body): Body<CountBody>,
@@ -274,7 +364,15 @@ fn thread_filter(metadata: Option<Object>, values: Option<Object>) -> Object {
 
 /// `POST /threads/{thread_id}/copy`: a new thread with the same checkpoints and metadata. A
 /// thread without checkpoints yet (no run, no state update) copies to a thread without
-/// checkpoints, as the reference copies it.
+/// checkpoints, as LangGraph's server copies it.
+#[utoipa::path(
+    post,
+    path = "/threads/{thread_id}/copy",
+    operation_id = "post_threads_copy",
+    tag = "Threads",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    responses((status = 200, description = "The copy.", body = ThreadRecord))
+)]
 pub(crate) async fn copy(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
@@ -291,16 +389,26 @@ pub(crate) async fn copy(
     Ok(Json(record))
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = ThreadStateUpdate)]
 pub(crate) struct UpdateBody {
-    values: Option<Json_>,
+    values: Option<serde_json::Value>,
     as_node: Option<String>,
-    checkpoint: Option<Json_>,
+    checkpoint: Option<serde_json::Value>,
     checkpoint_id: Option<String>,
 }
 
 /// `POST /threads/{thread_id}/state`: `update_state(values, as_node)`.
+#[utoipa::path(
+    post,
+    path = "/threads/{thread_id}/state",
+    operation_id = "post_threads_state",
+    tag = "Threads",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    request_body = UpdateBody,
+    responses((status = 200, description = "The new checkpoint's config.", body = serde_json::Value))
+)]
 pub(crate) async fn update_state(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
@@ -344,18 +452,28 @@ pub(crate) async fn update_state(
     })))
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
+#[schema(as = ThreadStateSearch)]
 pub(crate) struct HistoryBody {
     #[serde(deserialize_with = "crate::input::search_limit")]
     limit: Option<usize>,
-    before: Option<Json_>,
+    before: Option<serde_json::Value>,
     metadata: Option<Object>,
-    checkpoint: Option<Json_>,
+    checkpoint: Option<serde_json::Value>,
 }
 
-/// `POST /threads/{thread_id}/history`: snapshots, newest first. The body is required, as the
-/// reference requires it.
+/// `POST /threads/{thread_id}/history`: snapshots, newest first. The body is required, as LangGraph's
+/// server requires it.
+#[utoipa::path(
+    post,
+    path = "/threads/{thread_id}/history",
+    operation_id = "post_threads_history",
+    tag = "Threads",
+    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    request_body = HistoryBody,
+    responses((status = 200, description = "The thread's states, newest first.", body = Vec<serde_json::Value>))
+)]
 pub(crate) async fn history(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
