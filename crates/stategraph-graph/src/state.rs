@@ -109,8 +109,8 @@ pub trait State: Send + Sync + Sized + 'static {
 }
 
 /// What `#[derive(State)]` uses to find a state's JSON Schema without requiring one: a method
-/// call on `&&Probe<T>` resolves to [`ViaJsonSchema`] when `T: JsonSchema` and to
-/// [`NoJsonSchema`] otherwise (autoref-based specialization). Not meant to be used directly.
+/// call on `&&Probe<T>` resolves to `ViaJsonSchema` when `T: JsonSchema` and to
+/// `NoJsonSchema` otherwise (autoref-based specialization). Not meant to be used directly.
 #[doc(hidden)]
 pub mod __schema {
     use std::marker::PhantomData;
