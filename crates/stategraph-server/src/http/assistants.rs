@@ -124,7 +124,7 @@ pub(crate) struct UpdateBody {
     path = "/assistants/{assistant_id}",
     operation_id = "patch_assistants_item",
     tag = "Assistants",
-    params(("assistant_id" = String, Path, format = Uuid, description = "The assistant's id.")),
+    params(AssistantId),
     request_body = UpdateBody,
     responses((status = 200, description = "The assistant's new version.", body = AssistantRecord))
 )]
@@ -185,7 +185,7 @@ pub(crate) struct VersionsBody {
     path = "/assistants/{assistant_id}/versions",
     operation_id = "post_assistants_versions",
     tag = "Assistants",
-    params(("assistant_id" = String, Path, format = Uuid, description = "The assistant's id.")),
+    params(AssistantId),
     request_body = VersionsBody,
     responses((status = 200, description = "The versions, newest first.", body = Vec<AssistantVersion>))
 )]
@@ -226,7 +226,7 @@ pub(crate) struct LatestBody {
     path = "/assistants/{assistant_id}/latest",
     operation_id = "post_assistants_latest",
     tag = "Assistants",
-    params(("assistant_id" = String, Path, format = Uuid, description = "The assistant's id.")),
+    params(AssistantId),
     request_body = LatestBody,
     responses((status = 200, description = "The assistant at that version.", body = AssistantRecord))
 )]
@@ -284,7 +284,7 @@ pub(crate) struct DeleteQuery {
     path = "/assistants/{assistant_id}",
     operation_id = "delete_assistants_item",
     tag = "Assistants",
-    params(("assistant_id" = String, Path, format = Uuid, description = "The assistant's id."), DeleteQuery),
+    params(AssistantId, DeleteQuery),
     responses((status = 204, description = "Deleted."))
 )]
 pub(crate) async fn delete(
@@ -384,7 +384,7 @@ async fn find(state: &AppState, body: SearchBody) -> Result<Vec<AssistantRecord>
     path = "/assistants/{assistant_id}",
     operation_id = "get_assistants_item",
     tag = "Assistants",
-    params(("assistant_id" = String, Path, format = Uuid, description = "The assistant's id.")),
+    params(AssistantId),
     responses((status = 200, description = "The assistant.", body = AssistantRecord))
 )]
 pub(crate) async fn get_one(
@@ -438,7 +438,7 @@ impl GraphQuery {
     path = "/assistants/{assistant_id}/graph",
     operation_id = "get_assistants_graph",
     tag = "Assistants",
-    params(("assistant_id" = String, Path, description = "The assistant's id, or a graph's name (its default assistant)."), GraphQuery),
+    params(GraphOrAssistant, GraphQuery),
     responses((status = 200, description = "The graph's nodes and edges.", body = serde_json::Value))
 )]
 pub(crate) async fn graph(
@@ -522,7 +522,7 @@ fn schemas_json(schema: Json_) -> Json_ {
     path = "/assistants/{assistant_id}/schemas",
     operation_id = "get_assistants_schemas",
     tag = "Assistants",
-    params(("assistant_id" = String, Path, format = Uuid, description = "The assistant's id.")),
+    params(AssistantId),
     responses((status = 200, description = "The graph's input, output, state, config and context JSON Schemas.", body = serde_json::Value))
 )]
 pub(crate) async fn schemas(
@@ -549,7 +549,7 @@ pub(crate) async fn schemas(
     path = "/assistants/{assistant_id}/subgraphs",
     operation_id = "get_assistants_subgraphs",
     tag = "Assistants",
-    params(("assistant_id" = String, Path, format = Uuid, description = "The assistant's id.")),
+    params(AssistantId),
     responses((status = 200, description = "Each subgraph's schemas, by node name.", body = serde_json::Value))
 )]
 pub(crate) async fn subgraphs(

@@ -34,7 +34,7 @@ pub(crate) struct CancelQuery {
     path = "/threads/{thread_id}/runs/{run_id}/cancel",
     operation_id = "post_threads_runs_cancel",
     tag = "Thread Runs",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id."), ("run_id" = String, Path, format = Uuid, description = "The run's id."), CancelQuery),
+    params(RunIds, CancelQuery),
     responses((status = 202, description = "Cancelling."), (status = 200, description = "With `wait=1`: the thread's values once the run stopped.", body = serde_json::Value))
 )]
 pub(crate) async fn cancel(

@@ -104,7 +104,7 @@ pub(crate) async fn create(
     path = "/threads/{thread_id}/runs/crons",
     operation_id = "post_threads_runs_crons",
     tag = "Crons",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    params(ThreadId),
     request_body = Both<CreateFields, RunBody>,
     responses((status = 200, description = "The cron.", body = CronRecord))
 )]
@@ -130,7 +130,7 @@ async fn load(state: &AppState, cron_id: &str) -> Result<CronRecord, ApiError> {
     path = "/runs/crons/{cron_id}",
     operation_id = "get_runs_crons_item",
     tag = "Crons",
-    params(("cron_id" = String, Path, format = Uuid, description = "The cron's id.")),
+    params(CronId),
     responses((status = 200, description = "The cron.", body = CronRecord))
 )]
 pub(crate) async fn get_one(
@@ -160,7 +160,7 @@ struct PatchFields {
     path = "/runs/crons/{cron_id}",
     operation_id = "patch_runs_crons_item",
     tag = "Crons",
-    params(("cron_id" = String, Path, format = Uuid, description = "The cron's id.")),
+    params(CronId),
     request_body = Both<PatchFields, RunBody>,
     responses((status = 200, description = "The cron.", body = CronRecord))
 )]
@@ -235,7 +235,7 @@ pub(crate) async fn update(
     path = "/runs/crons/{cron_id}",
     operation_id = "delete_runs_crons_item",
     tag = "Crons",
-    params(("cron_id" = String, Path, format = Uuid, description = "The cron's id.")),
+    params(CronId),
     responses((status = 204, description = "Deleted."))
 )]
 pub(crate) async fn delete(

@@ -12,6 +12,9 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
+use utoipa::openapi::Required;
+use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
+use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
 use uuid::Uuid;
 
 use crate::app::AppState;
@@ -242,6 +245,56 @@ impl FromRequestParts<std::sync::Arc<AppState>> for GraphOrAssistant {
             )));
         }
         canonical_uuid(&id, &not_a_uuid("assistant")).map(GraphOrAssistant)
+    }
+}
+
+/// A path parameter `name` holding a UUID, described for `/openapi.json`.
+fn uuid_param(name: &str, description: &str) -> Parameter {
+    let schema = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)));
+    ParameterBuilder::new()
+        .name(name)
+        .parameter_in(ParameterIn::Path)
+        .required(Required::True)
+        .description(Some(description))
+        .schema(Some(schema))
+        .build()
+}
+
+/// Each path extractor describes the parameters it reads, so that an operation's
+/// `params(...)` names the extractor its handler takes.
+macro_rules! path_params {
+    ($($ty:ty => [$(($name:literal, $description:literal)),+]),+ $(,)?) => {$(
+        impl utoipa::IntoParams for $ty {
+            fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+                vec![$(uuid_param($name, $description)),+]
+            }
+        }
+    )+};
+}
+
+path_params! {
+    ThreadId => [("thread_id", "The thread's id.")],
+    RunThreadId => [("thread_id", "The thread's id.")],
+    RunIds => [("thread_id", "The thread's id."), ("run_id", "The run's id.")],
+    CronId => [("cron_id", "The cron's id.")],
+    AssistantId => [("assistant_id", "The assistant's id.")],
+}
+
+impl utoipa::IntoParams for GraphOrAssistant {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        vec![
+            ParameterBuilder::new()
+                .name("assistant_id")
+                .parameter_in(ParameterIn::Path)
+                .required(Required::True)
+                .description(Some(
+                    "The assistant's id, or a graph's name (its default assistant).",
+                ))
+                .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+                .build(),
+        ]
     }
 }
 

@@ -67,7 +67,7 @@ fn flag_on(v: &str) -> bool {
     path = "/threads/{thread_id}/runs/{run_id}/stream",
     operation_id = "get_threads_runs_stream",
     tag = "Thread Runs",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id."), ("run_id" = String, Path, format = Uuid, description = "The run's id."), ("stream_mode" = Option<Vec<String>>, Query, description = "The stream modes to send (repeatable)."), ("cancel_on_disconnect" = Option<bool>, Query, description = "Cancel the run if this client goes away."), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event.")),
+    params(RunIds, ("stream_mode" = Option<Vec<String>>, Query, description = "The stream modes to send (repeatable)."), ("cancel_on_disconnect" = Option<bool>, Query, description = "Cancel the run if this client goes away."), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event.")),
     responses((status = 200, description = "The run's events (server-sent events).", content_type = "text/event-stream"))
 )]
 pub(crate) async fn join_stream(

@@ -138,7 +138,7 @@ async fn wait(
     path = "/threads/{thread_id}/runs/wait",
     operation_id = "post_threads_runs_wait",
     tag = "Thread Runs",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    params(RunThreadId),
     request_body = RunBody,
     responses((status = 200, description = "The thread's values when the run ends.", body = serde_json::Value))
 )]
@@ -232,7 +232,7 @@ pub(super) fn hub_event(e: &StreamEvent, with_id: bool) -> SseEvent {
     path = "/threads/{thread_id}/runs/stream",
     operation_id = "post_threads_runs_stream",
     tag = "Thread Runs",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    params(RunThreadId),
     request_body = RunBody,
     responses((status = 200, description = "The run's events (server-sent events).", content_type = "text/event-stream"))
 )]
@@ -266,7 +266,7 @@ pub(crate) async fn stream_stateless(
     path = "/threads/{thread_id}/runs",
     operation_id = "post_threads_runs",
     tag = "Thread Runs",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    params(RunThreadId),
     request_body = RunBody,
     responses((status = 200, description = "The run, started in the background.", body = RunRecord))
 )]
@@ -351,7 +351,7 @@ pub(super) async fn load_run(
     path = "/threads/{thread_id}/runs/{run_id}",
     operation_id = "get_threads_runs_item",
     tag = "Thread Runs",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id."), ("run_id" = String, Path, format = Uuid, description = "The run's id.")),
+    params(RunIds),
     responses((status = 200, description = "The run.", body = RunRecord))
 )]
 pub(crate) async fn get_one(
@@ -369,7 +369,7 @@ pub(crate) async fn get_one(
     path = "/threads/{thread_id}/runs/{run_id}",
     operation_id = "delete_threads_runs_item",
     tag = "Thread Runs",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id."), ("run_id" = String, Path, format = Uuid, description = "The run's id.")),
+    params(RunIds),
     responses((status = 204, description = "Deleted."))
 )]
 pub(crate) async fn delete_one(
@@ -399,7 +399,7 @@ pub(crate) async fn delete_one(
     path = "/threads/{thread_id}/runs/{run_id}/join",
     operation_id = "get_threads_runs_join",
     tag = "Thread Runs",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id."), ("run_id" = String, Path, format = Uuid, description = "The run's id.")),
+    params(RunIds),
     responses((status = 200, description = "The thread's values once the run ended.", body = serde_json::Value))
 )]
 pub(crate) async fn join(
@@ -438,7 +438,7 @@ pub(crate) struct ListQuery {
     path = "/threads/{thread_id}/runs",
     operation_id = "get_threads_runs",
     tag = "Thread Runs",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id."), ListQuery),
+    params(ThreadId, ListQuery),
     responses((status = 200, description = "The thread's runs, newest first.", body = Vec<RunRecord>))
 )]
 pub(crate) async fn list(

@@ -96,7 +96,7 @@ async fn unfinished(
     path = "/threads/{thread_id}/stream",
     operation_id = "get_threads_stream",
     tag = "Thread Runs",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id."), ("stream_mode" = Option<Vec<String>>, Query, description = "The stream modes to send (repeatable)."), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event.")),
+    params(ThreadId, ("stream_mode" = Option<Vec<String>>, Query, description = "The stream modes to send (repeatable)."), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event.")),
     responses((status = 200, description = "The events of the thread's runs (server-sent events).", content_type = "text/event-stream"))
 )]
 pub(crate) async fn join(

@@ -61,7 +61,7 @@ pub(crate) async fn create(
     path = "/threads/{thread_id}",
     operation_id = "get_threads_item",
     tag = "Threads",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    params(ThreadId),
     responses((status = 200, description = "The thread.", body = ThreadRecord))
 )]
 pub(crate) async fn get_one(
@@ -115,7 +115,7 @@ pub(crate) struct PatchBody {
     path = "/threads/{thread_id}",
     operation_id = "patch_threads_item",
     tag = "Threads",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    params(ThreadId),
     request_body = PatchBody,
     responses((status = 200, description = "The thread.", body = ThreadRecord))
 )]
@@ -136,7 +136,7 @@ pub(crate) async fn patch(
     path = "/threads/{thread_id}",
     operation_id = "delete_threads_item",
     tag = "Threads",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    params(ThreadId),
     responses((status = 204, description = "Deleted, with its runs and checkpoints."))
 )]
 pub(crate) async fn delete(
@@ -260,7 +260,7 @@ async fn state_at(
     path = "/threads/{thread_id}/state",
     operation_id = "get_threads_state",
     tag = "Threads",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id."), StateQuery),
+    params(ThreadId, StateQuery),
     responses((status = 200, description = "The thread's state.", body = serde_json::Value))
 )]
 pub(crate) async fn get_state(
@@ -278,7 +278,7 @@ pub(crate) async fn get_state(
     path = "/threads/{thread_id}/state/{checkpoint_id}",
     operation_id = "get_threads_state_item",
     tag = "Threads",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id."), ("checkpoint_id" = String, Path, description = "The checkpoint's id."), StateQuery),
+    params(ThreadId, ("checkpoint_id" = String, Path, description = "The checkpoint's id."), StateQuery),
     responses((status = 200, description = "The thread's state at that checkpoint.", body = serde_json::Value))
 )]
 pub(crate) async fn get_state_at(
@@ -308,7 +308,7 @@ pub(crate) struct CheckpointBody {
     path = "/threads/{thread_id}/state/checkpoint",
     operation_id = "post_threads_state_checkpoint",
     tag = "Threads",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    params(ThreadId),
     request_body = CheckpointBody,
     responses((status = 200, description = "The thread's state at that checkpoint.", body = serde_json::Value))
 )]
@@ -370,7 +370,7 @@ fn thread_filter(metadata: Option<Object>, values: Option<Object>) -> Object {
     path = "/threads/{thread_id}/copy",
     operation_id = "post_threads_copy",
     tag = "Threads",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    params(ThreadId),
     responses((status = 200, description = "The copy.", body = ThreadRecord))
 )]
 pub(crate) async fn copy(
@@ -405,7 +405,7 @@ pub(crate) struct UpdateBody {
     path = "/threads/{thread_id}/state",
     operation_id = "post_threads_state",
     tag = "Threads",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    params(ThreadId),
     request_body = UpdateBody,
     responses((status = 200, description = "The new checkpoint's config.", body = serde_json::Value))
 )]
@@ -470,7 +470,7 @@ pub(crate) struct HistoryBody {
     path = "/threads/{thread_id}/history",
     operation_id = "post_threads_history",
     tag = "Threads",
-    params(("thread_id" = String, Path, format = Uuid, description = "The thread's id.")),
+    params(ThreadId),
     request_body = HistoryBody,
     responses((status = 200, description = "The thread's states, newest first.", body = Vec<serde_json::Value>))
 )]
