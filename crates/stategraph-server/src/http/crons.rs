@@ -199,7 +199,8 @@ pub(crate) async fn update(
     } else {
         None
     };
-    // The body is merged into the payload, as the reference merges it (the assistant kept).
+    // The body is merged into the payload, as the reference merges it (the assistant kept);
+    // it is not empty (refused above), so there is always something to update.
     let payload = body;
     let patch = CronPatch {
         schedule: f.schedule,
@@ -210,19 +211,6 @@ pub(crate) async fn update(
         metadata: f.metadata,
         payload,
     };
-    if patch.schedule.is_none()
-        && patch.timezone.is_none()
-        && patch.end_time.is_none()
-        && patch.enabled.is_none()
-        && patch.on_run_completed.is_none()
-        && patch.metadata.is_none()
-        && patch.payload.is_empty()
-    {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "No fields to update",
-        ));
-    }
     cron.update(patch, restart.as_ref());
     state.records.put(&cron).await?;
     state.crons.wake();
