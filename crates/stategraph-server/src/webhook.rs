@@ -138,6 +138,15 @@ impl WebhookPolicy {
         non_public(ip)
     }
 
+    /// The first of `ips` that may not be called, and why.
+    fn first_refused(
+        &self,
+        ips: impl IntoIterator<Item = IpAddr>,
+    ) -> Option<(IpAddr, &'static str)> {
+        ips.into_iter()
+            .find_map(|ip| self.refuses(ip).map(|why| (ip, why)))
+    }
+
     fn host_allowed(&self, host: &str) -> bool {
         self.allowed_domains.is_empty()
             || self
@@ -182,23 +191,31 @@ impl WebhookPolicy {
             return Err(ApiError::invalid("Webhook domain not allowed"));
         }
         let port = parsed.port_or_known_default().unwrap_or(80);
-        for ip in resolve(&parsed, port).await? {
-            if let Some(why) = self.refuses(ip) {
-                return Err(ApiError::invalid(format!(
-                    "Webhook host blocked: {host} is a {why} address ({ip}); the server calls \
-                     public addresses only unless its webhook policy allows private networks"
-                )));
-            }
+        if let Some((ip, why)) = self.first_refused(resolve(&parsed, port).await?) {
+            return Err(ApiError::invalid(format!(
+                "Webhook host blocked: {host} is a {why} address ({ip}); the server calls \
+                 public addresses only unless its webhook policy allows private networks"
+            )));
         }
         Ok(parsed)
     }
 }
 
+/// The IP a URL's host is, when it is one (not a name).
+fn literal_ip(url: &Url) -> Option<IpAddr> {
+    match url.host()? {
+        url::Host::Ipv4(ip) => Some(IpAddr::V4(ip)),
+        url::Host::Ipv6(ip) => Some(IpAddr::V6(ip)),
+        url::Host::Domain(_) => None,
+    }
+}
+
 /// The addresses a URL's host stands for: itself when it is an IP, else what it resolves to.
 async fn resolve(url: &Url, port: u16) -> Result<Vec<IpAddr>, ApiError> {
+    if let Some(ip) = literal_ip(url) {
+        return Ok(vec![ip]);
+    }
     match url.host() {
-        Some(url::Host::Ipv4(ip)) => Ok(vec![IpAddr::V4(ip)]),
-        Some(url::Host::Ipv6(ip)) => Ok(vec![IpAddr::V6(ip)]),
         Some(url::Host::Domain(name)) => {
             let lookup = tokio::net::lookup_host((name, port));
             let found = tokio::time::timeout(RESOLVE_TIMEOUT, lookup)
@@ -211,7 +228,7 @@ async fn resolve(url: &Url, port: u16) -> Result<Vec<IpAddr>, ApiError> {
                 })?;
             Ok(found.map(|a| a.ip()).collect())
         }
-        None => Err(ApiError::invalid("Invalid webhook hostname ''")),
+        _ => Err(ApiError::invalid("Invalid webhook hostname ''")),
     }
 }
 
@@ -272,10 +289,7 @@ impl Resolve for Guarded {
         Box::pin(async move {
             let found: Vec<SocketAddr> =
                 tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
-            if let Some((ip, why)) = found
-                .iter()
-                .find_map(|a| policy.refuses(a.ip()).map(|w| (a.ip(), w)))
-            {
+            if let Some((ip, why)) = policy.first_refused(found.iter().map(SocketAddr::ip)) {
                 let message = format!("{} is a {why} address ({ip})", name.as_str());
                 return Err(message.into());
             }
@@ -355,8 +369,9 @@ impl Webhooks {
     }
 
     async fn deliver(&self, url: &str, run_id: &str, payload: &Json) -> Delivery {
+        let parsed = Url::parse(url);
         // Where it goes, without a query string that may carry a secret.
-        let shown = Url::parse(url).map_or_else(
+        let shown = parsed.as_ref().map_or_else(
             |_| url.to_owned(),
             |u| format!("{}{}", u.origin().ascii_serialization(), u.path()),
         );
@@ -373,12 +388,8 @@ impl Webhooks {
             }
         };
         // An IP in the URL itself does not go through the guarded resolver: checked here.
-        let refused = match Url::parse(url) {
-            Ok(u) => match u.host() {
-                Some(url::Host::Ipv4(ip)) => self.policy.refuses(IpAddr::V4(ip)),
-                Some(url::Host::Ipv6(ip)) => self.policy.refuses(IpAddr::V6(ip)),
-                _ => None,
-            },
+        let refused = match &parsed {
+            Ok(u) => literal_ip(u).and_then(|ip| self.policy.refuses(ip)),
             Err(_) => Some("unparsable"),
         };
         if let Some(why) = refused {
