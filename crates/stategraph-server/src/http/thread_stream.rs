@@ -36,13 +36,13 @@ struct Modes {
 impl Modes {
     /// `stream_modes` as given: one mode, or several comma-separated (none: `run_modes`);
     /// 422 naming an unknown one.
-    fn parse(given: Option<&str>) -> Result<Self, ApiError> {
-        let Some(given) = given.filter(|g| !g.trim_matches(',').is_empty()) else {
+    fn parse(given: &str) -> Result<Self, ApiError> {
+        if given.trim_matches(',').is_empty() {
             return Ok(Self {
                 run_modes: true,
                 ..Self::default()
             });
-        };
+        }
         let mut modes = Self::default();
         for mode in given.split(',').map(str::trim).filter(|m| !m.is_empty()) {
             match mode {
@@ -96,7 +96,7 @@ async fn unfinished(
     path = "/threads/{thread_id}/stream",
     operation_id = "get_threads_stream",
     tag = "Thread Runs",
-    params(ThreadId, ("stream_mode" = Option<Vec<String>>, Query, description = "The stream modes to send (repeatable)."), ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event.")),
+    params(ThreadId, ("stream_mode" = Option<Vec<String>>, Query, description = "The stream modes to send (repeatable).")),
     responses((status = 200, description = "The events of the thread's runs (server-sent events).", content_type = "text/event-stream"))
 )]
 pub(crate) async fn join(
@@ -111,7 +111,7 @@ pub(crate) async fn join(
         .map(|(_, v)| v.as_str())
         .collect();
     let given = given.join(",");
-    let modes = Modes::parse(Some(given.as_str()))?;
+    let modes = Modes::parse(&given)?;
     load(&state, &thread_id).await?;
     let queue = std::sync::Arc::clone(queue_of(&state));
     // Subscribed before the thread's runs are read, so that none falls between.
@@ -184,15 +184,15 @@ mod tests {
         let start = e("metadata", json!({"run_id": "r", "attempt": 1}));
         let done = e("metadata", json!({"status": "run_done", "run_id": "r"}));
         let values = e("values", json!({"a": 1}));
-        let default = Modes::parse(None).unwrap();
+        let default = Modes::parse("").unwrap();
         assert!(default.passes(&start) && default.passes(&values) && default.passes(&done));
-        let lifecycle = Modes::parse(Some("lifecycle")).unwrap();
+        let lifecycle = Modes::parse("lifecycle").unwrap();
         assert!(lifecycle.passes(&start) && lifecycle.passes(&done));
         assert!(!lifecycle.passes(&values));
-        let both = Modes::parse(Some("lifecycle,state_update")).unwrap();
+        let both = Modes::parse("lifecycle,state_update").unwrap();
         assert!(both.passes(&e("state_update", json!({}))));
         assert!(!default.passes(&e("state_update", json!({}))));
-        let bad = Modes::parse(Some("values")).unwrap_err();
+        let bad = Modes::parse("values").unwrap_err();
         assert_eq!(bad.detail, "Invalid stream mode: values");
     }
 }
