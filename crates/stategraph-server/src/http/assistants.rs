@@ -12,7 +12,7 @@ use crate::app::{AppState, Cancel, CancelAction, Shared};
 use crate::assistants::{ensure, versions_of};
 use crate::error::ApiError;
 use crate::graph::ServedGraph;
-use crate::http::extract::{AssistantId, Body, GraphOrAssistant, Query, Search};
+use crate::http::extract::{AssistantId, Body, GraphOrAssistant, Query, Search, uuid_id};
 use crate::http::openapi::Searched;
 use crate::records::{
     AssistantRecord, AssistantVersion, Object, Record, ThreadRecord, filter, version_key,
@@ -48,9 +48,7 @@ pub(crate) async fn create(
 ) -> Result<Json<AssistantRecord>, ApiError> {
     ensure(&state).await?;
     let id = match body.assistant_id {
-        Some(id) => Uuid::parse_str(&id)
-            .map_err(|_| ApiError::invalid("Invalid assistant ID: must be a UUID"))?
-            .to_string(),
+        Some(id) => uuid_id("assistant", &id)?,
         None => Uuid::new_v4().to_string(),
     };
     let graph_id = body

@@ -10,7 +10,7 @@ use stategraph_checkpoint::runs::CancelAction;
 use crate::app::{AppState, Cancel, Shared};
 use crate::cancel::{CANCEL_SETTLE, cancel_and_settle};
 use crate::error::ApiError;
-use crate::http::extract::{Body, Query, RunIds, canonical_uuid};
+use crate::http::extract::{Body, Query, RunIds, uuid_id};
 use crate::http::runs::headers;
 use crate::records::{RunRecord, filter};
 use crate::threads::load;
@@ -170,10 +170,10 @@ pub(crate) async fn cancel_many(
                 "Must provide either a status, or both 'thread_id' and 'run_ids'",
             ));
         };
-        let thread_id = canonical_uuid(&thread_id, "Invalid thread ID: must be a UUID")?;
+        let thread_id = uuid_id("thread", &thread_id)?;
         let run_ids = run_ids
             .iter()
-            .map(|r| canonical_uuid(r, "Invalid run ID: must be a UUID"))
+            .map(|r| uuid_id("run", r))
             .collect::<Result<Vec<_>, _>>()?;
         for run_id in &run_ids {
             if let Some(run) = state.records.get::<RunRecord>(run_id).await?

@@ -10,7 +10,7 @@ use serde_json::Value as Json_;
 use crate::app::{AppState, Shared};
 use crate::crons::{CronPatch, CronRecord, NewCron, OnRunCompleted, Schedule, parse_time};
 use crate::error::ApiError;
-use crate::http::extract::{CronId, RequiredBody, Search, ThreadId, body_fields, canonical_uuid};
+use crate::http::extract::{CronId, RequiredBody, Search, ThreadId, body_fields, uuid_id};
 use crate::http::openapi::{Both, Searched};
 use crate::records::{Object, filter};
 use crate::request::RunBody;
@@ -279,11 +279,11 @@ const SORTABLE: [&str; 7] = [
 async fn matching(state: &AppState, f: &Filters) -> Result<Vec<CronRecord>, ApiError> {
     let mut by = Object::new();
     if let Some(a) = &f.assistant_id {
-        let id = canonical_uuid(a, "Invalid assistant ID: must be a UUID")?;
+        let id = uuid_id("assistant", a)?;
         by.extend(filter("assistant_id", id));
     }
     if let Some(t) = &f.thread_id {
-        let id = canonical_uuid(t, "Invalid thread ID: must be a UUID")?;
+        let id = uuid_id("thread", t)?;
         by.extend(filter("thread_id", id));
     }
     if let Some(e) = f.enabled {

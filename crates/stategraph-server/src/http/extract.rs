@@ -156,9 +156,15 @@ pub(crate) fn canonical_uuid(text: &str, detail: &str) -> Result<String, ApiErro
         .map_err(|_| ApiError::invalid(detail))
 }
 
-/// LangGraph's message for a path id of `what` (`thread`, `run`, …) that is not a UUID.
+/// LangGraph's message for an id of `what` (`thread`, `run`, …) that is not a UUID.
 fn not_a_uuid(what: &str) -> String {
     format!("Invalid {what} ID: must be a UUID")
+}
+
+/// `text`, an id of `what` (`thread`, `run`, …), as a canonical UUID, or 422 in LangGraph's
+/// words (`Invalid thread ID: must be a UUID`).
+pub(crate) fn uuid_id(what: &str, text: &str) -> Result<String, ApiError> {
+    canonical_uuid(text, &not_a_uuid(what))
 }
 
 /// Path `{thread_id}`.
@@ -169,7 +175,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ThreadId {
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let id = param(parts, state, "thread_id").await?;
-        canonical_uuid(&id, &not_a_uuid("thread")).map(ThreadId)
+        uuid_id("thread", &id).map(ThreadId)
     }
 }
 
@@ -198,7 +204,7 @@ impl<S: Send + Sync> FromRequestParts<S> for RunIds {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let ThreadId(thread_id) = ThreadId::from_request_parts(parts, state).await?;
         let run_id = param(parts, state, "run_id").await?;
-        let run_id = canonical_uuid(&run_id, &not_a_uuid("run"))?;
+        let run_id = uuid_id("run", &run_id)?;
         Ok(RunIds { thread_id, run_id })
     }
 }
@@ -211,7 +217,7 @@ impl<S: Send + Sync> FromRequestParts<S> for CronId {
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let id = param(parts, state, "cron_id").await?;
-        canonical_uuid(&id, &not_a_uuid("cron")).map(CronId)
+        uuid_id("cron", &id).map(CronId)
     }
 }
 
@@ -223,7 +229,7 @@ impl<S: Send + Sync> FromRequestParts<S> for AssistantId {
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let id = param(parts, state, "assistant_id").await?;
-        canonical_uuid(&id, &not_a_uuid("assistant")).map(AssistantId)
+        uuid_id("assistant", &id).map(AssistantId)
     }
 }
 
@@ -244,7 +250,7 @@ impl FromRequestParts<std::sync::Arc<AppState>> for GraphOrAssistant {
                 &id,
             )));
         }
-        canonical_uuid(&id, &not_a_uuid("assistant")).map(GraphOrAssistant)
+        uuid_id("assistant", &id).map(GraphOrAssistant)
     }
 }
 

@@ -10,7 +10,7 @@ use stategraph_graph::{AsNode, HistoryOptions, RunConfig};
 
 use crate::app::{AppState, Shared};
 use crate::error::ApiError;
-use crate::http::extract::{Body, Query, RequiredBody, Search, ThreadId, canonical_uuid};
+use crate::http::extract::{Body, Query, RequiredBody, Search, ThreadId, uuid_id};
 use crate::http::openapi::Searched;
 use crate::records::{Object, ThreadRecord, filter};
 use crate::threads::{delete_with_runs, graph_of, load, search_threads};
@@ -39,7 +39,7 @@ pub(crate) async fn create(
     Body(body): Body<CreateBody>,
 ) -> Result<Json<ThreadRecord>, ApiError> {
     let thread_id = match body.thread_id {
-        Some(id) => canonical_uuid(&id, "Invalid thread ID: must be a UUID")?,
+        Some(id) => uuid_id("thread", &id)?,
         None => uuid::Uuid::new_v4().to_string(),
     };
     if let Some(existing) = state.records.get::<ThreadRecord>(&thread_id).await? {
@@ -190,7 +190,7 @@ pub(crate) async fn prune(
     let ids = body
         .thread_ids
         .iter()
-        .map(|id| canonical_uuid(id, "Invalid thread ID: must be a UUID"))
+        .map(|id| uuid_id("thread", id))
         .collect::<Result<Vec<_>, _>>()?;
     let strategy = body.strategy.as_deref().unwrap_or("delete");
     if !matches!(strategy, "delete" | "keep_latest") {
