@@ -36,9 +36,6 @@ mod threads;
 pub(crate) use assistants::schemas_of;
 pub use store::MAX_STORE_TTL_MINUTES;
 
-/// The routes anyone may call, also when the server has an API key.
-const PUBLIC: &[&str] = &["/ok", "/info", "/openapi.json", "/docs"];
-
 /// The API's routes over `state`: CORS as `cors` says, the API key `api_key` (if any)
 /// required on every route but the public ones.
 pub(crate) fn router(state: &Arc<AppState>, cors: &Cors, api_key: Option<&str>) -> Router {
@@ -49,11 +46,13 @@ pub(crate) fn router(state: &Arc<AppState>, cors: &Cors, api_key: Option<&str>) 
         .routes(routes!(openapi::document))
         .routes(routes!(openapi::docs))
         .split_for_parts();
+    // The routes anyone may call, also when the server has an API key.
+    let public_paths: Vec<String> = public_doc.paths.paths.keys().cloned().collect();
     let (protected, protected_doc) = protected_routes().split_for_parts();
     let mut doc = public_doc;
     doc.merge(protected_doc);
     doc.merge(<openapi::Services as utoipa::OpenApi>::openapi());
-    let doc = openapi::finish(doc, api_key.is_some(), PUBLIC);
+    let doc = openapi::finish(doc, api_key.is_some(), &public_paths);
     let public = public.layer(axum::Extension(openapi::Served::new(&doc)));
     let protected = protected
         .nest_service("/mcp", crate::mcp::service(state))

@@ -6,7 +6,7 @@
 //! served without being described. What every operation shares (the error body, the API key)
 //! is added here once.
 
-use std::sync::Arc;
+use axum::body::Bytes;
 
 use axum::Extension;
 use axum::http::header::CONTENT_TYPE;
@@ -51,7 +51,7 @@ const API_KEY_SCHEME: &str = "x-api-key";
 /// Finishes the document the router collected: the API's title and version, the error
 /// answers every operation may give, and — when the server has an API key — the key on
 /// every route but the public ones.
-pub(crate) fn finish(mut doc: OpenApi, api_key: bool, public: &[&str]) -> OpenApi {
+pub(crate) fn finish(mut doc: OpenApi, api_key: bool, public: &[String]) -> OpenApi {
     doc.info = InfoBuilder::new()
         .title("stategraph Agent Server")
         .version(env!("CARGO_PKG_VERSION"))
@@ -83,7 +83,7 @@ pub(crate) fn finish(mut doc: OpenApi, api_key: bool, public: &[&str]) -> OpenAp
     }
     let mut tags: Vec<String> = Vec::new();
     for (path, item) in doc.paths.paths.iter_mut() {
-        let protected = !public.contains(&path.as_str());
+        let protected = !public.contains(path);
         for op in operations(item) {
             for status in ["4XX", "5XX"] {
                 op.responses
@@ -127,11 +127,11 @@ fn operations(item: &mut utoipa::openapi::PathItem) -> impl Iterator<Item = &mut
     .flatten()
 }
 
-/// The document as served: rendered once.
+/// The document as served: rendered once, shared by every answer.
 #[derive(Clone)]
 pub(crate) struct Served {
-    json: Arc<str>,
-    page: Arc<str>,
+    json: Bytes,
+    page: Bytes,
 }
 
 impl Served {
@@ -142,8 +142,8 @@ impl Served {
         });
         let page = docs_page(&json);
         Self {
-            json: json.into(),
-            page: page.into(),
+            json: Bytes::from(json),
+            page: Bytes::from(page),
         }
     }
 }
@@ -157,11 +157,7 @@ impl Served {
     responses((status = 200, description = "The API's OpenAPI 3.1 document.", body = serde_json::Value))
 )]
 pub(crate) async fn document(Extension(served): Extension<Served>) -> Response {
-    (
-        [(CONTENT_TYPE, "application/json")],
-        served.json.to_string(),
-    )
-        .into_response()
+    ([(CONTENT_TYPE, "application/json")], served.json).into_response()
 }
 
 /// `GET /docs`: a page that shows this document.
@@ -173,7 +169,7 @@ pub(crate) async fn document(Extension(served): Extension<Served>) -> Response {
     responses((status = 200, description = "The API's reference, as a web page.", content_type = "text/html"))
 )]
 pub(crate) async fn docs(Extension(served): Extension<Served>) -> Response {
-    Html(served.page.to_string()).into_response()
+    Html(served.page).into_response()
 }
 
 /// `POST /mcp/`: the MCP endpoint (streamable HTTP; served by the MCP SDK, described here).
