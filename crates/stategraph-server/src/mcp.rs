@@ -117,9 +117,9 @@ impl Tools {
     /// The tool of `assistant`: its graph's input schema, `messages` offered as a string.
     fn tool(&self, name: String, assistant: &AssistantRecord) -> Option<Tool> {
         let graph = self.state.graphs.get(&assistant.graph_id)?;
-        let schemas = crate::http::schemas_of(graph.as_ref());
-        let mut schema = match schemas.get("input_schema") {
-            Some(Json::Object(o)) => o.clone(),
+        // A graph's input schema is its state's.
+        let mut schema = match crate::http::state_schema(graph.as_ref()) {
+            Json::Object(o) => o,
             _ => JsonObject::new(),
         };
         schema.entry("type").or_insert_with(|| json!("object"));

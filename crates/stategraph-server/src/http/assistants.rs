@@ -495,12 +495,16 @@ fn object_schema(keys: &[String]) -> Json_ {
 /// The schemas of `graph` under LangGraph's keys: its state type's JSON Schema (for input,
 /// output and state: a graph takes and gives its whole state) when the type has one, else
 /// an object of its channels, their types unknown.
-pub(crate) fn schemas_of(graph: &dyn ServedGraph) -> Json_ {
-    schemas_json(
-        graph
-            .json_schema()
-            .unwrap_or_else(|| object_schema(&graph.state_keys())),
-    )
+fn schemas_of(graph: &dyn ServedGraph) -> Json_ {
+    schemas_json(state_schema(graph))
+}
+
+/// The JSON Schema of `graph`'s state: its type's own when it has one, else an object of its
+/// channels, their types unknown.
+pub(crate) fn state_schema(graph: &dyn ServedGraph) -> Json_ {
+    graph
+        .json_schema()
+        .unwrap_or_else(|| object_schema(&graph.state_keys()))
 }
 
 /// `schema` as the input, output and state schemas.

@@ -33,7 +33,7 @@ mod store;
 mod thread_stream;
 mod threads;
 
-pub(crate) use assistants::schemas_of;
+pub(crate) use assistants::state_schema;
 pub use store::MAX_STORE_TTL_MINUTES;
 
 /// The API's routes over `state`: CORS as `cors` says, the API key `api_key` (if any)
