@@ -329,8 +329,9 @@ impl Execution {
             json!({ "run_id": run_id, "attempt": attempt }),
         ))
         .await;
-        let started_at = stategraph_checkpoint::now_iso();
         run.started(started_metadata);
+        // When it started, for its webhook: the time its record was marked `running`.
+        let started_at = run.updated_at.clone();
         if stateful {
             let _ = state.records.put(&run).await;
         }
