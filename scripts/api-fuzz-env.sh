@@ -2,8 +2,8 @@
 # Installs (once) what the HTTP API's property-based fuzzing test needs, outside the clone:
 # schemathesis and openapi-spec-validator (pinned) in a venv of its own, and beside it the
 # reference Agent Server's OpenAPI document (`openapi.json` from the langgraph-api wheel,
-# pinned), which the test runs against `stategraph serve`. A stamp holds the pins; a second run with the same pins does
-# nothing. Prints the venv's directory as its last line.
+# pinned), which the test runs against `stategraph serve`. A stamp holds the pins; a second
+# run with the same pins does nothing. Prints the venv's directory as its last line.
 #
 # Settings: STATEGRAPH_API_FUZZ_VENV (default ~/.cache/stategraph/api-fuzz-venv).
 set -euo pipefail
