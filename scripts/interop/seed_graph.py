@@ -23,7 +23,8 @@ ACTIONS, in order: `run` (invoke with the graph's standard input), `resume` (inv
 (invoke(Command(update={"log": ["cmd"]}, goto="left"))), `turns:N` (N chat turns of the `dchat` graph),
 `history` (print get_state_history as JSON), `state` (print get_state as JSON), `update`
 (update_state with {"foo": "upd", "bar": ["u"]} as the default node), `update_as_a`
-(update_state with {"foo": "x"} as node_a), `messages` (the `chat` graph's messages as
+(update_state with {"foo": "x"} as node_a), `end` (update_state(None, as_node=END): the
+pending tasks cleared), `messages` (the `chat` graph's messages as
 [class, content, id]), `ask:TEXT` (invoke with a user message), `agent_messages` (the
 messages with their tool calls, and the state's `next`).
 
@@ -271,6 +272,8 @@ def main(db, graph_name, thread, actions):
             graph.update_state(config, {"foo": "upd", "bar": ["u"]})
         elif action == "update_as_a":
             graph.update_state(config, {"foo": "x"}, as_node="node_a")
+        elif action == "end":
+            graph.update_state(config, None, as_node=END)
         elif action.startswith("ask:"):
             graph.invoke({"messages": [{"role": "user", "content": action[4:]}]}, config)
         elif action == "agent_messages":

@@ -248,8 +248,8 @@ impl<S: State> CompiledGraph<S> {
             ),
         };
         let mut channels = channels_from_checkpoint(&self.channel_specs, &checkpoint);
-        // Prepared tasks lend their ids to updates made as their node.
-        let mut prepared: Vec<(String, String)> = match &saved {
+        // The checkpoint's next tasks: they lend their ids to updates made as their node.
+        let next_tasks = match &saved {
             Some(_) => prepare_next_tasks(
                 &checkpoint,
                 &channels,
@@ -257,15 +257,52 @@ impl<S: State> CompiledGraph<S> {
                 step + 1,
                 &parent.checkpoint_ns,
                 None,
-            )
-            .into_iter()
-            .map(|t| (t.name, t.id))
-            .collect(),
+            ),
             None => Vec::new(),
+        };
+        let mut prepared: Vec<(String, String)> = next_tasks
+            .iter()
+            .map(|t| (t.name.clone(), t.id.clone()))
+            .collect();
+        // LangGraph's `as_node=END` without values clears the checkpoint's tasks: those that
+        // finished have their writes applied, the others (interrupted, failed, not run) are
+        // dropped, and nothing runs next.
+        let clears = |u: &RawUpdate| u.values.is_none() && u.as_node.name() == Some(END);
+        let clear = match updates.as_slice() {
+            [only] => clears(only),
+            several if several.iter().any(clears) => {
+                return Err(GraphError::InvalidArgument {
+                    what: "as_node".into(),
+                    message: "Cannot clear tasks with multiple updates".into(),
+                });
+            }
+            _ => false,
         };
         let single = updates.len() == 1;
         let mut tasks = Vec::with_capacity(updates.len());
-        for (i, update) in updates.into_iter().enumerate() {
+        if clear && let Some(t) = &saved {
+            tasks = next_tasks;
+            self.apply_null_writes(
+                Some(saver.as_ref()),
+                &mut checkpoint,
+                &mut channels,
+                &t.pending_writes,
+            )?;
+            for w in &t.pending_writes {
+                if [
+                    stategraph_checkpoint::channels::ERROR,
+                    stategraph_checkpoint::channels::INTERRUPT,
+                ]
+                .contains(&w.channel.as_str())
+                {
+                    continue;
+                }
+                if let Some(task) = tasks.iter_mut().find(|k| k.id == w.task_id) {
+                    task.writes.push((w.channel.clone(), w.value.clone()));
+                }
+            }
+        }
+        for (i, update) in updates.into_iter().enumerate().filter(|_| !clear) {
             let as_node = match update.as_node {
                 AsNode::Node(n) => n,
                 AsNode::Start => START.to_owned(),
@@ -321,7 +358,7 @@ impl<S: State> CompiledGraph<S> {
         // LangGraph also records the updates' writes on the checkpoint they were applied to,
         // unless the thread has moved past it.
         let mut recorded = false;
-        if let Some(t) = &saved {
+        if let Some(t) = saved.as_ref().filter(|_| !clear) {
             let superseded = is_first && {
                 let latest = saver
                     .get_tuple(

@@ -463,6 +463,13 @@ async fn subgraph_threads_are_shared_with_python() {
     .await;
 }
 
+/// The `hitl`/`route` graphs' standard input: an empty log, going left.
+fn left_input() -> RouteUpdate {
+    RouteUpdate::default()
+        .log(Vec::<String>::new())
+        .go_left(true)
+}
+
 #[tokio::test]
 async fn update_state_matches_python() {
     let dir = tempfile::tempdir().unwrap();
@@ -527,11 +534,7 @@ async fn interrupted_threads_are_shared_with_python() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("shared.sqlite");
     let graph = hitl_graph(Arc::new(SqliteConfig::file(&db).connect().await.unwrap()));
-    let input = || {
-        RouteUpdate::default()
-            .log(Vec::<String>::new())
-            .go_left(true)
-    };
+    let input = left_input;
     let (rust, rust2) = (RunConfig::thread("rust"), RunConfig::thread("rust2"));
 
     // Interrupted by us: Python sees the same pending interrupt (id included) as we do.
@@ -588,6 +591,52 @@ async fn interrupted_threads_are_shared_with_python() {
     assert_eq!(done.values["log"], stategraph::value!(["answer: yes"]));
 }
 
+/// `update_state(None, as_node=END)` on an interrupted thread clears its pending task: the
+/// same checkpoint as Python's, nothing next, no interrupt, and the thread takes new input.
+#[tokio::test]
+async fn clearing_an_interrupt_matches_python() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shared.sqlite");
+    let graph = hitl_graph(Arc::new(SqliteConfig::file(&db).connect().await.unwrap()));
+    let input = left_input;
+    let rust = RunConfig::thread("rust");
+    graph.invoke_values(input(), rust.clone()).await.unwrap();
+    graph
+        .update_state_values(&rust, None, stategraph::graph::END)
+        .await
+        .unwrap();
+    let state = graph.get_state(&rust).await.unwrap();
+    assert!(state.next.is_empty(), "{state:#?}");
+    assert!(state.interrupts.is_empty(), "{state:#?}");
+    py(&db, "hitl", "py", &["run", "end"]);
+    let saver = SqliteConfig::file(&db).connect().await.unwrap();
+    assert_eq!(
+        all_namespaces(&saver, "py").await,
+        all_namespaces(&saver, "rust").await
+    );
+    let theirs = py(&db, "hitl", "rust", &["history"]);
+    let history = graph
+        .get_state_history(&rust, Default::default())
+        .await
+        .unwrap();
+    assert_eq!(theirs["history"].as_array().unwrap(), &ours(&history));
+    // Several updates cannot clear tasks together.
+    let e = graph
+        .bulk_update_state(
+            &rust,
+            vec![vec![
+                stategraph::graph::StateUpdate::without_values(stategraph::graph::END),
+                stategraph::graph::StateUpdate::without_values("ask"),
+            ]],
+        )
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("Cannot clear tasks"), "{e}");
+    // A new run starts afresh.
+    let out = graph.invoke_values(input(), rust.clone()).await.unwrap();
+    assert!(out.contains_key("__interrupt__"));
+}
+
 /// After an interrupt is answered and the run resumed, the history still shows it on the
 /// checkpoint where it was raised (on the task and in the snapshot's `interrupts`), exactly as
 /// Python's `get_state_history` does; only the latest state drops answered interrupts.
@@ -596,11 +645,7 @@ async fn answered_interrupts_stay_in_history(backend: &Backend) {
     let py = |thread: &str, actions: &[&str]| {
         py_with_key(backend.aes_key, &backend.python_db, "hitl", thread, actions)
     };
-    let input = || {
-        RouteUpdate::default()
-            .log(Vec::<String>::new())
-            .go_left(true)
-    };
+    let input = left_input;
     let rust = RunConfig::thread("rust");
     graph.invoke_values(input(), rust.clone()).await.unwrap();
     graph
