@@ -12,11 +12,10 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::reference::{Reference, transcript_diffs};
 use common::seed_server::{run_sdk_script, seed_graph, serve};
-use serde_json::Value as Json;
 use stategraph::server::WebhookPolicy;
 
 /// Where the two servers deliberately differ, by transcript key: what the reference answers,
@@ -46,49 +45,6 @@ const DELIBERATE: &[(&str, &str)] = &[
         "follows from `prune_keep_latest`",
     ),
 ];
-
-/// Starts the reference server on a free port with `env`; stopped on drop.
-struct Reference {
-    pid: String,
-    port: u16,
-}
-
-impl Reference {
-    fn start(env: &[(&str, &str)]) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let script = stategraph_testkit::python::repo_root().join("scripts/reference-server.sh");
-        let mut command = Command::new(&script);
-        command
-            .args(["start", &port.to_string()])
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit());
-        for (k, v) in env {
-            command.env(k, v);
-        }
-        let out = command.output().unwrap();
-        assert!(
-            out.status.success(),
-            "the reference server did not start (install it with `scripts/reference-server.sh \
-             install`; scripts/test.sh does)"
-        );
-        let pid = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-        Self { pid, port }
-    }
-}
-
-impl Drop for Reference {
-    fn drop(&mut self) {
-        let script = stategraph_testkit::python::repo_root().join("scripts/reference-server.sh");
-        let _ = Command::new(script)
-            .args(["stop", &self.pid])
-            .stderr(Stdio::null())
-            .status();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn platform_routes_through_the_sdk_match_the_reference_server() {
@@ -122,27 +78,7 @@ async fn platform_routes_through_the_sdk_match_the_reference_server() {
     .await;
     drop(reference);
 
-    let (Json::Object(ours_map), Json::Object(theirs_map)) = (&ours, &theirs) else {
-        panic!("transcripts are objects: {ours} / {theirs}");
-    };
-    let mut diffs = Vec::new();
-    for key in theirs_map.keys().chain(ours_map.keys()) {
-        if DELIBERATE.iter().any(|(k, _)| k == key) {
-            continue;
-        }
-        let (r, o) = (theirs_map.get(key), ours_map.get(key));
-        if r != o
-            && !diffs
-                .iter()
-                .any(|d: &String| d.starts_with(&format!("{key}:")))
-        {
-            diffs.push(format!(
-                "{key}: reference {}, ours {}",
-                r.map_or("(none)".into(), Json::to_string),
-                o.map_or("(none)".into(), Json::to_string)
-            ));
-        }
-    }
+    let diffs = transcript_diffs(&ours, &theirs, DELIBERATE);
     assert!(
         diffs.is_empty(),
         "the transcripts differ:\n{}\n\nours: {ours:#}\n\nreference: {theirs:#}",

@@ -7,6 +7,8 @@
 use std::sync::Arc;
 
 #[cfg(feature = "server")]
+pub(crate) mod reference;
+#[cfg(feature = "server")]
 pub(crate) mod seed_server;
 #[cfg(feature = "agent")]
 pub(crate) mod weather_agent;
