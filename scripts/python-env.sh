@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Creates (once) the Python environment the interop tests and the benchmark comparison use:
-# Python LangGraph and its savers, LangGraph's Python SDK and the official MCP client, at
-# pinned versions, in a venv outside the clone. A second run finds the stamp and does nothing.
-# Prints the venv's python as its last line.
+# Python LangGraph and its savers, LangGraph's Python SDK, the official MCP client and the A2A
+# SDK, at pinned versions, in a venv outside the clone. A second run finds the stamp and does
+# nothing. Prints the venv's python as its last line.
 set -euo pipefail
 
 VENV="${STATEGRAPH_PY_VENV:-$HOME/.cache/stategraph/py-venv}"
@@ -15,6 +15,7 @@ REQUIREMENTS=(
   "langchain-mongodb==0.12.1"
   "langgraph-sdk==0.4.14"
   "mcp==2.3.0"
+  "a2a-sdk==1.3.0"
   "langchain-core==1.7.2"
   "ormsgpack==1.13.1"
   "psycopg[binary]==3.2.10"

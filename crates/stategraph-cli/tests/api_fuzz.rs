@@ -27,7 +27,6 @@ const NOT_SERVED: &[(&str, &str)] = &[
     ("/threads/{thread_id}/history", "get"),
     ("/threads/{thread_id}/stream/events", "post"),
     ("/threads/{thread_id}/commands", "post"),
-    ("/a2a/{assistant_id}", "post"),
 ];
 
 /// Operations served but left out of fuzzing: a thread's stream never ends, so a fuzzer would

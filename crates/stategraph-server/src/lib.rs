@@ -35,7 +35,10 @@
 //! request types' annotations by the router that serves them; `GET /docs` shows it. `/mcp/`
 //! serves every assistant as a tool of an MCP server (streamable HTTP): its input schema is
 //! the graph's (the state type's JSON Schema when it derives `schemars::JsonSchema`), and a
-//! call is a stateless run answering its output.
+//! call is a stateless run answering its output. `/a2a/{assistant_id}` serves every
+//! assistant as an agent of the Agent2Agent protocol (JSON-RPC, A2A 1.0 and 0.3): its agent
+//! card, messages as runs on a thread (the context), the run's answer as the task's artifact,
+//! interrupts as `input-required` tasks that the next message resumes.
 //!
 //! Every run on a thread goes through one [`RunQueue`](stategraph_checkpoint::runs::RunQueue)
 //! (`ServerBuilder::run_queue`; by default an in-memory queue of this process): FIFO per
@@ -77,6 +80,7 @@
     warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
 )]
 
+mod a2a;
 mod app;
 mod assistants;
 mod cancel;

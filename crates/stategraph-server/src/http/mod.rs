@@ -56,6 +56,7 @@ pub(crate) fn router(state: &Arc<AppState>, cors: &Cors, api_key: Option<&str>) 
     let public = public.layer(axum::Extension(openapi::Served::new(&doc)));
     let protected = protected
         .nest_service("/mcp", crate::mcp::service(state))
+        .merge(crate::a2a::aliases())
         .fallback(not_found)
         .with_state(Arc::clone(state));
     // Before the first request is answered: the default assistants exist.
@@ -133,6 +134,8 @@ fn protected_routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(runs::wait_stateless))
         .routes(routes!(runs::stream_stateless))
         .routes(routes!(cancel::cancel))
+        .routes(routes!(crate::a2a::post, crate::a2a::agent_card))
+        .routes(routes!(crate::a2a::domain_card))
 }
 
 /// The CORS layer: `langgraph dev`'s defaults (Starlette's `CORSMiddleware`).

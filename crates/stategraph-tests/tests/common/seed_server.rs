@@ -31,32 +31,50 @@ pub(crate) fn seed_graph() -> CompiledGraph<Seed> {
     g.compile().unwrap()
 }
 
-/// `chat`: START → agent (`echo: <last message>`, id `ai-<n>`) → approve (asks
-/// `{"question": "send?", "draft": …}`, then `sent` or `dropped`) → END, over `messages`.
-pub(crate) fn chat_graph() -> CompiledGraph<DynState> {
+/// The text of the last message of a `messages` state, and how many messages it has.
+fn last_text(s: &DynState) -> (String, usize) {
+    let messages = s
+        .get("messages")
+        .and_then(Value::as_list)
+        .unwrap_or_default();
+    let text = messages
+        .last()
+        .and_then(|m| Message::from_value(m).ok())
+        .and_then(|m| m.text().map(str::to_owned))
+        .unwrap_or_default();
+    (text, messages.len())
+}
+
+/// An AI message `text` (id `ai-<n>`) as a `messages` update.
+fn reply(text: &str, n: usize) -> Map {
+    let message = Message::ai(text, Vec::new()).with_id(format!("ai-{n}"));
+    Map::from_iter([("messages", Value::from(vec![message.to_value()]))])
+}
+
+/// A graph over `messages` with node `agent`, which answers `echo: <last message>` (id
+/// `ai-<n>`).
+fn echoing() -> StateGraph<DynState> {
     let mut g = StateGraph::<DynState>::with_schema(
         Schema::new().reducer("messages", Reducer::add_messages()),
     );
-    fn last_text(s: &DynState) -> (String, usize) {
-        let messages = s
-            .get("messages")
-            .and_then(Value::as_list)
-            .unwrap_or_default();
-        let text = messages
-            .last()
-            .and_then(|m| Message::from_value(m).ok())
-            .and_then(|m| m.text().map(str::to_owned))
-            .unwrap_or_default();
-        (text, messages.len())
-    }
-    fn reply(text: &str, n: usize) -> Map {
-        let message = Message::ai(text, Vec::new()).with_id(format!("ai-{n}"));
-        Map::from_iter([("messages", Value::from(vec![message.to_value()]))])
-    }
     g.add_node("agent", |s, _c| async move {
         let (text, n) = last_text(&s);
         Ok(reply(&format!("echo: {text}"), n))
     });
+    g
+}
+
+/// `echo`: START → agent (`echo: <last message>`, id `ai-<n>`) → END, over `messages`.
+pub(crate) fn echo_graph() -> CompiledGraph<DynState> {
+    let mut g = echoing();
+    g.add_edge(START, "agent").add_edge("agent", END);
+    g.compile().unwrap()
+}
+
+/// `chat`: START → agent (`echo: <last message>`, id `ai-<n>`) → approve (asks
+/// `{"question": "send?", "draft": …}`, then `sent` or `dropped`) → END, over `messages`.
+pub(crate) fn chat_graph() -> CompiledGraph<DynState> {
+    let mut g = echoing();
     g.add_node("approve", |s, ctx| async move {
         let (draft, n) = last_text(&s);
         let answer = ctx.interrupt(value!({"question": "send?", "draft": draft.as_str()}))?;
