@@ -43,6 +43,7 @@ pub struct ServerBuilder {
     workers: Option<usize>,
     webhooks: Option<crate::webhook::WebhookPolicy>,
     cron_poll: Option<std::time::Duration>,
+    run_retention: Option<std::time::Duration>,
 }
 
 /// How often, by default, a quiet run stream sends a `: heartbeat` comment and `runs/wait` a
@@ -201,6 +202,17 @@ impl ServerBuilder {
         self
     }
 
+    /// How long a finished run stays in the [`run_queue`](Self::run_queue) with its
+    /// events, for clients that join it or resume its stream (`Last-Event-ID`) from any
+    /// process; then every process that started deletes it (its record, which
+    /// `GET /threads/{thread_id}/runs` lists, stays with its thread). Default: the
+    /// [`resumable_stream_ttl`](Self::resumable_stream_ttl) (LangGraph's server keeps a
+    /// run's events that long).
+    pub fn run_retention(mut self, keep: std::time::Duration) -> Self {
+        self.run_retention = Some(keep);
+        self
+    }
+
     /// The server.
     ///
     /// # Errors
@@ -228,6 +240,7 @@ impl ServerBuilder {
                 )
             })
             .collect();
+        let resumable_ttl = self.resumable_ttl.unwrap_or(DEFAULT_RESUMABLE_TTL);
         Ok(Server {
             state: Arc::new(AppState {
                 graphs,
@@ -236,9 +249,7 @@ impl ServerBuilder {
                 assistants_ready: OnceCell::new(),
                 controls: std::sync::Mutex::new(BTreeMap::new()),
                 keep_alive: self.keep_alive.unwrap_or(DEFAULT_KEEP_ALIVE),
-                hubs: Arc::new(Hubs::new(
-                    self.resumable_ttl.unwrap_or(DEFAULT_RESUMABLE_TTL),
-                )),
+                hubs: Arc::new(Hubs::new(resumable_ttl)),
                 queue: crate::worker::QueueSetup::new(
                     self.queue
                         .unwrap_or_else(|| Arc::new(InMemoryRunQueue::new())),
@@ -249,6 +260,9 @@ impl ServerBuilder {
                 )),
                 crons: crate::crons::Scheduler::new(
                     self.cron_poll.unwrap_or(crate::crons::DEFAULT_CRON_POLL),
+                ),
+                retention: crate::retention::Retention::new(
+                    self.run_retention.unwrap_or(resumable_ttl),
                 ),
             }),
             cors: self.cors,
@@ -291,6 +305,8 @@ pub(crate) struct AppState {
     pub(crate) webhooks: Arc<crate::webhook::Webhooks>,
     /// This process's cron scheduler.
     pub(crate) crons: crate::crons::Scheduler,
+    /// How long finished runs stay in the queue.
+    pub(crate) retention: crate::retention::Retention,
 }
 
 /// A request to cancel a run: the action, and why (the error recorded on its thread).
@@ -369,8 +385,9 @@ impl Server {
     /// run queue no longer has are recorded `error`, those the queue finished get their final
     /// status, and threads recorded `busy` with no run in the queue are `idle` again; runs
     /// the queue still has are left to its workers), the default assistants exist, the
-    /// worker loops run ([`spawn_workers`](Self::spawn_workers)), and so does the cron
-    /// scheduler (crons fire only in processes that started). [`serve`](Self::serve)
+    /// worker loops run ([`spawn_workers`](Self::spawn_workers)), and so do the cron
+    /// scheduler (crons fire only in processes that started) and the sweeper that deletes
+    /// finished runs past the [retention](ServerBuilder::run_retention). [`serve`](Self::serve)
     /// calls it; call it yourself (within a Tokio runtime) when serving
     /// [`router`](Self::router) another way.
     ///
@@ -381,6 +398,7 @@ impl Server {
         crate::assistants::ensure(&self.state).await?;
         self.spawn_workers();
         crate::crons::spawn_scheduler(&self.state);
+        crate::retention::spawn(&self.state);
         Ok(())
     }
 

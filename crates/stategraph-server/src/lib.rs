@@ -99,6 +99,7 @@ mod panics;
 mod prometheus;
 mod records;
 mod request;
+mod retention;
 mod run_options;
 #[cfg(feature = "telemetry")]
 pub mod telemetry;

@@ -137,6 +137,10 @@ fn describe() {
         "Answers following a run open now (run streams, joins, runs/wait)."
     );
     describe_counter!(
+        "stategraph_server_runs_purged_total",
+        "Finished runs deleted from the run queue, with their events, past the retention."
+    );
+    describe_counter!(
         "stategraph_server_errors_total",
         "Errors answered, by kind (client: 4xx, server: 5xx, run: a run that failed)."
     );

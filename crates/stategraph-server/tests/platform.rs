@@ -587,3 +587,62 @@ async fn prune_deletes_threads_or_keeps_their_latest_checkpoint() {
             .starts_with("Invalid strategy")
     );
 }
+
+/// Finished runs leave the run queue, with their events, once the retention has passed;
+/// their records stay with their thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_runs_leave_the_queue_after_the_retention() {
+    use stategraph_checkpoint::runs::{InMemoryRunQueue, RunQueue};
+    let mut seed = StateGraph::<DynState>::with_schema(Schema::new().last_value("foo"));
+    seed.add_node("a", |_s, _c| async {
+        Ok(Map::from_iter([("foo", value!("a"))]))
+    });
+    seed.add_edge(START, "a").add_edge("a", END);
+    let queue = InMemoryRunQueue::new();
+    let server = Server::builder()
+        .graph("seed", seed.compile().unwrap())
+        .checkpointer(Arc::new(InMemorySaver::new()))
+        .store(Arc::new(InMemoryStore::new()))
+        .run_queue(queue.clone())
+        .run_retention(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    server.start().await.unwrap();
+    let app = server.router();
+    let (status, thread) = json_call(&app, Method::POST, "/threads", Some(json!({}))).await;
+    assert_eq!(status, StatusCode::OK);
+    let thread_id = thread["thread_id"].as_str().unwrap().to_owned();
+    let body = json!({"assistant_id": "seed", "input": {"foo": ""}});
+    let (status, run) = json_call(
+        &app,
+        Method::POST,
+        &format!("/threads/{thread_id}/runs"),
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{run}");
+    let run_id = run["run_id"].as_str().unwrap().to_owned();
+    wait_until("the run to finish", || async {
+        queue
+            .get(&run_id)
+            .await
+            .unwrap()
+            .is_some_and(|r| r.status.is_final())
+    })
+    .await;
+    assert!(!queue.events_after(&run_id, 0, 10).await.unwrap().is_empty());
+    wait_until("the run to leave the queue", || async {
+        queue.get(&run_id).await.unwrap().is_none()
+    })
+    .await;
+    assert!(queue.events_after(&run_id, 0, 10).await.unwrap().is_empty());
+    let (status, record) = json_call(
+        &app,
+        Method::GET,
+        &format!("/threads/{thread_id}/runs/{run_id}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(record["status"], "success");
+}

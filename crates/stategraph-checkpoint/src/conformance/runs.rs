@@ -20,7 +20,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde_json::{Value as Json, json};
 
@@ -100,7 +100,7 @@ macro_rules! run_queue_conformance {
             runs_busy_threads, runs_stats_count_pending_and_running,
             runs_notifications_announce_changes,
             runs_concurrent_rejecting_enqueues_take_turns,
-            runs_claim_once_gives_a_key_to_one_caller,
+            runs_claim_once_gives_a_key_to_one_caller, runs_finished_runs_are_purged,
         );
     };
 }
@@ -659,6 +659,55 @@ pub async fn runs_events_are_numbered_and_resumable(make: MakeQueue<'_>) {
     assert_eq!(q.events_after("r1", 0, 100).await.unwrap().len(), 4);
     assert!(q.delete("r1").await.unwrap());
     assert!(q.events_after("r1", 0, 100).await.unwrap().is_empty());
+}
+
+/// Finished runs are purged oldest first, at most the limit given per call, with their
+/// events; runs that ended after the time given, and pending and running runs, stay.
+pub async fn runs_finished_runs_are_purged(make: MakeQueue<'_>) {
+    let f = fresh(make).await;
+    let q = f.queue().as_ref();
+    let pause = || tokio::time::sleep(Duration::from_millis(30));
+    for (id, thread, end) in [
+        ("a", "t1", RunStatus::Success),
+        ("b", "t2", RunStatus::Error),
+        ("c", "t3", RunStatus::Interrupted),
+    ] {
+        q.enqueue(run(id, thread)).await.unwrap();
+        q.claim_run(id, "w").await.unwrap().unwrap();
+        assert_eq!(event(q, id, "w", json!(1)).await, Some(1));
+        assert!(q.finish(id, "w", end, None).await.unwrap());
+        pause().await;
+    }
+    pause().await;
+    let cut = SystemTime::now();
+    pause().await;
+    q.enqueue(run("late", "t4")).await.unwrap();
+    q.claim_run("late", "w").await.unwrap().unwrap();
+    assert!(
+        q.finish("late", "w", RunStatus::Success, None)
+            .await
+            .unwrap()
+    );
+    q.enqueue(run("waiting", "t5")).await.unwrap();
+    q.enqueue(run("busy", "t6")).await.unwrap();
+    q.claim_run("busy", "w").await.unwrap().unwrap();
+
+    assert_eq!(q.purge_finished(cut, 2).await.unwrap(), 2, "the limit");
+    assert_eq!(status(q, "a").await, None);
+    assert_eq!(status(q, "b").await, None);
+    assert!(q.events_after("a", 0, 10).await.unwrap().is_empty());
+    assert_eq!(status(q, "c").await, Some(RunStatus::Interrupted));
+    assert_eq!(q.purge_finished(cut, 10).await.unwrap(), 1);
+    assert_eq!(q.purge_finished(cut, 10).await.unwrap(), 0);
+    assert_eq!(status(f.other().as_ref(), "c").await, None);
+    assert_eq!(status(q, "late").await, Some(RunStatus::Success));
+    // Whenever the cut, runs in flight stay.
+    let later = SystemTime::now() + Duration::from_secs(3600);
+    assert_eq!(q.purge_finished(later, 10).await.unwrap(), 1);
+    assert_eq!(status(q, "late").await, None);
+    assert_eq!(status(q, "waiting").await, Some(RunStatus::Pending));
+    assert_eq!(status(q, "busy").await, Some(RunStatus::Running));
+    assert_eq!(q.purge_finished(later, 10).await.unwrap(), 0);
 }
 
 /// A run enqueued with a worker to claim it is running at once when nothing else of its

@@ -537,6 +537,33 @@ impl RunQueue for InMemoryRunQueue {
         }
     }
 
+    async fn purge_finished(&self, ended_before: SystemTime, limit: u32) -> Result<u64> {
+        let mut inner = self.lock();
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        // Finished runs in the order they finished: the oldest come first.
+        let mut doomed = Vec::new();
+        for id in &inner.finished {
+            if doomed.len() >= limit {
+                break;
+            }
+            if let Some(run) = inner.runs.get(id)
+                && run.status.is_final()
+                && run.updated_at < ended_before
+            {
+                doomed.push(id.clone());
+            }
+        }
+        let mut purged = 0;
+        for id in &doomed {
+            if inner.remove(id).is_some() {
+                purged += 1;
+            }
+        }
+        let gone: std::collections::HashSet<&String> = doomed.iter().collect();
+        inner.finished.retain(|id| !gone.contains(id));
+        Ok(purged)
+    }
+
     async fn subscribe(&self) -> Result<Notifications> {
         let (sender, receiver) = mpsc::channel(BUFFER);
         self.lock().subscribers.push(sender);

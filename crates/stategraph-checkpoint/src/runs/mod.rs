@@ -715,6 +715,13 @@ pub trait RunQueue: Send + Sync + fmt::Debug {
     /// or it is running.
     async fn delete(&self, run_id: &str) -> Result<bool>;
 
+    /// Deletes up to `limit` runs that finished (any final status) before `ended_before`,
+    /// with their events, oldest first; how many it deleted. Pending and running runs are
+    /// never deleted. A server calls it in bounded batches to keep finished runs only as long
+    /// as they are wanted (joiners, `Last-Event-ID`); a run it deleted reads as unknown
+    /// ([`get`](Self::get) `None`, no events), as one deleted with [`delete`](Self::delete).
+    async fn purge_finished(&self, ended_before: SystemTime, limit: u32) -> Result<u64>;
+
     /// A subscription to the queue's notifications.
     async fn subscribe(&self) -> Result<Notifications>;
 

@@ -21,7 +21,7 @@ mod listen;
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
@@ -727,6 +727,29 @@ impl RunQueue for PostgresRunQueue {
                 .await
                 .map_err(db(OP))?;
             Ok(!rows.is_empty())
+        })
+        .await
+    }
+
+    /// Deletes the oldest finished runs that ended before `ended_before` (their events go
+    /// with them, by the foreign key), `limit` at most, in one statement; rows another
+    /// session holds are skipped, not waited for.
+    async fn purge_finished(&self, ended_before: SystemTime, limit: u32) -> Result<u64> {
+        const OP: &str = "purging finished runs";
+        let before = ended_before;
+        let limit = i64::from(limit);
+        self.timed(OP, async {
+            let client = self.client().await?;
+            client
+                .execute_typed(
+                    "WITH doomed AS (SELECT run_id FROM stategraph_runs \
+                        WHERE status NOT IN ('pending', 'running') AND updated_at < $1 \
+                        ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
+                     DELETE FROM stategraph_runs r USING doomed d WHERE r.run_id = d.run_id",
+                    &[(&before, Type::TIMESTAMPTZ), (&limit, Type::INT8)],
+                )
+                .await
+                .map_err(db(OP))
         })
         .await
     }
