@@ -113,7 +113,9 @@ impl Layered<Codecs> {
 
     /// Stores `channel`'s values with `codec`.
     pub fn with_codec(mut self, channel: impl Into<String>, codec: Arc<dyn Codec>) -> Self {
-        self.layer.by_channel.insert(channel.into(), codec);
+        Arc::make_mut(&mut self.layer)
+            .by_channel
+            .insert(channel.into(), codec);
         self
     }
 }

@@ -94,6 +94,18 @@ pub enum Error {
         /// What conflicted.
         message: String,
     },
+    /// A write made for a run whose lease its worker no longer holds (another worker took
+    /// the run over, or the lease ran out): refused, nothing written. The worker must stop.
+    #[error(
+        "the lease of run {run_id} is lost: worker {worker} no longer holds it, so nothing was \
+         written"
+    )]
+    LeaseLost {
+        /// The run.
+        run_id: String,
+        /// The worker that wrote.
+        worker: String,
+    },
     /// The caller passed something invalid.
     #[error("invalid {what}: {message}")]
     InvalidInput {

@@ -79,13 +79,16 @@ pub fn metadata_matches(metadata: &CheckpointMetadata, filter: &Filter) -> bool 
 #[derive(Clone)]
 pub struct Layered<L> {
     pub(crate) inner: Arc<dyn CheckpointSaver>,
-    pub(crate) layer: L,
+    pub(crate) layer: Arc<L>,
 }
 
 impl<L: SaverLayer> Layered<L> {
     /// `inner` with `layer` around it.
     pub fn wrap(inner: Arc<dyn CheckpointSaver>, layer: L) -> Self {
-        Self { inner, layer }
+        Self {
+            inner,
+            layer: Arc::new(layer),
+        }
     }
 
     /// The wrapped saver.
@@ -116,6 +119,14 @@ impl<L: SaverLayer> CheckpointSaver for Layered<L> {
 
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
+    }
+
+    fn fenced(&self, fence: &crate::runs::RunFence) -> Option<Arc<dyn CheckpointSaver>> {
+        let inner = self.inner.fenced(fence)?;
+        Some(Arc::new(Layered {
+            inner,
+            layer: Arc::clone(&self.layer),
+        }))
     }
 
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {

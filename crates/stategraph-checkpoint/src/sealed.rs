@@ -92,7 +92,9 @@ impl Layered<SealedMetadata> {
 
     /// Keeps these metadata keys readable too (queried in the database, visible to Python).
     pub fn keep_clear<I: IntoIterator<Item = S>, S: Into<String>>(mut self, keys: I) -> Self {
-        self.layer.clear.extend(keys.into_iter().map(Into::into));
+        Arc::make_mut(&mut self.layer)
+            .clear
+            .extend(keys.into_iter().map(Into::into));
         self
     }
 }

@@ -75,3 +75,20 @@ pub(crate) async fn pooled(
         drop(deadpool_postgres::Object::take(client));
     }
 }
+
+/// Which database a connection reaches, as the server itself says: the database's name and
+/// when the server started — the same through any address, alias or proxy, different on
+/// another server. Savers and run queues compare it to tell whether they share a database.
+pub(crate) async fn database_identity(
+    client: &tokio_postgres::Client,
+) -> stategraph_checkpoint::Result<String> {
+    const OP: &str = "identifying the database";
+    let row = client
+        .query_one(
+            "SELECT current_database()::text || '@' || pg_postmaster_start_time()::text",
+            &[],
+        )
+        .await
+        .map_err(db(OP))?;
+    row.try_get(0).map_err(db(OP))
+}

@@ -252,3 +252,82 @@ async fn a_silent_server_times_out_queue_operations() {
     let err = bounded(q.listen()).await.unwrap_err();
     assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
 }
+
+/// Fencing: a saver fenced by a run's lease writes while its worker holds the lease; once
+/// another worker took the run over, every write of the old worker is refused
+/// (`Error::LeaseLost`) and stores nothing, while the new holder's fenced writes go through.
+#[tokio::test]
+async fn a_fenced_saver_writes_only_while_its_worker_holds_the_lease() {
+    use stategraph_checkpoint::CheckpointSaver as _;
+    use stategraph_checkpoint::runs::RunFence;
+    use stategraph_checkpoint::{
+        Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSource, ListOptions, Value,
+    };
+    let schema = ScratchSchema::new("sg_fence");
+    let queue = queue_with(&schema, |c| c.lease(Duration::from_millis(400))).await;
+    let saver = stategraph_postgres::PostgresConfig::from_url(&url())
+        .unwrap()
+        .schema(schema.name())
+        .connect()
+        .await
+        .unwrap();
+    queue
+        .enqueue(NewRun::new("r1", "t1", json!({})).multitask(Multitask::Enqueue))
+        .await
+        .unwrap();
+    assert_eq!(queue.claim("w1").await.unwrap().unwrap().attempt, 1);
+    let first = saver
+        .fenced(&queue.fence("r1", "w1").unwrap())
+        .expect("the saver is on the queue's database");
+    let meta = CheckpointMetadata::new(CheckpointSource::Loop, 0);
+    let at = CheckpointConfig::new("t1");
+    let put = |saver: std::sync::Arc<dyn stategraph_postgres::CheckpointSaver>| {
+        let (at, meta) = (at.clone(), meta.clone());
+        async move {
+            saver
+                .put(&at, &Checkpoint::empty(), &meta, &Default::default())
+                .await
+        }
+    };
+    let stored = put(first.clone()).await.unwrap();
+    let writes = [("x".to_owned(), Value::from(1))];
+    first
+        .put_writes(&stored, &writes, "task-1", "")
+        .await
+        .unwrap();
+
+    // The lease runs out; another worker takes the run over.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    queue.requeue_expired().await.unwrap();
+    assert_eq!(queue.claim("w2").await.unwrap().unwrap().attempt, 2);
+    let lost = |e: Error| matches!(e, Error::LeaseLost { ref run_id, ref worker } if run_id == "r1" && worker == "w1");
+    let e = put(first.clone()).await.unwrap_err();
+    assert!(lost(e), "a put of the fenced-out worker");
+    let e = first
+        .put_writes(&stored, &[("y".to_owned(), Value::from(2))], "task-2", "")
+        .await
+        .unwrap_err();
+    assert!(lost(e), "writes of the fenced-out worker");
+    let all = saver.list(&ListOptions::thread("t1")).await.unwrap();
+    assert_eq!(all.len(), 1, "nothing stored after the lease was lost");
+    assert_eq!(all[0].pending_writes.len(), 1);
+    // The new holder writes.
+    let second = saver.fenced(&queue.fence("r1", "w2").unwrap()).unwrap();
+    put(second).await.unwrap();
+    assert_eq!(
+        saver.list(&ListOptions::thread("t1")).await.unwrap().len(),
+        2
+    );
+    // Finished: nobody's writes go through.
+    assert!(
+        queue
+            .finish("r1", "w2", RunStatus::Success, None)
+            .await
+            .unwrap()
+    );
+    let third = saver.fenced(&queue.fence("r1", "w2").unwrap()).unwrap();
+    assert!(matches!(put(third).await, Err(Error::LeaseLost { .. })));
+    // A queue on another database cannot fence this saver.
+    let elsewhere = RunFence::new("elsewhere:5432/other", "stategraph_runs", "r1", "w2");
+    assert!(saver.fenced(&elsewhere).is_none());
+}

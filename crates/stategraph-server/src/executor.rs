@@ -116,6 +116,17 @@ async fn execute_traced(
             return;
         }
     };
+    let mut prepared = prepared;
+    if let Some(w) = worker
+        && !prepared.run.temporary()
+        && let Some(fence) = queue.fence(&run_id, w)
+    {
+        // Each checkpoint write of the run commits only while this worker holds its lease.
+        match state.saver.fenced(&fence) {
+            Some(saver) => prepared.graph = prepared.graph.with_saver(saver),
+            None => unfenced_once(),
+        }
+    }
     let lease = worker.map(|w| Leased::start(state, &queue, &run_id, w));
     let (cancel_rx, ended_tx) = state.register_run(&run_id);
     let run = Execution {
@@ -133,11 +144,11 @@ async fn execute_traced(
         Some(l) => {
             let mut lost = l.lost.clone();
             tokio::select! {
-                ended = run.go() => Some(ended),
+                ended = run.go() => ended,
                 () = lease_lost(&mut lost) => None,
             }
         }
-        None => Some(run.go().await),
+        None => run.go().await,
     };
     let Some((outcome, cancel)) = ended else {
         // Another worker has the run (or will): stop here, writing nothing more.
@@ -255,6 +266,34 @@ impl Leased {
     }
 }
 
+/// Says once per process that queued runs' checkpoint writes are not fenced (the saver
+/// cannot check the queue's lease).
+fn unfenced_once() {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        tracing::warn!(
+            "the run queue's lease cannot fence this checkpointer's writes (another backend \
+             or another database than the queue's): a worker that stalls past its lease may \
+             still write a checkpoint after another worker took its run over"
+        );
+    });
+}
+
+/// Whether `e` is a write refused because the run's lease is lost.
+fn is_lease_lost(e: &stategraph_graph::GraphError) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if matches!(
+            c.downcast_ref::<stategraph_checkpoint::Error>(),
+            Some(stategraph_checkpoint::Error::LeaseLost { .. })
+        ) {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
 /// Resolves once `lost` is raised (never if its sender is gone).
 async fn lease_lost(lost: &mut watch::Receiver<bool>) {
     loop {
@@ -285,8 +324,10 @@ struct Execution {
 
 impl Execution {
     /// Streams the graph to the end (or a stop request), then writes the run's final records;
-    /// its outcome and the cancel that stopped it, if any.
-    async fn go(self) -> (Outcome, Option<Cancel>) {
+    /// its outcome and the cancel that stopped it, if any. `None` when a checkpoint write was
+    /// refused because the run's lease is lost: another worker has the run, so nothing more
+    /// is written here.
+    async fn go(self) -> Option<(Outcome, Option<Cancel>)> {
         let Execution {
             state,
             prepared,
@@ -371,6 +412,10 @@ impl Execution {
                         }
                     }
                 }
+                Some(Err(e)) if is_lease_lost(&e) => {
+                    tracing::warn!(error = %e, "the run's lease is lost: stopping, writing nothing more");
+                    return None;
+                }
                 Some(Err(e)) => {
                     error = Some(json!({ "error": error_name(&e), "message": e.to_string() }));
                     break;
@@ -453,7 +498,7 @@ impl Execution {
             send(publish("error", e.clone())).await;
         }
         drop(hub);
-        (outcome, stop)
+        Some((outcome, stop))
     }
 }
 

@@ -32,6 +32,8 @@ use procs::{Killed, serve_announced, spawn_entry};
 const URL: &str = "STATEGRAPH_TEST_SCALE_URL";
 const SCHEMA: &str = "STATEGRAPH_TEST_SCALE_SCHEMA";
 const PORT_FILE: &str = "STATEGRAPH_TEST_SCALE_PORT_FILE";
+/// Where a server process reaches its run queue, if not at the URL (a proxy).
+const QUEUE_URL: &str = "STATEGRAPH_TEST_SCALE_QUEUE_URL";
 
 const PROCESSES: usize = 3;
 const THREADS: usize = 30;
@@ -64,22 +66,32 @@ fn graph() -> CompiledGraph<Log> {
     g.compile().unwrap()
 }
 
-/// START → pause (sleeps 1.5 s, then appends `pause:{run_id}`) → END.
-fn pause_graph() -> CompiledGraph<Log> {
+/// START → `node` (sleeps `sleep`, then appends `{node}:{run_id}`) → END.
+fn sleeper(node: &'static str, sleep: Duration) -> CompiledGraph<Log> {
     let mut g = StateGraph::<Log>::new();
-    g.add_node("pause", |_s, c| {
+    g.add_node(node, move |_s, c| {
         let run = c
             .configurable("run_id")
             .and_then(Json::as_str)
             .unwrap_or("?")
             .to_owned();
         async move {
-            tokio::time::sleep(Duration::from_millis(1500)).await;
-            Ok(LogUpdate::default().log([format!("pause:{run}")]))
+            tokio::time::sleep(sleep).await;
+            Ok(LogUpdate::default().log([format!("{node}:{run}")]))
         }
     });
-    g.add_edge(START, "pause").add_edge("pause", END);
+    g.add_edge(START, node).add_edge(node, END);
     g.compile().unwrap()
+}
+
+/// START → pause (sleeps 1.5 s, then appends `pause:{run_id}`) → END.
+fn pause_graph() -> CompiledGraph<Log> {
+    sleeper("pause", Duration::from_millis(1500))
+}
+
+/// START → late (sleeps twice the lease, then appends `late:{run_id}`) → END.
+fn late_graph() -> CompiledGraph<Log> {
+    sleeper("late", LEASE * 2)
 }
 
 /// START → slow (sleeps an hour) → END.
@@ -101,8 +113,9 @@ fn queue_config(url: &str, schema: &str) -> RunQueueConfig {
         .max_attempts(20)
 }
 
-/// The server side: serves `graph` as `ab` and `slow_graph` as `slow` with a queue and two workers on the schema, on a
-/// free port it writes to the port file.
+/// The server side: serves `graph` as `ab`, `late_graph` as `late`, `slow_graph` as `slow`
+/// and `pause_graph` as `pause` with a queue and two workers on the schema (reached at
+/// `STATEGRAPH_TEST_SCALE_QUEUE_URL` when set), on a free port it writes to the port file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "the server side of the scale test, which runs it; not a test itself"]
 async fn server_process_entry() {
@@ -117,9 +130,11 @@ async fn server_process_entry() {
     let store = stategraph::open_store(&url, StoreOptions::new())
         .await
         .unwrap();
-    let queue = queue_config(&url, &schema).connect().await.unwrap();
+    let queue_url = std::env::var(QUEUE_URL).unwrap_or_else(|_| url.clone());
+    let queue = queue_config(&queue_url, &schema).connect().await.unwrap();
     let server = Server::builder()
         .graph("ab", graph())
+        .graph("late", late_graph())
         .graph("slow", slow_graph())
         .graph("pause", pause_graph())
         .checkpointer(saver)
@@ -133,12 +148,24 @@ async fn server_process_entry() {
 
 /// Starts server process `i`; it and its port.
 fn spawn_server(dir: &Path, url: &str, schema: &str, i: usize) -> (Killed, u16) {
+    spawn_server_with(dir, url, schema, i, &[])
+}
+
+/// [`spawn_server`] with more environment.
+fn spawn_server_with(
+    dir: &Path,
+    url: &str,
+    schema: &str,
+    i: usize,
+    more: &[(&str, &str)],
+) -> (Killed, u16) {
     let port_file = dir.join(format!("port-{i}"));
-    let env = [
+    let mut env = vec![
         (URL, url),
         (SCHEMA, schema),
         (PORT_FILE, port_file.to_str().unwrap()),
     ];
+    env.extend_from_slice(more);
     spawn_entry("server_process_entry", &env, &port_file)
 }
 
@@ -372,15 +399,48 @@ struct Pair {
     _schema: ScratchSchema,
 }
 
+/// A fresh schema with the saver's, the store's and the queue's tables made (before server
+/// processes race to make them): the schema, its URL and name, and a queue on it.
+async fn fresh_schema(prefix: &str) -> (ScratchSchema, String, String, PostgresRunQueue) {
+    let schema = ScratchSchema::create(prefix).await;
+    let (url, name) = (schema.url(), schema.name().to_owned());
+    stategraph::open_saver(&url).await.unwrap();
+    stategraph::open_store(&url, StoreOptions::new())
+        .await
+        .unwrap();
+    let queue = queue_config(&url, &name).connect().await.unwrap();
+    (schema, url, name, queue)
+}
+
+/// A new thread on the server at `port` and a background run of `assistant` on it, once a
+/// worker has claimed it: the thread's and the run's ids.
+fn claimed_run(
+    rt: &tokio::runtime::Runtime,
+    queue: &PostgresRunQueue,
+    port: u16,
+    assistant: &str,
+) -> (String, String) {
+    let (status, thread) = call(port, "POST", "/threads", Some(json!({})));
+    assert_eq!(status, 200, "{thread}");
+    let thread = thread["thread_id"].as_str().unwrap().to_owned();
+    let (status, run) = call(
+        port,
+        "POST",
+        &format!("/threads/{thread}/runs"),
+        Some(json!({"assistant_id": assistant, "input": {}})),
+    );
+    assert_eq!(status, 200, "{run}");
+    let run = run["run_id"].as_str().unwrap().to_owned();
+    poll("a worker to claim the run", || {
+        let row = rt.block_on(queue.get(&run)).unwrap()?;
+        (row.status == RunStatus::Running).then_some(())
+    });
+    (thread, run)
+}
+
 impl Pair {
     async fn start(prefix: &str) -> Self {
-        let schema = ScratchSchema::create(prefix).await;
-        let (url, name) = (schema.url(), schema.name().to_owned());
-        stategraph::open_saver(&url).await.unwrap();
-        stategraph::open_store(&url, StoreOptions::new())
-            .await
-            .unwrap();
-        let queue = queue_config(&url, &name).connect().await.unwrap();
+        let (schema, url, name, queue) = fresh_schema(prefix).await;
         let dir = tempfile::tempdir().unwrap();
         let (ka, a) = spawn_server(dir.path(), &url, &name, 0);
         let (kb, b) = spawn_server(dir.path(), &url, &name, 1);
@@ -756,4 +816,143 @@ fn sse_events(sse: &str) -> Vec<(Option<String>, String, Json)> {
         }
     }
     events
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to process `pid`.
+fn signal(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// How many checkpoints and writes the thread has in the database.
+async fn thread_rows(db: &tokio_postgres::Client, thread: &str) -> (i64, i64) {
+    let count = |table: &str| format!("SELECT count(*) FROM {table} WHERE thread_id = $1");
+    let checkpoints = db
+        .query_one(&count("checkpoints"), &[&thread])
+        .await
+        .unwrap();
+    let writes = db
+        .query_one(&count("checkpoint_writes"), &[&thread])
+        .await
+        .unwrap();
+    (checkpoints.get(0), writes.get(0))
+}
+
+/// A process frozen (SIGSTOP) past its lease while it runs a run: another process takes the
+/// run over and finishes it; the frozen one wakes (SIGCONT) with its node's result in hand
+/// and stops — its heartbeat finds the lease gone, or the fence refuses its write, whichever
+/// comes first. The database holds nothing more after it woke, the run and its thread keep
+/// what the new worker recorded (`success`, `idle`), and the node's effect is in the thread
+/// once. (`a_worker_that_lost_its_lease_cannot_write_a_checkpoint` isolates the fence.)
+#[test]
+fn a_worker_frozen_past_its_lease_is_fenced_out() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (schema, url, name, queue) = rt.block_on(fresh_schema("scale_fence"));
+    let db = rt.block_on(schema.client());
+    let dir = tempfile::tempdir().unwrap();
+    let (frozen, a) = spawn_server(dir.path(), &url, &name, 0);
+    let (thread, run) = claimed_run(&rt, &queue, a, "pause");
+    // Mid-node (it sleeps 1.5 s): frozen for longer than the lease.
+    std::thread::sleep(Duration::from_millis(300));
+    signal(frozen.0.id(), "STOP");
+    let (_other, b) = spawn_server(dir.path(), &url, &name, 1);
+    let row = poll("another process to take the run over and finish it", || {
+        let row = rt.block_on(queue.get(&run)).unwrap()?;
+        (row.status.is_final()).then_some(row)
+    });
+    assert_eq!((row.status, row.attempt), (RunStatus::Success, 2));
+    let rows = rt.block_on(thread_rows(&db, &thread));
+    let (_, record) = call(b, "GET", &format!("/threads/{thread}/runs/{run}"), None);
+    assert_eq!(record["status"], "success", "{record}");
+
+    // The frozen process wakes up with its node's result: nothing of it lands.
+    signal(frozen.0.id(), "CONT");
+    std::thread::sleep(LEASE + Duration::from_secs(1));
+    assert_eq!(
+        rt.block_on(thread_rows(&db, &thread)),
+        rows,
+        "no checkpoint or write after the lease was lost"
+    );
+    let row = rt.block_on(queue.get(&run)).unwrap().unwrap();
+    assert_eq!((row.status, row.attempt), (RunStatus::Success, 2));
+    for port in [a, b] {
+        let (_, record) = call(port, "GET", &format!("/threads/{thread}/runs/{run}"), None);
+        assert_eq!(record["status"], "success", "{record}");
+        assert_eq!(thread_status(port, &thread), "idle");
+        let (_, state) = call(port, "GET", &format!("/threads/{thread}/state"), None);
+        assert_eq!(
+            state["values"]["log"],
+            json!([format!("pause:{run}")]),
+            "{state}"
+        );
+    }
+    drop(frozen);
+}
+
+/// How many checkpoints of the thread the run's first attempt wrote.
+async fn first_attempt_checkpoints(db: &tokio_postgres::Client, thread: &str) -> i64 {
+    db.query_one(
+        "SELECT count(*) FROM checkpoints WHERE thread_id = $1 \
+         AND metadata->>'run_attempt' = '1'",
+        &[&thread],
+    )
+    .await
+    .unwrap()
+    .get(0)
+}
+
+/// Fencing when a worker's heartbeats stop reaching the queue while it keeps working (its
+/// queue connection stalls; its checkpointer's does not): its lease runs out, another
+/// process takes the run over, and when the first worker's node returns — after the
+/// takeover, with the old lease — its writes are refused in the database. The new worker
+/// finishes the run: `success`, the node's effect once, nothing of the first attempt written
+/// after the takeover. (Unfenced, the old worker's writes land first and the new worker's
+/// run then fails on a checkpoint conflict.)
+#[test]
+fn a_worker_that_lost_its_lease_cannot_write_a_checkpoint() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (schema, url, name, queue) = rt.block_on(fresh_schema("scale_fenced"));
+    let db = rt.block_on(schema.client());
+    let proxy = rt.block_on(stategraph_testkit::net::StallingProxy::start(
+        stategraph_testkit::postgres::server_addr(),
+    ));
+    let proxied = stategraph_testkit::postgres::url_via(proxy.addr());
+    let dir = tempfile::tempdir().unwrap();
+    let (_stalled, a) = spawn_server_with(dir.path(), &url, &name, 0, &[(QUEUE_URL, &proxied)]);
+    let (thread, run) = claimed_run(&rt, &queue, a, "late");
+    std::thread::sleep(Duration::from_millis(300));
+    // Its heartbeats stop reaching the queue; its node goes on.
+    proxy.go_silent();
+    let (_other, b) = spawn_server(dir.path(), &url, &name, 1);
+    poll("another process to take the run over", || {
+        let row = rt.block_on(queue.get(&run)).unwrap()?;
+        (row.attempt == 2).then_some(())
+    });
+    let written_before = rt.block_on(first_attempt_checkpoints(&db, &thread));
+    let row = poll("the run to end", || {
+        let row = rt.block_on(queue.get(&run)).unwrap()?;
+        row.status.is_final().then_some(row)
+    });
+    assert_eq!(
+        (row.status, row.attempt),
+        (RunStatus::Success, 2),
+        "{row:?}"
+    );
+    assert_eq!(
+        rt.block_on(first_attempt_checkpoints(&db, &thread)),
+        written_before,
+        "the first attempt wrote nothing after the takeover"
+    );
+    let (_, record) = call(b, "GET", &format!("/threads/{thread}/runs/{run}"), None);
+    assert_eq!(record["status"], "success", "{record}");
+    assert_eq!(thread_status(b, &thread), "idle");
+    let (_, state) = call(b, "GET", &format!("/threads/{thread}/state"), None);
+    assert_eq!(
+        state["values"]["log"],
+        json!([format!("late:{run}")]),
+        "{state}"
+    );
 }

@@ -16,6 +16,10 @@
 //!   is taken back; only the lease holder appends events or finishes the run.
 //! - **Events** are numbered per run from 1 and readable from any number (joiners,
 //!   `Last-Event-ID`).
+//! - **Fencing** (where a saver can check it): [`RunQueue::fence`] gives the lease as a
+//!   condition on the run's checkpoint writes, so a worker that stalled past its lease cannot
+//!   write once another took the run over.
+//! - **Retention**: [`RunQueue::purge_finished`] deletes finished runs with their events.
 //! - **Notifications** ([`Notification`]) announce changes after they happened; they are a
 //!   wake-up, not the truth: after a lost subscription, read the queue again.
 //!
@@ -360,6 +364,45 @@ impl ClaimedRun {
             thread_id: thread_id.into(),
             payload,
             attempt,
+        }
+    }
+}
+
+/// A run's lease as a condition on the checkpoint writes made for the run (fencing): a saver
+/// on the queue's database that takes it ([`CheckpointSaver::fenced`](crate::CheckpointSaver::fenced))
+/// commits a write only if, in the same transaction, the run is still running and held by
+/// `worker` with its lease not run out — and keeps the run's row from being taken over until
+/// the write commits. A worker that stalled past its lease (a pause, a frozen VM) and wakes
+/// up has its next write refused with [`Error::LeaseLost`](crate::Error::LeaseLost), writing
+/// nothing. Made by [`RunQueue::fence`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RunFence {
+    /// The database that holds the queue, as its server identifies it: a saver fences writes
+    /// only on the same database.
+    pub database: String,
+    /// The queue's table of runs, qualified, as SQL names it.
+    pub relation: String,
+    /// The run.
+    pub run_id: String,
+    /// The worker that holds its lease.
+    pub worker: String,
+}
+
+impl RunFence {
+    /// The fence of `run_id` held by `worker`, on `relation` of `database` (for
+    /// implementations of [`RunQueue`]).
+    pub fn new(
+        database: impl Into<String>,
+        relation: impl Into<String>,
+        run_id: impl Into<String>,
+        worker: impl Into<String>,
+    ) -> Self {
+        Self {
+            database: database.into(),
+            relation: relation.into(),
+            run_id: run_id.into(),
+            worker: worker.into(),
         }
     }
 }
@@ -714,6 +757,14 @@ pub trait RunQueue: Send + Sync + fmt::Debug {
     /// Deletes a run that is not running, with its events; `false` when there is no such run
     /// or it is running.
     async fn delete(&self, run_id: &str) -> Result<bool>;
+
+    /// The fence of run `run_id` held by `worker`, for a saver to condition the run's
+    /// checkpoint writes on ([`RunFence`]); `None` (the default) for a queue no saver can
+    /// check in its own transactions (one in memory: its runs die with its process).
+    fn fence(&self, run_id: &str, worker: &str) -> Option<RunFence> {
+        let _ = (run_id, worker);
+        None
+    }
 
     /// Deletes up to `limit` runs that finished (any final status) before `ended_before`,
     /// with their events, oldest first; how many it deleted. Pending and running runs are

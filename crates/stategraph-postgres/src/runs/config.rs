@@ -183,6 +183,8 @@ impl RunQueueConfig {
             lease: self.lease,
             max_attempts: i32::try_from(self.max_attempts).unwrap_or(i32::MAX),
             channel: String::new(),
+            relation: String::new(),
+            database: String::new(),
         };
         let schema = pg.schema.clone();
         let setup = pg.run_setup;
@@ -203,12 +205,15 @@ impl RunQueueConfig {
                 Some(schema) => schema,
                 None => current_schema(&client).await?,
             };
-            Ok::<_, Error>(schema)
+            let database = crate::error::database_identity(&client).await?;
+            Ok::<_, Error>((schema, database))
         };
-        let schema = timeouts
+        let (schema, database) = timeouts
             .statement(BACKEND, "setting up the run queue", work)
             .await?;
+        queue.database = database;
         queue.channel = channel_for(&schema);
+        queue.relation = format!("\"{}\".stategraph_runs", schema.replace('"', "\"\""));
         Ok(queue)
     }
 }

@@ -29,8 +29,8 @@ use serde_json::Value as Json;
 use stategraph_checkpoint::backend::Timeouts;
 use stategraph_checkpoint::runs::{
     CLAIM_RETENTION, CancelAction, CancelOutcome, ClaimedRun, Enqueued, Expired, Lease, Multitask,
-    NewRun, Notifications, QueueStats, RunEvent, RunQueue, RunRow, RunStatus, check_id, duplicate,
-    not_final, rejected,
+    NewRun, Notifications, QueueStats, RunEvent, RunFence, RunQueue, RunRow, RunStatus, check_id,
+    duplicate, not_final, rejected,
 };
 use stategraph_checkpoint::{Error, Result};
 use tokio_postgres::Row;
@@ -65,6 +65,13 @@ const THREAD_LOCK_SEED: i64 = 0x5354_4752_5448_5244; // "STGRTHRD"
 ///   [`listen`](Self::listen) turns them into [`Notification`](stategraph_checkpoint::runs::Notification)s. Notifications are a wake-up,
 ///   not the truth: after a lost connection, read the tables again.
 ///
+/// - [`fence`](RunQueue::fence) gives a run's lease as a condition that a
+///   [`PostgresSaver`](crate::PostgresSaver) on the same database checks in each of the
+///   run's checkpoint writes (fencing): a worker that stalled past its lease cannot write
+///   after another took the run over.
+/// - [`purge_finished`](RunQueue::purge_finished) deletes finished runs, oldest first, in
+///   bounded batches.
+///
 /// Worker names identify a lease holder: give each executing task its own (say, host, process
 /// id and a counter), never two tasks one name.
 #[derive(Clone)]
@@ -79,6 +86,10 @@ pub struct PostgresRunQueue {
     max_attempts: i32,
     /// The `NOTIFY` channel of the queue's schema.
     channel: String,
+    /// The queue's table of runs, qualified by its schema (for fences).
+    relation: String,
+    /// The database as its server identifies it (for fences).
+    database: String,
 }
 
 impl fmt::Debug for PostgresRunQueue {
@@ -734,6 +745,17 @@ impl RunQueue for PostgresRunQueue {
     /// Deletes the oldest finished runs that ended before `ended_before` (their events go
     /// with them, by the foreign key), `limit` at most, in one statement; rows another
     /// session holds are skipped, not waited for.
+    /// A fence on this queue's `stategraph_runs` row of the run: a [`PostgresSaver`](crate::PostgresSaver)
+    /// on the same database takes it.
+    fn fence(&self, run_id: &str, worker: &str) -> Option<RunFence> {
+        Some(RunFence::new(
+            &self.database,
+            &self.relation,
+            run_id,
+            worker,
+        ))
+    }
+
     async fn purge_finished(&self, ended_before: SystemTime, limit: u32) -> Result<u64> {
         const OP: &str = "purging finished runs";
         let before = ended_before;

@@ -32,6 +32,7 @@ use layout::*;
 use pruning::*;
 use stategraph_checkpoint::backend::{LayoutWriter, blob_layout};
 use stategraph_checkpoint::blob_layout::EncodedSave as Encoded;
+use stategraph_checkpoint::runs::RunFence;
 use write::Failure;
 
 /// Stores checkpoints in PostgreSQL with LangGraph's own tables (`checkpoints`,
@@ -57,6 +58,10 @@ pub struct PostgresSaver {
     /// Where it connects, password removed, for error messages.
     target: String,
     timeouts: Timeouts,
+    /// The run lease its writes are conditioned on, if any ([`CheckpointSaver::fenced`]).
+    fence: Option<Arc<write::Fence>>,
+    /// The database as its server identifies it (for fences).
+    database: String,
 }
 
 impl fmt::Debug for PostgresSaver {
@@ -117,6 +122,8 @@ impl PostgresSaver {
             schema: config.schema,
             target,
             timeouts: config.timeouts,
+            fence: None,
+            database: String::new(),
         };
         if config.run_setup {
             saver
@@ -133,6 +140,15 @@ impl PostgresSaver {
                 .statement(BACKEND, "checking the tables", check)
                 .await?;
         }
+        let mut saver = saver;
+        let client = saver.client().await?;
+        saver.database = saver
+            .timeouts
+            .statement(BACKEND, "identifying the database", async {
+                crate::error::database_identity(&client).await
+            })
+            .await?;
+        drop(client);
         Ok(saver)
     }
 
@@ -320,7 +336,7 @@ impl LayoutWriter for PostgresSaver {
         let mut tries = self.pool.status().max_size + 1;
         loop {
             let client = self.client().await.map_err(Failure::NotSent)?;
-            match write::commit(&client, self.cache_statements, ops).await {
+            match write::commit(&client, self.cache_statements, self.fence.as_deref(), ops).await {
                 Err(Failure::NotSent(e)) => {
                     // Drop the dead connection instead of returning it to the pool.
                     drop(deadpool_postgres::Object::take(client));
@@ -343,6 +359,20 @@ impl CheckpointSaver for PostgresSaver {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities::ALL
+    }
+
+    /// This saver with every write conditioned, in its own transaction, on the run's row of
+    /// the queue's table (running, held by the fence's worker, lease not run out; locked
+    /// `FOR SHARE` until the write commits, so no takeover slips in between); `None` when the
+    /// queue is on another database (as the servers identify themselves: the same database
+    /// reached through another address or a proxy is the same).
+    fn fenced(&self, fence: &RunFence) -> Option<Arc<dyn CheckpointSaver>> {
+        if fence.database != self.database {
+            return None;
+        }
+        let mut fenced = self.clone();
+        fenced.fence = Some(Arc::new(write::Fence::new(fence)));
+        Some(Arc::new(fenced))
     }
 
     /// One round trip: the row, its blobs and its writes in one statement.

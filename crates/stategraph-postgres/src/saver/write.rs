@@ -25,6 +25,54 @@ const CONFLICT_MARKER: &str = "stategraph-conflict:";
 
 pub(crate) use stategraph_checkpoint::backend::WriteFailure as Failure;
 
+/// What the fence check's failure says before the run's id.
+const LEASE_LOST_MARKER: &str = "stategraph-lease-lost:";
+
+/// A run's lease as a condition on a saver's writes: a statement, first in each write's
+/// transaction, that locks the run's row `FOR SHARE` while the worker holds it (running, its
+/// worker, its lease not run out) and otherwise fails (a text that is not a boolean), which
+/// aborts the transaction: the pipelined `COMMIT` rolls the write back.
+#[derive(Debug)]
+pub(crate) struct Fence {
+    sql: String,
+    run_id: String,
+    worker: String,
+}
+
+impl Fence {
+    pub(crate) fn new(fence: &stategraph_checkpoint::runs::RunFence) -> Self {
+        Self {
+            sql: format!(
+                // The failing cast depends on the count, so the planner cannot fold it into
+                // a constant (and fail) before the row is read.
+                "SELECT CASE WHEN count(*) = 1 THEN true \
+                   ELSE ('{LEASE_LOST_MARKER}' || $1 || ' ' || count(*))::boolean END \
+                 FROM (SELECT 1 FROM {} WHERE run_id = $1 AND worker = $2 \
+                   AND status = 'running' AND lease_until > now() FOR SHARE) AS held",
+                fence.relation
+            ),
+            run_id: fence.run_id.clone(),
+            worker: fence.worker.clone(),
+        }
+    }
+
+    /// The error of a refused write.
+    fn lost(&self) -> Error {
+        Error::LeaseLost {
+            run_id: self.run_id.clone(),
+            worker: self.worker.clone(),
+        }
+    }
+
+    /// Whether `e` is this fence's refusal.
+    fn refused(e: &tokio_postgres::Error) -> bool {
+        e.as_db_error().is_some_and(|db| {
+            *db.code() == SqlState::INVALID_TEXT_REPRESENTATION
+                && db.message().contains(LEASE_LOST_MARKER)
+        })
+    }
+}
+
 /// Takes the thread's lock for a conditional put: held until the transaction ends, so the
 /// check in the statement after it sees every put that committed before.
 const LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2, 7))";
@@ -268,10 +316,12 @@ pub(crate) fn connection_lost(e: &tokio_postgres::Error) -> bool {
 
 /// Stores `ops` (which must be [`EncodedSave::combinable`]) in one transaction, sent in one
 /// round trip:
-/// `BEGIN`, the lock (for a conditional put), [`STORE`], `COMMIT`.
+/// `BEGIN`, the fence check (for a fenced saver), the lock (for a conditional put),
+/// [`STORE`], `COMMIT`.
 pub(crate) async fn commit(
     client: &deadpool_postgres::ClientWrapper,
     cache_statements: bool,
+    fence: Option<&Fence>,
     ops: &[EncodedSave],
 ) -> std::result::Result<(), Failure> {
     let Some(params) = StoreParams::new(ops) else {
@@ -294,11 +344,34 @@ pub(crate) async fn commit(
     let store = prepare(client, cache_statements, STORE, &store_types)
         .await
         .map_err(not_sent)?;
+    let fence_statement = match fence {
+        Some(f) => prepare(client, cache_statements, &f.sql, &text)
+            .await
+            .map_err(not_sent)?,
+        None => None,
+    };
     let lock_params: [&(dyn ToSql + Sync); 2] = [&params.thread, &params.ns];
     let store_params = params.as_params();
     let locked = params.checked.is_some();
-    let (begin, lock_result, store_result, end) = tokio::join!(
+    let (begin, fence_result, lock_result, store_result, end) = tokio::join!(
         client.query_typed("BEGIN", &[]),
+        async {
+            match fence {
+                Some(f) => {
+                    let fence_params: [&(dyn ToSql + Sync); 2] = [&f.run_id, &f.worker];
+                    run(
+                        client,
+                        fence_statement.as_ref(),
+                        &f.sql,
+                        &text,
+                        &fence_params,
+                    )
+                    .await
+                    .map(Some)
+                }
+                None => Ok(None),
+            }
+        },
         async {
             if locked {
                 run(client, lock.as_ref(), LOCK, &text, &lock_params)
@@ -319,9 +392,11 @@ pub(crate) async fn commit(
         });
     }
     // A statement that failed aborted the transaction: the commit rolled it back.
-    let failed = match (lock_result, store_result) {
-        (Err(e), _) => Some(Error::backend(BACKEND, "locking the thread", e)),
-        (_, Err(e)) => Some(store_error(ops, &params, e)),
+    let failed = match (fence_result, lock_result, store_result) {
+        (Err(e), _, _) if Fence::refused(&e) => fence.map(Fence::lost),
+        (Err(e), _, _) => Some(Error::backend(BACKEND, "checking the run's lease", e)),
+        (_, Err(e), _) => Some(Error::backend(BACKEND, "locking the thread", e)),
+        (_, _, Err(e)) => Some(store_error(ops, &params, e)),
         _ => None,
     };
     match (failed, end) {
