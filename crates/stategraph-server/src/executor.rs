@@ -127,6 +127,10 @@ async fn execute_traced(
             None => unfenced_once(),
         }
     }
+    let replay = match worker {
+        Some(_) if claimed.attempt > 1 => Replay::of(queue.as_ref(), &run_id).await,
+        _ => Replay::default(),
+    };
     let lease = worker.map(|w| Leased::start(state, &queue, &run_id, w));
     let (cancel_rx, ended_tx) = state.register_run(&run_id);
     let run = Execution {
@@ -139,6 +143,7 @@ async fn execute_traced(
         sink: lease.as_ref().map(|l| l.sink.clone()),
         caller: caller.as_ref().map(|c| c.events.clone()),
         cancel: cancel_rx,
+        replay,
     };
     let ended = match &lease {
         Some(l) => {
@@ -320,6 +325,59 @@ struct Execution {
     /// The caller's events.
     caller: Option<mpsc::Sender<StreamEvent>>,
     cancel: watch::Receiver<Option<Cancel>>,
+    /// What an earlier attempt of the run already published of the step this one resumes.
+    replay: Replay,
+}
+
+/// The events an earlier attempt of a run published since its last `values` event (the
+/// state the run resumes from), which the resumed attempt publishes again as it replays the
+/// step: they are not published twice, so that followers see each event once. Events are
+/// matched by name and data, in any order, while the resumed attempt repeats them; the first
+/// event that is new ends the replay.
+#[derive(Default)]
+struct Replay(Vec<(String, Json_)>);
+
+impl Replay {
+    /// The replay of run `run_id` as the queue's log has it.
+    async fn of(queue: &dyn RunQueue, run_id: &str) -> Self {
+        const PAGE: u32 = 256;
+        let mut logged = Vec::new();
+        let mut after = 0;
+        while let Ok(page) = queue.events_after(run_id, after, PAGE).await {
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            let full = page.len() >= PAGE as usize;
+            logged.extend(page.into_iter().map(|e| (e.event, e.data)));
+            if !full {
+                break;
+            }
+        }
+        let from = logged
+            .iter()
+            .rposition(|(name, _)| name == "values")
+            .unwrap_or(0);
+        let tail = logged
+            .into_iter()
+            .skip(from)
+            .filter(|(name, _)| name != "metadata" && name != "error")
+            .collect();
+        Self(tail)
+    }
+
+    /// Whether the event repeats one of the replay (then it is used up); a new event ends
+    /// the replay.
+    fn repeats(&mut self, name: &str, data: &Json_) -> bool {
+        match self.0.iter().position(|(n, d)| n == name && d == data) {
+            Some(i) => {
+                self.0.swap_remove(i);
+                true
+            }
+            None => {
+                self.0.clear();
+                false
+            }
+        }
+    }
 }
 
 impl Execution {
@@ -338,6 +396,7 @@ impl Execution {
             sink,
             caller,
             mut cancel,
+            mut replay,
         } = self;
         let Prepared {
             body,
@@ -400,6 +459,9 @@ impl Execution {
                         values = data.clone();
                     }
                     for (name, data) in wanted.render(name, data) {
+                        if replay.repeats(&name, &data) {
+                            continue;
+                        }
                         let event = publish(&name, data);
                         // A caller that went away does not stop the run; a cancel does,
                         // even while a slow reader holds the event back.
