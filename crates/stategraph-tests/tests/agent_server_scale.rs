@@ -89,6 +89,11 @@ fn pause_graph() -> CompiledGraph<Log> {
     sleeper("pause", Duration::from_millis(1500))
 }
 
+/// START → quick (appends `quick:{run_id}` at once) → END.
+fn quick_graph() -> CompiledGraph<Log> {
+    sleeper("quick", Duration::ZERO)
+}
+
 /// START → late (sleeps twice the lease, then appends `late:{run_id}`) → END.
 fn late_graph() -> CompiledGraph<Log> {
     sleeper("late", LEASE * 2)
@@ -113,8 +118,8 @@ fn queue_config(url: &str, schema: &str) -> RunQueueConfig {
         .max_attempts(20)
 }
 
-/// The server side: serves `graph` as `ab`, `late_graph` as `late`, `slow_graph` as `slow`
-/// and `pause_graph` as `pause` with a queue and two workers on the schema (reached at
+/// The server side: serves `graph` as `ab`, `late_graph` as `late`, `quick_graph` as
+/// `quick`, `slow_graph` as `slow` and `pause_graph` as `pause` with a queue and two workers on the schema (reached at
 /// `STATEGRAPH_TEST_SCALE_QUEUE_URL` when set), on a free port it writes to the port file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "the server side of the scale test, which runs it; not a test itself"]
@@ -135,6 +140,7 @@ async fn server_process_entry() {
     let server = Server::builder()
         .graph("ab", graph())
         .graph("late", late_graph())
+        .graph("quick", quick_graph())
         .graph("slow", slow_graph())
         .graph("pause", pause_graph())
         .checkpointer(saver)
@@ -1047,4 +1053,72 @@ fn runs_survive_terminated_database_connections() {
         assert_eq!(state["values"]["log"], json!(expected), "thread {thread}");
     }
     println!("{terminated} connections terminated");
+}
+
+/// How many times the race of [`a_threads_status_follows_its_runs_under_racing_processes`]
+/// is run: 400, or `STATEGRAPH_TEST_RACES` (1,000 take about 200 s on a 2-core machine).
+fn races() -> usize {
+    std::env::var("STATEGRAPH_TEST_RACES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(400)
+}
+
+/// Two processes race on one thread, over and over: one's run finishes while the other
+/// enqueues the next (each a `runs/wait`, sent at once). After every round the thread's
+/// status is what its runs say (`idle`: both succeeded), from either process, and its state
+/// holds each run's effect once.
+#[test]
+fn a_threads_status_follows_its_runs_under_racing_processes() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let pair = rt.block_on(Pair::start("scale_race"));
+    let (a, b) = (pair.a, pair.b);
+    let (status, thread) = call(a, "POST", "/threads", Some(json!({})));
+    assert_eq!(status, 200, "{thread}");
+    let thread = thread["thread_id"].as_str().unwrap().to_owned();
+    let path = format!("/threads/{thread}/runs/wait");
+    let body = json!({"assistant_id": "quick", "input": {}, "multitask_strategy": "enqueue"});
+    let began = Instant::now();
+    let mut effects = 0;
+    let races = races();
+    for round in 0..races {
+        let (first, second) = if round % 2 == 0 { (a, b) } else { (b, a) };
+        let (one, two) = std::thread::scope(|s| {
+            let one = s.spawn(|| call(first, "POST", &path, Some(body.clone())));
+            let two = s.spawn(|| call(second, "POST", &path, Some(body.clone())));
+            (one.join().unwrap(), two.join().unwrap())
+        });
+        assert_eq!(
+            (one.0, two.0),
+            (200, 200),
+            "round {round}: {} / {}",
+            one.1,
+            two.1
+        );
+        effects += 2;
+        for port in [a, b] {
+            assert_eq!(thread_status(port, &thread), "idle", "round {round}");
+        }
+    }
+    let (_, state) = call(b, "GET", &format!("/threads/{thread}/state"), None);
+    let log = state["values"]["log"].as_array().unwrap();
+    assert_eq!(log.len(), effects, "each run's node once");
+    let (_, runs) = call(
+        a,
+        "GET",
+        &format!("/threads/{thread}/runs?limit=10000"),
+        None,
+    );
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), effects);
+    assert!(runs.iter().all(|r| r["status"] == "success"));
+    let mut ran: Vec<String> = runs
+        .iter()
+        .map(|r| format!("quick:{}", r["run_id"].as_str().unwrap()))
+        .collect();
+    let mut logged: Vec<String> = log.iter().map(|v| v.as_str().unwrap().to_owned()).collect();
+    ran.sort();
+    logged.sort();
+    assert_eq!(logged, ran, "the runs' effects, each once");
+    println!("{races} races in {:?}", began.elapsed());
 }
