@@ -373,7 +373,7 @@ impl ClaimedRun {
 /// commits a write only if, in the same transaction, the run is still running and held by
 /// `worker` with its lease not run out — and keeps the run's row from being taken over until
 /// the write commits. A worker that stalled past its lease (a pause, a frozen VM) and wakes
-/// up has its next write refused with [`Error::LeaseLost`](crate::Error::LeaseLost), writing
+/// up has its next write refused with [`Error::LeaseLost`], writing
 /// nothing. Made by [`RunQueue::fence`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
