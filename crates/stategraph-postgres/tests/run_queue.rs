@@ -124,15 +124,17 @@ async fn listeners_hear_their_own_schema_only() {
         }
     );
     writer
-        .request_cancel("r1", CancelAction::Interrupt)
+        .request_cancel("r1", CancelAction::Interrupt, &"é".repeat(3000))
         .await
         .unwrap();
     let n = wait_for(&mut mine, "cancel", |_| true).await;
+    // A long reason is cut (at a character) to fit a notification's payload.
     assert_eq!(
         n,
         Notification::Cancel {
             run_id: "r1".into(),
-            action: CancelAction::Interrupt
+            action: CancelAction::Interrupt,
+            reason: "é".repeat(1000),
         }
     );
     writer
@@ -197,7 +199,7 @@ async fn setup_is_idempotent_and_safe_concurrently() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, [0, 1, 2]);
+    assert_eq!(versions, [0, 1, 2, 3]);
     // The database itself refuses a second running run on a thread.
     let err = client
         .batch_execute(&format!(

@@ -47,7 +47,7 @@ pub(crate) async fn cancel_and_settle(
         let mut local = Vec::new();
         let mut signalled = Vec::new();
         for id in run_ids {
-            match request_cancel(state, id, cancel.action).await {
+            match request_cancel(state, id, cancel).await {
                 Ok(Cancelled::Ended) => count += 1,
                 Ok(Cancelled::Signalled) => signalled.push(id.as_str()),
                 Ok(Cancelled::Finished) => {}

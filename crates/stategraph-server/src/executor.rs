@@ -238,8 +238,8 @@ impl Leased {
                         Ok(l) => {
                             held_at = Instant::now();
                             if let Some(action) = l.cancel {
-                                let reason = format!("{} requested", action.as_str());
-                                let _ = state.cancel_run(&run_id, &Cancel { action, reason });
+                                let cancel = crate::worker::cancel_of(action, &l.reason);
+                                let _ = state.cancel_run(&run_id, &cancel);
                             }
                         }
                         Err(_) if held_at.elapsed() >= lease => break,
@@ -329,11 +329,13 @@ struct Execution {
     replay: Replay,
 }
 
-/// The events an earlier attempt of a run published since its last `values` event (the
-/// state the run resumes from), which the resumed attempt publishes again as it replays the
-/// step: they are not published twice, so that followers see each event once. Events are
-/// matched by name and data, in any order, while the resumed attempt repeats them; the first
-/// event that is new ends the replay.
+/// The events earlier attempts of a run published, which the resumed attempt publishes
+/// again as it replays what they did since its last checkpoint (the state it resumes from,
+/// the updates of the tasks that had finished — and, since checkpoints are saved in the
+/// background, what an earlier attempt streamed before its checkpoint was stored): they are
+/// not published twice, so that followers see each event once. Events are matched by name
+/// and data, in any order, while the resumed attempt repeats them; the first event that is
+/// new ends the replay.
 #[derive(Default)]
 struct Replay(Vec<(String, Json_)>);
 
@@ -352,16 +354,8 @@ impl Replay {
                 break;
             }
         }
-        let from = logged
-            .iter()
-            .rposition(|(name, _)| name == "values")
-            .unwrap_or(0);
-        let tail = logged
-            .into_iter()
-            .skip(from)
-            .filter(|(name, _)| name != "metadata" && name != "error")
-            .collect();
-        Self(tail)
+        logged.retain(|(name, _)| name != "metadata" && name != "error");
+        Self(logged)
     }
 
     /// Whether the event repeats one of the replay (then it is used up); a new event ends

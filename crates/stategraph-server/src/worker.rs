@@ -263,11 +263,16 @@ pub(crate) async fn set_run_status(state: &AppState, run_id: &str, status: RunSt
     }
 }
 
-/// A stop request from the queue.
-fn cancel_of(action: CancelAction) -> Cancel {
+/// A stop request from the queue, with the reason its maker gave (or, without one, the
+/// action's name).
+pub(crate) fn cancel_of(action: CancelAction, reason: &str) -> Cancel {
     Cancel {
         action,
-        reason: format!("{} requested", action.as_str()),
+        reason: if reason.is_empty() {
+            format!("{} requested", action.as_str())
+        } else {
+            reason.to_owned()
+        },
     }
 }
 
@@ -283,17 +288,18 @@ pub(crate) enum Cancelled {
     Finished,
 }
 
-/// Asks the queued run `run_id` to stop, wherever it runs; a pending run's record is
-/// final at once.
+/// Asks the queued run `run_id` to stop as `cancel` says (its reason goes with it to the
+/// run's worker, wherever it runs); a pending run's record is final at once.
 pub(crate) async fn request_cancel(
     state: &AppState,
     run_id: &str,
-    action: CancelAction,
+    cancel: &Cancel,
 ) -> Result<Cancelled, ApiError> {
     let queue = queue_of(state);
+    let action = cancel.action;
     Ok(
         match queue
-            .request_cancel(run_id, action)
+            .request_cancel(run_id, action, &cancel.reason)
             .await
             .map_err(api_error)?
         {
@@ -355,8 +361,12 @@ async fn listen_loop(state: Arc<AppState>, wake: Arc<Notify>) {
             wake.notify_waiters();
             while let Some(n) = listener.recv().await {
                 match n {
-                    Notification::Cancel { run_id, action } => {
-                        let _ = state.cancel_run(&run_id, &cancel_of(action));
+                    Notification::Cancel {
+                        run_id,
+                        action,
+                        reason,
+                    } => {
+                        let _ = state.cancel_run(&run_id, &cancel_of(action, &reason));
                     }
                     Notification::Enqueued { .. }
                     | Notification::Requeued { .. }

@@ -451,7 +451,7 @@ pub async fn runs_cancelled_run_whose_worker_died_is_interrupted(make: MakeQueue
     q.enqueue(run("r3", "t3")).await.unwrap();
     q.claim("w5").await.unwrap().unwrap();
     assert_eq!(
-        q.request_cancel("r3", CancelAction::Interrupt)
+        q.request_cancel("r3", CancelAction::Interrupt, "")
             .await
             .unwrap(),
         CancelOutcome::Signalled
@@ -523,6 +523,7 @@ pub async fn runs_interrupt_and_rollback_strategies(make: MakeQueue<'_>) {
         *n == Notification::Cancel {
             run_id: "a".into(),
             action: CancelAction::Interrupt,
+            reason: String::new(),
         }
     })
     .await;
@@ -553,6 +554,7 @@ pub async fn runs_interrupt_and_rollback_strategies(make: MakeQueue<'_>) {
         *n == Notification::Cancel {
             run_id: "d".into(),
             action: CancelAction::Rollback,
+            reason: String::new(),
         }
     })
     .await;
@@ -575,34 +577,51 @@ pub async fn runs_request_cancel_outcomes(make: MakeQueue<'_>) {
     q.enqueue(run("g", "u")).await.unwrap();
     q.claim("w2").await.unwrap().unwrap();
     assert_eq!(
-        q.request_cancel("f", CancelAction::Interrupt)
+        q.request_cancel("f", CancelAction::Interrupt, "")
             .await
             .unwrap(),
         CancelOutcome::Ended
     );
     assert_eq!(status(q, "f").await, Some(RunStatus::Interrupted));
+    let mut notes = f.other().subscribe().await.unwrap();
     assert_eq!(
-        q.request_cancel("d", CancelAction::Interrupt)
+        q.request_cancel("d", CancelAction::Interrupt, "the user pressed stop")
             .await
             .unwrap(),
         CancelOutcome::Signalled
     );
+    // The reason reaches the worker wherever it runs: by notification and by heartbeat.
+    let n = wait_for(&mut notes, "cancel", |n| {
+        matches!(n, Notification::Cancel { .. })
+    })
+    .await;
+    assert_eq!(
+        n,
+        Notification::Cancel {
+            run_id: "d".into(),
+            action: CancelAction::Interrupt,
+            reason: "the user pressed stop".into(),
+        }
+    );
+    let lease = f.other().heartbeat("d", "w2").await.unwrap();
+    assert_eq!(lease.cancel, Some(CancelAction::Interrupt));
+    assert_eq!(lease.reason, "the user pressed stop");
     assert!(q.finish("d", "w2", RunStatus::Success, None).await.unwrap());
     assert_eq!(
-        q.request_cancel("d", CancelAction::Interrupt)
+        q.request_cancel("d", CancelAction::Interrupt, "")
             .await
             .unwrap(),
         CancelOutcome::AlreadyFinished(RunStatus::Success)
     );
     assert_eq!(
-        q.request_cancel("nope", CancelAction::Rollback)
+        q.request_cancel("nope", CancelAction::Rollback, "")
             .await
             .unwrap(),
         CancelOutcome::NotFound
     );
     assert_eq!(
         f.other()
-            .request_cancel("g", CancelAction::Rollback)
+            .request_cancel("g", CancelAction::Rollback, "")
             .await
             .unwrap(),
         CancelOutcome::Ended
@@ -850,7 +869,7 @@ pub async fn runs_notifications_announce_changes(make: MakeQueue<'_>) {
         }
     );
     other
-        .request_cancel("r1", CancelAction::Rollback)
+        .request_cancel("r1", CancelAction::Rollback, "")
         .await
         .unwrap();
     wait_for(&mut notes, "cancel", |n| {
@@ -874,7 +893,7 @@ pub async fn runs_notifications_announce_changes(make: MakeQueue<'_>) {
     );
     other.enqueue(run("r2", "t2")).await.unwrap();
     other
-        .request_cancel("r2", CancelAction::Rollback)
+        .request_cancel("r2", CancelAction::Rollback, "")
         .await
         .unwrap();
     let n = wait_for(

@@ -168,6 +168,7 @@ impl Inner {
         run.lease_until = Some(now + lease);
         run.attempt += 1;
         run.cancel = None;
+        run.cancel_reason.clear();
         run.updated_at = now;
         self.running
             .insert(run.thread_id.clone(), run.run_id.clone());
@@ -221,14 +222,16 @@ impl Inner {
     }
 
     /// Sets running run `run_id`'s cancel, announcing it.
-    fn signal(&mut self, run_id: &str, action: CancelAction) {
+    fn signal(&mut self, run_id: &str, action: CancelAction, reason: &str) {
         if let Some(run) = self.runs.get_mut(run_id) {
             run.cancel = Some(action);
+            run.cancel_reason = reason.to_owned();
             run.updated_at = SystemTime::now();
         }
         self.notify(Notification::Cancel {
             run_id: run_id.to_owned(),
             action,
+            reason: reason.to_owned(),
         });
     }
 
@@ -288,7 +291,7 @@ impl RunQueue for InMemoryRunQueue {
                     done.ended.push(id);
                 }
                 if let Some(id) = inner.running.get(&run.thread_id).cloned() {
-                    inner.signal(&id, action);
+                    inner.signal(&id, action, "");
                     done.signalled.push(id);
                 }
             }
@@ -346,7 +349,7 @@ impl RunQueue for InMemoryRunQueue {
         let now = SystemTime::now();
         run.lease_until = Some(now + self.lease);
         run.updated_at = now;
-        Ok(Lease::held(run.cancel))
+        Ok(Lease::held(run.cancel).with_reason(run.cancel_reason.clone()))
     }
 
     async fn finish(
@@ -418,7 +421,12 @@ impl RunQueue for InMemoryRunQueue {
         Ok(out)
     }
 
-    async fn request_cancel(&self, run_id: &str, action: CancelAction) -> Result<CancelOutcome> {
+    async fn request_cancel(
+        &self,
+        run_id: &str,
+        action: CancelAction,
+        reason: &str,
+    ) -> Result<CancelOutcome> {
         let mut inner = self.lock();
         let Some(status) = inner.runs.get(run_id).map(|r| r.status) else {
             return Ok(CancelOutcome::NotFound);
@@ -432,7 +440,7 @@ impl RunQueue for InMemoryRunQueue {
                 CancelOutcome::Ended
             }
             RunStatus::Running => {
-                inner.signal(run_id, action);
+                inner.signal(run_id, action, reason);
                 CancelOutcome::Signalled
             }
             done => CancelOutcome::AlreadyFinished(done),

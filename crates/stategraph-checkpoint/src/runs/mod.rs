@@ -408,7 +408,7 @@ impl RunFence {
 }
 
 /// The answer to a heartbeat.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Lease {
     /// Whether the worker still holds the run (its lease was extended); if not, it must stop
@@ -416,12 +416,24 @@ pub struct Lease {
     pub held: bool,
     /// A stop request for the run, if one was made (the fallback to the notification).
     pub cancel: Option<CancelAction>,
+    /// Why it was asked to stop, as the request said (empty: not said).
+    pub reason: String,
 }
 
 impl Lease {
     /// A lease that is held, with the stop request made for its run, if any.
     pub fn held(cancel: Option<CancelAction>) -> Self {
-        Self { held: true, cancel }
+        Self {
+            held: true,
+            cancel,
+            reason: String::new(),
+        }
+    }
+
+    /// With why the run was asked to stop.
+    pub fn with_reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = reason.into();
+        self
     }
 
     /// A lease the worker no longer holds.
@@ -429,6 +441,7 @@ impl Lease {
         Self {
             held: false,
             cancel: None,
+            reason: String::new(),
         }
     }
 }
@@ -518,6 +531,8 @@ pub struct RunRow {
     pub lease_until: Option<SystemTime>,
     /// A stop request, if one was made while it ran.
     pub cancel: Option<CancelAction>,
+    /// Why the stop request was made (empty: not said).
+    pub cancel_reason: String,
     /// How many events it has.
     pub events: i64,
     /// The error it finished with, if any.
@@ -551,6 +566,7 @@ impl RunRow {
             worker: None,
             lease_until: None,
             cancel: None,
+            cancel_reason: String::new(),
             events: 0,
             error: None,
             created_at: now,
@@ -571,6 +587,7 @@ impl RunRow {
             worker: None,
             lease_until: None,
             cancel: None,
+            cancel_reason: String::new(),
             events: 0,
             error: None,
             created_at: now,
@@ -604,6 +621,8 @@ pub enum Notification {
         run_id: String,
         /// How.
         action: CancelAction,
+        /// Why, as the request said (empty: not said).
+        reason: String,
     },
     /// A run has a new stream event.
     Event {
@@ -722,8 +741,15 @@ pub trait RunQueue: Send + Sync + fmt::Debug {
     async fn requeue_expired(&self) -> Result<Vec<Expired>>;
 
     /// Asks a run to stop: a pending run ends at once (`interrupted`, or deleted for a
-    /// rollback); a running one gets its cancel set and a notification.
-    async fn request_cancel(&self, run_id: &str, action: CancelAction) -> Result<CancelOutcome>;
+    /// rollback); a running one gets its cancel set, with `reason` (why, in words; empty for
+    /// none), which its worker hears by the notification or its next heartbeat, wherever it
+    /// runs.
+    async fn request_cancel(
+        &self,
+        run_id: &str,
+        action: CancelAction,
+        reason: &str,
+    ) -> Result<CancelOutcome>;
 
     /// Appends stream events, in order, to a running run `worker` holds, numbering them after
     /// the run's previous events; the number of the last one (or of the run's last event

@@ -27,7 +27,7 @@ const SETUP_LOCK_SEED: i64 = 0x5354_4752_5255_4e31; // "STGRRUN1"
 /// stategraph's run-queue migrations, indexed by version and recorded in
 /// `stategraph_run_migrations` (LangGraph has no such tables; nothing of Python's is touched).
 /// Each runs as one implicit transaction (several statements in one simple query).
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     // v0: the runs, the one-running-run-per-thread guarantee, the queue's indexes, the events.
     "CREATE TABLE IF NOT EXISTS stategraph_runs (
     run_id text PRIMARY KEY,
@@ -69,6 +69,8 @@ CREATE INDEX IF NOT EXISTS stategraph_run_claims_at ON stategraph_run_claims (cl
     // v2: finished runs by when they ended, for `purge_finished`.
     "CREATE INDEX IF NOT EXISTS stategraph_runs_finished
     ON stategraph_runs (updated_at) WHERE status NOT IN ('pending', 'running')",
+    // v3: why a run was asked to stop, for its worker in whichever process.
+    "ALTER TABLE stategraph_runs ADD COLUMN IF NOT EXISTS cancel_reason text",
 ];
 
 /// Builds a [`PostgresRunQueue`]: the connection (URL, schema, pool size, timeouts), how long a claim

@@ -57,6 +57,7 @@ pub(super) async fn enqueue_once(q: &PostgresRunQueue, run: &NewRun) -> Result<E
                         (&run.thread_id, Type::TEXT),
                         (&q.channel, Type::TEXT),
                         (&action_name, Type::TEXT),
+                        (&"", Type::TEXT),
                     ],
                 )
                 .await
@@ -131,7 +132,9 @@ pub(super) async fn request_cancel(
     q: &PostgresRunQueue,
     run_id: &str,
     action: CancelAction,
+    reason: &str,
 ) -> Result<CancelOutcome> {
+    let reason = stop_reason(reason);
     const OP: &str = "cancelling a run";
     q.timed(OP, async {
         let client = q.client().await?;
@@ -157,6 +160,7 @@ pub(super) async fn request_cancel(
                         (&run_id, Type::TEXT),
                         (&q.channel, Type::TEXT),
                         (&action_name, Type::TEXT),
+                        (&reason, Type::TEXT),
                     ],
                 )
                 .await

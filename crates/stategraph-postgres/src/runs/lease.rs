@@ -24,7 +24,8 @@ pub(super) async fn claim_next(
                    FOR UPDATE OF r SKIP LOCKED) \
                  UPDATE stategraph_runs r SET status = 'running', worker = $1, \
                    lease_until = now() + $2::bigint * interval '1 millisecond', \
-                   attempt = r.attempt + 1, cancel = NULL, updated_at = now() \
+                   attempt = r.attempt + 1, cancel = NULL, cancel_reason = NULL, \
+                   updated_at = now() \
                  FROM next WHERE r.run_id = next.run_id AND r.status = 'pending' \
                  RETURNING r.run_id, r.thread_id, r.payload, r.attempt",
                 &[
@@ -67,7 +68,7 @@ pub(super) async fn heartbeat(q: &PostgresRunQueue, run_id: &str, worker: &str) 
                  SET lease_until = now() + $3::bigint * interval '1 millisecond', \
                    updated_at = now() \
                  WHERE run_id = $1 AND worker = $2 AND status = 'running' \
-                 RETURNING cancel",
+                 RETURNING cancel, cancel_reason",
                 &[
                     (&run_id, Type::TEXT),
                     (&worker, Type::TEXT),
@@ -80,7 +81,9 @@ pub(super) async fn heartbeat(q: &PostgresRunQueue, run_id: &str, worker: &str) 
             return Ok(Lease::lost());
         };
         let cancel: Option<String> = get(row, 0, OP)?;
-        Ok(Lease::held(cancel.as_deref().and_then(CancelAction::parse)))
+        let reason: Option<String> = get(row, 1, OP)?;
+        Ok(Lease::held(cancel.as_deref().and_then(CancelAction::parse))
+            .with_reason(reason.unwrap_or_default()))
     })
     .await
 }

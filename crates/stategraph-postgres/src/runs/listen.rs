@@ -49,6 +49,11 @@ impl Payload {
             "cancel" => Notification::Cancel {
                 run_id,
                 action: CancelAction::parse(json.get("action")?.as_str()?)?,
+                reason: json
+                    .get("reason")
+                    .and_then(Json::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
             },
             "event" => Notification::Event {
                 run_id,

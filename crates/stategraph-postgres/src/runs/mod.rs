@@ -207,8 +207,13 @@ impl RunQueue for PostgresRunQueue {
     /// Asks a run to stop: a pending run ends at once (`interrupted`, or deleted for a
     /// rollback); a running one gets its `cancel` set and a notification, and its worker
     /// stops it (it sees the request in its next heartbeat, or in the notification).
-    async fn request_cancel(&self, run_id: &str, action: CancelAction) -> Result<CancelOutcome> {
-        enqueue::request_cancel(self, run_id, action).await
+    async fn request_cancel(
+        &self,
+        run_id: &str,
+        action: CancelAction,
+        reason: &str,
+    ) -> Result<CancelOutcome> {
+        enqueue::request_cancel(self, run_id, action, reason).await
     }
 
     /// Appends events in one statement (one notification, with the last number).

@@ -46,6 +46,7 @@ pub(super) fn run_row(row: &Row) -> Result<RunRow> {
     run.worker = get(row, 7, OP)?;
     run.lease_until = get(row, 8, OP)?;
     run.cancel = cancel.as_deref().and_then(CancelAction::parse);
+    run.cancel_reason = get::<Option<String>>(row, 14, OP)?.unwrap_or_default();
     run.events = get(row, 10, OP)?;
     run.error = get(row, 11, OP)?;
     run.created_at = get(row, 12, OP)?;

@@ -8,7 +8,7 @@ pub(super) const THREAD_LOCK_SEED: i64 = 0x5354_4752_5448_5244; // "STGRTHRD"
 
 /// The columns of a [`RunRow`], in order.
 pub(super) const ROW_COLUMNS: &str = "run_id, thread_id, status, payload, seq, attempt, max_attempts, \
-    worker, lease_until, cancel, events, error, created_at, updated_at";
+    worker, lease_until, cancel, events, error, created_at, updated_at, cancel_reason";
 
 /// `json_build_object` arguments of a `finished` notification for the row in scope.
 pub(super) const FINISHED: &str =
@@ -34,13 +34,25 @@ pub(super) fn end_pending_sql(column: &str, action: CancelAction) -> String {
 }
 
 /// The statement that asks the running runs whose `column` is `$1` to stop with action `$3`
-/// (their workers see it at their next heartbeat, or at once by the notification on channel
-/// `$2`); it returns their ids.
+/// for reason `$4` (their workers see it at their next heartbeat, or at once by the
+/// notification on channel `$2`); it returns their ids.
 pub(super) fn signal_running_sql(column: &str) -> String {
     format!(
-        "UPDATE stategraph_runs SET cancel = $3, updated_at = now() \
+        "UPDATE stategraph_runs SET cancel = $3, cancel_reason = $4, updated_at = now() \
          WHERE {column} = $1 AND status = 'running' \
          RETURNING run_id, pg_notify($2, json_build_object('kind', 'cancel', \
-         'run_id', run_id, 'action', $3::text)::text)"
+         'run_id', run_id, 'action', $3::text, 'reason', $4::text)::text)"
     )
+}
+
+/// The longest stop reason kept, in bytes (a notification's payload is at most 8000 bytes).
+const MAX_REASON: usize = 2000;
+
+/// `reason` cut to [`MAX_REASON`] bytes, at a character boundary.
+pub(super) fn stop_reason(reason: &str) -> &str {
+    let mut end = reason.len().min(MAX_REASON);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    reason.get(..end).unwrap_or_default()
 }

@@ -71,7 +71,7 @@ pub(crate) async fn cancel(
     };
     {
         use crate::worker::{Cancelled, request_cancel, settle};
-        match request_cancel(&state, &run_id, action).await? {
+        match request_cancel(&state, &run_id, &cancel).await? {
             Cancelled::NotQueued => {}
             Cancelled::Finished => return Err(not_cancelable()),
             outcome => {

@@ -70,7 +70,7 @@ impl Drop for DisconnectGuard {
                 let (state, run_id) = (Arc::clone(&self.state), self.run_id.clone());
                 rt.spawn(async move {
                     if let Ok(crate::worker::Cancelled::NotQueued) =
-                        crate::worker::request_cancel(&state, &run_id, cancel.action).await
+                        crate::worker::request_cancel(&state, &run_id, &cancel).await
                     {
                         let _ = state.cancel_run(&run_id, &cancel);
                     }
