@@ -106,6 +106,19 @@ pub enum Error {
         /// The worker that wrote.
         worker: String,
     },
+    /// The connection to the database was lost while a write was under way (the server
+    /// ended it, the network dropped it): the write may or may not have been applied. A run
+    /// that meets it is retried from its last stored checkpoint instead of failing.
+    #[error("{backend} lost its connection while {operation}; the write may not have been stored{}", cause_suffix(source.as_deref()))]
+    ConnectionLost {
+        /// The saver or store.
+        backend: &'static str,
+        /// What it was doing.
+        operation: String,
+        /// The driver's error.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The caller passed something invalid.
     #[error("invalid {what}: {message}")]
     InvalidInput {

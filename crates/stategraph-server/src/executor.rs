@@ -284,19 +284,54 @@ fn unfenced_once() {
     });
 }
 
-/// Whether `e` is a write refused because the run's lease is lost.
-fn is_lease_lost(e: &stategraph_graph::GraphError) -> bool {
+/// Why this attempt of a queued run must stop without recording an end, if `e` says so: a
+/// write refused because the run's lease is lost (another worker has the run), or a write
+/// whose database connection was lost (the queue retries the run from its last stored
+/// checkpoint once its lease runs out, instead of failing it for the database's hiccup).
+fn abandons(e: &stategraph_graph::GraphError) -> Option<&'static str> {
+    use stategraph_checkpoint::Error;
+    let why = |e: &Error| match e {
+        Error::LeaseLost { .. } => Some("the run's lease is lost"),
+        Error::ConnectionLost { .. } => Some("a checkpoint write lost its database connection"),
+        _ => None,
+    };
+    // The checkpointer's error is the graph error's own variant (a transparent one: its
+    // `source()` skips it), or further down a node's chain.
+    if let stategraph_graph::GraphError::Checkpoint(inner) = e {
+        return why(inner);
+    }
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(c) = cause {
-        if matches!(
-            c.downcast_ref::<stategraph_checkpoint::Error>(),
-            Some(stategraph_checkpoint::Error::LeaseLost { .. })
-        ) {
-            return true;
+        if let Some(found) = c.downcast_ref::<Error>().and_then(why) {
+            return Some(found);
         }
         cause = c.source();
     }
-    false
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::abandons;
+    use stategraph_checkpoint::Error;
+    use stategraph_graph::GraphError;
+
+    #[test]
+    fn a_lost_lease_or_connection_abandons_the_attempt() {
+        let lost = GraphError::from(Error::LeaseLost {
+            run_id: "r".into(),
+            worker: "w".into(),
+        });
+        assert_eq!(abandons(&lost), Some("the run's lease is lost"));
+        let cut = GraphError::from(Error::ConnectionLost {
+            backend: "postgres",
+            operation: "committing a checkpoint".into(),
+            source: None,
+        });
+        assert!(abandons(&cut).is_some());
+        let other = GraphError::from(Error::invalid("x", "y"));
+        assert_eq!(abandons(&other), None);
+    }
 }
 
 /// Resolves once `lost` is raised (never if its sender is gone).
@@ -376,9 +411,9 @@ impl Replay {
 
 impl Execution {
     /// Streams the graph to the end (or a stop request), then writes the run's final records;
-    /// its outcome and the cancel that stopped it, if any. `None` when a checkpoint write was
-    /// refused because the run's lease is lost: another worker has the run, so nothing more
-    /// is written here.
+    /// its outcome and the cancel that stopped it, if any. `None` when a checkpoint write says
+    /// this attempt must stop ([`abandons`]): nothing more is written here; another attempt
+    /// (another worker's, after a takeover) carries the run on.
     async fn go(self) -> Option<(Outcome, Option<Cancel>)> {
         let Execution {
             state,
@@ -468,8 +503,8 @@ impl Execution {
                         }
                     }
                 }
-                Some(Err(e)) if is_lease_lost(&e) => {
-                    tracing::warn!(error = %e, "the run's lease is lost: stopping, writing nothing more");
+                Some(Err(e)) if stateful && let Some(why) = abandons(&e) => {
+                    tracing::warn!(error = %e, "{why}: this attempt stops, writing nothing more; the queue gives the run another");
                     return None;
                 }
                 Some(Err(e)) => {

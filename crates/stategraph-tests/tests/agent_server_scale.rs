@@ -993,6 +993,87 @@ fn a_worker_that_lost_its_lease_cannot_write_a_checkpoint() {
     );
 }
 
+/// Postgres ends the server processes' connections (`pg_terminate_backend`) every 100 ms
+/// while runs execute: every run ends once and succeeds — a checkpoint write that lost its
+/// connection stops that attempt and the queue runs the run again from its last stored
+/// checkpoint —, each node's effect lands once per run, and no thread is left busy.
+#[test]
+fn runs_survive_terminated_database_connections() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (schema, url, name, queue) = rt.block_on(fresh_schema("scale_term"));
+    let db = rt.block_on(schema.client());
+    // The server processes' connections, told apart by their application name.
+    let app = name.clone();
+    let tagged = stategraph_testkit::services::with_param(&url, &format!("application_name={app}"));
+    let dir = tempfile::tempdir().unwrap();
+    let (_a, a) = spawn_server(dir.path(), &tagged, &name, 0);
+    let (_b, b) = spawn_server(dir.path(), &tagged, &name, 1);
+    let mut runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for t in 0..6 {
+        let port = if t % 2 == 0 { a } else { b };
+        let (status, thread) = call(port, "POST", "/threads", Some(json!({})));
+        assert_eq!(status, 200, "{thread}");
+        let thread = thread["thread_id"].as_str().unwrap().to_owned();
+        for _ in 0..5 {
+            let (status, run) = call(
+                port,
+                "POST",
+                &format!("/threads/{thread}/runs"),
+                Some(json!({"assistant_id": "ab", "input": {}, "multitask_strategy": "enqueue"})),
+            );
+            assert_eq!(status, 200, "{run}");
+            runs.entry(thread.clone())
+                .or_default()
+                .push(run["run_id"].as_str().unwrap().to_owned());
+        }
+    }
+    let all: Vec<&String> = runs.values().flatten().collect();
+    let mut terminated = 0_i64;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let over = all
+            .iter()
+            .filter(|id| {
+                rt.block_on(queue.get(id))
+                    .unwrap()
+                    .is_some_and(|r| r.status.is_final())
+            })
+            .count();
+        if over == all.len() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{over} of {} runs over",
+            all.len()
+        );
+        let row = rt
+            .block_on(db.query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                 WHERE application_name = $1",
+                &[&app],
+            ))
+            .unwrap();
+        terminated += row.get::<_, i64>(0);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(terminated > 0, "no connection was terminated");
+    for (thread, ids) in &runs {
+        for id in ids {
+            let row = rt.block_on(queue.get(id)).unwrap().unwrap();
+            assert_eq!(row.status, RunStatus::Success, "{row:?}");
+        }
+        assert_eq!(thread_status(a, thread), "idle");
+        let (_, state) = call(b, "GET", &format!("/threads/{thread}/state"), None);
+        let expected: Vec<String> = ids
+            .iter()
+            .flat_map(|r| [format!("a:{r}"), format!("b:{r}")])
+            .collect();
+        assert_eq!(state["values"]["log"], json!(expected), "thread {thread}");
+    }
+    println!("{terminated} connections terminated");
+}
+
 /// How many times the race of [`a_threads_status_follows_its_runs_under_racing_processes`]
 /// is run: 400, or `STATEGRAPH_TEST_RACES` (1,000 take about 200 s on a 2-core machine).
 fn races() -> usize {

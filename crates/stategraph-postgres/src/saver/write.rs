@@ -306,6 +306,20 @@ async fn run(
     }
 }
 
+/// A write's driver error: [`Error::ConnectionLost`] when the connection was gone (the
+/// server ended it, the network dropped it), else a backend error.
+fn written(operation: &str, e: tokio_postgres::Error) -> Error {
+    if connection_lost(&e) {
+        Error::ConnectionLost {
+            backend: BACKEND,
+            operation: operation.to_owned(),
+            source: Some(Box::new(e)),
+        }
+    } else {
+        Error::backend(BACKEND, operation.to_owned(), e)
+    }
+}
+
 /// Whether the driver error says the connection was gone: closed before the request was
 /// sent, or ended by the server (`FATAL`) instead of answering it.
 pub(crate) fn connection_lost(e: &tokio_postgres::Error) -> bool {
@@ -394,18 +408,15 @@ pub(crate) async fn commit(
     // A statement that failed aborted the transaction: the commit rolled it back.
     let failed = match (fence_result, lock_result, store_result) {
         (Err(e), _, _) if Fence::refused(&e) => fence.map(Fence::lost),
-        (Err(e), _, _) => Some(Error::backend(BACKEND, "checking the run's lease", e)),
-        (_, Err(e), _) => Some(Error::backend(BACKEND, "locking the thread", e)),
+        (Err(e), _, _) => Some(written("checking the run's lease", e)),
+        (_, Err(e), _) => Some(written("locking the thread", e)),
+        (_, _, Err(e)) if connection_lost(&e) => Some(written("storing a checkpoint", e)),
         (_, _, Err(e)) => Some(store_error(ops, &params, e)),
         _ => None,
     };
     match (failed, end) {
         (Some(e), _) => Err(Failure::RolledBack(e)),
-        (None, Err(e)) => Err(Failure::Unknown(Error::backend(
-            BACKEND,
-            "committing a checkpoint",
-            e,
-        ))),
+        (None, Err(e)) => Err(Failure::Unknown(written("committing a checkpoint", e))),
         (None, Ok(_)) => Ok(()),
     }
 }
