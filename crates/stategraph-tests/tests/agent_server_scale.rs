@@ -969,6 +969,10 @@ fn a_worker_that_lost_its_lease_cannot_write_a_checkpoint() {
     });
     let written_before = rt.block_on(first_attempt_checkpoints(&db, &thread));
     let row = poll("the run to end", || {
+        // Meanwhile the fenced-out worker's node returns: it records nothing either (no
+        // `error` run or thread from it).
+        let (_, record) = call(b, "GET", &format!("/threads/{thread}/runs/{run}"), None);
+        assert_ne!(record["status"], "error", "{record}");
         let row = rt.block_on(queue.get(&run)).unwrap()?;
         row.status.is_final().then_some(row)
     });
