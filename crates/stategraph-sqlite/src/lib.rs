@@ -3,8 +3,12 @@
 //! LangGraph (`langgraph-checkpoint-sqlite`) and stategraph can read and continue each other's
 //! threads in one database file.
 //!
-//! - WAL mode; one writer connection plus a pool of readers; all database work runs on
-//!   tokio's blocking pool, so async tasks never block on disk.
+//! - WAL mode; one writer connection per database file, shared by every saver and store of
+//!   the process on that file, plus a pool of readers; all database work runs on tokio's
+//!   blocking pool, so async tasks never block on disk.
+//! - Group commit: concurrent writes share one transaction and one disk sync (each in a
+//!   savepoint of its own, so one write's failure rolls back only its changes); a write
+//!   returns once the commit that holds it is done, so durability per write is unchanged.
 //! - Every optional operation is implemented: `copy_thread`, `prune`, `delete_for_runs`.
 //! - Corrupt rows produce [`Error::Serialization`](stategraph_checkpoint::Error) naming the
 //!   thread, checkpoint and channel.

@@ -1,8 +1,25 @@
-//! The connections of one SQLite database, shared by the saver and the store: one writer
-//! (SQLite allows one at a time), opened when first needed, and a small pool of readers (WAL
-//! lets them read while the writer writes). An in-memory database has only the writer.
+//! The connections of one SQLite database: one writer (SQLite allows one at a time), opened
+//! when first needed, and a small pool of readers (WAL lets them read while the writer
+//! writes). An in-memory database has only the writer.
+//!
+//! **One writer per file, and group commit.** Every pool of the process on one database file
+//! (the saver's and the store's) shares one writer connection: two writer connections on one
+//! file would take turns through SQLite's busy handler, which sleeps (1, 2, 5, … 100 ms)
+//! between tries. Writes from concurrent callers share transactions: a write opens a group
+//! transaction (`BEGIN IMMEDIATE`) if none is open, runs in a savepoint of its own (its
+//! failure rolls back its own changes only), and then commits the group if no other write is
+//! waiting for the connection; otherwise it leaves the group open for the next writer and
+//! waits until the group's commit. The last write of a burst commits for all, so one disk
+//! sync covers every write queued meanwhile, as databases do for concurrent committers. A
+//! write returns only once the commit that holds it is done (durability per write is
+//! unchanged: what a caller was told is stored survives a crash), and a failed commit is
+//! each write's error.
 
-use std::sync::{Mutex, MutexGuard};
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 
 use rusqlite::Connection;
 use stategraph_checkpoint::BoxError;
@@ -52,15 +69,56 @@ impl From<OpenError> for stategraph_checkpoint::Error {
 /// What a user of the pool sets up on every connection it opens (SQL functions, pragmas).
 pub(crate) type Prepare = fn(&Connection) -> Result<(), OpenError>;
 
+/// The most writes one group transaction holds before it commits, waiting writers or not
+/// (bounds the latency of the group's first write under a steady stream of writes).
+const MAX_GROUP: usize = 128;
+
+/// Prepared statements kept per connection.
+const STATEMENT_CACHE: usize = 64;
+
+/// Runs one statement without parameters, prepared once per connection (the group
+/// transaction's `BEGIN`, savepoints and `COMMIT` run for every write).
+fn run(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(drop)
+}
+
 /// The connections.
 pub(crate) struct Pool {
-    /// The writer, opened on first use (opening it puts a database file in WAL mode, unless
-    /// the configuration opens without setup).
-    writer: Mutex<Option<Connection>>,
+    /// The writer, shared with every other pool of the process on the same file.
+    writer: Arc<Writer>,
     /// Idle reader connections; empty and unused for in-memory databases.
     readers: Mutex<Vec<Connection>>,
     config: SqliteConfig,
     prepare: Prepare,
+}
+
+/// One database's writer connection and its group transaction.
+struct Writer {
+    state: Mutex<WriterState>,
+    /// Signalled when a group transaction ends.
+    ended: Condvar,
+    /// Callers waiting to take `state` (a write that finds one leaves its group open for it).
+    arriving: AtomicUsize,
+    /// Group transactions committed (for tests).
+    #[cfg(test)]
+    commits: AtomicUsize,
+}
+
+#[derive(Default)]
+struct WriterState {
+    /// Opened on first use (opening it puts a database file in WAL mode, unless the
+    /// configuration opens without setup).
+    conn: Option<Connection>,
+    /// The preparations run on `conn` (each pool's, once).
+    prepared: Vec<Prepare>,
+    /// The group transaction open on `conn`, and how many writes it holds.
+    open: Option<(Arc<Group>, usize)>,
+}
+
+/// A group transaction: how it ended (`Err`: why its commit failed), once it has.
+#[derive(Default)]
+struct Group {
+    ended: OnceLock<Result<(), Arc<str>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -69,11 +127,119 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The writers of the database files this process has open, by file and `synchronous`
+/// setting (pools asking for another durability get a writer of their own).
+fn writers() -> &'static Mutex<Writers> {
+    static WRITERS: OnceLock<Mutex<Writers>> = OnceLock::new();
+    WRITERS.get_or_init(Mutex::default)
+}
+
+/// The writers, by file and `synchronous` setting.
+type Writers = HashMap<(PathBuf, &'static str), Weak<Writer>>;
+
+/// `path` as one key for every spelling of it: its directory resolved (the file itself may
+/// not exist yet).
+fn file_key(path: &std::path::Path) -> PathBuf {
+    if let Ok(p) = path.canonicalize() {
+        return p;
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    match (dir.canonicalize(), path.file_name()) {
+        (Ok(d), Some(name)) => d.join(name),
+        _ => path.to_path_buf(),
+    }
+}
+
+impl Writer {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(WriterState::default()),
+            ended: Condvar::new(),
+            arriving: AtomicUsize::new(0),
+            #[cfg(test)]
+            commits: AtomicUsize::new(0),
+        })
+    }
+
+    /// The writer of `config`'s database: the one another pool of this process already has
+    /// on the same file, or a new one.
+    fn of(config: &SqliteConfig) -> Arc<Self> {
+        let Location::File(path) = &config.location else {
+            return Self::new();
+        };
+        let key = (file_key(path), config.synchronous.pragma());
+        let mut all = lock(writers());
+        all.retain(|_, w| w.strong_count() > 0);
+        if let Some(w) = all.get(&key).and_then(Weak::upgrade) {
+            return w;
+        }
+        let w = Self::new();
+        all.insert(key, Arc::downgrade(&w));
+        w
+    }
+
+    /// Takes the connection's state, counted among the arriving callers meanwhile.
+    fn take(&self) -> MutexGuard<'_, WriterState> {
+        self.arriving.fetch_add(1, Ordering::SeqCst);
+        let state = lock(&self.state);
+        self.arriving.fetch_sub(1, Ordering::SeqCst);
+        state
+    }
+
+    /// Ends the open group transaction, if any: commits it (rolls it back if the commit
+    /// fails) and wakes the writes waiting for it.
+    fn end_group(&self, state: &mut WriterState) {
+        let Some((group, _)) = state.open.take() else {
+            return;
+        };
+        let outcome = match &state.conn {
+            Some(conn) => run(conn, "COMMIT").map_err(|e| {
+                if !conn.is_autocommit() {
+                    let _ = run(conn, "ROLLBACK");
+                }
+                Arc::<str>::from(e.to_string())
+            }),
+            None => Err(Arc::from("the writer connection is gone")),
+        };
+        #[cfg(test)]
+        if outcome.is_ok() {
+            self.commits.fetch_add(1, Ordering::SeqCst);
+        }
+        let _ = group.ended.set(outcome);
+        self.ended.notify_all();
+    }
+
+    /// What a write does as it lets the connection go: commits the group unless another
+    /// caller is about to take the connection (and the group is not full).
+    fn leave(&self, state: &mut WriterState) {
+        let full = state.open.as_ref().is_some_and(|(_, n)| *n >= MAX_GROUP);
+        if full || self.arriving.load(Ordering::SeqCst) == 0 {
+            self.end_group(state);
+        }
+    }
+
+    /// Ends the open group, rolled back, with `why` as its writes' error.
+    fn fail_group(&self, state: &mut WriterState, why: &rusqlite::Error) {
+        if let Some(conn) = &state.conn
+            && !conn.is_autocommit()
+        {
+            let _ = run(conn, "ROLLBACK");
+        }
+        if let Some((group, _)) = state.open.take() {
+            let _ = group.ended.set(Err(Arc::from(why.to_string())));
+        }
+        self.ended.notify_all();
+    }
+}
+
 impl Pool {
     /// No connection yet; every connection opened gets `prepare` run on it.
     pub(crate) fn new(config: SqliteConfig, prepare: Prepare) -> Self {
         Self {
-            writer: Mutex::new(None),
+            writer: Writer::of(&config),
             readers: Mutex::new(Vec::new()),
             config,
             prepare,
@@ -88,30 +254,123 @@ impl Pool {
     fn open(&self, read_only: bool) -> Result<Connection, OpenError> {
         let conn = crate::config::open_connection(&self.config, read_only)
             .map_err(|(doing, source)| OpenError::at(doing)(source))?;
+        // Room for the saver's and the store's statements and the group transaction's own.
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         (self.prepare)(&conn)?;
         Ok(conn)
     }
 
-    /// Runs `f` on the writer connection, opening it first if needed.
+    /// Opens the writer connection if needed and runs this pool's preparation on it once.
+    fn ready(&self, state: &mut WriterState) -> Result<(), OpenError> {
+        if state.conn.is_none() {
+            state.conn = Some(self.open(false)?);
+            state.prepared.push(self.prepare);
+        }
+        if !state
+            .prepared
+            .iter()
+            .any(|p| std::ptr::fn_addr_eq(*p, self.prepare))
+            && let Some(conn) = &state.conn
+        {
+            (self.prepare)(conn)?;
+            state.prepared.push(self.prepare);
+        }
+        Ok(())
+    }
+
+    /// The writer connection, ready, inside a group transaction (the open one, or a new one).
+    fn begin<'s>(
+        &self,
+        state: &'s mut WriterState,
+    ) -> Result<(Arc<Group>, &'s mut Connection), OpenError> {
+        self.ready(state)?;
+        let WriterState { conn, open, .. } = state;
+        let conn = conn
+            .as_mut()
+            .ok_or_else(|| OpenError::at("opening the writer")(rusqlite::Error::InvalidQuery))?;
+        let group = match open {
+            Some((group, _)) => Arc::clone(group),
+            None => {
+                run(conn, "BEGIN IMMEDIATE")
+                    .map_err(OpenError::at("starting a write transaction"))?;
+                let group = Arc::new(Group::default());
+                *open = Some((Arc::clone(&group), 0));
+                group
+            }
+        };
+        Ok((group, conn))
+    }
+
+    /// Runs the write `f` on the writer connection inside the group transaction (opening one
+    /// if none is open), in a savepoint of its own: when `f` fails or panics, only its own
+    /// changes are rolled back. Returns once the group that holds the write is committed; a
+    /// failed commit is this write's error. `f` must not begin or commit transactions of its
+    /// own (nested savepoints are fine).
     pub(crate) fn write<T, E: From<OpenError>>(
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T, E>,
     ) -> Result<T, E> {
-        let mut writer = lock(&self.writer);
-        let conn = match &mut *writer {
-            Some(conn) => conn,
-            slot @ None => slot.insert(self.open(false)?),
+        let writer = &*self.writer;
+        let mut state = writer.take();
+        let (group, conn) = match self.begin(&mut state) {
+            Ok(ready) => ready,
+            Err(e) => {
+                writer.leave(&mut state);
+                return Err(e.into());
+            }
         };
-        f(conn)
+        let out = match run(conn, "SAVEPOINT stategraph_write") {
+            Ok(()) => catch_unwind(AssertUnwindSafe(|| f(conn))),
+            Err(e) => Ok(Err(E::from(OpenError::at("starting a write")(e)))),
+        };
+        let kept = matches!(out, Ok(Ok(_)));
+        let closed = if kept {
+            run(conn, "RELEASE stategraph_write")
+        } else {
+            run(conn, "ROLLBACK TO stategraph_write")
+                .and_then(|()| run(conn, "RELEASE stategraph_write"))
+        };
+        if let Some((_, writes)) = state.open.as_mut() {
+            *writes += 1;
+        }
+        match closed {
+            // The transaction cannot be trusted past a failed savepoint: it ends, failed.
+            Err(e) => writer.fail_group(&mut state, &e),
+            Ok(()) => writer.leave(&mut state),
+        }
+        if kept {
+            // Another write took the connection next and carries the group on: wait for the
+            // commit that holds this write.
+            while group.ended.get().is_none() {
+                state = writer.ended.wait(state).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        drop(state);
+        finish(out, group.ended.get().cloned().unwrap_or(Ok(())))
     }
 
-    /// Runs `f` on a reader connection (the writer for in-memory databases).
+    /// Runs `f` on the writer connection alone, outside any group transaction (the open one
+    /// is committed first): for schema set-up and the reads of an in-memory database.
+    pub(crate) fn exclusive<T, E: From<OpenError>>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut state = self.writer.take();
+        self.writer.end_group(&mut state);
+        self.ready(&mut state)?;
+        match state.conn.as_mut() {
+            Some(conn) => f(conn),
+            None => Err(OpenError::at("opening the writer")(rusqlite::Error::InvalidQuery).into()),
+        }
+    }
+
+    /// Runs `f` on a reader connection (the writer, alone, for in-memory databases).
     pub(crate) fn read<T, E: From<OpenError>>(
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T, E>,
     ) -> Result<T, E> {
         if self.config.location == Location::Memory {
-            return self.write(f);
+            return self.exclusive(f);
         }
         let pooled = lock(&self.readers).pop();
         let mut conn = match pooled {
@@ -124,5 +383,160 @@ impl Pool {
             idle.push(conn);
         }
         out
+    }
+}
+
+/// A write's result once its group ended: its own error if it failed, the commit's if the
+/// commit failed, the panic resumed if it panicked.
+fn finish<T, E: From<OpenError>>(
+    out: std::thread::Result<Result<T, E>>,
+    ended: Result<(), Arc<str>>,
+) -> Result<T, E> {
+    match out {
+        Err(panic) => resume_unwind(panic),
+        Ok(Err(e)) => Err(e),
+        Ok(Ok(v)) => match ended {
+            Ok(()) => Ok(v),
+            Err(why) => Err(E::from(OpenError {
+                doing: "committing a write transaction",
+                source: why.to_string().into(),
+            })),
+        },
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::sync::Barrier;
+
+    fn no_preparation(_: &Connection) -> Result<(), OpenError> {
+        Ok(())
+    }
+
+    fn other_preparation(conn: &Connection) -> Result<(), OpenError> {
+        conn.execute_batch("CREATE TEMP TABLE IF NOT EXISTS prepared (x)")
+            .map_err(OpenError::at("preparing"))
+    }
+
+    #[derive(Debug)]
+    struct Failed(String);
+
+    impl From<OpenError> for Failed {
+        fn from(e: OpenError) -> Self {
+            Self(e.to_string())
+        }
+    }
+
+    fn pool_on(path: &std::path::Path, prepare: Prepare) -> Pool {
+        let config = SqliteConfig::from_url(&format!("sqlite:{}", path.display())).unwrap();
+        Pool::new(config, prepare)
+    }
+
+    /// `n` writers queue up while the connection is held, then all run: their writes share
+    /// one commit, a failing one and a panicking one roll back only their own rows.
+    #[test]
+    fn queued_writes_share_one_commit_and_fail_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Arc::new(pool_on(&dir.path().join("g.db"), no_preparation));
+        pool.exclusive(|c| {
+            c.execute_batch("CREATE TABLE t (k INTEGER PRIMARY KEY)")
+                .map_err(|e| Failed(e.to_string()))
+        })
+        .unwrap();
+        let n = 12;
+        let held = Arc::new(Barrier::new(2));
+        let blocker = {
+            let (pool, held) = (Arc::clone(&pool), Arc::clone(&held));
+            std::thread::spawn(move || {
+                pool.exclusive(|_| {
+                    held.wait(); // the connection is held
+                    held.wait(); // every writer has arrived
+                    Ok::<_, Failed>(())
+                })
+                .unwrap();
+            })
+        };
+        held.wait();
+        let commits_before = pool.writer.commits.load(Ordering::SeqCst);
+        let writers: Vec<_> = (0..n as i64)
+            .map(|k| {
+                let pool = Arc::clone(&pool);
+                std::thread::spawn(move || {
+                    std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        pool.write(|c| {
+                            c.execute("INSERT INTO t (k) VALUES (?1)", [k])
+                                .map_err(|e| Failed(e.to_string()))?;
+                            match k {
+                                3 => Err(Failed("refused".into())),
+                                5 => panic!("a write panicked"),
+                                _ => Ok(k),
+                            }
+                        })
+                    }))
+                })
+            })
+            .collect();
+        while pool.writer.arriving.load(Ordering::SeqCst) < n {
+            std::thread::yield_now();
+        }
+        held.wait();
+        blocker.join().unwrap();
+        let results: Vec<_> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+        for (k, r) in results.iter().enumerate() {
+            match k {
+                3 => assert!(
+                    matches!(r, Ok(Err(Failed(m))) if m == "refused"),
+                    "{k}: {r:?}"
+                ),
+                5 => assert!(r.is_err(), "the panic is the caller's"),
+                _ => assert_eq!(r.as_ref().unwrap().as_ref().unwrap(), &(k as i64)),
+            }
+        }
+        assert_eq!(
+            pool.writer.commits.load(Ordering::SeqCst) - commits_before,
+            1,
+            "the queued writes committed together"
+        );
+        // What the other connections see: every write but the failed and the panicked one.
+        let stored: Vec<i64> = pool
+            .read(|c| {
+                let mut s = c.prepare("SELECT k FROM t ORDER BY k").unwrap();
+                let rows = s.query_map([], |r| r.get(0)).unwrap();
+                Ok::<_, Failed>(rows.map(Result::unwrap).collect())
+            })
+            .unwrap();
+        let expected: Vec<i64> = (0..n as i64).filter(|k| *k != 3 && *k != 5).collect();
+        assert_eq!(stored, expected);
+    }
+
+    /// Pools on one file share its writer (whatever the path's spelling), each preparing it
+    /// once; another durability setting or another file has its own.
+    #[test]
+    fn pools_of_one_file_share_its_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = pool_on(&dir.path().join("s.db"), no_preparation);
+        let b = pool_on(&dir.path().join(".").join("s.db"), other_preparation);
+        assert!(Arc::ptr_eq(&a.writer, &b.writer));
+        a.write(|c| {
+            c.execute_batch("CREATE TABLE t (x)")
+                .map_err(|e| Failed(e.to_string()))
+        })
+        .unwrap();
+        b.write(|c| {
+            c.execute_batch("INSERT INTO prepared VALUES (1)")
+                .map_err(|e| Failed(e.to_string()))
+        })
+        .unwrap();
+        let config = SqliteConfig::from_url(&format!(
+            "sqlite:{}?synchronous=normal",
+            dir.path().join("s.db").display()
+        ))
+        .unwrap();
+        let c = Pool::new(config, no_preparation);
+        assert!(!Arc::ptr_eq(&a.writer, &c.writer));
+        let d = pool_on(&dir.path().join("other.db"), no_preparation);
+        assert!(!Arc::ptr_eq(&a.writer, &d.writer));
     }
 }

@@ -9,9 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use rusqlite::{
-    Connection, OptionalExtension, Transaction, TransactionBehavior, params, types::Value as Sql,
-};
+use rusqlite::{Connection, OptionalExtension, Transaction, params, types::Value as Sql};
 use serde_json::Value as Json;
 use stategraph_checkpoint::backend::{
     self, Expect, ListSql, Placeholders, PrunePlan, PruneRow, PruneTarget, SqlArg, prune,
@@ -85,7 +83,7 @@ impl SqliteSaver {
         };
         let run_setup = config.run_setup;
         let pool = Pool::new(config, no_preparation);
-        pool.write(|writer| {
+        pool.exclusive(|writer| {
             if run_setup {
                 schema::setup(writer).map_err(db("creating the checkpoint tables"))
             } else {
@@ -220,7 +218,7 @@ impl CheckpointSaver for SqliteSaver {
         let out = put.out.clone();
         self.write(move |conn, _| {
             let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .savepoint()
                 .map_err(db("starting a checkpoint write"))?;
             put_in(&tx, &put)?;
             tx.commit().map_err(db("committing a checkpoint"))
@@ -238,7 +236,7 @@ impl CheckpointSaver for SqliteSaver {
     ) -> Result<()> {
         let call = self.encode_write_call(config, writes, task_id, task_path)?;
         self.write(move |conn, _| {
-            let tx = conn.transaction().map_err(db("starting a write"))?;
+            let tx = conn.savepoint().map_err(db("starting a write"))?;
             writes_in(&tx, &call)?;
             tx.commit().map_err(db("committing writes"))
         })
@@ -280,9 +278,7 @@ impl CheckpointSaver for SqliteSaver {
         let together = match encoded {
             Ok(encoded) => {
                 self.write(move |conn, _| {
-                    let tx = conn
-                        .transaction_with_behavior(TransactionBehavior::Immediate)
-                        .map_err(db("starting a batch of writes"))?;
+                    let tx = conn.savepoint().map_err(db("starting a batch of writes"))?;
                     for op in &encoded {
                         let done = match op {
                             EncodedOp::Put(put) => put_in(&tx, put),
@@ -310,7 +306,7 @@ impl CheckpointSaver for SqliteSaver {
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
         let thread_id = thread_id.to_owned();
         self.write(move |conn, _| {
-            let tx = conn.transaction().map_err(db("starting a delete"))?;
+            let tx = conn.savepoint().map_err(db("starting a delete"))?;
             delete_thread_in(&tx, &thread_id)?;
             tx.commit().map_err(db("committing a delete"))
         })
@@ -323,7 +319,7 @@ impl CheckpointSaver for SqliteSaver {
         }
         let ids = serde_json::to_string(run_ids).unwrap_or_else(|_| "[]".into());
         self.write(move |conn, _| {
-            let tx = conn.transaction().map_err(db("starting a delete"))?;
+            let tx = conn.savepoint().map_err(db("starting a delete"))?;
             const DOOMED: &str = "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints \
                 WHERE json_extract(CAST(metadata AS TEXT), '$.run_id') IN (SELECT value FROM json_each(?1))";
             tx.execute(
@@ -347,12 +343,7 @@ impl CheckpointSaver for SqliteSaver {
     async fn copy_thread(&self, source: &str, target: &str) -> Result<()> {
         let (source, target) = (source.to_owned(), target.to_owned());
         self.write(move |conn, _| {
-            // Immediate: the copy reads before it writes, and a deferred transaction that
-            // another connection to the file (the store's) wrote past could not take the write
-            // lock (SQLITE_BUSY at once, no busy wait): "database is locked".
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(db("starting a copy"))?;
+            let tx = conn.savepoint().map_err(db("starting a copy"))?;
             let exists = |t: &str| -> Result<bool> {
                 tx.prepare_cached("SELECT 1 FROM checkpoints WHERE thread_id = ?1 LIMIT 1")
                     .and_then(|mut s| s.exists([t]))
@@ -383,7 +374,7 @@ impl CheckpointSaver for SqliteSaver {
         let thread_ids = thread_ids.to_vec();
         self.write(move |conn, _| {
             // One transaction for all threads: a refused thread leaves every thread untouched.
-            let tx = conn.transaction().map_err(db("starting a prune"))?;
+            let tx = conn.savepoint().map_err(db("starting a prune"))?;
             prune::run_now(&mut Pruning(&tx), &thread_ids, strategy)?;
             tx.commit().map_err(db("committing a prune"))
         })

@@ -3,9 +3,9 @@
 use super::*;
 
 /// `prune` inside one transaction.
-pub(super) struct Pruning<'t, 'c>(pub(super) &'t Transaction<'c>);
+pub(super) struct Pruning<'t>(pub(super) &'t Connection);
 
-impl PruneTarget for Pruning<'_, '_> {
+impl PruneTarget for Pruning<'_> {
     async fn rows(&mut self, thread_id: &str) -> Result<Vec<PruneRow>> {
         let reading = || db("reading checkpoints to prune");
         let mut stmt = self

@@ -97,7 +97,7 @@ impl SqliteSaver {
 }
 
 /// A checkpoint put inside `tx` (its conflict check first).
-pub(super) fn put_in(tx: &Transaction<'_>, put: &EncodedPut) -> Result<()> {
+pub(super) fn put_in(tx: &Connection, put: &EncodedPut) -> Result<()> {
     let row = &put.out;
     if let Expect::Latest(expected) = &put.expect {
         let latest: Option<String> = tx
@@ -135,7 +135,7 @@ pub(super) fn put_in(tx: &Transaction<'_>, put: &EncodedPut) -> Result<()> {
 }
 
 /// A `put_writes` inside `tx`.
-pub(super) fn writes_in(tx: &Transaction<'_>, call: &EncodedWriteCall) -> Result<()> {
+pub(super) fn writes_in(tx: &Connection, call: &EncodedWriteCall) -> Result<()> {
     let mut stmt = tx.prepare_cached(call.sql).map_err(db("storing writes"))?;
     for row in &call.rows {
         stmt.execute(params![
@@ -160,7 +160,7 @@ pub(super) enum EncodedOp {
     Writes(EncodedWriteCall),
 }
 
-pub(super) fn delete_thread_in(tx: &Transaction<'_>, thread_id: &str) -> Result<()> {
+pub(super) fn delete_thread_in(tx: &Connection, thread_id: &str) -> Result<()> {
     tx.execute("DELETE FROM checkpoints WHERE thread_id = ?1", [thread_id])
         .map_err(db("deleting checkpoints"))?;
     tx.execute("DELETE FROM writes WHERE thread_id = ?1", [thread_id])

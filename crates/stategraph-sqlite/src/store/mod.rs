@@ -114,7 +114,7 @@ impl SqliteStore {
     /// its vector migrations), recording them as Python's `SqliteStore.setup()` does.
     /// Idempotent.
     fn setup(&self) -> Result<(), StoreError> {
-        self.db.write(|conn| {
+        self.db.exclusive(|conn| {
             migrate(conn, "store_migrations", &STORE_MIGRATIONS)
                 .map_err(db("creating the store tables"))?;
             if self.index.is_some() {

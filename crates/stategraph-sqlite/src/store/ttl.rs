@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use rusqlite::{Connection, TransactionBehavior, params};
+use rusqlite::{Connection, params};
 use stategraph_checkpoint::store::{StoreError, Timestamp};
 
 use super::conn::db;
@@ -41,9 +41,7 @@ pub(super) fn apply_refreshes(
     conn: &mut Connection,
     refreshes: &[Refresh],
 ) -> Result<(), StoreError> {
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(db("starting a TTL refresh"))?;
+    let tx = conn.savepoint().map_err(db("starting a TTL refresh"))?;
     {
         let mut stmt = tx
             .prepare_cached(
@@ -68,9 +66,7 @@ pub(super) fn apply_refreshes(
 /// Deletes the rows expired at `now`, and their vectors; returns how many rows.
 pub(super) fn sweep(conn: &mut Connection, now: Timestamp) -> Result<usize, StoreError> {
     let now = now.to_sql_text();
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(db("starting a TTL sweep"))?;
+    let tx = conn.savepoint().map_err(db("starting a TTL sweep"))?;
     if table_exists(&tx, "store_vectors").map_err(db("reading the schema"))? {
         tx.execute(
             "DELETE FROM store_vectors WHERE (prefix, key) IN (SELECT prefix, key FROM store \

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value as Json;
 use stategraph_checkpoint::store::path::FieldPath;
 use stategraph_checkpoint::store::{Clock, PutOp, StoreError, VectorPlan};
@@ -42,9 +42,7 @@ pub(super) fn write_put_run(
 ) -> Result<RunOutcome, StoreError> {
     let now = clock.now();
     let now_text = now.to_sql_text();
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(db("starting a put"))?;
+    let tx = conn.savepoint().map_err(db("starting a put"))?;
     let has_vectors = table_exists(&tx, "store_vectors").map_err(db("reading the schema"))?;
 
     struct Planned {
