@@ -92,3 +92,25 @@ pub(crate) async fn database_identity(
         .map_err(db(OP))?;
     row.try_get(0).map_err(db(OP))
 }
+
+/// Whether the driver error says the connection was gone: closed before the request was
+/// sent, or ended by the server (`FATAL`) instead of answering it.
+pub(crate) fn connection_lost(e: &tokio_postgres::Error) -> bool {
+    e.is_closed()
+        || e.as_db_error()
+            .is_some_and(|db| db.parsed_severity() == Some(tokio_postgres::error::Severity::Fatal))
+}
+
+/// Whether `e` or one of its causes is a driver error saying the connection was gone.
+pub(crate) fn lost_in(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if c.downcast_ref::<tokio_postgres::Error>()
+            .is_some_and(connection_lost)
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}

@@ -100,6 +100,7 @@ mod config;
 mod error;
 mod migrate;
 mod nul;
+mod pool;
 mod runs;
 mod saver;
 mod schema;

@@ -3,10 +3,8 @@
 
 use std::time::Duration;
 
-use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod};
 use stategraph_checkpoint::backend::Timeouts;
 use stategraph_checkpoint::{Error, Result};
-use tokio_postgres::NoTls;
 
 use super::PostgresRunQueue;
 use super::listen::channel_for;
@@ -158,24 +156,7 @@ impl RunQueueConfig {
     pub async fn connect(self) -> Result<PostgresRunQueue> {
         let pg = self.pg;
         let timeouts = pg.timeouts;
-        let manager = Manager::from_config(
-            pg.pg.clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let idle = timeouts.idle;
-        let pool = Pool::builder(manager)
-            .max_size(pg.pool_size)
-            // A connection idle for longer than the limit is replaced instead of reused.
-            .pre_recycle(Hook::sync_fn(move |_, metrics| match idle {
-                Some(limit) if metrics.last_used() > limit => {
-                    Err(HookError::Message("idle for too long".into()))
-                }
-                _ => Ok(()),
-            }))
-            .build()
+        let pool = crate::pool::shared(&pg.pg, pg.pool_size, timeouts.idle)
             .map_err(|e| Error::backend(BACKEND, "building the connection pool", e))?;
         let mut queue = PostgresRunQueue {
             pool,

@@ -10,7 +10,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::Pool;
 use serde_json::Value as Json;
 use stategraph_checkpoint::backend::{
     self, Expect, FetchedBlob, LayoutFetch, LayoutRow, ListSql, Placeholders, PrunePlan, PruneRow,
@@ -21,13 +21,12 @@ use stategraph_checkpoint::{
     CheckpointSaver, CheckpointTuple, DeltaChannelHistory, DeltaWalk, Error, ListOptions, Location,
     PruneStrategy, Result, SaveOp, Serializer, StoredWrite, Value,
 };
+use tokio_postgres::GenericClient;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{GenericClient, NoTls};
 
 use crate::config::PostgresConfig;
 use crate::error::{BACKEND, db};
 use crate::schema;
-use deadpool_postgres::{Hook, HookError};
 use layout::*;
 use pruning::*;
 use stategraph_checkpoint::backend::{LayoutWriter, blob_layout};
@@ -90,29 +89,7 @@ impl PostgresSaver {
     }
 
     pub(crate) async fn connect_with(config: PostgresConfig) -> Result<Self> {
-        let manager = Manager::from_config(
-            config.pg.clone(),
-            NoTls,
-            ManagerConfig {
-                // A pooled connection is handed out without a health query (that would cost a
-                // round trip per operation): one the server dropped (restart, failover,
-                // pg_terminate_backend) is seen as closed by the driver and replaced, and a
-                // write that finds its connection closed before anything was sent is sent
-                // again on a fresh one.
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let idle = config.timeouts.idle;
-        let pool = Pool::builder(manager)
-            .max_size(config.pool_size)
-            // A connection idle for longer than the limit is replaced instead of reused.
-            .pre_recycle(Hook::sync_fn(move |_, metrics| match idle {
-                Some(limit) if metrics.last_used() > limit => {
-                    Err(HookError::Message("idle for too long".into()))
-                }
-                _ => Ok(()),
-            }))
-            .build()
+        let pool = crate::pool::shared(&config.pg, config.pool_size, config.timeouts.idle)
             .map_err(|e| Error::backend("postgres", "building the connection pool", e))?;
         let target = describe(&config.pg);
         let saver = Self {

@@ -320,13 +320,7 @@ fn written(operation: &str, e: tokio_postgres::Error) -> Error {
     }
 }
 
-/// Whether the driver error says the connection was gone: closed before the request was
-/// sent, or ended by the server (`FATAL`) instead of answering it.
-pub(crate) fn connection_lost(e: &tokio_postgres::Error) -> bool {
-    e.is_closed()
-        || e.as_db_error()
-            .is_some_and(|db| db.parsed_severity() == Some(tokio_postgres::error::Severity::Fatal))
-}
+pub(crate) use crate::error::connection_lost;
 
 /// Stores `ops` (which must be [`EncodedSave::combinable`]) in one transaction, sent in one
 /// round trip:

@@ -1,9 +1,8 @@
 //! Connecting a Postgres store: the connection (a URL, a saver's [`PostgresConfig`] or an
 //! existing pool), the index, TTLs and the exact-search limit.
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::Pool;
 use stategraph_checkpoint::store::{IndexConfig, StoreError, TtlConfig};
-use tokio_postgres::NoTls;
 
 use super::PostgresStore;
 use super::sql::backend;
@@ -202,17 +201,7 @@ fn own_pool(config: &PostgresConfig) -> Result<(Pool, Option<String>, String), S
             schema.replace('"', "")
         ));
     }
-    let manager = Manager::from_config(
-        pg.clone(),
-        NoTls,
-        ManagerConfig {
-            // A connection the server dropped is replaced, not handed out.
-            recycling_method: RecyclingMethod::Verified,
-        },
-    );
-    let pool = Pool::builder(manager)
-        .max_size(config.pool_size)
-        .build()
+    let pool = crate::pool::shared(&pg, config.pool_size, config.timeouts.idle)
         .map_err(|e| backend("building the connection pool", e))?;
     let target = format!(
         "{:?}:{:?}/{}",

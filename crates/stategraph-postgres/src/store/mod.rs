@@ -149,8 +149,42 @@ impl PostgresStore {
 
 #[async_trait]
 impl Store for PostgresStore {
+    /// Runs the batch on a pooled connection; when the connection turns out to be gone (the
+    /// server ended it), the whole batch is sent again on another (its puts and deletes are
+    /// idempotent, its reads have no effect), up to one try per pooled connection plus a new
+    /// one, as the saver's reads are.
     async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, StoreError> {
         nul::refuse_nul(&ops)?;
+        let mut tries = self.pool.status().max_size + 1;
+        loop {
+            match self.batch_once(ops.clone()).await {
+                Err(StoreError::Backend { source, .. })
+                    if tries > 1 && crate::error::lost_in(source.as_ref()) =>
+                {
+                    tries -= 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn ttl_config(&self) -> &TtlConfig {
+        &self.ttl
+    }
+
+    fn index_config(&self) -> Option<&IndexConfig> {
+        self.index.as_ref()
+    }
+
+    async fn sweep_ttl(&self) -> Result<usize, StoreError> {
+        let client = self.client().await?;
+        ttl::sweep(&**client, self.ttl.clock.now()).await
+    }
+}
+
+impl PostgresStore {
+    /// One try of [`Store::batch`].
+    async fn batch_once(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, StoreError> {
         let steps = plan_batch(ops, self.index.as_ref()).await?;
         if steps.is_empty() {
             return Ok(Vec::new());
@@ -182,18 +216,5 @@ impl Store for PostgresStore {
             }
         }
         Ok(results)
-    }
-
-    fn ttl_config(&self) -> &TtlConfig {
-        &self.ttl
-    }
-
-    fn index_config(&self) -> Option<&IndexConfig> {
-        self.index.as_ref()
-    }
-
-    async fn sweep_ttl(&self) -> Result<usize, StoreError> {
-        let client = self.client().await?;
-        ttl::sweep(&**client, self.ttl.clock.now()).await
     }
 }
