@@ -17,7 +17,7 @@ use crate::events::EVENTS;
 use crate::executor::{Caller, execute};
 use crate::graph::ServedGraph;
 use crate::hub::StreamEvent;
-use crate::records::{RunRecord, ThreadRecord};
+use crate::records::{Records, RunRecord, ThreadRecord};
 use crate::request::{RunBody, engine_config, merge_objects, run_start, stream_modes};
 use crate::run_options::{IfNotExists, OnCompletion};
 use crate::threads::load;
@@ -236,6 +236,7 @@ async fn start_with(
         ));
     }
     let mut thread_metadata = None;
+    let mut thread_started = None;
     if queued && !stateful {
         // The temporary thread: created now, with the run's graph and assistant.
         let mut thread = ThreadRecord::new(&thread_id, JsonMap::new());
@@ -270,10 +271,11 @@ async fn start_with(
         // its final records before the queue hears it ended), and a busy thread's record
         // stays as it is here: its runs settle it.
         if !busy {
+            // Stored with the run's record, below.
             thread.start_run(&graph_id, &assistant, given_config.as_ref());
-            state.records.put(&thread).await?;
         }
-        thread_metadata = Some(Json_::Object(thread.metadata));
+        thread_metadata = Some(Json_::Object(thread.metadata.clone()));
+        thread_started = (!busy).then_some(thread);
     }
     let assistant_metadata = Json_::Object(assistant.metadata.clone());
     let assistant_config = Json_::Object(assistant.config.clone());
@@ -358,7 +360,13 @@ async fn start_with(
             done,
         });
     }
-    state.records.put(&run).await?;
+    // The thread's record (when this run starts it) and the run's, in one transaction.
+    let mut records = Vec::with_capacity(2);
+    if let Some(thread) = &thread_started {
+        records.push(Records::put_op(thread)?);
+    }
+    records.push(Records::put_op(&run)?);
+    state.records.put_all(records).await?;
     let worker = (!background).then(|| state.queue.caller_name());
     let payload = json!({ "body": body, "run": run });
     let mut new_run = NewRun::new(&run_id, &thread_id, payload).multitask(strategy);

@@ -19,7 +19,7 @@ use crate::error::{ApiError, error_name};
 use crate::exec::Outcome;
 use crate::graph::{RunStart, ServedGraph};
 use crate::hub::{HubCloser, StreamEvent};
-use crate::records::{RunRecord, ThreadRecord};
+use crate::records::{Records, RunRecord, ThreadRecord};
 use crate::request::{RunBody, engine_config, run_start, stream_modes};
 use crate::wanted::{Wanted, engine_modes};
 use crate::wire::{thread_interrupts, values_json};
@@ -35,6 +35,12 @@ pub(crate) struct Caller {
 
 /// The most events sent to the queue's log in one append.
 const APPEND_BATCH: usize = 256;
+
+/// How long the appender gathers a run's events before it appends them (followers in other
+/// processes see events this much later at most); what is still gathered when the run ends
+/// is appended by the statement that ends it, so a short run's events cost no commit of
+/// their own.
+const APPEND_DELAY: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Executes `claimed`: as `worker`, the holder of its lease in the queue (heartbeats, events
 /// copied to the queue's log, the queue told how it ended), or, without one, a stateless run
@@ -169,10 +175,13 @@ async fn execute_traced(
         (None, None) => RunStatus::Success,
     };
     if let (Some(lease), Some(worker)) = (lease, worker) {
-        // Every event is in the log before the queue hears the run ended.
-        lease.close().await;
+        // Every event is in the log once the queue hears the run ended (the last ones go with
+        // the statement that ends it).
+        let last = lease.close().await;
         let error = outcome.error.as_ref().filter(|_| cancel.is_none());
-        if let Ok(true) = queue.finish(&run_id, worker, status, error).await
+        if let Ok(true) = queue
+            .finish_with_events(&run_id, worker, status, error, &last)
+            .await
             && cancel
                 .as_ref()
                 .is_some_and(|c| c.action == CancelAction::Rollback)
@@ -195,7 +204,8 @@ struct Leased {
     sink: mpsc::UnboundedSender<(String, Json_)>,
     lost: watch::Receiver<bool>,
     heartbeat: tokio::task::JoinHandle<()>,
-    appender: tokio::task::JoinHandle<()>,
+    /// Ends with the events it gathered but did not append (the run ended meanwhile).
+    appender: tokio::task::JoinHandle<Vec<(String, Json_)>>,
 }
 
 impl Leased {
@@ -213,12 +223,25 @@ impl Leased {
             async move {
                 let mut batch = Vec::new();
                 while events.recv_many(&mut batch, APPEND_BATCH).await > 0 {
+                    let until = tokio::time::Instant::now() + APPEND_DELAY;
+                    while batch.len() < APPEND_BATCH {
+                        let room = APPEND_BATCH - batch.len();
+                        match tokio::time::timeout_at(until, events.recv_many(&mut batch, room))
+                            .await
+                        {
+                            // The run ended: its end appends what is gathered.
+                            Ok(0) => return batch,
+                            Ok(_) => {}
+                            Err(_) => break,
+                        }
+                    }
                     if let Ok(None) = queue.append_events(&run_id, &worker, &batch).await {
                         lost_tx.send_replace(true);
-                        return;
+                        return Vec::new();
                     }
                     batch.clear();
                 }
+                batch
             }
         });
         let heartbeat = tokio::spawn({
@@ -257,11 +280,12 @@ impl Leased {
         }
     }
 
-    /// Stops the heartbeat and waits until the appender copied every event.
-    async fn close(self) {
+    /// Stops the heartbeat and waits until the appender is done: the events it did not
+    /// append, for the statement that ends the run.
+    async fn close(self) -> Vec<(String, Json_)> {
         self.heartbeat.abort();
         drop(self.sink);
-        let _ = self.appender.await;
+        self.appender.await.unwrap_or_default()
     }
 
     /// Stops both at once (the lease is lost).
@@ -704,7 +728,9 @@ async fn finish_records(
     } else {
         thread_status
     };
-    // The record as stored: its status is set here (the queue's view is `pending_on`'s).
+    // The records as stored, together: the thread's status is set here (the queue's view
+    // is `pending_on`'s), and the run's.
+    let mut records = Vec::with_capacity(2);
     if let Ok(Some(mut thread)) = state.records.get::<ThreadRecord>(thread_id).await {
         let error = match cancel {
             Some(c) => cancel_error(c),
@@ -712,14 +738,17 @@ async fn finish_records(
         };
         let left = snapshot.map(|s| (values_json(&s.values), thread_interrupts(s)));
         thread.settle(thread_status, left, error);
-        let _ = state.records.put(&thread).await;
+        records.extend(Records::put_op(&thread).ok());
     }
     run.mark(run_status);
-    if cancel.is_some_and(|c| c.action == CancelAction::Rollback) {
-        let _ = state.records.delete::<RunRecord>(&run.run_id).await;
-        return run;
+    let rolled_back = cancel.is_some_and(|c| c.action == CancelAction::Rollback);
+    if !rolled_back {
+        records.extend(Records::put_op(&run).ok());
     }
-    let _ = state.records.put(&run).await;
+    let _ = state.records.put_all(records).await;
+    if rolled_back {
+        let _ = state.records.delete::<RunRecord>(&run.run_id).await;
+    }
     run
 }
 

@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map as JsonMap, Value as Json};
 use stategraph_checkpoint::now_iso;
 use stategraph_checkpoint::runs::{Multitask, RunStatus, ThreadStatus};
-use stategraph_checkpoint::store::{IndexFields, PutOptions, SearchOptions, Store, Ttl};
+use stategraph_checkpoint::store::{IndexFields, Op, PutOp, SearchOptions, Store};
 
 use crate::error::ApiError;
 use crate::request::merge_objects;
@@ -453,25 +453,31 @@ impl Records {
 
     /// Stores `record` under its key.
     pub(crate) async fn put<R: Record>(&self, record: &R) -> Result<(), ApiError> {
-        let options = PutOptions {
-            index: IndexFields::Disabled,
-            ttl: Ttl::Never,
-        };
+        self.put_all(vec![Self::put_op(record)?]).await
+    }
+
+    /// The store operation that stores `record` under its key (for [`put_all`](Self::put_all)).
+    pub(crate) fn put_op<R: Record>(record: &R) -> Result<Op, ApiError> {
+        let key = record.key();
         let value = serde_json::to_value(record).map_err(|e| {
             ApiError::internal(format!(
-                "cannot store {} record `{}`: {e}",
-                R::KIND.label(),
-                record.key()
+                "cannot store {} record `{key}`: {e}",
+                R::KIND.label()
             ))
         })?;
-        self.store
-            .put_with(
-                &[NAMESPACE_ROOT, R::KIND.label()],
-                &record.key(),
-                value,
-                options,
-            )
-            .await?;
+        Ok(Op::Put(PutOp {
+            namespace: vec![NAMESPACE_ROOT.to_owned(), R::KIND.label().to_owned()],
+            key,
+            value: Some(value),
+            index: IndexFields::Disabled,
+            ttl: None,
+        }))
+    }
+
+    /// Stores records together ([`put_op`](Self::put_op)s): one transaction on the database
+    /// backends, so they are all stored or none.
+    pub(crate) async fn put_all(&self, ops: Vec<Op>) -> Result<(), ApiError> {
+        self.store.batch(ops).await?;
         Ok(())
     }
 

@@ -40,9 +40,14 @@ pub(crate) struct QueueSetup {
     started: AtomicBool,
     /// Counts the names handed out by [`caller_name`](Self::caller_name).
     names: std::sync::atomic::AtomicU64,
-    /// Rung on every notification that may let a run be claimed (enqueued, requeued,
-    /// finished), and when the subscription was renewed.
+    /// Wakes one idle worker loop per notification that may let a run be claimed (enqueued,
+    /// requeued, finished): one run, one claim, rather than every idle worker of every
+    /// process claiming at once (each claim that finds nothing is a commit of the queue's
+    /// database). A worker that ends a run claims again by itself.
     pub(crate) wake: Arc<Notify>,
+    /// Rung for every task waiting for its run's turn on a thread, when a run finished (or
+    /// the subscription was renewed).
+    pub(crate) turns: Arc<Notify>,
     /// How many of the worker loops execute a run now.
     active: AtomicUsize,
 }
@@ -64,6 +69,7 @@ impl QueueSetup {
             started: AtomicBool::new(false),
             names: std::sync::atomic::AtomicU64::new(0),
             wake: Arc::new(Notify::new()),
+            turns: Arc::new(Notify::new()),
             active: AtomicUsize::new(0),
         }
     }
@@ -343,7 +349,7 @@ pub(crate) fn spawn_workers(state: &Arc<AppState>) {
     }
     crate::prometheus::spawn_upkeep();
     let wake = Arc::clone(&setup.wake);
-    tokio::spawn(listen_loop(Arc::clone(state), Arc::clone(&wake)));
+    tokio::spawn(listen_loop(Arc::clone(state)));
     tokio::spawn(requeue_loop(Arc::clone(state)));
     for i in 0..setup.workers {
         let worker = format!("{}-{i}", setup.prefix);
@@ -353,12 +359,14 @@ pub(crate) fn spawn_workers(state: &Arc<AppState>) {
 
 /// Turns the queue's notifications into wake-ups of idle workers and cancels of local runs;
 /// reconnects when the listener's connection drops.
-async fn listen_loop(state: Arc<AppState>, wake: Arc<Notify>) {
+async fn listen_loop(state: Arc<AppState>) {
     let queue = Arc::clone(queue_of(&state));
+    let (wake, turns) = (&state.queue.wake, &state.queue.turns);
     loop {
         if let Ok(mut listener) = queue.subscribe().await {
-            // What happened while no listener was connected: look again.
+            // What happened while no listener was connected: look again, everyone.
             wake.notify_waiters();
+            turns.notify_waiters();
             while let Some(n) = listener.recv().await {
                 match n {
                     Notification::Cancel {
@@ -368,9 +376,13 @@ async fn listen_loop(state: Arc<AppState>, wake: Arc<Notify>) {
                     } => {
                         let _ = state.cancel_run(&run_id, &cancel_of(action, &reason));
                     }
-                    Notification::Enqueued { .. }
-                    | Notification::Requeued { .. }
-                    | Notification::Finished { .. } => wake.notify_waiters(),
+                    Notification::Enqueued { .. } | Notification::Requeued { .. } => {
+                        wake.notify_one();
+                    }
+                    Notification::Finished { .. } => {
+                        wake.notify_one();
+                        turns.notify_waiters();
+                    }
                     _ => {}
                 }
             }
@@ -462,7 +474,7 @@ pub(crate) async fn wait_turn(
 ) {
     let queue = Arc::clone(queue_of(&state));
     loop {
-        let woken = state.queue.wake.notified();
+        let woken = state.queue.turns.notified();
         match queue.claim_run(&run_id, &worker).await {
             Ok(Some(claimed)) => {
                 execute(&state, claimed, Some(&worker), Some(caller)).await;

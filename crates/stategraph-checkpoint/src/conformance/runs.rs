@@ -101,6 +101,7 @@ macro_rules! run_queue_conformance {
             runs_notifications_announce_changes,
             runs_concurrent_rejecting_enqueues_take_turns,
             runs_claim_once_gives_a_key_to_one_caller, runs_finished_runs_are_purged,
+            runs_finish_appends_the_last_events,
         );
     };
 }
@@ -678,6 +679,74 @@ pub async fn runs_events_are_numbered_and_resumable(make: MakeQueue<'_>) {
     assert_eq!(q.events_after("r1", 0, 100).await.unwrap().len(), 4);
     assert!(q.delete("r1").await.unwrap());
     assert!(q.events_after("r1", 0, 100).await.unwrap().is_empty());
+}
+
+/// Finishing with the run's last events appends them after the earlier ones and ends the
+/// run, together; a worker that does not hold the run changes nothing, and a status that is
+/// not final is refused before anything is written.
+pub async fn runs_finish_appends_the_last_events(make: MakeQueue<'_>) {
+    let f = fresh(make).await;
+    let q = f.queue().as_ref();
+    q.enqueue(run("r1", "t1")).await.unwrap();
+    q.claim("w1").await.unwrap().unwrap();
+    assert_eq!(event(q, "r1", "w1", json!({ "i": 0 })).await, Some(1));
+    let last: Vec<(String, Json)> = (1..3)
+        .map(|i| ("values".to_owned(), json!({ "i": i })))
+        .collect();
+    let refused = q
+        .finish_with_events("r1", "w1", RunStatus::Running, None, &last)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, crate::Error::InvalidInput { .. }),
+        "{refused}"
+    );
+    assert!(
+        !q.finish_with_events("r1", "w2", RunStatus::Success, None, &last)
+            .await
+            .unwrap(),
+        "not the holder"
+    );
+    assert_eq!(q.get("r1").await.unwrap().unwrap().events, 1);
+    assert!(
+        q.finish_with_events("r1", "w1", RunStatus::Success, None, &last)
+            .await
+            .unwrap()
+    );
+    let row = f.other().get("r1").await.unwrap().unwrap();
+    assert_eq!((row.status, row.events), (RunStatus::Success, 3));
+    let logged: Vec<(i64, Json)> = f
+        .other()
+        .events_after("r1", 0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.seq, e.data))
+        .collect();
+    assert_eq!(
+        logged,
+        [
+            (1, json!({ "i": 0 })),
+            (2, json!({ "i": 1 })),
+            (3, json!({ "i": 2 }))
+        ]
+    );
+    assert!(
+        !q.finish_with_events("r1", "w1", RunStatus::Error, None, &last)
+            .await
+            .unwrap(),
+        "already finished"
+    );
+    assert_eq!(q.events_after("r1", 0, 100).await.unwrap().len(), 3);
+    // Without events it is `finish`.
+    q.enqueue(run("r2", "t1")).await.unwrap();
+    q.claim("w1").await.unwrap().unwrap();
+    assert!(
+        q.finish_with_events("r2", "w1", RunStatus::Success, None, &[])
+            .await
+            .unwrap()
+    );
+    assert_eq!(status(q, "r2").await, Some(RunStatus::Success));
 }
 
 /// Finished runs are purged oldest first, at most the limit given per call, with their

@@ -735,6 +735,28 @@ pub trait RunQueue: Send + Sync + fmt::Debug {
         error: Option<&Json>,
     ) -> Result<bool>;
 
+    /// [`finish`](Self::finish), with the run's last stream events appended first, as
+    /// [`append_events`](Self::append_events) would: both happen, or (the worker no longer
+    /// holds the run: `false`) neither. Backends that can do both in one statement or
+    /// transaction do (the default makes two calls), so that a run's last events cost no
+    /// commit of their own.
+    async fn finish_with_events(
+        &self,
+        run_id: &str,
+        worker: &str,
+        status: RunStatus,
+        error: Option<&Json>,
+        events: &[(String, Json)],
+    ) -> Result<bool> {
+        if !status.is_final() {
+            return Err(not_final(status));
+        }
+        if !events.is_empty() && self.append_events(run_id, worker, events).await?.is_none() {
+            return Ok(false);
+        }
+        self.finish(run_id, worker, status, error).await
+    }
+
     /// Takes back running runs whose lease ran out: each goes back to `pending` (keeping its
     /// place in its thread's queue), to `error` if that was its last attempt, or to
     /// `interrupted` if it had been asked to stop. Call it periodically.

@@ -127,6 +127,56 @@ pub(super) async fn finish(
     .await
 }
 
+/// [`finish`] with the run's last events appended first, in one statement: the events are
+/// numbered after the run's earlier ones and stored only if the run's row is ended by it.
+pub(super) async fn finish_with_events(
+    q: &PostgresRunQueue,
+    run_id: &str,
+    worker: &str,
+    status: RunStatus,
+    error: Option<&Json>,
+    events: &[(String, Json)],
+) -> Result<bool> {
+    const OP: &str = "finishing a run";
+    if !status.is_final() {
+        return Err(not_final(status));
+    }
+    if events.is_empty() {
+        return finish(q, run_id, worker, status, error).await;
+    }
+    let (names, data, n) = super::events::columns(events);
+    q.timed(OP, async {
+        let client = q.client().await?;
+        let rows = client
+            .query_typed(
+                &format!(
+                    "WITH r AS ( \
+                       UPDATE stategraph_runs SET status = $7, error = $8, lease_until = NULL, \
+                         events = events + $6, updated_at = now() \
+                       WHERE run_id = $1 AND worker = $2 AND status = 'running' \
+                       RETURNING run_id, status, events), \
+                     {} \
+                     SELECT pg_notify($5, {FINISHED}::text) FROM r",
+                    super::events::INSERT_EVENTS
+                ),
+                &[
+                    (&run_id, Type::TEXT),
+                    (&worker, Type::TEXT),
+                    (&names, Type::TEXT_ARRAY),
+                    (&data, Type::JSONB_ARRAY),
+                    (&q.channel, Type::TEXT),
+                    (&n, Type::INT8),
+                    (&status.as_str(), Type::TEXT),
+                    (&error, Type::JSONB),
+                ],
+            )
+            .await
+            .map_err(db(OP))?;
+        Ok(!rows.is_empty())
+    })
+    .await
+}
+
 /// Takes back running runs whose lease ran out (their worker died or stalled): each goes
 /// back to `pending` for another worker (keeping its place in its thread's queue), to
 /// `error` if that was its last attempt, or to `interrupted` if it had been asked to stop.

@@ -196,6 +196,18 @@ impl RunQueue for PostgresRunQueue {
         lease::finish(self, run_id, worker, status, error).await
     }
 
+    /// Appends the run's last events and ends it in one statement (one commit).
+    async fn finish_with_events(
+        &self,
+        run_id: &str,
+        worker: &str,
+        status: RunStatus,
+        error: Option<&Json>,
+        events: &[(String, Json)],
+    ) -> Result<bool> {
+        lease::finish_with_events(self, run_id, worker, status, error, events).await
+    }
+
     /// Takes back running runs whose lease ran out (their worker died or stalled): each goes
     /// back to `pending` for another worker (keeping its place in its thread's queue), to
     /// `error` if that was its last attempt, or to `interrupted` if it had been asked to stop.
