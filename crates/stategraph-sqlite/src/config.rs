@@ -219,6 +219,16 @@ pub(crate) fn open_connection(
     .map_err(|e| ("opening the database", e))?;
     conn.busy_timeout(config.busy_timeout)
         .map_err(|e| ("setting busy_timeout", e))?;
+    // The bundled SQLite is built with STAT4, whose planner looks at the values bound to a
+    // statement: a cached statement whose plan could depend on them (the newest checkpoint of
+    // a thread, `ORDER BY … LIMIT 1` / `max()` over the primary key) was compiled again on
+    // every run with a new thread id — a tenth of the server's CPU under load. The query
+    // planner stability guarantee keeps each statement's plan as first compiled.
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map_err(|e| ("keeping query plans stable", e))?;
     if !read_only && config.run_setup && config.location != Location::Memory {
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(|e| ("enabling WAL", e))?;
