@@ -348,12 +348,11 @@ pub(crate) fn spawn_workers(state: &Arc<AppState>) {
         return;
     }
     crate::prometheus::spawn_upkeep();
-    let wake = Arc::clone(&setup.wake);
     tokio::spawn(listen_loop(Arc::clone(state)));
     tokio::spawn(requeue_loop(Arc::clone(state)));
     for i in 0..setup.workers {
         let worker = format!("{}-{i}", setup.prefix);
-        tokio::spawn(worker_loop(Arc::clone(state), Arc::clone(&wake), worker));
+        tokio::spawn(worker_loop(Arc::clone(state), worker));
     }
 }
 
@@ -406,11 +405,11 @@ async fn requeue_loop(state: Arc<AppState>) {
 }
 
 /// Claims and executes runs, one at a time, as `worker`.
-async fn worker_loop(state: Arc<AppState>, wake: Arc<Notify>, worker: String) {
+async fn worker_loop(state: Arc<AppState>, worker: String) {
     let queue = Arc::clone(queue_of(&state));
     loop {
         // Registered before the claim, so that a notification during it is not missed.
-        let woken = wake.notified();
+        let woken = state.queue.wake.notified();
         match queue.claim(&worker).await {
             Ok(Some(claimed)) => {
                 state.queue.active.fetch_add(1, Ordering::Relaxed);

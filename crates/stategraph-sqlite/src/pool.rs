@@ -82,6 +82,13 @@ fn run(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
+/// Rolls back the transaction open on `conn`, if any (a failed `COMMIT` may leave it open).
+fn roll_back(conn: &Connection) {
+    if !conn.is_autocommit() {
+        let _ = run(conn, "ROLLBACK");
+    }
+}
+
 /// The connections.
 pub(crate) struct Pool {
     /// The writer, shared with every other pool of the process on the same file.
@@ -197,9 +204,7 @@ impl Writer {
         };
         let outcome = match &state.conn {
             Some(conn) => run(conn, "COMMIT").map_err(|e| {
-                if !conn.is_autocommit() {
-                    let _ = run(conn, "ROLLBACK");
-                }
+                roll_back(conn);
                 Arc::<str>::from(e.to_string())
             }),
             None => Err(Arc::from("the writer connection is gone")),
@@ -223,10 +228,8 @@ impl Writer {
 
     /// Ends the open group, rolled back, with `why` as its writes' error.
     fn fail_group(&self, state: &mut WriterState, why: &rusqlite::Error) {
-        if let Some(conn) = &state.conn
-            && !conn.is_autocommit()
-        {
-            let _ = run(conn, "ROLLBACK");
+        if let Some(conn) = &state.conn {
+            roll_back(conn);
         }
         if let Some((group, _)) = state.open.take() {
             let _ = group.ended.set(Err(Arc::from(why.to_string())));
@@ -260,22 +263,28 @@ impl Pool {
         Ok(conn)
     }
 
-    /// Opens the writer connection if needed and runs this pool's preparation on it once.
-    fn ready(&self, state: &mut WriterState) -> Result<(), OpenError> {
-        if state.conn.is_none() {
-            state.conn = Some(self.open(false)?);
-            state.prepared.push(self.prepare);
-        }
-        if !state
-            .prepared
+    /// The writer connection (opened if needed), with this pool's preparation run on it once.
+    fn ready<'s>(
+        &self,
+        conn: &'s mut Option<Connection>,
+        prepared: &mut Vec<Prepare>,
+    ) -> Result<&'s mut Connection, OpenError> {
+        let conn = match conn {
+            Some(conn) => conn,
+            slot @ None => {
+                let conn = slot.insert(self.open(false)?);
+                prepared.push(self.prepare);
+                conn
+            }
+        };
+        if !prepared
             .iter()
             .any(|p| std::ptr::fn_addr_eq(*p, self.prepare))
-            && let Some(conn) = &state.conn
         {
             (self.prepare)(conn)?;
-            state.prepared.push(self.prepare);
+            prepared.push(self.prepare);
         }
-        Ok(())
+        Ok(conn)
     }
 
     /// The writer connection, ready, inside a group transaction (the open one, or a new one).
@@ -283,11 +292,12 @@ impl Pool {
         &self,
         state: &'s mut WriterState,
     ) -> Result<(Arc<Group>, &'s mut Connection), OpenError> {
-        self.ready(state)?;
-        let WriterState { conn, open, .. } = state;
-        let conn = conn
-            .as_mut()
-            .ok_or_else(|| OpenError::at("opening the writer")(rusqlite::Error::InvalidQuery))?;
+        let WriterState {
+            conn,
+            prepared,
+            open,
+        } = state;
+        let conn = self.ready(conn, prepared)?;
         let group = match open {
             Some((group, _)) => Arc::clone(group),
             None => {
@@ -357,11 +367,8 @@ impl Pool {
     ) -> Result<T, E> {
         let mut state = self.writer.take();
         self.writer.end_group(&mut state);
-        self.ready(&mut state)?;
-        match state.conn.as_mut() {
-            Some(conn) => f(conn),
-            None => Err(OpenError::at("opening the writer")(rusqlite::Error::InvalidQuery).into()),
-        }
+        let WriterState { conn, prepared, .. } = &mut *state;
+        f(self.ready(conn, prepared)?)
     }
 
     /// Runs `f` on a reader connection (the writer, alone, for in-memory databases).

@@ -217,27 +217,14 @@ fn runs_survive_killed_server_processes_and_each_runs_exactly_once() {
 
     // 30 threads, 10 runs each (interleaved), all `enqueue`.
     let port = servers[0].1;
-    let threads: Vec<String> = (0..THREADS)
-        .map(|_| {
-            let (status, thread) = call(port, "POST", "/threads", Some(json!({})));
-            assert_eq!(status, 200, "{thread}");
-            thread["thread_id"].as_str().unwrap().to_owned()
-        })
-        .collect();
+    let threads: Vec<String> = (0..THREADS).map(|_| new_thread(port)).collect();
     let mut runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for round in 0..RUNS_PER_THREAD {
         for (t, thread_id) in threads.iter().enumerate() {
             let port = servers[(round + t) % PROCESSES].1;
-            let (status, run) = call(
-                port,
-                "POST",
-                &format!("/threads/{thread_id}/runs"),
-                Some(json!({"assistant_id": "ab", "input": {}, "multitask_strategy": "enqueue"})),
-            );
-            assert_eq!(status, 200, "{run}");
             runs.entry(thread_id.clone())
                 .or_default()
-                .push(run["run_id"].as_str().unwrap().to_owned());
+                .push(enqueue_ab(port, thread_id));
         }
     }
     let total = THREADS * RUNS_PER_THREAD;
@@ -438,9 +425,7 @@ fn claimed_run(
     port: u16,
     assistant: &str,
 ) -> (String, String) {
-    let (status, thread) = call(port, "POST", "/threads", Some(json!({})));
-    assert_eq!(status, 200, "{thread}");
-    let thread = thread["thread_id"].as_str().unwrap().to_owned();
+    let thread = new_thread(port);
     let (status, run) = call(
         port,
         "POST",
@@ -478,11 +463,6 @@ fn cancel_join_wait_stream_and_multitask_work_from_any_process() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let pair = rt.block_on(Pair::start("scale_api"));
     let (queue, a, b) = (&pair.queue, pair.a, pair.b);
-    let new_thread = |port| {
-        let (status, thread) = call(port, "POST", "/threads", Some(json!({})));
-        assert_eq!(status, 200, "{thread}");
-        thread["thread_id"].as_str().unwrap().to_owned()
-    };
     // A `slow` run submitted to `port` on `thread`, once it is running (in any process).
     let running_slow_run = |port, thread: &str| {
         let (status, run) = call(
@@ -700,9 +680,7 @@ fn a_streamed_run_holds_its_thread_across_processes() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let pair = rt.block_on(Pair::start("scale_turns"));
     let (queue, a, b) = (&pair.queue, pair.a, pair.b);
-    let (status, thread) = call(a, "POST", "/threads", Some(json!({})));
-    assert_eq!(status, 200, "{thread}");
-    let thread = thread["thread_id"].as_str().unwrap().to_owned();
+    let thread = new_thread(a);
 
     let streamer = std::thread::spawn({
         let thread = thread.clone();
@@ -721,14 +699,7 @@ fn a_streamed_run_holds_its_thread_across_processes() {
             .find(|r| r.status == RunStatus::Running)
             .map(|r| r.run_id.clone())
     });
-    let (status, run) = call(
-        b,
-        "POST",
-        &format!("/threads/{thread}/runs"),
-        Some(json!({"assistant_id": "ab", "input": {}, "multitask_strategy": "enqueue"})),
-    );
-    assert_eq!(status, 200, "{run}");
-    let queued = run["run_id"].as_str().unwrap().to_owned();
+    let queued = enqueue_ab(b, &thread);
     // While the streamed run runs in A, B's workers leave the thread's next run alone.
     for _ in 0..5 {
         let row = rt.block_on(queue.get(&queued)).unwrap().unwrap();
@@ -783,9 +754,7 @@ fn a_threads_status_is_the_queues() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let pair = rt.block_on(Pair::start("scale_status"));
     let (queue, a, b) = (&pair.queue, pair.a, pair.b);
-    let (status, thread) = call(a, "POST", "/threads", Some(json!({})));
-    assert_eq!(status, 200, "{thread}");
-    let thread = thread["thread_id"].as_str().unwrap().to_owned();
+    let thread = new_thread(a);
     assert_eq!(thread_status(a, &thread), "idle");
     // Another process's run of the thread, enqueued and claimed behind the record's back.
     let run = stategraph::uuid4().to_string();
@@ -827,6 +796,25 @@ fn a_threads_status_is_the_queues() {
 }
 
 /// A thread's status as `GET /threads/{thread_id}` on `port` answers it.
+/// A new thread, created through the process on `port`.
+fn new_thread(port: u16) -> String {
+    let (status, thread) = call(port, "POST", "/threads", Some(json!({})));
+    assert_eq!(status, 200, "{thread}");
+    thread["thread_id"].as_str().unwrap().to_owned()
+}
+
+/// A background run of `ab` on `thread`, enqueued through the process on `port`: its id.
+fn enqueue_ab(port: u16, thread: &str) -> String {
+    let (status, run) = call(
+        port,
+        "POST",
+        &format!("/threads/{thread}/runs"),
+        Some(json!({"assistant_id": "ab", "input": {}, "multitask_strategy": "enqueue"})),
+    );
+    assert_eq!(status, 200, "{run}");
+    run["run_id"].as_str().unwrap().to_owned()
+}
+
 fn thread_status(port: u16, thread: &str) -> String {
     let (status, t) = call(port, "GET", &format!("/threads/{thread}"), None);
     assert_eq!(status, 200, "{t}");
@@ -1015,20 +1003,11 @@ fn runs_survive_terminated_database_connections() {
     let mut runs: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for t in 0..6 {
         let port = if t % 2 == 0 { a } else { b };
-        let (status, thread) = call(port, "POST", "/threads", Some(json!({})));
-        assert_eq!(status, 200, "{thread}");
-        let thread = thread["thread_id"].as_str().unwrap().to_owned();
+        let thread = new_thread(port);
         for _ in 0..5 {
-            let (status, run) = call(
-                port,
-                "POST",
-                &format!("/threads/{thread}/runs"),
-                Some(json!({"assistant_id": "ab", "input": {}, "multitask_strategy": "enqueue"})),
-            );
-            assert_eq!(status, 200, "{run}");
             runs.entry(thread.clone())
                 .or_default()
-                .push(run["run_id"].as_str().unwrap().to_owned());
+                .push(enqueue_ab(port, &thread));
         }
     }
     let all: Vec<&String> = runs.values().flatten().collect();
@@ -1096,9 +1075,7 @@ fn a_threads_status_follows_its_runs_under_racing_processes() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let pair = rt.block_on(Pair::start("scale_race"));
     let (a, b) = (pair.a, pair.b);
-    let (status, thread) = call(a, "POST", "/threads", Some(json!({})));
-    assert_eq!(status, 200, "{thread}");
-    let thread = thread["thread_id"].as_str().unwrap().to_owned();
+    let thread = new_thread(a);
     let path = format!("/threads/{thread}/runs/wait");
     let body = json!({"assistant_id": "quick", "input": {}, "multitask_strategy": "enqueue"});
     let began = Instant::now();
