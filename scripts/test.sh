@@ -32,6 +32,12 @@ step js-sdk "Needs Node.js 18+ with npm, and the npm registry; rerun scripts/js-
   scripts/js-sdk.sh
 export STATEGRAPH_JS_SDK_DIR="$STEP_OUT"
 
+# Third-party MCP servers (mcp-server-time, mcp-server-git, server-everything) and
+# langchain-mcp-adapters, pinned, for the MCP client's tests.
+step mcp "Needs python3 with venv and pip, Node.js 18+ with npm, PyPI and the npm registry; rerun scripts/mcp-servers.sh alone." \
+  scripts/mcp-servers.sh
+export STATEGRAPH_MCP_DIR="$STEP_OUT"
+
 # schemathesis and the reference Agent Server's OpenAPI document for the HTTP API's fuzzing.
 step api-fuzz "Needs python3 with venv and pip, and PyPI; rerun scripts/api-fuzz-env.sh alone." \
   scripts/api-fuzz-env.sh

@@ -71,12 +71,98 @@ pub enum Error {
         /// Its error's message.
         message: String,
     },
+    /// A tool answered with an error result (an MCP tool's `isError: true`): what it said, as
+    /// the content of the error message the model gets under [`ToolErrors`](crate::ToolErrors).
+    #[error("tool `{tool}` reported an error: {message}")]
+    ToolResult {
+        /// The tool.
+        tool: String,
+        /// The text of its answer (its text blocks joined by newlines, or a summary when it
+        /// has none).
+        message: String,
+        /// Its answer as content blocks.
+        content: stategraph_checkpoint::Value,
+    },
+    /// An MCP server could not be used.
+    #[error(transparent)]
+    Mcp(#[from] McpError),
     /// A model streamed pieces that cannot be added up.
     #[error(transparent)]
     Chunk(#[from] stategraph_checkpoint::ChunkMergeError),
     /// A graph error (building the agent, or a node failing).
     #[error(transparent)]
     Graph(#[from] stategraph_graph::GraphError),
+}
+
+/// What went wrong talking to an MCP server; each names the server (as it was named to the
+/// client) and the request.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum McpError {
+    /// The server could not be started, reached or initialized.
+    #[error("MCP server `{server}`: cannot connect: {message}")]
+    Connect {
+        /// The server.
+        server: String,
+        /// Why (with the end of what a stdio server wrote to its stderr).
+        message: String,
+    },
+    /// The connection ended before the answer: the server exited, was killed, or its HTTP
+    /// endpoint went away. The next request connects again.
+    #[error("MCP server `{server}` closed the connection during {request}: {message}")]
+    Closed {
+        /// The server.
+        server: String,
+        /// The request (`tools/call add`, `tools/list`).
+        request: String,
+        /// What the transport said (with the end of a stdio server's stderr).
+        message: String,
+    },
+    /// No answer within the time allowed; the request was cancelled on the server.
+    #[error("MCP server `{server}`: {request} took longer than {after:?}")]
+    Timeout {
+        /// The server.
+        server: String,
+        /// The request.
+        request: String,
+        /// The limit.
+        after: Duration,
+    },
+    /// The server answered with a JSON-RPC error (an unknown tool, invalid parameters, …).
+    #[error("MCP server `{server}` answered {request} with error {code}: {message}")]
+    Protocol {
+        /// The server.
+        server: String,
+        /// The request.
+        request: String,
+        /// The JSON-RPC error code (`-32602`: invalid parameters).
+        code: i32,
+        /// The server's message.
+        message: String,
+    },
+    /// Two servers offer a tool of the same name and names are kept as given.
+    #[error(
+        "MCP tool name `{tool}` is offered by servers `{first}` and `{second}`: prefix the names \
+         with their server's (`ToolNames::Prefixed` or `ToolNames::PrefixOnClash`)"
+    )]
+    NameClash {
+        /// The tool name.
+        tool: String,
+        /// The first server offering it.
+        first: String,
+        /// The second.
+        second: String,
+    },
+    /// The server's answer cannot be used as it is.
+    #[error("MCP server `{server}`: unexpected answer to {request}: {message}")]
+    Answer {
+        /// The server.
+        server: String,
+        /// The request.
+        request: String,
+        /// What was wrong.
+        message: String,
+    },
 }
 
 fn retried(attempts: u32) -> String {

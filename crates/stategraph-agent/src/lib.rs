@@ -13,6 +13,8 @@
 //!   message; [`tools_condition`] routes to it.
 //! - [`create_react_agent`]: the loop between the two on [`MessagesState`], with an optional
 //!   system prompt, `interrupt_before(["tools"])` for approvals, a checkpointer and a store.
+//! - `mcp` (feature `mcp`): the tools of any MCP server, over stdio or streamable HTTP, as
+//!   langchain-mcp-adapters gives them to Python agents.
 //!
 //! Messages are LangChain's, stored as Python stores them: a thread an agent wrote can be
 //! read and continued by Python LangGraph.
@@ -55,6 +57,8 @@
 )]
 
 mod error;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 mod model;
 #[cfg(feature = "openai")]
 mod openai;
@@ -64,7 +68,7 @@ mod state;
 mod tool;
 mod tool_node;
 
-pub use error::{Error, Result};
+pub use error::{Error, McpError, Result};
 pub use model::{ChatModel, ChatModelExt, ChatRequest, ChunkStream, ToolChoice, ToolSpec};
 #[cfg(feature = "openai")]
 pub use openai::{ChatOpenAi, OPENAI_BASE_URL, OpenAiConfig};

@@ -25,12 +25,14 @@ pub type ToolErrorFn = Arc<dyn Fn(&Error) -> Option<String> + Send + Sync>;
 pub enum ToolErrors {
     /// As LangGraph's default: calls the model got wrong — arguments that do not fit the
     /// tool's schema ([`Error::ToolArgs`]) — become `"Error invoking tool '…' with kwargs
-    /// {…} with error: … Please fix the error and try again."`; a tool's own failure fails
+    /// {…} with error: … Please fix the error and try again."`, and a tool's error result
+    /// ([`Error::ToolResult`], an MCP tool's `isError` answer) becomes an error message with
+    /// the tool's own content, as langchain-mcp-adapters makes it; a tool's own failure fails
     /// the node (and the run, where a retry policy or the caller can deal with it).
     #[default]
     InvalidArguments,
     /// Every error becomes `"Error: {error}\n Please fix your mistakes."` (LangGraph's
-    /// `handle_tool_errors=True`).
+    /// `handle_tool_errors=True`), but a tool's error result keeps its own content.
     All,
     /// No error becomes a message: every one fails the node (`handle_tool_errors=False`).
     Never,
@@ -169,15 +171,25 @@ impl ToolNode {
         }
         match called {
             Ok(out) => Ok(tool_message(out, &call.name, &id, "success")),
-            Err(e) => match self.error_text(&e) {
-                Some(text) => Ok(tool_message(
-                    ToolOutput::text(text),
-                    &call.name,
-                    &id,
-                    "error",
-                )),
+            Err(e) => match self.error_output(&e) {
+                Some(out) => Ok(tool_message(out, &call.name, &id, "error")),
                 None => Err(e),
             },
+        }
+    }
+
+    /// The error message's content for `e` under the policy (`None`: the node fails). A
+    /// tool's error result ([`Error::ToolResult`]) is answered with what the tool said, as
+    /// langchain-mcp-adapters answers an MCP `isError` result, unless errors fail the node.
+    fn error_output(&self, e: &Error) -> Option<ToolOutput> {
+        match (e, &self.errors) {
+            (_, ToolErrors::Never) => None,
+            (_, ToolErrors::Custom(f)) => f(e).map(ToolOutput::text),
+            (Error::ToolResult { content, .. }, _) => Some(ToolOutput {
+                content: content.clone(),
+                artifact: Value::Null,
+            }),
+            _ => self.error_text(e).map(ToolOutput::text),
         }
     }
 

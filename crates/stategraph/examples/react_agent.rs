@@ -1,7 +1,10 @@
 //! Run with `cargo run -p stategraph --example react_agent --features agent -- [--base-url
-//! URL] [--model NAME] [--db URL] [--thread ID] QUESTION`.
+//! URL] [--model NAME] [--db URL] [--thread ID] [--mcp NAME=SERVER]... QUESTION`.
 //!
-//! A ReAct agent (LangGraph's prebuilt `create_react_agent`) with one tool, `add`, on any
+//! A ReAct agent (LangGraph's prebuilt `create_react_agent`) with one tool, `add`, and the
+//! tools of the MCP servers given with `--mcp` (built with `--features mcp`): `NAME=URL` for a
+//! streamable HTTP server, `NAME=COMMAND ARGS…` for one started over stdio, e.g.
+//! `--mcp 'time=uvx mcp-server-time'`. It runs on any
 //! OpenAI-compatible chat server (default: `OPENAI_BASE_URL` / `OPENAI_API_KEY`, else OpenAI;
 //! `scripts/llm-server.sh start` runs a small local one on `http://127.0.0.1:18080/v1`). The
 //! agent stops before each tool call and asks on the terminal whether to run it; the model's
@@ -55,6 +58,8 @@ struct Args {
     model: String,
     db: String,
     thread: String,
+    /// `--mcp NAME=SERVER`, in order.
+    mcp: Vec<(String, String)>,
     question: String,
 }
 
@@ -64,6 +69,7 @@ fn parse_args() -> Result<Args, String> {
         model: "gpt-4o-mini".to_owned(),
         db: "sqlite:react_agent.sqlite".to_owned(),
         thread: "1".to_owned(),
+        mcp: Vec::new(),
         question: String::new(),
     };
     let mut question = Vec::new();
@@ -75,6 +81,14 @@ fn parse_args() -> Result<Args, String> {
             "--model" => args.model = value()?,
             "--db" => args.db = value()?,
             "--thread" => args.thread = value()?,
+            "--mcp" => {
+                let spec = value()?;
+                let (name, server) = spec
+                    .split_once('=')
+                    .filter(|(n, s)| !n.is_empty() && !s.trim().is_empty())
+                    .ok_or_else(|| format!("--mcp needs NAME=URL or NAME=COMMAND, not `{spec}`"))?;
+                args.mcp.push((name.to_owned(), server.trim().to_owned()));
+            }
             _ => question.push(a),
         }
     }
@@ -93,14 +107,13 @@ async fn run(args: Args) -> Result<(), stategraph::Error> {
     let add = tool("add", "Adds two numbers.", |x: Add, _ctx| async move {
         Ok::<_, std::convert::Infallible>((x.a + x.b).to_string())
     });
-    let agent = create_react_agent(
-        model.temperature(0.0).build()?,
-        [Arc::new(add) as Arc<dyn Tool>],
-    )
-    .prompt("You are a careful calculator: use the add tool for sums.")
-    .interrupt_before(["tools"])
-    .checkpointer(stategraph::open_saver(&args.db).await?)
-    .build()?;
+    let mut tools = vec![Arc::new(add) as Arc<dyn Tool>];
+    tools.extend(mcp_tools(&args.mcp).await?);
+    let agent = create_react_agent(model.temperature(0.0).build()?, tools)
+        .prompt("You are a careful calculator: use the add tool for sums.")
+        .interrupt_before(["tools"])
+        .checkpointer(stategraph::open_saver(&args.db).await?)
+        .build()?;
     let config = RunConfig::thread(args.thread);
     let ask = MessagesUpdate::messages([Message::human(args.question)]);
     print_tokens(agent.stream(ask, config.clone(), &[StreamMode::Messages])).await?;
@@ -131,6 +144,44 @@ async fn run(args: Args) -> Result<(), stategraph::Error> {
         print_tokens(agent.stream_continue(config.clone(), &[StreamMode::Messages])).await?;
     }
     Ok(())
+}
+
+/// The tools of the `--mcp` servers (names prefixed with the server's where two offer one).
+#[cfg(feature = "mcp")]
+async fn mcp_tools(servers: &[(String, String)]) -> Result<Vec<Arc<dyn Tool>>, stategraph::Error> {
+    use stategraph::agent::mcp::{McpServer, MultiServerMcpClient, ToolNames};
+    if servers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut builder = MultiServerMcpClient::builder().tool_names(ToolNames::PrefixOnClash);
+    for (name, spec) in servers {
+        let server = if spec.starts_with("http://") || spec.starts_with("https://") {
+            McpServer::http(spec)
+        } else {
+            let mut words = spec.split_whitespace();
+            let program = words.next().unwrap_or_default();
+            McpServer::stdio(program, words)
+        };
+        builder = builder.server(name, server);
+    }
+    let clients = builder.connect().await?;
+    let tools = clients.tools().await?;
+    let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+    println!("[mcp] tools: {}", names.join(", "));
+    Ok(tools)
+}
+
+/// Without the `mcp` feature, `--mcp` is refused.
+#[cfg(not(feature = "mcp"))]
+async fn mcp_tools(servers: &[(String, String)]) -> Result<Vec<Arc<dyn Tool>>, stategraph::Error> {
+    if servers.is_empty() {
+        Ok(Vec::new())
+    } else {
+        Err(stategraph::agent::Error::InvalidRequest(
+            "--mcp needs the example built with `--features mcp`".into(),
+        )
+        .into())
+    }
 }
 
 #[tokio::main]

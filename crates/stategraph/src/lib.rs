@@ -450,7 +450,8 @@ fn missing_feature(scheme: &str) -> CheckpointError {
     feature = "minilm",
     feature = "server",
     feature = "postgres",
-    feature = "agent"
+    feature = "agent",
+    feature = "mcp"
 ))]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
