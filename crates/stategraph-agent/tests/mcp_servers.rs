@@ -446,12 +446,13 @@ async fn a_killed_server_is_an_error_naming_it_and_the_next_call_starts_it_again
             client
                 .call_tool(
                     "trigger-long-running-operation",
-                    json!({"duration": 10, "steps": 2}),
+                    json!({"duration": 25, "steps": 2}),
                 )
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Killed well inside the 25 s operation, however loaded the machine.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     signal("-KILL", &first);
     let err = bounded(call).await.unwrap().unwrap_err();
     let Error::Mcp(McpError::Closed {
