@@ -522,6 +522,44 @@ async fn the_tool_list_is_read_again_after_the_server_says_it_changed() {
 }
 
 #[tokio::test]
+async fn a_changed_tool_list_replaces_the_one_read_before() {
+    // A server on the official Python SDK that adds a tool when `unlock` is called, and says
+    // so before it answers.
+    let client = McpClient::connect(
+        "vault",
+        McpServer::stdio(
+            mcp_dir().join("servers/bin/python"),
+            [repo_root().join("scripts/interop/mcp_tools_change.py")],
+        ),
+    )
+    .await
+    .unwrap();
+    let names = |tools: &[Arc<dyn Tool>]| {
+        tools
+            .iter()
+            .map(|t| t.name().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let before = client.tools().await.unwrap();
+    assert_eq!(names(&before), ["unlock"]);
+    // Read once per connection: the same list until the server says it changed.
+    assert_eq!(names(&client.tools().await.unwrap()), ["unlock"]);
+    let mut changes = client.tools_changed();
+    tool(&before, "unlock")
+        .call(value!({}), ctx())
+        .await
+        .unwrap();
+    bounded(changes.wait_for(|n| *n > 0)).await.unwrap();
+    let after = client.tools().await.unwrap();
+    assert_eq!(names(&after), ["unlock", "secret"]);
+    let out = tool(&after, "secret")
+        .call(value!({}), ctx())
+        .await
+        .unwrap();
+    assert_eq!(blocks(&out.content)[0]["text"], "the secret is 42");
+}
+
+#[tokio::test]
 async fn many_servers_prefix_their_tool_names_as_asked() {
     let both = |names| {
         MultiServerMcpClient::builder()

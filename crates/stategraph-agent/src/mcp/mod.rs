@@ -55,7 +55,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ServerNotification,
+    SubscriptionFilter,
+};
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -478,11 +481,86 @@ impl McpClient {
                 )));
             }
         };
+        self.follow_tool_list(&service).await;
         Ok(Connection {
             service,
             tools: tokio::sync::Mutex::new(None),
             stderr,
         })
+    }
+
+    /// On a connection of a protocol version without `initialize` (2026-07-28 on), a server
+    /// announces tool list changes only on a subscription the client opens: opens one when
+    /// the server says its list can change, and follows it while the connection lasts. (On
+    /// earlier versions the announcement reaches the handler unasked.)
+    async fn follow_tool_list(&self, service: &RunningService<RoleClient, Handler>) {
+        let Some(info) = service.peer_info() else {
+            return;
+        };
+        let may_change = info
+            .capabilities
+            .tools
+            .as_ref()
+            .and_then(|t| t.list_changed)
+            .unwrap_or(false);
+        if info.protocol_version.has_initialize() || !may_change {
+            return;
+        }
+        let filter = SubscriptionFilter::builder().tools_list_changed().build();
+        let listened = self
+            .request_within(
+                "subscriptions/listen",
+                service.peer().listen(filter),
+                self.server.connect_timeout,
+            )
+            .await;
+        let mut subscription = match listened {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::warn!(
+                    mcp.server = self.name.as_str(),
+                    "cannot follow its tool list: {e}"
+                );
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(
+                    mcp.server = self.name.as_str(),
+                    "cannot follow its tool list: {e}"
+                );
+                return;
+            }
+        };
+        let shared = Arc::clone(&self.shared);
+        tokio::spawn(async move {
+            while let Ok(Some(n)) = subscription.next().await {
+                if matches!(n, ServerNotification::ToolListChangedNotification(_)) {
+                    shared.stale.store(true, Ordering::SeqCst);
+                    shared.changes.send_modify(|n| *n += 1);
+                }
+            }
+        });
+    }
+
+    /// `answer` within `limit`, or the timeout error.
+    async fn request_within<T>(
+        &self,
+        request: &str,
+        answer: impl Future<Output = T>,
+        limit: Option<Duration>,
+    ) -> Result<T, McpError> {
+        match limit {
+            Some(after) => {
+                tokio::time::timeout(after, answer)
+                    .await
+                    .map_err(|_| McpError::Timeout {
+                        server: self.name.clone(),
+                        request: request.to_owned(),
+                        after,
+                    })
+            }
+            None => Ok(answer.await),
+        }
     }
 
     /// Reads a stdio server's stderr into a tail (and the log) until it closes.
@@ -513,19 +591,9 @@ impl McpClient {
         request: &str,
         answer: impl Future<Output = Result<T, ServiceError>>,
     ) -> Result<T, McpError> {
-        let answered = match self.server.timeout {
-            Some(after) => match tokio::time::timeout(after, answer).await {
-                Ok(a) => a,
-                Err(_) => {
-                    return Err(McpError::Timeout {
-                        server: self.name.clone(),
-                        request: request.to_owned(),
-                        after,
-                    });
-                }
-            },
-            None => answer.await,
-        };
+        let answered = self
+            .request_within(request, answer, self.server.timeout)
+            .await?;
         let e = match answered {
             Ok(a) => return Ok(a),
             Err(e) => e,
