@@ -106,7 +106,7 @@ mod saver;
 mod schema;
 mod store;
 
-pub use config::PostgresConfig;
+pub use config::{BlobCompression, PostgresConfig};
 pub use runs::{Listener, PostgresRunQueue, RunQueueConfig};
 pub use saver::PostgresSaver;
 #[doc(no_inline)]

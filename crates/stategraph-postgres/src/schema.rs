@@ -2,8 +2,11 @@
 //! `checkpoint_migrations` exactly as Python records them (never beyond v9, so a later Python
 //! `setup()` still runs its own future migrations).
 
-use stategraph_checkpoint::Result;
+use stategraph_checkpoint::{Error, Result};
 use tokio_postgres::Client;
+use tokio_postgres::error::SqlState;
+
+use crate::BlobCompression;
 
 use crate::migrate::{create_schema, run_migrations, with_setup_lock};
 
@@ -83,13 +86,73 @@ pub(crate) async fn check(client: &Client, schema: Option<&str>, target: &str) -
     })
 }
 
-pub(crate) async fn setup(client: &Client, schema: Option<&str>) -> Result<()> {
+pub(crate) async fn setup(
+    client: &Client,
+    schema: Option<&str>,
+    compression: BlobCompression,
+) -> Result<()> {
     if let Some(schema) = schema {
         create_schema(client, schema).await?;
     }
     with_setup_lock(client, SETUP_LOCK_SEED, async {
         run_migrations(client, "checkpoint_migrations", &MIGRATIONS).await?;
-        Ok(())
+        compress_blobs(client, compression).await
     })
     .await
+}
+
+/// The columns [`BlobCompression`] applies to.
+pub(crate) const BLOB_COLUMNS: [(&str, &str); 2] =
+    [("checkpoint_blobs", "blob"), ("checkpoint_writes", "blob")];
+
+/// Sets lz4 on the blob columns as `compression` asks, where it is not set already (so that
+/// a set-up that changes nothing takes no table lock). Not a migration: Python's saver
+/// numbers its own, and the setting changes no data (rows written before keep theirs).
+async fn compress_blobs(client: &Client, compression: BlobCompression) -> Result<()> {
+    let required = match compression {
+        BlobCompression::ServerDefault => return Ok(()),
+        BlobCompression::Lz4 => true,
+        BlobCompression::Lz4IfSupported => false,
+    };
+    let db = |what: &'static str| crate::error::db(what);
+    let version: i32 = client
+        .query_one("SELECT current_setting('server_version_num')::int", &[])
+        .await
+        .and_then(|r| r.try_get(0))
+        .map_err(db("reading the server version"))?;
+    if version < 140_000 {
+        if required {
+            return Err(Error::Unsupported {
+                operation: "lz4 compression of the blob columns (PostgreSQL 14 or later)",
+                backend: "postgres",
+            });
+        }
+        return Ok(());
+    }
+    for (table, column) in BLOB_COLUMNS {
+        let current: String = client
+            .query_one(
+                "SELECT attcompression::text FROM pg_attribute \
+                 WHERE attrelid = to_regclass($1) AND attname = $2",
+                &[&table, &column],
+            )
+            .await
+            .and_then(|r| r.try_get(0))
+            .map_err(db("reading the blob columns' compression"))?;
+        if current == "l" {
+            continue;
+        }
+        let set = format!("ALTER TABLE {table} ALTER COLUMN {column} SET COMPRESSION lz4");
+        if let Err(e) = client.batch_execute(&set).await {
+            let unsupported = e.code() == Some(&SqlState::FEATURE_NOT_SUPPORTED);
+            if unsupported && !required {
+                // Built without lz4: the server's default stays, as documented.
+                return Ok(());
+            }
+            return Err(crate::error::db(
+                "setting lz4 compression on the blob columns",
+            )(e));
+        }
+    }
+    Ok(())
 }

@@ -759,6 +759,82 @@ async fn seed_graph_threads_are_shared_with_python_on_postgres() {
     .await;
 }
 
+/// Our set-up gives the blob columns lz4 compression (the server has it): large blobs that
+/// either side writes are compressed with it by the server, and the other side reads them.
+#[tokio::test]
+async fn large_blobs_on_lz4_columns_are_shared_with_python_on_postgres() {
+    let backend = postgres_backend().await;
+    let (client, conn) = tokio_postgres::connect(&backend.python_db, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    for table in ["checkpoint_blobs", "checkpoint_writes"] {
+        let compression: String = client
+            .query_one(
+                "SELECT attcompression::text FROM pg_attribute \
+                 WHERE attrelid = to_regclass($1) AND attname = 'blob'",
+                &[&table],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(compression, "l", "{table}.blob");
+    }
+
+    // We write a thread whose list holds 200 KB of text; Python reads it as we do.
+    let graph = seed_graph(Arc::clone(&backend.saver));
+    let big = "lz4 ".repeat(50_000);
+    let rust = RunConfig::thread("big");
+    graph
+        .invoke_values(
+            SeedUpdate::default().foo("x").bar([big.clone()]),
+            rust.clone(),
+        )
+        .await
+        .unwrap();
+    let history = |g: &CompiledGraph<Seed>| {
+        let rust = rust.clone();
+        let g = g.clone();
+        async move {
+            ours(
+                &g.get_state_history(&rust, Default::default())
+                    .await
+                    .unwrap(),
+            )
+        }
+    };
+    let theirs = py(&backend.python_db, "seed", "big", &["history"]);
+    assert_eq!(
+        theirs["history"].as_array().unwrap(),
+        &history(&graph).await
+    );
+
+    // Python continues it (its checkpoints carry the large list again); we read what it wrote.
+    let continued = py(&backend.python_db, "seed", "big", &["run", "history"]);
+    let after = history(&graph).await;
+    assert_eq!(continued["history"].as_array().unwrap(), &after);
+    let state: Seed = graph.get_state(&rust).await.unwrap().state().unwrap();
+    assert_eq!(state.bar.first(), Some(&big));
+
+    // The large values are stored lz4-compressed, ours and Python's.
+    let rows: Vec<(String, Option<String>)> = client
+        .query(
+            "SELECT version, pg_column_compression(blob) FROM checkpoint_blobs \
+             WHERE thread_id = 'big' AND channel = 'bar' AND length(blob) > 100000",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert!(rows.len() >= 2, "{rows:?}");
+    assert!(
+        rows.iter().all(|(_, c)| c.as_deref() == Some("lz4")),
+        "{rows:?}"
+    );
+}
+
 /// Python's `EncryptedSerializer.from_pycryptodome_aes()` and ours share encrypted threads on
 /// Postgres in both directions; what stays in the clear is exactly what LangGraph leaves in
 /// the clear; a wrong key or no key is a typed error naming the thread and channel.

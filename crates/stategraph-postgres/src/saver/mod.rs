@@ -61,6 +61,8 @@ pub struct PostgresSaver {
     fence: Option<Arc<write::Fence>>,
     /// The database as its server identifies it (for fences).
     database: String,
+    /// How the blob columns are compressed (applied by [`setup`](Self::setup)).
+    compression: crate::BlobCompression,
 }
 
 impl fmt::Debug for PostgresSaver {
@@ -99,6 +101,7 @@ impl PostgresSaver {
             schema: config.schema,
             target,
             timeouts: config.timeouts,
+            compression: config.compression,
             fence: None,
             database: String::new(),
         };
@@ -129,10 +132,11 @@ impl PostgresSaver {
         Ok(saver)
     }
 
-    /// Creates or upgrades LangGraph's tables (idempotent; concurrent calls take turns).
+    /// Creates or upgrades LangGraph's tables (idempotent; concurrent calls take turns), and
+    /// sets the blob columns' compression as configured ([`PostgresConfig::compression`]).
     pub async fn setup(&self) -> Result<()> {
         let client = self.client().await?;
-        schema::setup(&client, self.schema.as_deref()).await
+        schema::setup(&client, self.schema.as_deref(), self.compression).await
     }
 
     /// A pooled connection; one the driver already knows to be closed is dropped and
