@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value as Json, json};
-use stategraph_agent::mcp::{McpClient, McpServer, MultiServerMcpClient, ToolNames};
+use stategraph_agent::mcp::{McpClient, McpServer, MultiServerMcpClient, ResourceData, ToolNames};
 use stategraph_agent::{
     ChatOpenAi, Error, McpError, OpenAiConfig, Tool, ToolContext, ToolNode, create_react_agent,
 };
@@ -557,6 +557,83 @@ async fn a_changed_tool_list_replaces_the_one_read_before() {
         .await
         .unwrap();
     assert_eq!(blocks(&out.content)[0]["text"], "the secret is 42");
+}
+
+#[tokio::test]
+async fn prompts_and_resources_of_the_everything_server() {
+    let client = McpClient::connect("everything", everything_stdio())
+        .await
+        .unwrap();
+    let prompts = client.list_prompts().await.unwrap();
+    let args = prompts.iter().find(|p| p.name == "args-prompt").unwrap();
+    let city = args.arguments.iter().find(|a| a.name == "city").unwrap();
+    assert!(city.required);
+    assert!(
+        !args
+            .arguments
+            .iter()
+            .find(|a| a.name == "state")
+            .unwrap()
+            .required
+    );
+
+    let messages = client
+        .get_prompt("args-prompt", [("city", "Paris"), ("state", "Texas")])
+        .await
+        .unwrap();
+    assert_eq!(messages.len(), 1);
+    assert!(
+        matches!(messages[0], Message::Human(_)),
+        "{:?}",
+        messages[0]
+    );
+    assert_eq!(messages[0].text(), Some("What's weather in Paris, Texas?"));
+    // A prompt with an embedded resource is not made of chat messages, as the adapters say.
+    let err = client
+        .get_prompt(
+            "resource-prompt",
+            [("resourceType", "Text"), ("resourceId", "1")],
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("has content of type resource, not text"),
+        "{err}"
+    );
+    let err = client
+        .get_prompt("no-such-prompt", Vec::<(String, String)>::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Mcp(McpError::Protocol { request, .. }) if request == "prompts/get no-such-prompt"),
+        "{err}"
+    );
+
+    let resources = client.list_resources().await.unwrap();
+    assert!(
+        resources
+            .iter()
+            .any(|r| r.uri.starts_with("demo://resource/static/document/")),
+        "{resources:?}"
+    );
+    let text = client
+        .read_resource("demo://resource/dynamic/text/1")
+        .await
+        .unwrap();
+    let ResourceData::Text(t) = &text[0].data else {
+        panic!("{text:?}")
+    };
+    assert!(!t.is_empty());
+    assert_eq!(text[0].uri, "demo://resource/dynamic/text/1");
+    let blob = client
+        .read_resource("demo://resource/dynamic/blob/1")
+        .await
+        .unwrap();
+    let ResourceData::Bytes(b) = &blob[0].data else {
+        panic!("{blob:?}")
+    };
+    assert!(!b.is_empty());
 }
 
 #[tokio::test]

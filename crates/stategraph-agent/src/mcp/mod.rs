@@ -17,6 +17,9 @@
 //!   [`McpError::Closed`] naming it; the next call connects again.
 //! - [`MultiServerMcpClient`] connects to several named servers at once and gives all their
 //!   tools, their names prefixed with the server's where asked ([`ToolNames`]).
+//! - A server's prompts become chat messages ([`McpClient::get_prompt`], as the adapters'
+//!   `load_mcp_prompt`) and its resources text or bytes ([`McpClient::read_resource`], as
+//!   their `load_mcp_resources`).
 //!
 //! Unlike the adapters' default, which opens a session per tool call, a client keeps its
 //! connection (a stdio server's process) open across calls.
@@ -56,15 +59,15 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ServerNotification,
-    SubscriptionFilter,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, GetPromptRequestParams,
+    Implementation, ReadResourceRequestParams, ServerNotification, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ServiceError, ServiceExt};
 use serde_json::Value as Json;
-use stategraph_checkpoint::Value;
+use stategraph_checkpoint::{Message, Value};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::watch;
 
@@ -367,6 +370,150 @@ impl McpClient {
         })?
     }
 
+    /// The server's prompts (`prompts/list`, every page).
+    pub async fn list_prompts(&self) -> Result<Vec<McpPrompt>, Error> {
+        let conn = self.connection().await?;
+        let prompts = self
+            .request(
+                &conn,
+                "prompts/list",
+                conn.service.peer().list_all_prompts(),
+            )
+            .await?;
+        self.from_wire(&prompts, "prompts/list")
+    }
+
+    /// The prompt `name` filled with `arguments`, as chat messages: the server's user
+    /// messages as human messages, its assistant messages as AI messages (as the adapters'
+    /// `load_mcp_prompt`; a message that is not text is an [`McpError::Answer`]).
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: impl IntoIterator<Item = (impl Into<String>, impl Into<String>)>,
+    ) -> Result<Vec<Message>, Error> {
+        let request = format!("prompts/get {name}");
+        let mut params = GetPromptRequestParams::new(name);
+        let arguments: serde_json::Map<String, Json> = arguments
+            .into_iter()
+            .map(|(k, v)| (k.into(), Json::String(v.into())))
+            .collect();
+        params.arguments = Some(arguments);
+        let conn = self.connection().await?;
+        let result = self
+            .request(&conn, &request, conn.service.peer().get_prompt(params))
+            .await?;
+        let wire: Json = self.from_wire(&result, &request)?;
+        let bad = |message: String| McpError::Answer {
+            server: self.name.clone(),
+            request: request.clone(),
+            message,
+        };
+        let messages = wire["messages"].as_array().cloned().unwrap_or_default();
+        messages
+            .iter()
+            .enumerate()
+            .map(|(at, m)| {
+                let content = &m["content"];
+                let text = match (content["type"].as_str(), content["text"].as_str()) {
+                    (Some("text"), Some(text)) => text,
+                    (kind, _) => {
+                        return Err(bad(format!(
+                            "messages[{at}] has content of type {}, not text",
+                            kind.unwrap_or("(none)")
+                        ))
+                        .into());
+                    }
+                };
+                match m["role"].as_str() {
+                    Some("user") => Ok(Message::human(text)),
+                    Some("assistant") => Ok(Message::ai(text, Vec::new())),
+                    other => Err(bad(format!(
+                        "messages[{at}] has role {}",
+                        other.unwrap_or("(none)")
+                    ))
+                    .into()),
+                }
+            })
+            .collect()
+    }
+
+    /// The server's resources (`resources/list`, every page; templates are not listed).
+    pub async fn list_resources(&self) -> Result<Vec<McpResource>, Error> {
+        let conn = self.connection().await?;
+        let resources = self
+            .request(
+                &conn,
+                "resources/list",
+                conn.service.peer().list_all_resources(),
+            )
+            .await?;
+        self.from_wire(&resources, "resources/list")
+    }
+
+    /// The contents of the resource at `uri` (one or more parts, text or bytes, as the
+    /// adapters' `get_mcp_resource` gives them as blobs).
+    pub async fn read_resource(&self, uri: &str) -> Result<Vec<McpResourceContents>, Error> {
+        let request = format!("resources/read {uri}");
+        let conn = self.connection().await?;
+        let result = self
+            .request(
+                &conn,
+                &request,
+                conn.service
+                    .peer()
+                    .read_resource(ReadResourceRequestParams::new(uri)),
+            )
+            .await?;
+        let wire: Json = self.from_wire(&result, &request)?;
+        let contents = wire["contents"].as_array().cloned().unwrap_or_default();
+        contents
+            .iter()
+            .enumerate()
+            .map(|(at, c)| {
+                let bad = |message: String| McpError::Answer {
+                    server: self.name.clone(),
+                    request: request.clone(),
+                    message: format!("contents[{at}] {message}"),
+                };
+                let data = if let Some(text) = c["text"].as_str() {
+                    ResourceData::Text(text.to_owned())
+                } else if let Some(blob) = c["blob"].as_str() {
+                    use base64::Engine as _;
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(blob)
+                        .map_err(|e| bad(format!("has a `blob` that is not base64: {e}")))?;
+                    ResourceData::Bytes(bytes)
+                } else {
+                    return Err(bad("has neither `text` nor `blob`".into()).into());
+                };
+                Ok(McpResourceContents {
+                    uri: c["uri"].as_str().unwrap_or(uri).to_owned(),
+                    mime_type: c["mimeType"].as_str().map(str::to_owned),
+                    data,
+                })
+            })
+            .collect()
+    }
+
+    /// An answer re-read as `T` through its wire form (the protocol's JSON), so that this
+    /// client's types follow the protocol, not the SDK's structs.
+    fn from_wire<T: serde::de::DeserializeOwned>(
+        &self,
+        answer: &impl serde::Serialize,
+        request: &str,
+    ) -> Result<T, Error> {
+        serde_json::to_value(answer)
+            .and_then(serde_json::from_value)
+            .map_err(|e| {
+                McpError::Answer {
+                    server: self.name.clone(),
+                    request: request.to_owned(),
+                    message: e.to_string(),
+                }
+                .into()
+            })
+    }
+
     /// Closes the connection (a stdio server's process ends). The next request opens a new
     /// one.
     pub async fn close(&self) {
@@ -655,6 +802,72 @@ async fn last_words(tail: Option<&Arc<StdMutex<StderrTail>>>) -> String {
             t.lines.iter().cloned().collect::<Vec<_>>().join(" | ")
         )
     }
+}
+
+/// A prompt a server offers ([`McpClient::list_prompts`]).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+#[non_exhaustive]
+pub struct McpPrompt {
+    /// Its name, for [`McpClient::get_prompt`].
+    pub name: String,
+    /// What it is for.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The arguments it takes.
+    #[serde(default)]
+    pub arguments: Vec<McpPromptArgument>,
+}
+
+/// An argument of an [`McpPrompt`].
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+#[non_exhaustive]
+pub struct McpPromptArgument {
+    /// Its name.
+    pub name: String,
+    /// What it is.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Whether the prompt needs it.
+    #[serde(default)]
+    pub required: bool,
+}
+
+/// A resource a server offers ([`McpClient::list_resources`]).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct McpResource {
+    /// Where it is, for [`McpClient::read_resource`].
+    pub uri: String,
+    /// Its name.
+    pub name: String,
+    /// What it is.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Its MIME type, when the server says.
+    #[serde(default)]
+    pub mime_type: Option<String>,
+}
+
+/// One part of a resource's contents ([`McpClient::read_resource`]).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct McpResourceContents {
+    /// The part's URI.
+    pub uri: String,
+    /// Its MIME type, when the server says.
+    pub mime_type: Option<String>,
+    /// The data.
+    pub data: ResourceData,
+}
+
+/// The data of a resource part.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ResourceData {
+    /// Text.
+    Text(String),
+    /// Bytes (sent base64-encoded).
+    Bytes(Vec<u8>),
 }
 
 /// One tool of an MCP server, as a [`Tool`]: its name (prefixed with the server's when asked),
