@@ -87,8 +87,8 @@ fn block(content: &Json, at: usize) -> Result<Json, String> {
 fn error_text(blocks: &[Json]) -> String {
     let texts: Vec<&str> = blocks
         .iter()
-        .filter(|b| b["type"] == "text")
-        .filter_map(|b| b["text"].as_str())
+        .filter(|b| b.get("type").and_then(Json::as_str) == Some("text"))
+        .filter_map(|b| b.get("text").and_then(Json::as_str))
         .collect();
     if !texts.is_empty() {
         texts.join("\n")

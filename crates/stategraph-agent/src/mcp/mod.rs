@@ -380,7 +380,7 @@ impl McpClient {
                 conn.service.peer().list_all_prompts(),
             )
             .await?;
-        self.from_wire(&prompts, "prompts/list")
+        self.reread(&prompts, "prompts/list")
     }
 
     /// The prompt `name` filled with `arguments`, as chat messages: the server's user
@@ -402,19 +402,25 @@ impl McpClient {
         let result = self
             .request(&conn, &request, conn.service.peer().get_prompt(params))
             .await?;
-        let wire: Json = self.from_wire(&result, &request)?;
+        let wire: Json = self.reread(&result, &request)?;
         let bad = |message: String| McpError::Answer {
             server: self.name.clone(),
             request: request.clone(),
             message,
         };
-        let messages = wire["messages"].as_array().cloned().unwrap_or_default();
+        let messages = field(&wire, "messages")
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         messages
             .iter()
             .enumerate()
             .map(|(at, m)| {
-                let content = &m["content"];
-                let text = match (content["type"].as_str(), content["text"].as_str()) {
+                let content = field(m, "content");
+                let text = match (
+                    field(content, "type").as_str(),
+                    field(content, "text").as_str(),
+                ) {
                     (Some("text"), Some(text)) => text,
                     (kind, _) => {
                         return Err(bad(format!(
@@ -424,7 +430,7 @@ impl McpClient {
                         .into());
                     }
                 };
-                match m["role"].as_str() {
+                match field(m, "role").as_str() {
                     Some("user") => Ok(Message::human(text)),
                     Some("assistant") => Ok(Message::ai(text, Vec::new())),
                     other => Err(bad(format!(
@@ -447,7 +453,7 @@ impl McpClient {
                 conn.service.peer().list_all_resources(),
             )
             .await?;
-        self.from_wire(&resources, "resources/list")
+        self.reread(&resources, "resources/list")
     }
 
     /// The contents of the resource at `uri` (one or more parts, text or bytes, as the
@@ -464,8 +470,11 @@ impl McpClient {
                     .read_resource(ReadResourceRequestParams::new(uri)),
             )
             .await?;
-        let wire: Json = self.from_wire(&result, &request)?;
-        let contents = wire["contents"].as_array().cloned().unwrap_or_default();
+        let wire: Json = self.reread(&result, &request)?;
+        let contents = field(&wire, "contents")
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         contents
             .iter()
             .enumerate()
@@ -475,9 +484,9 @@ impl McpClient {
                     request: request.clone(),
                     message: format!("contents[{at}] {message}"),
                 };
-                let data = if let Some(text) = c["text"].as_str() {
+                let data = if let Some(text) = field(c, "text").as_str() {
                     ResourceData::Text(text.to_owned())
-                } else if let Some(blob) = c["blob"].as_str() {
+                } else if let Some(blob) = field(c, "blob").as_str() {
                     use base64::Engine as _;
                     let bytes = base64::engine::general_purpose::STANDARD
                         .decode(blob)
@@ -487,8 +496,8 @@ impl McpClient {
                     return Err(bad("has neither `text` nor `blob`".into()).into());
                 };
                 Ok(McpResourceContents {
-                    uri: c["uri"].as_str().unwrap_or(uri).to_owned(),
-                    mime_type: c["mimeType"].as_str().map(str::to_owned),
+                    uri: field(c, "uri").as_str().unwrap_or(uri).to_owned(),
+                    mime_type: field(c, "mimeType").as_str().map(str::to_owned),
                     data,
                 })
             })
@@ -497,7 +506,7 @@ impl McpClient {
 
     /// An answer re-read as `T` through its wire form (the protocol's JSON), so that this
     /// client's types follow the protocol, not the SDK's structs.
-    fn from_wire<T: serde::de::DeserializeOwned>(
+    fn reread<T: serde::de::DeserializeOwned>(
         &self,
         answer: &impl serde::Serialize,
         request: &str,
@@ -779,6 +788,11 @@ impl McpClient {
             },
         })
     }
+}
+
+/// `value[key]`, `null` when absent.
+fn field<'a>(value: &'a Json, key: &str) -> &'a Json {
+    value.get(key).unwrap_or(&Json::Null)
 }
 
 /// What a stdio server last wrote to its stderr, for an error message (waiting a moment for
