@@ -70,8 +70,12 @@ impl PostgresConfig {
     /// `connect_timeout`, `statement_timeout` and `idle_timeout` (seconds, `0` for none) set
     /// the saver's [`Timeouts`]; `connect_timeout` bounds the whole connection (handshake and
     /// authentication included), not only the TCP connect.
+    ///
+    /// `blob_compression` (`lz4_if_supported`, `lz4` or `server_default`) sets
+    /// [`compression`](Self::compression), for tools and servers configured by URL alone.
     pub fn from_url(url: &str) -> Result<Self> {
         let (rest, timeouts) = Timeouts::default().take_from_url(url)?;
+        let (rest, compression) = take_compression(&rest)?;
         let mut pg: tokio_postgres::Config = rest
             .parse()
             .map_err(|e| Error::invalid("database URL", format!("`{}`: {e}", redact(url))))?;
@@ -86,7 +90,7 @@ impl PostgresConfig {
             run_setup: true,
             prepared_statements: true,
             timeouts,
-            compression: BlobCompression::default(),
+            compression,
         })
     }
 
@@ -154,6 +158,43 @@ impl PostgresConfig {
     }
 }
 
+/// The URL without its `blob_compression` parameter, and the compression it names (the
+/// default without one).
+fn take_compression(url: &str) -> Result<(String, BlobCompression)> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), BlobCompression::default()));
+    };
+    let mut compression = BlobCompression::default();
+    let mut rest = Vec::new();
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some(("blob_compression", value)) => {
+                compression = match value {
+                    "lz4_if_supported" => BlobCompression::Lz4IfSupported,
+                    "lz4" => BlobCompression::Lz4,
+                    "server_default" => BlobCompression::ServerDefault,
+                    other => {
+                        return Err(Error::invalid(
+                            "database URL",
+                            format!(
+                                "`blob_compression` is lz4_if_supported, lz4 or server_default, \
+                                 not `{other}`"
+                            ),
+                        ));
+                    }
+                }
+            }
+            _ => rest.push(pair),
+        }
+    }
+    let url = if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    Ok((url, compression))
+}
+
 /// The URL without its password, for error messages.
 pub(crate) use stategraph_checkpoint::redact_url as redact;
 
@@ -165,6 +206,19 @@ mod tests {
     fn urls() {
         assert!(PostgresConfig::from_url("postgres://postgres@127.0.0.1:5432/test").is_ok());
         assert!(PostgresConfig::from_url("postgres://u:p@h/db?sslmode=require").is_ok());
+        let c = PostgresConfig::from_url(
+            "postgres://h/db?blob_compression=server_default&sslmode=prefer",
+        )
+        .unwrap();
+        assert_eq!(c.compression, BlobCompression::ServerDefault);
+        assert_eq!(
+            PostgresConfig::from_url("postgres://h/db")
+                .unwrap()
+                .compression,
+            BlobCompression::Lz4IfSupported
+        );
+        let err = PostgresConfig::from_url("postgres://h/db?blob_compression=zstd").unwrap_err();
+        assert!(err.to_string().contains("not `zstd`"), "{err}");
         let err = PostgresConfig::from_url("postgres://u:secret@h:notaport/db").unwrap_err();
         assert!(!err.to_string().contains("secret"), "{err}");
         assert_eq!(redact("postgres://u:pw@h/db"), "postgres://u:***@h/db");
