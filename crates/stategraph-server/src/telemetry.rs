@@ -239,13 +239,49 @@ pub fn init(options: TelemetryOptions) -> Result<Telemetry, TelemetryError> {
 #[cfg(feature = "otel")]
 mod otel {
     use opentelemetry::trace::TracerProvider as _;
-    use opentelemetry_otlp::WithExportConfig;
+    use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
     use opentelemetry_sdk::Resource;
     use opentelemetry_sdk::trace::SdkTracerProvider;
     use tracing_subscriber::Layer;
     use tracing_subscriber::filter::Targets;
 
     use super::{TelemetryError, TelemetryOptions};
+
+    /// The exporter's blocking HTTP client, with its own TLS (rustls on `ring`, webpki's
+    /// roots) and the OTLP timeout (`OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, else
+    /// `OTEL_EXPORTER_OTLP_TIMEOUT`, in milliseconds; 10 s without), built on a thread of its
+    /// own as a blocking client must be outside the async runtime.
+    fn http_client() -> Result<reqwest_otel::blocking::Client, String> {
+        let timeout = [
+            "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+            "OTEL_EXPORTER_OTLP_TIMEOUT",
+        ]
+        .iter()
+        .find_map(|k| std::env::var(k).ok()?.trim().parse::<u64>().ok())
+        .map_or(
+            std::time::Duration::from_secs(10),
+            std::time::Duration::from_millis,
+        );
+        std::thread::spawn(move || {
+            let roots = rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            };
+            let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS set-up: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+            reqwest_otel::blocking::Client::builder()
+                .timeout(timeout)
+                .tls_backend_preconfigured(tls)
+                .build()
+                .map_err(|e| format!("HTTP client set-up: {e}"))
+        })
+        .join()
+        .map_err(|_| "the thread building the HTTP client panicked".to_owned())?
+    }
 
     /// The layer that exports the spans of stategraph's crates (at level `info` and above)
     /// to `endpoint`, and its provider.
@@ -264,6 +300,7 @@ mod otel {
         // variables, as every OpenTelemetry SDK reads them.
         let mut exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
+            .with_http_client(http_client().map_err(failed)?)
             .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
         if let Some(base) = &options.endpoint {
             exporter = exporter.with_endpoint(format!("{}/v1/traces", base.trim_end_matches('/')));
