@@ -28,7 +28,7 @@ use stategraph_checkpoint::{Message, ToolCall, value};
 use stategraph_graph::RunConfig;
 use stategraph_testkit::chat::{Answer, Call, ChatServer, last_role};
 use stategraph_testkit::net::bounded;
-use stategraph_testkit::python::{python_interpreter, repo_root};
+use stategraph_testkit::python::{repo_root, run_python_json};
 
 /// Where `scripts/mcp-servers.sh` installed the servers and the adapters.
 fn mcp_dir() -> PathBuf {
@@ -774,18 +774,17 @@ async fn a_react_agent_calls_mcp_tools_as_python_agents_do() {
     assert_eq!(sum["function"]["parameters"]["required"], json!(["a", "b"]));
 
     // Python LangGraph reads the thread; its tool messages are what the adapters make.
-    let read = Command::new(python_interpreter())
-        .arg(repo_root().join("scripts/interop/read_messages.py"))
-        .arg(&db)
-        .arg("mcp-1")
-        .output()
-        .unwrap();
-    assert!(
-        read.status.success(),
-        "{}",
-        String::from_utf8_lossy(&read.stderr)
+    let read = run_python_json(
+        [
+            repo_root()
+                .join("scripts/interop/read_messages.py")
+                .into_os_string(),
+            db.clone().into_os_string(),
+            "mcp-1".into(),
+        ],
+        "",
     );
-    let ours: Vec<Json> = serde_json::from_slice::<Vec<Json>>(&read.stdout)
+    let ours: Vec<Json> = serde_json::from_value::<Vec<Json>>(read)
         .unwrap()
         .into_iter()
         .filter(|m| m["type"] == "tool")

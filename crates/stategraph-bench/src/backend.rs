@@ -308,20 +308,7 @@ fn sqlite_size(path: &std::path::Path) -> Result<DbSize, Box<dyn std::error::Err
 /// A plain connection to the bench's database (the URL without the saver's own parameters,
 /// such as `blob_compression`, which the driver does not know).
 pub(crate) async fn pg_connect(url: &str) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
-    let url = match url.split_once('?') {
-        Some((base, query)) => {
-            let kept: Vec<&str> = query
-                .split('&')
-                .filter(|p| !p.starts_with("blob_compression="))
-                .collect();
-            if kept.is_empty() {
-                base.to_owned()
-            } else {
-                format!("{base}?{}", kept.join("&"))
-            }
-        }
-        None => url.to_owned(),
-    };
+    let (url, _) = stategraph::backend::take_url_param(url, "blob_compression");
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
     tokio::spawn(connection);
     Ok(client)

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use stategraph_checkpoint::backend::Timeouts;
+use stategraph_checkpoint::backend::{Timeouts, take_url_param};
 use stategraph_checkpoint::{Error, JsonPlusSerializer, Result, Serializer};
 
 use crate::saver::PostgresSaver;
@@ -161,36 +161,19 @@ impl PostgresConfig {
 /// The URL without its `blob_compression` parameter, and the compression it names (the
 /// default without one).
 fn take_compression(url: &str) -> Result<(String, BlobCompression)> {
-    let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_owned(), BlobCompression::default()));
-    };
-    let mut compression = BlobCompression::default();
-    let mut rest = Vec::new();
-    for pair in query.split('&') {
-        match pair.split_once('=') {
-            Some(("blob_compression", value)) => {
-                compression = match value {
-                    "lz4_if_supported" => BlobCompression::Lz4IfSupported,
-                    "lz4" => BlobCompression::Lz4,
-                    "server_default" => BlobCompression::ServerDefault,
-                    other => {
-                        return Err(Error::invalid(
-                            "database URL",
-                            format!(
-                                "`blob_compression` is lz4_if_supported, lz4 or server_default, \
-                                 not `{other}`"
-                            ),
-                        ));
-                    }
-                }
-            }
-            _ => rest.push(pair),
+    let (url, value) = take_url_param(url, "blob_compression");
+    let compression = match value.as_deref() {
+        None | Some("lz4_if_supported") => BlobCompression::Lz4IfSupported,
+        Some("lz4") => BlobCompression::Lz4,
+        Some("server_default") => BlobCompression::ServerDefault,
+        Some(other) => {
+            return Err(Error::invalid(
+                "database URL",
+                format!(
+                    "`blob_compression` is lz4_if_supported, lz4 or server_default, not `{other}`"
+                ),
+            ));
         }
-    }
-    let url = if rest.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", rest.join("&"))
     };
     Ok((url, compression))
 }

@@ -795,7 +795,6 @@ fn a_threads_status_is_the_queues() {
     }
 }
 
-/// A thread's status as `GET /threads/{thread_id}` on `port` answers it.
 /// A new thread, created through the process on `port`.
 fn new_thread(port: u16) -> String {
     let (status, thread) = call(port, "POST", "/threads", Some(json!({})));
@@ -815,6 +814,7 @@ fn enqueue_ab(port: u16, thread: &str) -> String {
     run["run_id"].as_str().unwrap().to_owned()
 }
 
+/// A thread's status as `GET /threads/{thread_id}` on `port` answers it.
 fn thread_status(port: u16, thread: &str) -> String {
     let (status, t) = call(port, "GET", &format!("/threads/{thread}"), None);
     assert_eq!(status, 200, "{t}");

@@ -225,6 +225,14 @@ struct Shared {
     changes: watch::Sender<u64>,
 }
 
+impl Shared {
+    /// The server said its tool list changed: the next `tools` reads it again.
+    fn tool_list_changed(&self) {
+        self.stale.store(true, Ordering::SeqCst);
+        self.changes.send_modify(|n| *n += 1);
+    }
+}
+
 /// The client side's handler: names the client and follows tool list changes.
 #[derive(Clone)]
 struct Handler(Arc<Shared>);
@@ -234,8 +242,7 @@ impl ClientHandler for Handler {
         &self,
         _context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + rmcp::service::MaybeSendFuture + '_ {
-        self.0.stale.store(true, Ordering::SeqCst);
-        self.0.changes.send_modify(|n| *n += 1);
+        self.0.tool_list_changed();
         std::future::ready(())
     }
 
@@ -356,18 +363,8 @@ impl McpClient {
         let result = self
             .request(&conn, &request, conn.service.peer().call_tool(params))
             .await?;
-        let json = serde_json::to_value(&result).map_err(|e| McpError::Answer {
-            server: self.name.clone(),
-            request: request.clone(),
-            message: e.to_string(),
-        })?;
-        content::tool_output(name, &json).map_err(|message| {
-            Error::Mcp(McpError::Answer {
-                server: self.name.clone(),
-                request,
-                message,
-            })
-        })?
+        let json = self.wire(&result, &request)?;
+        content::tool_output(name, &json).map_err(|message| self.unusable(&request, message))?
     }
 
     /// The server's prompts (`prompts/list`, every page).
@@ -402,17 +399,11 @@ impl McpClient {
         let result = self
             .request(&conn, &request, conn.service.peer().get_prompt(params))
             .await?;
-        let wire: Json = self.reread(&result, &request)?;
-        let bad = |message: String| McpError::Answer {
-            server: self.name.clone(),
-            request: request.clone(),
-            message,
-        };
-        let messages = field(&wire, "messages")
+        let wire = self.wire(&result, &request)?;
+        let bad = |message: String| self.unusable(&request, message);
+        field(&wire, "messages")
             .as_array()
-            .cloned()
-            .unwrap_or_default();
-        messages
+            .map_or(&[][..], Vec::as_slice)
             .iter()
             .enumerate()
             .map(|(at, m)| {
@@ -470,20 +461,15 @@ impl McpClient {
                     .read_resource(ReadResourceRequestParams::new(uri)),
             )
             .await?;
-        let wire: Json = self.reread(&result, &request)?;
-        let contents = field(&wire, "contents")
+        let wire = self.wire(&result, &request)?;
+        field(&wire, "contents")
             .as_array()
-            .cloned()
-            .unwrap_or_default();
-        contents
+            .map_or(&[][..], Vec::as_slice)
             .iter()
             .enumerate()
             .map(|(at, c)| {
-                let bad = |message: String| McpError::Answer {
-                    server: self.name.clone(),
-                    request: request.clone(),
-                    message: format!("contents[{at}] {message}"),
-                };
+                let bad =
+                    |message: String| self.unusable(&request, format!("contents[{at}] {message}"));
                 let data = if let Some(text) = field(c, "text").as_str() {
                     ResourceData::Text(text.to_owned())
                 } else if let Some(blob) = field(c, "blob").as_str() {
@@ -504,23 +490,29 @@ impl McpClient {
             .collect()
     }
 
-    /// An answer re-read as `T` through its wire form (the protocol's JSON), so that this
-    /// client's types follow the protocol, not the SDK's structs.
+    /// The error for an answer to `request` that cannot be used.
+    fn unusable(&self, request: &str, message: impl Into<String>) -> McpError {
+        McpError::Answer {
+            server: self.name.clone(),
+            request: request.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// An answer in its wire form (the protocol's JSON), which this client reads so that
+    /// its types follow the protocol, not the SDK's structs.
+    fn wire(&self, answer: &impl serde::Serialize, request: &str) -> Result<Json, McpError> {
+        serde_json::to_value(answer).map_err(|e| self.unusable(request, e.to_string()))
+    }
+
+    /// An answer re-read as `T` through its [wire form](Self::wire).
     fn reread<T: serde::de::DeserializeOwned>(
         &self,
         answer: &impl serde::Serialize,
         request: &str,
     ) -> Result<T, Error> {
-        serde_json::to_value(answer)
-            .and_then(serde_json::from_value)
-            .map_err(|e| {
-                McpError::Answer {
-                    server: self.name.clone(),
-                    request: request.to_owned(),
-                    message: e.to_string(),
-                }
-                .into()
-            })
+        serde_json::from_value(self.wire(answer, request)?)
+            .map_err(|e| self.unusable(request, e.to_string()).into())
     }
 
     /// Closes the connection (a stdio server's process ends). The next request opens a new
@@ -544,7 +536,6 @@ impl McpClient {
         }
         *slot = None;
         let conn = Arc::new(self.open().await?);
-        self.shared.stale.store(true, Ordering::SeqCst);
         *slot = Some(Arc::clone(&conn));
         Ok(conn)
     }
@@ -669,16 +660,11 @@ impl McpClient {
                 service.peer().listen(filter),
                 self.server.connect_timeout,
             )
-            .await;
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|l| l.map_err(|e| e.to_string()));
         let mut subscription = match listened {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                tracing::warn!(
-                    mcp.server = self.name.as_str(),
-                    "cannot follow its tool list: {e}"
-                );
-                return;
-            }
+            Ok(s) => s,
             Err(e) => {
                 tracing::warn!(
                     mcp.server = self.name.as_str(),
@@ -691,8 +677,7 @@ impl McpClient {
         tokio::spawn(async move {
             while let Ok(Some(n)) = subscription.next().await {
                 if matches!(n, ServerNotification::ToolListChangedNotification(_)) {
-                    shared.stale.store(true, Ordering::SeqCst);
-                    shared.changes.send_modify(|n| *n += 1);
+                    shared.tool_list_changed();
                 }
             }
         });
