@@ -333,3 +333,156 @@ async fn a_fenced_saver_writes_only_while_its_worker_holds_the_lease() {
     let elsewhere = RunFence::new("elsewhere:5432/other", "stategraph_runs", "r1", "w2");
     assert!(saver.fenced(&elsewhere).is_none());
 }
+
+/// A store on the queue's schema, and the record writes of its location.
+async fn records_store(schema: &ScratchSchema) -> stategraph_postgres::PostgresStore {
+    stategraph_postgres::PostgresStoreConfig::from_url(&url())
+        .unwrap()
+        .schema(schema.name())
+        .connect()
+        .await
+        .unwrap()
+}
+
+fn put_record(key: &str, value: serde_json::Value) -> stategraph_checkpoint::runs::RecordWrite {
+    stategraph_checkpoint::runs::RecordWrite::Put {
+        namespace: vec!["records".into(), "threads".into()],
+        key: key.into(),
+        value,
+    }
+}
+
+async fn record(
+    store: &stategraph_postgres::PostgresStore,
+    key: &str,
+) -> Option<serde_json::Value> {
+    use stategraph_checkpoint::store::Store as _;
+    store
+        .get(&["records", "threads"], key)
+        .await
+        .unwrap()
+        .map(|i| i.value)
+}
+
+#[tokio::test]
+async fn records_change_with_the_enqueue_and_the_end_of_a_run() {
+    use stategraph_checkpoint::runs::{RecordWrite, RecordWrites};
+    use stategraph_checkpoint::store::Store as _;
+    let schema = ScratchSchema::new("sg_records");
+    let queue = queue(&schema).await;
+    let store = records_store(&schema).await;
+    let at = store.location().expect("a Postgres store has a location");
+    assert!(queue.writes_records_at(&at), "same database: {at:?}");
+    let elsewhere = stategraph_checkpoint::store::StoreLocation::new(
+        "postgres",
+        "another@database",
+        at.relation.clone(),
+    );
+    assert!(!queue.writes_records_at(&elsewhere));
+    let writes = |w: Vec<RecordWrite>| RecordWrites::new(at.clone(), w);
+
+    // Enqueued: the records are written with the run.
+    queue
+        .enqueue(run("r1", "t1").records(writes(vec![
+            put_record("t1", json!({"status": "busy", "metadata": {"a": 1}})),
+            put_record("r1", json!({"status": "pending"})),
+        ])))
+        .await
+        .unwrap();
+    assert_eq!(
+        record(&store, "t1").await,
+        Some(json!({"status": "busy", "metadata": {"a": 1}}))
+    );
+    // Refused (`reject` on a busy thread): neither the run nor its records.
+    let e = queue
+        .enqueue(
+            NewRun::new("r2", "t1", json!({}))
+                .multitask(Multitask::Reject)
+                .records(writes(vec![put_record("r2", json!({"status": "pending"}))])),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Conflict { .. }), "{e}");
+    assert_eq!(record(&store, "r2").await, None);
+
+    // Someone changes the thread's metadata while the run runs; the run's end sets only the
+    // fields it changes.
+    use stategraph_checkpoint::store::PutOptions;
+    store
+        .put_with(
+            &["records", "threads"],
+            "t1",
+            json!({"status": "busy", "metadata": {"a": 2}}),
+            PutOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(queue.claim("w1").await.unwrap().unwrap().run_id, "r1");
+    let end = writes(vec![
+        RecordWrite::Merge {
+            namespace: vec!["records".into(), "threads".into()],
+            key: "t1".into(),
+            fields: json!({"status": "idle", "values": {"n": 1}})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        },
+        put_record("r1", json!({"status": "success"})),
+        RecordWrite::Delete {
+            namespace: vec!["records".into(), "threads".into()],
+            key: "gone".into(),
+        },
+    ]);
+    // Not the holder: nothing is written.
+    assert!(
+        !queue
+            .finish_with_records("r1", "w2", RunStatus::Success, None, &[], &end)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        record(&store, "r1").await,
+        Some(json!({"status": "pending"}))
+    );
+    store
+        .put_with(
+            &["records", "threads"],
+            "gone",
+            json!({}),
+            PutOptions::default(),
+        )
+        .await
+        .unwrap();
+    let last = [("values".to_owned(), json!({"n": 1}))];
+    assert!(
+        queue
+            .finish_with_records("r1", "w1", RunStatus::Success, None, &last, &end)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        record(&store, "t1").await,
+        Some(json!({"status": "idle", "metadata": {"a": 2}, "values": {"n": 1}}))
+    );
+    assert_eq!(
+        record(&store, "r1").await,
+        Some(json!({"status": "success"}))
+    );
+    assert_eq!(record(&store, "gone").await, None);
+    assert_eq!(queue.events_after("r1", 0, 10).await.unwrap().len(), 1);
+    assert_eq!(
+        queue.get("r1").await.unwrap().unwrap().status,
+        RunStatus::Success
+    );
+
+    // A queue on another database's store: records are refused, not dropped.
+    let e = queue
+        .enqueue(run("r3", "t3").records(RecordWrites::new(
+            elsewhere,
+            vec![put_record("r3", json!({}))],
+        )))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("cannot write records"), "{e}");
+    assert!(queue.get("r3").await.unwrap().is_none());
+}

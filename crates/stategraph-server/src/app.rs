@@ -241,18 +241,20 @@ impl ServerBuilder {
             })
             .collect();
         let resumable_ttl = self.resumable_ttl.unwrap_or(DEFAULT_RESUMABLE_TTL);
+        let queue = self
+            .queue
+            .unwrap_or_else(|| Arc::new(InMemoryRunQueue::new()));
         Ok(Server {
             state: Arc::new(AppState {
                 graphs,
-                records: Records::new(store),
+                records: Records::new(store, queue.as_ref()),
                 saver,
                 assistants_ready: OnceCell::new(),
                 controls: std::sync::Mutex::new(BTreeMap::new()),
                 keep_alive: self.keep_alive.unwrap_or(DEFAULT_KEEP_ALIVE),
                 hubs: Arc::new(Hubs::new(resumable_ttl)),
                 queue: crate::worker::QueueSetup::new(
-                    self.queue
-                        .unwrap_or_else(|| Arc::new(InMemoryRunQueue::new())),
+                    queue,
                     self.workers.unwrap_or(crate::worker::DEFAULT_WORKERS),
                 ),
                 webhooks: Arc::new(crate::webhook::Webhooks::new(

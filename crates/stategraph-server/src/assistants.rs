@@ -53,6 +53,18 @@ pub(crate) async fn ensure(state: &AppState) -> Result<(), ApiError> {
 /// assistant's UUID. As the reference answers: anything else is 422 listing the graphs, an
 /// unknown UUID 404.
 pub(crate) async fn resolve(state: &AppState, id: &str) -> Result<AssistantRecord, ApiError> {
+    let key = key_of(state, id).await?;
+    found(state.records.get::<AssistantRecord>(&key).await?)
+}
+
+/// The assistant [`resolve`] gives, if `found` (the record read under its
+/// [`key_of`]), else 404.
+pub(crate) fn found(found: Option<AssistantRecord>) -> Result<AssistantRecord, ApiError> {
+    found.ok_or_else(|| ApiError::not_found("Thread or assistant not found."))
+}
+
+/// The key of the assistant a run's `assistant_id` names ([`resolve`]), its record not read.
+pub(crate) async fn key_of(state: &AppState, id: &str) -> Result<String, ApiError> {
     ensure(state).await?;
     let key = if state.graphs.contains_key(id) {
         default_assistant_id(id)
@@ -69,11 +81,7 @@ pub(crate) async fn resolve(state: &AppState, id: &str) -> Result<AssistantRecor
             }
         }
     };
-    state
-        .records
-        .get::<AssistantRecord>(&key)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Thread or assistant not found."))
+    Ok(key)
 }
 
 /// Every stored version of assistant `id`, newest first.

@@ -17,10 +17,10 @@ use crate::events::EVENTS;
 use crate::executor::{Caller, execute};
 use crate::graph::ServedGraph;
 use crate::hub::StreamEvent;
-use crate::records::{Records, RunRecord, ThreadRecord};
+use crate::records::{AssistantRecord, Records, RunRecord, ThreadRecord};
 use crate::request::{RunBody, engine_config, merge_objects, run_start, stream_modes};
 use crate::run_options::{IfNotExists, OnCompletion};
-use crate::threads::load;
+use crate::threads::live;
 use crate::wire::checkpoint_id_of;
 use crate::worker::{api_error, queue_of, set_run_status, spawn_workers, wait_turn};
 
@@ -125,7 +125,18 @@ async fn start_with(
         .assistant_id
         .clone()
         .ok_or_else(|| ApiError::invalid("assistant_id is required"))?;
-    let assistant = assistants::resolve(&state, &assistant_ref).await?;
+    // The assistant and the thread, read together.
+    let assistant_key = assistants::key_of(&state, &assistant_ref).await?;
+    let (assistant, stored_thread) = match &thread_id {
+        Some(t) => {
+            state
+                .records
+                .get_both::<AssistantRecord, ThreadRecord>(&assistant_key, t)
+                .await?
+        }
+        None => (state.records.get(&assistant_key).await?, None),
+    };
+    let assistant = assistants::found(assistant)?;
     let graph_id = assistant.graph_id.clone();
     let assistant_id = assistant.assistant_id.clone();
     let graph: Arc<dyn ServedGraph> = state
@@ -238,13 +249,13 @@ async fn start_with(
     let mut thread_metadata = None;
     let mut thread_started = None;
     if queued && !stateful {
-        // The temporary thread: created now, with the run's graph and assistant.
+        // The temporary thread: created with the run's record, with its graph and assistant.
         let mut thread = ThreadRecord::new(&thread_id, JsonMap::new());
         thread.start_run(&graph_id, &assistant, given_config.as_ref());
-        state.records.put(&thread).await?;
+        thread_started = Some(thread);
     }
     if stateful {
-        let mut thread = match load(&state, &thread_id).await {
+        let mut thread = match live(&state, &thread_id, stored_thread).await {
             Ok(t) => t,
             Err(e)
                 if e.status == axum::http::StatusCode::NOT_FOUND
@@ -360,25 +371,32 @@ async fn start_with(
             done,
         });
     }
-    // The thread's record (when this run starts it) and the run's, in one transaction.
-    let mut records = Vec::with_capacity(2);
+    // The thread's record (when this run starts it) and the run's, together: in the
+    // enqueue's transaction where the queue can write them, else first, through the store.
+    let mut writes = Vec::with_capacity(2);
     if let Some(thread) = &thread_started {
-        records.push(Records::put_op(thread)?);
+        writes.push(Records::put_write(thread)?);
     }
-    records.push(Records::put_op(&run)?);
-    state.records.put_all(records).await?;
+    writes.push(Records::put_write(&run)?);
+    let records = state.records.with_queue(writes).await?;
+    let written_first = records.is_none();
     let worker = (!background).then(|| state.queue.caller_name());
     let payload = json!({ "body": body, "run": run });
     let mut new_run = NewRun::new(&run_id, &thread_id, payload).multitask(strategy);
     if let Some(w) = &worker {
         new_run = new_run.claimed_by(w.clone());
     }
+    if let Some(records) = records {
+        new_run = new_run.records(records);
+    }
     let enqueued = match queue.enqueue(new_run).await {
         Ok(e) => e,
         Err(e) => {
-            let _ = state.records.delete::<RunRecord>(&run_id).await;
-            if !stateful {
-                let _ = state.records.delete::<ThreadRecord>(&thread_id).await;
+            if written_first {
+                let _ = state.records.delete::<RunRecord>(&run_id).await;
+                if !stateful {
+                    let _ = state.records.delete::<ThreadRecord>(&thread_id).await;
+                }
             }
             return Err(api_error(e));
         }

@@ -23,7 +23,8 @@ use crate::records::{Records, RunRecord, ThreadRecord};
 use crate::request::{RunBody, engine_config, run_start, stream_modes};
 use crate::wanted::{Wanted, engine_modes};
 use crate::wire::{thread_interrupts, values_json};
-use crate::worker::{pending_on, queue_of, set_run_status};
+use crate::worker::{queue_of, set_run_status};
+use stategraph_checkpoint::runs::RecordWrite;
 
 /// Who follows a run as it executes: the task answering `runs/wait` or `runs/stream`.
 pub(crate) struct Caller {
@@ -161,7 +162,14 @@ async fn execute_traced(
         }
         None => run.go().await,
     };
-    let Some((outcome, cancel)) = ended else {
+    let Some(Ended {
+        outcome,
+        cancel,
+        records,
+        webhook,
+        hub,
+    }) = ended
+    else {
         // Another worker has the run (or will): stop here, writing nothing more.
         if let Some(l) = lease {
             l.abort();
@@ -179,15 +187,37 @@ async fn execute_traced(
         // the statement that ends it).
         let last = lease.close().await;
         let error = outcome.error.as_ref().filter(|_| cancel.is_none());
-        if let Ok(true) = queue
-            .finish_with_events(&run_id, worker, status, error, &last)
-            .await
+        // The run's and its thread's final records go with the statement that ends the run
+        // where the queue can write them; otherwise they are written first, here.
+        let finished = match state.records.with_queue(records).await {
+            Ok(Some(records)) => {
+                queue
+                    .finish_with_records(&run_id, worker, status, error, &last, &records)
+                    .await
+            }
+            Ok(None) => {
+                queue
+                    .finish_with_events(&run_id, worker, status, error, &last)
+                    .await
+            }
+            Err(e) => {
+                tracing::warn!(error = %e.detail, "the run's final records could not be written");
+                queue
+                    .finish_with_events(&run_id, worker, status, error, &last)
+                    .await
+            }
+        };
+        if let Ok(true) = finished
             && cancel
                 .as_ref()
                 .is_some_and(|c| c.action == CancelAction::Rollback)
         {
             let _ = queue.delete(&run_id).await;
         }
+    }
+    drop(hub);
+    if let Some((url, payload)) = webhook {
+        state.webhooks.send(url, run_id.clone(), payload);
     }
     state.unregister_run(&run_id);
     run_ended(status, outcome.error.as_ref(), started);
@@ -434,11 +464,11 @@ impl Replay {
 }
 
 impl Execution {
-    /// Streams the graph to the end (or a stop request), then writes the run's final records;
-    /// its outcome and the cancel that stopped it, if any. `None` when a checkpoint write says
-    /// this attempt must stop ([`abandons`]): nothing more is written here; another attempt
-    /// (another worker's, after a takeover) carries the run on.
-    async fn go(self) -> Option<(Outcome, Option<Cancel>)> {
+    /// Streams the graph to the end (or a stop request); how it ended, with the run's final
+    /// records to write. `None` when a checkpoint write says this attempt must stop
+    /// ([`abandons`]): nothing more is written here; another attempt (another worker's, after
+    /// a takeover) carries the run on.
+    async fn go(self) -> Option<Ended> {
         let Execution {
             state,
             prepared,
@@ -482,12 +512,11 @@ impl Execution {
             json!({ "run_id": run_id, "attempt": attempt }),
         ))
         .await;
+        // Its record stays as stored until the run ends: while the run is the queue's, its
+        // status is read from the queue.
         run.started(started_metadata);
-        // When it started, for its webhook: the time its record was marked `running`.
+        // When it started, for its webhook.
         let started_at = run.updated_at.clone();
-        if stateful {
-            let _ = state.records.put(&run).await;
-        }
         let mut wanted = Wanted::new(&modes, &mode_names);
         for (name, data) in wanted.begin(&run) {
             send(publish(&name, data)).await;
@@ -579,42 +608,46 @@ impl Execution {
             .as_ref()
             .and_then(Json_::as_str)
             .map(str::to_owned);
-        let temporary = run.temporary();
-        if stateful {
-            run = finish_records(
-                &state,
-                &thread_id,
-                run,
-                snapshot.as_ref(),
-                &outcome,
-                stop.as_ref(),
-            )
-            .await;
-            if temporary {
-                // A stateless run's thread (and with it the run) is gone once the run ended.
-                let _ = state.records.delete::<ThreadRecord>(&thread_id).await;
-                let _ = state.records.delete::<RunRecord>(&run_id).await;
-            }
+        run.mark(run_status(&outcome, stop.as_ref()));
+        let records = if stateful {
+            final_records(&thread_id, &run, snapshot.as_ref(), &outcome, stop.as_ref())
         } else {
-            run.mark(run_status(&outcome, stop.as_ref()));
-        }
-        if let Some(url) = webhook {
+            Vec::new()
+        };
+        let webhook = webhook.map(|url| {
             let payload = crate::wire::webhook_payload(
                 &run,
                 &started_at,
                 snapshot.as_ref().map(|s| values_json(&s.values)),
                 outcome.error.as_ref().filter(|_| stop.is_none()),
             );
-            state.webhooks.send(url, run_id.clone(), payload);
-        }
+            (url, payload)
+        });
         if let Some(e) = &outcome.error {
             // Deliberately kept in a resumable run's log too (the reference publishes the
             // error live only), so that a client that reconnects learns how the run ended.
             send(publish("error", e.clone())).await;
         }
-        drop(hub);
-        Some((outcome, stop))
+        Some(Ended {
+            outcome,
+            cancel: stop,
+            records,
+            webhook,
+            hub,
+        })
     }
+}
+
+/// How an execution ended: what it did, the cancel that stopped it (if any), the records
+/// that settle the run and its thread (written as the queue hears the run ended), and its
+/// webhook's address and payload (sent once it has).
+struct Ended {
+    outcome: Outcome,
+    cancel: Option<Cancel>,
+    records: Vec<RecordWrite>,
+    webhook: Option<(String, Json_)>,
+    /// The run's hub, closed once the run's end is recorded (joiners then read it as ended).
+    hub: HubCloser,
 }
 
 /// A claimed run, as the executor takes it.
@@ -696,60 +729,56 @@ async fn prepare(state: &AppState, claimed: &ClaimedRun) -> Result<Prepared, Api
     })
 }
 
-/// Marks the run finished and the thread idle, interrupted or in error (busy while more of
-/// its runs wait), with its values; the run's final record.
-async fn finish_records(
-    state: &AppState,
+/// The writes that settle a run that ended: its thread idle, interrupted or in error, with
+/// the state the run left (a thread with more runs waiting still reads `busy`: while it has
+/// runs in the queue, its status is the queue's), and `run`'s final record (deleted after a
+/// rollback). A temporary thread's records are deleted instead. Only the fields the run
+/// changes are set on the thread, so a change made to it meanwhile (its metadata) stays.
+fn final_records(
     thread_id: &str,
-    mut run: RunRecord,
+    run: &RunRecord,
     snapshot: Option<&StateSnapshot>,
     outcome: &Outcome,
     cancel: Option<&Cancel>,
-) -> RunRecord {
+) -> Vec<RecordWrite> {
+    if run.temporary() {
+        // A stateless run's thread (and with it the run) is gone once the run ended.
+        return vec![
+            Records::delete_write::<ThreadRecord>(thread_id),
+            Records::delete_write::<RunRecord>(&run.run_id),
+        ];
+    }
     let interrupted = snapshot.is_some_and(|s| !s.next.is_empty() || !s.interrupts.is_empty());
-    let stopped = if interrupted {
-        ThreadStatus::Interrupted
-    } else {
-        ThreadStatus::Idle
-    };
-    let run_status = run_status(outcome, cancel);
-    let thread_status = match run_status {
+    let thread_status = match run.status {
         RunStatus::Error => ThreadStatus::Error,
         // A cancelled run's thread waits at the checkpoint the run got to (or started from);
         // as LangGraph's server, a run that stopped on an interrupt succeeded, and its thread
         // waits, `interrupted`.
-        _ => stopped,
+        _ if interrupted => ThreadStatus::Interrupted,
+        _ => ThreadStatus::Idle,
     };
-    // Runs waiting their turn keep the thread busy (the queue also says so to readers of the
-    // thread, whichever process settles it).
-    let waiting = pending_on(state, thread_id).await;
-    let thread_status = if waiting > 0 {
-        ThreadStatus::Busy
-    } else {
-        thread_status
+    let error = match cancel {
+        Some(c) => cancel_error(c),
+        None => outcome.error.clone().unwrap_or(Json_::Null),
     };
-    // The records as stored, together: the thread's status is set here (the queue's view
-    // is `pending_on`'s), and the run's.
-    let mut records = Vec::with_capacity(2);
-    if let Ok(Some(mut thread)) = state.records.get::<ThreadRecord>(thread_id).await {
-        let error = match cancel {
-            Some(c) => cancel_error(c),
-            None => outcome.error.clone().unwrap_or(Json_::Null),
-        };
-        let left = snapshot.map(|s| (values_json(&s.values), thread_interrupts(s)));
-        thread.settle(thread_status, left, error);
-        records.extend(Records::put_op(&thread).ok());
-    }
-    run.mark(run_status);
+    let left = snapshot.map(|s| (values_json(&s.values), thread_interrupts(s)));
+    let thread = Records::merge_write::<ThreadRecord>(
+        thread_id,
+        ThreadRecord::settled(thread_status, left, error),
+    );
     let rolled_back = cancel.is_some_and(|c| c.action == CancelAction::Rollback);
-    if !rolled_back {
-        records.extend(Records::put_op(&run).ok());
-    }
-    let _ = state.records.put_all(records).await;
-    if rolled_back {
-        let _ = state.records.delete::<RunRecord>(&run.run_id).await;
-    }
-    run
+    let run_write = if rolled_back {
+        Records::delete_write::<RunRecord>(&run.run_id)
+    } else {
+        match Records::put_write(run) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(error = %e.detail, "the run's final record cannot be written");
+                return vec![thread];
+            }
+        }
+    };
+    vec![thread, run_write]
 }
 
 /// How a run ended, as its record says: `interrupted` when cancelled (or deleted by a

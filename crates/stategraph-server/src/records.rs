@@ -13,8 +13,12 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map as JsonMap, Value as Json};
 use stategraph_checkpoint::now_iso;
-use stategraph_checkpoint::runs::{Multitask, RunStatus, ThreadStatus};
-use stategraph_checkpoint::store::{IndexFields, Op, PutOp, SearchOptions, Store};
+use stategraph_checkpoint::runs::{
+    Multitask, RecordWrite, RecordWrites, RunQueue, RunStatus, ThreadStatus,
+};
+use stategraph_checkpoint::store::{
+    GetOp, IndexFields, Op, OpResult, PutOp, SearchOptions, Store, StoreLocation,
+};
 
 use crate::error::ApiError;
 use crate::request::merge_objects;
@@ -172,22 +176,25 @@ impl ThreadRecord {
         self.config = config;
     }
 
-    /// Records how its run ended: `status`, the state it left (`snapshot`'s values and
-    /// interrupts) and the run's `error` (`null` for none).
-    pub(crate) fn settle(
-        &mut self,
+    /// The fields that record how its run ended ([`Records::merge_write`]): `status`, the
+    /// state it left (values and interrupts, when known) and the run's `error` (`null` for
+    /// none), changed now.
+    pub(crate) fn settled(
         status: ThreadStatus,
         state: Option<(Json, Json)>,
         error: Json,
-    ) {
-        self.status = status;
+    ) -> Object {
+        let now = Json::String(now_iso());
+        let mut fields = Object::new();
+        fields.insert("status".into(), Json::String(status.as_str().to_owned()));
         if let Some((values, interrupts)) = state {
-            self.set_state(values, interrupts);
-        } else {
-            self.touch();
-            self.state_updated_at = Some(self.updated_at.clone());
+            fields.insert("values".into(), values);
+            fields.insert("interrupts".into(), interrupts);
         }
-        self.error = Some(error);
+        fields.insert("error".into(), error);
+        fields.insert("updated_at".into(), now.clone());
+        fields.insert("state_updated_at".into(), now);
+        fields
     }
 
     /// Records the values and interrupts of its latest checkpoint.
@@ -430,11 +437,112 @@ pub(crate) fn version_key(assistant_id: &str, version: u64) -> String {
 #[derive(Clone, Debug)]
 pub(crate) struct Records {
     store: Arc<dyn Store>,
+    /// Where the store keeps them, when the run queue can write them in its own transactions
+    /// (the same database): a run's records then change with the queue change they go with.
+    colocated: Option<StoreLocation>,
 }
 
 impl Records {
-    pub(crate) fn new(store: Arc<dyn Store>) -> Self {
-        Self { store }
+    /// Records in `store`, written by `queue` with its changes where it can.
+    pub(crate) fn new(store: Arc<dyn Store>, queue: &dyn RunQueue) -> Self {
+        let colocated = store.location().filter(|at| queue.writes_records_at(at));
+        Self { store, colocated }
+    }
+
+    /// The write that stores `record` whole.
+    pub(crate) fn put_write<R: Record>(record: &R) -> Result<RecordWrite, ApiError> {
+        let Op::Put(PutOp {
+            namespace,
+            key,
+            value: Some(value),
+            ..
+        }) = Self::put_op(record)?
+        else {
+            return Err(ApiError::internal("a record's put has no value"));
+        };
+        Ok(RecordWrite::Put {
+            namespace,
+            key,
+            value,
+        })
+    }
+
+    /// The write that deletes record `key` of type `R`.
+    pub(crate) fn delete_write<R: Record>(key: &str) -> RecordWrite {
+        RecordWrite::Delete {
+            namespace: namespace_of::<R>(),
+            key: key.to_owned(),
+        }
+    }
+
+    /// The write that sets `fields` of record `key` of type `R`, keeping its other fields
+    /// (nothing if it is not stored).
+    pub(crate) fn merge_write<R: Record>(key: &str, fields: Object) -> RecordWrite {
+        RecordWrite::Merge {
+            namespace: namespace_of::<R>(),
+            key: key.to_owned(),
+            fields,
+        }
+    }
+
+    /// `writes` for the run queue to make in the transaction of the change they go with,
+    /// where it can (`Some`: nothing is written here); otherwise they are made now, through
+    /// the store (`None`).
+    pub(crate) async fn with_queue(
+        &self,
+        writes: Vec<RecordWrite>,
+    ) -> Result<Option<RecordWrites>, ApiError> {
+        match &self.colocated {
+            Some(at) => Ok(Some(RecordWrites::new(at.clone(), writes))),
+            None => {
+                self.apply(writes).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Makes `writes` through the store: the records merged into are read first, then
+    /// everything is written in one batch (one transaction on the database backends).
+    pub(crate) async fn apply(&self, writes: Vec<RecordWrite>) -> Result<(), ApiError> {
+        let mut ops = Vec::with_capacity(writes.len());
+        for write in writes {
+            let (namespace, key, value) = match write {
+                RecordWrite::Put {
+                    namespace,
+                    key,
+                    value,
+                } => (namespace, key, Some(value)),
+                RecordWrite::Delete { namespace, key } => (namespace, key, None),
+                RecordWrite::Merge {
+                    namespace,
+                    key,
+                    fields,
+                } => {
+                    let labels: Vec<&str> = namespace.iter().map(String::as_str).collect();
+                    let Some(item) = self.store.get(&labels, &key).await? else {
+                        continue;
+                    };
+                    let Json::Object(mut value) = item.value else {
+                        continue;
+                    };
+                    value.extend(fields);
+                    (namespace, key, Some(Json::Object(value)))
+                }
+                other => {
+                    return Err(ApiError::internal(format!(
+                        "a record write the server cannot make: {other:?}"
+                    )));
+                }
+            };
+            ops.push(Op::Put(PutOp {
+                namespace,
+                key,
+                value,
+                index: IndexFields::Disabled,
+                ttl: None,
+            }));
+        }
+        self.put_all(ops).await
     }
 
     /// The store itself (for the store endpoints).
@@ -449,6 +557,45 @@ impl Records {
             .get(&[NAMESPACE_ROOT, R::KIND.label()], key)
             .await?;
         item.map(|i| read(key, i.value)).transpose()
+    }
+
+    /// Records `a` of type `A` and `b` of type `B`, read together (one statement where the
+    /// store can).
+    pub(crate) async fn get_both<A: Record, B: Record>(
+        &self,
+        a: &str,
+        b: &str,
+    ) -> Result<(Option<A>, Option<B>), ApiError> {
+        let refresh_ttl = self.store.ttl_config().refresh_on_read;
+        let get = |namespace: Vec<String>, key: &str| {
+            Op::Get(GetOp {
+                namespace,
+                key: key.to_owned(),
+                refresh_ttl,
+            })
+        };
+        let results = self
+            .store
+            .batch(vec![
+                get(namespace_of::<A>(), a),
+                get(namespace_of::<B>(), b),
+            ])
+            .await?;
+        let mut items = results.into_iter().map(|r| match r {
+            OpResult::Get(item) => item,
+            _ => None,
+        });
+        let first = items
+            .next()
+            .flatten()
+            .map(|i| read(a, i.value))
+            .transpose()?;
+        let second = items
+            .next()
+            .flatten()
+            .map(|i| read(b, i.value))
+            .transpose()?;
+        Ok((first, second))
     }
 
     /// Stores `record` under its key.
@@ -466,7 +613,7 @@ impl Records {
             ))
         })?;
         Ok(Op::Put(PutOp {
-            namespace: vec![NAMESPACE_ROOT.to_owned(), R::KIND.label().to_owned()],
+            namespace: namespace_of::<R>(),
             key,
             value: Some(value),
             index: IndexFields::Disabled,
@@ -514,6 +661,11 @@ impl Records {
             .map(|i| read(&i.item.key, i.item.value))
             .collect()
     }
+}
+
+/// The namespace records of type `R` live in.
+fn namespace_of<R: Record>() -> Vec<String> {
+    vec![NAMESPACE_ROOT.to_owned(), R::KIND.label().to_owned()]
 }
 
 /// A stored record as `R`; one that does not fit is the store's fault (500), named.

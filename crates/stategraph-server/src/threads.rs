@@ -10,10 +10,17 @@ use crate::worker::{api_error, queue_of};
 /// The thread record, or 404, with its status as the run queue has it
 /// ([`ThreadRecord::live`]).
 pub(crate) async fn load(state: &AppState, thread_id: &str) -> Result<ThreadRecord, ApiError> {
-    let mut thread = state
-        .records
-        .get::<ThreadRecord>(thread_id)
-        .await?
+    let found = state.records.get::<ThreadRecord>(thread_id).await?;
+    live(state, thread_id, found).await
+}
+
+/// Thread `thread_id` as [`load`] gives it, its record `found` already read.
+pub(crate) async fn live(
+    state: &AppState,
+    thread_id: &str,
+    found: Option<ThreadRecord>,
+) -> Result<ThreadRecord, ApiError> {
+    let mut thread = found
         .ok_or_else(|| ApiError::not_found(format!("Thread with ID {thread_id} not found")))?;
     let busy = queue_of(state)
         .runs_of_thread(thread_id)

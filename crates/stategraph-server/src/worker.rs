@@ -248,17 +248,27 @@ pub(crate) async fn follow_run(
     });
 }
 
-/// How many runs of `thread_id` wait in the queue (none if the queue cannot say).
-pub(crate) async fn pending_on(state: &AppState, thread_id: &str) -> usize {
-    queue_of(state)
-        .runs_of_thread(thread_id)
-        .await
-        .map(|runs| {
-            runs.iter()
-                .filter(|r| r.status == RunStatus::Pending)
-                .count()
-        })
-        .unwrap_or(0)
+/// Gives run records their live status: a run's record is written when the run is created
+/// (`pending`) and when it ends, so while it is in flight its status is the queue's
+/// (`running` once a worker has it). One read of the queue per thread with runs in flight.
+pub(crate) async fn live_runs(state: &AppState, runs: &mut [RunRecord]) -> Result<(), ApiError> {
+    let threads: std::collections::BTreeSet<String> = runs
+        .iter()
+        .filter(|r| r.in_flight())
+        .map(|r| r.thread_id.clone())
+        .collect();
+    for thread_id in threads {
+        let rows = queue_of(state)
+            .runs_of_thread(&thread_id)
+            .await
+            .map_err(api_error)?;
+        for run in runs.iter_mut().filter(|r| r.in_flight()) {
+            if let Some(row) = rows.iter().find(|row| row.run_id == run.run_id) {
+                run.status = row.status;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Rewrites the status of run `run_id`'s record, if it has one.

@@ -101,7 +101,7 @@ macro_rules! run_queue_conformance {
             runs_notifications_announce_changes,
             runs_concurrent_rejecting_enqueues_take_turns,
             runs_claim_once_gives_a_key_to_one_caller, runs_finished_runs_are_purged,
-            runs_finish_appends_the_last_events,
+            runs_finish_appends_the_last_events, runs_records_of_a_foreign_store_are_refused,
         );
     };
 }
@@ -743,6 +743,53 @@ pub async fn runs_finish_appends_the_last_events(make: MakeQueue<'_>) {
     q.claim("w1").await.unwrap().unwrap();
     assert!(
         q.finish_with_events("r2", "w1", RunStatus::Success, None, &[])
+            .await
+            .unwrap()
+    );
+    assert_eq!(status(q, "r2").await, Some(RunStatus::Success));
+}
+
+/// Records of a store the queue cannot write in its transactions (another database, here
+/// one that does not exist) are refused with the change they go with, never dropped: the run
+/// is not enqueued, a running run is not finished.
+pub async fn runs_records_of_a_foreign_store_are_refused(make: MakeQueue<'_>) {
+    use crate::runs::{RecordWrite, RecordWrites};
+    use crate::store::StoreLocation;
+    let f = fresh(make).await;
+    let q = f.queue().as_ref();
+    let nowhere = StoreLocation::new("nowhere", "no database", "no_table");
+    assert!(!q.writes_records_at(&nowhere));
+    let records = RecordWrites::new(
+        nowhere,
+        vec![RecordWrite::Delete {
+            namespace: vec!["records".into()],
+            key: "k".into(),
+        }],
+    );
+    let refused = q
+        .enqueue(run("r1", "t1").records(records.clone()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, crate::Error::InvalidInput { .. }),
+        "{refused}"
+    );
+    assert_eq!(status(q, "r1").await, None, "not enqueued");
+    q.enqueue(run("r2", "t1")).await.unwrap();
+    q.claim("w1").await.unwrap().unwrap();
+    let refused = q
+        .finish_with_records("r2", "w1", RunStatus::Success, None, &[], &records)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, crate::Error::InvalidInput { .. }),
+        "{refused}"
+    );
+    assert_eq!(status(q, "r2").await, Some(RunStatus::Running));
+    // Without records, it finishes.
+    let none = RecordWrites::new(records.at.clone(), Vec::new());
+    assert!(
+        q.finish_with_records("r2", "w1", RunStatus::Success, None, &[], &none)
             .await
             .unwrap()
     );

@@ -257,6 +257,9 @@ impl RunQueue for InMemoryRunQueue {
 
     async fn enqueue(&self, run: NewRun) -> Result<Enqueued> {
         run.check()?;
+        if let Some(records) = run.records.as_ref().filter(|r| !r.writes.is_empty()) {
+            return Err(records_unsupported(&records.at));
+        }
         let mut inner = self.lock();
         if inner.runs.contains_key(&run.run_id) {
             return Err(duplicate(&run.run_id));

@@ -20,6 +20,9 @@
 //!   condition on the run's checkpoint writes, so a worker that stalled past its lease cannot
 //!   write once another took the run over.
 //! - **Retention**: [`RunQueue::purge_finished`] deletes finished runs with their events.
+//! - **Records with transitions** (where the queue shares a database with the store that keeps
+//!   them): [`RecordWrites`] go with the enqueue or the end of a run, in its transaction —
+//!   written if and only if the queue change is made.
 //! - **Notifications** ([`Notification`]) announce changes after they happened; they are a
 //!   wake-up, not the truth: after a lost subscription, read the queue again.
 //!
@@ -52,6 +55,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use tokio::sync::mpsc;
 
+use crate::store::StoreLocation;
 use crate::{Error, Result};
 
 pub use memory::{DEFAULT_KEEP_FINISHED, InMemoryRunQueue};
@@ -288,6 +292,9 @@ pub struct NewRun {
     /// A worker that claims the run in the same step if it is next on its thread (the process
     /// that received a streamed run executes it at once).
     pub claim_for: Option<String>,
+    /// Records written in the same transaction, if the run is enqueued
+    /// ([`RunQueue::writes_records_at`]).
+    pub records: Option<RecordWrites>,
 }
 
 impl NewRun {
@@ -299,6 +306,7 @@ impl NewRun {
             payload,
             multitask: Multitask::Reject,
             claim_for: None,
+            records: None,
         }
     }
 
@@ -315,10 +323,85 @@ impl NewRun {
         self
     }
 
+    /// With `records` written in the enqueue's transaction, only if the run is enqueued (for
+    /// a queue that [`writes_records_at`](RunQueue::writes_records_at) their store; others
+    /// refuse the run).
+    pub fn records(mut self, records: RecordWrites) -> Self {
+        self.records = Some(records);
+        self
+    }
+
     /// Refuses an empty or over-long id.
     pub fn check(&self) -> Result<()> {
         check_id("run id", &self.run_id)?;
         check_id("thread id", &self.thread_id)
+    }
+}
+
+/// A change of one record of a [`Store`](crate::store::Store) (a document under a namespace
+/// and a key), made by a run queue in the transaction of a queue change: an Agent Server's
+/// thread and run records change with the runs they describe.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum RecordWrite {
+    /// Stores `value` (a JSON object) under `key` of `namespace`, created or replaced, without
+    /// a TTL and without vectors.
+    Put {
+        /// The record's namespace.
+        namespace: Vec<String>,
+        /// Its key.
+        key: String,
+        /// The whole record.
+        value: Json,
+    },
+    /// Sets the top-level `fields` of the object stored under `key` of `namespace`, keeping
+    /// its other fields as they are (a change made meanwhile by someone else to another field
+    /// stays); nothing when no record is stored there.
+    Merge {
+        /// The record's namespace.
+        namespace: Vec<String>,
+        /// Its key.
+        key: String,
+        /// The fields set.
+        fields: serde_json::Map<String, Json>,
+    },
+    /// Deletes the record (nothing if there is none).
+    Delete {
+        /// The record's namespace.
+        namespace: Vec<String>,
+        /// Its key.
+        key: String,
+    },
+}
+
+/// [`RecordWrite`]s of the store at `at`, made together with a queue change
+/// ([`NewRun::records`], [`RunQueue::finish_with_records`]).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct RecordWrites {
+    /// The store's table.
+    pub at: StoreLocation,
+    /// The changes, in order.
+    pub writes: Vec<RecordWrite>,
+}
+
+impl RecordWrites {
+    /// `writes` to the store at `at`.
+    pub fn new(at: StoreLocation, writes: Vec<RecordWrite>) -> Self {
+        Self { at, writes }
+    }
+}
+
+/// The error of a queue asked to write records it cannot write.
+pub fn records_unsupported(at: &StoreLocation) -> Error {
+    Error::InvalidInput {
+        what: "records".into(),
+        message: format!(
+            "this run queue cannot write records of the {} store `{}` in its \
+             transactions (ask `writes_records_at` first, and write them through the store \
+             otherwise)",
+            at.backend, at.relation
+        ),
     }
 }
 
@@ -755,6 +838,35 @@ pub trait RunQueue: Send + Sync + fmt::Debug {
             return Ok(false);
         }
         self.finish(run_id, worker, status, error).await
+    }
+
+    /// Whether this queue can write [`RecordWrites`] of the store at `at` in its own
+    /// transactions ([`NewRun::records`], [`finish_with_records`](Self::finish_with_records)):
+    /// the same backend on the same database. `false` by default.
+    fn writes_records_at(&self, at: &StoreLocation) -> bool {
+        let _ = at;
+        false
+    }
+
+    /// [`finish_with_events`](Self::finish_with_events), with `records` written in the same
+    /// transaction: all of it happens, or (the worker no longer holds the run: `false`) none
+    /// of it. Only for a queue that [`writes_records_at`](Self::writes_records_at) their
+    /// store; the default refuses records (and without any, finishes as
+    /// `finish_with_events`).
+    async fn finish_with_records(
+        &self,
+        run_id: &str,
+        worker: &str,
+        status: RunStatus,
+        error: Option<&Json>,
+        events: &[(String, Json)],
+        records: &RecordWrites,
+    ) -> Result<bool> {
+        if !records.writes.is_empty() {
+            return Err(records_unsupported(&records.at));
+        }
+        self.finish_with_events(run_id, worker, status, error, events)
+            .await
     }
 
     /// Takes back running runs whose lease ran out: each goes back to `pending` (keeping its

@@ -119,6 +119,11 @@ pub(super) async fn enqueue_once(q: &PostgresRunQueue, run: &NewRun) -> Result<E
             count(get(row, 0, "inserting a run")?),
         ));
     }
+    if let Some(records) = &run.records {
+        crate::store::records::write(&*tx, &records.at.relation, &records.writes)
+            .await
+            .map_err(db("writing a run's records"))?;
+    }
     tx.commit()
         .await
         .map_err(db("committing an enqueued run"))?;

@@ -98,33 +98,7 @@ pub(super) async fn finish(
     status: RunStatus,
     error: Option<&Json>,
 ) -> Result<bool> {
-    const OP: &str = "finishing a run";
-    if !status.is_final() {
-        return Err(not_final(status));
-    }
-    q.timed(OP, async {
-        let client = q.client().await?;
-        let rows = client
-            .query_typed(
-                &format!(
-                    "UPDATE stategraph_runs SET status = $3, error = $4, lease_until = NULL, \
-                     updated_at = now() \
-                     WHERE run_id = $1 AND worker = $2 AND status = 'running' \
-                     RETURNING pg_notify($5, {FINISHED}::text)"
-                ),
-                &[
-                    (&run_id, Type::TEXT),
-                    (&worker, Type::TEXT),
-                    (&status.as_str(), Type::TEXT),
-                    (&error, Type::JSONB),
-                    (&q.channel, Type::TEXT),
-                ],
-            )
-            .await
-            .map_err(db(OP))?;
-        Ok(!rows.is_empty())
-    })
-    .await
+    finish_with_events(q, run_id, worker, status, error, &[]).await
 }
 
 /// [`finish`] with the run's last events appended first, in one statement: the events are
@@ -141,13 +115,82 @@ pub(super) async fn finish_with_events(
     if !status.is_final() {
         return Err(not_final(status));
     }
-    if events.is_empty() {
-        return finish(q, run_id, worker, status, error).await;
-    }
-    let (names, data, n) = super::events::columns(events);
     q.timed(OP, async {
         let client = q.client().await?;
-        let rows = client
+        end_run(&**client, q, run_id, worker, status, error, events).await
+    })
+    .await
+}
+
+/// [`finish_with_events`] with `records` written in the same transaction, only if the run's
+/// row is ended by it.
+pub(super) async fn finish_with_records(
+    q: &PostgresRunQueue,
+    run_id: &str,
+    worker: &str,
+    status: RunStatus,
+    error: Option<&Json>,
+    events: &[(String, Json)],
+    records: &RecordWrites,
+) -> Result<bool> {
+    const OP: &str = "finishing a run with its records";
+    if !status.is_final() {
+        return Err(not_final(status));
+    }
+    if records.writes.is_empty() {
+        return finish_with_events(q, run_id, worker, status, error, events).await;
+    }
+    if !q.writes_records_at(&records.at) {
+        return Err(records_unsupported(&records.at));
+    }
+    q.timed(OP, async {
+        let mut client = q.client().await?;
+        let tx = client.transaction().await.map_err(db(OP))?;
+        if !end_run(&*tx, q, run_id, worker, status, error, events).await? {
+            return Ok(false);
+        }
+        crate::store::records::write(&*tx, &records.at.relation, &records.writes)
+            .await
+            .map_err(db("writing a run's records"))?;
+        tx.commit().await.map_err(db("committing a run's end"))?;
+        Ok(true)
+    })
+    .await
+}
+
+/// The statement that ends a run (with its last events, if any) on `client`; whether the
+/// worker held it.
+async fn end_run(
+    client: &impl tokio_postgres::GenericClient,
+    q: &PostgresRunQueue,
+    run_id: &str,
+    worker: &str,
+    status: RunStatus,
+    error: Option<&Json>,
+    events: &[(String, Json)],
+) -> Result<bool> {
+    const OP: &str = "finishing a run";
+    let rows = if events.is_empty() {
+        client
+            .query_typed(
+                &format!(
+                    "UPDATE stategraph_runs SET status = $3, error = $4, lease_until = NULL, \
+                     updated_at = now() \
+                     WHERE run_id = $1 AND worker = $2 AND status = 'running' \
+                     RETURNING pg_notify($5, {FINISHED}::text)"
+                ),
+                &[
+                    (&run_id, Type::TEXT),
+                    (&worker, Type::TEXT),
+                    (&status.as_str(), Type::TEXT),
+                    (&error, Type::JSONB),
+                    (&q.channel, Type::TEXT),
+                ],
+            )
+            .await
+    } else {
+        let (names, data, n) = super::events::columns(events);
+        client
             .query_typed(
                 &format!(
                     "WITH r AS ( \
@@ -171,10 +214,8 @@ pub(super) async fn finish_with_events(
                 ],
             )
             .await
-            .map_err(db(OP))?;
-        Ok(!rows.is_empty())
-    })
-    .await
+    };
+    Ok(!rows.map_err(db(OP))?.is_empty())
 }
 
 /// Takes back running runs whose lease ran out (their worker died or stalled): each goes

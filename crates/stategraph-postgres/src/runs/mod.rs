@@ -36,9 +36,10 @@ use serde_json::Value as Json;
 use stategraph_checkpoint::backend::Timeouts;
 use stategraph_checkpoint::runs::{
     CLAIM_RETENTION, CancelAction, CancelOutcome, ClaimedRun, Enqueued, Expired, Lease, Multitask,
-    NewRun, Notifications, QueueStats, RunEvent, RunFence, RunQueue, RunRow, RunStatus, check_id,
-    duplicate, not_final, rejected,
+    NewRun, Notifications, QueueStats, RecordWrites, RunEvent, RunFence, RunQueue, RunRow,
+    RunStatus, check_id, duplicate, not_final, records_unsupported, rejected,
 };
+use stategraph_checkpoint::store::StoreLocation;
 use stategraph_checkpoint::{Error, Result};
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
@@ -158,6 +159,12 @@ impl RunQueue for PostgresRunQueue {
     /// advisory lock, so concurrent enqueues of one thread (from any process) take turns.
     async fn enqueue(&self, run: NewRun) -> Result<Enqueued> {
         run.check()?;
+        if let Some(records) = &run.records
+            && !records.writes.is_empty()
+            && !self.writes_records_at(&records.at)
+        {
+            return Err(records_unsupported(&records.at));
+        }
         self.timed("enqueuing a run", enqueue::enqueue_once(self, &run))
             .await
     }
@@ -206,6 +213,25 @@ impl RunQueue for PostgresRunQueue {
         events: &[(String, Json)],
     ) -> Result<bool> {
         lease::finish_with_events(self, run_id, worker, status, error, events).await
+    }
+
+    /// Records in the store's table on the same database: written by the queue's own
+    /// statements, in its transactions.
+    fn writes_records_at(&self, at: &StoreLocation) -> bool {
+        at.backend == crate::store::records::BACKEND && at.database == self.database
+    }
+
+    /// Ends the run (with its last events) and writes `records` in one transaction.
+    async fn finish_with_records(
+        &self,
+        run_id: &str,
+        worker: &str,
+        status: RunStatus,
+        error: Option<&Json>,
+        events: &[(String, Json)],
+        records: &RecordWrites,
+    ) -> Result<bool> {
+        lease::finish_with_records(self, run_id, worker, status, error, events, records).await
     }
 
     /// Takes back running runs whose lease ran out (their worker died or stalled): each goes
@@ -278,9 +304,6 @@ impl RunQueue for PostgresRunQueue {
         upkeep::claim_once(self, key).await
     }
 
-    /// Deletes the oldest finished runs that ended before `ended_before` (their events go
-    /// with them, by the foreign key), `limit` at most, in one statement; rows another
-    /// session holds are skipped, not waited for.
     /// A fence on this queue's `stategraph_runs` row of the run: a [`PostgresSaver`](crate::PostgresSaver)
     /// on the same database takes it.
     fn fence(&self, run_id: &str, worker: &str) -> Option<RunFence> {
@@ -292,6 +315,9 @@ impl RunQueue for PostgresRunQueue {
         ))
     }
 
+    /// Deletes the oldest finished runs that ended before `ended_before` (their events go
+    /// with them, by the foreign key), `limit` at most, in one statement; rows another
+    /// session holds are skipped, not waited for.
     async fn purge_finished(&self, ended_before: SystemTime, limit: u32) -> Result<u64> {
         upkeep::purge_finished(self, ended_before, limit).await
     }

@@ -3,6 +3,7 @@
 mod config;
 mod nul;
 mod read;
+pub(crate) mod records;
 mod schema;
 mod sql;
 #[cfg(test)]
@@ -15,10 +16,11 @@ use std::fmt;
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
 use stategraph_checkpoint::store::{
-    BatchStep, IndexConfig, Op, OpResult, ReadOp, Store, StoreError, TtlConfig, plan_batch,
+    BatchStep, IndexConfig, Op, OpResult, ReadOp, Store, StoreError, StoreLocation, TtlConfig,
+    plan_batch,
 };
 
-use sql::{backend, client_of};
+use sql::{backend, client_of, db};
 
 pub use config::PostgresStoreConfig;
 
@@ -106,6 +108,9 @@ pub struct PostgresStore {
     index: Option<IndexConfig>,
     ttl: TtlConfig,
     exact_search_limit: u64,
+    /// Its table on its database, for a run queue on the same database writing records
+    /// (`None` before [`PostgresStore::locate`]).
+    location: Option<StoreLocation>,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -180,9 +185,26 @@ impl Store for PostgresStore {
         let client = self.client().await?;
         ttl::sweep(&**client, self.ttl.clock.now()).await
     }
+
+    fn location(&self) -> Option<StoreLocation> {
+        self.location.clone()
+    }
 }
 
 impl PostgresStore {
+    /// Finds its table and its database (for [`Store::location`]).
+    async fn locate(&mut self) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        let database = crate::error::database_identity(&client)
+            .await
+            .map_err(|e| backend("identifying the store's database", e))?;
+        let location = records::locate(&client, database)
+            .await
+            .map_err(db("finding the store's table"))?;
+        self.location = Some(location);
+        Ok(())
+    }
+
     /// One try of [`Store::batch`].
     async fn batch_once(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, StoreError> {
         let steps = plan_batch(ops, self.index.as_ref()).await?;
@@ -198,11 +220,22 @@ impl PostgresStore {
                     results.extend((0..given).map(|_| OpResult::Put));
                 }
                 BatchStep::Reads(reads) => {
-                    for read in reads {
+                    let mut reads = reads.iter().peekable();
+                    while let Some(read) = reads.next() {
                         let now = self.ttl.clock.now();
-                        results.push(match &read {
+                        let result = match read {
                             ReadOp::Get(g) => {
-                                OpResult::Get(self.get(client_of(&client), g, now).await?)
+                                // Consecutive gets are read together.
+                                let mut gets = vec![g];
+                                while let Some(ReadOp::Get(next)) = reads.peek() {
+                                    gets.push(next);
+                                    reads.next();
+                                }
+                                let items = self.get_many(client_of(&client), &gets, now).await?;
+                                let last = items.len().saturating_sub(1);
+                                let mut items = items.into_iter();
+                                results.extend(items.by_ref().take(last).map(OpResult::Get));
+                                OpResult::Get(items.next().flatten())
                             }
                             ReadOp::Search(s, query) => OpResult::Search(
                                 self.search(&mut client, s, query.as_ref(), now).await?,
@@ -210,7 +243,8 @@ impl PostgresStore {
                             ReadOp::ListNamespaces(l) => OpResult::ListNamespaces(
                                 self.list_namespaces(client_of(&client), l, now).await?,
                             ),
-                        });
+                        };
+                        results.push(result);
                     }
                 }
             }

@@ -18,6 +18,64 @@ use super::sql::{
 use super::ttl::refresh;
 
 impl PostgresStore {
+    /// Several gets in one statement (one round trip, one transaction), the items in the
+    /// order asked; TTLs of the items found refreshed as each get asks, in one more.
+    pub(super) async fn get_many<C: GenericClient>(
+        &self,
+        client: &C,
+        ops: &[&GetOp],
+        now: Timestamp,
+    ) -> Result<Vec<Option<Item>>, StoreError> {
+        if let [op] = ops {
+            return Ok(vec![self.get(client, op, now).await?]);
+        }
+        let (mut prefixes, mut keys) = (Vec::new(), Vec::new());
+        for op in ops.iter().filter(|op| super::nul::storable_key(&op.key)) {
+            prefixes.push(prefix_of(&op.namespace));
+            keys.push(op.key.clone());
+        }
+        let now_p = time_param(now);
+        let rows = client
+            .query_typed(
+                &format!(
+                    "SELECT {} FROM store s \
+                     JOIN unnest($1::text[], $2::text[]) AS a(prefix, key) \
+                       ON s.prefix = a.prefix AND s.key = a.key \
+                     WHERE {}",
+                    item_columns("NULL::float8"),
+                    live("$3")
+                ),
+                &[
+                    (&prefixes, Type::TEXT_ARRAY),
+                    (&keys, Type::TEXT_ARRAY),
+                    (&now_p, Type::TIMESTAMPTZ),
+                ],
+            )
+            .await
+            .map_err(db("reading items"))?;
+        let mut found = std::collections::HashMap::with_capacity(rows.len());
+        for row in &rows {
+            let row = ItemRow::from_pg(row)?;
+            found.insert((prefix_of(&row.item.namespace), row.item.key.clone()), row);
+        }
+        let mut refreshed = Vec::new();
+        let items = ops
+            .iter()
+            .map(|op| {
+                let address = (prefix_of(&op.namespace), op.key.clone());
+                let row = found.get(&address)?;
+                if op.refresh_ttl && row.has_ttl && !refreshed.contains(&address) {
+                    refreshed.push(address);
+                }
+                Some(row.item.clone())
+            })
+            .collect();
+        if !refreshed.is_empty() {
+            refresh(client, &refreshed, now).await?;
+        }
+        Ok(items)
+    }
+
     pub(super) async fn get<C: GenericClient>(
         &self,
         client: &C,

@@ -115,6 +115,9 @@ async fn runs_of(state: &AppState, context_id: &str) -> Result<Vec<RunRecord>, R
         .search::<RunRecord>(filter("thread_id", context_id))
         .await
         .map_err(|e| RpcError::internal("listing a context's runs", &e.detail))?;
+    crate::worker::live_runs(state, &mut runs)
+        .await
+        .map_err(|e| RpcError::internal("reading a context's runs", &e.detail))?;
     runs.sort_by(|a, b| (&b.created_at, &b.run_id).cmp(&(&a.created_at, &a.run_id)));
     Ok(runs)
 }

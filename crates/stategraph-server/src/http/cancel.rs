@@ -160,10 +160,14 @@ pub(crate) async fn cancel_many(
                  thread or run ID.",
             ));
         }
-        for s in statuses {
-            let runs = state.records.search::<RunRecord>(filter("status", *s));
+        // Records of runs in flight say `pending` (or, stored by an older version, `running`):
+        // their live status is the queue's.
+        for s in ["pending", "running"] {
+            let runs = state.records.search::<RunRecord>(filter("status", s));
             candidates.extend(runs.await?);
         }
+        crate::worker::live_runs(&state, &mut candidates).await?;
+        candidates.retain(|r| statuses.contains(&r.status.as_str()));
     } else {
         let (Some(thread_id), Some(run_ids)) = (body.thread_id, body.run_ids) else {
             return Err(ApiError::invalid(

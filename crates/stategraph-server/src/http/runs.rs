@@ -340,7 +340,12 @@ pub(super) async fn load_run(
     run_id: &str,
 ) -> Result<RunRecord, ApiError> {
     match state.records.get::<RunRecord>(run_id).await? {
-        Some(run) if run.thread_id == thread_id => Ok(run),
+        Some(run) if run.thread_id == thread_id => {
+            let mut runs = [run];
+            crate::worker::live_runs(state, &mut runs).await?;
+            let [run] = runs;
+            Ok(run)
+        }
         _ => Err(ApiError::not_found(format!("Run {run_id} not found"))),
     }
 }
@@ -447,10 +452,15 @@ pub(crate) async fn list(
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Vec<Json_>>, ApiError> {
     load(&state, &thread_id).await?;
-    let mut filter = filter("thread_id", thread_id);
+    // Filtered on status after the live status is read (a running run's record says
+    // `pending`).
+    let mut runs = state
+        .records
+        .search::<RunRecord>(filter("thread_id", thread_id))
+        .await?;
+    crate::worker::live_runs(&state, &mut runs).await?;
     if let Some(s) = query.status {
-        filter.insert("status".into(), Json_::String(s));
+        runs.retain(|r| r.status.as_str() == s);
     }
-    let runs = state.records.search::<RunRecord>(filter).await?;
     Ok(Json(Paging::newest(query.limit, query.offset).apply(runs)))
 }
