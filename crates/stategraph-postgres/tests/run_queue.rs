@@ -404,6 +404,34 @@ async fn records_change_with_the_enqueue_and_the_end_of_a_run() {
         .unwrap_err();
     assert!(matches!(e, Error::Conflict { .. }), "{e}");
     assert_eq!(record(&store, "r2").await, None);
+    // Records that start the thread's work are written only when nothing else of the thread
+    // is pending or running.
+    queue
+        .enqueue(run("r4", "t1").records(
+            writes(vec![put_record("r4", json!({"status": "pending"}))]).if_idle(vec![put_record(
+                "t1",
+                json!({"status": "busy", "by": "r4"}),
+            )]),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        record(&store, "r4").await,
+        Some(json!({"status": "pending"}))
+    );
+    assert_eq!(
+        record(&store, "t1").await,
+        Some(json!({"status": "busy", "metadata": {"a": 1}})),
+        "t1 has r1 pending"
+    );
+    queue
+        .enqueue(
+            run("r5", "t5")
+                .records(writes(Vec::new()).if_idle(vec![put_record("t5", json!({"by": "r5"}))])),
+        )
+        .await
+        .unwrap();
+    assert_eq!(record(&store, "t5").await, Some(json!({"by": "r5"})));
 
     // Someone changes the thread's metadata while the run runs; the run's end sets only the
     // fields it changes.

@@ -254,7 +254,29 @@ async fn start_with(
         thread.start_run(&graph_id, &assistant, given_config.as_ref());
         thread_started = Some(thread);
     }
-    if stateful {
+    // Where the queue writes the records, it decides in the enqueue's own transaction whether
+    // this run starts the thread's work (no other run pending or running), so the thread's
+    // status is not read first; a `reject` is the queue's too.
+    let queue_decides = state.records.colocated();
+    let mut start_if_idle = None;
+    if stateful && queue_decides {
+        let created = stored_thread.is_none();
+        let mut thread = match stored_thread {
+            Some(t) => t,
+            None if body.if_not_exists == Some(IfNotExists::Create) => {
+                ThreadRecord::new(&thread_id, JsonMap::new())
+            }
+            None => return Err(ApiError::not_found("Thread or assistant not found.")),
+        };
+        thread.start_run(&graph_id, &assistant, given_config.as_ref());
+        thread_metadata = Some(Json_::Object(thread.metadata.clone()));
+        if created {
+            // A thread created by this request has no runs.
+            thread_started = Some(thread);
+        } else {
+            start_if_idle = Some(thread);
+        }
+    } else if stateful {
         let mut thread = match live(&state, &thread_id, stored_thread).await {
             Ok(t) => t,
             Err(e)
@@ -378,7 +400,13 @@ async fn start_with(
         writes.push(Records::put_write(thread)?);
     }
     writes.push(Records::put_write(&run)?);
-    let records = state.records.with_queue(writes).await?;
+    let records = match state.records.with_queue(writes).await? {
+        Some(records) => Some(match &start_if_idle {
+            Some(thread) => records.if_idle(vec![Records::put_write(thread)?]),
+            None => records,
+        }),
+        None => None,
+    };
     let written_first = records.is_none();
     let worker = (!background).then(|| state.queue.caller_name());
     let payload = json!({ "body": body, "run": run });

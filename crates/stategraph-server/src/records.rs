@@ -449,6 +449,12 @@ impl Records {
         Self { store, colocated }
     }
 
+    /// Whether the run queue writes records with its changes ([`with_queue`](Self::with_queue)
+    /// hands them over).
+    pub(crate) fn colocated(&self) -> bool {
+        self.colocated.is_some()
+    }
+
     /// The write that stores `record` whole.
     pub(crate) fn put_write<R: Record>(record: &R) -> Result<RecordWrite, ApiError> {
         let Op::Put(PutOp {

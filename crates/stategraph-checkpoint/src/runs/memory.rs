@@ -257,7 +257,7 @@ impl RunQueue for InMemoryRunQueue {
 
     async fn enqueue(&self, run: NewRun) -> Result<Enqueued> {
         run.check()?;
-        if let Some(records) = run.records.as_ref().filter(|r| !r.writes.is_empty()) {
+        if let Some(records) = run.records.as_ref().filter(|r| !r.is_empty()) {
             return Err(records_unsupported(&records.at));
         }
         let mut inner = self.lock();

@@ -383,12 +383,32 @@ pub struct RecordWrites {
     pub at: StoreLocation,
     /// The changes, in order.
     pub writes: Vec<RecordWrite>,
+    /// Changes made after `writes` by an enqueue only if the run's thread has no other
+    /// pending or running run at that moment (the records of a run that starts its thread's
+    /// work: its status, its graph); ignored by the end of a run.
+    pub if_idle: Vec<RecordWrite>,
 }
 
 impl RecordWrites {
     /// `writes` to the store at `at`.
     pub fn new(at: StoreLocation, writes: Vec<RecordWrite>) -> Self {
-        Self { at, writes }
+        Self {
+            at,
+            writes,
+            if_idle: Vec::new(),
+        }
+    }
+
+    /// With `writes` made by the enqueue only if the run's thread is idle then
+    /// ([`if_idle`](Self::if_idle)).
+    pub fn if_idle(mut self, writes: Vec<RecordWrite>) -> Self {
+        self.if_idle = writes;
+        self
+    }
+
+    /// Whether there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty() && self.if_idle.is_empty()
     }
 }
 
@@ -862,7 +882,7 @@ pub trait RunQueue: Send + Sync + fmt::Debug {
         events: &[(String, Json)],
         records: &RecordWrites,
     ) -> Result<bool> {
-        if !records.writes.is_empty() {
+        if !records.is_empty() {
             return Err(records_unsupported(&records.at));
         }
         self.finish_with_events(run_id, worker, status, error, events)

@@ -65,22 +65,23 @@ pub(super) async fn enqueue_once(q: &PostgresRunQueue, run: &NewRun) -> Result<E
             done.signalled = ids(&rows, "signalling the thread's running run")?;
         }
     }
-    // Claimed at once for `claim_for` when nothing else of the thread is pending or
-    // running (under the thread's lock; no claim can take a run of a thread with none).
-    let claim_for = match &run.claim_for {
-        Some(worker) => {
-            let busy = tx
-                .query_typed(
-                    "SELECT 1 FROM stategraph_runs \
-                     WHERE thread_id = $1 AND status IN ('pending', 'running') LIMIT 1",
-                    &[(&run.thread_id, Type::TEXT)],
-                )
-                .await
-                .map_err(db("reading the thread's runs"))?;
-            busy.is_empty().then_some(worker.as_str())
-        }
-        None => None,
+    // Whether nothing else of the thread is pending or running (under the thread's lock; no
+    // claim can take a run of a thread with none), when it matters: the run is then claimed
+    // at once for `claim_for`, and the records that start the thread's work are written.
+    let if_idle = run.records.as_ref().map_or(&[][..], |r| &r.if_idle[..]);
+    let idle = if run.claim_for.is_some() || !if_idle.is_empty() {
+        tx.query_typed(
+            "SELECT 1 FROM stategraph_runs \
+             WHERE thread_id = $1 AND status IN ('pending', 'running') LIMIT 1",
+            &[(&run.thread_id, Type::TEXT)],
+        )
+        .await
+        .map_err(db("reading the thread's runs"))?
+        .is_empty()
+    } else {
+        false
     };
+    let claim_for = run.claim_for.as_deref().filter(|_| idle);
     let inserted = tx
         .query_typed(
             "INSERT INTO stategraph_runs \
@@ -123,6 +124,11 @@ pub(super) async fn enqueue_once(q: &PostgresRunQueue, run: &NewRun) -> Result<E
         crate::store::records::write(&*tx, &records.at.relation, &records.writes)
             .await
             .map_err(db("writing a run's records"))?;
+        if idle {
+            crate::store::records::write(&*tx, &records.at.relation, if_idle)
+                .await
+                .map_err(db("writing a run's records"))?;
+        }
     }
     tx.commit()
         .await

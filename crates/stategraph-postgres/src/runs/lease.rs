@@ -137,7 +137,7 @@ pub(super) async fn finish_with_records(
     if !status.is_final() {
         return Err(not_final(status));
     }
-    if records.writes.is_empty() {
+    if records.is_empty() {
         return finish_with_events(q, run_id, worker, status, error, events).await;
     }
     if !q.writes_records_at(&records.at) {

@@ -160,7 +160,7 @@ impl RunQueue for PostgresRunQueue {
     async fn enqueue(&self, run: NewRun) -> Result<Enqueued> {
         run.check()?;
         if let Some(records) = &run.records
-            && !records.writes.is_empty()
+            && !records.is_empty()
             && !self.writes_records_at(&records.at)
         {
             return Err(records_unsupported(&records.at));
