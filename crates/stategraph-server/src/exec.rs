@@ -259,40 +259,19 @@ async fn start_with(
     // status is not read first; a `reject` is the queue's too.
     let queue_decides = state.records.colocated();
     let mut start_if_idle = None;
-    if stateful && queue_decides {
+    if stateful {
         let created = stored_thread.is_none();
         let mut thread = match stored_thread {
-            Some(t) => t,
+            Some(t) if queue_decides => t,
+            // Its status read from the queue (busy whichever process runs its runs).
+            Some(t) => live(&state, &thread_id, Some(t)).await?,
             None if body.if_not_exists == Some(IfNotExists::Create) => {
                 ThreadRecord::new(&thread_id, JsonMap::new())
             }
             None => return Err(ApiError::not_found("Thread or assistant not found.")),
         };
-        thread.start_run(&graph_id, &assistant, given_config.as_ref());
-        thread_metadata = Some(Json_::Object(thread.metadata.clone()));
-        if created {
-            // A thread created by this request has no runs.
-            thread_started = Some(thread);
-        } else {
-            start_if_idle = Some(thread);
-        }
-    } else if stateful {
-        let mut thread = match live(&state, &thread_id, stored_thread).await {
-            Ok(t) => t,
-            Err(e)
-                if e.status == axum::http::StatusCode::NOT_FOUND
-                    && body.if_not_exists == Some(IfNotExists::Create) =>
-            {
-                ThreadRecord::new(&thread_id, JsonMap::new())
-            }
-            Err(e) if e.status == axum::http::StatusCode::NOT_FOUND => {
-                return Err(ApiError::not_found("Thread or assistant not found."));
-            }
-            Err(e) => return Err(e),
-        };
-        // `load` read the thread's status from the queue (busy whichever process runs its
-        // runs); the queue still has the last word on `reject` when it enqueues.
-        let busy = thread.status == ThreadStatus::Busy;
+        let busy = !queue_decides && thread.status == ThreadStatus::Busy;
+        // The queue still has the last word on `reject` when it enqueues.
         if busy && strategy == Multitask::Reject {
             return Err(ApiError::conflict(
                 "Thread is already running a task. Wait for it to finish or choose a \
@@ -300,15 +279,20 @@ async fn start_with(
             ));
         }
         // No lock, in this process or across processes: the queue orders the writers. A
-        // thread the queue calls idle has no run that could settle it meanwhile (a run writes
-        // its final records before the queue hears it ended), and a busy thread's record
-        // stays as it is here: its runs settle it.
+        // thread the queue calls idle has no run that could settle it meanwhile (a run's
+        // final records are written before or with the queue's end of it), and a busy
+        // thread's record stays as it is here: its runs settle it.
         if !busy {
             // Stored with the run's record, below.
             thread.start_run(&graph_id, &assistant, given_config.as_ref());
         }
         thread_metadata = Some(Json_::Object(thread.metadata.clone()));
-        thread_started = (!busy).then_some(thread);
+        if queue_decides && !created {
+            start_if_idle = Some(thread);
+        } else if !busy {
+            // A thread created by this request has no runs.
+            thread_started = Some(thread);
+        }
     }
     let assistant_metadata = Json_::Object(assistant.metadata.clone());
     let assistant_config = Json_::Object(assistant.config.clone());

@@ -10,7 +10,9 @@ use std::time::Instant;
 
 use futures_util::StreamExt;
 use serde_json::{Map as JsonMap, Value as Json_, json};
-use stategraph_checkpoint::runs::{CancelAction, ClaimedRun, RunQueue, RunStatus, ThreadStatus};
+use stategraph_checkpoint::runs::{
+    CancelAction, ClaimedRun, RecordWrite, RunQueue, RunStatus, ThreadStatus,
+};
 use stategraph_graph::{RunConfig, StateSnapshot, StreamMode};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -24,7 +26,6 @@ use crate::request::{RunBody, engine_config, run_start, stream_modes};
 use crate::wanted::{Wanted, engine_modes};
 use crate::wire::{thread_interrupts, values_json};
 use crate::worker::{queue_of, set_run_status};
-use stategraph_checkpoint::runs::RecordWrite;
 
 /// Who follows a run as it executes: the task answering `runs/wait` or `runs/stream`.
 pub(crate) struct Caller {
@@ -189,19 +190,17 @@ async fn execute_traced(
         let error = outcome.error.as_ref().filter(|_| cancel.is_none());
         // The run's and its thread's final records go with the statement that ends the run
         // where the queue can write them; otherwise they are written first, here.
-        let finished = match state.records.with_queue(records).await {
-            Ok(Some(records)) => {
+        let records = state.records.with_queue(records).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e.detail, "the run's final records could not be written");
+            None
+        });
+        let finished = match &records {
+            Some(records) => {
                 queue
-                    .finish_with_records(&run_id, worker, status, error, &last, &records)
+                    .finish_with_records(&run_id, worker, status, error, &last, records)
                     .await
             }
-            Ok(None) => {
-                queue
-                    .finish_with_events(&run_id, worker, status, error, &last)
-                    .await
-            }
-            Err(e) => {
-                tracing::warn!(error = %e.detail, "the run's final records could not be written");
+            None => {
                 queue
                     .finish_with_events(&run_id, worker, status, error, &last)
                     .await
