@@ -503,6 +503,29 @@ async fn records_change_with_the_enqueue_and_the_end_of_a_run() {
         RunStatus::Success
     );
 
+    // One address written twice (a put, then a merge into it): made in order, in one
+    // transaction.
+    queue.enqueue(run("r6", "t6")).await.unwrap();
+    assert!(queue.claim_run("r6", "w1").await.unwrap().is_some());
+    let twice = writes(vec![
+        put_record("t6", json!({"status": "busy", "metadata": {}})),
+        RecordWrite::Merge {
+            namespace: vec!["records".into(), "threads".into()],
+            key: "t6".into(),
+            fields: json!({"status": "idle"}).as_object().cloned().unwrap(),
+        },
+    ]);
+    assert!(
+        queue
+            .finish_with_records("r6", "w1", RunStatus::Success, None, &[], &twice)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        record(&store, "t6").await,
+        Some(json!({"status": "idle", "metadata": {}}))
+    );
+
     // A queue on another database's store: records are refused, not dropped.
     let e = queue
         .enqueue(run("r3", "t3").records(RecordWrites::new(
