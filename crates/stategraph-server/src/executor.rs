@@ -178,11 +178,7 @@ async fn execute_traced(
         state.unregister_run(&run_id);
         return;
     };
-    let status = match (&cancel, &outcome.error) {
-        (Some(_), _) => RunStatus::Interrupted,
-        (None, Some(_)) => RunStatus::Error,
-        (None, None) => RunStatus::Success,
-    };
+    let status = run_status(&outcome, cancel.as_ref());
     if let (Some(lease), Some(worker)) = (lease, worker) {
         // Every event is in the log once the queue hears the run ended (the last ones go with
         // the statement that ends it).

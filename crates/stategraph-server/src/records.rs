@@ -457,19 +457,10 @@ impl Records {
 
     /// The write that stores `record` whole.
     pub(crate) fn put_write<R: Record>(record: &R) -> Result<RecordWrite, ApiError> {
-        let Op::Put(PutOp {
-            namespace,
-            key,
-            value: Some(value),
-            ..
-        }) = Self::put_op(record)?
-        else {
-            return Err(ApiError::internal("a record's put has no value"));
-        };
         Ok(RecordWrite::Put {
-            namespace,
-            key,
-            value,
+            namespace: namespace_of::<R>(),
+            key: record.key(),
+            value: encode(record)?,
         })
     }
 
@@ -540,13 +531,7 @@ impl Records {
                     )));
                 }
             };
-            ops.push(Op::Put(PutOp {
-                namespace,
-                key,
-                value,
-                index: IndexFields::Disabled,
-                ttl: None,
-            }));
+            ops.push(record_op(namespace, key, value));
         }
         self.put_all(ops).await
     }
@@ -611,20 +596,11 @@ impl Records {
 
     /// The store operation that stores `record` under its key (for [`put_all`](Self::put_all)).
     pub(crate) fn put_op<R: Record>(record: &R) -> Result<Op, ApiError> {
-        let key = record.key();
-        let value = serde_json::to_value(record).map_err(|e| {
-            ApiError::internal(format!(
-                "cannot store {} record `{key}`: {e}",
-                R::KIND.label()
-            ))
-        })?;
-        Ok(Op::Put(PutOp {
-            namespace: namespace_of::<R>(),
-            key,
-            value: Some(value),
-            index: IndexFields::Disabled,
-            ttl: None,
-        }))
+        Ok(record_op(
+            namespace_of::<R>(),
+            record.key(),
+            Some(encode(record)?),
+        ))
     }
 
     /// Stores records together ([`put_op`](Self::put_op)s): one transaction on the database
@@ -667,6 +643,29 @@ impl Records {
             .map(|i| read(&i.item.key, i.item.value))
             .collect()
     }
+}
+
+/// `record` as stored; one that cannot be is the server's fault (500), named.
+fn encode<R: Record>(record: &R) -> Result<Json, ApiError> {
+    serde_json::to_value(record).map_err(|e| {
+        ApiError::internal(format!(
+            "cannot store {} record `{}`: {e}",
+            R::KIND.label(),
+            record.key()
+        ))
+    })
+}
+
+/// The store operation that stores `value` (deletes, with `None`) under `key` of `namespace`,
+/// as records are kept: not indexed, no TTL.
+fn record_op(namespace: Vec<String>, key: String, value: Option<Json>) -> Op {
+    Op::Put(PutOp {
+        namespace,
+        key,
+        value,
+        index: IndexFields::Disabled,
+        ttl: None,
+    })
 }
 
 /// The namespace records of type `R` live in.

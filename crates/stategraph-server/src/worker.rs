@@ -262,7 +262,10 @@ pub(crate) async fn live_runs(state: &AppState, runs: &mut [RunRecord]) -> Resul
             .runs_of_thread(&thread_id)
             .await
             .map_err(api_error)?;
-        for run in runs.iter_mut().filter(|r| r.in_flight()) {
+        let of_thread = runs
+            .iter_mut()
+            .filter(|r| r.in_flight() && r.thread_id == thread_id);
+        for run in of_thread {
             if let Some(row) = rows.iter().find(|row| row.run_id == run.run_id) {
                 run.status = row.status;
             }

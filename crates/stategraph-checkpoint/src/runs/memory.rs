@@ -257,8 +257,8 @@ impl RunQueue for InMemoryRunQueue {
 
     async fn enqueue(&self, run: NewRun) -> Result<Enqueued> {
         run.check()?;
-        if let Some(records) = run.records.as_ref().filter(|r| !r.is_empty()) {
-            return Err(records_unsupported(&records.at));
+        if let Some(records) = &run.records {
+            records.check_writable_by(self)?;
         }
         let mut inner = self.lock();
         if inner.runs.contains_key(&run.run_id) {

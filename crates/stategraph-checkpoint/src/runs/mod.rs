@@ -410,6 +410,17 @@ impl RecordWrites {
     pub fn is_empty(&self) -> bool {
         self.writes.is_empty() && self.if_idle.is_empty()
     }
+
+    /// Refuses them ([`records_unsupported`]) unless there is nothing to write or `queue`
+    /// [`writes_records_at`](RunQueue::writes_records_at) their store: what a queue checks
+    /// before the change they go with.
+    pub fn check_writable_by<Q: RunQueue + ?Sized>(&self, queue: &Q) -> Result<()> {
+        if self.is_empty() || queue.writes_records_at(&self.at) {
+            Ok(())
+        } else {
+            Err(records_unsupported(&self.at))
+        }
+    }
 }
 
 /// The error of a queue asked to write records it cannot write.

@@ -140,9 +140,7 @@ pub(super) async fn finish_with_records(
     if records.is_empty() {
         return finish_with_events(q, run_id, worker, status, error, events).await;
     }
-    if !q.writes_records_at(&records.at) {
-        return Err(records_unsupported(&records.at));
-    }
+    records.check_writable_by(q)?;
     q.timed(OP, async {
         let mut client = q.client().await?;
         let tx = client.transaction().await.map_err(db(OP))?;

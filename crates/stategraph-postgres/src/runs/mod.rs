@@ -37,7 +37,7 @@ use stategraph_checkpoint::backend::Timeouts;
 use stategraph_checkpoint::runs::{
     CLAIM_RETENTION, CancelAction, CancelOutcome, ClaimedRun, Enqueued, Expired, Lease, Multitask,
     NewRun, Notifications, QueueStats, RecordWrites, RunEvent, RunFence, RunQueue, RunRow,
-    RunStatus, check_id, duplicate, not_final, records_unsupported, rejected,
+    RunStatus, check_id, duplicate, not_final, rejected,
 };
 use stategraph_checkpoint::store::StoreLocation;
 use stategraph_checkpoint::{Error, Result};
@@ -159,11 +159,8 @@ impl RunQueue for PostgresRunQueue {
     /// advisory lock, so concurrent enqueues of one thread (from any process) take turns.
     async fn enqueue(&self, run: NewRun) -> Result<Enqueued> {
         run.check()?;
-        if let Some(records) = &run.records
-            && !records.is_empty()
-            && !self.writes_records_at(&records.at)
-        {
-            return Err(records_unsupported(&records.at));
+        if let Some(records) = &run.records {
+            records.check_writable_by(self)?;
         }
         self.timed("enqueuing a run", enqueue::enqueue_once(self, &run))
             .await

@@ -232,10 +232,8 @@ impl PostgresStore {
                                     reads.next();
                                 }
                                 let items = self.get_many(client_of(&client), &gets, now).await?;
-                                let last = items.len().saturating_sub(1);
-                                let mut items = items.into_iter();
-                                results.extend(items.by_ref().take(last).map(OpResult::Get));
-                                OpResult::Get(items.next().flatten())
+                                results.extend(items.into_iter().map(OpResult::Get));
+                                continue;
                             }
                             ReadOp::Search(s, query) => OpResult::Search(
                                 self.search(&mut client, s, query.as_ref(), now).await?,

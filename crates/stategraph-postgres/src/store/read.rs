@@ -18,41 +18,57 @@ use super::sql::{
 use super::ttl::refresh;
 
 impl PostgresStore {
-    /// Several gets in one statement (one round trip, one transaction), the items in the
-    /// order asked; TTLs of the items found refreshed as each get asks, in one more.
+    /// Gets, in one statement (one round trip, one transaction), the items in the order
+    /// asked; the TTLs of the items found refreshed as each get asks, in one more. One key is
+    /// read by its primary key alone; several by a join with the list of addresses.
     pub(super) async fn get_many<C: GenericClient>(
         &self,
         client: &C,
         ops: &[&GetOp],
         now: Timestamp,
     ) -> Result<Vec<Option<Item>>, StoreError> {
-        if let [op] = ops {
-            return Ok(vec![self.get(client, op, now).await?]);
-        }
         let (mut prefixes, mut keys) = (Vec::new(), Vec::new());
         for op in ops.iter().filter(|op| super::nul::storable_key(&op.key)) {
             prefixes.push(prefix_of(&op.namespace));
             keys.push(op.key.clone());
         }
         let now_p = time_param(now);
-        let rows = client
-            .query_typed(
-                &format!(
-                    "SELECT {} FROM store s \
-                     JOIN unnest($1::text[], $2::text[]) AS a(prefix, key) \
-                       ON s.prefix = a.prefix AND s.key = a.key \
-                     WHERE {}",
-                    item_columns("NULL::float8"),
-                    live("$3")
-                ),
-                &[
-                    (&prefixes, Type::TEXT_ARRAY),
-                    (&keys, Type::TEXT_ARRAY),
-                    (&now_p, Type::TIMESTAMPTZ),
-                ],
-            )
-            .await
-            .map_err(db("reading items"))?;
+        let rows = match (prefixes.as_slice(), keys.as_slice()) {
+            ([], _) => Vec::new(),
+            ([prefix], [key]) => client
+                .query_typed(
+                    &format!(
+                        "SELECT {} FROM store s WHERE s.prefix = $1 AND s.key = $2 AND {}",
+                        item_columns("NULL::float8"),
+                        live("$3")
+                    ),
+                    &[
+                        (prefix, Type::TEXT),
+                        (key, Type::TEXT),
+                        (&now_p, Type::TIMESTAMPTZ),
+                    ],
+                )
+                .await
+                .map_err(db("reading an item"))?,
+            _ => client
+                .query_typed(
+                    &format!(
+                        "SELECT {} FROM store s \
+                         JOIN unnest($1::text[], $2::text[]) AS a(prefix, key) \
+                           ON s.prefix = a.prefix AND s.key = a.key \
+                         WHERE {}",
+                        item_columns("NULL::float8"),
+                        live("$3")
+                    ),
+                    &[
+                        (&prefixes, Type::TEXT_ARRAY),
+                        (&keys, Type::TEXT_ARRAY),
+                        (&now_p, Type::TIMESTAMPTZ),
+                    ],
+                )
+                .await
+                .map_err(db("reading items"))?,
+        };
         let mut found = std::collections::HashMap::with_capacity(rows.len());
         for row in &rows {
             let row = ItemRow::from_pg(row)?;
@@ -74,41 +90,6 @@ impl PostgresStore {
             refresh(client, &refreshed, now).await?;
         }
         Ok(items)
-    }
-
-    pub(super) async fn get<C: GenericClient>(
-        &self,
-        client: &C,
-        op: &GetOp,
-        now: Timestamp,
-    ) -> Result<Option<Item>, StoreError> {
-        if !super::nul::storable_key(&op.key) {
-            return Ok(None);
-        }
-        let now_p = time_param(now);
-        let rows = client
-            .query_typed(
-                &format!(
-                    "SELECT {} FROM store s WHERE s.prefix = $1 AND s.key = $2 AND {}",
-                    item_columns("NULL::float8"),
-                    live("$3")
-                ),
-                &[
-                    (&prefix_of(&op.namespace), Type::TEXT),
-                    (&op.key, Type::TEXT),
-                    (&now_p, Type::TIMESTAMPTZ),
-                ],
-            )
-            .await
-            .map_err(db("reading an item"))?;
-        let Some(row) = rows.first() else {
-            return Ok(None);
-        };
-        let row = ItemRow::from_pg(row)?;
-        if op.refresh_ttl && row.has_ttl {
-            refresh(client, &[(prefix_of(&op.namespace), op.key.clone())], now).await?;
-        }
-        Ok(Some(row.item))
     }
 
     pub(super) async fn search(
