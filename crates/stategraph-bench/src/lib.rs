@@ -25,6 +25,7 @@ use serde_json::{Value as Json, json};
 pub mod backend;
 pub mod chart;
 mod floor;
+mod read_floor;
 pub mod report;
 pub mod workloads;
 

@@ -149,6 +149,24 @@ impl Workload for History {
             ..Measurement::default()
         };
         m.extra.insert("checkpoints".into(), json!(listed));
+        // The same thread's rows fetched without decoding, by the same driver: the floor.
+        if let Some(reader) = crate::read_floor::RawReader::open(backend).await? {
+            let thread = config.thread_id.clone().unwrap_or_default();
+            let fetched = AtomicUsize::new(0);
+            let floor = repeat(runs, || async {
+                fetched.store(reader.fetch(&thread).await?, Ordering::Relaxed);
+                Ok(())
+            })
+            .await?;
+            let floor_ms = median(&floor);
+            m.extra.insert("read_floor_ms".into(), json!(floor_ms));
+            m.extra.insert(
+                "read_floor_ms_per_checkpoint".into(),
+                json!(floor_ms / listed.max(1) as f64),
+            );
+            m.extra
+                .insert("read_bytes".into(), json!(fetched.into_inner()));
+        }
         delta_fields(&mut m, params);
         Ok(m)
     }
