@@ -40,9 +40,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value as Json;
 
-pub use crate::blob_layout::{
-    self, EncodedSave, LayoutWriter, WriteFailure, restore_blob, restore_blobs,
-};
+pub use crate::blob_layout::{self, EncodedSave, LayoutWriter, WriteFailure, restore_blob};
 pub use crate::prune::{self, PrunePlan, PruneRow, PruneTarget};
 pub use crate::saver::{Expect, latest_conflict, validate_put, validate_put_writes};
 pub use crate::timeouts::{Timeouts, within};
@@ -54,7 +52,7 @@ use crate::error::{Error, Location, Result};
 use crate::metadata::CheckpointMetadata;
 use crate::saver::ListOptions;
 use crate::serializer::{SerdeError, Serializer};
-use crate::value::Value;
+use crate::value::{DecodeCache, Value};
 use crate::writes::PendingWrite;
 
 /// Removes the query parameter `name` from `url`, returning the URL without it (the other
@@ -340,17 +338,24 @@ pub trait LayoutFetch {
 }
 
 /// Rows of the blob layout as tuples, in the order given: each row's blobs restored, its
-/// writes attached, with one [`LayoutFetch::fetch`] per (thread, namespace).
+/// writes attached, with one [`LayoutFetch::fetch`] per (thread, namespace). With
+/// `skip_values` no blob is fetched and the checkpoints come back without channel values
+/// ([`ListOptions::skip_values`]).
 pub async fn assemble<F: LayoutFetch + ?Sized>(
     fetch: &mut F,
     serde: &dyn Serializer,
     rows: Vec<LayoutRow>,
+    skip_values: bool,
 ) -> Result<Vec<CheckpointTuple>> {
     let mut parsed = Vec::with_capacity(rows.len());
     for mut row in rows {
         let loc = row.location();
-        let checkpoint = Checkpoint::from_value(Value::from(std::mem::take(&mut row.checkpoint)))
-            .map_err(|e| Error::serialization(loc.clone(), e))?;
+        let mut checkpoint =
+            Checkpoint::from_value(Value::from(std::mem::take(&mut row.checkpoint)))
+                .map_err(|e| Error::serialization(loc.clone(), e))?;
+        if skip_values {
+            checkpoint.channel_values.clear();
+        }
         let metadata = metadata_from_json(std::mem::take(&mut row.metadata), &loc)?;
         parsed.push((row, checkpoint, metadata));
     }
@@ -363,13 +368,25 @@ pub async fn assemble<F: LayoutFetch + ?Sized>(
     }
     /// (thread, namespace, channel, version).
     type BlobKey = (String, String, String, String);
-    let mut blobs: HashMap<BlobKey, FetchedBlob> = HashMap::new();
+    /// A fetched blob, decoded when the first checkpoint that holds it is assembled; every
+    /// later one shares that value (`None`: the `empty` marker, no value).
+    enum Blob {
+        Stored(FetchedBlob),
+        Decoded(Option<Value>),
+    }
+    // One cache for the whole listing: values repeated across blobs (the messages every
+    // later version of a list holds again) and writes are decoded once.
+    let mut cache = DecodeCache::new();
+    let mut blobs: HashMap<BlobKey, Blob> = HashMap::new();
     let mut writes: HashMap<(String, String, CheckpointId), Vec<PendingWrite>> = HashMap::new();
     for ((thread, ns), members) in &groups {
         let mut pairs: BTreeSet<(String, String)> = BTreeSet::new();
         let mut ids = Vec::with_capacity(members.len());
         for (row, checkpoint, _) in members.iter().filter_map(|&i| parsed.get(i)) {
             ids.push(row.checkpoint_id.as_str());
+            if skip_values {
+                continue;
+            }
             for (ch, v) in &checkpoint.channel_versions {
                 pairs.insert((ch.to_owned(), v.to_string()));
             }
@@ -383,10 +400,11 @@ pub async fn assemble<F: LayoutFetch + ?Sized>(
                 b.channel.clone(),
                 b.version.clone(),
             );
-            blobs.insert(key, b);
+            blobs.insert(key, Blob::Stored(b));
         }
         for (checkpoint_id, w) in found_writes {
-            let write = w.decode(serde, &Location::checkpoint(thread, ns, &checkpoint_id))?;
+            let at = Location::checkpoint(thread, ns, &checkpoint_id);
+            let write = w.decode_shared(serde, &at, &mut cache)?;
             writes
                 .entry(((*thread).to_owned(), (*ns).to_owned(), checkpoint_id))
                 .or_default()
@@ -403,16 +421,39 @@ pub async fn assemble<F: LayoutFetch + ?Sized>(
             parent,
             ..
         } = row;
-        restore_blobs(serde, &loc, &mut checkpoint, |c, v| {
-            blobs
-                .get(&(
-                    thread_id.clone(),
-                    checkpoint_ns.clone(),
-                    c.to_owned(),
-                    v.to_owned(),
-                ))
-                .map(|b| (b.type_tag.clone(), b.data.clone()))
-        })?;
+        let versions: Vec<(String, String)> = checkpoint
+            .channel_versions
+            .iter()
+            .map(|(c, v)| (c.to_owned(), v.to_string()))
+            .collect();
+        for (channel, version) in versions {
+            let key = (thread_id.clone(), checkpoint_ns.clone(), channel, version);
+            let Some(blob) = blobs.get_mut(&key) else {
+                continue;
+            };
+            let channel = key.2;
+            if let Blob::Stored(b) = blob {
+                let value = if b.type_tag == crate::serializer::tags::EMPTY {
+                    None
+                } else {
+                    let bytes = b.data.as_deref().unwrap_or_default();
+                    Some(
+                        serde
+                            .loads_typed_shared(&b.type_tag, bytes, &mut cache)
+                            .map_err(|e| {
+                                Error::serialization(
+                                    loc.clone().part("blob").channel(channel.clone()),
+                                    e,
+                                )
+                            })?,
+                    )
+                };
+                *blob = Blob::Decoded(value);
+            }
+            if let Blob::Decoded(Some(value)) = blob {
+                checkpoint.channel_values.insert(channel, value.clone());
+            }
+        }
         let pending = writes
             .remove(&(
                 thread_id.clone(),

@@ -115,29 +115,6 @@ pub fn metadata_json(metadata: &CheckpointMetadata) -> Json {
     j
 }
 
-/// Puts blob values back into a checkpoint read from its JSON: for each (channel, version) of
-/// `channel_versions`, `lookup` returns the stored blob (type tag and bytes, if any); `empty`
-/// blobs mean "no value". A blob wins over an inline marker.
-pub fn restore_blobs(
-    serde: &dyn Serializer,
-    location: &Location,
-    checkpoint: &mut Checkpoint,
-    mut lookup: impl FnMut(&str, &str) -> Option<(String, Option<Vec<u8>>)>,
-) -> Result<()> {
-    let versions: Vec<(String, String)> = checkpoint
-        .channel_versions
-        .iter()
-        .map(|(c, v)| (c.to_owned(), v.to_string()))
-        .collect();
-    for (channel, version) in versions {
-        let Some((tag, data)) = lookup(&channel, &version) else {
-            continue;
-        };
-        restore_blob(serde, location, checkpoint, channel, &tag, data.as_deref())?;
-    }
-    Ok(())
-}
-
 /// Puts one stored blob of `channel` (type tag and bytes, if any) back into `checkpoint`'s
 /// values; an `empty` blob means "no value" and leaves them as they are.
 pub fn restore_blob(

@@ -297,6 +297,39 @@ pub fn checkpoint_value_ranges(
     Some(found)
 }
 
+/// The msgpack bytes of a stored checkpoint (laid out as [`checkpoint_value_ranges`] reads
+/// them) with its `channel_values` replaced by an empty map, found by skipping over the values
+/// without decoding them: what a listing that leaves values out decodes instead. `None` when
+/// the bytes are not laid out like that.
+///
+/// ```
+/// use stategraph_checkpoint::{Checkpoint, checkpoint_without_values, value::{decode, encode}, value};
+/// let mut cp = Checkpoint::empty();
+/// cp.channel_values.insert("messages".into(), value!(["hi"]));
+/// let bare = checkpoint_without_values(&encode(&cp.to_value())).unwrap();
+/// let read = Checkpoint::from_value(decode(&bare)?).unwrap();
+/// assert!(read.channel_values.is_empty());
+/// assert_eq!(read.id, cp.id);
+/// # Ok::<(), stategraph_checkpoint::value::DecodeError>(())
+/// ```
+pub fn checkpoint_without_values(bytes: &[u8]) -> Option<Vec<u8>> {
+    let mut p = crate::value::Peek::new(bytes);
+    for _ in 0..p.map_len()? {
+        let key = p.str()?;
+        let start = p.position();
+        p.skip()?;
+        if key == "channel_values" {
+            let end = p.position();
+            let mut out = Vec::with_capacity(bytes.len() - (end - start) + 1);
+            out.extend_from_slice(bytes.get(..start)?);
+            out.push(0x80); // an empty map
+            out.extend_from_slice(bytes.get(end..)?);
+            return Some(out);
+        }
+    }
+    Some(bytes.to_vec())
+}
+
 /// A checkpoint as a saver returns it: where it is, what it holds, its metadata, its parent,
 /// and the writes stored against it.
 #[derive(Clone, Debug, PartialEq)]

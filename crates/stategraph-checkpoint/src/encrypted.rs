@@ -23,7 +23,7 @@ use eax::Eax;
 use eax::aead::{Aead, KeyInit, Payload};
 
 use crate::serializer::{SerdeError, Serializer};
-use crate::value::Value;
+use crate::value::{DecodeCache, Value};
 
 /// Encrypts and decrypts serialized bytes (LangGraph's `CipherProtocol`).
 pub trait Cipher: Send + Sync + fmt::Debug {
@@ -214,6 +214,21 @@ impl Serializer for EncryptedSerializer {
             Some((inner, name)) => {
                 let plain = self.cipher.decrypt(name, data)?;
                 self.inner.loads_typed(inner, &plain)
+            }
+        }
+    }
+
+    fn loads_typed_shared(
+        &self,
+        type_tag: &str,
+        data: &[u8],
+        cache: &mut DecodeCache,
+    ) -> Result<Value, SerdeError> {
+        match type_tag.split_once('+') {
+            None => self.inner.loads_typed_shared(type_tag, data, cache),
+            Some((inner, name)) => {
+                let plain = self.cipher.decrypt(name, data)?;
+                self.inner.loads_typed_shared(inner, &plain, cache)
             }
         }
     }

@@ -79,7 +79,9 @@ mod writes;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
-pub use checkpoint::{Checkpoint, CheckpointTuple, LATEST_VERSION, checkpoint_value_ranges};
+pub use checkpoint::{
+    Checkpoint, CheckpointTuple, LATEST_VERSION, checkpoint_value_ranges, checkpoint_without_values,
+};
 pub use checkpoint_id::CheckpointId;
 pub use config::{
     CHECKPOINT_ID, CHECKPOINT_NS, CheckpointConfig, NS_END, NS_SEP, THREAD_ID, redact_url,
@@ -98,7 +100,7 @@ pub use saver::{
 };
 pub use sealed::{SEALED_KEY, SealedMetadata, SealedMetadataSaver};
 pub use serializer::{JsonPlusSerializer, SerdeError, Serializer, tags};
-pub use value::{Ext, ExtCode, List, Map, PyObject, Value};
+pub use value::{DecodeCache, Ext, ExtCode, List, Map, PyObject, Value};
 pub use version::{ChannelVersion, ChannelVersions, next_int_version, next_version};
 pub use version_map::VersionsSeen;
 pub use writes::{

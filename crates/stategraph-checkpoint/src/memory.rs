@@ -310,7 +310,13 @@ impl CheckpointSaver for InMemorySaver {
         hits.truncate(options.limit.unwrap_or(usize::MAX));
         Ok(hits
             .into_iter()
-            .map(|(t, ns, id, s)| inner.tuple(t, ns, id, s))
+            .map(|(t, ns, id, s)| {
+                let mut tuple = inner.tuple(t, ns, id, s);
+                if options.skip_values {
+                    tuple.checkpoint.channel_values.clear();
+                }
+                tuple
+            })
             .collect())
     }
 

@@ -31,6 +31,11 @@ pub struct ListOptions {
     pub before: Option<CheckpointId>,
     /// At most this many, newest first.
     pub limit: Option<usize>,
+    /// Leave the channel values out: each checkpoint comes back with its id, versions,
+    /// metadata, parent and pending writes, and an empty `channel_values`. For listings that
+    /// show only those (thread and history overviews); savers that can avoid reading and
+    /// decoding the values do.
+    pub skip_values: bool,
 }
 
 impl ListOptions {
@@ -79,6 +84,12 @@ impl ListOptions {
     /// At most `n` results.
     pub fn limit(mut self, n: usize) -> Self {
         self.limit = Some(n);
+        self
+    }
+
+    /// Without channel values (see [`skip_values`](Self::skip_values)).
+    pub fn without_values(mut self) -> Self {
+        self.skip_values = true;
         self
     }
 }

@@ -5,7 +5,9 @@
 
 use std::fmt;
 
-use crate::value::{DecodeError, DecodeLimits, Value, decode_with_limits, encode};
+use crate::value::{
+    DecodeCache, DecodeError, DecodeLimits, Value, decode_shared, decode_with_limits, encode,
+};
 
 /// The type tags LangGraph writes next to serialized bytes.
 pub mod tags {
@@ -91,6 +93,20 @@ pub trait Serializer: Send + Sync + fmt::Debug {
     /// Deserializes bytes stored under `type_tag`.
     fn loads_typed(&self, type_tag: &str, data: &[u8]) -> Result<Value, SerdeError>;
 
+    /// Deserializes bytes stored under `type_tag` as one of many values read together (a
+    /// listing's checkpoints and writes): parts whose bytes were decoded before through
+    /// `cache` are shared instead of decoded again. The result must equal
+    /// [`loads_typed`](Self::loads_typed)'s; the default ignores the cache.
+    fn loads_typed_shared(
+        &self,
+        type_tag: &str,
+        data: &[u8],
+        cache: &mut DecodeCache,
+    ) -> Result<Value, SerdeError> {
+        let _ = cache;
+        self.loads_typed(type_tag, data)
+    }
+
     /// Whether savers with LangGraph's blob layout (Postgres, MySQL) may keep primitive
     /// channel values (None, str, numbers, bool) inline in the checkpoint's JSON, in the
     /// clear, as LangGraph does. `false` sends every value through this serializer into a
@@ -168,15 +184,38 @@ impl Serializer for JsonPlusSerializer {
     }
 
     fn loads_typed(&self, type_tag: &str, data: &[u8]) -> Result<Value, SerdeError> {
+        self.load(type_tag, data, None)
+    }
+
+    fn loads_typed_shared(
+        &self,
+        type_tag: &str,
+        data: &[u8],
+        cache: &mut DecodeCache,
+    ) -> Result<Value, SerdeError> {
+        self.load(type_tag, data, Some(cache))
+    }
+}
+
+impl JsonPlusSerializer {
+    fn load(
+        &self,
+        type_tag: &str,
+        data: &[u8],
+        cache: Option<&mut DecodeCache>,
+    ) -> Result<Value, SerdeError> {
         match type_tag {
             tags::NULL => Ok(Value::Null),
             tags::BYTES | tags::BYTEARRAY => Ok(Value::Bytes(data.to_vec())),
             tags::MSGPACK => {
-                let value =
-                    decode_with_limits(data, self.limits).map_err(|source| SerdeError::Decode {
-                        tag: type_tag.to_owned(),
-                        source,
-                    })?;
+                let decoded = match cache {
+                    Some(cache) => decode_shared(data, self.limits, cache),
+                    None => decode_with_limits(data, self.limits),
+                };
+                let value = decoded.map_err(|source| SerdeError::Decode {
+                    tag: type_tag.to_owned(),
+                    source,
+                })?;
                 if let Some(list) = &self.strict {
                     list.check(&value)?;
                 }

@@ -170,6 +170,28 @@ impl StoredWrite {
         serde: &dyn crate::serializer::Serializer,
         at: &crate::error::Location,
     ) -> crate::error::Result<PendingWrite> {
+        self.decode_in(serde, at, None)
+    }
+
+    /// [`decode`](Self::decode) as one of many values read together, sharing what `cache`
+    /// has already decoded (see [`Serializer::loads_typed_shared`]).
+    ///
+    /// [`Serializer::loads_typed_shared`]: crate::Serializer::loads_typed_shared
+    pub fn decode_shared(
+        self,
+        serde: &dyn crate::serializer::Serializer,
+        at: &crate::error::Location,
+        cache: &mut crate::value::DecodeCache,
+    ) -> crate::error::Result<PendingWrite> {
+        self.decode_in(serde, at, Some(cache))
+    }
+
+    fn decode_in(
+        self,
+        serde: &dyn crate::serializer::Serializer,
+        at: &crate::error::Location,
+        cache: Option<&mut crate::value::DecodeCache>,
+    ) -> crate::error::Result<PendingWrite> {
         let loc = at
             .clone()
             .part("write")
@@ -181,9 +203,11 @@ impl StoredWrite {
                 crate::serializer::SerdeError::UnknownType("NULL".into()),
             )
         })?;
-        let value = serde
-            .loads_typed(&tag, &self.value)
-            .map_err(|e| crate::error::Error::serialization(loc, e))?;
+        let value = match cache {
+            Some(cache) => serde.loads_typed_shared(&tag, &self.value, cache),
+            None => serde.loads_typed(&tag, &self.value),
+        }
+        .map_err(|e| crate::error::Error::serialization(loc, e))?;
         Ok(PendingWrite {
             task_id: self.task_id,
             channel: self.channel,

@@ -377,7 +377,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             ns,
         } => read::state(saver, &thread, &ns, checkpoint, cli.json).await?,
         Command::Tree { thread, ns, format } => {
-            let listed = read::entries(saver.as_ref(), &thread, &ns, None).await?;
+            let listed = read::entries(saver.as_ref(), &thread, &ns, None, false).await?;
             if listed.is_empty() {
                 return Err(format!("no thread `{thread}` in this database"));
             }

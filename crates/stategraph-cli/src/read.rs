@@ -27,7 +27,8 @@ struct ThreadRow {
 /// checkpoint is damaged is listed, marked damaged with the error, instead of failing the
 /// listing (as `history` lists a damaged checkpoint and goes on).
 pub(crate) async fn threads(saver: &dyn CheckpointSaver, as_json: bool) -> Result<String, Failure> {
-    let all = listing(saver, ListOptions::all(), None).await?;
+    // Ids, steps and times only: the values are not read.
+    let all = listing(saver, ListOptions::all().without_values(), None).await?;
     // Newest first already: the first entry seen of a thread is its latest.
     let mut rows: Vec<ThreadRow> = Vec::new();
     for entry in &all {
@@ -135,16 +136,20 @@ fn no_thread(thread: &str, ns: &str) -> Failure {
     }
 }
 
-/// The checkpoints of `thread`/`ns`, newest first (at most `limit`). A damaged checkpoint
-/// does not hide the others: it is listed with its error and the listing goes on past it
-/// (one checkpoint per query from there, which only damaged threads pay).
+/// The checkpoints of `thread`/`ns`, newest first (at most `limit`), with their channel
+/// values or (`values: false`, for views of ids, steps and parents) without. A damaged
+/// checkpoint does not hide the others: it is listed with its error and the listing goes on
+/// past it (one checkpoint per query from there, which only damaged threads pay).
 pub(crate) async fn entries(
     saver: &dyn CheckpointSaver,
     thread: &str,
     ns: &str,
     limit: Option<usize>,
+    values: bool,
 ) -> Result<Vec<Entry>, Failure> {
-    listing(saver, ListOptions::thread(thread).ns(ns), limit).await
+    let mut options = ListOptions::thread(thread).ns(ns);
+    options.skip_values = !values;
+    listing(saver, options, limit).await
 }
 
 /// The checkpoints `options` selects, newest first (at most `limit`), damaged ones listed
@@ -223,7 +228,7 @@ pub(crate) async fn reader(
         Ok(Some(t)) => t,
         Ok(None) => return Err(no_thread(thread, ns)),
         // The newest checkpoint is damaged: infer from the newest that reads.
-        Err(e) if damaged_id(&e).is_some() => entries(saver.as_ref(), thread, ns, None)
+        Err(e) if damaged_id(&e).is_some() => entries(saver.as_ref(), thread, ns, None, true)
             .await?
             .into_iter()
             .find_map(|e| match e {
@@ -271,7 +276,8 @@ pub(crate) async fn history(
         // Damage somewhere: list around it, each readable checkpoint as its snapshot.
         Err(stategraph::GraphError::Checkpoint(e)) if damaged_id(&e).is_some() => {
             let mut rows = Vec::new();
-            for entry in entries(saver.as_ref(), thread, ns, limit).await? {
+            // Each readable checkpoint is read again, whole, as its snapshot.
+            for entry in entries(saver.as_ref(), thread, ns, limit, false).await? {
                 rows.push(match entry {
                     Entry::Readable(t) => {
                         let id = t.checkpoint.id.clone();

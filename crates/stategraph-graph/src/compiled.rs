@@ -527,6 +527,7 @@ impl<S: State> CompiledGraph<S> {
             filter,
             before,
             limit,
+            skip_values: false,
         };
         let mut out = Vec::new();
         let listed =

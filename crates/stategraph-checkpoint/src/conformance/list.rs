@@ -186,3 +186,90 @@ pub async fn list_multiple_namespaces(saver: &dyn CheckpointSaver) {
     assert_eq!(root[0].config.checkpoint_ns, "");
     assert_eq!(list(saver, ListOptions::thread(&t)).await.len(), 3);
 }
+
+/// A listing of checkpoints that repeat each other's values (a chat's messages: every later
+/// checkpoint stores the earlier ones again; an unchanged channel; writes carrying the same
+/// message) gives each checkpoint exactly what reading it alone gives — however a saver
+/// shares what it decodes between them.
+pub async fn list_of_repeating_values_equals_each_read_alone(saver: &dyn CheckpointSaver) {
+    let t = thread();
+    let message = |i: usize| {
+        crate::Message::human(format!(
+            "message {i}: long enough to be shared when read again"
+        ))
+        .to_value()
+    };
+    let note = Value::from("a string channel that does not change from one step to the next");
+    let mut messages: Vec<Value> = Vec::new();
+    let mut parent = config(&t);
+    for step in 0..6_i64 {
+        let i = usize::try_from(step).unwrap();
+        messages.push(message(i));
+        messages.push(Value::from(format!(
+            "reply {i}, a plain string as long as a message"
+        )));
+        // The same message again inside a nested value, and a short string (not shared).
+        let nested = crate::value!({"last": null, "short": "x"});
+        let mut nested = nested.as_map().unwrap().clone();
+        nested.insert("last", message(i));
+        let cp = checkpoint(
+            &[
+                ("messages", Value::from(messages.clone())),
+                ("note", note.clone()),
+                ("nested", Value::Map(nested)),
+            ],
+            &[("messages", step + 1), ("note", 1), ("nested", step + 1)],
+        );
+        let mut versions = cp.channel_versions.clone();
+        if step > 0 {
+            versions.remove("note");
+        }
+        parent = saver
+            .put(&parent, &cp, &metadata(Loop, step), &versions)
+            .await
+            .expect("put");
+        saver
+            .put_writes(&parent, &[("messages".into(), message(i))], "task", "")
+            .await
+            .expect("put_writes");
+    }
+    let listed = list(saver, ListOptions::thread(&t)).await;
+    assert_eq!(listed.len(), 6);
+    for tuple in &listed {
+        let alone = must_get(saver, &tuple.config).await;
+        assert_eq!(tuple.checkpoint, alone.checkpoint);
+        assert_eq!(tuple.pending_writes, alone.pending_writes);
+        assert_eq!(tuple.checkpoint.channel_values.get("note"), Some(&note));
+    }
+    let newest = &listed[0].checkpoint.channel_values;
+    assert_eq!(newest.get("messages"), Some(&Value::from(messages)));
+}
+
+/// A listing without values gives each checkpoint's id, versions, metadata, parent and
+/// pending writes as a listing with values does, and no channel values.
+pub async fn list_without_values_keeps_everything_else(saver: &dyn CheckpointSaver) {
+    let t = thread();
+    let mut parent = config(&t);
+    for step in 0..3_i64 {
+        let cp = checkpoint(
+            &[
+                ("messages", crate::value!(["a message", step])),
+                ("count", Value::Int(step)),
+            ],
+            &[("messages", step + 1), ("count", step + 1)],
+        );
+        parent = put(saver, &parent, &cp, &metadata(Loop, step)).await;
+        write(saver, &parent, "messages", "pending").await;
+    }
+    let full = list(saver, ListOptions::thread(&t)).await;
+    let bare = list(saver, ListOptions::thread(&t).without_values()).await;
+    assert_eq!(full.len(), 3);
+    assert_eq!(bare.len(), full.len());
+    for (b, f) in bare.iter().zip(&full) {
+        assert!(b.checkpoint.channel_values.is_empty(), "{:?}", b.config);
+        assert!(!f.checkpoint.channel_values.is_empty());
+        let mut without = f.clone();
+        without.checkpoint.channel_values.clear();
+        assert_eq!(b, &without);
+    }
+}

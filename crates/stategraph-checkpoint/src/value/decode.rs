@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+use super::shared::{DecodeCache, MIN_SHARED_LEN, Probe};
 use super::{Ext, Map, Value};
 
 /// Bounds applied while decoding.
@@ -127,6 +128,26 @@ pub fn decode(bytes: &[u8]) -> Result<Value, DecodeError> {
 
 /// Decodes exactly one msgpack value from `bytes`.
 pub fn decode_with_limits(bytes: &[u8], limits: DecodeLimits) -> Result<Value, DecodeError> {
+    decode_in(bytes, limits, None)
+}
+
+/// Decodes exactly one msgpack value from `bytes`, sharing with `cache` every string and ext
+/// value (a message) whose bytes were decoded before through the same cache: for a read that
+/// decodes many values repeating each other, such as a thread's checkpoints. The result is
+/// the same as [`decode_with_limits`]'s.
+pub fn decode_shared(
+    bytes: &[u8],
+    limits: DecodeLimits,
+    cache: &mut DecodeCache,
+) -> Result<Value, DecodeError> {
+    decode_in(bytes, limits, Some(cache))
+}
+
+fn decode_in(
+    bytes: &[u8],
+    limits: DecodeLimits,
+    cache: Option<&mut DecodeCache>,
+) -> Result<Value, DecodeError> {
     if bytes.len() > limits.max_bytes {
         return Err(DecodeError::new(
             DecodeErrorKind::TooLarge(limits.max_bytes),
@@ -137,6 +158,7 @@ pub fn decode_with_limits(bytes: &[u8], limits: DecodeLimits) -> Result<Value, D
         buf: bytes,
         pos: 0,
         max_depth: limits.max_depth,
+        cache,
     };
     let v = r.value(0)?;
     if r.pos != bytes.len() {
@@ -148,13 +170,15 @@ pub fn decode_with_limits(bytes: &[u8], limits: DecodeLimits) -> Result<Value, D
     Ok(v)
 }
 
-struct Reader<'a> {
+struct Reader<'a, 'c> {
     buf: &'a [u8],
     pos: usize,
     max_depth: usize,
+    /// Where values decoded before are shared from, if anywhere.
+    cache: Option<&'c mut DecodeCache>,
 }
 
-impl<'a> Reader<'a> {
+impl<'a> Reader<'a, '_> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let (s, end) = self
             .pos
@@ -278,10 +302,21 @@ impl<'a> Reader<'a> {
 
     fn str(&mut self, n: usize, start: usize) -> Result<Value, DecodeError> {
         let bytes = self.take(n)?;
-        match std::str::from_utf8(bytes) {
-            Ok(s) => Ok(Value::Str(s.into())),
-            Err(_) => Err(DecodeError::new(DecodeErrorKind::InvalidUtf8, start)),
+        let key = match self.cache.as_deref_mut() {
+            Some(cache) if n >= MIN_SHARED_LEN => match cache.probe_str(bytes) {
+                Probe::Hit(v) => return Ok(v),
+                Probe::Miss(key) => Some(key),
+            },
+            _ => None,
+        };
+        let value = match std::str::from_utf8(bytes) {
+            Ok(s) => Value::Str(s.into()),
+            Err(_) => return Err(DecodeError::new(DecodeErrorKind::InvalidUtf8, start)),
+        };
+        if let (Some(key), Some(cache)) = (key, self.cache.as_deref_mut()) {
+            cache.keep(key, &value, usize::MAX);
         }
+        Ok(value)
     }
 
     fn enter(&self, depth: usize) -> Result<usize, DecodeError> {
@@ -328,6 +363,28 @@ impl<'a> Reader<'a> {
         let code = i8::from_be_bytes([self.u8()?]);
         let payload_start = self.pos;
         let data = self.take(n)?;
+        let key = match self.cache.as_deref_mut() {
+            Some(cache) if n >= MIN_SHARED_LEN => match cache.probe_ext(code, data, depth) {
+                Probe::Hit(v) => return Ok(v),
+                Probe::Miss(key) => Some(key),
+            },
+            _ => None,
+        };
+        let value = self.new_ext(code, data, payload_start, depth)?;
+        if let (Some(key), Some(cache)) = (key, self.cache.as_deref_mut()) {
+            cache.keep(key, &value, depth);
+        }
+        Ok(value)
+    }
+
+    /// An ext value not seen before: LangGraph's own types' payloads checked first.
+    fn new_ext(
+        &self,
+        code: i8,
+        data: &[u8],
+        payload_start: usize,
+        depth: usize,
+    ) -> Result<Value, DecodeError> {
         if (0..=7).contains(&code) {
             // LangGraph's own ext types carry a msgpack payload; validate it now so that a
             // corrupt one is reported here, with its location, rather than when it is used.
@@ -341,6 +398,7 @@ impl<'a> Reader<'a> {
                 buf: data,
                 pos: 0,
                 max_depth: self.max_depth,
+                cache: None,
             };
             let shift = |mut e: DecodeError| {
                 e.offset += payload_start;

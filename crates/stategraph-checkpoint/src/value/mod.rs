@@ -15,14 +15,18 @@ mod json;
 mod list;
 mod peek;
 mod serde_impl;
+mod shared;
 mod to_value;
 
 pub use convert::{from_value, to_value};
-pub use decode::{DecodeError, DecodeErrorKind, DecodeLimits, decode, decode_with_limits};
+pub use decode::{
+    DecodeError, DecodeErrorKind, DecodeLimits, decode, decode_shared, decode_with_limits,
+};
 pub use encode::{encode, encode_into};
 pub use ext::{Ext, ExtCode, PyObject};
 pub use list::List;
 pub(crate) use peek::Peek;
+pub use shared::DecodeCache;
 
 use std::fmt;
 use std::sync::Arc;

@@ -266,8 +266,16 @@ impl CheckpointSaver for MongoSaver {
     }
 
     async fn list(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>> {
-        self.timed("listing checkpoints", self.list_tuples(options))
-            .await
+        self.timed("listing checkpoints", async {
+            let mut tuples = self.list_tuples(options).await?;
+            if options.skip_values {
+                for t in &mut tuples {
+                    t.checkpoint.channel_values.clear();
+                }
+            }
+            Ok(tuples)
+        })
+        .await
     }
 
     async fn put_checked(

@@ -180,7 +180,7 @@ impl CheckpointSaver for MySqlSaver {
             .map_err(db("reading a checkpoint"))?;
             let rows = rows.into_iter().map(layout_row).collect::<Result<_>>()?;
             Ok(
-                backend::assemble(&mut Fetch(&mut conn), self.serializer.as_ref(), rows)
+                backend::assemble(&mut Fetch(&mut conn), self.serializer.as_ref(), rows, false)
                     .await?
                     .into_iter()
                     .next(),
@@ -217,7 +217,13 @@ impl CheckpointSaver for MySqlSaver {
                 .await
                 .map_err(db("listing checkpoints"))?;
             let rows = rows.into_iter().map(layout_row).collect::<Result<_>>()?;
-            backend::assemble(&mut Fetch(&mut conn), self.serializer.as_ref(), rows).await
+            backend::assemble(
+                &mut Fetch(&mut conn),
+                self.serializer.as_ref(),
+                rows,
+                options.skip_values,
+            )
+            .await
         })
         .await
     }

@@ -243,6 +243,7 @@ impl PostgresSaver {
             &mut Fetch(client_of(&client)),
             self.serializer.as_ref(),
             rows,
+            false,
         )
         .await?;
         let mut walk = DeltaWalk::new(channels);
@@ -292,6 +293,7 @@ impl PostgresSaver {
             &mut Fetch(client_of(&client)),
             self.serializer.as_ref(),
             rows,
+            options.skip_values,
         )
         .await
     }

@@ -210,9 +210,12 @@ impl CheckpointSaver for RedisSaver {
                 if out.len() >= limit {
                     break;
                 }
-                if let Some(t) = self.load(&thread, &ns, &id).await?
+                if let Some(mut t) = self.load(&thread, &ns, &id).await?
                     && t.metadata.matches(&options.filter)
                 {
+                    if options.skip_values {
+                        t.checkpoint.channel_values.clear();
+                    }
                     out.push(t);
                 }
             }

@@ -16,10 +16,10 @@ use stategraph_checkpoint::backend::{
 };
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointId, CheckpointMetadata,
-    CheckpointSaver, CheckpointTuple, DeltaChannelHistory, DeltaWalk, EncodedWrites, Error,
-    ListOptions, Location, PendingWrite, PruneStrategy, Result, SaveOp, SerdeError, Serializer,
-    StoredWrite, Value, checkpoint_value_ranges, encode_writes, latest_conflict, sort_writes, tags,
-    validate_put,
+    CheckpointSaver, CheckpointTuple, DecodeCache, DeltaChannelHistory, DeltaWalk, EncodedWrites,
+    Error, ListOptions, Location, PendingWrite, PruneStrategy, Result, SaveOp, SerdeError,
+    Serializer, StoredWrite, Value, checkpoint_value_ranges, checkpoint_without_values,
+    encode_writes, latest_conflict, sort_writes, tags, validate_put,
 };
 
 use crate::config::{self, SqliteConfig};
@@ -167,7 +167,8 @@ impl CheckpointSaver for SqliteSaver {
                     }),
             }
             .map_err(db("reading a checkpoint"))?;
-            row.map(|r| r.into_tuple(&tx, serde)).transpose()
+            row.map(|r| r.into_tuple(&tx, serde, None, false))
+                .transpose()
         })
         .await
     }
@@ -187,6 +188,7 @@ impl CheckpointSaver for SqliteSaver {
 
     async fn list(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>> {
         let (sql, args) = list_query(options)?;
+        let skip_values = options.skip_values;
         self.read(move |conn, serde| {
             let tx = conn.transaction().map_err(db("starting a read"))?;
             let rows: Vec<Row> = {
@@ -198,7 +200,12 @@ impl CheckpointSaver for SqliteSaver {
                     .collect::<rusqlite::Result<_>>()
                     .map_err(db("listing checkpoints"))?
             };
-            rows.into_iter().map(|r| r.into_tuple(&tx, serde)).collect()
+            // One cache for the listing: what checkpoints repeat of each other (every
+            // earlier message of a chat) is decoded once.
+            let mut cache = DecodeCache::new();
+            rows.into_iter()
+                .map(|r| r.into_tuple(&tx, serde, Some(&mut cache), skip_values))
+                .collect()
         })
         .await
     }

@@ -49,21 +49,34 @@ impl Row {
         Location::checkpoint(&self.thread_id, &self.checkpoint_ns, &self.checkpoint_id)
     }
 
-    /// Decodes the row and loads its writes.
+    /// Decodes the row and loads its writes; in a read of many rows, sharing with `cache`
+    /// what earlier rows decoded.
     pub(super) fn into_tuple(
         self,
         conn: &Connection,
         serde: &dyn Serializer,
+        mut cache: Option<&mut DecodeCache>,
+        skip_values: bool,
     ) -> Result<CheckpointTuple> {
         let loc = self.location();
         let tag = self.type_tag.as_deref().ok_or_else(|| {
             Error::serialization(loc.clone(), SerdeError::UnknownType("NULL".into()))
         })?;
         let bytes = self.checkpoint.as_deref().unwrap_or_default();
-        let value = serde
-            .loads_typed(tag, bytes)
-            .map_err(|e| located(loc.clone(), e))?;
-        let checkpoint = Checkpoint::from_value(value).map_err(|e| located(loc.clone(), e))?;
+        // Without values, a msgpack checkpoint's values are skipped over, not decoded.
+        let bare = (skip_values && tag == tags::MSGPACK)
+            .then(|| checkpoint_without_values(bytes))
+            .flatten();
+        let bytes = bare.as_deref().unwrap_or(bytes);
+        let value = match cache.as_deref_mut() {
+            Some(cache) => serde.loads_typed_shared(tag, bytes, cache),
+            None => serde.loads_typed(tag, bytes),
+        }
+        .map_err(|e| located(loc.clone(), e))?;
+        let mut checkpoint = Checkpoint::from_value(value).map_err(|e| located(loc.clone(), e))?;
+        if skip_values {
+            checkpoint.channel_values.clear();
+        }
         let metadata = decode_metadata(self.metadata.as_deref(), &loc)?;
         let pending_writes = load_writes(
             conn,
@@ -71,6 +84,7 @@ impl Row {
             &self.thread_id,
             &self.checkpoint_ns,
             &self.checkpoint_id,
+            cache,
         )?;
         Ok(CheckpointTuple::from_parts(
             self.thread_id,
@@ -131,6 +145,7 @@ pub(super) fn load_writes(
     thread_id: &str,
     ns: &str,
     checkpoint_id: &str,
+    mut cache: Option<&mut DecodeCache>,
 ) -> Result<Vec<PendingWrite>> {
     let mut stmt = conn
         .prepare_cached(
@@ -146,7 +161,11 @@ pub(super) fn load_writes(
     let at = Location::checkpoint(thread_id, ns, checkpoint_id);
     let mut writes = Vec::new();
     for row in rows {
-        writes.push(row.map_err(db("reading writes"))?.decode(serde, &at)?);
+        let row = row.map_err(db("reading writes"))?;
+        writes.push(match cache.as_deref_mut() {
+            Some(cache) => row.decode_shared(serde, &at, cache)?,
+            None => row.decode(serde, &at)?,
+        });
     }
     sort_writes(&mut writes);
     Ok(writes)
