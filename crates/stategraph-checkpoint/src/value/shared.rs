@@ -6,9 +6,12 @@
 //! referenced) by every later checkpoint. A listing that decodes every checkpoint would build
 //! the same strings and messages hundreds of times. With a cache, a string or ext value (a
 //! message) whose bytes were already decoded during the same read is the value decoded the
-//! first time: one reference count, no allocation, no UTF-8 check. Values are found by the
-//! hash of their bytes (XXH3) and always compared byte for byte before being shared, so what
-//! callers see is exactly what a fresh decode gives.
+//! first time: one reference count, no allocation, no UTF-8 check. Values are found by a
+//! hash of their length and of eight 8-byte windows spread over their bytes (hashing every
+//! byte cost as much as the decode it saves), and always compared byte for byte before being
+//! shared, so what callers see is exactly what a fresh decode gives. Values whose windows
+//! agree share a key: a few of them are kept side by side, and beyond that the rest are
+//! decoded each time (correct, only slower).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -20,6 +23,28 @@ pub(crate) const MIN_SHARED_LEN: usize = 32;
 
 /// The seed that keeps strings and each ext type apart in the table.
 const STR_KIND: u64 = 0x7374_7200;
+
+/// How many values whose keys collide are kept (at consecutive keys).
+const PROBES: u64 = 4;
+
+/// The key of `bytes` (at least [`MIN_SHARED_LEN`] long) under `seed`: their length and
+/// eight 8-byte windows from the first byte to the last, mixed by folded multiplication.
+fn key_of(seed: u64, bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let n = bytes.len();
+    let last = n.saturating_sub(8);
+    let mut h = seed ^ (n as u64).wrapping_mul(K);
+    for i in 0..8 {
+        let at = last * i / 7;
+        let mut w = [0u8; 8];
+        if let Some(window) = bytes.get(at..at + 8) {
+            w.copy_from_slice(window);
+        }
+        let m = u128::from(h ^ u64::from_le_bytes(w)) * u128::from(K);
+        h = (m as u64) ^ ((m >> 64) as u64);
+    }
+    h
+}
 
 /// How many distinct values one cache keeps by default (the values themselves are the ones
 /// handed to the caller; the table costs about 40 bytes an entry on top).
@@ -47,8 +72,8 @@ impl Hasher for KeyHasher {
 pub(crate) enum Probe {
     /// The same bytes were decoded before: their value.
     Hit(Value),
-    /// Not seen: decode, then [`DecodeCache::keep`] under this key.
-    Miss(u64),
+    /// Not seen: decode, then [`DecodeCache::keep`] under this key (`None`: no room for it).
+    Miss(Option<u64>),
 }
 
 /// Values decoded during one read (a listing, a history walk), shared by every later
@@ -116,40 +141,48 @@ impl DecodeCache {
 
     /// Looks up the string with UTF-8 bytes `bytes`.
     pub(crate) fn probe_str(&mut self, bytes: &[u8]) -> Probe {
-        let key = xxhash_rust::xxh3::xxh3_64_with_seed(bytes, STR_KIND);
-        match self.table.get(&key) {
-            Some((v @ Value::Str(s), _)) if s.as_bytes() == bytes => {
-                self.reused += 1;
-                Probe::Hit(v.clone())
-            }
-            _ => Probe::Miss(key),
-        }
+        self.probe(
+            key_of(STR_KIND, bytes),
+            |v, _| matches!(v, Value::Str(s) if s.as_bytes() == bytes),
+        )
     }
 
     /// Looks up the ext value of type `code` with payload `data`, found at nesting `depth`.
     pub(crate) fn probe_ext(&mut self, code: i8, data: &[u8], depth: usize) -> Probe {
-        let key = xxhash_rust::xxh3::xxh3_64_with_seed(data, u64::from(code.cast_unsigned()));
-        match self.table.get(&key) {
-            Some((v @ Value::Ext(e), seen_at))
-                if depth <= *seen_at && e.code() == code && e.data() == data =>
-            {
-                self.reused += 1;
-                Probe::Hit(v.clone())
-            }
-            _ => Probe::Miss(key),
-        }
+        self.probe(
+            key_of(u64::from(code.cast_unsigned()), data),
+            |v, seen_at| {
+                depth <= seen_at
+                    && matches!(v, Value::Ext(e) if e.code() == code && e.data() == data)
+            },
+        )
     }
 
-    /// Keeps a freshly decoded value under the key its probe gave. A key already taken (two
-    /// different byte strings with one hash) keeps its first value; the other is simply not
-    /// shared.
-    /// `depth` is the nesting it was decoded at (`usize::MAX` for a string, valid anywhere).
-    pub(crate) fn keep(&mut self, key: u64, value: &Value, depth: usize) {
+    /// The value at `key` or one of the next keys that `same` says is the one sought; else
+    /// the first free key among them, if any.
+    fn probe(&mut self, key: u64, same: impl Fn(&Value, usize) -> bool) -> Probe {
+        for k in (0..PROBES).map(|i| key.wrapping_add(i)) {
+            match self.table.get(&k) {
+                None => return Probe::Miss(Some(k)),
+                Some((v, seen_at)) if same(v, *seen_at) => {
+                    self.reused += 1;
+                    return Probe::Hit(v.clone());
+                }
+                Some(_) => {}
+            }
+        }
+        Probe::Miss(None)
+    }
+
+    /// Keeps a freshly decoded value under the key its probe gave (none: too many values
+    /// share its key; it is not kept). `depth` is the nesting it was decoded at
+    /// (`usize::MAX` for a string, valid anywhere).
+    pub(crate) fn keep(&mut self, key: Option<u64>, value: &Value, depth: usize) {
         self.decoded += 1;
-        if self.table.len() < self.max_entries {
-            self.table
-                .entry(key)
-                .or_insert_with(|| (value.clone(), depth));
+        if let Some(key) = key
+            && self.table.len() < self.max_entries
+        {
+            self.table.insert(key, (value.clone(), depth));
         }
     }
 }
@@ -188,6 +221,26 @@ mod tests {
             panic!("strings expected");
         };
         assert!(std::sync::Arc::ptr_eq(first, again));
+    }
+
+    #[test]
+    fn values_whose_windows_agree_are_told_apart() {
+        // Six strings of 100 bytes that differ only at byte 10, between two windows: one key.
+        let strings: Vec<Value> = (0..6_u8)
+            .map(|i| {
+                let mut s = vec![b'a'; 100];
+                s[10] = b'0' + i;
+                Value::from(String::from_utf8(s).unwrap())
+            })
+            .collect();
+        let bytes = encode(&Value::from(strings.clone()));
+        let mut cache = DecodeCache::new();
+        for _ in 0..2 {
+            let v = decode_shared(&bytes, DecodeLimits::default(), &mut cache).unwrap();
+            assert_eq!(v, Value::from(strings.clone()));
+        }
+        // Four kept side by side and shared the second time; the other two decoded again.
+        assert_eq!((cache.decoded(), cache.reused()), (8, 4));
     }
 
     #[test]
