@@ -80,7 +80,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// List the threads, newest activity first.
+    /// List the threads, newest activity first. Reads ids, steps and times only, not the
+    /// channel values (a damaged value shows in `history` and `state`).
     ///
     /// Example: stategraph --db sqlite:app.sqlite threads
     Threads,
@@ -113,7 +114,7 @@ enum Command {
         ns: String,
     },
     /// The branch tree of a thread's checkpoints (replays and updates of past checkpoints
-    /// start branches).
+    /// start branches). Reads no channel values.
     ///
     /// Example: stategraph --db sqlite:app.sqlite tree --thread 1 --format mermaid
     Tree {
