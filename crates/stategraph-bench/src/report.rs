@@ -312,7 +312,7 @@ pub fn table(groups: &Groups) -> String {
                     figure: "read floor, ms per checkpoint",
                     rust: med_of(rust, floor),
                     python: None,
-                    timed: true,
+                    timed: false,
                     target: None,
                     compared: false,
                 },

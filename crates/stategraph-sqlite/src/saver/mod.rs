@@ -167,7 +167,7 @@ impl CheckpointSaver for SqliteSaver {
                     }),
             }
             .map_err(db("reading a checkpoint"))?;
-            row.map(|r| r.into_tuple(&tx, serde, None, false))
+            row.map(|r| r.into_tuple(&tx, serde, None, false, None))
                 .transpose()
         })
         .await
@@ -203,8 +203,17 @@ impl CheckpointSaver for SqliteSaver {
             // One cache for the listing: what checkpoints repeat of each other (every
             // earlier message of a chat) is decoded once.
             let mut cache = DecodeCache::new();
+            let mut writes = read::load_writes_of(&tx, serde, &rows, &mut cache)?;
             rows.into_iter()
-                .map(|r| r.into_tuple(&tx, serde, Some(&mut cache), skip_values))
+                .map(|r| {
+                    let key = (
+                        r.thread_id.clone(),
+                        r.checkpoint_ns.clone(),
+                        r.checkpoint_id.clone(),
+                    );
+                    let here = writes.remove(&key).unwrap_or_default();
+                    r.into_tuple(&tx, serde, Some(&mut cache), skip_values, Some(here))
+                })
                 .collect()
         })
         .await

@@ -49,14 +49,15 @@ impl Row {
         Location::checkpoint(&self.thread_id, &self.checkpoint_ns, &self.checkpoint_id)
     }
 
-    /// Decodes the row and loads its writes; in a read of many rows, sharing with `cache`
-    /// what earlier rows decoded.
+    /// Decodes the row and loads its writes (or takes them from `writes`, loaded for many
+    /// rows at once); in a read of many rows, sharing with `cache` what earlier rows decoded.
     pub(super) fn into_tuple(
         self,
         conn: &Connection,
         serde: &dyn Serializer,
         mut cache: Option<&mut DecodeCache>,
         skip_values: bool,
+        writes: Option<Vec<PendingWrite>>,
     ) -> Result<CheckpointTuple> {
         let loc = self.location();
         let tag = self.type_tag.as_deref().ok_or_else(|| {
@@ -78,14 +79,20 @@ impl Row {
             checkpoint.channel_values.clear();
         }
         let metadata = decode_metadata(self.metadata.as_deref(), &loc)?;
-        let pending_writes = load_writes(
-            conn,
-            serde,
-            &self.thread_id,
-            &self.checkpoint_ns,
-            &self.checkpoint_id,
-            cache,
-        )?;
+        let pending_writes = match writes {
+            Some(mut writes) => {
+                sort_writes(&mut writes);
+                writes
+            }
+            None => load_writes(
+                conn,
+                serde,
+                &self.thread_id,
+                &self.checkpoint_ns,
+                &self.checkpoint_id,
+                cache,
+            )?,
+        };
         Ok(CheckpointTuple::from_parts(
             self.thread_id,
             self.checkpoint_ns,
@@ -169,6 +176,57 @@ pub(super) fn load_writes(
     }
     sort_writes(&mut writes);
     Ok(writes)
+}
+
+/// How many checkpoint ids one batched writes query names.
+const WRITES_BATCH: usize = 500;
+
+/// The writes of many listed checkpoints (`rows`), a query per thread and namespace and per
+/// 500 ids instead of one per checkpoint, decoded through the listing's `cache`; by
+/// (thread, namespace, checkpoint id), in no particular order.
+pub(super) fn load_writes_of(
+    conn: &Connection,
+    serde: &dyn Serializer,
+    rows: &[Row],
+    cache: &mut DecodeCache,
+) -> Result<std::collections::HashMap<(String, String, String), Vec<PendingWrite>>> {
+    let mut groups: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
+    for r in rows {
+        groups
+            .entry((&r.thread_id, &r.checkpoint_ns))
+            .or_default()
+            .push(&r.checkpoint_id);
+    }
+    let mut out: std::collections::HashMap<(String, String, String), Vec<PendingWrite>> =
+        std::collections::HashMap::new();
+    for ((thread, ns), ids) in groups {
+        for chunk in ids.chunks(WRITES_BATCH) {
+            let marks = vec!["?"; chunk.len()].join(", ");
+            // Not cached: the text changes with the number of ids.
+            let mut stmt = conn
+                .prepare(&format!(
+                    "SELECT checkpoint_id, task_id, channel, type, value, task_path, idx \
+                     FROM writes WHERE thread_id = ? AND checkpoint_ns = ? \
+                     AND checkpoint_id IN ({marks})"
+                ))
+                .map_err(db("reading writes"))?;
+            let args = [thread, ns].into_iter().chain(chunk.iter().copied());
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(args), |r| {
+                    Ok((r.get::<_, String>(0)?, stored_write(r, 1)?))
+                })
+                .map_err(db("reading writes"))?;
+            for row in rows {
+                let (id, w) = row.map_err(db("reading writes"))?;
+                let at = Location::checkpoint(thread, ns, &id);
+                let w = w.decode_shared(serde, &at, cache)?;
+                out.entry((thread.to_owned(), ns.to_owned(), id))
+                    .or_default()
+                    .push(w);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The target checkpoint's ancestors' ids, nearest first, by following
