@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use super::shared::{DecodeCache, MIN_SHARED_LEN, Probe};
+use super::shared::{DecodeCache, MIN_SHARED_ITEMS, MIN_SHARED_LEN, Probe};
 use super::{Ext, Map, Value};
 
 /// Bounds applied while decoding.
@@ -332,14 +332,64 @@ impl<'a> Reader<'a, '_> {
 
     fn list(&mut self, n: usize, depth: usize) -> Result<Value, DecodeError> {
         let depth = self.enter(depth)?;
-        let mut items = Vec::with_capacity(n.min(self.remaining()));
-        for i in 0..n {
+        if n >= MIN_SHARED_ITEMS
+            && self.cache.is_some()
+            && let Some(list) = self.shared_list(n, depth)?
+        {
+            return Ok(list);
+        }
+        let items = self.items(Vec::with_capacity(n.min(self.remaining())), n, depth)?;
+        Ok(Value::List(items.into()))
+    }
+
+    /// Decodes items `items.len()..n` of a list onto `items`.
+    fn items(
+        &mut self,
+        mut items: Vec<Value>,
+        n: usize,
+        depth: usize,
+    ) -> Result<Vec<Value>, DecodeError> {
+        for i in items.len()..n {
             let v = self
                 .value(depth)
                 .map_err(|e| e.within(&Segment::Index(i)))?;
             items.push(v);
         }
-        Ok(Value::List(items.into()))
+        Ok(items)
+    }
+
+    /// A list of `n` items whose first items may repeat, byte for byte, a list decoded
+    /// before through the cache (a chat's messages in every checkpoint after the one that
+    /// added them): those are taken from it, the rest decoded. `None` when the items'
+    /// extents cannot be found by skipping (the plain decode then reports why).
+    fn shared_list(&mut self, n: usize, depth: usize) -> Result<Option<Value>, DecodeError> {
+        let start = self.pos;
+        let rest = self.buf.get(start..).unwrap_or_default();
+        let mut p = super::peek::Peek::new(rest);
+        let mut ends = Vec::with_capacity(n);
+        for _ in 0..n {
+            if p.skip().is_none() {
+                return Ok(None);
+            }
+            ends.push(p.position());
+        }
+        let region = rest.get(..p.position()).unwrap_or_default();
+        let Some(cache) = self.cache.as_deref_mut() else {
+            return Ok(None);
+        };
+        let (items, seen) = cache.list_prefix(region, &ends, depth);
+        self.pos = start
+            + seen
+                .checked_sub(1)
+                .and_then(|i| ends.get(i))
+                .copied()
+                .unwrap_or(0);
+        let whole = items.len() == n;
+        let items = self.items(items, n, depth)?;
+        if !whole && let Some(cache) = self.cache.as_deref_mut() {
+            cache.remember_list(region, ends, &items, depth);
+        }
+        Ok(Some(Value::List(items.into())))
     }
 
     fn map(&mut self, n: usize, depth: usize) -> Result<Value, DecodeError> {

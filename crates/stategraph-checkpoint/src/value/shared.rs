@@ -21,6 +21,22 @@ use super::Value;
 /// Payloads shorter than this are decoded each time: a lookup would cost as much.
 pub(crate) const MIN_SHARED_LEN: usize = 32;
 
+/// Lists shorter than this are decoded item by item.
+pub(crate) const MIN_SHARED_ITEMS: usize = 8;
+
+/// How many long lists a cache remembers to share their items with the next ones.
+const LISTS: usize = 4;
+
+/// A list decoded before: its items' bytes, where each item ends in them, the items, and
+/// the nesting it was decoded at.
+#[derive(Debug)]
+struct SeenList {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+    items: Vec<Value>,
+    depth: usize,
+}
+
 /// The seed that keeps strings and each ext type apart in the table.
 const STR_KIND: u64 = 0x7374_7200;
 
@@ -101,6 +117,8 @@ pub struct DecodeCache {
     /// Each value with the deepest nesting level it was decoded at (an ext payload is checked
     /// against the depth left at its place; one found deeper is not shared).
     table: HashMap<u64, (Value, usize), BuildHasherDefault<KeyHasher>>,
+    /// The latest long lists, newest first.
+    lists: Vec<SeenList>,
     max_entries: usize,
     decoded: u64,
     reused: u64,
@@ -122,6 +140,7 @@ impl DecodeCache {
     pub fn with_max_entries(max_entries: usize) -> Self {
         Self {
             table: HashMap::default(),
+            lists: Vec::new(),
             max_entries,
             decoded: 0,
             reused: 0,
@@ -172,6 +191,76 @@ impl DecodeCache {
             }
         }
         Probe::Miss(None)
+    }
+
+    /// The first items of a list whose items are the bytes `region` (item i ending at
+    /// `ends[i]`), taken from a list remembered at the same nesting when one of the two
+    /// lists' bytes begins with the other's at an item boundary of both; and how many
+    /// items of the list that is (0: none shared).
+    pub(crate) fn list_prefix(
+        &mut self,
+        region: &[u8],
+        ends: &[usize],
+        depth: usize,
+    ) -> (Vec<Value>, usize) {
+        let n = ends.len();
+        let found = self.lists.iter().find_map(|seen| {
+            if seen.depth != depth || self.max_entries == 0 {
+                return None;
+            }
+            if region.len() <= seen.bytes.len() {
+                // This list is the start of the remembered one (a listing, newest first).
+                let at = seen.ends.binary_search(&region.len()).ok()?;
+                if at + 1 == n && seen.bytes.starts_with(region) {
+                    seen.items.get(..n).map(<[Value]>::to_vec)
+                } else {
+                    None
+                }
+            } else {
+                // The remembered one is the start of this one (oldest first).
+                let k = seen.items.len();
+                (k > 0
+                    && ends.get(k - 1) == Some(&seen.bytes.len())
+                    && region.starts_with(&seen.bytes))
+                .then(|| {
+                    let mut items = Vec::with_capacity(n);
+                    items.extend_from_slice(&seen.items);
+                    items
+                })
+            }
+        });
+        match found {
+            Some(items) => {
+                let k = items.len();
+                self.reused += k as u64;
+                (items, k)
+            }
+            None => (Vec::with_capacity(n), 0),
+        }
+    }
+
+    /// Remembers a list just decoded (its items' bytes `region`, item i ending at
+    /// `ends[i]`) for the next ones to share its items.
+    pub(crate) fn remember_list(
+        &mut self,
+        region: &[u8],
+        ends: Vec<usize>,
+        items: &[Value],
+        depth: usize,
+    ) {
+        if self.max_entries == 0 {
+            return;
+        }
+        self.lists.insert(
+            0,
+            SeenList {
+                bytes: region.to_vec(),
+                ends,
+                items: items.to_vec(),
+                depth,
+            },
+        );
+        self.lists.truncate(LISTS);
     }
 
     /// Keeps a freshly decoded value under the key its probe gave (none: too many values
@@ -241,6 +330,53 @@ mod tests {
         }
         // Four kept side by side and shared the second time; the other two decoded again.
         assert_eq!((cache.decoded(), cache.reused()), (8, 4));
+    }
+
+    /// A chat's message list after `n` messages.
+    fn chat(n: usize) -> Value {
+        Value::from(
+            (0..n)
+                .map(|i| Value::from(format!("message {i}, long enough to be worth sharing")))
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    #[test]
+    fn lists_share_the_items_they_begin_with() {
+        let limits = DecodeLimits::default();
+        let mut cache = DecodeCache::new();
+        // Newest first, as a listing reads: each list is the start of the one before.
+        for n in [12, 11, 10, 9] {
+            let bytes = encode(&Value::from(vec![chat(n), Value::from(n as u64)]));
+            let v = decode_shared(&bytes, limits, &mut cache).unwrap();
+            assert_eq!(v, decode_with_limits(&bytes, limits).unwrap());
+        }
+        assert_eq!((cache.decoded(), cache.reused()), (12, 11 + 10 + 9));
+        // Oldest first: the remembered list is the start of the next.
+        let mut cache = DecodeCache::new();
+        for n in [9, 10, 12] {
+            let bytes = encode(&chat(n));
+            let v = decode_shared(&bytes, limits, &mut cache).unwrap();
+            assert_eq!(v, decode_with_limits(&bytes, limits).unwrap());
+        }
+        assert_eq!((cache.decoded(), cache.reused()), (12, 9 + 10));
+    }
+
+    #[test]
+    fn a_damaged_item_after_shared_ones_fails_as_a_fresh_decode_does() {
+        let limits = DecodeLimits::default();
+        let mut cache = DecodeCache::new();
+        decode_shared(&encode(&chat(10)), limits, &mut cache).unwrap();
+        // Eleven items: the first ten shared, the last a string that is not UTF-8.
+        let mut bytes = encode(&chat(11));
+        let last = bytes.len() - 1;
+        bytes[last] = 0xff;
+        let fresh = decode_with_limits(&bytes, limits).unwrap_err();
+        assert_eq!(fresh.path, "[10]");
+        assert_eq!(
+            decode_shared(&bytes, limits, &mut cache).unwrap_err(),
+            fresh
+        );
     }
 
     #[test]
