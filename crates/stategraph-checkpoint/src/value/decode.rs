@@ -360,33 +360,28 @@ impl<'a> Reader<'a, '_> {
 
     /// A list of `n` items whose first items may repeat, byte for byte, a list decoded
     /// before through the cache (a chat's messages in every checkpoint after the one that
-    /// added them): those are taken from it, the rest decoded. `None` when the items'
-    /// extents cannot be found by skipping (the plain decode then reports why).
+    /// added them): those are taken from it, the rest decoded, and the list is remembered
+    /// for the next ones unless it was shared whole.
     fn shared_list(&mut self, n: usize, depth: usize) -> Result<Option<Value>, DecodeError> {
         let start = self.pos;
         let rest = self.buf.get(start..).unwrap_or_default();
-        let mut p = super::peek::Peek::new(rest);
-        let mut ends = Vec::with_capacity(n);
-        for _ in 0..n {
-            if p.skip().is_none() {
-                return Ok(None);
-            }
-            ends.push(p.position());
-        }
-        let region = rest.get(..p.position()).unwrap_or_default();
         let Some(cache) = self.cache.as_deref_mut() else {
             return Ok(None);
         };
-        let (items, seen) = cache.list_prefix(region, &ends, depth);
-        self.pos = start
-            + seen
-                .checked_sub(1)
-                .and_then(|i| ends.get(i))
-                .copied()
-                .unwrap_or(0);
-        let whole = items.len() == n;
-        let items = self.items(items, n, depth)?;
-        if !whole && let Some(cache) = self.cache.as_deref_mut() {
+        let (mut items, mut ends) = cache.list_prefix(rest, n, depth);
+        let shared = items.len();
+        self.pos = start + ends.last().copied().unwrap_or(0);
+        for i in shared..n {
+            let v = self
+                .value(depth)
+                .map_err(|e| e.within(&Segment::Index(i)))?;
+            items.push(v);
+            ends.push(self.pos - start);
+        }
+        if shared < n
+            && let Some(cache) = self.cache.as_deref_mut()
+        {
+            let region = rest.get(..self.pos - start).unwrap_or_default();
             cache.remember_list(region, ends, &items, depth);
         }
         Ok(Some(Value::List(items.into())))

@@ -37,6 +37,25 @@ struct SeenList {
     depth: usize,
 }
 
+/// How many leading bytes `a` and `b` have in common.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    const CHUNK: usize = 128;
+    let whole = a
+        .chunks(CHUNK)
+        .zip(b.chunks(CHUNK))
+        .take_while(|(x, y)| x.len() == CHUNK && x == y)
+        .count()
+        * CHUNK;
+    let tail = a
+        .get(whole..)
+        .unwrap_or_default()
+        .iter()
+        .zip(b.get(whole..).unwrap_or_default())
+        .take_while(|(x, y)| x == y)
+        .count();
+    whole + tail
+}
+
 /// The seed that keeps strings and each ext type apart in the table.
 const STR_KIND: u64 = 0x7374_7200;
 
@@ -193,50 +212,33 @@ impl DecodeCache {
         Probe::Miss(None)
     }
 
-    /// The first items of a list whose items are the bytes `region` (item i ending at
-    /// `ends[i]`), taken from a list remembered at the same nesting when one of the two
-    /// lists' bytes begins with the other's at an item boundary of both; and how many
-    /// items of the list that is (0: none shared).
+    /// The first items of a list of `n` items whose bytes start at `rest`, with where each
+    /// ends in them: those a list remembered at the same nesting holds at its start, byte
+    /// for byte (none when no remembered list begins like this one).
     pub(crate) fn list_prefix(
         &mut self,
-        region: &[u8],
-        ends: &[usize],
+        rest: &[u8],
+        n: usize,
         depth: usize,
-    ) -> (Vec<Value>, usize) {
-        let n = ends.len();
-        let found = self.lists.iter().find_map(|seen| {
-            if seen.depth != depth || self.max_entries == 0 {
-                return None;
-            }
-            if region.len() <= seen.bytes.len() {
-                // This list is the start of the remembered one (a listing, newest first).
-                let at = seen.ends.binary_search(&region.len()).ok()?;
-                if at + 1 == n && seen.bytes.starts_with(region) {
-                    seen.items.get(..n).map(<[Value]>::to_vec)
-                } else {
-                    None
-                }
-            } else {
-                // The remembered one is the start of this one (oldest first).
-                let k = seen.items.len();
-                (k > 0
-                    && ends.get(k - 1) == Some(&seen.bytes.len())
-                    && region.starts_with(&seen.bytes))
-                .then(|| {
-                    let mut items = Vec::with_capacity(n);
-                    items.extend_from_slice(&seen.items);
-                    items
-                })
-            }
-        });
-        match found {
-            Some(items) => {
-                let k = items.len();
-                self.reused += k as u64;
-                (items, k)
-            }
-            None => (Vec::with_capacity(n), 0),
+    ) -> (Vec<Value>, Vec<usize>) {
+        let mut items = Vec::with_capacity(n);
+        let mut ends = Vec::with_capacity(n);
+        if self.max_entries == 0 {
+            return (items, ends);
         }
+        for seen in self.lists.iter().filter(|l| l.depth == depth) {
+            // The items of the remembered list that lie wholly in the bytes both share are
+            // this list's first items (msgpack values end where their bytes say).
+            let common = common_prefix(rest, &seen.bytes);
+            let k = seen.ends.partition_point(|&e| e <= common).min(n);
+            if k > 0 {
+                items.extend_from_slice(seen.items.get(..k).unwrap_or_default());
+                ends.extend_from_slice(seen.ends.get(..k).unwrap_or_default());
+                self.reused += k as u64;
+                break;
+            }
+        }
+        (items, ends)
     }
 
     /// Remembers a list just decoded (its items' bytes `region`, item i ending at
