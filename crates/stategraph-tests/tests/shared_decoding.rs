@@ -3,6 +3,7 @@
 //! asked to decode each message's bytes once and shares that value with every later
 //! checkpoint — on SQLite (every value inside the checkpoint row) and on Postgres and MySQL
 //! (LangGraph's blob layout: a blob per channel version).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
