@@ -221,8 +221,10 @@ impl DecodeCache {
         n: usize,
         depth: usize,
     ) -> (Vec<Value>, Vec<usize>) {
-        let mut items = Vec::with_capacity(n);
-        let mut ends = Vec::with_capacity(n);
+        // `n` comes from the bytes: room for no more items than there are bytes left.
+        let room = n.min(rest.len());
+        let mut items = Vec::with_capacity(room);
+        let mut ends = Vec::with_capacity(room);
         if self.max_entries == 0 {
             return (items, ends);
         }
@@ -379,6 +381,20 @@ mod tests {
             decode_shared(&bytes, limits, &mut cache).unwrap_err(),
             fresh
         );
+    }
+
+    #[test]
+    fn a_hostile_list_length_allocates_nothing_for_it() {
+        // An array32 claiming 4 billion items, with nothing after it (found by the fuzzer).
+        let mut cache = DecodeCache::new();
+        let err = decode_shared(
+            &[0xdd, 0xff, 0xff, 0xff, 0xff],
+            DecodeLimits::default(),
+            &mut cache,
+        )
+        .unwrap_err();
+        assert_eq!(err.kind, crate::value::DecodeErrorKind::Truncated);
+        assert_eq!(err.path, "[0]");
     }
 
     #[test]
