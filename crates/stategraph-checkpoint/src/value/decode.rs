@@ -332,43 +332,30 @@ impl<'a> Reader<'a, '_> {
 
     fn list(&mut self, n: usize, depth: usize) -> Result<Value, DecodeError> {
         let depth = self.enter(depth)?;
-        if n >= MIN_SHARED_ITEMS
-            && self.cache.is_some()
-            && let Some(list) = self.shared_list(n, depth)?
-        {
-            return Ok(list);
+        if n >= MIN_SHARED_ITEMS && self.cache.is_some() {
+            return self.shared_list(n, depth);
         }
-        let items = self.items(Vec::with_capacity(n.min(self.remaining())), n, depth)?;
-        Ok(Value::List(items.into()))
-    }
-
-    /// Decodes items `items.len()..n` of a list onto `items`.
-    fn items(
-        &mut self,
-        mut items: Vec<Value>,
-        n: usize,
-        depth: usize,
-    ) -> Result<Vec<Value>, DecodeError> {
-        for i in items.len()..n {
+        let mut items = Vec::with_capacity(n.min(self.remaining()));
+        for i in 0..n {
             let v = self
                 .value(depth)
                 .map_err(|e| e.within(&Segment::Index(i)))?;
             items.push(v);
         }
-        Ok(items)
+        Ok(Value::List(items.into()))
     }
 
     /// A list of `n` items whose first items may repeat, byte for byte, a list decoded
     /// before through the cache (a chat's messages in every checkpoint after the one that
     /// added them): those are taken from it, the rest decoded, and the list is remembered
     /// for the next ones unless it was shared whole.
-    fn shared_list(&mut self, n: usize, depth: usize) -> Result<Option<Value>, DecodeError> {
+    fn shared_list(&mut self, n: usize, depth: usize) -> Result<Value, DecodeError> {
         let start = self.pos;
         let rest = self.buf.get(start..).unwrap_or_default();
-        let Some(cache) = self.cache.as_deref_mut() else {
-            return Ok(None);
+        let (mut items, mut ends) = match self.cache.as_deref_mut() {
+            Some(cache) => cache.list_prefix(rest, n, depth),
+            None => (Vec::new(), Vec::new()),
         };
-        let (mut items, mut ends) = cache.list_prefix(rest, n, depth);
         let shared = items.len();
         self.pos = start + ends.last().copied().unwrap_or(0);
         for i in shared..n {
@@ -384,7 +371,7 @@ impl<'a> Reader<'a, '_> {
             let region = rest.get(..self.pos - start).unwrap_or_default();
             cache.remember_list(region, ends, &items, depth);
         }
-        Ok(Some(Value::List(items.into())))
+        Ok(Value::List(items.into()))
     }
 
     fn map(&mut self, n: usize, depth: usize) -> Result<Value, DecodeError> {
