@@ -65,15 +65,23 @@ fn next_timestamp() -> u64 {
 
 /// Formats 128 bits as `8-4-4-4-12` lowercase hex.
 pub fn format_uuid(value: u128) -> String {
-    // Each group is formatted from its own bits, zero-padded to its width.
-    format!(
-        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-        value >> 96,
-        (value >> 80) & 0xffff,
-        (value >> 64) & 0xffff,
-        (value >> 48) & 0xffff,
-        value & 0xffff_ffff_ffff
-    )
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    // Hot (every task id of every step and snapshot): digits written straight into one
+    // buffer, the dashes after hex digits 8, 12, 16 and 20.
+    let mut out = [b'-'; 36];
+    let mut pos = 0;
+    for digit in 0..32u32 {
+        if matches!(digit, 8 | 12 | 16 | 20) {
+            pos += 1;
+        }
+        let nibble = (value >> (124 - 4 * digit)) & 0xf;
+        if let (Some(slot), Some(&c)) = (out.get_mut(pos), HEX.get(nibble as usize)) {
+            *slot = c;
+        }
+        pos += 1;
+    }
+    // Only ASCII hex digits and dashes were written: always UTF-8.
+    String::from_utf8(out.to_vec()).unwrap_or_default()
 }
 
 /// The current UTC time as Python's `datetime.now(timezone.utc).isoformat()` writes it:

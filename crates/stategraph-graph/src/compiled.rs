@@ -86,7 +86,7 @@ impl<S: State> Default for Edges<S> {
 /// or a server's handler.
 pub struct CompiledGraph<S: State> {
     pub(crate) schema: Arc<Schema>,
-    pub(crate) channel_specs: Arc<Vec<(String, ChannelSpec)>>,
+    pub(crate) channel_specs: Arc<Vec<(Arc<str>, ChannelSpec)>>,
     pub(crate) nodes: Arc<Vec<PregelNode<S>>>,
     pub(crate) edges: Arc<HashMap<String, Edges<S>>>,
     pub(crate) checkpointer: Option<Arc<dyn CheckpointSaver>>,
@@ -166,7 +166,12 @@ impl<S: State> CompiledGraph<S> {
             .collect();
         Self {
             schema: Arc::new(schema),
-            channel_specs: Arc::new(channel_specs),
+            channel_specs: Arc::new(
+                channel_specs
+                    .into_iter()
+                    .map(|(k, spec)| (Arc::from(k), spec))
+                    .collect(),
+            ),
             nodes: Arc::new(nodes),
             edges: Arc::new(edges),
             checkpointer: None,
@@ -623,31 +628,6 @@ impl<S: State> CompiledGraph<S> {
                     .push((w.channel.clone(), w.value.clone()));
             }
         }
-        let snapshot_tasks: Vec<PregelTask> = tasks
-            .iter()
-            .map(|t| PregelTask {
-                id: t.id.clone(),
-                name: t.name.clone(),
-                path: t.path.clone(),
-                error: errors.get(&t.id).cloned(),
-                result: results.get(&t.id).map(|w| {
-                    w.iter()
-                        .filter(|(k, _)| self.schema.contains(k))
-                        .cloned()
-                        .collect()
-                }),
-                state: None,
-                // The latest state shows only the questions still waiting: a task that
-                // finished after its interrupts were answered has none pending. A step's
-                // record (history, an addressed checkpoint) keeps every interrupt its tasks
-                // raised, answered or not, as LangGraph does.
-                interrupts: if live && results.contains_key(&t.id) {
-                    Vec::new()
-                } else {
-                    raised.get(&t.id).cloned().unwrap_or_default()
-                },
-            })
-            .collect();
         if live {
             for t in &mut tasks {
                 if let Some(w) = results.get(&t.id) {
@@ -665,16 +645,47 @@ impl<S: State> CompiledGraph<S> {
                 )?;
             }
         }
+        let next = tasks
+            .iter()
+            .filter(|t| t.writes.is_empty())
+            .map(|t| t.name.clone())
+            .collect();
+        // The tasks are not needed past here: their ids, names and paths move.
+        let snapshot_tasks: Vec<PregelTask> = tasks
+            .into_iter()
+            .map(|t| {
+                let result = results.get(&t.id).map(|w| {
+                    w.iter()
+                        .filter(|(k, _)| self.schema.contains(k))
+                        .cloned()
+                        .collect()
+                });
+                // The latest state shows only the questions still waiting: a task that
+                // finished after its interrupts were answered has none pending. A step's
+                // record (history, an addressed checkpoint) keeps every interrupt its tasks
+                // raised, answered or not, as LangGraph does.
+                let interrupts = if live && results.contains_key(&t.id) {
+                    Vec::new()
+                } else {
+                    raised.get(&t.id).cloned().unwrap_or_default()
+                };
+                PregelTask {
+                    error: errors.get(&t.id).cloned(),
+                    result,
+                    state: None,
+                    interrupts,
+                    id: t.id,
+                    name: t.name,
+                    path: t.path,
+                }
+            })
+            .collect();
         Ok(StateSnapshot {
             values: self.read_values(&channels),
-            next: tasks
-                .iter()
-                .filter(|t| t.writes.is_empty())
-                .map(|t| t.name.clone())
-                .collect(),
+            next,
             config: Some(saved.config),
             metadata: Some(saved.metadata),
-            created_at: Some(checkpoint.ts.clone()),
+            created_at: Some(checkpoint.ts),
             parent_config: saved.parent_config,
             interrupts: snapshot_tasks
                 .iter()

@@ -127,7 +127,7 @@ impl<S: State> CompiledGraph<S> {
             .filter_map(|(k, spec)| match spec {
                 ChannelSpec::Delta {
                     snapshot_frequency, ..
-                } => Some((k.as_str(), *snapshot_frequency)),
+                } => Some((&**k, *snapshot_frequency)),
                 _ => None,
             })
     }
@@ -206,9 +206,9 @@ impl<S: State> CompiledGraph<S> {
             .filter(|(k, spec)| {
                 spec.rebuilds_from_history()
                     && cp.channel_versions.contains_key(k)
-                    && !cp.channel_values.contains_key(k)
+                    && !cp.channel_values.contains_key(&**k)
             })
-            .map(|(k, _)| k.clone())
+            .map(|(k, _)| k.to_string())
             .collect();
         // Values this graph's own last run on the thread ended with need no walk.
         let (thread, ns) = (&tuple.config.thread_id, &tuple.config.checkpoint_ns);
@@ -227,7 +227,7 @@ impl<S: State> CompiledGraph<S> {
             .get_delta_channel_history(&tuple.config, &missing)
             .await?;
         for (name, history) in histories {
-            let Some((_, spec)) = self.channel_specs.iter().find(|(k, _)| *k == name) else {
+            let Some((_, spec)) = self.channel_specs.iter().find(|(k, _)| **k == *name) else {
                 continue;
             };
             let mut channel = spec.create(history.seed);

@@ -193,14 +193,14 @@ impl<S: State> CompiledGraph<S> {
         for (name, channel) in &channels {
             if !target.checkpoint.channel_versions.contains_key(name)
                 || channel.is_delta()
-                || counted.contains_key(name)
+                || counted.contains_key(&**name)
             {
                 continue;
             }
             let Some(rebuilt) = channel.checkpoint() else {
                 continue;
             };
-            let status = match target.checkpoint.channel_values.get(name) {
+            let status = match target.checkpoint.channel_values.get(&**name) {
                 None => ChannelRepair::Restore(rebuilt),
                 Some(stored) if *stored == rebuilt => ChannelRepair::Intact,
                 Some(stored) => ChannelRepair::Differs {
@@ -208,7 +208,7 @@ impl<S: State> CompiledGraph<S> {
                     rebuilt,
                 },
             };
-            report.insert(name.clone(), status);
+            report.insert(name.to_string(), status);
         }
         Ok(RepairPlan {
             target,

@@ -11,8 +11,8 @@ use stategraph_checkpoint::{
 use crate::channel::{Channel, ChannelSpec};
 use crate::error::GraphError;
 
-/// Live channels by name.
-pub(crate) type Channels = BTreeMap<String, Channel>;
+/// Live channels by name (shared names: restoring a checkpoint's channels copies no text).
+pub(crate) type Channels = BTreeMap<std::sync::Arc<str>, Channel>;
 
 /// How the next channel version is computed (the checkpointer's `get_next_version`).
 pub(crate) type NextVersion<'a> = dyn Fn(Option<&ChannelVersion>) -> ChannelVersion + 'a;
@@ -27,27 +27,45 @@ pub(crate) const INTERRUPT: &str = "__interrupt__";
 /// LangGraph's task id: xxh3-128 of the checkpoint id's 16 bytes followed by `parts`,
 /// formatted 8-4-4-4-12 (not an RFC UUID).
 pub(crate) fn task_id(checkpoint_id: &str, parts: &[&str]) -> String {
-    let mut bytes: Vec<u8> = Vec::with_capacity(64);
-    let hex: String = checkpoint_id.chars().filter(|c| *c != '-').collect();
-    match decode_hex(&hex) {
-        Some(raw) => bytes.extend(raw),
+    let mut bytes: Vec<u8> =
+        Vec::with_capacity(checkpoint_id.len() + parts.iter().map(|p| p.len()).sum::<usize>());
+    if !push_hex(checkpoint_id, &mut bytes) {
         // Foreign ids that are not UUIDs: hash their text instead (LangGraph would fail).
-        None => bytes.extend(checkpoint_id.as_bytes()),
+        bytes.extend_from_slice(checkpoint_id.as_bytes());
     }
     for p in parts {
-        bytes.extend(p.as_bytes());
+        bytes.extend_from_slice(p.as_bytes());
     }
     format_uuid(xxhash_rust::xxh3::xxh3_128(&bytes))
 }
 
-fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
+/// Appends the bytes that the hex digits of `id` spell (dashes ignored: a UUID's text gives
+/// its 16 bytes, as LangGraph's `uuid.UUID(id).bytes`); `false`, with `out` as it was, if
+/// `id` has anything else or an odd number of digits. Hot: every task id of every step.
+fn push_hex(id: &str, out: &mut Vec<u8>) -> bool {
+    let start = out.len();
+    let mut high: Option<u8> = None;
+    for &c in id.as_bytes() {
+        let nibble = match c {
+            b'-' => continue,
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => {
+                out.truncate(start);
+                return false;
+            }
+        };
+        match high.take() {
+            Some(h) => out.push((h << 4) | nibble),
+            None => high = Some(nibble),
+        }
     }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
+    if high.is_some() {
+        out.truncate(start);
+        return false;
+    }
+    true
 }
 
 /// A task's path: `("__pregel_pull", node)` → `~__pregel_pull, node`.
@@ -119,7 +137,7 @@ pub(crate) fn prepare_pull_tasks(
     for node in ordered {
         let seen = checkpoint.versions_seen.get(node.name);
         let fired = node.triggers.iter().any(|ch| {
-            channels.get(ch).is_some_and(Channel::is_available)
+            channels.get(ch.as_str()).is_some_and(Channel::is_available)
                 && match seen {
                     None => true,
                     Some(seen) => is_newer(checkpoint.channel_versions.get(ch), seen.get(ch)),
@@ -306,10 +324,10 @@ pub(crate) fn apply_writes(
     }
     if bump_step {
         for (ch, c) in channels.iter_mut() {
-            if c.is_available() && !updated.contains(ch) && c.update(ch, Vec::new())? {
+            if c.is_available() && !updated.contains(&**ch) && c.update(ch, Vec::new())? {
                 bump(&mut checkpoint.channel_versions, ch);
                 if c.is_available() {
-                    updated.insert(ch.clone());
+                    updated.insert(ch.to_string());
                 }
             }
         }
@@ -351,7 +369,7 @@ pub(crate) fn create_checkpoint(
             .filter_map(|(k, c)| {
                 let stored = if c.is_delta() {
                     snapshot
-                        .contains(k)
+                        .contains(&**k)
                         .then(|| c.get())
                         .flatten()
                         .map(|v| crate::channel::snapshot_of(&v))
@@ -360,7 +378,7 @@ pub(crate) fn create_checkpoint(
                 };
                 stored
                     .filter(|_| base.channel_versions.contains_key(k))
-                    .map(|v| (k.clone(), v))
+                    .map(|v| (k.to_string(), v))
             })
             .collect(),
     };
@@ -375,15 +393,15 @@ pub(crate) fn create_checkpoint(
 
 /// Restores live channels from a checkpoint.
 pub(crate) fn channels_from_checkpoint(
-    specs: &[(String, ChannelSpec)],
+    specs: &[(std::sync::Arc<str>, ChannelSpec)],
     checkpoint: &Checkpoint,
 ) -> Channels {
     specs
         .iter()
         .map(|(k, spec)| {
             (
-                k.clone(),
-                spec.create(checkpoint.channel_values.get(k).cloned()),
+                std::sync::Arc::clone(k),
+                spec.create(checkpoint.channel_values.get(&**k).cloned()),
             )
         })
         .collect()
@@ -420,6 +438,23 @@ mod tests {
             &["node_b", "2", "node_b", PULL, "branch:to:node_b"],
         );
         assert_eq!(id, "49072b71-e9e1-2ed4-3868-9a6b0b5622de");
+    }
+
+    #[test]
+    fn checkpoint_ids_hash_as_their_hex_bytes_or_else_their_text() {
+        let mut out = vec![7];
+        assert!(super::push_hex("0a-0B", &mut out));
+        assert_eq!(out, [7, 0x0a, 0x0b]);
+        for foreign in ["abc", "xyz", "0a-0g"] {
+            let mut out = vec![7];
+            assert!(!super::push_hex(foreign, &mut out), "{foreign}");
+            assert_eq!(out, [7], "{foreign}");
+        }
+        // A foreign id's text is hashed as it is.
+        assert_eq!(
+            task_id("xyz", &["a"]),
+            format_uuid(xxhash_rust::xxh3::xxh3_128(b"xyza"))
+        );
     }
 
     #[test]

@@ -124,7 +124,7 @@ impl<S: State> Run<'_, S> {
             .graph
             .plan_snapshots(&mut self.checkpoint, &self.channels, &step, &next);
         for ch in &plan.snapshot {
-            if let Some(v) = self.channels.get(ch).and_then(|c| c.get()) {
+            if let Some(v) = self.channels.get(ch.as_str()).and_then(|c| c.get()) {
                 self.checkpoint
                     .channel_values
                     .insert(ch.clone(), crate::channel::snapshot_of(&v));
