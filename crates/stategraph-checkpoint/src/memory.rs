@@ -1,5 +1,6 @@
 //! `InMemorySaver`: checkpoints in process memory, laid out like LangGraph's.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -46,31 +47,51 @@ pub struct InMemorySaver {
 }
 
 type NsMap = BTreeMap<String, BTreeMap<CheckpointId, Stored>>;
-/// (thread, ns, checkpoint id).
-type CheckpointKey = (String, String, String);
 /// (task id, idx) → write.
 type TaskWrites = BTreeMap<(String, i64), PendingWrite>;
+/// namespace → checkpoint id → its writes.
+type NsWrites = BTreeMap<String, IdWrites>;
+/// checkpoint id → its writes.
+type IdWrites = BTreeMap<String, TaskWrites>;
+/// namespace → channel → version (as text) → value, or `None` for "no value at this
+/// version".
+type NsBlobs = BTreeMap<String, ChannelBlobs>;
+/// channel → version (as text) → value.
+type ChannelBlobs = BTreeMap<Arc<str>, BTreeMap<Arc<str>, Option<Value>>>;
 
+/// The values and writes of one (thread, namespace), looked up once for all its checkpoints.
+#[derive(Clone, Copy)]
+struct Scope<'a> {
+    blobs: Option<&'a ChannelBlobs>,
+    writes: Option<&'a IdWrites>,
+}
+
+/// Nested maps keyed by text, so that a lookup borrows the caller's strings instead of
+/// building a key (a listing looks up every channel of every checkpoint).
 #[derive(Debug, Default, Clone)]
 struct Inner {
     /// thread → namespace → checkpoint id → checkpoint.
     storage: HashMap<String, NsMap>,
-    /// (thread, ns, checkpoint id) → (task id, idx) → write.
-    writes: HashMap<CheckpointKey, TaskWrites>,
-    /// thread → (ns, channel, version) → value, or `None` for "no value at this version".
-    blobs: HashMap<String, HashMap<BlobKey, Option<Value>>>,
+    /// thread → namespace → checkpoint id → (task id, idx) → write.
+    writes: HashMap<String, NsWrites>,
+    /// thread → namespace → channel → version → value.
+    blobs: HashMap<String, NsBlobs>,
 }
 
-/// (namespace, channel, version as text) of a stored value; shared strings, so building a
-/// key to look one up copies no text.
-type BlobKey = (Arc<str>, Arc<str>, Arc<str>);
+/// A version as the text it is stored under (a string version is its own text).
+fn version_text(version: &ChannelVersion) -> Cow<'_, str> {
+    match version {
+        ChannelVersion::Str(s) => Cow::Borrowed(s),
+        other => Cow::Owned(other.to_string()),
+    }
+}
 
-fn blob_key(ns: &Arc<str>, channel: &str, version: &ChannelVersion) -> BlobKey {
-    let version: Arc<str> = match version {
+/// `version` as a stored key: a string version's text is shared, not copied.
+fn version_key(version: &ChannelVersion) -> Arc<str> {
+    match version {
         ChannelVersion::Str(s) => Arc::clone(s),
         other => other.to_string().into(),
-    };
-    (Arc::clone(ns), channel.into(), version)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -106,11 +127,19 @@ impl Inner {
         let ns = &config.checkpoint_ns;
         let inner = self;
         if !new_versions.is_empty() {
-            let ns_key: Arc<str> = ns.as_str().into();
-            let blobs = inner.blobs.entry(thread.clone()).or_default();
+            let blobs = inner
+                .blobs
+                .entry(thread.clone())
+                .or_default()
+                .entry(ns.clone())
+                .or_default();
             for (channel, version) in new_versions {
-                blobs.insert(
-                    blob_key(&ns_key, channel, version),
+                let versions = match blobs.get_mut(channel) {
+                    Some(v) => v,
+                    None => blobs.entry(channel.into()).or_default(),
+                };
+                versions.insert(
+                    version_key(version),
                     checkpoint.channel_values.get(channel).cloned(),
                 );
             }
@@ -147,21 +176,42 @@ impl Inner {
             .with_checkpoint_id(checkpoint.id.clone())
     }
 
+    fn scope(&self, thread: &str, ns: &str) -> Scope<'_> {
+        Scope {
+            blobs: self.blobs.get(thread).and_then(|nss| nss.get(ns)),
+            writes: self.writes.get(thread).and_then(|nss| nss.get(ns)),
+        }
+    }
+
     fn tuple(&self, thread: &str, ns: &str, id: &str, stored: &Stored) -> CheckpointTuple {
+        Self::tuple_in(self.scope(thread, ns), thread, ns, id, stored)
+    }
+
+    /// The tuple of checkpoint `id` of (`thread`, `ns`), whose values and writes are in
+    /// `scope`.
+    fn tuple_in(
+        scope: Scope<'_>,
+        thread: &str,
+        ns: &str,
+        id: &str,
+        stored: &Stored,
+    ) -> CheckpointTuple {
         let mut checkpoint = stored.checkpoint.clone();
-        if let Some(blobs) = self.blobs.get(thread) {
-            let ns_key: Arc<str> = ns.into();
+        if let Some(blobs) = scope.blobs {
             for (channel, version) in &stored.checkpoint.channel_versions {
-                if let Some(Some(v)) = blobs.get(&blob_key(&ns_key, channel, version)) {
+                if let Some(Some(v)) = blobs
+                    .get(channel)
+                    .and_then(|versions| versions.get(&*version_text(version)))
+                {
                     checkpoint
                         .channel_values
                         .insert(channel.to_owned(), v.clone());
                 }
             }
         }
-        let pending_writes: Vec<PendingWrite> = self
+        let pending_writes: Vec<PendingWrite> = scope
             .writes
-            .get(&(thread.to_owned(), ns.to_owned(), id.to_owned()))
+            .and_then(|ids| ids.get(id))
             .map(|w| w.values().cloned().collect())
             .unwrap_or_default();
         CheckpointTuple::from_parts(
@@ -179,32 +229,69 @@ impl Inner {
         if let Some(cps) = self.storage.get_mut(thread).and_then(|nss| nss.get_mut(ns)) {
             cps.remove(id);
         }
-        self.writes
-            .remove(&(thread.to_owned(), ns.to_owned(), id.to_owned()));
+        if let Some(nss) = self.writes.get_mut(thread) {
+            if let Some(ids) = nss.get_mut(ns) {
+                ids.remove(id);
+                if ids.is_empty() {
+                    nss.remove(ns);
+                }
+            }
+            if nss.is_empty() {
+                self.writes.remove(thread);
+            }
+        }
     }
 
     /// Drops blobs of `thread` that no remaining checkpoint references, and empty maps.
     fn collect_garbage(&mut self, thread: &str) {
-        let mut referenced = BTreeSet::new();
+        // (namespace, channel, version) of every value a checkpoint of the thread refers to.
+        let mut referenced: BTreeSet<(&str, &str, Cow<'_, str>)> = BTreeSet::new();
         if let Some(nss) = self.storage.get_mut(thread) {
             nss.retain(|_, cps| !cps.is_empty());
-            for (ns, cps) in nss.iter() {
+        }
+        if let Some(nss) = self.storage.get(thread) {
+            for (ns, cps) in nss {
                 for s in cps.values() {
-                    let ns: Arc<str> = ns.as_str().into();
                     for (ch, v) in &s.checkpoint.channel_versions {
-                        referenced.insert(blob_key(&ns, ch, v));
+                        referenced.insert((ns, ch, version_text(v)));
                     }
                 }
             }
-            if nss.is_empty() {
-                self.storage.remove(thread);
+        }
+        let doomed: Vec<(String, Arc<str>, Arc<str>)> = self
+            .blobs
+            .get(thread)
+            .into_iter()
+            .flatten()
+            .flat_map(|(ns, channels)| {
+                channels
+                    .iter()
+                    .flat_map(move |(ch, versions)| versions.keys().map(move |v| (ns, ch, v)))
+            })
+            .filter(|(ns, ch, v)| !referenced.contains(&(ns.as_str(), &**ch, Cow::Borrowed(&***v))))
+            .map(|(ns, ch, v)| (ns.clone(), Arc::clone(ch), Arc::clone(v)))
+            .collect();
+        if self.storage.get(thread).is_some_and(BTreeMap::is_empty) {
+            self.storage.remove(thread);
+        }
+        let Some(nss) = self.blobs.get_mut(thread) else {
+            return;
+        };
+        for (ns, ch, v) in doomed {
+            if let Some(channels) = nss.get_mut(&ns) {
+                if let Some(versions) = channels.get_mut(&ch) {
+                    versions.remove(&v);
+                    if versions.is_empty() {
+                        channels.remove(&ch);
+                    }
+                }
+                if channels.is_empty() {
+                    nss.remove(&ns);
+                }
             }
         }
-        if let Some(blobs) = self.blobs.get_mut(thread) {
-            blobs.retain(|key, _| referenced.contains(key));
-            if blobs.is_empty() {
-                self.blobs.remove(thread);
-            }
+        if nss.is_empty() {
+            self.blobs.remove(thread);
         }
     }
 }
@@ -230,7 +317,7 @@ impl PruneTarget for Inner {
 
     async fn delete_thread(&mut self, thread: &str) -> Result<()> {
         self.storage.remove(thread);
-        self.writes.retain(|(t, _, _), _| t != thread);
+        self.writes.remove(thread);
         self.blobs.remove(thread);
         Ok(())
     }
@@ -308,10 +395,20 @@ impl CheckpointSaver for InMemorySaver {
         }
         hits.sort_by(|a, b| b.2.cmp(a.2).then_with(|| a.0.cmp(b.0)));
         hits.truncate(options.limit.unwrap_or(usize::MAX));
+        // Hits of one (thread, namespace) come together in a listing of one thread.
+        let mut scope: Option<(&str, &str, Scope<'_>)> = None;
         Ok(hits
             .into_iter()
             .map(|(t, ns, id, s)| {
-                let mut tuple = inner.tuple(t, ns, id, s);
+                let here = match scope {
+                    Some((st, sns, here)) if st == t && sns == ns => here,
+                    _ => {
+                        let here = inner.scope(t, ns);
+                        scope = Some((t, ns, here));
+                        here
+                    }
+                };
+                let mut tuple = Inner::tuple_in(here, t, ns, id, s);
                 if options.skip_values {
                     tuple.checkpoint.channel_values.clear();
                 }
@@ -359,11 +456,11 @@ impl CheckpointSaver for InMemorySaver {
         let mut inner = self.lock();
         let stored = inner
             .writes
-            .entry((
-                config.thread_id.clone(),
-                config.checkpoint_ns.clone(),
-                checkpoint_id.to_owned(),
-            ))
+            .entry(config.thread_id.clone())
+            .or_default()
+            .entry(config.checkpoint_ns.clone())
+            .or_default()
+            .entry(checkpoint_id.to_owned())
             .or_default();
         for (position, (channel, value)) in writes.iter().enumerate() {
             let idx = write_idx(channel, position);
@@ -388,7 +485,7 @@ impl CheckpointSaver for InMemorySaver {
     async fn delete_thread(&self, thread_id: &str) -> Result<()> {
         let mut inner = self.lock();
         inner.storage.remove(thread_id);
-        inner.writes.retain(|(t, _, _), _| t != thread_id);
+        inner.writes.remove(thread_id);
         inner.blobs.remove(thread_id);
         Ok(())
     }
@@ -433,18 +530,12 @@ impl CheckpointSaver for InMemorySaver {
                 message: format!("copy_thread target `{target}` already has checkpoints"),
             });
         }
-        let writes: Vec<_> = inner
-            .writes
-            .iter()
-            .filter(|((t, _, _), _)| t == source)
-            .map(|((_, ns, id), w)| {
-                let w: BTreeMap<_, _> = w.clone();
-                ((target.to_owned(), ns.clone(), id.clone()), w)
-            })
-            .collect();
+        let writes = inner.writes.get(source).cloned();
         let blobs = inner.blobs.get(source).cloned();
         inner.storage.insert(target.to_owned(), nss);
-        inner.writes.extend(writes);
+        if let Some(writes) = writes {
+            inner.writes.insert(target.to_owned(), writes);
+        }
         if let Some(blobs) = blobs {
             inner.blobs.insert(target.to_owned(), blobs);
         }
