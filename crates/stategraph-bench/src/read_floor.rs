@@ -3,8 +3,9 @@
 //! listing that returns values. `history` reports it beside its own figure, measured on the
 //! same thread in the same run.
 //!
-//! - SQLite (rusqlite, one connection, one read transaction as the saver's): every column of
-//!   the thread's `checkpoints` rows, newest first, and every column of its `writes`.
+//! - SQLite (rusqlite, one connection mapping the file as the saver's read connections do,
+//!   one read transaction as the saver's): every column of the thread's `checkpoints` rows,
+//!   newest first, and every column of its `writes`.
 //! - Postgres (tokio-postgres, binary results): the thread's `checkpoints` rows (the `jsonb`
 //!   columns as their raw bytes), its `checkpoint_blobs` rows and its `checkpoint_writes`
 //!   rows — the three reads of the saver's listing, each one statement.
@@ -52,7 +53,13 @@ impl RawReader {
     pub(crate) async fn open(backend: &Backend) -> Result<Option<Self>, BenchError> {
         Ok(Some(match backend.place() {
             Place::Sqlite { path, .. } => {
-                RawReader::Sqlite(rusqlite::Connection::open(path).map_err(fail)?.into())
+                let conn = rusqlite::Connection::open(path).map_err(fail)?;
+                // Reading as the saver's read connections do: the file mapped into memory.
+                let mapped = i64::try_from(stategraph::backend::SQLITE_DEFAULT_MMAP_SIZE)
+                    .unwrap_or(i64::MAX);
+                conn.pragma_update(None, "mmap_size", mapped)
+                    .map_err(fail)?;
+                RawReader::Sqlite(conn.into())
             }
             Place::Postgres { url, schema } => {
                 let client = crate::backend::pg_connect(url).await.map_err(fail)?;

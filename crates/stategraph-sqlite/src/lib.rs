@@ -58,7 +58,7 @@ mod saver;
 mod schema;
 mod store;
 
-pub use config::{SqliteConfig, Synchronous};
+pub use config::{DEFAULT_MMAP_SIZE, SqliteConfig, Synchronous};
 pub use saver::SqliteSaver;
 #[doc(no_inline)]
 pub use stategraph_checkpoint::CheckpointSaver;

@@ -106,6 +106,10 @@ pub mod backend {
         iso_from_unix_micros, layer, next_int_version, next_version, sort_writes,
         special_write_idx, tags, version_map, write_idx,
     };
+    /// How many bytes of a SQLite file the saver's and the store's read connections map
+    /// into memory by default (`SqliteConfig::mmap_size`).
+    #[cfg(feature = "sqlite")]
+    pub use stategraph_sqlite::DEFAULT_MMAP_SIZE as SQLITE_DEFAULT_MMAP_SIZE;
 }
 /// Agents (feature `agent`): chat models (an OpenAI-compatible client with token
 /// streaming), tools, the tool node and LangGraph's prebuilt ReAct agent.

@@ -167,8 +167,7 @@ impl CheckpointSaver for SqliteSaver {
                     }),
             }
             .map_err(db("reading a checkpoint"))?;
-            row.map(|r| r.into_tuple(&tx, serde, None, false, None))
-                .transpose()
+            row.map(|r| r.into_tuple(&tx, serde)).transpose()
         })
         .await
     }
@@ -191,30 +190,31 @@ impl CheckpointSaver for SqliteSaver {
         let skip_values = options.skip_values;
         self.read(move |conn, serde| {
             let tx = conn.transaction().map_err(db("starting a read"))?;
-            let rows: Vec<Row> = {
-                let mut stmt = tx.prepare(&sql).map_err(db("listing checkpoints"))?;
-                let mapped = stmt
-                    .query_map(rusqlite::params_from_iter(args), Row::from_sql)
-                    .map_err(db("listing checkpoints"))?;
-                mapped
-                    .collect::<rusqlite::Result<_>>()
-                    .map_err(db("listing checkpoints"))?
-            };
             // One cache for the listing: what checkpoints repeat of each other (every
-            // earlier message of a chat) is decoded once.
+            // earlier message of a chat) is decoded once. Each row is decoded as it is read.
             let mut cache = DecodeCache::new();
-            let mut writes = read::load_writes_of(&tx, serde, &rows, &mut cache)?;
-            rows.into_iter()
+            let mut listed = Vec::new();
+            {
+                let mut stmt = tx.prepare(&sql).map_err(db("listing checkpoints"))?;
+                let mut rows = stmt
+                    .query(rusqlite::params_from_iter(args))
+                    .map_err(db("listing checkpoints"))?;
+                while let Some(r) = rows.next().map_err(db("listing checkpoints"))? {
+                    listed.push(ListedRow::read(r, serde, &mut cache, skip_values)?);
+                }
+            }
+            let mut writes = read::load_writes_of(&tx, serde, &listed, &mut cache)?;
+            Ok(listed
+                .into_iter()
                 .map(|r| {
                     let key = (
                         r.thread_id.clone(),
                         r.checkpoint_ns.clone(),
                         r.checkpoint_id.clone(),
                     );
-                    let here = writes.remove(&key).unwrap_or_default();
-                    r.into_tuple(&tx, serde, Some(&mut cache), skip_values, Some(here))
+                    r.into_tuple(writes.remove(&key).unwrap_or_default())
                 })
-                .collect()
+                .collect())
         })
         .await
     }

@@ -9,10 +9,19 @@ pub(super) const CHECKPOINT_COLUMNS: &str =
 /// A BLOB column that may also hold TEXT (SQLite does not enforce column types, and other
 /// writers, or hand edits, may store text): both are read as bytes.
 pub(super) fn bytes_column(r: &rusqlite::Row<'_>, idx: usize) -> rusqlite::Result<Option<Vec<u8>>> {
+    Ok(bytes_ref(r, idx)?.map(<[u8]>::to_vec))
+}
+
+/// [`bytes_column`] without the copy: the bytes where SQLite holds them, valid until the
+/// statement steps on.
+pub(super) fn bytes_ref<'a>(
+    r: &'a rusqlite::Row<'_>,
+    idx: usize,
+) -> rusqlite::Result<Option<&'a [u8]>> {
     use rusqlite::types::ValueRef;
     match r.get_ref(idx)? {
         ValueRef::Null => Ok(None),
-        ValueRef::Blob(b) | ValueRef::Text(b) => Ok(Some(b.to_vec())),
+        ValueRef::Blob(b) | ValueRef::Text(b) => Ok(Some(b)),
         other => Err(rusqlite::Error::InvalidColumnType(
             idx,
             "a blob column".into(),
@@ -49,50 +58,30 @@ impl Row {
         Location::checkpoint(&self.thread_id, &self.checkpoint_ns, &self.checkpoint_id)
     }
 
-    /// Decodes the row and loads its writes (or takes them from `writes`, loaded for many
-    /// rows at once); in a read of many rows, sharing with `cache` what earlier rows decoded.
+    /// Decodes the row and loads its writes.
     pub(super) fn into_tuple(
         self,
         conn: &Connection,
         serde: &dyn Serializer,
-        mut cache: Option<&mut DecodeCache>,
-        skip_values: bool,
-        writes: Option<Vec<PendingWrite>>,
     ) -> Result<CheckpointTuple> {
         let loc = self.location();
-        let tag = self.type_tag.as_deref().ok_or_else(|| {
-            Error::serialization(loc.clone(), SerdeError::UnknownType("NULL".into()))
-        })?;
-        let bytes = self.checkpoint.as_deref().unwrap_or_default();
-        // Without values, a msgpack checkpoint's values are skipped over, not decoded.
-        let bare = (skip_values && tag == tags::MSGPACK)
-            .then(|| checkpoint_without_values(bytes))
-            .flatten();
-        let bytes = bare.as_deref().unwrap_or(bytes);
-        let value = match cache.as_deref_mut() {
-            Some(cache) => serde.loads_typed_shared(tag, bytes, cache),
-            None => serde.loads_typed(tag, bytes),
-        }
-        .map_err(|e| located(loc.clone(), e))?;
-        let mut checkpoint = Checkpoint::from_value(value).map_err(|e| located(loc.clone(), e))?;
-        if skip_values {
-            checkpoint.channel_values.clear();
-        }
-        let metadata = decode_metadata(self.metadata.as_deref(), &loc)?;
-        let pending_writes = match writes {
-            Some(mut writes) => {
-                sort_writes(&mut writes);
-                writes
-            }
-            None => load_writes(
-                conn,
-                serde,
-                &self.thread_id,
-                &self.checkpoint_ns,
-                &self.checkpoint_id,
-                cache,
-            )?,
-        };
+        let (checkpoint, metadata) = decode_checkpoint(
+            &loc,
+            self.type_tag.as_deref(),
+            self.checkpoint.as_deref().unwrap_or_default(),
+            self.metadata.as_deref(),
+            serde,
+            None,
+            false,
+        )?;
+        let pending_writes = load_writes(
+            conn,
+            serde,
+            &self.thread_id,
+            &self.checkpoint_ns,
+            &self.checkpoint_id,
+            None,
+        )?;
         Ok(CheckpointTuple::from_parts(
             self.thread_id,
             self.checkpoint_ns,
@@ -103,6 +92,99 @@ impl Row {
             pending_writes,
         ))
     }
+}
+
+/// A `checkpoints` row of a listing, decoded as it was read: its bytes are decoded where
+/// SQLite holds them, not copied out first (a listing of a long thread reads tens of MB).
+pub(super) struct ListedRow {
+    pub(super) thread_id: String,
+    pub(super) checkpoint_ns: String,
+    pub(super) checkpoint_id: String,
+    parent: Option<String>,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+}
+
+impl ListedRow {
+    /// Reads and decodes a row of [`CHECKPOINT_COLUMNS`], sharing with `cache` what earlier
+    /// rows of the listing decoded; without values if `skip_values`.
+    pub(super) fn read(
+        r: &rusqlite::Row<'_>,
+        serde: &dyn Serializer,
+        cache: &mut DecodeCache,
+        skip_values: bool,
+    ) -> Result<Self> {
+        let reading = db("listing checkpoints");
+        let (thread_id, checkpoint_ns, checkpoint_id): (String, String, String) = (
+            r.get(0).map_err(&reading)?,
+            r.get(1).map_err(&reading)?,
+            r.get(2).map_err(&reading)?,
+        );
+        let loc = Location::checkpoint(&thread_id, &checkpoint_ns, &checkpoint_id);
+        let type_tag: Option<String> = r.get(4).map_err(&reading)?;
+        let (checkpoint, metadata) = decode_checkpoint(
+            &loc,
+            type_tag.as_deref(),
+            bytes_ref(r, 5).map_err(&reading)?.unwrap_or_default(),
+            bytes_ref(r, 6).map_err(&reading)?,
+            serde,
+            Some(cache),
+            skip_values,
+        )?;
+        Ok(Self {
+            parent: r.get(3).map_err(&reading)?,
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            checkpoint,
+            metadata,
+        })
+    }
+
+    /// The tuple, with the checkpoint's writes.
+    pub(super) fn into_tuple(self, mut writes: Vec<PendingWrite>) -> CheckpointTuple {
+        sort_writes(&mut writes);
+        CheckpointTuple::from_parts(
+            self.thread_id,
+            self.checkpoint_ns,
+            self.checkpoint_id,
+            self.parent.map(Into::into),
+            self.checkpoint,
+            self.metadata,
+            writes,
+        )
+    }
+}
+
+/// A stored checkpoint (type tag and bytes) and its metadata, decoded; without values if
+/// `skip_values`; sharing with `cache`, if any, what earlier rows of a read decoded.
+fn decode_checkpoint(
+    loc: &Location,
+    tag: Option<&str>,
+    bytes: &[u8],
+    metadata: Option<&[u8]>,
+    serde: &dyn Serializer,
+    cache: Option<&mut DecodeCache>,
+    skip_values: bool,
+) -> Result<(Checkpoint, CheckpointMetadata)> {
+    let tag = tag
+        .ok_or_else(|| Error::serialization(loc.clone(), SerdeError::UnknownType("NULL".into())))?;
+    // Without values, a msgpack checkpoint's values are skipped over, not decoded.
+    let bare = (skip_values && tag == tags::MSGPACK)
+        .then(|| checkpoint_without_values(bytes))
+        .flatten();
+    let bytes = bare.as_deref().unwrap_or(bytes);
+    let value = match cache {
+        Some(cache) => serde.loads_typed_shared(tag, bytes, cache),
+        None => serde.loads_typed(tag, bytes),
+    }
+    .map_err(|e| located(loc.clone(), e))?;
+    let mut checkpoint = Checkpoint::from_value(value).map_err(|e| located(loc.clone(), e))?;
+    if skip_values {
+        checkpoint.channel_values.clear();
+    }
+    let metadata = decode_metadata(metadata, loc)?;
+    Ok((checkpoint, metadata))
 }
 
 /// Attaches a location to a serializer error, naming the channel when the failure is inside
@@ -187,7 +269,7 @@ const WRITES_BATCH: usize = 500;
 pub(super) fn load_writes_of(
     conn: &Connection,
     serde: &dyn Serializer,
-    rows: &[Row],
+    rows: &[ListedRow],
     cache: &mut DecodeCache,
 ) -> Result<std::collections::HashMap<(String, String, String), Vec<PendingWrite>>> {
     let mut groups: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
