@@ -52,7 +52,7 @@ mod tree;
     stategraph --db sqlite:app.sqlite serve --port 2024\n\n\
     Environment: STATEGRAPH_DB (the database), LANGGRAPH_AES_KEY (read and write encrypted \
     threads), STATEGRAPH_API_KEY (serve's --api-key), STATEGRAPH_WEBHOOKS_ALLOW_PRIVATE (serve's \
-    --allow-private-webhooks), RUST_LOG (the log filter), \
+    --allow-private-webhooks), N_JOBS_PER_WORKER (serve's --workers), RUST_LOG (the log filter), \
     OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES (serve: export \
     traces over OTLP), NO_COLOR.")]
 struct Cli {
@@ -284,6 +284,11 @@ enum Command {
         /// network); for local development.
         #[arg(long, env = "STATEGRAPH_WEBHOOKS_ALLOW_PRIVATE")]
         allow_private_webhooks: bool,
+        /// How many background runs this process executes at once (as the reference
+        /// server's N_JOBS_PER_WORKER; default 10). Runs a caller waits for or streams
+        /// start at once and are not counted.
+        #[arg(long, env = "N_JOBS_PER_WORKER", value_parser = clap::value_parser!(u16).range(1..))]
+        workers: Option<u16>,
     },
 }
 
@@ -356,6 +361,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         api_key,
         cors,
         allow_private_webhooks,
+        workers,
     } = cli.command
     {
         let args = serve::ServeArgs {
@@ -364,6 +370,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             api_key,
             cors,
             allow_private_webhooks,
+            workers,
         };
         return serve::run(&url, saver, args).await;
     }

@@ -14,6 +14,8 @@ pub(crate) struct ServeArgs {
     pub(crate) api_key: Option<String>,
     pub(crate) cors: Vec<String>,
     pub(crate) allow_private_webhooks: bool,
+    /// Worker loops (`None`: the server's default).
+    pub(crate) workers: Option<u16>,
 }
 
 /// The example two-node graph, as the `agent_server` example serves it: `foo` (last value),
@@ -63,6 +65,9 @@ pub(crate) async fn run(
         );
     if let Some(key) = args.api_key {
         builder = builder.api_key(key);
+    }
+    if let Some(n) = args.workers {
+        builder = builder.workers(usize::from(n));
     }
     if !args.cors.is_empty() {
         builder = builder.cors(args.cors);

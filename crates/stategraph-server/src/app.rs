@@ -178,8 +178,9 @@ impl ServerBuilder {
     }
 
     /// How many runs of the [`run_queue`](Self::run_queue) this process's worker loops
-    /// execute at once (default 2, at least 1); runs a caller follows that this process
-    /// claimed at once are not counted.
+    /// execute at once (default [`DEFAULT_WORKERS`](crate::DEFAULT_WORKERS), 10, as the
+    /// reference server's `N_JOBS_PER_WORKER`; at least 1); runs a caller follows that this
+    /// process claimed at once are not counted.
     pub fn workers(mut self, n: usize) -> Self {
         self.workers = Some(n.max(1));
         self

@@ -118,3 +118,4 @@ pub use http::MAX_STORE_TTL_MINUTES;
 pub use hub::DEFAULT_RESUMABLE_TTL;
 pub use records::NAMESPACE_ROOT;
 pub use webhook::WebhookPolicy;
+pub use worker::DEFAULT_WORKERS;

@@ -25,8 +25,9 @@ use crate::hub::StreamEvent;
 use crate::records::{RunRecord, ThreadRecord, filter};
 
 /// Worker loops per process unless [`ServerBuilder::workers`](crate::ServerBuilder::workers)
-/// says otherwise.
-pub(crate) const DEFAULT_WORKERS: usize = 2;
+/// says otherwise: the reference server's `N_JOBS_PER_WORKER` default. A run spends most of
+/// its time waiting on the database (and on models), so one process keeps several in flight.
+pub const DEFAULT_WORKERS: usize = 10;
 
 /// How long an idle worker waits for a notification before it looks at the queue again.
 const POLL: Duration = Duration::from_millis(250);

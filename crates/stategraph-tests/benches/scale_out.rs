@@ -1,6 +1,7 @@
 //! Several Agent Server processes on one PostgreSQL through the run queue: throughput of a
-//! short graph with 1, 2 and 4 server processes (two worker loops each), and how long a
-//! cancel sent to one process takes to stop a run executing in another.
+//! short graph with 1, 2 and 4 server processes (each with the server's default number of
+//! worker loops, or `STATEGRAPH_BENCH_SCALE_WORKERS`), and how long a cancel sent to one
+//! process takes to stop a run executing in another.
 //!
 //! `cargo bench -p stategraph-tests --bench scale_out --features server,postgres [-- RUNS]`
 //! (default 400 runs over 100 threads). The server processes are this binary itself, re-run
@@ -36,6 +37,8 @@ const SERVE: &str = "STATEGRAPH_BENCH_SCALE_SERVE";
 const URL: &str = "STATEGRAPH_BENCH_SCALE_URL";
 const SCHEMA: &str = "STATEGRAPH_BENCH_SCALE_SCHEMA";
 const PORT_FILE: &str = "STATEGRAPH_BENCH_SCALE_PORT_FILE";
+/// Worker loops per server process (unset: the server's default).
+const WORKERS: &str = "STATEGRAPH_BENCH_SCALE_WORKERS";
 
 /// How long an idle PostgreSQL session may keep its statistics before they reach
 /// `pg_stat_database` (its idle flush interval is 10 s).
@@ -82,7 +85,7 @@ fn schema_url(url: &str, schema: &str) -> String {
     format!("{url}{sep}options=-c%20search_path%3D{schema}%2Cpublic")
 }
 
-/// The server side: serves `short` and `slow` with a queue and two workers.
+/// The server side: serves `short` and `slow` with a queue (and `WORKERS` worker loops).
 async fn serve() {
     let (url, schema, port_file) = (
         std::env::var(URL).unwrap(),
@@ -95,15 +98,16 @@ async fn serve() {
         .await
         .unwrap();
     let queue = queue_config(&url, &schema).connect().await.unwrap();
-    let server = Server::builder()
+    let mut builder = Server::builder()
         .graph("short", short_graph())
         .graph("slow", slow_graph())
         .checkpointer(saver)
         .store(store)
-        .run_queue(queue)
-        .workers(2)
-        .build()
-        .unwrap();
+        .run_queue(queue);
+    if let Some(n) = std::env::var(WORKERS).ok().and_then(|n| n.parse().ok()) {
+        builder = builder.workers(n);
+    }
+    let server = builder.build().unwrap();
     serve_announced(server, &PathBuf::from(port_file)).await;
 }
 
@@ -168,8 +172,9 @@ fn main() {
     let url = std::env::var("STATEGRAPH_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
     let dir = tempfile::tempdir().unwrap();
+    let workers = std::env::var(WORKERS).unwrap_or_else(|_| "the server's default".into());
     println!(
-        "scale_out: {runs} runs of a one-node graph over {threads_n} threads, 2 workers per process"
+        "scale_out: {runs} runs of a one-node graph over {threads_n} threads, worker loops per process: {workers}"
     );
     for processes in [1, 2, 4] {
         let schema = format!("sgb_scale_{}", &stategraph::uuid4().replace('-', "")[..12]);

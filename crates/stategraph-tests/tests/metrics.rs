@@ -218,13 +218,13 @@ async fn prometheus_scrapes_the_runs_and_requests_that_were_made() {
             "{gauge} after the load"
         );
     }
-    assert_eq!(value(&prometheus, "lg_api_workers_max"), Some(2.0));
+    assert_eq!(value(&prometheus, "lg_api_workers_max"), Some(10.0));
 
     // LangGraph's JSON summary of the same figures.
     let (status, summary) = call(port, "GET", "/metrics?format=json", None);
     assert_eq!(status, 200, "{summary}");
     assert_eq!(summary["queue"]["n_pending"], 0);
-    assert_eq!(summary["workers"]["max"], 2);
+    assert_eq!(summary["workers"]["max"], 10);
     let waited = summary["api"]["http_requests_total"]
         .as_array()
         .unwrap()
