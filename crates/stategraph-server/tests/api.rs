@@ -281,6 +281,33 @@ async fn background_run_then_join_and_history_paging() {
         .map(|s| s["metadata"]["step"].clone())
         .collect();
     assert_eq!(steps, [json!(0), json!(-1)]);
+
+    // The reference's query-string form: `limit` defaults to 1, `before` pages.
+    let (status, newest) = json_call(&app, Method::GET, &uri, None).await;
+    assert_eq!(status, StatusCode::OK, "{newest}");
+    let newest = newest.as_array().unwrap();
+    assert_eq!(newest.len(), 1);
+    assert_eq!(newest[0], page[0]);
+    let (_, two) = json_call(&app, Method::GET, &format!("{uri}?limit=2"), None).await;
+    assert_eq!(two.as_array().unwrap(), page);
+    let before_id = page[1]["checkpoint"]["checkpoint_id"].as_str().unwrap();
+    let (_, rest) = json_call(
+        &app,
+        Method::GET,
+        &format!("{uri}?limit=10&before={before_id}"),
+        None,
+    )
+    .await;
+    let steps: Vec<_> = rest
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["metadata"]["step"].clone())
+        .collect();
+    assert_eq!(steps, [json!(0), json!(-1)]);
+    let (status, error) = json_call(&app, Method::GET, &format!("{uri}?limit=ten"), None).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(error["detail"], "Invalid limit ten");
 }
 
 #[tokio::test]

@@ -109,7 +109,7 @@ fn protected_routes() -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(threads::get_state, threads::update_state))
         .routes(routes!(threads::post_state_at))
         .routes(routes!(threads::get_state_at))
-        .routes(routes!(threads::history))
+        .routes(routes!(threads::history, threads::history_get))
         .routes(routes!(runs::list, runs::create_background))
         .routes(routes!(runs::wait_thread))
         .routes(routes!(runs::stream_thread))

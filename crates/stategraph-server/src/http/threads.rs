@@ -479,12 +479,6 @@ pub(crate) async fn history(
     ThreadId(thread_id): ThreadId,
     RequiredBody(body): RequiredBody<HistoryBody>,
 ) -> Result<Json<Vec<Json_>>, ApiError> {
-    let thread = load(&state, &thread_id).await?;
-    let graph = graph_of(&state, &thread)?;
-    let mut config = RunConfig::thread(&thread_id);
-    if let Some(id) = checkpoint_id_of(body.checkpoint.as_ref()) {
-        config = config.with_checkpoint_id(id);
-    }
     let mut options = HistoryOptions::new().limit(body.limit.unwrap_or(10));
     if let Some(before) = checkpoint_id_of(body.before.as_ref()) {
         options = options.before(before);
@@ -492,6 +486,67 @@ pub(crate) async fn history(
     for (k, v) in body.metadata.unwrap_or_default() {
         options = options.filter(k, v);
     }
+    let at = checkpoint_id_of(body.checkpoint.as_ref());
+    list_history(&state, &thread_id, at, options)
+        .await
+        .map(Json)
+}
+
+/// Query of `GET /threads/{thread_id}/history`.
+#[derive(Deserialize, Default, utoipa::IntoParams)]
+#[serde(default)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct HistoryQuery {
+    /// How many states, newest first (default 1, as the reference's).
+    limit: Option<String>,
+    /// Only states older than this checkpoint id.
+    before: Option<String>,
+}
+
+/// `GET /threads/{thread_id}/history`: the query-string form of the history, as the
+/// reference serves it (`limit` default 1; a `limit` that is not an integer is 422).
+#[utoipa::path(
+    get,
+    path = "/threads/{thread_id}/history",
+    operation_id = "get_threads_history",
+    tag = "Threads",
+    params(ThreadId, HistoryQuery),
+    responses((status = 200, description = "The thread's states, newest first.", body = Vec<serde_json::Value>))
+)]
+pub(crate) async fn history_get(
+    axum::extract::State(state): Shared,
+    ThreadId(thread_id): ThreadId,
+    Query(query): Query<HistoryQuery>,
+) -> Result<Json<Vec<Json_>>, ApiError> {
+    let limit = match query.limit.as_deref() {
+        None => 1,
+        Some(text) => text
+            .trim()
+            .parse::<usize>()
+            .map_err(|_| ApiError::invalid(format!("Invalid limit {text}")))?,
+    };
+    let mut options = HistoryOptions::new().limit(limit);
+    if let Some(before) = query.before.filter(|b| !b.is_empty()) {
+        options = options.before(before);
+    }
+    list_history(&state, &thread_id, None, options)
+        .await
+        .map(Json)
+}
+
+/// The thread's states as the history endpoints answer them, newest first.
+async fn list_history(
+    state: &AppState,
+    thread_id: &str,
+    at: Option<String>,
+    options: HistoryOptions,
+) -> Result<Vec<Json_>, ApiError> {
+    let thread = load(state, thread_id).await?;
+    let graph = graph_of(state, &thread)?;
+    let mut config = RunConfig::thread(thread_id);
+    if let Some(id) = at {
+        config = config.with_checkpoint_id(id);
+    }
     let snapshots = graph.history(&config, options).await?;
-    Ok(Json(snapshots.iter().map(thread_state).collect()))
+    Ok(snapshots.iter().map(thread_state).collect())
 }
