@@ -273,7 +273,13 @@ async fn background_run_then_join_and_history_paging() {
     assert_eq!(page.len(), 2);
     assert_eq!(page[0]["metadata"]["step"], 2);
     let before = page[1]["checkpoint"].clone();
-    let (_, rest) = json_call(&app, Method::POST, &uri, Some(json!({"before": before}))).await;
+    let (_, rest) = json_call(
+        &app,
+        Method::POST,
+        &uri,
+        Some(json!({"before": before, "limit": 10})),
+    )
+    .await;
     let steps: Vec<_> = rest
         .as_array()
         .unwrap()

@@ -160,7 +160,7 @@ async fn a_dropped_stream_does_not_stop_the_run_by_default() {
         addr,
         "POST",
         &format!("/threads/{thread_id}/history"),
-        Some(json!({})),
+        Some(json!({"limit": 10})),
     )
     .await;
     // input, first, wait, and the run's start: every step checkpointed.

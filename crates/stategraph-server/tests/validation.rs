@@ -260,8 +260,11 @@ async fn history_needs_a_body_and_bounds_its_limit() {
     let (status, out) = json_call(&app, Method::POST, &history, None).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{out}");
     assert!(out["detail"].as_str().unwrap().contains("JSON"), "{out}");
+    // Without a limit, one state: the reference's default.
     let (status, states) = json_call(&app, Method::POST, &history, Some(json!({}))).await;
     assert_eq!(status, StatusCode::OK);
+    assert_eq!(states.as_array().unwrap().len(), 1, "{states}");
+    let (_, states) = json_call(&app, Method::POST, &history, Some(json!({"limit": 10}))).await;
     assert_eq!(states.as_array().unwrap().len(), 4, "{states}");
     for limit in [json!(0), json!(1001), json!(2.5), json!(-1)] {
         refused(

@@ -167,7 +167,7 @@ fn a_server_killed_mid_run_restarts_with_the_run_failed_and_the_checkpoints_inta
         port,
         "POST",
         &format!("/threads/{thread_id}/history"),
-        Some(json!({})),
+        Some(json!({"limit": 10})),
     );
     assert_eq!(status, 200, "{history}");
     // The run's input, `first`'s step and the checkpoint before `slow`.

@@ -479,7 +479,8 @@ pub(crate) async fn history(
     ThreadId(thread_id): ThreadId,
     RequiredBody(body): RequiredBody<HistoryBody>,
 ) -> Result<Json<Vec<Json_>>, ApiError> {
-    let mut options = HistoryOptions::new().limit(body.limit.unwrap_or(10));
+    // As the reference: one state unless `limit` says more (the SDK always sends one).
+    let mut options = HistoryOptions::new().limit(body.limit.unwrap_or(1));
     if let Some(before) = checkpoint_id_of(body.before.as_ref()) {
         options = options.before(before);
     }
