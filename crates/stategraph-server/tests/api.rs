@@ -235,6 +235,16 @@ async fn invalid_bodies_are_422() {
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
 }
 
+/// The steps of a history answer's states, in its order.
+fn steps_of(states: &Json) -> Vec<Json> {
+    states
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["metadata"]["step"].clone())
+        .collect()
+}
+
 #[tokio::test]
 async fn background_run_then_join_and_history_paging() {
     let (app, _) = server();
@@ -280,13 +290,7 @@ async fn background_run_then_join_and_history_paging() {
         Some(json!({"before": before, "limit": 10})),
     )
     .await;
-    let steps: Vec<_> = rest
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["metadata"]["step"].clone())
-        .collect();
-    assert_eq!(steps, [json!(0), json!(-1)]);
+    assert_eq!(steps_of(&rest), [json!(0), json!(-1)]);
 
     // The reference's query-string form: `limit` defaults to 1, `before` pages.
     let (status, newest) = json_call(&app, Method::GET, &uri, None).await;
@@ -304,13 +308,7 @@ async fn background_run_then_join_and_history_paging() {
         None,
     )
     .await;
-    let steps: Vec<_> = rest
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["metadata"]["step"].clone())
-        .collect();
-    assert_eq!(steps, [json!(0), json!(-1)]);
+    assert_eq!(steps_of(&rest), [json!(0), json!(-1)]);
     let (status, error) = json_call(&app, Method::GET, &format!("{uri}?limit=ten"), None).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(error["detail"], "Invalid limit ten");
