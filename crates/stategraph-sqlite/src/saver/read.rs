@@ -80,7 +80,6 @@ impl Row {
             &self.thread_id,
             &self.checkpoint_ns,
             &self.checkpoint_id,
-            None,
         )?;
         Ok(CheckpointTuple::from_parts(
             self.thread_id,
@@ -234,7 +233,6 @@ pub(super) fn load_writes(
     thread_id: &str,
     ns: &str,
     checkpoint_id: &str,
-    mut cache: Option<&mut DecodeCache>,
 ) -> Result<Vec<PendingWrite>> {
     let mut stmt = conn
         .prepare_cached(
@@ -251,10 +249,7 @@ pub(super) fn load_writes(
     let mut writes = Vec::new();
     for row in rows {
         let row = row.map_err(db("reading writes"))?;
-        writes.push(match cache.as_deref_mut() {
-            Some(cache) => row.decode_shared(serde, &at, cache)?,
-            None => row.decode(serde, &at)?,
-        });
+        writes.push(row.decode(serde, &at)?);
     }
     sort_writes(&mut writes);
     Ok(writes)
