@@ -433,21 +433,14 @@ pub async fn assemble<F: LayoutFetch + ?Sized>(
             };
             let channel = key.2;
             if let Blob::Stored(b) = blob {
-                let value = if b.type_tag == crate::serializer::tags::EMPTY {
-                    None
-                } else {
-                    let bytes = b.data.as_deref().unwrap_or_default();
-                    Some(
-                        serde
-                            .loads_typed_shared(&b.type_tag, bytes, &mut cache)
-                            .map_err(|e| {
-                                Error::serialization(
-                                    loc.clone().part("blob").channel(channel.clone()),
-                                    e,
-                                )
-                            })?,
-                    )
-                };
+                let value = crate::blob_layout::decode_blob(
+                    serde,
+                    &loc,
+                    &channel,
+                    &b.type_tag,
+                    b.data.as_deref(),
+                    Some(&mut cache),
+                )?;
                 *blob = Blob::Decoded(value);
             }
             if let Blob::Decoded(Some(value)) = blob {

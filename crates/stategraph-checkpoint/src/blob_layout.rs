@@ -125,16 +125,33 @@ pub fn restore_blob(
     tag: &str,
     data: Option<&[u8]>,
 ) -> Result<()> {
-    if tag == crate::serializer::tags::EMPTY {
-        return Ok(());
+    if let Some(value) = decode_blob(serde, location, &channel, tag, data, None)? {
+        checkpoint.channel_values.insert(channel, value);
     }
-    let value = serde
-        .loads_typed(tag, data.unwrap_or_default())
-        .map_err(|e| {
-            Error::serialization(location.clone().part("blob").channel(channel.clone()), e)
-        })?;
-    checkpoint.channel_values.insert(channel, value);
     Ok(())
+}
+
+/// The value one stored blob of `channel` holds (`None` for the `empty` marker: no value),
+/// sharing with `cache`, if any, what a read decoded before; an error is located at the
+/// blob's channel.
+pub(crate) fn decode_blob(
+    serde: &dyn Serializer,
+    location: &Location,
+    channel: &str,
+    tag: &str,
+    data: Option<&[u8]>,
+    cache: Option<&mut crate::value::DecodeCache>,
+) -> Result<Option<Value>> {
+    if tag == crate::serializer::tags::EMPTY {
+        return Ok(None);
+    }
+    let bytes = data.unwrap_or_default();
+    match cache {
+        Some(cache) => serde.loads_typed_shared(tag, bytes, cache),
+        None => serde.loads_typed(tag, bytes),
+    }
+    .map(Some)
+    .map_err(|e| Error::serialization(location.clone().part("blob").channel(channel), e))
 }
 
 /// A checkpoint put, serialized for a blob-layout saver (validated, values split into the
