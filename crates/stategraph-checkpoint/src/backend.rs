@@ -43,6 +43,7 @@ use serde_json::Value as Json;
 pub use crate::blob_layout::{self, EncodedSave, LayoutWriter, WriteFailure, restore_blob};
 pub use crate::prune::{self, PrunePlan, PruneRow, PruneTarget};
 pub use crate::saver::{Expect, latest_conflict, validate_put, validate_put_writes};
+pub use crate::serializer::loads_typed_with;
 pub use crate::timeouts::{Timeouts, within};
 pub use crate::writes::{EncodedWrite, StoredWrite, encode_writes};
 

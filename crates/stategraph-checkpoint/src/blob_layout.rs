@@ -145,13 +145,9 @@ pub(crate) fn decode_blob(
     if tag == crate::serializer::tags::EMPTY {
         return Ok(None);
     }
-    let bytes = data.unwrap_or_default();
-    match cache {
-        Some(cache) => serde.loads_typed_shared(tag, bytes, cache),
-        None => serde.loads_typed(tag, bytes),
-    }
-    .map(Some)
-    .map_err(|e| Error::serialization(location.clone().part("blob").channel(channel), e))
+    crate::serializer::loads_typed_with(serde, tag, data.unwrap_or_default(), cache)
+        .map(Some)
+        .map_err(|e| Error::serialization(location.clone().part("blob").channel(channel), e))
 }
 
 /// A checkpoint put, serialized for a blob-layout saver (validated, values split into the

@@ -86,6 +86,21 @@ impl SerdeError {
     }
 }
 
+/// Deserializes bytes stored under `type_tag` with `serde`: through `cache`
+/// ([`Serializer::loads_typed_shared`]) where the read has one, else alone
+/// ([`Serializer::loads_typed`]). For readers that decode one value or many with the same code.
+pub fn loads_typed_with(
+    serde: &dyn Serializer,
+    type_tag: &str,
+    data: &[u8],
+    cache: Option<&mut DecodeCache>,
+) -> Result<Value, SerdeError> {
+    match cache {
+        Some(cache) => serde.loads_typed_shared(type_tag, data, cache),
+        None => serde.loads_typed(type_tag, data),
+    }
+}
+
 /// Turns values into typed bytes and back; LangGraph's `SerializerProtocol`.
 pub trait Serializer: Send + Sync + fmt::Debug {
     /// Serializes `value`, returning its type tag and bytes.

@@ -203,11 +203,8 @@ impl StoredWrite {
                 crate::serializer::SerdeError::UnknownType("NULL".into()),
             )
         })?;
-        let value = match cache {
-            Some(cache) => serde.loads_typed_shared(&tag, &self.value, cache),
-            None => serde.loads_typed(&tag, &self.value),
-        }
-        .map_err(|e| crate::error::Error::serialization(loc, e))?;
+        let value = crate::serializer::loads_typed_with(serde, &tag, &self.value, cache)
+            .map_err(|e| crate::error::Error::serialization(loc, e))?;
         Ok(PendingWrite {
             task_id: self.task_id,
             channel: self.channel,

@@ -173,11 +173,8 @@ fn decode_checkpoint(
         .then(|| checkpoint_without_values(bytes))
         .flatten();
     let bytes = bare.as_deref().unwrap_or(bytes);
-    let value = match cache {
-        Some(cache) => serde.loads_typed_shared(tag, bytes, cache),
-        None => serde.loads_typed(tag, bytes),
-    }
-    .map_err(|e| located(loc.clone(), e))?;
+    let value =
+        backend::loads_typed_with(serde, tag, bytes, cache).map_err(|e| located(loc.clone(), e))?;
     let mut checkpoint = Checkpoint::from_value(value).map_err(|e| located(loc.clone(), e))?;
     if skip_values {
         checkpoint.channel_values.clear();
