@@ -139,35 +139,38 @@ impl CheckpointSaver for SqliteSaver {
         let config = config.clone();
         self.read(move |conn, serde| {
             let tx = conn.transaction().map_err(db("starting a read"))?;
-            let row = match &config.checkpoint_id {
-                Some(id) => tx
-                    .prepare_cached(&format!(
-                        "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints \
-                         WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"
-                    ))
-                    .and_then(|mut s| {
-                        s.query_row(
-                            params![config.thread_id, config.checkpoint_ns, id.as_str()],
-                            Row::from_sql,
-                        )
-                        .optional()
-                    }),
-                None => tx
-                    .prepare_cached(&format!(
-                        "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints \
-                         WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
-                         ORDER BY checkpoint_id DESC LIMIT 1"
-                    ))
-                    .and_then(|mut s| {
-                        s.query_row(
-                            params![config.thread_id, config.checkpoint_ns],
-                            Row::from_sql,
-                        )
-                        .optional()
-                    }),
+            let reading = db("reading a checkpoint");
+            let sql = match config.checkpoint_id {
+                Some(_) => format!(
+                    "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints \
+                     WHERE thread_id = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"
+                ),
+                None => format!(
+                    "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints \
+                     WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
+                     ORDER BY checkpoint_id DESC LIMIT 1"
+                ),
+            };
+            let mut stmt = tx.prepare_cached(&sql).map_err(&reading)?;
+            let mut rows = match &config.checkpoint_id {
+                Some(id) => {
+                    stmt.query(params![config.thread_id, config.checkpoint_ns, id.as_str()])
+                }
+                None => stmt.query(params![config.thread_id, config.checkpoint_ns]),
             }
-            .map_err(db("reading a checkpoint"))?;
-            row.map(|r| r.into_tuple(&tx, serde)).transpose()
+            .map_err(&reading)?;
+            let Some(r) = rows.next().map_err(&reading)? else {
+                return Ok(None);
+            };
+            let row = Row::read(r, "reading a checkpoint", serde, None, false)?;
+            let writes = load_writes(
+                &tx,
+                serde,
+                &row.thread_id,
+                &row.checkpoint_ns,
+                &row.checkpoint_id,
+            )?;
+            Ok(Some(row.into_tuple(writes)))
         })
         .await
     }
@@ -200,7 +203,13 @@ impl CheckpointSaver for SqliteSaver {
                     .query(rusqlite::params_from_iter(args))
                     .map_err(db("listing checkpoints"))?;
                 while let Some(r) = rows.next().map_err(db("listing checkpoints"))? {
-                    listed.push(ListedRow::read(r, serde, &mut cache, skip_values)?);
+                    listed.push(Row::read(
+                        r,
+                        "listing checkpoints",
+                        serde,
+                        Some(&mut cache),
+                        skip_values,
+                    )?);
                 }
             }
             let mut writes = read::load_writes_of(&tx, serde, &listed, &mut cache)?;

@@ -30,72 +30,9 @@ pub(super) fn bytes_ref<'a>(
     }
 }
 
-/// One raw `checkpoints` row.
+/// A `checkpoints` row, decoded as it is read: its bytes are decoded where SQLite holds
+/// them, not copied out first (a listing of a long thread reads tens of MB).
 pub(super) struct Row {
-    pub(super) thread_id: String,
-    pub(super) checkpoint_ns: String,
-    pub(super) checkpoint_id: String,
-    pub(super) parent: Option<String>,
-    pub(super) type_tag: Option<String>,
-    pub(super) checkpoint: Option<Vec<u8>>,
-    pub(super) metadata: Option<Vec<u8>>,
-}
-
-impl Row {
-    pub(super) fn from_sql(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
-        Ok(Self {
-            thread_id: r.get(0)?,
-            checkpoint_ns: r.get(1)?,
-            checkpoint_id: r.get(2)?,
-            parent: r.get(3)?,
-            type_tag: r.get(4)?,
-            checkpoint: bytes_column(r, 5)?,
-            metadata: bytes_column(r, 6)?,
-        })
-    }
-
-    pub(super) fn location(&self) -> Location {
-        Location::checkpoint(&self.thread_id, &self.checkpoint_ns, &self.checkpoint_id)
-    }
-
-    /// Decodes the row and loads its writes.
-    pub(super) fn into_tuple(
-        self,
-        conn: &Connection,
-        serde: &dyn Serializer,
-    ) -> Result<CheckpointTuple> {
-        let loc = self.location();
-        let (checkpoint, metadata) = decode_checkpoint(
-            &loc,
-            self.type_tag.as_deref(),
-            self.checkpoint.as_deref().unwrap_or_default(),
-            self.metadata.as_deref(),
-            serde,
-            None,
-            false,
-        )?;
-        let pending_writes = load_writes(
-            conn,
-            serde,
-            &self.thread_id,
-            &self.checkpoint_ns,
-            &self.checkpoint_id,
-        )?;
-        Ok(CheckpointTuple::from_parts(
-            self.thread_id,
-            self.checkpoint_ns,
-            self.checkpoint_id,
-            self.parent.map(Into::into),
-            checkpoint,
-            metadata,
-            pending_writes,
-        ))
-    }
-}
-
-/// A `checkpoints` row of a listing, decoded as it was read: its bytes are decoded where
-/// SQLite holds them, not copied out first (a listing of a long thread reads tens of MB).
-pub(super) struct ListedRow {
     pub(super) thread_id: String,
     pub(super) checkpoint_ns: String,
     pub(super) checkpoint_id: String,
@@ -104,16 +41,18 @@ pub(super) struct ListedRow {
     metadata: CheckpointMetadata,
 }
 
-impl ListedRow {
-    /// Reads and decodes a row of [`CHECKPOINT_COLUMNS`], sharing with `cache` what earlier
-    /// rows of the listing decoded; without values if `skip_values`.
+impl Row {
+    /// Reads and decodes a row of [`CHECKPOINT_COLUMNS`] (a driver error names `doing`),
+    /// sharing with `cache`, if any, what earlier rows of a listing decoded; without values
+    /// if `skip_values`.
     pub(super) fn read(
         r: &rusqlite::Row<'_>,
+        doing: &'static str,
         serde: &dyn Serializer,
-        cache: &mut DecodeCache,
+        cache: Option<&mut DecodeCache>,
         skip_values: bool,
     ) -> Result<Self> {
-        let reading = db("listing checkpoints");
+        let reading = db(doing);
         let (thread_id, checkpoint_ns, checkpoint_id): (String, String, String) = (
             r.get(0).map_err(&reading)?,
             r.get(1).map_err(&reading)?,
@@ -127,7 +66,7 @@ impl ListedRow {
             bytes_ref(r, 5).map_err(&reading)?.unwrap_or_default(),
             bytes_ref(r, 6).map_err(&reading)?,
             serde,
-            Some(cache),
+            cache,
             skip_values,
         )?;
         Ok(Self {
@@ -224,6 +163,7 @@ pub(super) fn stored_write(r: &rusqlite::Row<'_>, first: usize) -> rusqlite::Res
     })
 }
 
+/// The writes of one checkpoint, in stored order ([`Row::into_tuple`] sorts them).
 pub(super) fn load_writes(
     conn: &Connection,
     serde: &dyn Serializer,
@@ -248,7 +188,6 @@ pub(super) fn load_writes(
         let row = row.map_err(db("reading writes"))?;
         writes.push(row.decode(serde, &at)?);
     }
-    sort_writes(&mut writes);
     Ok(writes)
 }
 
@@ -261,7 +200,7 @@ const WRITES_BATCH: usize = 500;
 pub(super) fn load_writes_of(
     conn: &Connection,
     serde: &dyn Serializer,
-    rows: &[ListedRow],
+    rows: &[Row],
     cache: &mut DecodeCache,
 ) -> Result<std::collections::HashMap<(String, String, String), Vec<PendingWrite>>> {
     let mut groups: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
