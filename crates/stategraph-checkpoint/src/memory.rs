@@ -244,52 +244,32 @@ impl Inner {
 
     /// Drops blobs of `thread` that no remaining checkpoint references, and empty maps.
     fn collect_garbage(&mut self, thread: &str) {
-        // (namespace, channel, version) of every value a checkpoint of the thread refers to.
-        let mut referenced: BTreeSet<(&str, &str, Cow<'_, str>)> = BTreeSet::new();
         if let Some(nss) = self.storage.get_mut(thread) {
             nss.retain(|_, cps| !cps.is_empty());
-        }
-        if let Some(nss) = self.storage.get(thread) {
-            for (ns, cps) in nss {
-                for s in cps.values() {
-                    for (ch, v) in &s.checkpoint.channel_versions {
-                        referenced.insert((ns, ch, version_text(v)));
-                    }
-                }
+            if nss.is_empty() {
+                self.storage.remove(thread);
             }
         }
-        let doomed: Vec<(String, Arc<str>, Arc<str>)> = self
-            .blobs
-            .get(thread)
-            .into_iter()
-            .flatten()
-            .flat_map(|(ns, channels)| {
-                channels
-                    .iter()
-                    .flat_map(move |(ch, versions)| versions.keys().map(move |v| (ns, ch, v)))
-            })
-            .filter(|(ns, ch, v)| !referenced.contains(&(ns.as_str(), &**ch, Cow::Borrowed(&***v))))
-            .map(|(ns, ch, v)| (ns.clone(), Arc::clone(ch), Arc::clone(v)))
-            .collect();
-        if self.storage.get(thread).is_some_and(BTreeMap::is_empty) {
-            self.storage.remove(thread);
+        // (namespace, channel, version) of every value a checkpoint of the thread refers to.
+        let mut referenced: BTreeSet<(&str, &str, Cow<'_, str>)> = BTreeSet::new();
+        for (ns, cps) in self.storage.get(thread).into_iter().flatten() {
+            for s in cps.values() {
+                for (ch, v) in &s.checkpoint.channel_versions {
+                    referenced.insert((ns, ch, version_text(v)));
+                }
+            }
         }
         let Some(nss) = self.blobs.get_mut(thread) else {
             return;
         };
-        for (ns, ch, v) in doomed {
-            if let Some(channels) = nss.get_mut(&ns) {
-                if let Some(versions) = channels.get_mut(&ch) {
-                    versions.remove(&v);
-                    if versions.is_empty() {
-                        channels.remove(&ch);
-                    }
-                }
-                if channels.is_empty() {
-                    nss.remove(&ns);
-                }
-            }
-        }
+        nss.retain(|ns, channels| {
+            channels.retain(|ch, versions| {
+                versions
+                    .retain(|v, _| referenced.contains(&(ns.as_str(), &**ch, Cow::Borrowed(&**v))));
+                !versions.is_empty()
+            });
+            !channels.is_empty()
+        });
         if nss.is_empty() {
             self.blobs.remove(thread);
         }
