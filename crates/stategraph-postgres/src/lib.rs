@@ -114,7 +114,7 @@ pub use stategraph_checkpoint::CheckpointSaver;
 #[doc(no_inline)]
 pub use stategraph_checkpoint::runs::{
     CancelAction, CancelOutcome, ClaimedRun, Enqueued, Expired, Lease, Multitask, NewRun,
-    Notification, Notifications, QueueStats, RecordWrite, RecordWrites, RunEvent, RunQueue, RunRow,
-    RunStatus,
+    Notification, Notifications, QueueStats, RecordWrite, RecordWrites, RunEnd, RunEvent, RunQueue,
+    RunRow, RunStatus,
 };
 pub use store::{PostgresStore, PostgresStoreConfig};

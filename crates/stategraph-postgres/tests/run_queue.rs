@@ -13,7 +13,7 @@ use stategraph_checkpoint::Error;
 use stategraph_checkpoint::backend::Timeouts;
 use stategraph_checkpoint::conformance::runs::{QueueOptions, RunQueueFixture};
 use stategraph_postgres::{
-    CancelAction, Listener, Multitask, NewRun, Notification, PostgresRunQueue, RunQueue,
+    CancelAction, Listener, Multitask, NewRun, Notification, PostgresRunQueue, RunEnd, RunQueue,
     RunQueueConfig, RunStatus,
 };
 use stategraph_testkit::net::{StallingProxy, bounded};
@@ -104,7 +104,8 @@ async fn listeners_hear_their_own_schema_only() {
         n,
         Notification::Enqueued {
             run_id: "r1".into(),
-            thread_id: "t1".into()
+            thread_id: "t1".into(),
+            claimable: true
         }
     );
     writer.claim("w").await.unwrap().unwrap();
@@ -536,4 +537,39 @@ async fn records_change_with_the_enqueue_and_the_end_of_a_run() {
         .unwrap_err();
     assert!(e.to_string().contains("cannot write records"), "{e}");
     assert!(queue.get("r3").await.unwrap().is_none());
+}
+
+/// A run's end with its records and the worker's next claim, in one transaction: a worker
+/// that no longer holds its run writes none of it (but claims); one that holds it writes the
+/// records and goes on to the thread's next run.
+#[tokio::test]
+async fn records_go_with_the_end_that_claims_the_next_run() {
+    use stategraph_checkpoint::runs::RecordWrites;
+    use stategraph_checkpoint::store::Store as _;
+    let schema = ScratchSchema::new("sg_records");
+    let queue = queue(&schema).await;
+    let store = records_store(&schema).await;
+    let at = store.location().expect("a Postgres store has a location");
+    let writes = |w| RecordWrites::new(at.clone(), w);
+    for id in ["r7", "r8"] {
+        queue.enqueue(run(id, "t7")).await.unwrap();
+    }
+    assert!(queue.claim_run("r7", "w1").await.unwrap().is_some());
+    let end7 = writes(vec![put_record("r7", json!({"status": "success"}))]);
+    let (ended, next) = queue
+        .finish_and_claim(RunEnd::new("r7", "w2", RunStatus::Success).records(Some(&end7)))
+        .await
+        .unwrap();
+    assert!(!ended && next.is_none(), "r8 waits for r7");
+    assert_eq!(record(&store, "r7").await, None);
+    let (ended, next) = queue
+        .finish_and_claim(RunEnd::new("r7", "w1", RunStatus::Success).records(Some(&end7)))
+        .await
+        .unwrap();
+    assert!(ended);
+    assert_eq!(next.unwrap().run_id, "r8");
+    assert_eq!(
+        record(&store, "r7").await,
+        Some(json!({"status": "success"}))
+    );
 }

@@ -426,6 +426,7 @@ async fn start_with(
             Some(claimed) => {
                 tokio::spawn(async move {
                     execute(&task_state, claimed, Some(&worker), Some(caller)).await;
+                    task_state.queue.ran();
                 });
             }
             None => {

@@ -11,7 +11,7 @@ use std::time::Instant;
 use futures_util::StreamExt;
 use serde_json::{Map as JsonMap, Value as Json_, json};
 use stategraph_checkpoint::runs::{
-    CancelAction, ClaimedRun, RecordWrite, RunQueue, RunStatus, ThreadStatus,
+    CancelAction, ClaimedRun, RecordWrite, RunEnd, RunQueue, RunStatus, ThreadStatus,
 };
 use stategraph_graph::{RunConfig, StateSnapshot, StreamMode};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -47,13 +47,14 @@ const APPEND_DELAY: std::time::Duration = std::time::Duration::from_millis(20);
 /// Executes `claimed`: as `worker`, the holder of its lease in the queue (heartbeats, events
 /// copied to the queue's log, the queue told how it ended), or, without one, a stateless run
 /// of this process on a temporary thread. Its events go to its hub (for joiners) and to
-/// `caller`, if any.
+/// `caller`, if any. A worker loop's execution (a `worker`, no `caller`) claims the loop's
+/// next run with the end of this one ([`RunQueue::finish_and_claim`]) and returns it.
 pub(crate) async fn execute(
     state: &Arc<AppState>,
     claimed: ClaimedRun,
     worker: Option<&str>,
     caller: Option<Caller>,
-) {
+) -> Option<ClaimedRun> {
     use tracing::Instrument;
     let span = tracing::info_span!(
         "run",
@@ -70,7 +71,7 @@ pub(crate) async fn execute(
     );
     execute_traced(state, claimed, worker, caller)
         .instrument(span)
-        .await;
+        .await
 }
 
 /// Counts a run of the server that ended (`stategraph_server_runs_total` by status and
@@ -98,7 +99,7 @@ async fn execute_traced(
     claimed: ClaimedRun,
     worker: Option<&str>,
     caller: Option<Caller>,
-) {
+) -> Option<ClaimedRun> {
     let started = std::time::Instant::now();
     let queue = Arc::clone(queue_of(state));
     let run_id = claimed.run_id.clone();
@@ -121,7 +122,7 @@ async fn execute_traced(
                     error: Some(error),
                 });
             }
-            return;
+            return None;
         }
     };
     let mut prepared = prepared;
@@ -176,9 +177,10 @@ async fn execute_traced(
             l.abort();
         }
         state.unregister_run(&run_id);
-        return;
+        return None;
     };
     let status = run_status(&outcome, cancel.as_ref());
+    let mut next = None;
     if let (Some(lease), Some(worker)) = (lease, worker) {
         // Every event is in the log once the queue hears the run ended (the last ones go with
         // the statement that ends it).
@@ -190,16 +192,28 @@ async fn execute_traced(
             tracing::warn!(error = %e.detail, "the run's final records could not be written");
             None
         });
-        let finished = match &records {
-            Some(records) => {
-                queue
-                    .finish_with_records(&run_id, worker, status, error, &last, records)
-                    .await
-            }
-            None => {
-                queue
-                    .finish_with_events(&run_id, worker, status, error, &last)
-                    .await
+        let end = RunEnd::new(&run_id, worker, status)
+            .error(error)
+            .events(&last)
+            .records(records.as_ref());
+        let finished = if caller.is_none() {
+            // A worker loop: its next run comes with this one's end.
+            queue.finish_and_claim(end).await.map(|(ended, claimed)| {
+                next = claimed;
+                ended
+            })
+        } else {
+            match &records {
+                Some(records) => {
+                    queue
+                        .finish_with_records(&run_id, worker, status, error, &last, records)
+                        .await
+                }
+                None => {
+                    queue
+                        .finish_with_events(&run_id, worker, status, error, &last)
+                        .await
+                }
             }
         };
         if let Ok(true) = finished
@@ -220,6 +234,7 @@ async fn execute_traced(
         let _ = caller.done.send(outcome);
     }
     ended_tx.send_replace(true);
+    next
 }
 
 /// A run's lease while it executes: the heartbeat that keeps it (and hears stop requests),

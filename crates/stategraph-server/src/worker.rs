@@ -41,10 +41,13 @@ pub(crate) struct QueueSetup {
     started: AtomicBool,
     /// Counts the names handed out by [`caller_name`](Self::caller_name).
     names: std::sync::atomic::AtomicU64,
-    /// Wakes one idle worker loop per notification that may let a run be claimed (enqueued,
-    /// requeued, finished): one run, one claim, rather than every idle worker of every
-    /// process claiming at once (each claim that finds nothing is a commit of the queue's
-    /// database). A worker that ends a run claims again by itself.
+    /// Wakes one idle worker loop per notification of a run that may be claimed now (enqueued
+    /// on an idle thread, requeued): one run, one claim per process, rather than every idle
+    /// worker claiming at once (each claim that finds nothing is a statement and a commit of
+    /// the queue's database). A run's end wakes nobody elsewhere: the worker loop that ended
+    /// it claims again by itself, and a caller that executed one wakes a loop of its own
+    /// process ([`QueueSetup::ran`]). Idle loops also look at the queue every [`POLL`],
+    /// one loop per process at a time.
     pub(crate) wake: Arc<Notify>,
     /// Rung for every task waiting for its run's turn on a thread, when a run finished (or
     /// the subscription was renewed).
@@ -78,6 +81,13 @@ impl QueueSetup {
     /// This process's worker loops, and how many of them execute a run now.
     pub(crate) fn workers_in_use(&self) -> (usize, usize) {
         (self.workers, self.active.load(Ordering::Relaxed))
+    }
+
+    /// A run this process executed outside its worker loops (for a caller) ended: its thread's
+    /// next run may be claimable now, and no loop claims after it by itself, so one idle loop
+    /// looks.
+    pub(crate) fn ran(&self) {
+        self.wake.notify_one();
     }
 
     /// A worker name of this process no other task has: for a run a caller follows, claimed
@@ -364,6 +374,7 @@ pub(crate) fn spawn_workers(state: &Arc<AppState>) {
     crate::prometheus::spawn_upkeep();
     tokio::spawn(listen_loop(Arc::clone(state)));
     tokio::spawn(requeue_loop(Arc::clone(state)));
+    tokio::spawn(poll_loop(Arc::clone(state)));
     for i in 0..setup.workers {
         let worker = format!("{}-{i}", setup.prefix);
         tokio::spawn(worker_loop(Arc::clone(state), worker));
@@ -389,11 +400,16 @@ async fn listen_loop(state: Arc<AppState>) {
                     } => {
                         let _ = state.cancel_run(&run_id, &cancel_of(action, &reason));
                     }
-                    Notification::Enqueued { .. } | Notification::Requeued { .. } => {
+                    Notification::Enqueued {
+                        claimable: true, ..
+                    }
+                    | Notification::Requeued { .. } => {
                         wake.notify_one();
                     }
+                    // The run's worker claims again by itself (a caller that executed a run
+                    // wakes a worker loop of its own process): only tasks waiting for their
+                    // run's turn look now.
                     Notification::Finished { .. } => {
-                        wake.notify_one();
                         turns.notify_waiters();
                     }
                     _ => {}
@@ -401,6 +417,21 @@ async fn listen_loop(state: Arc<AppState>) {
             }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Every [`POLL`], wakes one idle worker loop, if any, to look at the queue: what a lost
+/// notification (or one that found every loop busy) left claimable is claimed within a poll,
+/// at the cost of one claim per process, not one per idle loop.
+async fn poll_loop(state: Arc<AppState>) {
+    let mut every = tokio::time::interval(POLL);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let (workers, active) = state.queue.workers_in_use();
+        if active < workers {
+            state.queue.wake.notify_one();
+        }
     }
 }
 
@@ -418,7 +449,8 @@ async fn requeue_loop(state: Arc<AppState>) {
     }
 }
 
-/// Claims and executes runs, one at a time, as `worker`.
+/// Claims and executes runs, one at a time, as `worker`: the next run comes with the end of
+/// the last one while there are runs to claim; then the loop waits to be woken.
 async fn worker_loop(state: Arc<AppState>, worker: String) {
     let queue = Arc::clone(queue_of(&state));
     loop {
@@ -427,12 +459,13 @@ async fn worker_loop(state: Arc<AppState>, worker: String) {
         match queue.claim(&worker).await {
             Ok(Some(claimed)) => {
                 state.queue.active.fetch_add(1, Ordering::Relaxed);
-                execute(&state, claimed, Some(&worker), None).await;
+                let mut next = Some(claimed);
+                while let Some(claimed) = next {
+                    next = execute(&state, claimed, Some(&worker), None).await;
+                }
                 state.queue.active.fetch_sub(1, Ordering::Relaxed);
             }
-            Ok(None) => {
-                let _ = tokio::time::timeout(POLL, woken).await;
-            }
+            Ok(None) => woken.await,
             Err(_) => tokio::time::sleep(POLL).await,
         }
     }
@@ -491,6 +524,7 @@ pub(crate) async fn wait_turn(
         match queue.claim_run(&run_id, &worker).await {
             Ok(Some(claimed)) => {
                 execute(&state, claimed, Some(&worker), Some(caller)).await;
+                state.queue.ran();
                 return;
             }
             Ok(None) => match queue.get(&run_id).await {

@@ -102,6 +102,7 @@ macro_rules! run_queue_conformance {
             runs_concurrent_rejecting_enqueues_take_turns,
             runs_claim_once_gives_a_key_to_one_caller, runs_finished_runs_are_purged,
             runs_finish_appends_the_last_events, runs_records_of_a_foreign_store_are_refused,
+            runs_finish_and_claim_goes_on_to_the_next_run,
         );
     };
 }
@@ -749,6 +750,94 @@ pub async fn runs_finish_appends_the_last_events(make: MakeQueue<'_>) {
     assert_eq!(status(q, "r2").await, Some(RunStatus::Success));
 }
 
+/// A worker ends its run and claims its next in one step: the oldest run that may be claimed
+/// (the ended run's thread's next once it is the oldest), with the end's events; one that no
+/// longer holds its run changes nothing of it but still claims; a status that is not final
+/// and records the queue cannot write are refused before anything changes.
+pub async fn runs_finish_and_claim_goes_on_to_the_next_run(make: MakeQueue<'_>) {
+    use crate::runs::{RecordWrite, RecordWrites};
+    use crate::store::StoreLocation;
+    let f = fresh(make).await;
+    let q = f.queue().as_ref();
+    for (id, thread) in [("a1", "ta"), ("b1", "tb"), ("a2", "ta"), ("c1", "tc")] {
+        q.enqueue(run(id, thread)).await.unwrap();
+    }
+    assert_eq!(q.claim("w1").await.unwrap().unwrap().run_id, "a1");
+    let refused = q
+        .finish_and_claim(RunEnd::new("a1", "w1", RunStatus::Running))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, crate::Error::InvalidInput { .. }),
+        "{refused}"
+    );
+    let nowhere = RecordWrites::new(
+        StoreLocation::new("nowhere", "no database", "no_table"),
+        vec![RecordWrite::Delete {
+            namespace: vec!["records".into()],
+            key: "k".into(),
+        }],
+    );
+    let refused = q
+        .finish_and_claim(RunEnd::new("a1", "w1", RunStatus::Success).records(Some(&nowhere)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, crate::Error::InvalidInput { .. }),
+        "{refused}"
+    );
+    assert_eq!(status(q, "a1").await, Some(RunStatus::Running));
+    assert_eq!(status(q, "b1").await, Some(RunStatus::Pending));
+
+    // b1 is older than a2: it comes next, with a1's end and its last events.
+    let last = [("values".to_owned(), json!({ "last": true }))];
+    let (ended, next) = q
+        .finish_and_claim(RunEnd::new("a1", "w1", RunStatus::Success).events(&last))
+        .await
+        .unwrap();
+    assert!(ended);
+    let next = next.expect("the next run");
+    assert_eq!((next.run_id.as_str(), next.attempt), ("b1", 1));
+    let a1 = f.other().get("a1").await.unwrap().unwrap();
+    assert_eq!((a1.status, a1.events), (RunStatus::Success, 1));
+    let b1 = f.other().get("b1").await.unwrap().unwrap();
+    assert_eq!(
+        (b1.status, b1.worker.as_deref()),
+        (RunStatus::Running, Some("w1"))
+    );
+
+    // Then a2, now next on its thread; an error goes with b1's end.
+    let error = json!({ "error": "ValueError", "message": "m" });
+    let (ended, next) = q
+        .finish_and_claim(RunEnd::new("b1", "w1", RunStatus::Error).error(Some(&error)))
+        .await
+        .unwrap();
+    assert!(ended);
+    assert_eq!(next.unwrap().run_id, "a2");
+    let b1 = f.other().get("b1").await.unwrap().unwrap();
+    assert_eq!((b1.status, b1.error), (RunStatus::Error, Some(error)));
+
+    // Not the holder: a2 stays as it is, and w2 still gets c1.
+    let (ended, next) = q
+        .finish_and_claim(RunEnd::new("a2", "w2", RunStatus::Success))
+        .await
+        .unwrap();
+    assert!(!ended, "not the holder");
+    assert_eq!(next.unwrap().run_id, "c1");
+    assert_eq!(status(q, "a2").await, Some(RunStatus::Running));
+
+    // Nothing left to claim.
+    for (id, worker) in [("a2", "w1"), ("c1", "w2")] {
+        let (ended, next) = q
+            .finish_and_claim(RunEnd::new(id, worker, RunStatus::Success))
+            .await
+            .unwrap();
+        assert!(ended, "{id}");
+        assert_eq!(next, None, "{id}");
+        assert_eq!(status(q, id).await, Some(RunStatus::Success));
+    }
+}
+
 /// Records of a store the queue cannot write in its transactions (another database, here
 /// one that does not exist) are refused with the change they go with, never dropped: the run
 /// is not enqueued, a running run is not finished.
@@ -968,7 +1057,40 @@ pub async fn runs_notifications_announce_changes(make: MakeQueue<'_>) {
         n,
         Notification::Enqueued {
             run_id: "r1".into(),
-            thread_id: "t1".into()
+            thread_id: "t1".into(),
+            claimable: true
+        }
+    );
+    // Behind r1 on its thread: announced, but not claimable until r1 ends.
+    other.enqueue(run("r1b", "t1")).await.unwrap();
+    let n = wait_for(&mut notes, "enqueued behind", |n| {
+        matches!(n, Notification::Enqueued { .. })
+    })
+    .await;
+    assert_eq!(
+        n,
+        Notification::Enqueued {
+            run_id: "r1b".into(),
+            thread_id: "t1".into(),
+            claimable: false
+        }
+    );
+    // Claimed as it was enqueued: announced for its thread's followers, claimable by nobody.
+    let done = other
+        .enqueue(run("r3", "t3").claimed_by("caller"))
+        .await
+        .unwrap();
+    assert!(done.claimed.is_some());
+    let n = wait_for(&mut notes, "enqueued and claimed", |n| {
+        matches!(n, Notification::Enqueued { .. })
+    })
+    .await;
+    assert_eq!(
+        n,
+        Notification::Enqueued {
+            run_id: "r3".into(),
+            thread_id: "t3".into(),
+            claimable: false
         }
     );
     other.claim("w").await.unwrap().unwrap();

@@ -303,16 +303,17 @@ impl RunQueue for InMemoryRunQueue {
         let seq = inner.next_seq;
         let row = RunRow::pending(&run, seq, self.max_attempts, SystemTime::now());
         inner.insert(row);
+        let next = inner.is_next(seq, &run.thread_id);
         if let Some(worker) = &run.claim_for
-            && inner.is_next(seq, &run.thread_id)
+            && next
         {
             done.claimed = inner.take(&run.run_id, worker, self.lease);
-        } else {
-            inner.notify(Notification::Enqueued {
-                run_id: run.run_id.clone(),
-                thread_id: run.thread_id.clone(),
-            });
         }
+        inner.notify(Notification::Enqueued {
+            run_id: run.run_id.clone(),
+            thread_id: run.thread_id.clone(),
+            claimable: next && done.claimed.is_none(),
+        });
         Ok(done)
     }
 

@@ -374,6 +374,57 @@ pub enum RecordWrite {
     },
 }
 
+/// How a worker ends a run it holds, for [`RunQueue::finish_and_claim`]: its final status,
+/// its error, its last stream events and the records written with its end.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct RunEnd<'a> {
+    /// The run.
+    pub run_id: &'a str,
+    /// The worker that holds it.
+    pub worker: &'a str,
+    /// Its final status (a status that is not final is `Error::InvalidInput`).
+    pub status: RunStatus,
+    /// Its error, if it failed.
+    pub error: Option<&'a Json>,
+    /// Its last events, appended with its end ([`RunQueue::finish_with_events`]).
+    pub events: &'a [(String, Json)],
+    /// Records written with its end ([`RunQueue::finish_with_records`]).
+    pub records: Option<&'a RecordWrites>,
+}
+
+impl<'a> RunEnd<'a> {
+    /// Run `run_id`, held by `worker`, ends `status`, with no error, events or records.
+    pub fn new(run_id: &'a str, worker: &'a str, status: RunStatus) -> Self {
+        Self {
+            run_id,
+            worker,
+            status,
+            error: None,
+            events: &[],
+            records: None,
+        }
+    }
+
+    /// With `error`.
+    pub fn error(mut self, error: Option<&'a Json>) -> Self {
+        self.error = error;
+        self
+    }
+
+    /// With its last `events`.
+    pub fn events(mut self, events: &'a [(String, Json)]) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// With `records` written with its end.
+    pub fn records(mut self, records: Option<&'a RecordWrites>) -> Self {
+        self.records = records;
+        self
+    }
+}
+
 /// [`RecordWrite`]s of the store at `at`, made together with a queue change
 /// ([`NewRun::records`], [`RunQueue::finish_with_records`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -715,12 +766,18 @@ impl RunRow {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Notification {
-    /// A run was enqueued: idle workers may claim it.
+    /// A run was enqueued (also one claimed as it was enqueued, for those following its
+    /// thread).
     Enqueued {
         /// The run.
         run_id: String,
         /// Its thread.
         thread_id: String,
+        /// Whether an idle worker may claim it now: it is pending and nothing else of its
+        /// thread was pending or running. A run that waits its turn becomes claimable when
+        /// the run before it ends, and the worker that ends that run claims again by itself,
+        /// so only these enqueues need to wake a worker.
+        claimable: bool,
     },
     /// A run whose lease ran out is pending again: idle workers may claim it.
     Requeued {
@@ -898,6 +955,35 @@ pub trait RunQueue: Send + Sync + fmt::Debug {
         }
         self.finish_with_events(run_id, worker, status, error, events)
             .await
+    }
+
+    /// Ends a run as [`finish_with_records`](Self::finish_with_records) (or, without
+    /// records, [`finish_with_events`](Self::finish_with_events)) does, then claims the
+    /// worker's next run as [`claim`](Self::claim) does — the ended run's thread's next run
+    /// among the others, if it is the oldest that may be claimed. A queue on a database does
+    /// both in one transaction, so a worker that goes from run to run commits once between
+    /// them. Answers whether the worker still held the ended run (`false`: nothing of the end
+    /// happened) and the run it claimed (claimed either way).
+    async fn finish_and_claim(&self, end: RunEnd<'_>) -> Result<(bool, Option<ClaimedRun>)> {
+        let RunEnd {
+            run_id,
+            worker,
+            status,
+            error,
+            events,
+            records,
+        } = end;
+        let ended = match records {
+            Some(records) => {
+                self.finish_with_records(run_id, worker, status, error, events, records)
+                    .await?
+            }
+            None => {
+                self.finish_with_events(run_id, worker, status, error, events)
+                    .await?
+            }
+        };
+        Ok((ended, self.claim(worker).await?))
     }
 
     /// Takes back running runs whose lease ran out: each goes back to `pending` (keeping its

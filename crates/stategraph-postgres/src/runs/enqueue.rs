@@ -66,21 +66,19 @@ pub(super) async fn enqueue_once(q: &PostgresRunQueue, run: &NewRun) -> Result<E
         }
     }
     // Whether nothing else of the thread is pending or running (under the thread's lock; no
-    // claim can take a run of a thread with none), when it matters: the run is then claimed
-    // at once for `claim_for`, and the records that start the thread's work are written.
+    // claim can take a run of a thread with none): the run is then claimed at once for
+    // `claim_for`, the records that start the thread's work are written, and otherwise its
+    // notification says a worker may claim it.
     let if_idle = run.records.as_ref().map_or(&[][..], |r| &r.if_idle[..]);
-    let idle = if run.claim_for.is_some() || !if_idle.is_empty() {
-        tx.query_typed(
+    let idle = tx
+        .query_typed(
             "SELECT 1 FROM stategraph_runs \
              WHERE thread_id = $1 AND status IN ('pending', 'running') LIMIT 1",
             &[(&run.thread_id, Type::TEXT)],
         )
         .await
         .map_err(db("reading the thread's runs"))?
-        .is_empty()
-    } else {
-        false
-    };
+        .is_empty();
     let claim_for = run.claim_for.as_deref().filter(|_| idle);
     let inserted = tx
         .query_typed(
@@ -90,9 +88,8 @@ pub(super) async fn enqueue_once(q: &PostgresRunQueue, run: &NewRun) -> Result<E
                $3, $4, $6, CASE WHEN $6::text IS NULL THEN NULL \
                  ELSE now() + $7::bigint * interval '1 millisecond' END, \
                CASE WHEN $6::text IS NULL THEN 0 ELSE 1 END) \
-             RETURNING attempt, CASE WHEN $6::text IS NULL THEN pg_notify($5, \
-               json_build_object('kind', 'enqueued', 'run_id', run_id, \
-               'thread_id', thread_id)::text) END",
+             RETURNING attempt, pg_notify($5, json_build_object('kind', 'enqueued', \
+               'run_id', run_id, 'thread_id', thread_id, 'claimable', $8::bool)::text)",
             &[
                 (&run.run_id, Type::TEXT),
                 (&run.thread_id, Type::TEXT),
@@ -101,6 +98,7 @@ pub(super) async fn enqueue_once(q: &PostgresRunQueue, run: &NewRun) -> Result<E
                 (&q.channel, Type::TEXT),
                 (&claim_for, Type::TEXT),
                 (&q.lease_ms(), Type::INT8),
+                (&(idle && claim_for.is_none()), Type::BOOL),
             ],
         )
         .await;

@@ -13,44 +13,59 @@ pub(super) async fn claim_next(
     const OP: &str = "claiming a run";
     q.timed(OP, async {
         let client = q.client().await?;
-        let rows = client
-            .query_typed(
-                "WITH next AS ( \
-                   SELECT r.run_id FROM stategraph_runs r \
-                   WHERE r.status = 'pending' AND ($3::text IS NULL OR r.run_id = $3) AND NOT EXISTS ( \
-                     SELECT 1 FROM stategraph_runs o WHERE o.thread_id = r.thread_id \
-                     AND (o.status = 'running' OR (o.status = 'pending' AND o.seq < r.seq))) \
-                   ORDER BY r.seq LIMIT 1 \
-                   FOR UPDATE OF r SKIP LOCKED) \
-                 UPDATE stategraph_runs r SET status = 'running', worker = $1, \
-                   lease_until = now() + $2::bigint * interval '1 millisecond', \
-                   attempt = r.attempt + 1, cancel = NULL, cancel_reason = NULL, \
-                   updated_at = now() \
-                 FROM next WHERE r.run_id = next.run_id AND r.status = 'pending' \
-                 RETURNING r.run_id, r.thread_id, r.payload, r.attempt",
-                &[
-                    (&worker, Type::TEXT),
-                    (&q.lease_ms(), Type::INT8),
-                    (&only, Type::TEXT),
-                ],
-            )
-            .await;
-        let rows = match rows {
+        match claim_on(&**client, q, worker, only).await {
             // Another claim made the thread's run running first: nothing this time.
-            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => return Ok(None),
-            other => other.map_err(db(OP))?,
-        };
-        let Some(row) = rows.first() else {
-            return Ok(None);
-        };
-        Ok(Some(ClaimedRun::new(
-            get::<String>(row, 0, OP)?,
-            get::<String>(row, 1, OP)?,
-            get(row, 2, OP)?,
-            count(get(row, 3, OP)?),
-        )))
+            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Ok(None),
+            other => claimed_of(other.map_err(db(OP))?),
+        }
     })
     .await
+}
+
+/// The claim statement (see [`claim_next`]) on `client`; a unique violation means another
+/// claim made the thread's run running first.
+async fn claim_on(
+    client: &impl tokio_postgres::GenericClient,
+    q: &PostgresRunQueue,
+    worker: &str,
+    only: Option<&str>,
+) -> std::result::Result<Vec<Row>, tokio_postgres::Error> {
+    client
+        .query_typed(
+            "WITH next AS ( \
+               SELECT r.run_id FROM stategraph_runs r \
+               WHERE r.status = 'pending' AND ($3::text IS NULL OR r.run_id = $3) AND NOT EXISTS ( \
+                 SELECT 1 FROM stategraph_runs o WHERE o.thread_id = r.thread_id \
+                 AND (o.status = 'running' OR (o.status = 'pending' AND o.seq < r.seq))) \
+               ORDER BY r.seq LIMIT 1 \
+               FOR UPDATE OF r SKIP LOCKED) \
+             UPDATE stategraph_runs r SET status = 'running', worker = $1, \
+               lease_until = now() + $2::bigint * interval '1 millisecond', \
+               attempt = r.attempt + 1, cancel = NULL, cancel_reason = NULL, \
+               updated_at = now() \
+             FROM next WHERE r.run_id = next.run_id AND r.status = 'pending' \
+             RETURNING r.run_id, r.thread_id, r.payload, r.attempt",
+            &[
+                (&worker, Type::TEXT),
+                (&q.lease_ms(), Type::INT8),
+                (&only, Type::TEXT),
+            ],
+        )
+        .await
+}
+
+/// The run a claim statement returned, if any.
+fn claimed_of(rows: Vec<Row>) -> Result<Option<ClaimedRun>> {
+    const OP: &str = "claiming a run";
+    let Some(row) = rows.first() else {
+        return Ok(None);
+    };
+    Ok(Some(ClaimedRun::new(
+        get::<String>(row, 0, OP)?,
+        get::<String>(row, 1, OP)?,
+        get(row, 2, OP)?,
+        count(get(row, 3, OP)?),
+    )))
 }
 
 /// Extends `worker`'s lease on a running run by the configured lease, if it still holds
@@ -154,6 +169,55 @@ pub(super) async fn finish_with_records(
         Ok(true)
     })
     .await
+}
+
+/// Ends a run (with its last events and records, as [`finish_with_records`]) and claims the
+/// worker's next run in one transaction. If the claim collides with another claiming the same
+/// thread's run, the transaction is given up and the run ended alone (nothing claimed).
+pub(super) async fn finish_and_claim(
+    q: &PostgresRunQueue,
+    end: &RunEnd<'_>,
+) -> Result<(bool, Option<ClaimedRun>)> {
+    const OP: &str = "finishing a run and claiming the next";
+    if !end.status.is_final() {
+        return Err(not_final(end.status));
+    }
+    let records = end.records.filter(|r| !r.is_empty());
+    if let Some(records) = records {
+        records.check_writable_by(q)?;
+    }
+    let (run_id, worker, status, error, events) =
+        (end.run_id, end.worker, end.status, end.error, end.events);
+    let tried = q
+        .timed(OP, async {
+            let mut client = q.client().await?;
+            let tx = client.transaction().await.map_err(db(OP))?;
+            let ended = end_run(&*tx, q, run_id, worker, status, error, events).await?;
+            if ended && let Some(records) = records {
+                crate::store::records::write(&*tx, &records.at.relation, &records.writes)
+                    .await
+                    .map_err(db("writing a run's records"))?;
+            }
+            match claim_on(&*tx, q, worker, None).await {
+                Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Ok(None),
+                rows => {
+                    let claimed = claimed_of(rows.map_err(db(OP))?)?;
+                    tx.commit().await.map_err(db("committing a run's end"))?;
+                    Ok(Some((ended, claimed)))
+                }
+            }
+        })
+        .await?;
+    match tried {
+        Some(done) => Ok(done),
+        None => {
+            let ended = match records {
+                Some(r) => finish_with_records(q, run_id, worker, status, error, events, r).await?,
+                None => finish_with_events(q, run_id, worker, status, error, events).await?,
+            };
+            Ok((ended, None))
+        }
+    }
 }
 
 /// The statement that ends a run (with its last events, if any) on `client`; whether the

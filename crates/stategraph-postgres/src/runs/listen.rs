@@ -41,6 +41,8 @@ impl Payload {
             "enqueued" => Notification::Enqueued {
                 run_id,
                 thread_id: text("thread_id")?,
+                // A process of an earlier version sends no `claimable`: wake as it expected.
+                claimable: json.get("claimable").map_or(Some(true), Json::as_bool)?,
             },
             "requeued" => Notification::Requeued {
                 run_id,
@@ -191,6 +193,30 @@ mod tests {
                 run_id: "r".into(),
                 status: None
             })
+        );
+        for (payload, claimable) in [
+            (
+                r#"{"kind":"enqueued","run_id":"r","thread_id":"t","claimable":false}"#,
+                false,
+            ),
+            (
+                r#"{"kind":"enqueued","run_id":"r","thread_id":"t","claimable":true}"#,
+                true,
+            ),
+            (r#"{"kind":"enqueued","run_id":"r","thread_id":"t"}"#, true),
+        ] {
+            assert_eq!(
+                Payload::parse(payload),
+                Some(Notification::Enqueued {
+                    run_id: "r".into(),
+                    thread_id: "t".into(),
+                    claimable
+                })
+            );
+        }
+        assert_eq!(
+            Payload::parse(r#"{"kind":"enqueued","run_id":"r","thread_id":"t","claimable":1}"#),
+            None
         );
         assert_eq!(Payload::parse("nonsense"), None);
         assert_eq!(Payload::parse(r#"{"kind":"other","run_id":"r"}"#), None);

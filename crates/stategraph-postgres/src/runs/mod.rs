@@ -36,7 +36,7 @@ use serde_json::Value as Json;
 use stategraph_checkpoint::backend::Timeouts;
 use stategraph_checkpoint::runs::{
     CLAIM_RETENTION, CancelAction, CancelOutcome, ClaimedRun, Enqueued, Expired, Lease, Multitask,
-    NewRun, Notifications, QueueStats, RecordWrites, RunEvent, RunFence, RunQueue, RunRow,
+    NewRun, Notifications, QueueStats, RecordWrites, RunEnd, RunEvent, RunFence, RunQueue, RunRow,
     RunStatus, check_id, duplicate, not_final, rejected,
 };
 use stategraph_checkpoint::store::StoreLocation;
@@ -229,6 +229,12 @@ impl RunQueue for PostgresRunQueue {
         records: &RecordWrites,
     ) -> Result<bool> {
         lease::finish_with_records(self, run_id, worker, status, error, events, records).await
+    }
+
+    /// Ends the run (with its last events and records) and claims the worker's next run in
+    /// one transaction: one commit between two runs.
+    async fn finish_and_claim(&self, end: RunEnd<'_>) -> Result<(bool, Option<ClaimedRun>)> {
+        lease::finish_and_claim(self, &end).await
     }
 
     /// Takes back running runs whose lease ran out (their worker died or stalled): each goes

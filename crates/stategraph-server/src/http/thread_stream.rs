@@ -139,7 +139,7 @@ pub(crate) async fn join(
             // Runs enqueued meanwhile (their notifications waited) go behind the ones known.
             let found = tokio::select! {
                 n = notes.recv() => match n {
-                    Some(Notification::Enqueued { run_id, thread_id: t }
+                    Some(Notification::Enqueued { run_id, thread_id: t, .. }
                         | Notification::Requeued { run_id, thread_id: t })
                         if t == thread_id => vec![run_id],
                     Some(_) => Vec::new(),
