@@ -31,44 +31,9 @@ if ! command -v wrk >/dev/null; then
   echo "load: installing wrk (Debian package)" >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q wrk >/dev/null
 fi
-"$ROOT/scripts/reference-server.sh" install >&2
-if [[ ${#BINARIES[@]} -eq 0 ]]; then
-  export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/stategraph/target}"
-  (cd "$ROOT" && cargo build --release -q -p stategraph-cli)
-  BINARIES=("$CARGO_TARGET_DIR/release/stategraph")
-  LABELS=("stategraph")
-fi
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_ok() {
-  for _ in $(seq 1 300); do
-    curl -fs "http://127.0.0.1:$1/ok" >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  echo "load: the server on port $1 did not answer /ok" >&2; return 1
-}
-
-# One server per build, each on its own SQLite file; the reference last.
-NAMES=() PORTS=()
-for i in "${!BINARIES[@]}"; do
-  port="$(free_port)"
-  RUST_LOG=warn "${BINARIES[$i]}" --db "sqlite:$WORK/load-$i.sqlite" serve --port "$port" \
-    >"$WORK/server-$i.log" 2>&1 &
-  PIDS+=($!)
-  wait_ok "$port"
-  NAMES+=("${LABELS[$i]:-stategraph-$i}") PORTS+=("$port")
-done
-ref_port="$(free_port)"
-ref_pid="$("$ROOT/scripts/reference-server.sh" start "$ref_port")"
-PIDS+=("$ref_pid")
-NAMES+=("langgraph dev") PORTS+=("$ref_port")
+NAME=load
+# shellcheck source=lib.sh
+source "$ROOT/bench/agent-server/load/lib.sh"
 
 echo "load: $CONNECTIONS connections, ${DURATION}s per measurement, $ROUNDS rounds; $(nproc) cores"
 declare -A ALL

@@ -200,6 +200,94 @@ pub fn value_json(value: &Value) -> Json {
     }
 }
 
+/// A value as [`value_json`] renders it, written straight into a serializer: the same JSON,
+/// without building a [`serde_json::Value`] tree first (no allocation per string, list or
+/// map). For answers that carry many states (a thread's history).
+///
+/// ```
+/// use stategraph_checkpoint::{Message, value};
+/// use stategraph_graph::stream::{ValueJson, value_json};
+/// let stored = value!({"messages": [Message::human("hi").with_id("1").to_value()]});
+/// assert_eq!(
+///     serde_json::to_string(&ValueJson(&stored)).unwrap(),
+///     value_json(&stored).to_string()
+/// );
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct ValueJson<'a>(pub &'a Value);
+
+impl serde::Serialize for ValueJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self.0 {
+            Value::Null => serializer.serialize_unit(),
+            Value::Bool(b) => serializer.serialize_bool(*b),
+            Value::Int(i) => serializer.serialize_i64(*i),
+            Value::UInt(u) => serializer.serialize_u64(*u),
+            // As `serde_json::Number::from_f64`: no JSON number for NaN or infinities.
+            Value::Float(f) if f.is_finite() => serializer.serialize_f64(*f),
+            Value::Float(_) => serializer.serialize_unit(),
+            Value::Str(s) => serializer.serialize_str(s),
+            Value::List(l) => {
+                let mut seq = serializer.serialize_seq(Some(l.len()))?;
+                for item in l.iter() {
+                    seq.serialize_element(&ValueJson(item))?;
+                }
+                seq.end()
+            }
+            Value::Map(m) if string_keys_once(m) => {
+                let mut map = serializer.serialize_map(Some(m.len()))?;
+                for (k, v) in m.iter() {
+                    map.serialize_entry(k.as_str().unwrap_or_default(), &ValueJson(v))?;
+                }
+                map.end()
+            }
+            Value::Ext(ext) => match ext.py_object() {
+                Ok(Some(object)) if matches!(object.data, Value::Map(_)) => {
+                    ValueJson(&object.data).serialize(serializer)
+                }
+                _ => self.0.to_json().serialize(serializer),
+            },
+            // Keys that are not strings (written as their JSON text), or the same key twice
+            // (one entry, at the first one's place, with the last one's value): as the tree.
+            other => value_json(other).serialize(serializer),
+        }
+    }
+}
+
+/// Whether every key of `m` is a string and none comes twice: then its JSON object has its
+/// entries one for one.
+fn string_keys_once(m: &Map) -> bool {
+    const SMALL: usize = 16;
+    let mut keys = Vec::with_capacity(m.len().min(SMALL));
+    let mut seen = std::collections::HashSet::new();
+    for (k, _) in m.iter() {
+        let Some(k) = k.as_str() else {
+            return false;
+        };
+        if m.len() <= SMALL {
+            if keys.contains(&k) {
+                return false;
+            }
+            keys.push(k);
+        } else if !seen.insert(k) {
+            return false;
+        }
+    }
+    true
+}
+
+/// A map of state values as [`values_json`] renders it, written straight into a serializer
+/// (see [`ValueJson`]).
+#[derive(Clone, Copy, Debug)]
+pub struct ValuesJson<'a>(pub &'a Values);
+
+impl serde::Serialize for ValuesJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(k, v)| (k, ValueJson(v))))
+    }
+}
+
 /// The state after a super-step: its values, readable as the typed state.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ValuesEvent<S> {
@@ -723,5 +811,92 @@ impl<S> Drop for RunStream<S> {
         // await, as its future is dropped with this stream).
         self.shared.lock().closed = true;
         self.shared.room.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod value_json_tests {
+    use super::*;
+    use stategraph_checkpoint::value::decode;
+    use stategraph_checkpoint::{Ext, ExtCode, List};
+
+    /// Written straight, each value reads as the tree `value_json` builds, byte for byte.
+    #[test]
+    fn written_straight_as_the_tree() {
+        let message = Message::human("hi").with_id("1").to_value();
+        let model = Value::Ext(Ext::python(
+            ExtCode::PydanticV2,
+            "app",
+            "Model",
+            stategraph_checkpoint::value!({"x": [1, 2.5, null]}),
+        ));
+        let wrapped_scalar = Value::Ext(Ext::python(
+            ExtCode::ConstructorSingleArg,
+            "uuid",
+            "UUID",
+            Value::from("0123"),
+        ));
+        let delta = Value::Ext(Ext::delta_snapshot(&Value::from(vec![Value::from(1)])));
+        let unknown = Value::Ext(Ext::from_raw(42, vec![1, 2, 3]));
+        let mut odd_keys = Map::new();
+        odd_keys.insert(Value::Int(1), "one");
+        odd_keys.insert(Value::Bool(true), "yes");
+        odd_keys.insert("s", Value::Float(f64::NAN));
+        // The same key twice, as only decoded bytes can hold it: {"a": 1, "b": 0, "a": 2}.
+        let twice = decode(&[0x83, 0xa1, b'a', 1, 0xa1, b'b', 0, 0xa1, b'a', 2]).unwrap();
+        let mut big = Map::new();
+        for i in 0..40 {
+            big.insert(format!("k{i}"), i);
+        }
+        let big_twice = {
+            let mut bytes = vec![0xde, 0, 41];
+            for i in 0..41 {
+                let key = format!("k{}", i % 40);
+                bytes.push(0xa0 | u8::try_from(key.len()).unwrap());
+                bytes.extend_from_slice(key.as_bytes());
+                bytes.push(u8::try_from(i).unwrap());
+            }
+            decode(&bytes).unwrap()
+        };
+        let values = [
+            Value::Null,
+            Value::Bool(false),
+            Value::Int(-7),
+            Value::UInt(u64::MAX),
+            Value::Float(0.1),
+            Value::Float(1.0),
+            Value::Float(f64::INFINITY),
+            Value::from("quote \" and \u{1F600} and \n"),
+            Value::Bytes(vec![0, 255]),
+            Value::List(List::from(vec![message.clone(), model.clone()])),
+            stategraph_checkpoint::value!({"nested": {"list": [[], {}], "s": "x"}}),
+            message,
+            model,
+            wrapped_scalar,
+            delta,
+            unknown,
+            Value::Map(odd_keys),
+            twice,
+            Value::Map(big),
+            big_twice,
+        ];
+        for v in &values {
+            let tree = value_json(v);
+            assert_eq!(
+                serde_json::to_string(&ValueJson(v)).unwrap(),
+                tree.to_string(),
+                "{v}"
+            );
+            assert_eq!(serde_json::to_value(ValueJson(v)).unwrap(), tree, "{v}");
+        }
+        let state: Values = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("key{i:02}"), v.clone()))
+            .collect();
+        assert_eq!(
+            serde_json::to_string(&ValuesJson(&state)).unwrap(),
+            values_json(&state).to_string()
+        );
     }
 }

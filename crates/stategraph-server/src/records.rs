@@ -108,6 +108,40 @@ pub(crate) struct ThreadRecord {
     pub(crate) extra: Object,
 }
 
+/// What reading a thread's state needs of its record: that it exists, and its graph. Read
+/// without the rest (its latest values above all, which a history answer carries anyway).
+#[derive(Serialize, Deserialize)]
+pub(crate) struct ThreadHead {
+    pub(crate) thread_id: String,
+    #[serde(default, deserialize_with = "nullable")]
+    pub(crate) metadata: Object,
+}
+
+impl Record for ThreadHead {
+    const KIND: Kind = Kind::Thread;
+    fn key(&self) -> String {
+        self.thread_id.clone()
+    }
+}
+
+/// A thread's graph, as its record's metadata names it.
+pub(crate) trait HasGraph {
+    /// The graph its runs use, if one ran on it.
+    fn graph_id(&self) -> Option<&str>;
+}
+
+impl HasGraph for ThreadHead {
+    fn graph_id(&self) -> Option<&str> {
+        self.metadata.get("graph_id").and_then(Json::as_str)
+    }
+}
+
+impl HasGraph for ThreadRecord {
+    fn graph_id(&self) -> Option<&str> {
+        ThreadRecord::graph_id(self)
+    }
+}
+
 impl Record for ThreadRecord {
     const KIND: Kind = Kind::Thread;
     fn key(&self) -> String {

@@ -4,7 +4,7 @@
 use crate::app::AppState;
 use crate::error::ApiError;
 use crate::graph::ServedGraph;
-use crate::records::{Object, RunRecord, ThreadRecord, filter};
+use crate::records::{HasGraph, Object, RunRecord, ThreadHead, ThreadRecord, filter};
 use crate::worker::{api_error, queue_of};
 
 /// The thread record, or 404, with its status as the run queue has it
@@ -12,6 +12,16 @@ use crate::worker::{api_error, queue_of};
 pub(crate) async fn load(state: &AppState, thread_id: &str) -> Result<ThreadRecord, ApiError> {
     let found = state.records.get::<ThreadRecord>(thread_id).await?;
     live(state, thread_id, found).await
+}
+
+/// What reading thread `thread_id`'s state needs of its record (404 without one): no live
+/// status, none of its values.
+pub(crate) async fn load_head(state: &AppState, thread_id: &str) -> Result<ThreadHead, ApiError> {
+    state
+        .records
+        .get::<ThreadHead>(thread_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("Thread with ID {thread_id} not found")))
 }
 
 /// Thread `thread_id` as [`load`] gives it, its record `found` already read.
@@ -55,7 +65,7 @@ pub(crate) async fn search_threads(
 /// The graph that runs on a thread: the one its runs used, else the only (or first) one.
 pub(crate) fn graph_of<'a>(
     state: &'a AppState,
-    thread: &ThreadRecord,
+    thread: &impl HasGraph,
 ) -> Result<&'a dyn ServedGraph, ApiError> {
     let graph = match thread.graph_id() {
         Some(id) => state.graphs.get(id),

@@ -3,10 +3,12 @@
 //! stream events render them, so a thread's state, a run's output and its events agree), and
 //! the request fields read back into the engine's types.
 
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Value as Json, json};
 use stategraph_checkpoint::{CheckpointConfig, CheckpointMetadata, Map, Value};
 pub(crate) use stategraph_graph::stream::values_json;
-use stategraph_graph::{Interrupt, StateSnapshot};
+use stategraph_graph::stream::{ValueJson, ValuesJson};
+use stategraph_graph::{Interrupt, PregelTask, StateSnapshot};
 
 use crate::error::ApiError;
 
@@ -45,36 +47,89 @@ pub(crate) fn interrupt_output(i: &Interrupt) -> Json {
     out
 }
 
-/// A snapshot as the API's `ThreadState`.
-pub(crate) fn thread_state(s: &StateSnapshot) -> Json {
-    let tasks: Vec<Json> = s
-        .tasks
-        .iter()
-        .map(|t| {
-            json!({
-                "id": t.id,
-                "name": t.name,
-                "path": t.path,
-                "error": t.error,
-                "interrupts": interrupts_json(&t.interrupts),
-                "checkpoint": null,
-                "state": t.state.as_deref().map(thread_state),
-                "result": t.result.as_ref().map(values_json),
-            })
-        })
-        .collect();
-    json!({
-        "values": values_json(&s.values),
-        "next": s.next,
-        "tasks": tasks,
-        "metadata": s.metadata.as_ref().map(CheckpointMetadata::to_json),
-        "created_at": s.created_at,
-        "checkpoint": s.config.as_ref().map(checkpoint_json),
-        "parent_checkpoint": s.parent_config.as_ref().map(checkpoint_json),
-        "checkpoint_id": s.config.as_ref().and_then(|c| c.checkpoint_id.clone()),
-        "parent_checkpoint_id": s.parent_config.as_ref().and_then(|c| c.checkpoint_id.clone()),
-        "interrupts": interrupts_json(&s.interrupts),
-    })
+/// A snapshot as the API's `ThreadState`, written straight into the answer (values are not
+/// built as JSON trees first: a history of many states is mostly their values).
+pub(crate) struct ThreadState<'a>(pub(crate) &'a StateSnapshot);
+
+impl Serialize for ThreadState<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let s = self.0;
+        let id = |c: &Option<CheckpointConfig>| c.as_ref().and_then(|c| c.checkpoint_id.clone());
+        let mut m = serializer.serialize_map(Some(10))?;
+        m.serialize_entry("values", &ValuesJson(&s.values))?;
+        m.serialize_entry("next", &s.next)?;
+        m.serialize_entry("tasks", &Each(&s.tasks, Task))?;
+        m.serialize_entry(
+            "metadata",
+            &s.metadata.as_ref().map(CheckpointMetadata::to_json),
+        )?;
+        m.serialize_entry("created_at", &s.created_at)?;
+        m.serialize_entry("checkpoint", &s.config.as_ref().map(checkpoint_json))?;
+        m.serialize_entry(
+            "parent_checkpoint",
+            &s.parent_config.as_ref().map(checkpoint_json),
+        )?;
+        m.serialize_entry("checkpoint_id", &id(&s.config))?;
+        m.serialize_entry("parent_checkpoint_id", &id(&s.parent_config))?;
+        m.serialize_entry("interrupts", &Each(&s.interrupts, InterruptJson))?;
+        m.end()
+    }
+}
+
+/// Snapshots answered as the API's `ThreadState`s (a thread's history, its state).
+pub(crate) struct ThreadStates<T>(pub(crate) T);
+
+impl Serialize for ThreadStates<Vec<StateSnapshot>> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(ThreadState))
+    }
+}
+
+impl Serialize for ThreadStates<StateSnapshot> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        ThreadState(&self.0).serialize(serializer)
+    }
+}
+
+/// The items of a slice, each written as `F` writes it.
+struct Each<'a, T, F>(&'a [T], fn(&'a T) -> F);
+
+impl<'a, T, F: Serialize> Serialize for Each<'a, T, F> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(self.1))
+    }
+}
+
+/// A task of a snapshot as the API's `ThreadTask`.
+struct Task<'a>(&'a PregelTask);
+
+impl Serialize for Task<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let t = self.0;
+        let mut m = serializer.serialize_map(Some(8))?;
+        m.serialize_entry("id", &t.id)?;
+        m.serialize_entry("name", &t.name)?;
+        m.serialize_entry("path", &t.path)?;
+        m.serialize_entry("error", &t.error)?;
+        m.serialize_entry("interrupts", &Each(&t.interrupts, InterruptJson))?;
+        m.serialize_entry("checkpoint", &())?;
+        m.serialize_entry("state", &t.state.as_deref().map(ThreadState))?;
+        m.serialize_entry("result", &t.result.as_ref().map(ValuesJson))?;
+        m.end()
+    }
+}
+
+/// An interrupt as the state endpoints show it: `{"value", "id"}`, as
+/// [`Interrupt::to_json`] (and so the engine's stream events) renders it.
+struct InterruptJson<'a>(&'a Interrupt);
+
+impl Serialize for InterruptJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut m = serializer.serialize_map(Some(2))?;
+        m.serialize_entry("value", &ValueJson(&self.0.value))?;
+        m.serialize_entry("id", &self.0.id)?;
+        m.end()
+    }
 }
 
 /// A thread's `interrupts` field: pending interrupts by task id.

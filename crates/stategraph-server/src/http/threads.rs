@@ -6,15 +6,15 @@ use serde::Deserialize;
 use serde_json::{Value as Json_, json};
 use stategraph_checkpoint::PruneStrategy;
 use stategraph_checkpoint::runs::ThreadStatus;
-use stategraph_graph::{AsNode, HistoryOptions, RunConfig};
+use stategraph_graph::{AsNode, HistoryOptions, RunConfig, StateSnapshot};
 
 use crate::app::{AppState, Shared};
 use crate::error::ApiError;
 use crate::http::extract::{Body, Query, RequiredBody, Search, ThreadId, uuid_id};
 use crate::http::openapi::Searched;
 use crate::records::{Object, ThreadRecord, filter};
-use crate::threads::{delete_with_runs, graph_of, load, search_threads};
-use crate::wire::{checkpoint_id_of, checkpoint_json, input_map, thread_state};
+use crate::threads::{delete_with_runs, graph_of, load, load_head, search_threads};
+use crate::wire::{ThreadStates, checkpoint_id_of, checkpoint_json, input_map};
 
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
@@ -237,8 +237,8 @@ async fn state_at(
     thread_id: &str,
     checkpoint: Option<&Json_>,
     subgraphs: bool,
-) -> Result<Json_, ApiError> {
-    let thread = load(state, thread_id).await?;
+) -> Result<ThreadStates<StateSnapshot>, ApiError> {
+    let thread = load_head(state, thread_id).await?;
     let graph = graph_of(state, &thread)?;
     let mut config = RunConfig::thread(thread_id);
     if let Some(id) = checkpoint_id_of(checkpoint) {
@@ -251,7 +251,7 @@ async fn state_at(
         ns.clone_into(&mut config.checkpoint_ns);
     }
     let snapshot = graph.get_state(&config, subgraphs).await?;
-    Ok(thread_state(&snapshot))
+    Ok(ThreadStates(snapshot))
 }
 
 /// `GET /threads/{thread_id}/state`.
@@ -267,7 +267,7 @@ pub(crate) async fn get_state(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
     Query(query): Query<StateQuery>,
-) -> Result<Json<Json_>, ApiError> {
+) -> Result<Json<ThreadStates<StateSnapshot>>, ApiError> {
     let subgraphs = query.subgraphs();
     Ok(Json(state_at(&state, &thread_id, None, subgraphs).await?))
 }
@@ -286,7 +286,7 @@ pub(crate) async fn get_state_at(
     ThreadId(thread_id): ThreadId,
     axum::extract::Path((_, checkpoint_id)): axum::extract::Path<(String, String)>,
     Query(query): Query<StateQuery>,
-) -> Result<Json<Json_>, ApiError> {
+) -> Result<Json<ThreadStates<StateSnapshot>>, ApiError> {
     let checkpoint = Json_::String(checkpoint_id);
     let subgraphs = query.subgraphs();
     Ok(Json(
@@ -316,7 +316,7 @@ pub(crate) async fn post_state_at(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
     Body(body): Body<CheckpointBody>,
-) -> Result<Json<Json_>, ApiError> {
+) -> Result<Json<ThreadStates<StateSnapshot>>, ApiError> {
     let subgraphs = body.subgraphs.unwrap_or(false);
     Ok(Json(
         state_at(&state, &thread_id, body.checkpoint.as_ref(), subgraphs).await?,
@@ -478,7 +478,7 @@ pub(crate) async fn history(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
     RequiredBody(body): RequiredBody<HistoryBody>,
-) -> Result<Json<Vec<Json_>>, ApiError> {
+) -> Result<Json<ThreadStates<Vec<StateSnapshot>>>, ApiError> {
     // As the reference: one state unless `limit` says more (the SDK always sends one).
     let mut options = HistoryOptions::new().limit(body.limit.unwrap_or(1));
     if let Some(before) = checkpoint_id_of(body.before.as_ref()) {
@@ -518,7 +518,7 @@ pub(crate) async fn history_get(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
     Query(query): Query<HistoryQuery>,
-) -> Result<Json<Vec<Json_>>, ApiError> {
+) -> Result<Json<ThreadStates<Vec<StateSnapshot>>>, ApiError> {
     let limit = match query.limit.as_deref() {
         None => 1,
         Some(text) => text
@@ -541,13 +541,12 @@ async fn list_history(
     thread_id: &str,
     at: Option<String>,
     options: HistoryOptions,
-) -> Result<Vec<Json_>, ApiError> {
-    let thread = load(state, thread_id).await?;
+) -> Result<ThreadStates<Vec<StateSnapshot>>, ApiError> {
+    let thread = load_head(state, thread_id).await?;
     let graph = graph_of(state, &thread)?;
     let mut config = RunConfig::thread(thread_id);
     if let Some(id) = at {
         config = config.with_checkpoint_id(id);
     }
-    let snapshots = graph.history(&config, options).await?;
-    Ok(snapshots.iter().map(thread_state).collect())
+    Ok(ThreadStates(graph.history(&config, options).await?))
 }
