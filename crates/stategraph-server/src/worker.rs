@@ -341,7 +341,12 @@ pub(crate) async fn request_cancel(
                 }
                 Cancelled::Ended
             }
-            CancelOutcome::Signalled => Cancelled::Signalled,
+            CancelOutcome::Signalled => {
+                // A run of this process stops at once, whether or not its notification comes
+                // (this process's subscription may not be up yet, or may be renewing).
+                let _ = state.cancel_run(run_id, cancel);
+                Cancelled::Signalled
+            }
             CancelOutcome::AlreadyFinished(_) => Cancelled::Finished,
             _ => Cancelled::NotQueued,
         },
