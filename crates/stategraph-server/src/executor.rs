@@ -203,18 +203,7 @@ async fn execute_traced(
                 ended
             })
         } else {
-            match &records {
-                Some(records) => {
-                    queue
-                        .finish_with_records(&run_id, worker, status, error, &last, records)
-                        .await
-                }
-                None => {
-                    queue
-                        .finish_with_events(&run_id, worker, status, error, &last)
-                        .await
-                }
-            }
+            queue.finish_run(end).await
         };
         if let Ok(true) = finished
             && cancel

@@ -965,6 +965,14 @@ pub trait RunQueue: Send + Sync + fmt::Debug {
     /// them. Answers whether the worker still held the ended run (`false`: nothing of the end
     /// happened) and the run it claimed (claimed either way).
     async fn finish_and_claim(&self, end: RunEnd<'_>) -> Result<(bool, Option<ClaimedRun>)> {
+        let ended = self.finish_run(end).await?;
+        Ok((ended, self.claim(end.worker).await?))
+    }
+
+    /// Ends a run as `end` says, claiming nothing:
+    /// [`finish_with_records`](Self::finish_with_records) with its records, else
+    /// [`finish_with_events`](Self::finish_with_events). Whether the worker still held it.
+    async fn finish_run(&self, end: RunEnd<'_>) -> Result<bool> {
         let RunEnd {
             run_id,
             worker,
@@ -973,17 +981,16 @@ pub trait RunQueue: Send + Sync + fmt::Debug {
             events,
             records,
         } = end;
-        let ended = match records {
+        match records {
             Some(records) => {
                 self.finish_with_records(run_id, worker, status, error, events, records)
-                    .await?
+                    .await
             }
             None => {
                 self.finish_with_events(run_id, worker, status, error, events)
-                    .await?
+                    .await
             }
-        };
-        Ok((ended, self.claim(worker).await?))
+        }
     }
 
     /// Takes back running runs whose lease ran out: each goes back to `pending` (keeping its

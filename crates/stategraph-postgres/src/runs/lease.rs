@@ -210,13 +210,7 @@ pub(super) async fn finish_and_claim(
         .await?;
     match tried {
         Some(done) => Ok(done),
-        None => {
-            let ended = match records {
-                Some(r) => finish_with_records(q, run_id, worker, status, error, events, r).await?,
-                None => finish_with_events(q, run_id, worker, status, error, events).await?,
-            };
-            Ok((ended, None))
-        }
+        None => Ok((q.finish_run(*end).await?, None)),
     }
 }
 
