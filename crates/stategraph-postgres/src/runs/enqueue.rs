@@ -7,16 +7,65 @@ pub(super) async fn enqueue_once(q: &PostgresRunQueue, run: &NewRun) -> Result<E
     const OP: &str = "enqueuing a run";
     let mut client = q.client().await?;
     let tx = client.transaction().await.map_err(db(OP))?;
-    tx.query_typed(
-        "SELECT pg_advisory_xact_lock(hashtextextended(\
-         COALESCE(current_schema(), '') || '/' || $1, $2))",
-        &[
-            (&run.thread_id, Type::TEXT),
-            (&THREAD_LOCK_SEED, Type::INT8),
-        ],
-    )
-    .await
-    .map_err(db("locking the thread to enqueue a run"))?;
+    // The statements after the lock are sent with it, not after its answer (the connection
+    // pipelines them): the database runs them in order, each with a snapshot taken once the
+    // lock is held, so they see every enqueue of the thread that committed before.
+    let lock = async {
+        tx.query_typed(
+            "SELECT pg_advisory_xact_lock(hashtextextended(\
+             COALESCE(current_schema(), '') || '/' || $1, $2))",
+            &[
+                (&run.thread_id, Type::TEXT),
+                (&THREAD_LOCK_SEED, Type::INT8),
+            ],
+        )
+        .await
+        .map_err(db("locking the thread to enqueue a run"))
+    };
+    let (_, (done, inserted)) = tokio::try_join!(lock, async {
+        let done = stop_others(q, &tx, run).await?;
+        let records = run.records.as_ref();
+        let (inserted, ()) = tokio::try_join!(insert(q, &tx, run), async {
+            match records {
+                Some(r) => crate::store::records::write(&*tx, &r.at.relation, &r.writes)
+                    .await
+                    .map_err(db("writing a run's records")),
+                None => Ok(()),
+            }
+        })?;
+        Ok::<_, Error>((done, inserted))
+    })?;
+    let mut done = done;
+    let (attempt, idle) = inserted;
+    if let Some(records) = run.records.as_ref().filter(|_| idle) {
+        // Nothing else of the thread was pending or running: the records that start the
+        // thread's work.
+        crate::store::records::write(&*tx, &records.at.relation, &records.if_idle)
+            .await
+            .map_err(db("writing a run's records"))?;
+    }
+    if let Some(attempt) = attempt {
+        done.claimed = Some(ClaimedRun::new(
+            run.run_id.clone(),
+            run.thread_id.clone(),
+            run.payload.clone(),
+            attempt,
+        ));
+    }
+    tx.commit()
+        .await
+        .map_err(db("committing an enqueued run"))?;
+    Ok(done)
+}
+
+/// What the run's multitask strategy does to the thread's other runs before it is inserted:
+/// nothing (`enqueue`), refuse the run if another is pending or running (`reject`), or stop
+/// them (`interrupt`, `rollback`).
+async fn stop_others(
+    q: &PostgresRunQueue,
+    tx: &tokio_postgres::Transaction<'_>,
+    run: &NewRun,
+) -> Result<Enqueued> {
     let mut done = Enqueued::default();
     match run.multitask {
         Multitask::Enqueue => {}
@@ -65,40 +114,44 @@ pub(super) async fn enqueue_once(q: &PostgresRunQueue, run: &NewRun) -> Result<E
             done.signalled = ids(&rows, "signalling the thread's running run")?;
         }
     }
-    // Whether nothing else of the thread is pending or running (under the thread's lock; no
-    // claim can take a run of a thread with none): the run is then claimed at once for
-    // `claim_for`, the records that start the thread's work are written, and otherwise its
-    // notification says a worker may claim it.
-    let if_idle = run.records.as_ref().map_or(&[][..], |r| &r.if_idle[..]);
-    let idle = tx
-        .query_typed(
-            "SELECT 1 FROM stategraph_runs \
-             WHERE thread_id = $1 AND status IN ('pending', 'running') LIMIT 1",
-            &[(&run.thread_id, Type::TEXT)],
-        )
-        .await
-        .map_err(db("reading the thread's runs"))?
-        .is_empty();
-    let claim_for = run.claim_for.as_deref().filter(|_| idle);
+    Ok(done)
+}
+
+/// Inserts the run. Whether nothing else of the thread is pending or running is decided in
+/// the same statement (under the thread's lock; no claim can take a run of a thread with
+/// none): the run is then claimed at once for `claim_for`, and otherwise its notification
+/// says a worker may claim it. Returns the claimed run's attempt, and whether the thread was
+/// idle.
+async fn insert(
+    q: &PostgresRunQueue,
+    tx: &tokio_postgres::Transaction<'_>,
+    run: &NewRun,
+) -> Result<(Option<u32>, bool)> {
     let inserted = tx
         .query_typed(
-            "INSERT INTO stategraph_runs \
+            "WITH thread AS (SELECT NOT EXISTS (SELECT 1 FROM stategraph_runs \
+               WHERE thread_id = $2 AND status IN ('pending', 'running')) AS idle), \
+             run AS (INSERT INTO stategraph_runs \
                (run_id, thread_id, status, payload, max_attempts, worker, lease_until, attempt) \
-             VALUES ($1, $2, CASE WHEN $6::text IS NULL THEN 'pending' ELSE 'running' END, \
-               $3, $4, $6, CASE WHEN $6::text IS NULL THEN NULL \
-                 ELSE now() + $7::bigint * interval '1 millisecond' END, \
-               CASE WHEN $6::text IS NULL THEN 0 ELSE 1 END) \
-             RETURNING attempt, pg_notify($5, json_build_object('kind', 'enqueued', \
-               'run_id', run_id, 'thread_id', thread_id, 'claimable', $8::bool)::text)",
+               SELECT $1, $2, CASE WHEN claim THEN 'running' ELSE 'pending' END, $3, $4, \
+                 CASE WHEN claim THEN $6 END, \
+                 CASE WHEN claim THEN now() + $7::bigint * interval '1 millisecond' END, \
+                 CASE WHEN claim THEN 1 ELSE 0 END \
+               FROM (SELECT idle AND $6::text IS NOT NULL AS claim FROM thread) c \
+               RETURNING run_id, thread_id, status, attempt) \
+             SELECT run.status = 'running', run.attempt, thread.idle, \
+               pg_notify($5, json_build_object('kind', 'enqueued', 'run_id', run.run_id, \
+                 'thread_id', run.thread_id, \
+                 'claimable', thread.idle AND run.status = 'pending')::text) \
+             FROM run, thread",
             &[
                 (&run.run_id, Type::TEXT),
                 (&run.thread_id, Type::TEXT),
                 (&run.payload, Type::JSONB),
                 (&q.max_attempts, Type::INT4),
                 (&q.channel, Type::TEXT),
-                (&claim_for, Type::TEXT),
+                (&run.claim_for, Type::TEXT),
                 (&q.lease_ms(), Type::INT8),
-                (&(idle && claim_for.is_none()), Type::BOOL),
             ],
         )
         .await;
@@ -108,30 +161,16 @@ pub(super) async fn enqueue_once(q: &PostgresRunQueue, run: &NewRun) -> Result<E
         }
         other => other.map_err(db("inserting a run"))?,
     };
-    if claim_for.is_some()
-        && let Some(row) = rows.first()
-    {
-        done.claimed = Some(ClaimedRun::new(
-            run.run_id.clone(),
-            run.thread_id.clone(),
-            run.payload.clone(),
-            count(get(row, 0, "inserting a run")?),
-        ));
-    }
-    if let Some(records) = &run.records {
-        crate::store::records::write(&*tx, &records.at.relation, &records.writes)
-            .await
-            .map_err(db("writing a run's records"))?;
-        if idle {
-            crate::store::records::write(&*tx, &records.at.relation, if_idle)
-                .await
-                .map_err(db("writing a run's records"))?;
-        }
-    }
-    tx.commit()
-        .await
-        .map_err(db("committing an enqueued run"))?;
-    Ok(done)
+    const OP: &str = "inserting a run";
+    let row = rows.first().ok_or_else(|| Error::Backend {
+        backend: BACKEND,
+        message: "inserting a run returned no row".into(),
+        source: None,
+    })?;
+    let claimed: bool = get(row, 0, OP)?;
+    let attempt: i32 = get(row, 1, OP)?;
+    let idle: bool = get(row, 2, OP)?;
+    Ok((claimed.then(|| count(attempt)), idle))
 }
 
 /// Asks a run to stop: a pending run ends at once (`interrupted`, or deleted for a
