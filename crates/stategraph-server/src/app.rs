@@ -343,6 +343,12 @@ impl AppState {
         (cancel_rx, ended_tx)
     }
 
+    /// The runs executing in this process.
+    pub(crate) fn running_here(&self) -> Vec<String> {
+        let controls = self.controls.lock().unwrap_or_else(|e| e.into_inner());
+        controls.keys().cloned().collect()
+    }
+
     /// Forgets a run whose records are final.
     pub(crate) fn unregister_run(&self, run_id: &str) {
         let mut controls = self.controls.lock().unwrap_or_else(|e| e.into_inner());

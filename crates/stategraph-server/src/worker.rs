@@ -393,9 +393,11 @@ async fn listen_loop(state: Arc<AppState>) {
     let (wake, turns) = (&state.queue.wake, &state.queue.turns);
     loop {
         if let Ok(mut listener) = queue.subscribe().await {
-            // What happened while no listener was connected: look again, everyone.
+            // What happened while no listener was connected: look again, everyone, and
+            // stop the runs of this process that were asked to stop meanwhile.
             wake.notify_waiters();
             turns.notify_waiters();
+            cancels_missed(&state, queue.as_ref()).await;
             while let Some(n) = listener.recv().await {
                 match n {
                     Notification::Cancel {
@@ -422,6 +424,20 @@ async fn listen_loop(state: Arc<AppState>) {
             }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Stops the runs executing in this process whose stop request the queue holds: a request
+/// made while this process had no listener reached it by no notification (without this, the
+/// run would see it only at its next heartbeat).
+async fn cancels_missed(state: &AppState, queue: &dyn RunQueue) {
+    for run_id in state.running_here() {
+        if let Ok(Some(row)) = queue.get(&run_id).await
+            && row.status == RunStatus::Running
+            && let Some(action) = row.cancel
+        {
+            let _ = state.cancel_run(&run_id, &cancel_of(action, &row.cancel_reason));
+        }
     }
 }
 

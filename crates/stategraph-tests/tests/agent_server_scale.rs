@@ -19,7 +19,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value as Json, json};
 use stategraph::prelude::*;
 use stategraph::server::Server;
-use stategraph_postgres::{Notification, PostgresRunQueue, RunQueue, RunQueueConfig, RunStatus};
+use stategraph_postgres::{
+    CancelAction, CancelOutcome, Notification, PostgresRunQueue, RunQueue, RunQueueConfig,
+    RunStatus,
+};
 use stategraph_testkit::postgres::ScratchSchema;
 
 #[path = "common/http.rs"]
@@ -34,6 +37,8 @@ const SCHEMA: &str = "STATEGRAPH_TEST_SCALE_SCHEMA";
 const PORT_FILE: &str = "STATEGRAPH_TEST_SCALE_PORT_FILE";
 /// Where a server process reaches its run queue, if not at the URL (a proxy).
 const QUEUE_URL: &str = "STATEGRAPH_TEST_SCALE_QUEUE_URL";
+/// A server process's lease in milliseconds, if not [`LEASE`].
+const LEASE_MS: &str = "STATEGRAPH_TEST_SCALE_LEASE_MS";
 
 const PROCESSES: usize = 3;
 const THREADS: usize = 30;
@@ -136,7 +141,11 @@ async fn server_process_entry() {
         .await
         .unwrap();
     let queue_url = std::env::var(QUEUE_URL).unwrap_or_else(|_| url.clone());
-    let queue = queue_config(&queue_url, &schema).connect().await.unwrap();
+    let mut config = queue_config(&queue_url, &schema);
+    if let Ok(ms) = std::env::var(LEASE_MS) {
+        config = config.lease(Duration::from_millis(ms.parse().unwrap()));
+    }
+    let queue = config.connect().await.unwrap();
     let server = Server::builder()
         .graph("ab", graph())
         .graph("late", late_graph())
@@ -1055,6 +1064,55 @@ fn runs_survive_terminated_database_connections() {
         assert_eq!(state["values"]["log"], json!(expected), "thread {thread}");
     }
     println!("{terminated} connections terminated");
+}
+
+/// A stop request made while the process that runs the run has no listener (Postgres ended
+/// its connection) reaches the run once the process listens again — not at the run's next
+/// heartbeat, which with this process's ten-minute lease is minutes away.
+#[test]
+fn a_cancel_made_while_a_process_had_no_listener_stops_its_run() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (schema, url, name, queue) = rt.block_on(fresh_schema("scale_relisten"));
+    let db = rt.block_on(schema.client());
+    let app = name.clone();
+    let tagged = stategraph_testkit::services::with_param(&url, &format!("application_name={app}"));
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, port) = spawn_server_with(dir.path(), &tagged, &name, 0, &[(LEASE_MS, "600000")]);
+    let (_thread, run) = claimed_run(&rt, &queue, port, "slow");
+    let listeners = |db: &tokio_postgres::Client| {
+        rt.block_on(db.query_one(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE application_name = $1 AND query LIKE 'LISTEN%'",
+            &[&app],
+        ))
+        .unwrap()
+        .get::<_, i64>(0)
+    };
+    poll("the server to listen", || {
+        (listeners(&db) == 1).then_some(())
+    });
+    let ended = rt
+        .block_on(db.query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name = $1 AND query LIKE 'LISTEN%'",
+            &[&app],
+        ))
+        .unwrap()
+        .get::<_, i64>(0);
+    assert_eq!(ended, 1);
+    poll("the listener's connection to end", || {
+        (listeners(&db) == 0).then_some(())
+    });
+    // Asked through the database, while no notification can reach the process.
+    let outcome = rt
+        .block_on(queue.request_cancel(&run, CancelAction::Interrupt, "asked while deaf"))
+        .unwrap();
+    assert_eq!(outcome, CancelOutcome::Signalled);
+    poll("the run to stop", || {
+        let row = rt.block_on(queue.get(&run)).unwrap().unwrap();
+        (row.status == RunStatus::Interrupted).then_some(())
+    });
+    assert_eq!(listeners(&db), 1, "the process listens again");
 }
 
 /// How many times the race of [`a_threads_status_follows_its_runs_under_racing_processes`]
