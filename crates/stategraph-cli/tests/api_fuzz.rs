@@ -156,12 +156,30 @@ fn schemathesis(env: &Path, document: &Path, served: &mut Served, seed: u64) {
     let report = String::from_utf8_lossy(&out.stdout);
     let alive = served.child.try_wait().unwrap().is_none();
     let stderr = served.stderr.lock().unwrap().clone();
+    // The report comes last: a CI log shows a failure's tail, and the server's request log
+    // (a line per request) would hide it. Of that log, what is not routine, then its end.
+    let lines: Vec<&str> = stderr.lines().collect();
+    let unusual: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| !l.contains(" INFO ") || l.contains("status=5"))
+        .collect();
+    let tail = lines
+        .get(lines.len().saturating_sub(20)..)
+        .unwrap_or_default();
     assert!(
         out.status.success() && alive && !stderr.contains("panicked"),
-        "schemathesis (seed {seed}) against {}: exit {:?}, server alive: {alive}\n{report}\n{}\n\
-         server stderr:\n{stderr}",
+        "schemathesis (seed {seed}) against {}: exit {:?}, server alive: {alive}\n\
+         server stderr, all but routine request lines ({} of {}):\n{}\n\
+         server stderr, last lines:\n{}\n\
+         schemathesis stderr:\n{}\n\
+         schemathesis report (seed {seed}):\n{report}",
         served.addr,
         out.status.code(),
+        unusual.len(),
+        lines.len(),
+        unusual.join("\n"),
+        tail.join("\n"),
         String::from_utf8_lossy(&out.stderr),
     );
 }
