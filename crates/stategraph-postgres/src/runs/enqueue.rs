@@ -2,6 +2,7 @@
 //! runs to stop.
 
 use super::*;
+use stategraph_checkpoint::runs::RecordWrite;
 
 pub(super) async fn enqueue_once(q: &PostgresRunQueue, run: &NewRun) -> Result<Enqueued> {
     const OP: &str = "enqueuing a run";
@@ -22,27 +23,18 @@ pub(super) async fn enqueue_once(q: &PostgresRunQueue, run: &NewRun) -> Result<E
         .await
         .map_err(db("locking the thread to enqueue a run"))
     };
-    let (_, (done, inserted)) = tokio::try_join!(lock, async {
+    let (_, (mut done, (attempt, idle))) = tokio::try_join!(lock, async {
         let done = stop_others(q, &tx, run).await?;
-        let records = run.records.as_ref();
-        let (inserted, ()) = tokio::try_join!(insert(q, &tx, run), async {
-            match records {
-                Some(r) => crate::store::records::write(&*tx, &r.at.relation, &r.writes)
-                    .await
-                    .map_err(db("writing a run's records")),
-                None => Ok(()),
-            }
-        })?;
+        let records = run.records.as_ref().map(|r| &r.writes[..]);
+        let (inserted, ()) =
+            tokio::try_join!(insert(q, &tx, run), write_records(&tx, run, records))?;
         Ok::<_, Error>((done, inserted))
     })?;
-    let mut done = done;
-    let (attempt, idle) = inserted;
-    if let Some(records) = run.records.as_ref().filter(|_| idle) {
+    if idle {
         // Nothing else of the thread was pending or running: the records that start the
         // thread's work.
-        crate::store::records::write(&*tx, &records.at.relation, &records.if_idle)
-            .await
-            .map_err(db("writing a run's records"))?;
+        let if_idle = run.records.as_ref().map(|r| &r.if_idle[..]);
+        write_records(&tx, run, if_idle).await?;
     }
     if let Some(attempt) = attempt {
         done.claimed = Some(ClaimedRun::new(
@@ -56,6 +48,21 @@ pub(super) async fn enqueue_once(q: &PostgresRunQueue, run: &NewRun) -> Result<E
         .await
         .map_err(db("committing an enqueued run"))?;
     Ok(done)
+}
+
+/// Writes `writes` (some of `run`'s records) where `run`'s records go, in the enqueue's
+/// transaction; nothing when the run carries no records.
+async fn write_records(
+    tx: &tokio_postgres::Transaction<'_>,
+    run: &NewRun,
+    writes: Option<&[RecordWrite]>,
+) -> Result<()> {
+    let (Some(records), Some(writes)) = (&run.records, writes) else {
+        return Ok(());
+    };
+    crate::store::records::write(tx, &records.at.relation, writes)
+        .await
+        .map_err(db("writing a run's records"))
 }
 
 /// What the run's multitask strategy does to the thread's other runs before it is inserted:
