@@ -664,7 +664,14 @@ impl Emitter {
     }
 }
 
-type RunFuture = Pin<Box<dyn Future<Output = Result<Values, GraphError>> + Send + 'static>>;
+type RunFuture = Pin<Box<dyn Future<Output = Result<RunEnd, GraphError>> + Send + 'static>>;
+
+/// How a streamed run ended: its final values (with `__interrupt__` when it stopped on
+/// interrupts) and whether it completed (stopped because no task was left to run).
+pub(crate) struct RunEnd {
+    pub(crate) values: Values,
+    pub(crate) complete: bool,
+}
 
 /// A running graph's events: a [`futures_core::Stream`] of `Result<StreamEvent<S>,
 /// GraphError>` that drives the run as it is read.
@@ -679,6 +686,8 @@ pub struct RunStream<S> {
     run: Option<RunFuture>,
     /// How the run ended, once it has.
     outcome: Option<Result<Values, GraphError>>,
+    /// The run ended with no task left to run.
+    complete: bool,
     /// The run's error was returned as an item.
     error_taken: bool,
     state: PhantomData<fn() -> S>,
@@ -709,6 +718,7 @@ impl<S> RunStream<S> {
             run: Some(start(emitter)),
             shared,
             outcome: None,
+            complete: false,
             error_taken: false,
             state: PhantomData,
         }
@@ -720,6 +730,7 @@ impl<S> RunStream<S> {
             shared: Arc::new(Shared::default()),
             run: None,
             outcome: Some(Err(error)),
+            complete: false,
             error_taken: false,
             state: PhantomData,
         }
@@ -755,7 +766,10 @@ impl<S> RunStream<S> {
                 match run.as_mut().poll(cx) {
                     Poll::Ready(outcome) => {
                         self.run = None;
-                        self.outcome = Some(outcome);
+                        self.outcome = Some(outcome.map(|end| {
+                            self.complete = end.complete;
+                            end.values
+                        }));
                     }
                     Poll::Pending => {
                         if self.shared.lock().events.is_empty() {
@@ -775,6 +789,26 @@ impl<S> RunStream<S> {
                     None
                 }
             });
+        }
+    }
+
+    /// Once the stream has returned its last item: the final values of a run that
+    /// *completed*, i.e. stopped because no task was left to run — not on an interrupt
+    /// (raised by a node, or `interrupt_before`/`interrupt_after`), an error or a dropped
+    /// stream. The thread's latest state ([`CompiledGraph::get_state`]) then holds exactly
+    /// these values, with no next nodes, tasks or interrupts, so a caller that needs it
+    /// (to record how a thread was left) need not read it back from the saver. `None`
+    /// before the end and for a run that did not complete.
+    ///
+    /// [`CompiledGraph::get_state`]: crate::CompiledGraph::get_state
+    pub fn completed(&self) -> Option<&Values> {
+        match &self.outcome {
+            Some(Ok(values))
+                if self.complete && self.run.is_none() && self.shared.lock().events.is_empty() =>
+            {
+                Some(values)
+            }
+            _ => None,
         }
     }
 

@@ -420,3 +420,117 @@ async fn subgraph_events_carry_their_namespace_when_asked_for() {
         .collect();
     assert_eq!(own, nodes);
 }
+
+/// START → chat → review → check → END: `chat` appends a message (a delta channel, so the
+/// saver's copy is rebuilt from writes), `review` asks when `ask` is set, `check` fails when
+/// `fail` is set.
+fn reviewed_chat() -> stategraph_graph::CompiledGraph<DynState> {
+    let schema = Schema::new()
+        .delta("messages", Reducer::add_messages(), 2)
+        .reducer("n", Reducer::add())
+        .last_value("ask")
+        .last_value("fail")
+        .last_value("answer");
+    let mut g = StateGraph::<DynState>::with_schema(schema);
+    g.add_node("chat", |s: Arc<DynState>, _c| async move {
+        let n = s.get("n").and_then(Value::as_i64).unwrap_or(0);
+        let reply = Message::ai(format!("reply {n}"), Vec::new()).with_id(format!("m{n}"));
+        Ok(Map::from_iter([
+            ("messages", Value::from(vec![reply.to_value()])),
+            ("n", value!(1)),
+        ]))
+    });
+    g.add_node("review", |s: Arc<DynState>, ctx| async move {
+        if s.get("ask") != Some(&value!(true)) {
+            return Ok(Map::new());
+        }
+        let answer = ctx.interrupt("ok?")?;
+        Ok(Map::from_iter([("answer", answer), ("ask", value!(false))]))
+    });
+    g.add_node("check", |s: Arc<DynState>, _c| async move {
+        if s.get("fail") == Some(&value!(true)) {
+            return Err(stategraph_graph::NodeError::new("asked to fail"));
+        }
+        Ok(Map::new())
+    });
+    g.add_edge(START, "chat")
+        .add_edge("chat", "review")
+        .add_edge("review", "check")
+        .add_edge("check", END);
+    g.compile()
+        .unwrap()
+        .with_checkpointer(Arc::new(InMemorySaver::new()))
+}
+
+/// Reads `stream` to its end (an error item included) and returns what it says the run
+/// completed with.
+async fn completed_of(mut stream: stategraph_graph::RunStream<DynState>) -> Option<Map> {
+    while stream.next().await.is_some() {}
+    stream.completed().cloned().map(|v| v.into_iter().collect())
+}
+
+#[tokio::test]
+async fn a_completed_run_reports_the_state_it_left_and_no_other_run_does() {
+    let g = reviewed_chat();
+    let config = RunConfig::thread("done");
+    let latest = |g: &stategraph_graph::CompiledGraph<DynState>| {
+        let g = g.clone();
+        async move { g.get_state(&RunConfig::thread("done")).await.unwrap() }
+    };
+    let input =
+        |ask: bool, fail: bool| Map::from_iter([("ask", value!(ask)), ("fail", value!(fail))]);
+
+    // Runs that complete, one after another on the thread (the delta channel's stored
+    // form changes between snapshots and writes): each reports exactly the latest state.
+    for _ in 0..4 {
+        let done = completed_of(g.stream_values(input(false, false), config.clone(), &[]))
+            .await
+            .expect("a run with nothing left to do completed");
+        let state = latest(&g).await;
+        assert!(state.next.is_empty() && state.tasks.is_empty());
+        assert_eq!(done, state.values.into_iter().collect::<Map>());
+    }
+    // Still nothing is reported before the stream ends.
+    let mut stream = g.stream_values(input(false, false), config.clone(), &[StreamMode::Values]);
+    assert!(stream.completed().is_none());
+    stream.next().await.unwrap().unwrap();
+    assert!(stream.completed().is_none());
+    assert!(completed_of(stream).await.is_some());
+
+    // Stopped on an interrupt a node raised: not completed, the thread waits.
+    let asked = completed_of(g.stream_values(input(true, false), config.clone(), &[])).await;
+    assert_eq!(asked, None);
+    assert_eq!(latest(&g).await.next, ["review"]);
+    // Resumed to the end: completed, with the answer in the state.
+    let resumed = completed_of(g.stream_resume(
+        stategraph_graph::Resume::Value(value!("yes")),
+        config.clone(),
+        &[],
+    ))
+    .await
+    .expect("the resumed run completed");
+    assert_eq!(resumed.get("answer"), Some(&value!("yes")));
+    assert_eq!(
+        resumed,
+        latest(&g).await.values.into_iter().collect::<Map>()
+    );
+
+    // Failed in a node: not completed.
+    let failed = completed_of(g.stream_values(input(false, true), config.clone(), &[])).await;
+    assert_eq!(failed, None);
+    assert_eq!(latest(&g).await.next, ["check"]);
+
+    // Stopped before a node (`interrupt_before`): not completed; carried on: completed.
+    let before = RunConfig::thread("before").with_interrupt_before(["check"]);
+    let stopped = completed_of(g.stream_values(input(false, false), before.clone(), &[])).await;
+    assert_eq!(stopped, None);
+    let carried_on = completed_of(g.stream_continue(RunConfig::thread("before"), &[]))
+        .await
+        .expect("carried on to the end");
+    let state = g.get_state(&RunConfig::thread("before")).await.unwrap();
+    assert!(state.next.is_empty());
+    assert_eq!(carried_on, state.values.into_iter().collect::<Map>());
+    // Continued with nothing left to do: completed at once, on the same state.
+    let again = completed_of(g.stream_continue(RunConfig::thread("before"), &[])).await;
+    assert_eq!(again, Some(carried_on));
+}

@@ -13,7 +13,7 @@ use serde_json::{Map as JsonMap, Value as Json_, json};
 use stategraph_checkpoint::runs::{
     CancelAction, ClaimedRun, RecordWrite, RunEnd, RunQueue, RunStatus, ThreadStatus,
 };
-use stategraph_graph::{RunConfig, StateSnapshot, StreamMode};
+use stategraph_graph::{RunConfig, StateSnapshot, StreamMode, Values};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::app::{AppState, Cancel};
@@ -565,6 +565,13 @@ impl Execution {
                 }
             }
         }
+        // A run that completed left its thread with its final values and nothing to do:
+        // what it would be read back as.
+        let completed = if error.is_none() && stop.is_none() {
+            stream.completed().map(Left::completed)
+        } else {
+            None
+        };
         // Dropping the stream stops a cancelled run; what it checkpointed stays, unless the
         // cancel rolls it back.
         drop(stream);
@@ -585,20 +592,19 @@ impl Execution {
                 .delete_for_runs(std::slice::from_ref(&run_id))
                 .await;
         }
-        let snapshot = graph
-            .get_state(&RunConfig::thread(&thread_id), false)
-            .await
-            .ok();
+        let left = match completed {
+            Some(left) => Some(left),
+            None => graph
+                .get_state(&RunConfig::thread(&thread_id), false)
+                .await
+                .ok()
+                .map(|s| Left::of(&s)),
+        };
         let outcome = Outcome {
             values,
-            interrupts: snapshot
+            interrupts: left
                 .as_ref()
-                .map(|s| {
-                    s.interrupts
-                        .iter()
-                        .map(crate::wire::interrupt_output)
-                        .collect()
-                })
+                .map(|l| l.interrupts.clone())
                 .unwrap_or_default(),
             error,
         };
@@ -609,7 +615,7 @@ impl Execution {
             .map(str::to_owned);
         run.mark(run_status(&outcome, stop.as_ref()));
         let records = if stateful {
-            final_records(&thread_id, &run, snapshot.as_ref(), &outcome, stop.as_ref())
+            final_records(&thread_id, &run, left.as_ref(), &outcome, stop.as_ref())
         } else {
             Vec::new()
         };
@@ -617,7 +623,7 @@ impl Execution {
             let payload = crate::wire::webhook_payload(
                 &run,
                 &started_at,
-                snapshot.as_ref().map(|s| values_json(&s.values)),
+                left.as_ref().map(|l| l.values.clone()),
                 outcome.error.as_ref().filter(|_| stop.is_none()),
             );
             (url, payload)
@@ -647,6 +653,45 @@ struct Ended {
     webhook: Option<(String, Json_)>,
     /// The run's hub, closed once the run's end is recorded (joiners then read it as ended).
     hub: HubCloser,
+}
+
+/// How a run left its thread: what the thread's record and the run's outcome say of it.
+struct Left {
+    /// The thread's latest values.
+    values: Json_,
+    /// Its pending interrupts by task id, as the thread's record keeps them.
+    thread_interrupts: Json_,
+    /// Its pending interrupts, as a run's outcome lists them.
+    interrupts: Vec<Json_>,
+    /// The thread waits: nodes are next, or interrupts wait for answers.
+    waiting: bool,
+}
+
+impl Left {
+    /// The thread as its latest state says.
+    fn of(s: &StateSnapshot) -> Self {
+        Self {
+            values: values_json(&s.values),
+            thread_interrupts: thread_interrupts(s),
+            interrupts: s
+                .interrupts
+                .iter()
+                .map(crate::wire::interrupt_output)
+                .collect(),
+            waiting: !s.next.is_empty() || !s.interrupts.is_empty(),
+        }
+    }
+
+    /// The thread a completed run left: its final values, nothing next, no interrupts (the
+    /// state it would be read back as, without the read).
+    fn completed(values: &Values) -> Self {
+        Self {
+            values: values_json(values),
+            thread_interrupts: Json_::Object(JsonMap::new()),
+            interrupts: Vec::new(),
+            waiting: false,
+        }
+    }
 }
 
 /// A claimed run, as the executor takes it.
@@ -736,7 +781,7 @@ async fn prepare(state: &AppState, claimed: &ClaimedRun) -> Result<Prepared, Api
 fn final_records(
     thread_id: &str,
     run: &RunRecord,
-    snapshot: Option<&StateSnapshot>,
+    left: Option<&Left>,
     outcome: &Outcome,
     cancel: Option<&Cancel>,
 ) -> Vec<RecordWrite> {
@@ -747,7 +792,7 @@ fn final_records(
             Records::delete_write::<RunRecord>(&run.run_id),
         ];
     }
-    let interrupted = snapshot.is_some_and(|s| !s.next.is_empty() || !s.interrupts.is_empty());
+    let interrupted = left.is_some_and(|l| l.waiting);
     let thread_status = match run.status {
         RunStatus::Error => ThreadStatus::Error,
         // A cancelled run's thread waits at the checkpoint the run got to (or started from);
@@ -760,7 +805,7 @@ fn final_records(
         Some(c) => cancel_error(c),
         None => outcome.error.clone().unwrap_or(Json_::Null),
     };
-    let left = snapshot.map(|s| (values_json(&s.values), thread_interrupts(s)));
+    let left = left.map(|l| (l.values.clone(), l.thread_interrupts.clone()));
     let thread = Records::merge_write::<ThreadRecord>(
         thread_id,
         ThreadRecord::settled(thread_status, left, error),

@@ -1,15 +1,16 @@
 //! Graphs of any state type behind one object-safe trait, as the server serves them.
 
-use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
-use futures_util::stream::BoxStream;
+use futures_util::{Stream, StreamExt};
 use serde_json::Value as Json;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use stategraph_checkpoint::{CheckpointConfig, CheckpointSaver, Map};
 use stategraph_graph::{
-    AsNode, CompiledGraph, GraphError, HistoryOptions, RunCommand, RunConfig, State, StateSnapshot,
-    StreamEvent, StreamMode, Topology, UpdatesEvent,
+    AsNode, CompiledGraph, GraphError, HistoryOptions, RunCommand, RunConfig, RunStream, State,
+    StateSnapshot, StreamEvent, StreamMode, Topology, UpdatesEvent, Values,
 };
 
 /// How a run starts.
@@ -40,6 +41,42 @@ fn event_data<S>(e: &StreamEvent<S>) -> Json {
     }
 }
 
+/// A run's stream of events, with its state type erased.
+pub(crate) trait ServedRun: Stream<Item = Result<Event, GraphError>> + Send + Unpin {
+    /// Once the stream has ended: the final values of a run that completed (no task left
+    /// to run), which are then its thread's latest state ([`RunStream::completed`]).
+    fn completed(&self) -> Option<&Values>;
+}
+
+/// [`ServedRun`] of a graph's [`RunStream`].
+struct Served<S>(RunStream<S>);
+
+impl<S: State> Stream for Served<S> {
+    type Item = Result<Event, GraphError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.0.poll_next_unpin(cx).map(|item| {
+            item.map(|event| {
+                event.map(|e| {
+                    let mode = e.mode().as_str();
+                    // A subgraph's events are named `mode|ns…`, as the reference names them.
+                    let name = match e.namespace() {
+                        [] => mode.to_owned(),
+                        ns => format!("{mode}|{}", ns.join("|")),
+                    };
+                    (name, event_data(&e))
+                })
+            })
+        })
+    }
+}
+
+impl<S: State> ServedRun for Served<S> {
+    fn completed(&self) -> Option<&Values> {
+        self.0.completed()
+    }
+}
+
 /// A compiled graph with its state type erased.
 pub(crate) trait ServedGraph: Send + Sync {
     fn stream(
@@ -47,7 +84,7 @@ pub(crate) trait ServedGraph: Send + Sync {
         start: RunStart,
         config: RunConfig,
         modes: &[StreamMode],
-    ) -> BoxStream<'static, Result<Event, GraphError>>;
+    ) -> Box<dyn ServedRun>;
 
     fn get_state<'a>(
         &'a self,
@@ -90,25 +127,12 @@ impl<S: State> ServedGraph for CompiledGraph<S> {
         start: RunStart,
         config: RunConfig,
         modes: &[StreamMode],
-    ) -> BoxStream<'static, Result<Event, GraphError>> {
-        let stream = match start {
+    ) -> Box<dyn ServedRun> {
+        Box::new(Served(match start {
             RunStart::Input(input) => self.stream_values(input, config, modes),
             RunStart::Command(command) => self.stream_command_values(command, config, modes),
             RunStart::Continue => self.stream_continue(config, modes),
-        };
-        stream
-            .map(|event| {
-                event.map(|e| {
-                    let mode = e.mode().as_str();
-                    // A subgraph's events are named `mode|ns…`, as the reference names them.
-                    let name = match e.namespace() {
-                        [] => mode.to_owned(),
-                        ns => format!("{mode}|{}", ns.join("|")),
-                    };
-                    (name, event_data(&e))
-                })
-            })
-            .boxed()
+        }))
     }
 
     fn get_state<'a>(

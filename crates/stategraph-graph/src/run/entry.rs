@@ -81,6 +81,8 @@ pub(crate) struct RunOutcome<S> {
     pub(crate) state: Option<Arc<S>>,
     /// A subgraph's run that a node ended with a command for the parent graph: the command.
     pub(crate) parent_command: Option<Box<crate::error::ParentCommand>>,
+    /// The run stopped because no task was left to run.
+    pub(crate) complete: bool,
 }
 
 impl<S> RunOutcome<S> {
@@ -414,7 +416,14 @@ impl<S: State> CompiledGraph<S> {
         let graph = self.clone();
         RunStream::new(modes, config.subgraph_events, move |emitter| {
             setup.emitter = Some(emitter);
-            Box::pin(async move { Ok(graph.run_with(config, setup).await?.into_values()) })
+            Box::pin(async move {
+                let outcome = graph.run_with(config, setup).await?;
+                let complete = outcome.complete;
+                Ok(crate::stream::RunEnd {
+                    values: outcome.into_values(),
+                    complete,
+                })
+            })
         })
     }
 
@@ -474,6 +483,7 @@ impl<S: State> CompiledGraph<S> {
                 interrupts: Vec::new(),
                 state: None,
                 parent_command: Some(command),
+                complete: false,
             });
         }
         result?;
@@ -492,6 +502,7 @@ impl<S: State> CompiledGraph<S> {
             interrupts: std::mem::take(&mut run.interrupts),
             state,
             parent_command: None,
+            complete: run.complete,
         })
     }
 
@@ -626,6 +637,7 @@ impl<S: State> CompiledGraph<S> {
                 unannounced: None,
             },
             parent_command: None,
+            complete: false,
         })
     }
 }

@@ -103,6 +103,8 @@ struct Run<'g, S: State> {
     stream: StreamState,
     /// A command a node sent to the parent graph (the run stopped on it).
     parent_command: Option<Box<crate::error::ParentCommand>>,
+    /// The run stopped because no task was left to run (not on an interrupt or error).
+    complete: bool,
 }
 
 /// What the run's tasks are given besides the state.
@@ -227,6 +229,7 @@ impl<S: State> Run<'_, S> {
             };
             self.announce_checkpoint(&tasks);
             if tasks.is_empty() {
+                self.complete = true;
                 return Ok(());
             }
             self.reuse_finished_writes(&mut tasks);
