@@ -614,11 +614,6 @@ impl Execution {
             .and_then(Json_::as_str)
             .map(str::to_owned);
         run.mark(run_status(&outcome, stop.as_ref()));
-        let records = if stateful {
-            final_records(&thread_id, &run, left.as_ref(), &outcome, stop.as_ref())
-        } else {
-            Vec::new()
-        };
         let webhook = webhook.map(|url| {
             let payload = crate::wire::webhook_payload(
                 &run,
@@ -628,6 +623,11 @@ impl Execution {
             );
             (url, payload)
         });
+        let records = if stateful {
+            final_records(&thread_id, &run, left, &outcome, stop.as_ref())
+        } else {
+            Vec::new()
+        };
         if let Some(e) = &outcome.error {
             // Deliberately kept in a resumable run's log too (the reference publishes the
             // error live only), so that a client that reconnects learns how the run ended.
@@ -781,7 +781,7 @@ async fn prepare(state: &AppState, claimed: &ClaimedRun) -> Result<Prepared, Api
 fn final_records(
     thread_id: &str,
     run: &RunRecord,
-    left: Option<&Left>,
+    left: Option<Left>,
     outcome: &Outcome,
     cancel: Option<&Cancel>,
 ) -> Vec<RecordWrite> {
@@ -792,7 +792,7 @@ fn final_records(
             Records::delete_write::<RunRecord>(&run.run_id),
         ];
     }
-    let interrupted = left.is_some_and(|l| l.waiting);
+    let interrupted = left.as_ref().is_some_and(|l| l.waiting);
     let thread_status = match run.status {
         RunStatus::Error => ThreadStatus::Error,
         // A cancelled run's thread waits at the checkpoint the run got to (or started from);
@@ -805,7 +805,7 @@ fn final_records(
         Some(c) => cancel_error(c),
         None => outcome.error.clone().unwrap_or(Json_::Null),
     };
-    let left = left.map(|l| (l.values.clone(), l.thread_interrupts.clone()));
+    let left = left.map(|l| (l.values, l.thread_interrupts));
     let thread = Records::merge_write::<ThreadRecord>(
         thread_id,
         ThreadRecord::settled(thread_status, left, error),
