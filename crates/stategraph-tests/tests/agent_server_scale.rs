@@ -1116,12 +1116,12 @@ fn a_cancel_made_while_a_process_had_no_listener_stops_its_run() {
 }
 
 /// How many times the race of [`a_threads_status_follows_its_runs_under_racing_processes`]
-/// is run: 400, or `STATEGRAPH_TEST_RACES` (1,000 take about 200 s on a 2-core machine).
+/// is run: 1,000 (about 200 s on a 2-core machine), or `STATEGRAPH_TEST_RACES`.
 fn races() -> usize {
     std::env::var("STATEGRAPH_TEST_RACES")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(400)
+        .unwrap_or(1_000)
 }
 
 /// Two processes race on one thread, over and over: one's run finishes while the other
