@@ -25,6 +25,7 @@ import argparse
 import json
 import re
 import sys
+import time
 import uuid
 from typing import Any
 
@@ -436,6 +437,14 @@ def main() -> int:
     norm.name(cancel_id, "thread_cancel")
     to_cancel = client.runs.create(cancel_id, "slow", input=SEED_INPUT)
     norm.name(to_cancel["run_id"], "run_cancelled")
+    # Cancel once the run is inside `wait` (its input checkpointed, `wait` next): cancelled any
+    # earlier, whether the input was checkpointed yet is a race, and the thread's status and
+    # the values the cancel returns depend on it.
+    deadline = time.monotonic() + 10.0
+    while client.threads.get_state(cancel_id).get("next") != ["wait"]:
+        if time.monotonic() > deadline:
+            raise SystemExit("scenario: the run to cancel never reached its `wait` node")
+        time.sleep(0.02)
     cancelled = client.runs.cancel(cancel_id, to_cancel["run_id"], wait=True)
     steps["cancel"] = {
         "response": cancelled,

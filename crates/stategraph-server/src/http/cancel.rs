@@ -7,13 +7,12 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use stategraph_checkpoint::runs::CancelAction;
 
-use crate::app::{AppState, Cancel, Shared};
+use crate::app::{Cancel, Shared};
 use crate::cancel::{CANCEL_SETTLE, cancel_and_settle};
 use crate::error::ApiError;
 use crate::http::extract::{Body, Query, RunIds, uuid_id};
 use crate::http::runs::headers;
 use crate::records::{RunRecord, filter};
-use crate::threads::load;
 
 /// Query of `POST /threads/{thread_id}/runs/{run_id}/cancel`.
 #[derive(Deserialize, Default, utoipa::IntoParams)]
@@ -28,14 +27,15 @@ pub(crate) struct CancelQuery {
 ///
 /// `action=interrupt` (the default) marks it `interrupted` and keeps its checkpoints;
 /// `action=rollback` deletes it and its checkpoints. 202 with no body, or with `wait=1` 200
-/// and the thread's values once the run has stopped.
+/// once the run has stopped, with `{}`: what its stream sent after the cancel (nothing), as
+/// LangGraph's server answers.
 #[utoipa::path(
     post,
     path = "/threads/{thread_id}/runs/{run_id}/cancel",
     operation_id = "post_threads_runs_cancel",
     tag = "Thread Runs",
     params(RunIds, CancelQuery),
-    responses((status = 202, description = "Cancelling."), (status = 200, description = "With `wait=1`: the thread's values once the run stopped.", body = serde_json::Value))
+    responses((status = 202, description = "Cancelling."), (status = 200, description = "With `wait=1`, once the run stopped: `{}` (what its stream sent after the cancel: nothing).", body = serde_json::Value))
 )]
 pub(crate) async fn cancel(
     axum::extract::State(state): Shared,
@@ -81,7 +81,7 @@ pub(crate) async fn cancel(
                 if !wait {
                     return Ok(axum::http::StatusCode::ACCEPTED.into_response());
                 }
-                return stopped(&state, &thread_id, &run_id).await;
+                return Ok(stopped(&thread_id, &run_id));
             }
         }
     }
@@ -93,18 +93,20 @@ pub(crate) async fn cancel(
         return Ok(axum::http::StatusCode::ACCEPTED.into_response());
     }
     let _ = ended.wait_for(|e| *e).await;
-    stopped(&state, &thread_id, &run_id).await
+    Ok(stopped(&thread_id, &run_id))
 }
 
-/// The answer to a cancel with `wait` once the run stopped: its thread's values.
-async fn stopped(state: &AppState, thread_id: &str, run_id: &str) -> Result<Response, ApiError> {
-    let thread = load(state, thread_id).await?;
+/// The answer to a cancel with `wait` once the run stopped. LangGraph's server answers what
+/// the run's stream sends after the cancel arrives (its last values, interrupts or error);
+/// a cancelled run sends nothing more (it stops, as a pending one never starts), so the
+/// answer is `{}`, as the reference server's is.
+fn stopped(thread_id: &str, run_id: &str) -> Response {
     let base = format!("/threads/{thread_id}/runs/{run_id}");
     let location = vec![
         (CONTENT_LOCATION, base.clone()),
         (LOCATION, format!("{base}/join")),
     ];
-    Ok((headers(&location), Json(thread.values)).into_response())
+    (headers(&location), Json(serde_json::json!({}))).into_response()
 }
 
 /// Body of `POST /runs/cancel` (`RunsCancel`).
