@@ -147,9 +147,13 @@ impl<S: State> CompiledGraph<S> {
     pub(crate) fn new(
         schema: Schema,
         channel_specs: Vec<(String, ChannelSpec)>,
-        nodes: Vec<PregelNode<S>>,
+        mut nodes: Vec<PregelNode<S>>,
         edges: HashMap<String, Edges<S>>,
     ) -> Self {
+        // Sorted once here: a task's triggers are its node's, in order (its id hashes them).
+        for n in &mut nodes {
+            n.triggers.sort();
+        }
         let triggers: Vec<NodeTriggers<'_>> = nodes
             .iter()
             .map(|n| NodeTriggers {
@@ -289,16 +293,18 @@ impl<S: State> CompiledGraph<S> {
 
     /// The state keys' current values.
     pub(crate) fn read_values(&self, channels: &Channels) -> Values {
-        self.schema
-            .keys()
-            .filter_map(|k| {
-                channels
-                    .get(k)
-                    .filter(|c| c.is_available())
-                    .and_then(|c| c.get())
-                    .map(|v| (k.to_owned(), v))
-            })
-            .collect()
+        // Inserted one by one: collecting would buffer and sort them first.
+        let mut values = Values::new();
+        for k in self.schema.keys() {
+            if let Some(v) = channels
+                .get(k)
+                .filter(|c| c.is_available())
+                .and_then(|c| c.get())
+            {
+                values.insert(k.to_owned(), v);
+            }
+        }
+        values
     }
 
     /// The writes a node produces besides its update: edge triggers and joins, then
@@ -534,9 +540,9 @@ impl<S: State> CompiledGraph<S> {
             limit,
             skip_values: false,
         };
-        let mut out = Vec::new();
         let listed =
             trace::saver_call(saver.as_ref(), Op::List, None, saver.list(&options)).await?;
+        let mut out = Vec::with_capacity(listed.len());
         for mut t in listed {
             self.hydrate(saver.as_ref(), &mut t).await?;
             out.push(self.snapshot(t, false)?);
@@ -593,39 +599,40 @@ impl<S: State> CompiledGraph<S> {
         saved: CheckpointTuple,
         live: bool,
     ) -> Result<StateSnapshot, GraphError> {
-        let mut checkpoint = saved.checkpoint;
+        let CheckpointTuple {
+            config,
+            mut checkpoint,
+            metadata,
+            parent_config,
+            pending_writes,
+        } = saved;
         let mut channels = channels_from_checkpoint(&self.channel_specs, &checkpoint);
-        let step = saved.metadata.step.unwrap_or(-1) + 1;
+        let step = metadata.step.unwrap_or(-1) + 1;
         let mut tasks = prepare_next_tasks(
             &checkpoint,
             &channels,
             &self.node_triggers(),
             step,
-            &saved.config.checkpoint_ns,
+            &config.checkpoint_ns,
             None,
         );
         // Writes without a task (resume answers, a command's update and routing) show in
         // the values; the tasks are the checkpoint's own, as LangGraph reports them.
-        self.apply_null_writes(None, &mut checkpoint, &mut channels, &saved.pending_writes)?;
+        self.apply_null_writes(None, &mut checkpoint, &mut channels, &pending_writes)?;
         let mut errors: HashMap<String, String> = HashMap::new();
         let mut raised: HashMap<String, Vec<crate::interrupt::Interrupt>> = HashMap::new();
         let mut results: HashMap<String, Vec<(String, Value)>> = HashMap::new();
-        for w in &saved.pending_writes {
+        // The writes are the snapshot's own: moved into it, not copied.
+        for w in pending_writes {
             if w.channel == channels::ERROR {
-                errors.insert(
-                    w.task_id.clone(),
-                    w.value.as_str().unwrap_or_default().to_owned(),
-                );
+                errors.insert(w.task_id, w.value.as_str().unwrap_or_default().to_owned());
             } else if w.channel == channels::INTERRUPT {
-                raised.insert(
-                    w.task_id.clone(),
-                    crate::interrupt::Interrupt::all_from(&w.value),
-                );
+                raised.insert(w.task_id, crate::interrupt::Interrupt::all_from(&w.value));
             } else if w.channel != channels::RESUME {
                 results
-                    .entry(w.task_id.clone())
+                    .entry(w.task_id)
                     .or_default()
-                    .push((w.channel.clone(), w.value.clone()));
+                    .push((w.channel, w.value));
             }
         }
         if live {
@@ -654,23 +661,28 @@ impl<S: State> CompiledGraph<S> {
         let snapshot_tasks: Vec<PregelTask> = tasks
             .into_iter()
             .map(|t| {
-                let result = results.get(&t.id).map(|w| {
-                    w.iter()
-                        .filter(|(k, _)| self.schema.contains(k))
-                        .cloned()
-                        .collect()
-                });
+                // (A listing's checkpoints mostly have no errors or interrupts: their maps
+                // are empty and need no hashing.)
+                fn take<V>(map: &mut HashMap<String, V>, id: &str) -> Option<V> {
+                    if map.is_empty() { None } else { map.remove(id) }
+                }
+                let written = take(&mut results, &t.id);
                 // The latest state shows only the questions still waiting: a task that
                 // finished after its interrupts were answered has none pending. A step's
                 // record (history, an addressed checkpoint) keeps every interrupt its tasks
                 // raised, answered or not, as LangGraph does.
-                let interrupts = if live && results.contains_key(&t.id) {
+                let interrupts = if live && written.is_some() {
                     Vec::new()
                 } else {
-                    raised.get(&t.id).cloned().unwrap_or_default()
+                    take(&mut raised, &t.id).unwrap_or_default()
                 };
+                let result = written.map(|w| {
+                    w.into_iter()
+                        .filter(|(k, _)| self.schema.contains(k))
+                        .collect()
+                });
                 PregelTask {
-                    error: errors.get(&t.id).cloned(),
+                    error: take(&mut errors, &t.id),
                     result,
                     state: None,
                     interrupts,
@@ -683,10 +695,10 @@ impl<S: State> CompiledGraph<S> {
         Ok(StateSnapshot {
             values: self.read_values(&channels),
             next,
-            config: Some(saved.config),
-            metadata: Some(saved.metadata),
+            config: Some(config),
+            metadata: Some(metadata),
             created_at: Some(checkpoint.ts),
-            parent_config: saved.parent_config,
+            parent_config,
             interrupts: snapshot_tasks
                 .iter()
                 .flat_map(|t| t.interrupts.iter().cloned())

@@ -205,17 +205,22 @@ impl<S: State> CompiledGraph<S> {
             .iter()
             .filter(|(k, spec)| {
                 spec.rebuilds_from_history()
-                    && cp.channel_versions.contains_key(k)
                     && !cp.channel_values.contains_key(&**k)
+                    && cp.channel_versions.contains_key(k)
             })
             .map(|(k, _)| k.to_string())
             .collect();
+        if missing.is_empty() {
+            // Nothing left out (a listing's usual case): nothing to look up.
+            return Ok(());
+        }
         // Values this graph's own last run on the thread ended with need no walk.
         let (thread, ns) = (&tuple.config.thread_id, &tuple.config.checkpoint_ns);
-        let id = tuple.checkpoint.id.clone();
-        missing.retain(|k| match self.head.rebuilt(thread, ns, &id, k) {
+        let id = &tuple.checkpoint.id;
+        let values = &mut tuple.checkpoint.channel_values;
+        missing.retain(|k| match self.head.rebuilt(thread, ns, id, k) {
             Some(v) => {
-                tuple.checkpoint.channel_values.insert(k.clone(), v);
+                values.insert(k.clone(), v);
                 false
             }
             None => true,

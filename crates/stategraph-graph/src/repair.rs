@@ -190,7 +190,7 @@ impl<S: State> CompiledGraph<S> {
         // delta keys, and those the checkpoint's delta counters name (a reader graph's view).
         let counted = crate::delta::counters_of(&target.metadata);
         let mut report = BTreeMap::new();
-        for (name, channel) in &channels {
+        for (name, channel) in channels.iter() {
             if !target.checkpoint.channel_versions.contains_key(name)
                 || channel.is_delta()
                 || counted.contains_key(&**name)

@@ -11,8 +11,67 @@ use stategraph_checkpoint::{
 use crate::channel::{Channel, ChannelSpec};
 use crate::error::GraphError;
 
-/// Live channels by name (shared names: restoring a checkpoint's channels copies no text).
-pub(crate) type Channels = BTreeMap<std::sync::Arc<str>, Channel>;
+/// Live channels by name, sorted (shared names: restoring a checkpoint's channels copies no
+/// text). A sorted vector, not a tree: a graph has a handful of channels, restored for every
+/// step and every snapshot, and one allocation holds them all.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Channels {
+    sorted: Vec<(std::sync::Arc<str>, Channel)>,
+}
+
+impl Channels {
+    /// No channels, with room for `n`.
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Self {
+            sorted: Vec::with_capacity(n),
+        }
+    }
+
+    fn find(&self, name: &str) -> Result<usize, usize> {
+        self.sorted.binary_search_by(|(k, _)| (**k).cmp(name))
+    }
+
+    /// The channel `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&Channel> {
+        let i = self.find(name).ok()?;
+        self.sorted.get(i).map(|(_, c)| c)
+    }
+
+    /// The channel `name`, to change.
+    pub(crate) fn get_mut(&mut self, name: &str) -> Option<&mut Channel> {
+        let i = self.find(name).ok()?;
+        self.sorted.get_mut(i).map(|(_, c)| c)
+    }
+
+    /// Whether there is a channel `name`.
+    pub(crate) fn contains_key(&self, name: &str) -> bool {
+        self.find(name).is_ok()
+    }
+
+    /// Sets the channel `name` (in order: appending names in sorted order moves nothing).
+    pub(crate) fn insert(&mut self, name: std::sync::Arc<str>, channel: Channel) {
+        match self.find(&name) {
+            Ok(i) => {
+                if let Some(slot) = self.sorted.get_mut(i) {
+                    slot.1 = channel;
+                }
+            }
+            Err(i) => self.sorted.insert(i, (name, channel)),
+        }
+    }
+
+    /// The channels by name, in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&std::sync::Arc<str>, &Channel)> {
+        self.sorted.iter().map(|(k, c)| (k, c))
+    }
+
+    /// The channels by name, in order, to change.
+    pub(crate) fn iter_mut(
+        &mut self,
+    ) -> impl Iterator<Item = (&std::sync::Arc<str>, &mut Channel)> {
+        self.sorted.iter_mut().map(|(k, c)| (&*k, c))
+    }
+}
 
 /// How the next channel version is computed (the checkpointer's `get_next_version`).
 pub(crate) type NextVersion<'a> = dyn Fn(Option<&ChannelVersion>) -> ChannelVersion + 'a;
@@ -29,20 +88,84 @@ pub(crate) const INTERRUPT: &str = "__interrupt__";
 pub(crate) fn task_id(checkpoint_id: &str, parts: &[&str]) -> String {
     let mut bytes: Vec<u8> =
         Vec::with_capacity(checkpoint_id.len() + parts.iter().map(|p| p.len()).sum::<usize>());
-    if !push_hex(checkpoint_id, &mut bytes) {
+    task_id_in(&mut bytes, checkpoint_id, |b| {
+        for p in parts {
+            b.extend_from_slice(p.as_bytes());
+        }
+    })
+}
+
+/// [`task_id`] with its hashed bytes built in `bytes` (cleared first, so that one buffer
+/// serves many ids), the parts written by `parts`.
+fn task_id_in(
+    bytes: &mut Vec<u8>,
+    checkpoint_id: &str,
+    parts: impl FnOnce(&mut Vec<u8>),
+) -> String {
+    bytes.clear();
+    if !push_hex(checkpoint_id, bytes) {
         // Foreign ids that are not UUIDs: hash their text instead (LangGraph would fail).
         bytes.extend_from_slice(checkpoint_id.as_bytes());
     }
-    for p in parts {
-        bytes.extend_from_slice(p.as_bytes());
+    parts(bytes);
+    format_uuid(xxhash_rust::xxh3::xxh3_128(bytes))
+}
+
+/// Appends `n` in decimal, as `n.to_string()` spells it, without allocating.
+fn push_decimal(n: i64, out: &mut Vec<u8>) {
+    if n < 0 {
+        out.push(b'-');
     }
-    format_uuid(xxhash_rust::xxh3::xxh3_128(&bytes))
+    // The digits, last first.
+    let mut digits = [0u8; 20];
+    let mut len = 0;
+    let mut rest = n.unsigned_abs();
+    loop {
+        if let Some(slot) = digits.get_mut(len) {
+            *slot = b'0' + (rest % 10) as u8;
+        }
+        len += 1;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend(digits.iter().take(len).rev());
 }
 
 /// Appends the bytes that the hex digits of `id` spell (dashes ignored: a UUID's text gives
 /// its 16 bytes, as LangGraph's `uuid.UUID(id).bytes`); `false`, with `out` as it was, if
 /// `id` has anything else or an odd number of digits. Hot: every task id of every step.
 fn push_hex(id: &str, out: &mut Vec<u8>) -> bool {
+    // A UUID's text (the checkpoint ids LangGraph and stategraph write): its 16 bytes from
+    // the digit pairs around the dashes at 8, 13, 18 and 23.
+    const AT: [usize; 16] = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
+    fn nibble(c: u8) -> u8 {
+        match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            b'A'..=b'F' => c - b'A' + 10,
+            _ => 0xff,
+        }
+    }
+    let text = id.as_bytes();
+    if text.len() == 36 && [8, 13, 18, 23].iter().all(|&d| text.get(d) == Some(&b'-')) {
+        let mut bytes = [0u8; 16];
+        // A character that is not a digit sets the high bit: checked once for all.
+        let mut bad = 0u8;
+        for (&at, byte) in AT.iter().zip(&mut bytes) {
+            let (high, low) = match text.get(at..at + 2) {
+                Some(&[h, l]) => (nibble(h), nibble(l)),
+                _ => (0xff, 0xff),
+            };
+            bad |= high | low;
+            *byte = (high << 4) | (low & 0xf);
+        }
+        if bad & 0x80 == 0 {
+            out.extend_from_slice(&bytes);
+            return true;
+        }
+    }
     let start = out.len();
     let mut high: Option<u8> = None;
     for &c in id.as_bytes() {
@@ -127,14 +250,10 @@ pub(crate) fn prepare_pull_tasks(
     if checkpoint.channel_versions.is_empty() {
         return Vec::new();
     }
-    let step_str = step.to_string();
-    let mut ordered: Vec<&NodeTriggers<'_>> = nodes.iter().collect();
-    if let Some(c) = candidates {
-        ordered.retain(|n| c.contains(n.name));
-        ordered.sort_by(|a, b| a.name.cmp(b.name));
-    }
     let mut tasks = Vec::new();
-    for node in ordered {
+    // One buffer for every task id's hashed bytes (a UUID's 16, the parts: rarely more).
+    let mut bytes = Vec::with_capacity(128);
+    let mut consider = |node: &NodeTriggers<'_>| {
         let seen = checkpoint.versions_seen.get(node.name);
         let fired = node.triggers.iter().any(|ch| {
             channels.get(ch.as_str()).is_some_and(Channel::is_available)
@@ -144,25 +263,44 @@ pub(crate) fn prepare_pull_tasks(
                 }
         });
         if !fired {
-            continue;
+            return;
         }
+        // A compiled graph's triggers are sorted already.
         let mut triggers: Vec<String> = node.triggers.to_vec();
-        triggers.sort();
-        let task_ns = if ns.is_empty() {
-            node.name.to_owned()
-        } else {
-            format!("{ns}|{}", node.name)
-        };
-        let mut parts: Vec<&str> = vec![&task_ns, &step_str, node.name, PULL];
-        parts.extend(triggers.iter().map(String::as_str));
+        if !triggers.is_sorted() {
+            triggers.sort();
+        }
+        // The id hashes the task's namespace, the step, the node, PULL and the triggers.
+        let id = task_id_in(&mut bytes, &checkpoint.id, |b| {
+            if !ns.is_empty() {
+                b.extend_from_slice(ns.as_bytes());
+                b.push(b'|');
+            }
+            b.extend_from_slice(node.name.as_bytes());
+            push_decimal(step, b);
+            b.extend_from_slice(node.name.as_bytes());
+            b.extend_from_slice(PULL.as_bytes());
+            for t in &triggers {
+                b.extend_from_slice(t.as_bytes());
+            }
+        });
         tasks.push(Task {
-            id: task_id(&checkpoint.id, &parts),
+            id,
             name: node.name.to_owned(),
             path: vec![PULL.to_owned(), node.name.to_owned()],
             triggers,
             writes: Vec::new(),
             input: None,
         });
+    };
+    match candidates {
+        None => nodes.iter().for_each(&mut consider),
+        Some(c) => {
+            let mut ordered: Vec<&NodeTriggers<'_>> =
+                nodes.iter().filter(|n| c.contains(n.name)).collect();
+            ordered.sort_by(|a, b| a.name.cmp(b.name));
+            ordered.into_iter().for_each(consider);
+        }
     }
     tasks
 }
@@ -396,15 +534,14 @@ pub(crate) fn channels_from_checkpoint(
     specs: &[(std::sync::Arc<str>, ChannelSpec)],
     checkpoint: &Checkpoint,
 ) -> Channels {
-    specs
-        .iter()
-        .map(|(k, spec)| {
-            (
-                std::sync::Arc::clone(k),
-                spec.create(checkpoint.channel_values.get(&**k).cloned()),
-            )
-        })
-        .collect()
+    let mut channels = Channels::with_capacity(specs.len());
+    for (k, spec) in specs {
+        channels.insert(
+            std::sync::Arc::clone(k),
+            spec.create(checkpoint.channel_values.get(&**k).cloned()),
+        );
+    }
+    channels
 }
 
 /// `get_new_channel_versions`: the versions that moved since the previous saved checkpoint.
@@ -450,6 +587,21 @@ mod tests {
             assert!(!super::push_hex(foreign, &mut out), "{foreign}");
             assert_eq!(out, [7], "{foreign}");
         }
+        // A UUID's text decodes as its digits without the dashes do.
+        let uuid = "1f1e65c8-9911-650D-8001-38d122a7c1d3";
+        let (mut fast, mut general) = (vec![7], vec![7]);
+        assert!(super::push_hex(uuid, &mut fast));
+        assert!(super::push_hex(&uuid.replace('-', ""), &mut general));
+        assert_eq!(fast, general);
+        assert_eq!(fast.len(), 17);
+        for bad in [
+            "1f1e65c8-9911-650d-8001-38d122a7c1dg",
+            "1f1e65c8-9911-650d-8001+38d122a7c1d3",
+        ] {
+            let mut out = vec![7];
+            assert!(!super::push_hex(bad, &mut out), "{bad}");
+            assert_eq!(out, [7], "{bad}");
+        }
         // A foreign id's text is hashed as it is.
         assert_eq!(
             task_id("xyz", &["a"]),
@@ -465,6 +617,15 @@ mod tests {
             &["worker", "1", "worker", PUSH, "0"],
         );
         assert_eq!(id, "bee19556-3da7-f9ee-cb65-c62735e38e7c");
+    }
+
+    #[test]
+    fn decimals_are_spelled_as_to_string_does() {
+        for n in [0, 7, -1, 10, 99, -100, 12345, i64::MAX, i64::MIN] {
+            let mut out = b"x".to_vec();
+            super::push_decimal(n, &mut out);
+            assert_eq!(out, format!("x{n}").into_bytes(), "{n}");
+        }
     }
 
     #[test]
