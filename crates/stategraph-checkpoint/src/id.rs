@@ -65,22 +65,12 @@ fn next_timestamp() -> u64 {
 
 /// Formats 128 bits as `8-4-4-4-12` lowercase hex.
 pub fn format_uuid(value: u128) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    // Where each byte's two digits go: the dashes sit after digits 8, 12, 16 and 20.
-    const AT: [usize; 16] = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
-    // Hot (every task id of every step and snapshot): written straight into one buffer.
-    let mut out = [b'-'; 36];
-    for (&at, byte) in AT.iter().zip(value.to_be_bytes()) {
-        if let (Some([high, low]), Some(&h), Some(&l)) = (
-            out.get_mut(at..at + 2),
-            HEX.get(usize::from(byte >> 4)),
-            HEX.get(usize::from(byte & 0xf)),
-        ) {
-            (*high, *low) = (h, l);
-        }
-    }
-    // Only ASCII hex digits and dashes were written: always UTF-8.
-    String::from_utf8(out.to_vec()).unwrap_or_default()
+    // Hot (every task id of every step and snapshot): the uuid crate encodes into a buffer.
+    let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    uuid::Uuid::from_u128(value)
+        .hyphenated()
+        .encode_lower(&mut buf)
+        .to_owned()
 }
 
 /// The current UTC time as Python's `datetime.now(timezone.utc).isoformat()` writes it:

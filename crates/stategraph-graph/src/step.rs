@@ -137,34 +137,13 @@ fn push_decimal(n: i64, out: &mut Vec<u8>) {
 /// its 16 bytes, as LangGraph's `uuid.UUID(id).bytes`); `false`, with `out` as it was, if
 /// `id` has anything else or an odd number of digits. Hot: every task id of every step.
 fn push_hex(id: &str, out: &mut Vec<u8>) -> bool {
-    // A UUID's text (the checkpoint ids LangGraph and stategraph write): its 16 bytes from
-    // the digit pairs around the dashes at 8, 13, 18 and 23.
-    const AT: [usize; 16] = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
-    fn nibble(c: u8) -> u8 {
-        match c {
-            b'0'..=b'9' => c - b'0',
-            b'a'..=b'f' => c - b'a' + 10,
-            b'A'..=b'F' => c - b'A' + 10,
-            _ => 0xff,
-        }
-    }
-    let text = id.as_bytes();
-    if text.len() == 36 && [8, 13, 18, 23].iter().all(|&d| text.get(d) == Some(&b'-')) {
-        let mut bytes = [0u8; 16];
-        // A character that is not a digit sets the high bit: checked once for all.
-        let mut bad = 0u8;
-        for (&at, byte) in AT.iter().zip(&mut bytes) {
-            let (high, low) = match text.get(at..at + 2) {
-                Some(&[h, l]) => (nibble(h), nibble(l)),
-                _ => (0xff, 0xff),
-            };
-            bad |= high | low;
-            *byte = (high << 4) | (low & 0xf);
-        }
-        if bad & 0x80 == 0 {
-            out.extend_from_slice(&bytes);
-            return true;
-        }
+    // A UUID's text (the checkpoint ids LangGraph and stategraph write), parsed by the uuid
+    // crate: of 36 characters, only the dashed form parses, to the bytes its digits spell.
+    if id.len() == 36
+        && let Ok(uuid) = uuid::Uuid::try_parse(id)
+    {
+        out.extend_from_slice(uuid.as_bytes());
+        return true;
     }
     let start = out.len();
     let mut high: Option<u8> = None;
