@@ -106,10 +106,32 @@ async fn each_message_decoded_once(saver: &dyn CheckpointSaver, counting: &Count
     let (_, bare_decoded, bare_reused) = list(saver, counting, &bare).await;
     let chat = thread(saver, true).await;
     let (listed, decoded, reused) = list(saver, counting, &chat).await;
-    // What the listing returns is what it stored: the newest holds every message.
-    let newest = listed[0].checkpoint.channel_values.get("messages").unwrap();
+    // What the listing returns is what it stored: checkpoint t (newest first) holds the
+    // messages of turns 0..=t, each older list the start of the newer ones.
     let all: Vec<Value> = (0..TURNS).flat_map(turn).collect();
-    assert_eq!(newest, &Value::from(all));
+    for (i, tuple) in listed.iter().enumerate() {
+        let turns = TURNS - i;
+        let messages = tuple.checkpoint.channel_values.get("messages").unwrap();
+        assert_eq!(
+            messages,
+            &Value::from(all[..2 * turns].to_vec()),
+            "checkpoint of turn {}",
+            turns - 1
+        );
+    }
+    // A list shared with a newer one is still a list of its own to change.
+    let mut oldest = listed[TURNS - 1].checkpoint.channel_values["messages"].clone();
+    let Value::List(items) = &mut oldest else {
+        panic!("messages are a list")
+    };
+    items.push(Value::from("changed"));
+    assert_eq!(items.len(), 3);
+    assert_eq!(
+        listed[TURNS - 2].checkpoint.channel_values["messages"]
+            .as_list()
+            .unwrap()[2],
+        all[2]
+    );
     let distinct = 2 * TURNS as u64;
     let occurrences: u64 = (1..=TURNS as u64).map(|t| 2 * t).sum();
     assert_eq!(

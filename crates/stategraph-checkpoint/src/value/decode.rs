@@ -7,8 +7,8 @@
 
 use std::fmt;
 
-use super::shared::{DecodeCache, MIN_SHARED_ITEMS, MIN_SHARED_LEN, Probe};
-use super::{Ext, Map, Value};
+use super::shared::{DecodeCache, ListStart, MIN_SHARED_ITEMS, MIN_SHARED_LEN, Probe};
+use super::{Ext, List, Map, Value};
 
 /// Bounds applied while decoding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -352,9 +352,16 @@ impl<'a> Reader<'a, '_> {
     fn shared_list(&mut self, n: usize, depth: usize) -> Result<Value, DecodeError> {
         let start = self.pos;
         let rest = self.buf.get(start..).unwrap_or_default();
-        let (mut items, mut ends) = match self.cache.as_deref_mut() {
+        let found = match self.cache.as_deref_mut() {
             Some(cache) => cache.list_prefix(rest, n, depth),
-            None => (Vec::new(), Vec::new()),
+            None => ListStart::Part(Vec::new(), Vec::new()),
+        };
+        let (mut items, mut ends) = match found {
+            ListStart::Whole(list, end) => {
+                self.pos = start + end;
+                return Ok(Value::List(list));
+            }
+            ListStart::Part(items, ends) => (items, ends),
         };
         let shared = items.len();
         self.pos = start + ends.last().copied().unwrap_or(0);
@@ -365,13 +372,12 @@ impl<'a> Reader<'a, '_> {
             items.push(v);
             ends.push(self.pos - start);
         }
-        if shared < n
-            && let Some(cache) = self.cache.as_deref_mut()
-        {
+        let list = List::from(items);
+        if let Some(cache) = self.cache.as_deref_mut() {
             let region = rest.get(..self.pos - start).unwrap_or_default();
-            cache.remember_list(region, ends, &items, depth);
+            cache.remember_list(region, ends, &list, depth);
         }
-        Ok(Value::List(items.into()))
+        Ok(Value::List(list))
     }
 
     fn map(&mut self, n: usize, depth: usize) -> Result<Value, DecodeError> {

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::Value;
+use super::{List, Value};
 
 /// Payloads shorter than this are decoded each time: a lookup would cost as much.
 pub(crate) const MIN_SHARED_LEN: usize = 32;
@@ -27,14 +27,23 @@ pub(crate) const MIN_SHARED_ITEMS: usize = 8;
 /// How many long lists a cache remembers to share their items with the next ones.
 const LISTS: usize = 4;
 
-/// A list decoded before: its items' bytes, where each item ends in them, the items, and
+/// A list decoded before: its items' bytes, where each item ends in them, the list, and
 /// the nesting it was decoded at.
 #[derive(Debug)]
 struct SeenList {
     bytes: Vec<u8>,
     ends: Vec<usize>,
-    items: Vec<Value>,
+    list: List,
     depth: usize,
+}
+
+/// What a list being decoded has in common with one decoded before
+/// ([`DecodeCache::list_prefix`]).
+pub(crate) enum ListStart {
+    /// All of it: the list (sharing the earlier one's items) and where its bytes end.
+    Whole(List, usize),
+    /// Its first items (none when nothing is in common), with where each ends in its bytes.
+    Part(Vec<Value>, Vec<usize>),
 }
 
 /// How many leading bytes `a` and `b` have in common.
@@ -212,35 +221,42 @@ impl DecodeCache {
         Probe::Miss(None)
     }
 
-    /// The first items of a list of `n` items whose bytes start at `rest`, with where each
-    /// ends in them: those a list remembered at the same nesting holds at its start, byte
-    /// for byte (none when no remembered list begins like this one).
-    pub(crate) fn list_prefix(
-        &mut self,
-        rest: &[u8],
-        n: usize,
-        depth: usize,
-    ) -> (Vec<Value>, Vec<usize>) {
-        // `n` comes from the bytes: room for no more items than there are bytes left.
-        let room = n.min(rest.len());
-        let mut items = Vec::with_capacity(room);
-        let mut ends = Vec::with_capacity(room);
-        if self.max_entries == 0 {
-            return (items, ends);
-        }
-        for seen in self.lists.iter().filter(|l| l.depth == depth) {
-            // The items of the remembered list that lie wholly in the bytes both share are
-            // this list's first items (msgpack values end where their bytes say).
-            let common = common_prefix(rest, &seen.bytes);
-            let k = seen.ends.partition_point(|&e| e <= common).min(n);
-            if k > 0 {
-                items.extend_from_slice(seen.items.get(..k).unwrap_or_default());
-                ends.extend_from_slice(seen.ends.get(..k).unwrap_or_default());
+    /// What a list of `n` items whose bytes start at `rest` has in common with a list
+    /// remembered at the same nesting, byte for byte: all of it (a chat's older message list
+    /// inside a newer one: shared, nothing copied), its first items, or nothing.
+    pub(crate) fn list_prefix(&mut self, rest: &[u8], n: usize, depth: usize) -> ListStart {
+        if self.max_entries != 0 {
+            for seen in self.lists.iter().filter(|l| l.depth == depth) {
+                // The usual case first, in one comparison: the whole list is the start of
+                // the remembered one (an older checkpoint's messages, listed newest first).
+                if let Some(&end) = n.checked_sub(1).and_then(|last| seen.ends.get(last))
+                    && rest.get(..end) == seen.bytes.get(..end)
+                {
+                    self.reused += n as u64;
+                    return ListStart::Whole(seen.list.prefix(n), end);
+                }
+                // The items of the remembered list that lie wholly in the bytes both share
+                // are this list's first items (msgpack values end where their bytes say).
+                let common = common_prefix(rest, &seen.bytes);
+                let k = seen.ends.partition_point(|&e| e <= common).min(n);
+                if k == 0 {
+                    continue;
+                }
                 self.reused += k as u64;
-                break;
+                if k == n
+                    && let Some(&end) = seen.ends.get(k - 1)
+                {
+                    return ListStart::Whole(seen.list.prefix(k), end);
+                }
+                return ListStart::Part(
+                    seen.list.get(..k).unwrap_or_default().to_vec(),
+                    seen.ends.get(..k).unwrap_or_default().to_vec(),
+                );
             }
         }
-        (items, ends)
+        // `n` comes from the bytes: room for no more items than there are bytes left.
+        let room = n.min(rest.len());
+        ListStart::Part(Vec::with_capacity(room), Vec::with_capacity(room))
     }
 
     /// Remembers a list just decoded (its items' bytes `region`, item i ending at
@@ -249,7 +265,7 @@ impl DecodeCache {
         &mut self,
         region: &[u8],
         ends: Vec<usize>,
-        items: &[Value],
+        list: &List,
         depth: usize,
     ) {
         if self.max_entries == 0 {
@@ -260,7 +276,7 @@ impl DecodeCache {
             SeenList {
                 bytes: region.to_vec(),
                 ends,
-                items: items.to_vec(),
+                list: list.clone(),
                 depth,
             },
         );
@@ -350,12 +366,20 @@ mod tests {
         let limits = DecodeLimits::default();
         let mut cache = DecodeCache::new();
         // Newest first, as a listing reads: each list is the start of the one before.
+        let mut lists = Vec::new();
         for n in [12, 11, 10, 9] {
             let bytes = encode(&Value::from(vec![chat(n), Value::from(n as u64)]));
             let v = decode_shared(&bytes, limits, &mut cache).unwrap();
             assert_eq!(v, decode_with_limits(&bytes, limits).unwrap());
+            lists.push(v);
         }
         assert_eq!((cache.decoded(), cache.reused()), (12, 11 + 10 + 9));
+        // The older lists are the newest one's items, not copies of them.
+        let items = |v: &Value| match v.as_list().unwrap().first() {
+            Some(Value::List(l)) => l.as_ptr(),
+            _ => panic!("a list of messages first"),
+        };
+        assert!(lists.iter().all(|v| items(v) == items(&lists[0])));
         // Oldest first: the remembered list is the start of the next.
         let mut cache = DecodeCache::new();
         for n in [9, 10, 12] {
