@@ -225,6 +225,8 @@ impl DecodeCache {
     /// remembered at the same nesting, byte for byte: all of it (a chat's older message list
     /// inside a newer one: shared, nothing copied), its first items, or nothing.
     pub(crate) fn list_prefix(&mut self, rest: &[u8], n: usize, depth: usize) -> ListStart {
+        // The remembered list this one begins like, and how many of its items it begins with.
+        let mut start = None;
         if self.max_entries != 0 {
             for seen in self.lists.iter().filter(|l| l.depth == depth) {
                 // The usual case first, in one comparison: the whole list is the start of
@@ -235,28 +237,27 @@ impl DecodeCache {
                     self.reused += n as u64;
                     return ListStart::Whole(seen.list.prefix(n), end);
                 }
-                // The items of the remembered list that lie wholly in the bytes both share
-                // are this list's first items (msgpack values end where their bytes say).
+                // Else the items of the remembered list that lie wholly in the bytes both
+                // share are this list's first items (msgpack values end where their bytes
+                // say); fewer than `n`, or the comparison above would have found them.
                 let common = common_prefix(rest, &seen.bytes);
                 let k = seen.ends.partition_point(|&e| e <= common).min(n);
-                if k == 0 {
-                    continue;
+                if k > 0 {
+                    start = Some((seen, k));
+                    break;
                 }
-                self.reused += k as u64;
-                if k == n
-                    && let Some(&end) = seen.ends.get(k - 1)
-                {
-                    return ListStart::Whole(seen.list.prefix(k), end);
-                }
-                return ListStart::Part(
-                    seen.list.get(..k).unwrap_or_default().to_vec(),
-                    seen.ends.get(..k).unwrap_or_default().to_vec(),
-                );
             }
         }
         // `n` comes from the bytes: room for no more items than there are bytes left.
         let room = n.min(rest.len());
-        ListStart::Part(Vec::with_capacity(room), Vec::with_capacity(room))
+        let mut items = Vec::with_capacity(room);
+        let mut ends = Vec::with_capacity(room);
+        if let Some((seen, k)) = start {
+            items.extend_from_slice(seen.list.get(..k).unwrap_or_default());
+            ends.extend_from_slice(seen.ends.get(..k).unwrap_or_default());
+            self.reused += k as u64;
+        }
+        ListStart::Part(items, ends)
     }
 
     /// Remembers a list just decoded (its items' bytes `region`, item i ending at
