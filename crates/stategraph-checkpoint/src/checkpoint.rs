@@ -1,6 +1,7 @@
 //! The checkpoint: a snapshot of every channel after a super-step.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::checkpoint_id::CheckpointId;
 use crate::config::CheckpointConfig;
@@ -147,13 +148,12 @@ impl Checkpoint {
                     }
                 }
                 "channel_versions" => {
-                    cp.channel_versions = versions_from_value(v, "channel_versions")?
+                    cp.channel_versions = versions_from_value(v, "channel_versions", None)?
                 }
                 "versions_seen" => {
                     for (node, seen) in expect_map(v, "versions_seen")? {
-                        let node = key_str(node, "versions_seen")?;
-                        let path = format!("versions_seen.{node}");
-                        let versions = versions_from_value(seen, &path)?;
+                        let node = key_arc(node, "versions_seen")?;
+                        let versions = versions_from_value(seen, "versions_seen", Some(&node))?;
                         cp.versions_seen.insert(node, versions);
                     }
                 }
@@ -164,7 +164,10 @@ impl Checkpoint {
                             items
                                 .into_iter()
                                 .enumerate()
-                                .map(|(i, c)| expect_str(c, &format!("updated_channels[{i}]")))
+                                .map(|(i, c)| match c {
+                                    Value::Str(s) => Ok(s.to_string()),
+                                    other => expect_str(other, &format!("updated_channels[{i}]")),
+                                })
                                 .collect::<Result<_, _>>()?,
                         ),
                         other => {
@@ -225,8 +228,13 @@ fn expect_map(v: Value, path: &str) -> Result<Map, SerdeError> {
 }
 
 fn key_str(k: Value, path: &str) -> Result<String, SerdeError> {
+    key_arc(k, path).map(|s| s.to_string())
+}
+
+/// A string key as the shared text it was decoded to (no copy).
+fn key_arc(k: Value, path: &str) -> Result<Arc<str>, SerdeError> {
     match k {
-        Value::Str(s) => Ok(s.to_string()),
+        Value::Str(s) => Ok(s),
         other => Err(shape(path, format!("non-string key {other}"))),
     }
 }
@@ -235,13 +243,29 @@ fn versions_to_value(versions: &ChannelVersions) -> Value {
     Value::Map(versions.iter().map(|(k, v)| (k, v.to_value())).collect())
 }
 
-fn versions_from_value(v: Value, path: &str) -> Result<ChannelVersions, SerdeError> {
+/// The versions map at `path` (`path.node` when `node` is given; the text is only built for
+/// an error).
+fn versions_from_value(
+    v: Value,
+    path: &str,
+    node: Option<&str>,
+) -> Result<ChannelVersions, SerdeError> {
+    let at = || match node {
+        Some(node) => format!("{path}.{node}"),
+        None => path.to_owned(),
+    };
+    let Value::Map(map) = v else {
+        return Err(shape(&at(), format!("expected a map, found {}", v.kind())));
+    };
     let mut out = ChannelVersions::new();
-    for (k, ver) in expect_map(v, path)? {
-        let k = key_str(k, path)?;
+    for (k, ver) in map {
+        let k = match k {
+            Value::Str(s) => s,
+            other => return Err(shape(&at(), format!("non-string key {other}"))),
+        };
         let version = ChannelVersion::from_value(&ver).ok_or_else(|| {
             shape(
-                &format!("{path}.{k}"),
+                &format!("{}.{k}", at()),
                 format!(
                     "expected a version (int, float or str), found {}",
                     ver.kind()

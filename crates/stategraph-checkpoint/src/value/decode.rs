@@ -307,7 +307,12 @@ impl<'a> Reader<'a, '_> {
                 Probe::Hit(v) => return Ok(v),
                 Probe::Miss(key) => Some(key),
             },
-            _ => None,
+            Some(cache) => {
+                return cache
+                    .short_str(bytes)
+                    .ok_or_else(|| DecodeError::new(DecodeErrorKind::InvalidUtf8, start));
+            }
+            None => None,
         };
         let value = match std::str::from_utf8(bytes) {
             Ok(s) => Value::Str(s.into()),
@@ -385,13 +390,11 @@ impl<'a> Reader<'a, '_> {
         let mut map = Map::with_capacity(n.min(self.remaining() / 2));
         for _ in 0..n {
             let k = self.value(depth)?;
-            let key_name = match &k {
-                Value::Str(s) => s.to_string(),
-                other => format!("<{other}>"),
-            };
-            let v = self
-                .value(depth)
-                .map_err(|e| e.within(&Segment::Key(&key_name)))?;
+            // The key is named only in an error: no copy of it on the way.
+            let v = self.value(depth).map_err(|e| match &k {
+                Value::Str(s) => e.within(&Segment::Key(s)),
+                other => e.within(&Segment::Key(&format!("<{other}>"))),
+            })?;
             map.push_raw(k, v);
         }
         Ok(Value::Map(map))

@@ -90,6 +90,25 @@ fn key_of(seed: u64, bytes: &[u8]) -> u64 {
     h
 }
 
+/// The seed of short strings' keys ([`short_key`]).
+const SHORT_KIND: u64 = 0x7368_6f72_7400;
+
+/// The key of a short string's `bytes` (shorter than [`MIN_SHARED_LEN`]): every byte, eight
+/// at a time, and the length, mixed as [`key_of`] mixes its windows.
+fn short_key(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = SHORT_KIND ^ (bytes.len() as u64).wrapping_mul(K);
+    for chunk in bytes.chunks(8) {
+        let mut w = [0u8; 8];
+        if let Some(head) = w.get_mut(..chunk.len()) {
+            head.copy_from_slice(chunk);
+        }
+        let m = u128::from(h ^ u64::from_le_bytes(w)) * u128::from(K);
+        h = (m as u64) ^ ((m >> 64) as u64);
+    }
+    h
+}
+
 /// How many distinct values one cache keeps by default (the values themselves are the ones
 /// handed to the caller; the table costs about 40 bytes an entry on top).
 const DEFAULT_MAX_ENTRIES: usize = 1 << 20;
@@ -192,6 +211,33 @@ impl DecodeCache {
             key_of(STR_KIND, bytes),
             |v, _| matches!(v, Value::Str(s) if s.as_bytes() == bytes),
         )
+    }
+
+    /// The string of the short UTF-8 `bytes` (shorter than [`MIN_SHARED_LEN`]: map keys,
+    /// channel and node names, which every checkpoint of a thread repeats): the one decoded
+    /// before from the same bytes, else a new one, kept for the next time while there is
+    /// room. Not counted in [`decoded`](Self::decoded) or [`reused`](Self::reused). `None`:
+    /// the bytes are not UTF-8.
+    pub(crate) fn short_str(&mut self, bytes: &[u8]) -> Option<Value> {
+        let key = short_key(bytes);
+        let mut free = None;
+        for k in (0..PROBES).map(|i| key.wrapping_add(i)) {
+            match self.table.get(&k) {
+                None => {
+                    free = Some(k);
+                    break;
+                }
+                Some((v @ Value::Str(s), _)) if s.as_bytes() == bytes => return Some(v.clone()),
+                Some(_) => {}
+            }
+        }
+        let value = Value::Str(std::str::from_utf8(bytes).ok()?.into());
+        if let Some(k) = free
+            && self.table.len() < self.max_entries
+        {
+            self.table.insert(k, (value.clone(), usize::MAX));
+        }
+        Some(value)
     }
 
     /// Looks up the ext value of type `code` with payload `data`, found at nesting `depth`.
