@@ -360,6 +360,7 @@ pub async fn assemble<F: LayoutFetch + ?Sized>(
         let metadata = metadata_from_json(std::mem::take(&mut row.metadata), &loc)?;
         parsed.push((row, checkpoint, metadata));
     }
+    // (thread, namespace) → its rows; each row's group.
     let mut groups: BTreeMap<(&str, &str), Vec<usize>> = BTreeMap::new();
     for (i, (row, ..)) in parsed.iter().enumerate() {
         groups
@@ -367,8 +368,6 @@ pub async fn assemble<F: LayoutFetch + ?Sized>(
             .or_default()
             .push(i);
     }
-    /// (thread, namespace, channel, version).
-    type BlobKey = (String, String, String, String);
     /// A fetched blob, decoded when the first checkpoint that holds it is assembled; every
     /// later one shares that value (`None`: the `empty` marker, no value).
     enum Blob {
@@ -378,43 +377,64 @@ pub async fn assemble<F: LayoutFetch + ?Sized>(
     // One cache for the whole listing: values repeated across blobs (the messages every
     // later version of a list holds again) and writes are decoded once.
     let mut cache = DecodeCache::new();
-    let mut blobs: HashMap<BlobKey, Blob> = HashMap::new();
-    let mut writes: HashMap<(String, String, CheckpointId), Vec<PendingWrite>> = HashMap::new();
-    for ((thread, ns), members) in &groups {
-        let mut pairs: BTreeSet<(String, String)> = BTreeSet::new();
-        let mut ids = Vec::with_capacity(members.len());
-        for (row, checkpoint, _) in members.iter().filter_map(|&i| parsed.get(i)) {
-            ids.push(row.checkpoint_id.as_str());
+    // Per group: channel → version → blob (looked up by borrowed text, no key built per
+    // checkpoint). Per row: its writes.
+    let mut row_group = vec![0; parsed.len()];
+    let mut group_blobs: Vec<HashMap<String, HashMap<String, Blob>>> =
+        Vec::with_capacity(groups.len());
+    let mut row_writes: Vec<Vec<PendingWrite>> = std::iter::repeat_with(Vec::new)
+        .take(parsed.len())
+        .collect();
+    for (g, ((thread, ns), members)) in groups.iter().enumerate() {
+        let mut pairs: BTreeSet<(&str, std::borrow::Cow<'_, str>)> = BTreeSet::new();
+        let mut ids: HashMap<&str, usize> = HashMap::with_capacity(members.len());
+        for &i in members {
+            let Some((row, checkpoint, _)) = parsed.get(i) else {
+                continue;
+            };
+            if let Some(slot) = row_group.get_mut(i) {
+                *slot = g;
+            }
+            ids.insert(row.checkpoint_id.as_str(), i);
             if skip_values {
                 continue;
             }
             for (ch, v) in &checkpoint.channel_versions {
-                pairs.insert((ch.to_owned(), v.to_string()));
+                pairs.insert((ch, v.text()));
             }
         }
-        let pairs: Vec<(String, String)> = pairs.into_iter().collect();
-        let (found_blobs, found_writes) = fetch.fetch(thread, ns, &pairs, &ids).await?;
+        let pairs: Vec<(String, String)> = pairs
+            .into_iter()
+            .map(|(c, v)| (c.to_owned(), v.into_owned()))
+            .collect();
+        let listed: Vec<&str> = ids.keys().copied().collect();
+        let (found_blobs, found_writes) = fetch.fetch(thread, ns, &pairs, &listed).await?;
+        let mut blobs: HashMap<String, HashMap<String, Blob>> = HashMap::new();
         for b in found_blobs {
-            let key = (
-                (*thread).to_owned(),
-                (*ns).to_owned(),
-                b.channel.clone(),
-                b.version.clone(),
-            );
-            blobs.insert(key, Blob::Stored(b));
+            let versions = match blobs.get_mut(&b.channel) {
+                Some(versions) => versions,
+                None => blobs.entry(b.channel.clone()).or_default(),
+            };
+            versions.insert(b.version.clone(), Blob::Stored(b));
         }
+        group_blobs.push(blobs);
         for (checkpoint_id, w) in found_writes {
+            let Some(writes) = ids
+                .get(checkpoint_id.as_str())
+                .and_then(|&i| row_writes.get_mut(i))
+            else {
+                continue;
+            };
             let at = Location::checkpoint(thread, ns, &checkpoint_id);
-            let write = w.decode_shared(serde, &at, &mut cache)?;
-            writes
-                .entry(((*thread).to_owned(), (*ns).to_owned(), checkpoint_id))
-                .or_default()
-                .push(write);
+            writes.push(w.decode_shared(serde, &at, &mut cache)?);
         }
     }
+    drop(groups);
     let mut out = Vec::with_capacity(parsed.len());
-    let mut spent = Vec::with_capacity(blobs.len());
-    for (row, mut checkpoint, metadata) in parsed {
+    let mut spent = Vec::new();
+    for (((row, mut checkpoint, metadata), g), pending) in
+        parsed.into_iter().zip(row_group).zip(row_writes)
+    {
         let loc = row.location();
         let LayoutRow {
             thread_id,
@@ -423,44 +443,38 @@ pub async fn assemble<F: LayoutFetch + ?Sized>(
             parent,
             ..
         } = row;
-        let versions: Vec<(String, String)> = checkpoint
-            .channel_versions
-            .iter()
-            .map(|(c, v)| (c.to_owned(), v.to_string()))
-            .collect();
-        for (channel, version) in versions {
-            let key = (thread_id.clone(), checkpoint_ns.clone(), channel, version);
-            let Some(blob) = blobs.get_mut(&key) else {
-                continue;
-            };
-            let channel = key.2;
-            if let Blob::Stored(b) = blob {
-                let value = crate::blob_layout::decode_blob(
-                    serde,
-                    &loc,
-                    &channel,
-                    &b.type_tag,
-                    b.data.as_deref(),
-                    Some(&mut cache),
-                )?;
-                // The fetched bytes are freed together when the listing is assembled, not
-                // one by one as they are decoded: freed one by one, they left free memory at
-                // the top of glibc's heap, which it returned to the system and then faulted
-                // back in for the next values (a listing of a long chat took 10–20 % longer).
-                spent.push(b.data.take());
-                *blob = Blob::Decoded(value);
-            }
-            if let Blob::Decoded(Some(value)) = blob {
-                checkpoint.channel_values.insert(channel, value.clone());
+        if let Some(blobs) = group_blobs.get_mut(g) {
+            for (channel, version) in &checkpoint.channel_versions {
+                let Some(blob) = blobs
+                    .get_mut(channel)
+                    .and_then(|versions| versions.get_mut(&*version.text()))
+                else {
+                    continue;
+                };
+                if let Blob::Stored(b) = blob {
+                    let value = crate::blob_layout::decode_blob(
+                        serde,
+                        &loc,
+                        channel,
+                        &b.type_tag,
+                        b.data.as_deref(),
+                        Some(&mut cache),
+                    )?;
+                    // The fetched bytes are freed together when the listing is assembled,
+                    // not one by one as they are decoded: freed one by one, they left free
+                    // memory at the top of glibc's heap, which it returned to the system and
+                    // then faulted back in for the next values (a listing of a long chat
+                    // took 10–20 % longer).
+                    spent.push(b.data.take());
+                    *blob = Blob::Decoded(value);
+                }
+                if let Blob::Decoded(Some(value)) = blob {
+                    checkpoint
+                        .channel_values
+                        .insert(channel.to_owned(), value.clone());
+                }
             }
         }
-        let pending = writes
-            .remove(&(
-                thread_id.clone(),
-                checkpoint_ns.clone(),
-                checkpoint_id.clone(),
-            ))
-            .unwrap_or_default();
         out.push(CheckpointTuple::from_parts(
             thread_id,
             checkpoint_ns,

@@ -37,6 +37,15 @@ impl ChannelVersion {
         }
     }
 
+    /// The version as the text a blob table keys it by ([`Display`](fmt::Display)'s
+    /// text): a string version's own, borrowed.
+    pub(crate) fn text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            ChannelVersion::Str(s) => std::borrow::Cow::Borrowed(s),
+            other => std::borrow::Cow::Owned(other.to_string()),
+        }
+    }
+
     /// The version as a stored value.
     pub fn to_value(&self) -> Value {
         match self {

@@ -273,3 +273,63 @@ pub async fn list_without_values_keeps_everything_else(saver: &dyn CheckpointSav
         assert_eq!(b, &without);
     }
 }
+
+/// Each listed checkpoint carries exactly its own pending writes, however the listing is
+/// narrowed: several namespaces at once, a metadata filter that skips checkpoints between
+/// the listed ones, `before` and `limit`; a checkpoint without writes has none.
+pub async fn list_pending_writes_are_each_checkpoints_own(saver: &dyn CheckpointSaver) {
+    let t = thread();
+    let mut root_ids = Vec::new();
+    for ns in ["", "child:1"] {
+        let mut parent = config(&t).with_ns(ns);
+        for step in 0..6_i64 {
+            let source = if step % 2 == 0 { Input } else { Loop };
+            let cp = checkpoint(&[("step", Value::Int(step))], &[("step", step + 1)]);
+            parent = put(saver, &parent, &cp, &metadata(source, step)).await;
+            if ns.is_empty() {
+                root_ids.push(cp.id.clone());
+            }
+            if step != 3 {
+                let writes = [
+                    ("a".to_owned(), Value::from(format!("{ns} {step} a"))),
+                    ("b".to_owned(), Value::Int(step)),
+                ];
+                saver
+                    .put_writes(&parent, &writes, &format!("task{step}"), "")
+                    .await
+                    .expect("put_writes");
+            }
+        }
+    }
+    let cases = [
+        ListOptions::thread(&t),
+        ListOptions::thread(&t).ns(""),
+        ListOptions::thread(&t).filter("source", "input"),
+        ListOptions::thread(&t).ns("child:1").limit(3),
+        ListOptions::thread(&t)
+            .ns("")
+            .before(root_ids[4].clone())
+            .limit(2),
+    ];
+    let expected_len = [12, 6, 6, 3, 2];
+    for (options, n) in cases.into_iter().zip(expected_len) {
+        let listed = list(saver, options.clone()).await;
+        assert_eq!(listed.len(), n, "{options:?}");
+        for tuple in &listed {
+            let alone = must_get(saver, &tuple.config).await;
+            assert_eq!(tuple.pending_writes, alone.pending_writes, "{options:?}");
+            let step = tuple.metadata.step.expect("step");
+            if step == 3 {
+                assert!(tuple.pending_writes.is_empty(), "{options:?}");
+            } else {
+                let own = Value::from(format!("{} {step} a", tuple.config.checkpoint_ns));
+                assert_eq!(tuple.pending_writes.len(), 2, "{options:?}");
+                assert!(
+                    tuple.pending_writes.iter().any(|w| w.value == own),
+                    "{options:?}: {:?}",
+                    tuple.pending_writes
+                );
+            }
+        }
+    }
+}

@@ -198,7 +198,7 @@ macro_rules! checkpointer_conformance {
             put_if_latest_on_an_empty_namespace, put_if_latest_chains_and_refuses_a_stale_parent,
             concurrent_put_if_latest_has_one_winner, list_metadata_filter_numbers_by_value,
             list_naming_a_nul_character_answers, list_of_repeating_values_equals_each_read_alone,
-            list_without_values_keeps_everything_else;
+            list_without_values_keeps_everything_else, list_pending_writes_are_each_checkpoints_own;
             // stored data damaged behind the saver's back (cases take the whole fixture)
             delta_history_stops_at_a_parent_loop, prune_refuses_unreadable_metadata,
             prune_keeps_values_of_unreadable_checkpoints, damaged_rows_read_as_typed_errors,

@@ -191,6 +191,7 @@ impl CheckpointSaver for SqliteSaver {
     async fn list(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>> {
         let (sql, args) = list_query(options)?;
         let skip_values = options.skip_values;
+        let contiguous = options.filter.is_empty();
         self.read(move |conn, serde| {
             let tx = conn.transaction().map_err(db("starting a read"))?;
             // One cache for the listing: what checkpoints repeat of each other (every
@@ -212,17 +213,13 @@ impl CheckpointSaver for SqliteSaver {
                     )?);
                 }
             }
-            let mut writes = read::load_writes_of(&tx, serde, &listed, &mut cache)?;
+            // Without a metadata filter a listing holds every checkpoint of a (thread,
+            // namespace) between its first and last: their writes are one range.
+            let writes = read::load_writes_of(&tx, serde, &listed, &mut cache, contiguous)?;
             Ok(listed
                 .into_iter()
-                .map(|r| {
-                    let key = (
-                        r.thread_id.clone(),
-                        r.checkpoint_ns.clone(),
-                        r.checkpoint_id.clone(),
-                    );
-                    r.into_tuple(writes.remove(&key).unwrap_or_default())
-                })
+                .zip(writes)
+                .map(|(r, w)| r.into_tuple(w))
                 .collect())
         })
         .await

@@ -59,10 +59,15 @@ impl Row {
             r.get(2).map_err(&reading)?,
         );
         let loc = Location::checkpoint(&thread_id, &checkpoint_ns, &checkpoint_id);
-        let type_tag: Option<String> = r.get(4).map_err(&reading)?;
+        // Read in place: the tag is only compared.
+        let type_tag: Option<&str> = r
+            .get_ref(4)
+            .map_err(&reading)?
+            .as_str_or_null()
+            .map_err(|e| reading(e.into()))?;
         let (checkpoint, metadata) = decode_checkpoint(
             &loc,
-            type_tag.as_deref(),
+            type_tag,
             bytes_ref(r, 5).map_err(&reading)?.unwrap_or_default(),
             bytes_ref(r, 6).map_err(&reading)?,
             serde,
@@ -194,26 +199,63 @@ pub(super) fn load_writes(
 /// How many checkpoint ids one batched writes query names.
 const WRITES_BATCH: usize = 500;
 
-/// The writes of many listed checkpoints (`rows`), a query per thread and namespace and per
-/// 500 ids instead of one per checkpoint, decoded through the listing's `cache`; by
-/// (thread, namespace, checkpoint id), in no particular order.
+/// The writes of many listed checkpoints (`rows`), decoded through the listing's `cache`:
+/// the writes of `rows[i]` at index `i`, in stored order ([`Row::into_tuple`] sorts them).
+///
+/// When the listing holds every checkpoint of a (thread, namespace) between its oldest and
+/// newest listed ids (`contiguous`: no metadata filter left any out), one range scan of the
+/// primary key reads that group's writes. Otherwise a query names the ids, 500 at a time.
 pub(super) fn load_writes_of(
     conn: &Connection,
     serde: &dyn Serializer,
     rows: &[Row],
     cache: &mut DecodeCache,
-) -> Result<std::collections::HashMap<(String, String, String), Vec<PendingWrite>>> {
-    let mut groups: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
-    for r in rows {
+    contiguous: bool,
+) -> Result<Vec<Vec<PendingWrite>>> {
+    // (thread, namespace) → checkpoint id → its row's index.
+    let mut groups: BTreeMap<(&str, &str), std::collections::HashMap<&str, usize>> =
+        BTreeMap::new();
+    for (i, r) in rows.iter().enumerate() {
         groups
             .entry((&r.thread_id, &r.checkpoint_ns))
             .or_default()
-            .push(&r.checkpoint_id);
+            .insert(&r.checkpoint_id, i);
     }
-    let mut out: std::collections::HashMap<(String, String, String), Vec<PendingWrite>> =
-        std::collections::HashMap::new();
+    let mut out: Vec<Vec<PendingWrite>> =
+        std::iter::repeat_with(Vec::new).take(rows.len()).collect();
+    let row = |r: &rusqlite::Row<'_>| Ok((r.get::<_, String>(0)?, stored_write(r, 1)?));
     for ((thread, ns), ids) in groups {
-        for chunk in ids.chunks(WRITES_BATCH) {
+        // A row of the group's writes: kept if its checkpoint is listed (in a range scan, a
+        // checkpoint stored meanwhile by another connection is not in this read's snapshot;
+        // the check keeps the answer exact all the same).
+        let mut add = |(id, w): (String, StoredWrite)| -> Result<()> {
+            if let Some(writes) = ids.get(id.as_str()).and_then(|&i| out.get_mut(i)) {
+                let at = Location::checkpoint(thread, ns, &id);
+                writes.push(w.decode_shared(serde, &at, cache)?);
+            }
+            Ok(())
+        };
+        if contiguous && ids.len() > 1 {
+            let (Some(&first), Some(&last)) = (ids.keys().min(), ids.keys().max()) else {
+                continue;
+            };
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT checkpoint_id, task_id, channel, type, value, task_path, idx \
+                     FROM writes WHERE thread_id = ?1 AND checkpoint_ns = ?2 \
+                     AND checkpoint_id >= ?3 AND checkpoint_id <= ?4",
+                )
+                .map_err(db("reading writes"))?;
+            let found = stmt
+                .query_map(params![thread, ns, first, last], row)
+                .map_err(db("reading writes"))?;
+            for r in found {
+                add(r.map_err(db("reading writes"))?)?;
+            }
+            continue;
+        }
+        let listed: Vec<&str> = ids.keys().copied().collect();
+        for chunk in listed.chunks(WRITES_BATCH) {
             let marks = vec!["?"; chunk.len()].join(", ");
             // Not cached: the text changes with the number of ids.
             let mut stmt = conn
@@ -224,18 +266,11 @@ pub(super) fn load_writes_of(
                 ))
                 .map_err(db("reading writes"))?;
             let args = [thread, ns].into_iter().chain(chunk.iter().copied());
-            let rows = stmt
-                .query_map(rusqlite::params_from_iter(args), |r| {
-                    Ok((r.get::<_, String>(0)?, stored_write(r, 1)?))
-                })
+            let found = stmt
+                .query_map(rusqlite::params_from_iter(args), row)
                 .map_err(db("reading writes"))?;
-            for row in rows {
-                let (id, w) = row.map_err(db("reading writes"))?;
-                let at = Location::checkpoint(thread, ns, &id);
-                let w = w.decode_shared(serde, &at, cache)?;
-                out.entry((thread.to_owned(), ns.to_owned(), id))
-                    .or_default()
-                    .push(w);
+            for r in found {
+                add(r.map_err(db("reading writes"))?)?;
             }
         }
     }
