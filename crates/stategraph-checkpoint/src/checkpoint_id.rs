@@ -3,8 +3,9 @@
 use std::borrow::Borrow;
 use std::fmt;
 use std::ops::Deref;
+use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The id of a checkpoint: the string LangGraph stores (a UUID v6 made from the time and the
 /// step, e.g. `1f0a9c6e-4b7d-6b2e-8001-5e3c2a1b0f9d`), in a type of its own so that it is not
@@ -27,16 +28,30 @@ use serde::{Deserialize, Serialize};
 /// assert_eq!(parsed, second.as_str());
 /// assert_eq!(serde_json::to_value(&parsed).unwrap(), serde_json::json!(second.as_str()));
 /// ```
-#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct CheckpointId(String);
+///
+/// Its text is shared: a clone (every tuple, config and snapshot that names the checkpoint
+/// holds one) is a reference count, not a copy.
+#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CheckpointId(Arc<str>);
+
+impl Serialize for CheckpointId {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for CheckpointId {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(Self::from)
+    }
+}
 
 impl CheckpointId {
     /// A new id for a checkpoint of `step`, made as LangGraph makes them (see
     /// [`checkpoint_id`](crate::checkpoint_id)): greater than every id made before it in
     /// this process.
     pub fn for_step(step: i64) -> Self {
-        Self(crate::checkpoint_id(step))
+        Self(crate::checkpoint_id(step).into())
     }
 
     /// The id as a string slice.
@@ -46,7 +61,7 @@ impl CheckpointId {
 
     /// The id as a `String`.
     pub fn into_string(self) -> String {
-        self.0
+        self.0.to_string()
     }
 }
 
@@ -84,19 +99,25 @@ impl Borrow<str> for CheckpointId {
 
 impl From<String> for CheckpointId {
     fn from(id: String) -> Self {
-        Self(id)
+        Self(id.into())
     }
 }
 
 impl From<&str> for CheckpointId {
     fn from(id: &str) -> Self {
-        Self(id.to_owned())
+        Self(id.into())
     }
 }
 
 impl From<&String> for CheckpointId {
     fn from(id: &String) -> Self {
-        Self(id.clone())
+        Self(id.as_str().into())
+    }
+}
+
+impl From<Arc<str>> for CheckpointId {
+    fn from(id: Arc<str>) -> Self {
+        Self(id)
     }
 }
 
@@ -108,7 +129,7 @@ impl From<&CheckpointId> for CheckpointId {
 
 impl From<CheckpointId> for String {
     fn from(id: CheckpointId) -> Self {
-        id.0
+        id.0.to_string()
     }
 }
 
@@ -116,43 +137,43 @@ impl std::str::FromStr for CheckpointId {
     type Err = std::convert::Infallible;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(Self(s.to_owned()))
+        Ok(Self(s.into()))
     }
 }
 
 impl PartialEq<str> for CheckpointId {
     fn eq(&self, other: &str) -> bool {
-        self.0 == other
+        &*self.0 == other
     }
 }
 
 impl PartialEq<&str> for CheckpointId {
     fn eq(&self, other: &&str) -> bool {
-        self.0 == *other
+        &*self.0 == *other
     }
 }
 
 impl PartialEq<String> for CheckpointId {
     fn eq(&self, other: &String) -> bool {
-        &self.0 == other
+        *self.0 == **other
     }
 }
 
 impl PartialEq<CheckpointId> for str {
     fn eq(&self, other: &CheckpointId) -> bool {
-        self == other.0
+        *self == *other.0
     }
 }
 
 impl PartialEq<CheckpointId> for &str {
     fn eq(&self, other: &CheckpointId) -> bool {
-        *self == other.0
+        **self == *other.0
     }
 }
 
 impl PartialEq<CheckpointId> for String {
     fn eq(&self, other: &CheckpointId) -> bool {
-        *self == other.0
+        **self == *other.0
     }
 }
 

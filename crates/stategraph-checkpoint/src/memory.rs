@@ -216,7 +216,7 @@ impl Inner {
         }
     }
 
-    fn tuple(&self, thread: &str, ns: &str, id: &str, stored: &Stored) -> CheckpointTuple {
+    fn tuple(&self, thread: &str, ns: &str, id: &CheckpointId, stored: &Stored) -> CheckpointTuple {
         Self::tuple_in(self.scope(thread, ns), thread, ns, id, stored)
     }
 
@@ -226,7 +226,7 @@ impl Inner {
         scope: Scope<'_>,
         thread: &str,
         ns: &str,
-        id: &str,
+        id: &CheckpointId,
         stored: &Stored,
     ) -> CheckpointTuple {
         let mut checkpoint = stored.checkpoint.clone();
@@ -244,13 +244,13 @@ impl Inner {
         }
         let pending_writes: Vec<PendingWrite> = scope
             .writes
-            .and_then(|ids| ids.get(id))
+            .and_then(|ids| ids.get(id.as_str()))
             .map(|w| w.values().cloned().collect())
             .unwrap_or_default();
         CheckpointTuple::from_parts(
             thread,
             ns,
-            id,
+            id.clone(),
             stored.parent.clone(),
             checkpoint,
             stored.metadata.clone(),
@@ -386,7 +386,7 @@ impl CheckpointSaver for InMemorySaver {
 
     async fn list(&self, options: &ListOptions) -> Result<Vec<CheckpointTuple>> {
         let inner = self.lock();
-        let mut hits: Vec<(&str, &str, &str, &Stored)> = Vec::new();
+        let mut hits: Vec<(&str, &str, &CheckpointId, &Stored)> = Vec::new();
         for (thread, nss) in &inner.storage {
             if options.thread_id.as_ref().is_some_and(|t| t != thread) {
                 continue;

@@ -22,7 +22,9 @@ use crate::step::{
 /// A node of the compiled graph: a user node, or the built-in `__start__` (`run: None`).
 pub(crate) struct PregelNode<S: State> {
     pub(crate) name: String,
-    pub(crate) triggers: Vec<String>,
+    /// Its trigger channels, sorted when the graph compiles; every pull task of the node
+    /// shares them.
+    pub(crate) triggers: Arc<[String]>,
     pub(crate) run: Option<NodeFn<S>>,
     /// Set for subgraph nodes: reads the subgraph's state for
     /// `get_state_with_subgraphs`.
@@ -152,7 +154,11 @@ impl<S: State> CompiledGraph<S> {
     ) -> Self {
         // Sorted once here: a task's triggers are its node's, in order (its id hashes them).
         for n in &mut nodes {
-            n.triggers.sort();
+            if !n.triggers.is_sorted() {
+                let mut sorted = n.triggers.to_vec();
+                sorted.sort();
+                n.triggers = sorted.into();
+            }
         }
         let triggers: Vec<NodeTriggers<'_>> = nodes
             .iter()
@@ -573,7 +579,7 @@ impl<S: State> CompiledGraph<S> {
             id: NULL_TASK_ID.to_owned(),
             name: INPUT.to_owned(),
             path: Vec::new(),
-            triggers: Vec::new(),
+            triggers: Vec::new().into(),
             writes,
             input: None,
         };

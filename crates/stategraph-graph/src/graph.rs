@@ -375,7 +375,7 @@ impl<S: State> StateGraph<S> {
             ));
             pregel.push(PregelNode {
                 name: name.clone(),
-                triggers: vec![branch_channel(name)],
+                triggers: vec![branch_channel(name)].into(),
                 run: Some(Arc::clone(f)),
                 subgraph: view.clone(),
                 retry: self
@@ -401,7 +401,9 @@ impl<S: State> StateGraph<S> {
                 ChannelSpec::NamedBarrier(from.iter().cloned().collect()),
             ));
             if let Some(node) = pregel.iter_mut().find(|n| n.name == *to) {
-                node.triggers.push(channel.clone());
+                let mut triggers = node.triggers.to_vec();
+                triggers.push(channel.clone());
+                node.triggers = triggers.into();
             }
             for f in from {
                 edges
@@ -426,7 +428,7 @@ impl<S: State> StateGraph<S> {
             0,
             PregelNode {
                 name: START.to_owned(),
-                triggers: vec![START.to_owned()],
+                triggers: vec![START.to_owned()].into(),
                 run: None,
                 subgraph: None,
                 retry: None,

@@ -167,9 +167,9 @@ impl<S: State> CompiledGraph<S> {
                         name: w.task_id.clone(),
                         path: vec![w.task_path.clone()],
                         triggers: if updates {
-                            vec![INTERRUPT.to_owned()]
+                            vec![INTERRUPT.to_owned()].into()
                         } else {
-                            Vec::new()
+                            Vec::new().into()
                         },
                         writes: vec![write],
                         input: None,

@@ -2,6 +2,7 @@
 //! and paths, which nodes run, how a step's writes are applied, and what a checkpoint stores.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use stategraph_checkpoint::{
     ChannelVersion, ChannelVersions, Checkpoint, CheckpointId, Value, channels as reserved,
@@ -181,7 +182,8 @@ pub(crate) struct Task {
     pub(crate) id: String,
     pub(crate) name: String,
     pub(crate) path: Vec<String>,
-    pub(crate) triggers: Vec<String>,
+    /// The channels that triggered it (a pull task's are its node's, shared with it).
+    pub(crate) triggers: Arc<[String]>,
     pub(crate) writes: Vec<(String, Value)>,
     /// A `Send`'s argument: the task's whole input instead of the state.
     pub(crate) input: Option<Value>,
@@ -196,7 +198,7 @@ impl Task {
 /// A node as the algorithm sees it: its name and trigger channels.
 pub(crate) struct NodeTriggers<'a> {
     pub(crate) name: &'a str,
-    pub(crate) triggers: &'a [String],
+    pub(crate) triggers: &'a Arc<[String]>,
 }
 
 /// Whether `version` is newer than what a node has seen (missing: the null version).
@@ -244,11 +246,14 @@ pub(crate) fn prepare_pull_tasks(
         if !fired {
             return;
         }
-        // A compiled graph's triggers are sorted already.
-        let mut triggers: Vec<String> = node.triggers.to_vec();
-        if !triggers.is_sorted() {
-            triggers.sort();
-        }
+        // A compiled graph's triggers are sorted already: shared, not copied.
+        let triggers: Arc<[String]> = if node.triggers.is_sorted() {
+            Arc::clone(node.triggers)
+        } else {
+            let mut sorted = node.triggers.to_vec();
+            sorted.sort();
+            sorted.into()
+        };
         // The id hashes the task's namespace, the step, the node, PULL and the triggers.
         let id = task_id_in(&mut bytes, &checkpoint.id, |b| {
             if !ns.is_empty() {
@@ -259,7 +264,7 @@ pub(crate) fn prepare_pull_tasks(
             push_decimal(step, b);
             b.extend_from_slice(node.name.as_bytes());
             b.extend_from_slice(PULL.as_bytes());
-            for t in &triggers {
+            for t in triggers.iter() {
                 b.extend_from_slice(t.as_bytes());
             }
         });
@@ -326,7 +331,7 @@ pub(crate) fn prepare_push_tasks(
             id,
             name: node,
             path: vec![PUSH.to_owned(), format!("{idx:010}"), format!("{:010}", 0)],
-            triggers: vec![PUSH.to_owned()],
+            triggers: vec![PUSH.to_owned()].into(),
             writes: Vec::new(),
             input: Some(arg),
         });
@@ -380,7 +385,7 @@ pub(crate) fn apply_writes(
     let bump_step = tasks.iter().any(|t| !t.triggers.is_empty());
     for task in &tasks {
         let seen = checkpoint.versions_seen.node_mut(&task.name);
-        for ch in &task.triggers {
+        for ch in task.triggers.iter() {
             if let Some(v) = checkpoint.channel_versions.get(ch) {
                 seen.insert(ch.as_str(), v.clone());
             }
@@ -535,7 +540,7 @@ pub(crate) fn new_versions(
 pub(crate) fn trigger_map(nodes: &[NodeTriggers<'_>]) -> HashMap<String, Vec<String>> {
     let mut m: HashMap<String, Vec<String>> = HashMap::new();
     for n in nodes {
-        for t in n.triggers {
+        for t in n.triggers.iter() {
             m.entry(t.clone()).or_default().push(n.name.to_owned());
         }
     }

@@ -349,7 +349,7 @@ impl<S: State> CompiledGraph<S> {
                 id: task_id,
                 name: as_node,
                 path: vec![INTERRUPT.to_owned(), format!("{i:010}")],
-                triggers: vec![INTERRUPT.to_owned()],
+                triggers: vec![INTERRUPT.to_owned()].into(),
                 writes,
                 input: None,
             });

@@ -142,7 +142,7 @@ impl<S: State> Run<'_, S> {
                     id: task.id.clone(),
                     name: task.name.clone(),
                     input: (*ctx.values).clone(),
-                    triggers: task.triggers.clone(),
+                    triggers: task.triggers.to_vec(),
                 });
             }
             let span = crate::trace::task_span(&task.name, &task.id, &task.triggers, self.step);

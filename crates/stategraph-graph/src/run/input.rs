@@ -26,7 +26,7 @@ impl<S: State> Run<'_, S> {
             id: String::new(),
             name: INPUT.to_owned(),
             path: Vec::new(),
-            triggers: Vec::new(),
+            triggers: Vec::new().into(),
             writes: vec![(START.to_owned(), Value::Map(input))],
             input: None,
         };
@@ -117,7 +117,7 @@ impl<S: State> Run<'_, S> {
                 id: String::new(),
                 name: INPUT.to_owned(),
                 path: Vec::new(),
-                triggers: Vec::new(),
+                triggers: Vec::new().into(),
                 writes: null_writes,
                 input: None,
             };
