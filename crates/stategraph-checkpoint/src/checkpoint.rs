@@ -152,7 +152,7 @@ impl Checkpoint {
                 }
                 "versions_seen" => {
                     for (node, seen) in expect_map(v, "versions_seen")? {
-                        let node = key_arc(node, "versions_seen")?;
+                        let node = key_arc(node, || "versions_seen".to_owned())?;
                         let versions = versions_from_value(seen, "versions_seen", Some(&node))?;
                         cp.versions_seen.insert(node, versions);
                     }
@@ -228,14 +228,15 @@ fn expect_map(v: Value, path: &str) -> Result<Map, SerdeError> {
 }
 
 fn key_str(k: Value, path: &str) -> Result<String, SerdeError> {
-    key_arc(k, path).map(|s| s.to_string())
+    key_arc(k, || path.to_owned()).map(|s| s.to_string())
 }
 
-/// A string key as the shared text it was decoded to (no copy).
-fn key_arc(k: Value, path: &str) -> Result<Arc<str>, SerdeError> {
+/// A string key as the shared text it was decoded to (no copy); `path` names its place in
+/// an error, and is only made for one.
+fn key_arc(k: Value, path: impl FnOnce() -> String) -> Result<Arc<str>, SerdeError> {
     match k {
         Value::Str(s) => Ok(s),
-        other => Err(shape(path, format!("non-string key {other}"))),
+        other => Err(shape(&path(), format!("non-string key {other}"))),
     }
 }
 
@@ -259,10 +260,7 @@ fn versions_from_value(
     };
     let mut out = ChannelVersions::new();
     for (k, ver) in map {
-        let k = match k {
-            Value::Str(s) => s,
-            other => return Err(shape(&at(), format!("non-string key {other}"))),
-        };
+        let k = key_arc(k, at)?;
         let version = ChannelVersion::from_value(&ver).ok_or_else(|| {
             shape(
                 &format!("{}.{k}", at()),

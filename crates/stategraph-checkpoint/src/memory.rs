@@ -111,14 +111,6 @@ struct Inner {
     blobs: HashMap<String, NsBlobs>,
 }
 
-/// A version as the text it is stored under (a string version is its own text).
-fn version_text(version: &ChannelVersion) -> Cow<'_, str> {
-    match version {
-        ChannelVersion::Str(s) => Cow::Borrowed(s),
-        other => Cow::Owned(other.to_string()),
-    }
-}
-
 /// `version` as a stored key: a string version's text is shared, not copied.
 fn version_key(version: &ChannelVersion) -> Arc<str> {
     match version {
@@ -234,7 +226,7 @@ impl Inner {
             for (channel, version) in &stored.checkpoint.channel_versions {
                 if let Some(Some(v)) = blobs
                     .get(channel)
-                    .and_then(|versions| versions.get(&*version_text(version)))
+                    .and_then(|versions| versions.get(&*version.text()))
                 {
                     checkpoint
                         .channel_values
@@ -288,7 +280,7 @@ impl Inner {
         for (ns, cps) in self.storage.get(thread).into_iter().flatten() {
             for s in cps.values() {
                 for (ch, v) in &s.checkpoint.channel_versions {
-                    referenced.insert((ns, ch, version_text(v)));
+                    referenced.insert((ns, ch, v.text()));
                 }
             }
         }

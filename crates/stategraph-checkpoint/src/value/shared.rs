@@ -219,24 +219,15 @@ impl DecodeCache {
     /// room. Not counted in [`decoded`](Self::decoded) or [`reused`](Self::reused). `None`:
     /// the bytes are not UTF-8.
     pub(crate) fn short_str(&mut self, bytes: &[u8]) -> Option<Value> {
-        let key = short_key(bytes);
-        let mut free = None;
-        for k in (0..PROBES).map(|i| key.wrapping_add(i)) {
-            match self.table.get(&k) {
-                None => {
-                    free = Some(k);
-                    break;
-                }
-                Some((v @ Value::Str(s), _)) if s.as_bytes() == bytes => return Some(v.clone()),
-                Some(_) => {}
-            }
-        }
+        let free = match self.find(
+            short_key(bytes),
+            |v, _| matches!(v, Value::Str(s) if s.as_bytes() == bytes),
+        ) {
+            Probe::Hit(v) => return Some(v),
+            Probe::Miss(free) => free,
+        };
         let value = Value::Str(std::str::from_utf8(bytes).ok()?.into());
-        if let Some(k) = free
-            && self.table.len() < self.max_entries
-        {
-            self.table.insert(k, (value.clone(), usize::MAX));
-        }
+        self.store(free, &value, usize::MAX);
         Some(value)
     }
 
@@ -254,13 +245,19 @@ impl DecodeCache {
     /// The value at `key` or one of the next keys that `same` says is the one sought; else
     /// the first free key among them, if any.
     fn probe(&mut self, key: u64, same: impl Fn(&Value, usize) -> bool) -> Probe {
+        let found = self.find(key, same);
+        if let Probe::Hit(_) = found {
+            self.reused += 1;
+        }
+        found
+    }
+
+    /// [`probe`](Self::probe) without counting a hit.
+    fn find(&self, key: u64, same: impl Fn(&Value, usize) -> bool) -> Probe {
         for k in (0..PROBES).map(|i| key.wrapping_add(i)) {
             match self.table.get(&k) {
                 None => return Probe::Miss(Some(k)),
-                Some((v, seen_at)) if same(v, *seen_at) => {
-                    self.reused += 1;
-                    return Probe::Hit(v.clone());
-                }
+                Some((v, seen_at)) if same(v, *seen_at) => return Probe::Hit(v.clone()),
                 Some(_) => {}
             }
         }
@@ -335,6 +332,12 @@ impl DecodeCache {
     /// (`usize::MAX` for a string, valid anywhere).
     pub(crate) fn keep(&mut self, key: Option<u64>, value: &Value, depth: usize) {
         self.decoded += 1;
+        self.store(key, value, depth);
+    }
+
+    /// Puts `value` at `key` (none: no room among its colliding keys) while the table has
+    /// room.
+    fn store(&mut self, key: Option<u64>, value: &Value, depth: usize) {
         if let Some(key) = key
             && self.table.len() < self.max_entries
         {
