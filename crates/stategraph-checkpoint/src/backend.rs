@@ -425,8 +425,8 @@ pub async fn assemble<F: LayoutFetch + ?Sized>(
             else {
                 continue;
             };
-            let at = Location::checkpoint(thread, ns, &checkpoint_id);
-            writes.push(w.decode_shared(serde, &at, &mut cache)?);
+            let at = || Location::checkpoint(thread, ns, &checkpoint_id);
+            writes.push(w.decode_shared(serde, at, &mut cache)?);
         }
     }
     drop(groups);

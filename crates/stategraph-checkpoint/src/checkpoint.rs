@@ -53,12 +53,7 @@ impl Checkpoint {
             v: LATEST_VERSION,
             id: uuid6(Some(-2)).into(),
             ts: now_iso(),
-            channel_values: BTreeMap::new(),
-            channel_versions: ChannelVersions::new(),
-            versions_seen: VersionsSeen::new(),
-            updated_channels: None,
-            pending_sends: None,
-            extra: Vec::new(),
+            ..Self::unread()
         }
     }
 
@@ -114,33 +109,13 @@ impl Checkpoint {
         let Value::Map(map) = value else {
             return Err(shape("", format!("expected a map, found {}", value.kind())));
         };
-        let mut cp = Checkpoint {
-            v: 1,
-            id: CheckpointId::default(),
-            ts: String::new(),
-            channel_values: BTreeMap::new(),
-            channel_versions: ChannelVersions::new(),
-            versions_seen: VersionsSeen::new(),
-            updated_channels: None,
-            pending_sends: None,
-            extra: Vec::new(),
-        };
+        let mut cp = Self::unread();
         let mut has_id = false;
         for (k, v) in map {
             let Value::Str(key) = k else {
                 return Err(shape("", format!("non-string key {k}")));
             };
             match &*key {
-                "v" => {
-                    cp.v = v.as_i64().ok_or_else(|| {
-                        shape("v", format!("expected an int, found {}", v.kind()))
-                    })?;
-                }
-                "id" => {
-                    cp.id = expect_str(v, "id")?.into();
-                    has_id = true;
-                }
-                "ts" => cp.ts = expect_str(v, "ts")?,
                 "channel_values" => {
                     for (ch, val) in expect_map(v, "channel_values")? {
                         let ch = key_str(ch, "channel_values")?;
@@ -157,40 +132,7 @@ impl Checkpoint {
                         cp.versions_seen.insert(node, versions);
                     }
                 }
-                "updated_channels" => {
-                    cp.updated_channels = match v {
-                        Value::Null => None,
-                        Value::List(items) => Some(
-                            items
-                                .into_iter()
-                                .enumerate()
-                                .map(|(i, c)| match c {
-                                    Value::Str(s) => Ok(s.to_string()),
-                                    other => expect_str(other, &format!("updated_channels[{i}]")),
-                                })
-                                .collect::<Result<_, _>>()?,
-                        ),
-                        other => {
-                            return Err(shape(
-                                "updated_channels",
-                                format!("expected a list or null, found {}", other.kind()),
-                            ));
-                        }
-                    };
-                }
-                "pending_sends" => {
-                    cp.pending_sends = match v {
-                        Value::Null => None,
-                        Value::List(items) => Some(items.into_vec()),
-                        other => {
-                            return Err(shape(
-                                "pending_sends",
-                                format!("expected a list, found {}", other.kind()),
-                            ));
-                        }
-                    };
-                }
-                _ => cp.extra.push((key.to_string(), v)),
+                _ => cp.set_field(&key, v, &mut has_id)?,
             }
         }
         if !has_id {
@@ -198,6 +140,141 @@ impl Checkpoint {
         }
         Ok(cp)
     }
+
+    /// [`from_value`](Self::from_value) of stored msgpack bytes, read straight into the
+    /// checkpoint's maps rather than through a value tree first (what a listing does for
+    /// every checkpoint). Values are decoded as [`crate::value::decode_shared`] decodes them,
+    /// sharing through `cache`; with `strict`, each is checked against it. `None` for bytes
+    /// that are not a well-formed checkpoint (or hold a class `strict` refuses): decoding
+    /// them in full says what is wrong and where.
+    pub(crate) fn from_msgpack(
+        bytes: &[u8],
+        limits: crate::value::DecodeLimits,
+        cache: Option<&mut crate::value::DecodeCache>,
+        strict: Option<&crate::allowlist::Allowlist>,
+    ) -> Option<Self> {
+        let mut r = crate::value::FieldReader::new(bytes, limits, cache)?;
+        // Values as the full decode would nest them: the checkpoint's map at depth 0, its
+        // entries at 1, theirs at 2.
+        let allowed = |v: &Value| strict.is_none_or(|list| list.check(v).is_ok());
+        let mut cp = Self::unread();
+        let mut has_id = false;
+        for _ in 0..r.map(0)? {
+            match r.raw_str()? {
+                b"channel_values" => {
+                    for _ in 0..r.map(1)? {
+                        let ch = std::str::from_utf8(r.raw_str()?).ok()?.to_owned();
+                        let value = r.value(2).filter(allowed)?;
+                        cp.channel_values.insert(ch, value);
+                    }
+                }
+                b"channel_versions" => cp.channel_versions = versions_from_msgpack(&mut r, 1)?,
+                b"versions_seen" => {
+                    for _ in 0..r.map(1)? {
+                        let Value::Str(node) = r.value(2)? else {
+                            return None;
+                        };
+                        let versions = versions_from_msgpack(&mut r, 2)?;
+                        cp.versions_seen.insert(node, versions);
+                    }
+                }
+                key => {
+                    let key = std::str::from_utf8(key).ok()?;
+                    let value = r.value(2).filter(allowed)?;
+                    cp.set_field(key, value, &mut has_id).ok()?;
+                }
+            }
+        }
+        (r.done() && has_id).then_some(cp)
+    }
+
+    /// A checkpoint with nothing read into it yet: what a stored one's missing keys default
+    /// to.
+    fn unread() -> Self {
+        Checkpoint {
+            v: 1,
+            id: CheckpointId::default(),
+            ts: String::new(),
+            channel_values: BTreeMap::new(),
+            channel_versions: ChannelVersions::new(),
+            versions_seen: VersionsSeen::new(),
+            updated_channels: None,
+            pending_sends: None,
+            extra: Vec::new(),
+        }
+    }
+
+    /// Reads the stored entry `key` other than the channel and version maps into its field
+    /// (an unknown one into `extra`); `has_id` is set when it is the id.
+    fn set_field(&mut self, key: &str, v: Value, has_id: &mut bool) -> Result<(), SerdeError> {
+        match key {
+            "v" => {
+                self.v = v
+                    .as_i64()
+                    .ok_or_else(|| shape("v", format!("expected an int, found {}", v.kind())))?;
+            }
+            "id" => {
+                // The decoded text is the id's own: shared, not copied.
+                self.id = match v {
+                    Value::Str(s) => s.into(),
+                    other => expect_str(other, "id")?.into(),
+                };
+                *has_id = true;
+            }
+            "ts" => self.ts = expect_str(v, "ts")?,
+            "updated_channels" => {
+                self.updated_channels = match v {
+                    Value::Null => None,
+                    Value::List(items) => Some(
+                        items
+                            .into_iter()
+                            .enumerate()
+                            .map(|(i, c)| match c {
+                                Value::Str(s) => Ok(s.to_string()),
+                                other => expect_str(other, &format!("updated_channels[{i}]")),
+                            })
+                            .collect::<Result<_, _>>()?,
+                    ),
+                    other => {
+                        return Err(shape(
+                            "updated_channels",
+                            format!("expected a list or null, found {}", other.kind()),
+                        ));
+                    }
+                };
+            }
+            "pending_sends" => {
+                self.pending_sends = match v {
+                    Value::Null => None,
+                    Value::List(items) => Some(items.into_vec()),
+                    other => {
+                        return Err(shape(
+                            "pending_sends",
+                            format!("expected a list, found {}", other.kind()),
+                        ));
+                    }
+                };
+            }
+            _ => self.extra.push((key.to_owned(), v)),
+        }
+        Ok(())
+    }
+}
+
+/// A versions map read by [`Checkpoint::from_msgpack`], nested at `depth`.
+fn versions_from_msgpack(
+    r: &mut crate::value::FieldReader<'_, '_>,
+    depth: usize,
+) -> Option<ChannelVersions> {
+    let mut out = ChannelVersions::new();
+    for _ in 0..r.map(depth)? {
+        let Value::Str(channel) = r.value(depth + 1)? else {
+            return None;
+        };
+        let version = ChannelVersion::from_value(&r.value(depth + 1)?)?;
+        out.insert(channel, version);
+    }
+    Some(out)
 }
 
 fn shape(path: &str, message: String) -> SerdeError {
@@ -399,6 +476,141 @@ impl CheckpointTuple {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serializer::{JsonPlusSerializer, Serializer};
+    use crate::value::{DecodeCache, encode};
+
+    /// A checkpoint with every field set, version kinds mixed, and a key this version does
+    /// not know.
+    fn full() -> Checkpoint {
+        let mut cp = Checkpoint::empty();
+        let long = "a message long enough for the cache to share it between checkpoints";
+        let messages: Vec<Value> = (0..12).map(|i| format!("{long} {i}").into()).collect();
+        cp.channel_values
+            .insert("messages".into(), Value::from(messages));
+        cp.channel_values.insert("count".into(), Value::Int(3));
+        cp.channel_versions
+            .insert("messages", "00000000000000000000000000000002.0.5".into());
+        cp.channel_versions.insert("count", ChannelVersion::Int(7));
+        cp.channel_versions
+            .insert("float", ChannelVersion::Float(2.5));
+        cp.versions_seen.insert(
+            "node",
+            ChannelVersions::from([("messages", ChannelVersion::Int(1))]),
+        );
+        cp.versions_seen.insert("other", ChannelVersions::new());
+        cp.updated_channels = Some(vec!["messages".into()]);
+        cp.pending_sends = Some(vec![Value::Int(1)]);
+        cp.extra.push(("future_key".into(), Value::Int(9)));
+        cp
+    }
+
+    /// What the serializer's direct read gives, and what decoding in full then reading the
+    /// value gives (the reference), for `bytes`.
+    fn both(serde: &JsonPlusSerializer, bytes: &[u8]) -> [Result<Checkpoint, SerdeError>; 2] {
+        let direct = serde.loads_checkpoint("msgpack", bytes, None);
+        let full = serde
+            .loads_typed("msgpack", bytes)
+            .and_then(Checkpoint::from_value);
+        [direct, full]
+    }
+
+    #[test]
+    fn reading_directly_agrees_with_decoding_in_full() {
+        let serde = JsonPlusSerializer::permissive();
+        let bytes = encode(&full().to_value());
+        let [direct, reference] = both(&serde, &bytes);
+        assert_eq!(direct.unwrap(), reference.unwrap());
+        // Keys the reader does not expect where it expects them, repeated keys, other
+        // kinds of values: the two ways still agree (here both fail or both read).
+        let odd = [
+            crate::value!({"id": "x", "channel_values": {"a": 1}, "channel_values": {"b": 2}}),
+            crate::value!({"id": "x", "versions_seen": {"n": {"a": 1}}, "versions_seen": {"m": {}}}),
+            crate::value!({"id": "x", "channel_versions": {"a": [1]}}),
+            crate::value!({"id": "x", "versions_seen": {"n": 1}}),
+            crate::value!({"id": "x", "channel_values": [1]}),
+            crate::value!({"id": 5}),
+            crate::value!({"v": 4}),
+            crate::value!([1, 2]),
+            Value::Map([(Value::Int(1), Value::Int(2))].into_iter().collect()),
+            crate::value!({"id": "x", "channel_values": {"a": {"deep": [[[]]]}}}),
+        ];
+        for value in odd {
+            let [direct, reference] = both(&serde, &encode(&value));
+            assert_eq!(direct, reference, "{value}");
+        }
+    }
+
+    #[test]
+    fn damaged_bytes_fail_as_a_full_decode_fails() {
+        // Cut short at every offset, and every byte in turn replaced: the direct read gives
+        // exactly the full decode's checkpoint or error (its byte offset and path included).
+        let serde = JsonPlusSerializer::permissive();
+        let bytes = encode(&full().to_value());
+        for cut in 0..bytes.len() {
+            let [direct, reference] = both(&serde, &bytes[..cut]);
+            assert_eq!(direct, reference, "cut at {cut}");
+        }
+        for at in 0..bytes.len() {
+            for b in [0xc1, 0x00, 0xff, 0xa3, 0x81] {
+                let mut damaged = bytes.clone();
+                damaged[at] = b;
+                let [direct, reference] = both(&serde, &damaged);
+                assert_eq!(direct, reference, "byte {at} set to {b:#x}");
+            }
+        }
+    }
+
+    #[test]
+    fn reading_directly_keeps_limits_and_the_allowlist() {
+        let nested = crate::value!({"id": "x", "channel_values": {"a": [[[[1]]]]}});
+        let bytes = encode(&nested);
+        for depth in 1..8 {
+            let serde = JsonPlusSerializer::with_limits(crate::value::DecodeLimits {
+                max_depth: depth,
+                max_bytes: 1 << 20,
+            });
+            let [direct, reference] = both(&serde, &bytes);
+            assert_eq!(direct, reference, "max depth {depth}");
+        }
+        let evil = Value::Ext(crate::value::Ext::python(
+            crate::value::ExtCode::ConstructorSingleArg,
+            "os",
+            "system",
+            "rm -rf /".into(),
+        ));
+        let mut cp = full();
+        cp.channel_values
+            .insert("x".into(), Value::from(vec![evil]));
+        let bytes = encode(&cp.to_value());
+        let strict = JsonPlusSerializer::permissive().strict(crate::allowlist::Allowlist::safe());
+        let [direct, reference] = both(&strict, &bytes);
+        assert!(
+            matches!(&direct, Err(SerdeError::Disallowed { path, .. }) if path == "channel_values.x[0]"),
+            "{direct:?}"
+        );
+        assert_eq!(direct, reference);
+    }
+
+    #[test]
+    fn reading_directly_through_a_cache_gives_the_same_checkpoints() {
+        let serde = JsonPlusSerializer::permissive();
+        let mut cache = DecodeCache::new();
+        let mut cp = full();
+        for i in 0..5 {
+            if let Some(Value::List(items)) = cp.channel_values.get("messages") {
+                let mut items = items.to_vec();
+                items.push(format!("a later message, number {i}, long enough to share").into());
+                cp.channel_values
+                    .insert("messages".into(), Value::from(items));
+            }
+            let bytes = encode(&cp.to_value());
+            let shared = serde
+                .loads_checkpoint("msgpack", &bytes, Some(&mut cache))
+                .unwrap();
+            assert_eq!(shared, cp);
+        }
+        assert!(cache.reused() > 0);
+    }
 
     #[test]
     fn round_trip_keeps_unknown_keys() {

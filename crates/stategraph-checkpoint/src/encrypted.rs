@@ -201,6 +201,21 @@ impl EncryptedSerializer {
     }
 }
 
+impl EncryptedSerializer {
+    /// The inner serializer's tag and bytes of data stored under `type_tag`: decrypted when
+    /// the tag names a cipher (`"<inner>+<cipher>"`), else (plaintext) as they are.
+    fn open<'a>(
+        &self,
+        type_tag: &'a str,
+        data: &'a [u8],
+    ) -> Result<(&'a str, std::borrow::Cow<'a, [u8]>), SerdeError> {
+        Ok(match type_tag.split_once('+') {
+            None => (type_tag, data.into()),
+            Some((inner, name)) => (inner, self.cipher.decrypt(name, data)?.into()),
+        })
+    }
+}
+
 impl Serializer for EncryptedSerializer {
     fn dumps_typed(&self, value: &Value) -> Result<(String, Vec<u8>), SerdeError> {
         let (tag, data) = self.inner.dumps_typed(value)?;
@@ -209,13 +224,8 @@ impl Serializer for EncryptedSerializer {
     }
 
     fn loads_typed(&self, type_tag: &str, data: &[u8]) -> Result<Value, SerdeError> {
-        match type_tag.split_once('+') {
-            None => self.inner.loads_typed(type_tag, data),
-            Some((inner, name)) => {
-                let plain = self.cipher.decrypt(name, data)?;
-                self.inner.loads_typed(inner, &plain)
-            }
-        }
+        let (tag, plain) = self.open(type_tag, data)?;
+        self.inner.loads_typed(tag, &plain)
     }
 
     fn loads_typed_shared(
@@ -224,13 +234,18 @@ impl Serializer for EncryptedSerializer {
         data: &[u8],
         cache: &mut DecodeCache,
     ) -> Result<Value, SerdeError> {
-        match type_tag.split_once('+') {
-            None => self.inner.loads_typed_shared(type_tag, data, cache),
-            Some((inner, name)) => {
-                let plain = self.cipher.decrypt(name, data)?;
-                self.inner.loads_typed_shared(inner, &plain, cache)
-            }
-        }
+        let (tag, plain) = self.open(type_tag, data)?;
+        self.inner.loads_typed_shared(tag, &plain, cache)
+    }
+
+    fn loads_checkpoint(
+        &self,
+        type_tag: &str,
+        data: &[u8],
+        cache: Option<&mut DecodeCache>,
+    ) -> Result<crate::Checkpoint, SerdeError> {
+        let (tag, plain) = self.open(type_tag, data)?;
+        self.inner.loads_checkpoint(tag, &plain, cache)
     }
 
     fn inline_primitives(&self) -> bool {

@@ -86,7 +86,28 @@ impl CheckpointMetadata {
 
     /// Reads metadata from a JSON object.
     pub fn from_json(json: Json) -> Result<Self, serde_json::Error> {
-        serde_json::from_value(json)
+        match Direct::deserialize(&json) {
+            Ok(Direct(metadata)) => Ok(metadata),
+            // Whatever the direct way does not take, serde's derived way reads, or says
+            // what is wrong.
+            Err(_) => serde_json::from_value(json),
+        }
+    }
+
+    /// Reads metadata from JSON text: the same as parsing it and
+    /// [`from_json`](Self::from_json), without building the JSON object first.
+    ///
+    /// ```
+    /// use stategraph_checkpoint::{CheckpointMetadata, CheckpointSource};
+    /// let m = CheckpointMetadata::from_json_text(r#"{"source": "loop", "step": 2, "parents": {}}"#)?;
+    /// assert_eq!((m.source, m.step), (Some(CheckpointSource::Loop), Some(2)));
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn from_json_text(text: &str) -> Result<Self, serde_json::Error> {
+        match serde_json::from_str::<Direct>(text) {
+            Ok(Direct(metadata)) => Ok(metadata),
+            Err(_) => Self::from_json(serde_json::from_str(text)?),
+        }
     }
 
     /// Whether every key of `filter` has an equal value here (LangGraph's `list` metadata
@@ -134,6 +155,67 @@ fn json_eq(a: &Json, b: &Json) -> bool {
     }
 }
 
+/// Metadata read the direct way: one pass over the object, the known keys into their fields,
+/// every other key into `extra`, in order. (The derived `Deserialize` flattens `extra`,
+/// which buffers every key and value once more.) It fails on anything unusual, such as a
+/// known key of the wrong type; the derived way then reads it, and words the error.
+struct Direct(CheckpointMetadata);
+
+impl<'de> Deserialize<'de> for Direct {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = Direct;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("checkpoint metadata")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Direct, A::Error> {
+                let mut m = CheckpointMetadata::default();
+                while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+                    match &*key {
+                        "source" => m.source = map.next_value()?,
+                        "step" => m.step = map.next_value()?,
+                        "parents" => m.parents = map.next_value()?,
+                        _ => {
+                            m.extra.insert(key.into_owned(), map.next_value()?);
+                        }
+                    }
+                }
+                Ok(Direct(m))
+            }
+        }
+        d.deserialize_map(Fields)
+    }
+}
+
+/// A key as the input holds it where it can (no escapes), else copied.
+struct Key<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl<'de> serde::de::Visitor<'de> for Text {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string key")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, s: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(s.into()))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Key<'de>, E> {
+                Ok(Key(s.to_owned().into()))
+            }
+            fn visit_string<E: serde::de::Error>(self, s: String) -> Result<Key<'de>, E> {
+                Ok(Key(s.into()))
+            }
+        }
+        d.deserialize_str(Text)
+    }
+}
+
 /// `serde_json` formatter with Python's default `json.dumps` separators.
 struct PythonFormatter;
 
@@ -175,6 +257,41 @@ mod tests {
             String::from_utf8(m.to_python_json_bytes()).unwrap(),
             r#"{"source": "input", "step": -1, "parents": {}, "note": "héllo", "list": [1, 2]}"#
         );
+    }
+
+    #[test]
+    fn reading_directly_agrees_with_serde() {
+        let cases = [
+            serde_json::json!({"source": "loop", "step": 3, "parents": {"a": "1"}, "z": 1, "b": [2]}),
+            serde_json::json!({"b": 1, "source": null, "step": null, "parents": null, "a": "x"}),
+            serde_json::json!({}),
+            serde_json::json!({"step": 9_223_372_036_854_775_807_i64, "writes": {"n": {"k": 1}}}),
+        ];
+        for json in cases {
+            let serde: CheckpointMetadata = serde_json::from_value(json.clone()).unwrap();
+            let keys = |m: &CheckpointMetadata| m.extra.keys().cloned().collect::<Vec<_>>();
+            for direct in [
+                CheckpointMetadata::from_json(json.clone()).unwrap(),
+                CheckpointMetadata::from_json_text(&json.to_string()).unwrap(),
+            ] {
+                assert_eq!(direct, serde, "{json}");
+                assert_eq!(keys(&direct), keys(&serde), "{json}");
+            }
+        }
+        // What the direct way does not take still fails as serde says.
+        for bad in [
+            serde_json::json!({"source": "sideways"}),
+            serde_json::json!({"step": 1.5}),
+            serde_json::json!({"step": "3"}),
+            serde_json::json!({"parents": {"a": 1}}),
+            serde_json::json!([1]),
+        ] {
+            let want = serde_json::from_value::<CheckpointMetadata>(bad.clone()).unwrap_err();
+            let text = CheckpointMetadata::from_json_text(&bad.to_string()).unwrap_err();
+            let got = CheckpointMetadata::from_json(bad).unwrap_err();
+            assert_eq!(got.to_string(), want.to_string());
+            assert_eq!(text.to_string(), want.to_string());
+        }
     }
 
     #[test]

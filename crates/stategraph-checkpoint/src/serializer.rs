@@ -122,6 +122,28 @@ pub trait Serializer: Send + Sync + fmt::Debug {
         self.loads_typed(type_tag, data)
     }
 
+    /// Deserializes a stored checkpoint (the map [`Checkpoint::to_value`] gives) stored
+    /// under `type_tag`, sharing through `cache`, if any, as
+    /// [`loads_typed_shared`](Self::loads_typed_shared) does. The result must equal
+    /// [`Checkpoint::from_value`] of [`loads_typed`](Self::loads_typed)'s, and so must the
+    /// error; the default does exactly that. [`JsonPlusSerializer`] reads msgpack straight
+    /// into the checkpoint's fields.
+    ///
+    /// [`Checkpoint::to_value`]: crate::Checkpoint::to_value
+    /// [`Checkpoint::from_value`]: crate::Checkpoint::from_value
+    fn loads_checkpoint(
+        &self,
+        type_tag: &str,
+        data: &[u8],
+        cache: Option<&mut DecodeCache>,
+    ) -> Result<crate::Checkpoint, SerdeError> {
+        let value = match cache {
+            Some(cache) => self.loads_typed_shared(type_tag, data, cache),
+            None => self.loads_typed(type_tag, data),
+        }?;
+        crate::Checkpoint::from_value(value)
+    }
+
     /// Whether savers with LangGraph's blob layout (Postgres, MySQL) may keep primitive
     /// channel values (None, str, numbers, bool) inline in the checkpoint's JSON, in the
     /// clear, as LangGraph does. `false` sends every value through this serializer into a
@@ -209,6 +231,27 @@ impl Serializer for JsonPlusSerializer {
         cache: &mut DecodeCache,
     ) -> Result<Value, SerdeError> {
         self.load(type_tag, data, Some(cache))
+    }
+
+    fn loads_checkpoint(
+        &self,
+        type_tag: &str,
+        data: &[u8],
+        mut cache: Option<&mut DecodeCache>,
+    ) -> Result<crate::Checkpoint, SerdeError> {
+        if type_tag == tags::MSGPACK
+            && let Some(checkpoint) = crate::Checkpoint::from_msgpack(
+                data,
+                self.limits,
+                cache.as_deref_mut(),
+                self.strict.as_ref(),
+            )
+        {
+            return Ok(checkpoint);
+        }
+        // Whatever the direct read does not take, the full decode reads, or says what is
+        // wrong and where.
+        crate::Checkpoint::from_value(self.load(type_tag, data, cache)?)
     }
 }
 

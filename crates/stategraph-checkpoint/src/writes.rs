@@ -170,17 +170,19 @@ impl StoredWrite {
         serde: &dyn crate::serializer::Serializer,
         at: &crate::error::Location,
     ) -> crate::error::Result<PendingWrite> {
-        self.decode_in(serde, at, None)
+        self.decode_in(serde, || at.clone(), None)
     }
 
     /// [`decode`](Self::decode) as one of many values read together, sharing what `cache`
-    /// has already decoded (see [`Serializer::loads_typed_shared`]).
+    /// has already decoded (see [`Serializer::loads_typed_shared`]). `at` gives the
+    /// checkpoint's location, and is called only for an error (a listing decodes thousands
+    /// of writes).
     ///
     /// [`Serializer::loads_typed_shared`]: crate::Serializer::loads_typed_shared
     pub fn decode_shared(
         self,
         serde: &dyn crate::serializer::Serializer,
-        at: &crate::error::Location,
+        at: impl FnOnce() -> crate::error::Location,
         cache: &mut crate::value::DecodeCache,
     ) -> crate::error::Result<PendingWrite> {
         self.decode_in(serde, at, Some(cache))
@@ -189,22 +191,21 @@ impl StoredWrite {
     fn decode_in(
         self,
         serde: &dyn crate::serializer::Serializer,
-        at: &crate::error::Location,
+        at: impl FnOnce() -> crate::error::Location,
         cache: Option<&mut crate::value::DecodeCache>,
     ) -> crate::error::Result<PendingWrite> {
-        let loc = at
-            .clone()
-            .part("write")
-            .channel(self.channel.clone())
-            .task(self.task_id.clone());
-        let tag = self.type_tag.ok_or_else(|| {
-            crate::error::Error::serialization(
-                loc.clone(),
-                crate::serializer::SerdeError::UnknownType("NULL".into()),
-            )
-        })?;
-        let value = crate::serializer::loads_typed_with(serde, &tag, &self.value, cache)
-            .map_err(|e| crate::error::Error::serialization(loc, e))?;
+        let failed = |e: crate::serializer::SerdeError| {
+            let loc = at()
+                .part("write")
+                .channel(self.channel.clone())
+                .task(self.task_id.clone());
+            crate::error::Error::serialization(loc, e)
+        };
+        let value = match &self.type_tag {
+            Some(tag) => crate::serializer::loads_typed_with(serde, tag, &self.value, cache),
+            None => Err(crate::serializer::SerdeError::UnknownType("NULL".into())),
+        }
+        .map_err(failed)?;
         Ok(PendingWrite {
             task_id: self.task_id,
             channel: self.channel,

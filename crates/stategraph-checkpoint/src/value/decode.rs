@@ -170,6 +170,70 @@ fn decode_in(
     Ok(v)
 }
 
+/// A stored map read entry by entry into typed fields instead of into a [`Value`] tree: a
+/// checkpoint's maps of channels and versions, which a listing decodes for every checkpoint.
+/// Values come out as [`decode_shared`] gives them. Each method answers `None` where the
+/// bytes are not what it expects; the caller then decodes in full, which says what is wrong
+/// and where.
+pub(crate) struct FieldReader<'a, 'c> {
+    r: Reader<'a, 'c>,
+}
+
+impl<'a, 'c> FieldReader<'a, 'c> {
+    /// A reader of `bytes`, within `limits`, sharing through `cache`.
+    pub(crate) fn new(
+        bytes: &'a [u8],
+        limits: DecodeLimits,
+        cache: Option<&'c mut DecodeCache>,
+    ) -> Option<Self> {
+        (bytes.len() <= limits.max_bytes).then_some(Self {
+            r: Reader {
+                buf: bytes,
+                pos: 0,
+                max_depth: limits.max_depth,
+                cache,
+            },
+        })
+    }
+
+    /// The header of a map nested at `depth` (the depth [`value`](Self::value) would be
+    /// given for it): its number of entries.
+    pub(crate) fn map(&mut self, depth: usize) -> Option<usize> {
+        self.r.enter(depth).ok()?;
+        let marker = self.r.u8().ok()?;
+        match marker {
+            0x80..=0x8f => Some(usize::from(marker & 0x0f)),
+            0xde => self.r.u16().ok(),
+            0xdf => self.r.u32().ok(),
+            _ => None,
+        }
+    }
+
+    /// A string's bytes where they are, not checked to be UTF-8 (a key compared with known
+    /// names).
+    pub(crate) fn raw_str(&mut self) -> Option<&'a [u8]> {
+        let marker = self.r.u8().ok()?;
+        let n = match marker {
+            0xa0..=0xbf => usize::from(marker & 0x1f),
+            0xd9 => usize::from(self.r.u8().ok()?),
+            0xda => self.r.u16().ok()?,
+            0xdb => self.r.u32().ok()?,
+            _ => return None,
+        };
+        self.r.take(n).ok()
+    }
+
+    /// A value nested at `depth`.
+    pub(crate) fn value(&mut self, depth: usize) -> Option<Value> {
+        self.r.value(depth).ok()
+    }
+
+    /// Whether every byte has been read.
+    pub(crate) fn done(&self) -> bool {
+        self.r.pos == self.r.buf.len()
+    }
+}
+
 struct Reader<'a, 'c> {
     buf: &'a [u8],
     pos: usize,

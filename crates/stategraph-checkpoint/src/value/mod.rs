@@ -19,6 +19,7 @@ mod shared;
 mod to_value;
 
 pub use convert::{from_value, to_value};
+pub(crate) use decode::FieldReader;
 pub use decode::{
     DecodeError, DecodeErrorKind, DecodeLimits, decode, decode_shared, decode_with_limits,
 };

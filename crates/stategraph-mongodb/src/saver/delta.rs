@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use mongodb::bson::{Document, doc};
 use stategraph_checkpoint::delta::{DeltaChannelHistory, DeltaWalk};
-use stategraph_checkpoint::{Checkpoint, CheckpointConfig, Error, Location, PendingWrite, Result};
+use stategraph_checkpoint::{CheckpointConfig, Error, Location, PendingWrite, Result};
 
 use super::MongoSaver;
 use super::cursor::Find;
@@ -102,11 +102,9 @@ impl MongoSaver {
             for (id, doc) in chain {
                 let loc = Location::checkpoint(thread, ns, &id);
                 let tag = string(&doc, "type", &loc)?;
-                let value = self
+                let checkpoint = self
                     .serializer
-                    .loads_typed(tag, bytes(&doc, "checkpoint", &loc)?)
-                    .map_err(|e| Error::serialization(loc.clone(), e))?;
-                let checkpoint = Checkpoint::from_value(value)
+                    .loads_checkpoint(tag, bytes(&doc, "checkpoint", &loc)?, None)
                     .map_err(|e| Error::serialization(loc.clone(), e))?;
                 let pending = writes.remove(&id).unwrap_or_default();
                 let values = &checkpoint.channel_values;

@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use mongodb::bson::{Bson, Document, doc};
 use stategraph_checkpoint::backend::{self, copy_preflight};
 use stategraph_checkpoint::{
-    Checkpoint, CheckpointTuple, Error, ListOptions, Location, PendingWrite, Result, Value,
+    CheckpointTuple, Error, ListOptions, Location, PendingWrite, Result, Value,
 };
 
 use super::MongoSaver;
@@ -99,11 +99,9 @@ impl MongoSaver {
         let serializer = self.serializer.as_ref();
         let tag = string(doc, "type", &loc)?;
         let body = bytes(doc, "checkpoint", &loc)?;
-        let value = serializer
-            .loads_typed(tag, body)
+        let checkpoint = serializer
+            .loads_checkpoint(tag, body, None)
             .map_err(|e| Error::serialization(loc.clone(), e))?;
-        let checkpoint =
-            Checkpoint::from_value(value).map_err(|e| Error::serialization(loc.clone(), e))?;
         let metadata = read_metadata(serializer, doc.get("metadata"), &loc)?;
         let parent = opt_string(doc, "parent_checkpoint_id", &loc)?.map(Into::into);
         let pending = writes

@@ -30,12 +30,10 @@ impl RedisSaver {
             return Ok(None);
         };
         let tag = utf8(tag, &loc, "type")?;
-        let value = self
+        let checkpoint = self
             .serializer
-            .loads_typed(&tag, &body)
+            .loads_checkpoint(&tag, &body, None)
             .map_err(|e| Error::serialization(loc.clone(), e))?;
-        let checkpoint =
-            Checkpoint::from_value(value).map_err(|e| Error::serialization(loc.clone(), e))?;
         let metadata = self.metadata(meta, &loc)?;
         let mut pending = Vec::with_capacity(writes.len());
         for (field, raw) in writes {

@@ -23,7 +23,7 @@ impl PruneTarget for Pruning<'_> {
             let parent: Option<String> = r.get(2).map_err(reading())?;
             let meta = bytes_column(r, 3).map_err(reading())?;
             let loc = Location::checkpoint(thread_id, &ns, &id);
-            let metadata = decode_metadata(meta.as_deref(), &loc)?;
+            let metadata = decode_metadata(meta.as_deref(), &|| loc.clone())?;
             rows.push(PruneRow {
                 checkpoint_ns: ns,
                 checkpoint_id: id.into(),

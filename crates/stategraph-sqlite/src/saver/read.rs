@@ -35,8 +35,8 @@ pub(super) fn bytes_ref<'a>(
 pub(super) struct Row {
     pub(super) thread_id: String,
     pub(super) checkpoint_ns: String,
-    pub(super) checkpoint_id: String,
-    parent: Option<String>,
+    pub(super) checkpoint_id: CheckpointId,
+    parent: Option<CheckpointId>,
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
 }
@@ -53,29 +53,35 @@ impl Row {
         skip_values: bool,
     ) -> Result<Self> {
         let reading = db(doing);
-        let (thread_id, checkpoint_ns, checkpoint_id): (String, String, String) = (
-            r.get(0).map_err(&reading)?,
-            r.get(1).map_err(&reading)?,
-            r.get(2).map_err(&reading)?,
-        );
-        let loc = Location::checkpoint(&thread_id, &checkpoint_ns, &checkpoint_id);
-        // Read in place: the tag is only compared.
-        let type_tag: Option<&str> = r
-            .get_ref(4)
-            .map_err(&reading)?
-            .as_str_or_null()
-            .map_err(|e| reading(e.into()))?;
+        // Text columns read in place where they are only compared or shared.
+        let text = |i: usize| -> Result<Option<&str>> {
+            r.get_ref(i)
+                .map_err(&reading)?
+                .as_str_or_null()
+                .map_err(|e| reading(e.into()))
+        };
+        let (thread_id, checkpoint_ns): (String, String) =
+            (r.get(0).map_err(&reading)?, r.get(1).map_err(&reading)?);
+        let id = text(2)?.unwrap_or_default();
+        // Built only for an error.
+        let loc = || Location::checkpoint(&thread_id, &checkpoint_ns, id);
         let (checkpoint, metadata) = decode_checkpoint(
             &loc,
-            type_tag,
+            text(4)?,
             bytes_ref(r, 5).map_err(&reading)?.unwrap_or_default(),
             bytes_ref(r, 6).map_err(&reading)?,
             serde,
             cache,
             skip_values,
         )?;
+        // The row's id is the checkpoint's own: one shared text for both.
+        let checkpoint_id = if checkpoint.id.as_str() == id {
+            checkpoint.id.clone()
+        } else {
+            id.into()
+        };
         Ok(Self {
-            parent: r.get(3).map_err(&reading)?,
+            parent: text(3)?.map(CheckpointId::from),
             thread_id,
             checkpoint_ns,
             checkpoint_id,
@@ -91,7 +97,7 @@ impl Row {
             self.thread_id,
             self.checkpoint_ns,
             self.checkpoint_id,
-            self.parent.map(Into::into),
+            self.parent,
             self.checkpoint,
             self.metadata,
             writes,
@@ -100,9 +106,10 @@ impl Row {
 }
 
 /// A stored checkpoint (type tag and bytes) and its metadata, decoded; without values if
-/// `skip_values`; sharing with `cache`, if any, what earlier rows of a read decoded.
+/// `skip_values`; sharing with `cache`, if any, what earlier rows of a read decoded. `loc`
+/// locates an error, and is called only for one.
 fn decode_checkpoint(
-    loc: &Location,
+    loc: &dyn Fn() -> Location,
     tag: Option<&str>,
     bytes: &[u8],
     metadata: Option<&[u8]>,
@@ -110,20 +117,23 @@ fn decode_checkpoint(
     cache: Option<&mut DecodeCache>,
     skip_values: bool,
 ) -> Result<(Checkpoint, CheckpointMetadata)> {
-    let tag = tag
-        .ok_or_else(|| Error::serialization(loc.clone(), SerdeError::UnknownType("NULL".into())))?;
+    let tag =
+        tag.ok_or_else(|| Error::serialization(loc(), SerdeError::UnknownType("NULL".into())))?;
     // Without values, a msgpack checkpoint's values are skipped over, not decoded.
     let bare = (skip_values && tag == tags::MSGPACK)
         .then(|| checkpoint_without_values(bytes))
         .flatten();
     let bytes = bare.as_deref().unwrap_or(bytes);
-    let value =
-        backend::loads_typed_with(serde, tag, bytes, cache).map_err(|e| located(loc.clone(), e))?;
-    let mut checkpoint = Checkpoint::from_value(value).map_err(|e| located(loc.clone(), e))?;
+    let mut checkpoint = serde
+        .loads_checkpoint(tag, bytes, cache)
+        .map_err(|e| located(loc(), e))?;
     if skip_values {
         checkpoint.channel_values.clear();
     }
-    let metadata = decode_metadata(metadata, loc)?;
+    let metadata = match metadata {
+        Some(bytes) => decode_metadata(Some(bytes), loc)?,
+        None => CheckpointMetadata::default(),
+    };
     Ok((checkpoint, metadata))
 }
 
@@ -141,19 +151,30 @@ pub(super) fn located(loc: Location, e: SerdeError) -> Error {
     Error::serialization(loc, e)
 }
 
-pub(super) fn decode_metadata(bytes: Option<&[u8]>, loc: &Location) -> Result<CheckpointMetadata> {
+/// Stored metadata (JSON text) decoded; `loc` locates an error, and is called only for one.
+pub(super) fn decode_metadata(
+    bytes: Option<&[u8]>,
+    loc: &dyn Fn() -> Location,
+) -> Result<CheckpointMetadata> {
     let Some(bytes) = bytes else {
         return Ok(CheckpointMetadata::default());
     };
     let text = std::str::from_utf8(bytes).map_err(|e| {
         backend::shape_error(
-            loc.clone().part("metadata"),
+            loc().part("metadata"),
             "",
             format!("not UTF-8 at byte {}", e.valid_up_to()),
         )
     })?;
-    let json = backend::json_from_text(text, loc.clone().part("metadata"))?;
-    backend::metadata_from_json(json, loc)
+    match CheckpointMetadata::from_json_text(text) {
+        Ok(metadata) => Ok(metadata),
+        // Read again the located way, which says what is wrong and where.
+        _ => {
+            let loc = loc();
+            let json = backend::json_from_text(text, loc.clone().part("metadata"))?;
+            backend::metadata_from_json(json, &loc)
+        }
+    }
 }
 
 /// A write row's columns from `first` on: task_id, channel, type, value, task_path, idx.
@@ -212,31 +233,38 @@ pub(super) fn load_writes_of(
     cache: &mut DecodeCache,
     contiguous: bool,
 ) -> Result<Vec<Vec<PendingWrite>>> {
-    // (thread, namespace) → checkpoint id → its row's index.
-    let mut groups: BTreeMap<(&str, &str), std::collections::HashMap<&str, usize>> =
-        BTreeMap::new();
+    // (thread, namespace) → (checkpoint id, its row's index), sorted by id: found by binary
+    // search (a listing's rows come sorted, newest first, so sorting is one pass).
+    let mut groups: BTreeMap<(&str, &str), Vec<(&str, usize)>> = BTreeMap::new();
     for (i, r) in rows.iter().enumerate() {
         groups
             .entry((&r.thread_id, &r.checkpoint_ns))
             .or_default()
-            .insert(&r.checkpoint_id, i);
+            .push((&r.checkpoint_id, i));
     }
     let mut out: Vec<Vec<PendingWrite>> =
         std::iter::repeat_with(Vec::new).take(rows.len()).collect();
     let row = |r: &rusqlite::Row<'_>| Ok((r.get::<_, String>(0)?, stored_write(r, 1)?));
-    for ((thread, ns), ids) in groups {
+    for ((thread, ns), mut ids) in groups {
+        ids.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let row_of = |id: &str| {
+            ids.binary_search_by(|(k, _)| (*k).cmp(id))
+                .ok()
+                .and_then(|j| ids.get(j))
+                .map(|&(_, i)| i)
+        };
         // A row of the group's writes: kept if its checkpoint is listed (in a range scan, a
         // checkpoint stored meanwhile by another connection is not in this read's snapshot;
         // the check keeps the answer exact all the same).
         let mut add = |(id, w): (String, StoredWrite)| -> Result<()> {
-            if let Some(writes) = ids.get(id.as_str()).and_then(|&i| out.get_mut(i)) {
-                let at = Location::checkpoint(thread, ns, &id);
-                writes.push(w.decode_shared(serde, &at, cache)?);
+            if let Some(writes) = row_of(&id).and_then(|i| out.get_mut(i)) {
+                let at = || Location::checkpoint(thread, ns, &id);
+                writes.push(w.decode_shared(serde, at, cache)?);
             }
             Ok(())
         };
         if contiguous && ids.len() > 1 {
-            let (Some(&first), Some(&last)) = (ids.keys().min(), ids.keys().max()) else {
+            let (Some(&(first, _)), Some(&(last, _))) = (ids.first(), ids.last()) else {
                 continue;
             };
             let mut stmt = conn
@@ -254,7 +282,7 @@ pub(super) fn load_writes_of(
             }
             continue;
         }
-        let listed: Vec<&str> = ids.keys().copied().collect();
+        let listed: Vec<&str> = ids.iter().map(|&(id, _)| id).collect();
         for chunk in listed.chunks(WRITES_BATCH) {
             let marks = vec!["?"; chunk.len()].join(", ");
             // Not cached: the text changes with the number of ids.
@@ -316,10 +344,9 @@ pub(super) fn stored_values(
         }
         return Ok(out);
     }
-    let value = serde
-        .loads_typed(tag, bytes)
+    let mut checkpoint = serde
+        .loads_checkpoint(tag, bytes, None)
         .map_err(|e| located(loc.clone(), e))?;
-    let mut checkpoint = Checkpoint::from_value(value).map_err(|e| located(loc.clone(), e))?;
     Ok(wanted
         .iter()
         .filter_map(|ch| Some(((*ch).to_owned(), checkpoint.channel_values.remove(*ch)?)))
