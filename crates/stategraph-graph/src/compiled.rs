@@ -625,25 +625,11 @@ impl<S: State> CompiledGraph<S> {
         // Writes without a task (resume answers, a command's update and routing) show in
         // the values; the tasks are the checkpoint's own, as LangGraph reports them.
         self.apply_null_writes(None, &mut checkpoint, &mut channels, &pending_writes)?;
-        let mut errors: HashMap<String, String> = HashMap::new();
-        let mut raised: HashMap<String, Vec<crate::interrupt::Interrupt>> = HashMap::new();
-        let mut results: HashMap<String, Vec<(String, Value)>> = HashMap::new();
         // The writes are the snapshot's own: moved into it, not copied.
-        for w in pending_writes {
-            if w.channel == channels::ERROR {
-                errors.insert(w.task_id, w.value.as_str().unwrap_or_default().to_owned());
-            } else if w.channel == channels::INTERRUPT {
-                raised.insert(w.task_id, crate::interrupt::Interrupt::all_from(&w.value));
-            } else if w.channel != channels::RESUME {
-                results
-                    .entry(w.task_id)
-                    .or_default()
-                    .push((w.channel, w.value));
-            }
-        }
+        let mut outcomes = task_outcomes(pending_writes);
         if live {
             for t in &mut tasks {
-                if let Some(w) = results.get(&t.id) {
+                if let Some(w) = outcome_of(&mut outcomes, &t.id).and_then(|o| o.written.as_ref()) {
                     t.writes.clone_from(w);
                 }
             }
@@ -667,12 +653,13 @@ impl<S: State> CompiledGraph<S> {
         let snapshot_tasks: Vec<PregelTask> = tasks
             .into_iter()
             .map(|t| {
-                // (A listing's checkpoints mostly have no errors or interrupts: their maps
-                // are empty and need no hashing.)
-                fn take<V>(map: &mut HashMap<String, V>, id: &str) -> Option<V> {
-                    if map.is_empty() { None } else { map.remove(id) }
-                }
-                let written = take(&mut results, &t.id);
+                let TaskOutcome {
+                    error,
+                    raised,
+                    written,
+                } = outcome_of(&mut outcomes, &t.id)
+                    .map(std::mem::take)
+                    .unwrap_or_default();
                 // The latest state shows only the questions still waiting: a task that
                 // finished after its interrupts were answered has none pending. A step's
                 // record (history, an addressed checkpoint) keeps every interrupt its tasks
@@ -680,7 +667,7 @@ impl<S: State> CompiledGraph<S> {
                 let interrupts = if live && written.is_some() {
                     Vec::new()
                 } else {
-                    take(&mut raised, &t.id).unwrap_or_default()
+                    raised.unwrap_or_default()
                 };
                 let result = written.map(|w| {
                     w.into_iter()
@@ -688,7 +675,7 @@ impl<S: State> CompiledGraph<S> {
                         .collect()
                 });
                 PregelTask {
-                    error: take(&mut errors, &t.id),
+                    error,
                     result,
                     state: None,
                     interrupts,
@@ -712,4 +699,54 @@ impl<S: State> CompiledGraph<S> {
             tasks: snapshot_tasks,
         })
     }
+}
+
+/// What a task's stored writes say: its error, the interrupts it raised, and its other
+/// writes (`None`: it wrote none). For a channel written more than once, the last write
+/// counts for the error and the interrupts.
+#[derive(Default)]
+struct TaskOutcome {
+    error: Option<String>,
+    raised: Option<Vec<crate::interrupt::Interrupt>>,
+    written: Option<Vec<(String, Value)>>,
+}
+
+/// Each writing task's [`TaskOutcome`], sorted by task id, from a checkpoint's pending
+/// writes (moved, each task's kept in their stored order). Grouped by a sort rather than
+/// hashed: a listing does this for every checkpoint, most of which hold one task's writes.
+fn task_outcomes(
+    mut writes: Vec<stategraph_checkpoint::PendingWrite>,
+) -> Vec<(String, TaskOutcome)> {
+    // Stable: a task's writes stay in their order.
+    writes.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+    let mut out: Vec<(String, TaskOutcome)> = Vec::new();
+    for w in writes {
+        if out.last().is_none_or(|(id, _)| *id != w.task_id) {
+            out.push((w.task_id, TaskOutcome::default()));
+        }
+        let Some((_, o)) = out.last_mut() else {
+            continue;
+        };
+        if w.channel == channels::ERROR {
+            o.error = Some(w.value.as_str().unwrap_or_default().to_owned());
+        } else if w.channel == channels::INTERRUPT {
+            o.raised = Some(crate::interrupt::Interrupt::all_from(&w.value));
+        } else if w.channel != channels::RESUME {
+            o.written
+                .get_or_insert_with(Vec::new)
+                .push((w.channel, w.value));
+        }
+    }
+    out
+}
+
+/// The outcome of task `id` in [`task_outcomes`]'s list, if it wrote anything.
+fn outcome_of<'a>(
+    outcomes: &'a mut [(String, TaskOutcome)],
+    id: &str,
+) -> Option<&'a mut TaskOutcome> {
+    let i = outcomes
+        .binary_search_by(|(k, _)| k.as_str().cmp(id))
+        .ok()?;
+    outcomes.get_mut(i).map(|(_, o)| o)
 }
