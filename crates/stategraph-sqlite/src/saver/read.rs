@@ -62,7 +62,11 @@ impl Row {
         };
         let (thread_id, checkpoint_ns): (String, String) =
             (r.get(0).map_err(&reading)?, r.get(1).map_err(&reading)?);
-        let id = text(2)?.unwrap_or_default();
+        let id: &str = r
+            .get_ref(2)
+            .map_err(&reading)?
+            .as_str()
+            .map_err(|e| reading(e.into()))?;
         // Built only for an error.
         let loc = || Location::checkpoint(&thread_id, &checkpoint_ns, id);
         let (checkpoint, metadata) = decode_checkpoint(
@@ -130,10 +134,7 @@ fn decode_checkpoint(
     if skip_values {
         checkpoint.channel_values.clear();
     }
-    let metadata = match metadata {
-        Some(bytes) => decode_metadata(Some(bytes), loc)?,
-        None => CheckpointMetadata::default(),
-    };
+    let metadata = decode_metadata(metadata, loc)?;
     Ok((checkpoint, metadata))
 }
 
@@ -169,7 +170,7 @@ pub(super) fn decode_metadata(
     match CheckpointMetadata::from_json_text(text) {
         Ok(metadata) => Ok(metadata),
         // Read again the located way, which says what is wrong and where.
-        _ => {
+        Err(_) => {
             let loc = loc();
             let json = backend::json_from_text(text, loc.clone().part("metadata"))?;
             backend::metadata_from_json(json, &loc)
