@@ -478,7 +478,7 @@ impl<S: State> CompiledGraph<S> {
                 tasks: Vec::new(),
                 interrupts: Vec::new(),
             }),
-            Some(t) => self.snapshot(t, config.checkpoint_id.is_none()),
+            Some(t) => self.snapshot(t, config.checkpoint_id.is_none(), &self.node_triggers()),
         }?;
         if subgraphs {
             let ns = snapshot
@@ -549,9 +549,10 @@ impl<S: State> CompiledGraph<S> {
         let listed =
             trace::saver_call(saver.as_ref(), Op::List, None, saver.list(&options)).await?;
         let mut out = Vec::with_capacity(listed.len());
+        let triggers = self.node_triggers();
         for mut t in listed {
             self.hydrate(saver.as_ref(), &mut t).await?;
-            out.push(self.snapshot(t, false)?);
+            out.push(self.snapshot(t, false, &triggers)?);
         }
         Ok(out)
     }
@@ -599,11 +600,13 @@ impl<S: State> CompiledGraph<S> {
     /// LangGraph's `_prepare_state_snapshot`. `live` (latest state) applies the writes of
     /// finished tasks, drops them from `next` and keeps only unanswered interrupts; otherwise
     /// the snapshot is the step's record (values as the step began, every task, every
-    /// interrupt raised).
+    /// interrupt raised). `triggers` are [`node_triggers`](Self::node_triggers)' (made
+    /// once for a listing's snapshots).
     pub(crate) fn snapshot(
         &self,
         saved: CheckpointTuple,
         live: bool,
+        triggers: &[NodeTriggers<'_>],
     ) -> Result<StateSnapshot, GraphError> {
         let CheckpointTuple {
             config,
@@ -617,7 +620,7 @@ impl<S: State> CompiledGraph<S> {
         let mut tasks = prepare_next_tasks(
             &checkpoint,
             &channels,
-            &self.node_triggers(),
+            triggers,
             step,
             &config.checkpoint_ns,
             None,
