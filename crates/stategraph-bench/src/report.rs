@@ -122,7 +122,7 @@ fn ratio(rust: Option<f64>, python: Option<f64>) -> String {
     }
 }
 
-/// A target a figure is held to (issue 17's table).
+/// A target a figure is held to (the targets the benchmark issues set).
 #[derive(Clone, Copy)]
 enum Target {
     /// Python ÷ stategraph at least this.
@@ -135,7 +135,9 @@ enum Target {
 /// (workload, backend, delta, figure) → target. `figure` is the per-unit figure (`unit`) or
 /// `growth` (last 20 turns ÷ first 20).
 const TARGETS: &[(&str, &str, bool, &str, Target)] = &[
-    ("chat", "postgres", false, "unit", Target::Ratio(6.0)),
+    // Full storage on Postgres: the server stores the growing message list twice a turn.
+    ("chat", "postgres", false, "unit", Target::Ratio(4.0)),
+    ("chat", "postgres", false, "growth", Target::AtMost(2.0)),
     ("linear", "postgres", false, "unit", Target::Ratio(4.0)),
     ("fanout", "postgres", false, "unit", Target::Ratio(10.0)),
     ("chat", "sqlite", false, "unit", Target::Ratio(6.0)),
