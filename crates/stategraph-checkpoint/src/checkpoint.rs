@@ -160,16 +160,16 @@ impl Checkpoint {
         let mut cp = Self::unread();
         let mut has_id = false;
         for _ in 0..r.map(0)? {
-            match r.raw_str()? {
-                b"channel_values" => {
+            match r.str()? {
+                "channel_values" => {
                     for _ in 0..r.map(1)? {
-                        let ch = std::str::from_utf8(r.raw_str()?).ok()?.to_owned();
+                        let ch = r.str()?.to_owned();
                         let value = r.value(2).filter(allowed)?;
                         cp.channel_values.insert(ch, value);
                     }
                 }
-                b"channel_versions" => cp.channel_versions = versions_from_msgpack(&mut r, 1)?,
-                b"versions_seen" => {
+                "channel_versions" => cp.channel_versions = versions_from_msgpack(&mut r, 1)?,
+                "versions_seen" => {
                     for _ in 0..r.map(1)? {
                         let Value::Str(node) = r.value(2)? else {
                             return None;
@@ -179,8 +179,7 @@ impl Checkpoint {
                     }
                 }
                 key => {
-                    let key = std::str::from_utf8(key).ok()?;
-                    let value = r.value(2).filter(allowed)?;
+                    let value = r.value(1).filter(allowed)?;
                     cp.set_field(key, value, &mut has_id).ok()?;
                 }
             }
@@ -562,15 +561,28 @@ mod tests {
 
     #[test]
     fn reading_directly_keeps_limits_and_the_allowlist() {
-        let nested = crate::value!({"id": "x", "channel_values": {"a": [[[[1]]]]}});
-        let bytes = encode(&nested);
-        for depth in 1..8 {
-            let serde = JsonPlusSerializer::with_limits(crate::value::DecodeLimits {
-                max_depth: depth,
-                max_bytes: 1 << 20,
-            });
-            let [direct, reference] = both(&serde, &bytes);
-            assert_eq!(direct, reference, "max depth {depth}");
+        for nested in [
+            crate::value!({"id": "x", "channel_values": {"a": [[[[1]]]]}}),
+            crate::value!({"id": "x", "future_key": [[[[1]]]]}),
+            crate::value!({"id": "x", "versions_seen": {"n": {"a": 1}}}),
+        ] {
+            let bytes = encode(&nested);
+            for depth in 1..8 {
+                let limits = crate::value::DecodeLimits {
+                    max_depth: depth,
+                    max_bytes: 1 << 20,
+                };
+                let serde = JsonPlusSerializer::with_limits(limits);
+                let [direct, reference] = both(&serde, &bytes);
+                assert_eq!(direct, reference, "max depth {depth}: {nested}");
+                // Whatever the full decode reads within the limit, the direct read reads
+                // itself, not through the fallback.
+                assert_eq!(
+                    Checkpoint::from_msgpack(&bytes, limits, None, None).is_some(),
+                    reference.is_ok(),
+                    "max depth {depth}: {nested}"
+                );
+            }
         }
         let evil = Value::Ext(crate::value::Ext::python(
             crate::value::ExtCode::ConstructorSingleArg,

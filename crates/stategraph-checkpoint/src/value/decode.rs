@@ -148,18 +148,7 @@ fn decode_in(
     limits: DecodeLimits,
     cache: Option<&mut DecodeCache>,
 ) -> Result<Value, DecodeError> {
-    if bytes.len() > limits.max_bytes {
-        return Err(DecodeError::new(
-            DecodeErrorKind::TooLarge(limits.max_bytes),
-            0,
-        ));
-    }
-    let mut r = Reader {
-        buf: bytes,
-        pos: 0,
-        max_depth: limits.max_depth,
-        cache,
-    };
+    let mut r = Reader::new(bytes, limits, cache)?;
     let v = r.value(0)?;
     if r.pos != bytes.len() {
         return Err(DecodeError::new(
@@ -186,41 +175,28 @@ impl<'a, 'c> FieldReader<'a, 'c> {
         limits: DecodeLimits,
         cache: Option<&'c mut DecodeCache>,
     ) -> Option<Self> {
-        (bytes.len() <= limits.max_bytes).then_some(Self {
-            r: Reader {
-                buf: bytes,
-                pos: 0,
-                max_depth: limits.max_depth,
-                cache,
-            },
-        })
+        Reader::new(bytes, limits, cache).ok().map(|r| Self { r })
+    }
+
+    /// Reads with a [`Peek`](super::Peek) from where the reader is, and moves past what it
+    /// read.
+    fn peek<T>(&mut self, read: impl FnOnce(&mut super::Peek<'a>) -> Option<T>) -> Option<T> {
+        let mut p = super::Peek::new(self.r.buf.get(self.r.pos..)?);
+        let out = read(&mut p)?;
+        self.r.pos += p.position();
+        Some(out)
     }
 
     /// The header of a map nested at `depth` (the depth [`value`](Self::value) would be
     /// given for it): its number of entries.
     pub(crate) fn map(&mut self, depth: usize) -> Option<usize> {
         self.r.enter(depth).ok()?;
-        let marker = self.r.u8().ok()?;
-        match marker {
-            0x80..=0x8f => Some(usize::from(marker & 0x0f)),
-            0xde => self.r.u16().ok(),
-            0xdf => self.r.u32().ok(),
-            _ => None,
-        }
+        self.peek(super::Peek::map_len)
     }
 
-    /// A string's bytes where they are, not checked to be UTF-8 (a key compared with known
-    /// names).
-    pub(crate) fn raw_str(&mut self) -> Option<&'a [u8]> {
-        let marker = self.r.u8().ok()?;
-        let n = match marker {
-            0xa0..=0xbf => usize::from(marker & 0x1f),
-            0xd9 => usize::from(self.r.u8().ok()?),
-            0xda => self.r.u16().ok()?,
-            0xdb => self.r.u32().ok()?,
-            _ => return None,
-        };
-        self.r.take(n).ok()
+    /// A string, where it is (a key compared with known names).
+    pub(crate) fn str(&mut self) -> Option<&'a str> {
+        self.peek(super::Peek::str)
     }
 
     /// A value nested at `depth`.
@@ -240,6 +216,29 @@ struct Reader<'a, 'c> {
     max_depth: usize,
     /// Where values decoded before are shared from, if anywhere.
     cache: Option<&'c mut DecodeCache>,
+}
+
+impl<'a, 'c> Reader<'a, 'c> {
+    /// A reader of `bytes` within `limits`, sharing through `cache`; too many bytes are an
+    /// error at once.
+    fn new(
+        bytes: &'a [u8],
+        limits: DecodeLimits,
+        cache: Option<&'c mut DecodeCache>,
+    ) -> Result<Self, DecodeError> {
+        if bytes.len() > limits.max_bytes {
+            return Err(DecodeError::new(
+                DecodeErrorKind::TooLarge(limits.max_bytes),
+                0,
+            ));
+        }
+        Ok(Self {
+            buf: bytes,
+            pos: 0,
+            max_depth: limits.max_depth,
+            cache,
+        })
+    }
 }
 
 impl<'a> Reader<'a, '_> {
