@@ -121,6 +121,10 @@ impl<L: SaverLayer> CheckpointSaver for Layered<L> {
         self.inner.capabilities()
     }
 
+    fn process_local(&self) -> bool {
+        self.inner.process_local()
+    }
+
     fn fenced(&self, fence: &crate::runs::RunFence) -> Option<Arc<dyn CheckpointSaver>> {
         let inner = self.inner.fenced(fence)?;
         Some(Arc::new(Layered {

@@ -360,6 +360,10 @@ impl CheckpointSaver for InMemorySaver {
         Capabilities::ALL
     }
 
+    fn process_local(&self) -> bool {
+        true
+    }
+
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
         let inner = self.lock();
         let Some(cps) = inner

@@ -177,6 +177,12 @@ pub trait CheckpointSaver: Send + Sync + fmt::Debug {
         Capabilities::default()
     }
 
+    /// Whether what it stores lives in this process's memory only, where no other process
+    /// can open it (`false` by default): a server over it may keep its runs in memory too.
+    fn process_local(&self) -> bool {
+        false
+    }
+
     /// This saver with its writes fenced by a run's lease ([`RunFence`](crate::runs::RunFence)):
     /// each write commits only while the run's worker holds the lease, checked in the write's
     /// own transaction, else fails with [`Error::LeaseLost`](crate::Error::LeaseLost) having

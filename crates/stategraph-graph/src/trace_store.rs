@@ -111,4 +111,8 @@ impl Store for TracedStore {
     async fn sweep_ttl(&self) -> Result<usize, StoreError> {
         self.inner.sweep_ttl().await
     }
+
+    fn process_local(&self) -> bool {
+        self.inner.process_local()
+    }
 }

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use axum::Router;
 use stategraph_checkpoint::CheckpointSaver;
-pub(crate) use stategraph_checkpoint::runs::CancelAction;
 use stategraph_checkpoint::runs::{InMemoryRunQueue, RunQueue};
 use stategraph_checkpoint::store::{InMemoryStore, Store};
 use stategraph_graph::{CompiledGraph, State};
@@ -14,8 +13,9 @@ use tokio::sync::OnceCell;
 
 use crate::error::ApiError;
 use crate::graph::ServedGraph;
-use crate::hub::{DEFAULT_RESUMABLE_TTL, Hubs};
 use crate::records::Records;
+use crate::run::{DEFAULT_SHUTDOWN_GRACE, DEFAULT_WORKERS, Runs};
+use crate::stream_event::DEFAULT_RESUMABLE_TTL;
 
 /// Why a [`ServerBuilder`] could not build.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +27,18 @@ pub enum BuildError {
     /// Neither the server nor a graph has a checkpointer.
     #[error("graph `{0}` has no checkpointer: give one with `ServerBuilder::checkpointer`")]
     NoCheckpointer(String),
+    /// The checkpointer or the store keeps its data where other processes may open it, and
+    /// no run queue was given: runs would be kept in this process's memory, where another
+    /// process sharing the database cannot see them (it would run a second run on a busy
+    /// thread, and fire each cron tick again).
+    #[error(
+        "the server's checkpointer or store is a database other processes may open, but it \
+         has no run queue: give it the run queue of the same database \
+         (`ServerBuilder::run_queue`; with the `stategraph` crate, `stategraph::open_run_queue(url)`), \
+         or, to run as one process only, an in-memory queue explicitly \
+         (`.run_queue(InMemoryRunQueue::new())`)"
+    )]
+    NoRunQueue,
 }
 
 /// Builds a [`Server`]: graphs by name, the checkpointer and the store they share.
@@ -44,6 +56,7 @@ pub struct ServerBuilder {
     webhooks: Option<crate::webhook::WebhookPolicy>,
     cron_poll: Option<std::time::Duration>,
     run_retention: Option<std::time::Duration>,
+    shutdown_grace: Option<std::time::Duration>,
 }
 
 /// How often, by default, a quiet run stream sends a `: heartbeat` comment and `runs/wait` a
@@ -144,41 +157,52 @@ impl ServerBuilder {
         self
     }
 
-    /// How long the events of a run created with `stream_resumable: true` stay in memory
-    /// after the run ended, for clients that reconnect (`GET /threads/{thread_id}/runs/{run_id}/stream`
-    /// with `Last-Event-ID`); default [`DEFAULT_RESUMABLE_TTL`], the reference's
-    /// `RESUMABLE_STREAM_TTL_SECONDS`. Zero frees them as soon as the run ends.
+    /// How long an ended run's events stay readable in the run queue, for clients that join
+    /// or reconnect (`GET /threads/{thread_id}/runs/{run_id}/stream` with `Last-Event-ID`),
+    /// from any process; default [`DEFAULT_RESUMABLE_TTL`], the reference's
+    /// `RESUMABLE_STREAM_TTL_SECONDS` (the default of [`run_retention`](Self::run_retention)).
     pub fn resumable_stream_ttl(mut self, ttl: std::time::Duration) -> Self {
         self.resumable_ttl = Some(ttl);
         self
     }
 
-    /// Runs the runs on threads through `queue` (default: an [`InMemoryRunQueue`] of this
-    /// process). Every run on a thread is recorded `pending` and enqueued with its
-    /// `multitask_strategy`; a waited or streamed run (`runs/wait`, `runs/stream`) is claimed
-    /// at once by the process that received it when its thread is free, and executed there;
-    /// background runs (`POST /threads/{thread_id}/runs`), and runs that waited their turn,
-    /// are claimed by the worker loops of whichever process ([`workers`](Self::workers) each,
-    /// started by [`Server::serve`] or the first run). A claim is a lease kept alive by
-    /// heartbeats: with a queue shared by several processes (the Postgres one), a run whose
-    /// process died is taken over by another worker once its lease ran out, from the run's
-    /// last checkpoint (the tasks of the interrupted step that finished are not run again),
-    /// and cancels and joins reach a run wherever it runs. Give every process a checkpointer
-    /// and a store on the same database, so that they see the same threads and runs.
+    /// Runs every run through `queue`, the one owner of the server's runs: their records
+    /// (what `GET /threads/{thread_id}/runs` lists), their order (FIFO per thread, one
+    /// running run per thread, LangGraph's multitask strategies), their events (what every
+    /// stream and join reads, from any process), how they are stopped and how they end, and
+    /// what they leave their threads with (status, values, interrupts, error). A waited or
+    /// streamed run is claimed at once by the process that received it when it may start;
+    /// background runs (`POST /threads/{thread_id}/runs`, `POST /runs`, crons) and runs that
+    /// waited their turn are claimed by the worker loops of whichever process
+    /// ([`workers`](Self::workers) each). A claim is a lease kept alive by heartbeats: with a
+    /// queue shared by several processes (`stategraph_sqlite::SqliteRunQueue` on one file,
+    /// `stategraph_postgres::PostgresRunQueue` on one database), a run whose process died is
+    /// taken over by another worker once its lease ran out, from the run's last checkpoint
+    /// (the tasks of the interrupted step that finished are not run again), and cancels and
+    /// joins reach a run wherever it runs. Give every process the checkpointer, store and
+    /// queue of the same database.
     ///
-    /// Waited and streamed stateless runs on a temporary thread (`/runs/wait`, `/runs/stream`
-    /// without `on_completion: "keep"`) do not go through the queue: they run where they were
-    /// asked. Background stateless runs (`POST /runs`, `/runs/batch`, crons) do.
+    /// Without a queue, a server whose checkpointer and store keep everything in this
+    /// process's memory keeps its runs in an [`InMemoryRunQueue`]; one over a database other
+    /// processes may open refuses to build ([`BuildError::NoRunQueue`]): give it the queue of
+    /// that database, or an `InMemoryRunQueue` explicitly to run as one process only.
     ///
-    /// The queue also claims each due tick of a cron ([`RunQueue::claim_once`]), so that with
-    /// a queue shared by several processes each tick makes one run.
+    /// The queue also claims each due tick of a cron
+    /// ([`OnceKeys::claim_once`](stategraph_checkpoint::runs::OnceKeys::claim_once)), so that
+    /// with a queue shared by several processes each tick makes one run.
     pub fn run_queue(mut self, queue: impl RunQueue + 'static) -> Self {
         self.queue = Some(Arc::new(queue));
         self
     }
 
+    /// [`run_queue`](Self::run_queue), shared.
+    pub fn run_queue_arc(mut self, queue: Arc<dyn RunQueue>) -> Self {
+        self.queue = Some(queue);
+        self
+    }
+
     /// How many runs of the [`run_queue`](Self::run_queue) this process's worker loops
-    /// execute at once (default [`DEFAULT_WORKERS`](crate::DEFAULT_WORKERS), 10, as the
+    /// execute at once (default [`DEFAULT_WORKERS`], 10, as the
     /// reference server's `N_JOBS_PER_WORKER`; at least 1); runs a caller follows that this
     /// process claimed at once are not counted.
     pub fn workers(mut self, n: usize) -> Self {
@@ -203,10 +227,10 @@ impl ServerBuilder {
         self
     }
 
-    /// How long a finished run stays in the [`run_queue`](Self::run_queue) with its
-    /// events, for clients that join it or resume its stream (`Last-Event-ID`) from any
-    /// process; then every process that started deletes it (its record, which
-    /// `GET /threads/{thread_id}/runs` lists, stays with its thread). Default: the
+    /// How long an ended run keeps its events in the [`run_queue`](Self::run_queue), for
+    /// clients that join it or resume its stream (`Last-Event-ID`) from any process; then
+    /// every process that started purges them (the run, which `GET /threads/{thread_id}/runs`
+    /// lists, stays with its thread). Default: the
     /// [`resumable_stream_ttl`](Self::resumable_stream_ttl) (LangGraph's server keeps a
     /// run's events that long).
     pub fn run_retention(mut self, keep: std::time::Duration) -> Self {
@@ -214,11 +238,21 @@ impl ServerBuilder {
         self
     }
 
+    /// How long a process that shuts down ([`Server::serve_until`]'s signal) lets the runs it
+    /// executes go on before it stops them and gives them back to the run queue, for another
+    /// process to carry on from their last checkpoint (default [`DEFAULT_SHUTDOWN_GRACE`],
+    /// 10 s). No run is claimed here once the shutdown began.
+    pub fn shutdown_grace(mut self, grace: std::time::Duration) -> Self {
+        self.shutdown_grace = Some(grace);
+        self
+    }
+
     /// The server.
     ///
     /// # Errors
     /// [`BuildError::NoGraph`] without graphs; [`BuildError::NoCheckpointer`] when no
-    /// checkpointer was given.
+    /// checkpointer was given; [`BuildError::NoRunQueue`] when a store was given without a
+    /// run queue.
     pub fn build(self) -> Result<Server, BuildError> {
         if self.graphs.is_empty() {
             return Err(BuildError::NoGraph);
@@ -226,6 +260,14 @@ impl ServerBuilder {
         let Some(saver) = self.saver else {
             let first = self.graphs.into_iter().next().map(|g| g.0);
             return Err(BuildError::NoCheckpointer(first.unwrap_or_default()));
+        };
+        // Runs may stay in this process's memory only where nothing else does not: another
+        // process opening the same threads would not see them.
+        let local = saver.process_local() && self.store.as_ref().is_none_or(|s| s.process_local());
+        let queue: Arc<dyn RunQueue> = match self.queue {
+            Some(q) => q,
+            None if local => Arc::new(InMemoryRunQueue::new()),
+            None => return Err(BuildError::NoRunQueue),
         };
         let store: Arc<dyn Store> = match self.store {
             Some(s) => s,
@@ -242,21 +284,18 @@ impl ServerBuilder {
             })
             .collect();
         let resumable_ttl = self.resumable_ttl.unwrap_or(DEFAULT_RESUMABLE_TTL);
-        let queue = self
-            .queue
-            .unwrap_or_else(|| Arc::new(InMemoryRunQueue::new()));
         Ok(Server {
             state: Arc::new(AppState {
                 graphs,
-                records: Records::new(store, queue.as_ref()),
+                records: Records::new(store),
                 saver,
                 assistants_ready: OnceCell::new(),
-                controls: std::sync::Mutex::new(BTreeMap::new()),
                 keep_alive: self.keep_alive.unwrap_or(DEFAULT_KEEP_ALIVE),
-                hubs: Arc::new(Hubs::new(resumable_ttl)),
-                queue: crate::worker::QueueSetup::new(
+                runs: Runs::new(
                     queue,
-                    self.workers.unwrap_or(crate::worker::DEFAULT_WORKERS),
+                    self.workers.unwrap_or(DEFAULT_WORKERS),
+                    self.shutdown_grace.unwrap_or(DEFAULT_SHUTDOWN_GRACE),
+                    self.run_retention.unwrap_or(resumable_ttl),
                 ),
                 webhooks: Arc::new(crate::webhook::Webhooks::new(
                     self.webhooks.unwrap_or_default(),
@@ -264,9 +303,7 @@ impl ServerBuilder {
                 crons: crate::crons::Scheduler::new(
                     self.cron_poll.unwrap_or(crate::crons::DEFAULT_CRON_POLL),
                 ),
-                retention: crate::retention::Retention::new(
-                    self.run_retention.unwrap_or(resumable_ttl),
-                ),
+                thread_ttl: crate::threads::TtlSweeper::new(),
             }),
             cors: self.cors,
             api_key: self.api_key,
@@ -296,77 +333,16 @@ pub(crate) struct AppState {
     pub(crate) records: Records,
     pub(crate) saver: Arc<dyn CheckpointSaver>,
     pub(crate) assistants_ready: OnceCell<()>,
-    /// Per run executing in this process: how to cancel it and when it has ended.
-    controls: std::sync::Mutex<BTreeMap<String, RunControl>>,
     /// How often quiet streams and waits send keep-alives.
     pub(crate) keep_alive: std::time::Duration,
-    /// Per run in flight (and resumable run ended lately): its events, for joiners.
-    pub(crate) hubs: Arc<Hubs>,
-    /// The run queue runs on threads go through, and this process's workers on it.
-    pub(crate) queue: crate::worker::QueueSetup,
+    /// The run queue every run goes through, and this process's side of it.
+    pub(crate) runs: Runs,
     /// Where and how runs' webhooks are called.
     pub(crate) webhooks: Arc<crate::webhook::Webhooks>,
     /// This process's cron scheduler.
     pub(crate) crons: crate::crons::Scheduler,
-    /// How long finished runs stay in the queue.
-    pub(crate) retention: crate::retention::Retention,
-}
-
-/// A request to cancel a run: the action, and why (the error recorded on its thread).
-#[derive(Clone, Debug)]
-pub(crate) struct Cancel {
-    pub(crate) action: CancelAction,
-    pub(crate) reason: String,
-}
-
-/// A run executing in this process: the cancel signal its task watches, and a flag its task
-/// raises once the run's records are final.
-struct RunControl {
-    cancel: tokio::sync::watch::Sender<Option<Cancel>>,
-    ended: tokio::sync::watch::Receiver<bool>,
-}
-
-impl AppState {
-    /// Registers a run executing in this process: the cancel signal its task watches and the
-    /// flag it raises when it has ended.
-    pub(crate) fn register_run(
-        &self,
-        run_id: &str,
-    ) -> (
-        tokio::sync::watch::Receiver<Option<Cancel>>,
-        tokio::sync::watch::Sender<bool>,
-    ) {
-        let (cancel, cancel_rx) = tokio::sync::watch::channel(None);
-        let (ended_tx, ended) = tokio::sync::watch::channel(false);
-        let mut controls = self.controls.lock().unwrap_or_else(|e| e.into_inner());
-        controls.insert(run_id.to_owned(), RunControl { cancel, ended });
-        (cancel_rx, ended_tx)
-    }
-
-    /// The runs executing in this process.
-    pub(crate) fn running_here(&self) -> Vec<String> {
-        let controls = self.controls.lock().unwrap_or_else(|e| e.into_inner());
-        controls.keys().cloned().collect()
-    }
-
-    /// Forgets a run whose records are final.
-    pub(crate) fn unregister_run(&self, run_id: &str) {
-        let mut controls = self.controls.lock().unwrap_or_else(|e| e.into_inner());
-        controls.remove(run_id);
-    }
-
-    /// Asks run `run_id`, executing in this process, to stop; the flag its task raises once
-    /// its records are final, or `None` when no such run executes here.
-    pub(crate) fn cancel_run(
-        &self,
-        run_id: &str,
-        cancel: &Cancel,
-    ) -> Option<tokio::sync::watch::Receiver<bool>> {
-        let controls = self.controls.lock().unwrap_or_else(|e| e.into_inner());
-        let control = controls.get(run_id)?;
-        control.cancel.send_replace(Some(cancel.clone()));
-        Some(control.ended.clone())
-    }
+    /// This process's sweeper of threads past their TTL.
+    pub(crate) thread_ttl: crate::threads::TtlSweeper,
 }
 
 /// The shared state as handlers extract it.
@@ -383,32 +359,40 @@ impl Server {
         crate::http::router(&self.state, &self.cors, self.api_key.as_deref())
     }
 
-    /// Starts this process's worker loops on the [run queue](ServerBuilder::run_queue)
-    /// (once; [`start`](Self::start) and the first run on a thread do it).
+    /// Starts this process's worker loops on the [run queue](ServerBuilder::run_queue), its
+    /// subscription to it and its upkeep (once; [`start`](Self::start) and the first run do
+    /// it).
     pub fn spawn_workers(&self) {
-        crate::worker::spawn_workers(&self.state);
+        crate::run::workers::spawn(&self.state);
     }
 
-    /// Gets this process ready to serve, once, before it answers requests: what a previous
-    /// process left behind is put right (its runs recorded `pending` or `running` that the
-    /// run queue no longer has are recorded `error`, those the queue finished get their final
-    /// status, and threads recorded `busy` with no run in the queue are `idle` again; runs
-    /// the queue still has are left to its workers), the default assistants exist, the
-    /// worker loops run ([`spawn_workers`](Self::spawn_workers)), and so do the cron
-    /// scheduler (crons fire only in processes that started) and the sweeper that deletes
-    /// finished runs past the [retention](ServerBuilder::run_retention). [`serve`](Self::serve)
-    /// calls it; call it yourself (within a Tokio runtime) when serving
-    /// [`router`](Self::router) another way.
+    /// Gets this process ready to serve, once, before it answers requests: the default
+    /// assistants exist, thread states kept by an earlier version in the store are moved to
+    /// the run queue, the worker loops run ([`spawn_workers`](Self::spawn_workers)), and so
+    /// do the cron scheduler (crons fire only in processes that started), the sweeper of
+    /// ended runs' events past the [retention](ServerBuilder::run_retention) and the sweeper
+    /// of threads past their TTL. Nothing of another process's runs is touched: the run
+    /// queue is their one owner. [`serve`](Self::serve) calls it; call it yourself (within a
+    /// Tokio runtime) when serving [`router`](Self::router) another way.
     ///
     /// # Errors
     /// The store's or the run queue's error.
     pub async fn start(&self) -> Result<(), ApiError> {
-        crate::worker::recover(&self.state).await?;
         crate::assistants::ensure(&self.state).await?;
+        crate::threads::import_legacy_states(&self.state).await?;
         self.spawn_workers();
         crate::crons::spawn_scheduler(&self.state);
-        crate::retention::spawn(&self.state);
+        crate::threads::spawn_ttl_sweeper(&self.state);
         Ok(())
+    }
+
+    /// Drains this process (what [`serve_until`](Self::serve_until) does once its signal
+    /// came): no run is claimed here any more; the runs executing here get the
+    /// [grace](ServerBuilder::shutdown_grace) to end, then the rest are stopped and given
+    /// back to the run queue, for another process to carry on from their last checkpoint.
+    /// Returns once no run executes here.
+    pub async fn drain(&self) {
+        crate::run::workers::drain(&self.state).await;
     }
 
     /// Serves the API on `listener` until the process ends (or the listener fails), after
@@ -453,9 +437,24 @@ impl Server {
             // Best effort: a socket that refuses it still works, only slower.
             let _ = tcp.set_nodelay(true);
         });
+        // Once the signal comes: no more connections, and the runs executing here end (or go
+        // back to the queue) while the answers in flight (which follow runs wherever they
+        // execute) are finished.
+        let state = Arc::clone(&self.state);
+        let (drained_tx, drained) = tokio::sync::oneshot::channel::<()>();
+        let shutdown = async move {
+            shutdown.await;
+            tokio::spawn(async move {
+                crate::run::workers::drain(&state).await;
+                let _ = drained_tx.send(());
+            });
+        };
         let served = axum::serve(listener, self.router())
             .with_graceful_shutdown(shutdown)
             .await;
+        // The runs executing here have ended or gone back to the queue (at once when the
+        // signal never came: the sender is gone).
+        let _ = drained.await;
         #[cfg(feature = "otel")]
         if let Some(t) = telemetry {
             t.shutdown();

@@ -434,7 +434,7 @@ async fn fire_due(state: &Arc<AppState>) -> Result<Option<Duration>, ApiError> {
                 continue;
             }
         };
-        let queue = crate::worker::queue_of(state);
+        let queue = &state.runs.queue;
         let key = format!("cron:{}:{}", cron.cron_id, tick.timestamp_micros());
         match queue.claim_once(&key).await {
             Ok(true) => match fire(state, &cron).await {
@@ -509,8 +509,12 @@ async fn advance(
 /// Creates the run of one tick of `cron`; its id.
 async fn fire(state: &Arc<AppState>, cron: &CronRecord) -> Result<String, ApiError> {
     let body = cron.run_body()?;
-    let started =
-        crate::exec::start_background(Arc::clone(state), cron.thread_id.clone(), body).await?;
+    let target = match &cron.thread_id {
+        Some(t) => crate::run::plan::Target::Thread(t.clone()),
+        None => crate::run::plan::Target::Stateless,
+    };
+    let follow = crate::run::start::Follow::Background;
+    let started = crate::run::start::start(Arc::clone(state), target, body, follow).await?;
     Ok(started.run.run_id)
 }
 

@@ -3,19 +3,21 @@
 //! that LangGraph's own client SDK works against a stategraph process unchanged.
 //!
 //! Register compiled graphs by name; each gets a default assistant (its id derived from the
-//! graph name as LangGraph's server derives it). Threads, assistants and runs are kept as
-//! documents of the [`Store`](stategraph_checkpoint::store::Store) you give, under the namespace root [`NAMESPACE_ROOT`], so they
-//! persist in the same database as the checkpoints.
+//! graph name as LangGraph's server derives it). Assistants, threads' metadata and crons are
+//! kept as documents of the [`Store`](stategraph_checkpoint::store::Store) you give, under
+//! the namespace root [`NAMESPACE_ROOT`]; runs, and the states they leave their threads
+//! with, in the run queue: all of it in the same database as the checkpoints.
 //!
 //! Runs in flight can be cancelled (`POST /threads/{id}/runs/{run}/cancel`, or a new run with
 //! `multitask_strategy` `interrupt` / `rollback`): the run stops at its next await, and is
 //! marked `interrupted` with its checkpoints kept, or rolled back (deleted with the
 //! checkpoints it wrote), also in bulk (`POST /runs/cancel`) or with their assistant
 //! (`DELETE /assistants/{id}`, `?delete_threads=true` deleting its threads too). Any number
-//! of clients may join a run's stream (`GET /threads/{id}/runs/{run}/stream`); a run created
-//! with `stream_resumable: true` numbers its events (SSE `id`) and keeps them in memory for
-//! [`DEFAULT_RESUMABLE_TTL`] after it ended ([`ServerBuilder::resumable_stream_ttl`]), so a
-//! client that lost its connection resumes after its `Last-Event-ID`. Browsers may call the API from any origin unless
+//! of clients may join a run's stream (`GET /threads/{id}/runs/{run}/stream`), from any
+//! process: a run's events are kept in the run queue for [`DEFAULT_RESUMABLE_TTL`] after it
+//! ended ([`ServerBuilder::run_retention`]), and those of a run created with
+//! `stream_resumable: true` carry ids (SSE `id`), so a client that lost its connection resumes
+//! after its `Last-Event-ID`. Browsers may call the API from any origin unless
 //! [`ServerBuilder::cors`] lists them; [`ServerBuilder::api_key`] requires an `x-api-key`.
 //!
 //! Requests are read as LangGraph's server reads them: a request its schema admits is
@@ -40,18 +42,23 @@
 //! card, messages as runs on a thread (the context), the run's answer as the task's artifact,
 //! interrupts as `input-required` tasks that the next message resumes.
 //!
-//! Every run on a thread goes through one [`RunQueue`](stategraph_checkpoint::runs::RunQueue)
-//! (`ServerBuilder::run_queue`; by default an in-memory queue of this process): FIFO per
-//! thread, one running run per thread, LangGraph's multitask strategies, leases kept alive by
-//! heartbeats, and a log of each run's events. A waited or streamed run is claimed at once
-//! by the process that received it when its thread is free; background runs are claimed by
-//! worker loops. With the Postgres queue (`stategraph_postgres::PostgresRunQueue`), several
-//! server processes share one database: a run whose process died is taken over by another
-//! worker from its last checkpoint, and cancels and joins work from any process.
+//! Every run — on a thread or stateless, waited for, streamed or in the background — goes
+//! through one [`RunQueue`](stategraph_checkpoint::runs::RunQueue)
+//! ([`ServerBuilder::run_queue`]), the one owner of runs and of the states they leave their
+//! threads with (the store keeps assistants, threads' metadata and crons): FIFO per thread,
+//! one running run per thread, LangGraph's multitask strategies, leases kept alive by
+//! heartbeats, and a log of each run's events that every stream and join reads. A waited or
+//! streamed run is claimed at once by the process that received it when it may start;
+//! background runs are claimed by worker loops. With a queue on a database
+//! (`stategraph_sqlite::SqliteRunQueue`, `stategraph_postgres::PostgresRunQueue`), several
+//! server processes share it: a run whose process died is taken over by another worker from
+//! its last checkpoint, a process that shuts down gives its runs back
+//! ([`ServerBuilder::shutdown_grace`]), and cancels and joins work from any process. A
+//! server over a database but without a queue refuses to build ([`BuildError::NoRunQueue`]):
+//! runs kept in one process's memory would be invisible to the others on that database.
 //!
 //! ```
 //! use std::sync::Arc;
-//! use stategraph_checkpoint::store::InMemoryStore;
 //! use stategraph_checkpoint::{InMemorySaver, Map, value};
 //! use stategraph_graph::{DynState, END, Reducer, START, Schema, StateGraph};
 //! use stategraph_server::Server;
@@ -64,10 +71,11 @@
 //! });
 //! graph.add_edge(START, "node_a").add_edge("node_a", END);
 //!
+//! // One process, everything in memory (give a database's saver, store and run queue to
+//! // share threads and runs with other processes).
 //! let server = Server::builder()
 //!     .graph("seed", graph.compile()?)
 //!     .checkpointer(Arc::new(InMemorySaver::new()))
-//!     .store(Arc::new(InMemoryStore::new()))
 //!     .build()?;
 //! let router: axum::Router = server.router();
 //! # drop(router);
@@ -83,15 +91,11 @@
 mod a2a;
 mod app;
 mod assistants;
-mod cancel;
 mod crons;
 mod error;
 mod events;
-mod exec;
-mod executor;
 mod graph;
 mod http;
-mod hub;
 mod input;
 mod mcp;
 mod messages;
@@ -99,15 +103,15 @@ mod panics;
 mod prometheus;
 mod records;
 mod request;
-mod retention;
+mod run;
 mod run_options;
+mod stream_event;
 #[cfg(feature = "telemetry")]
 pub mod telemetry;
 mod threads;
 mod wanted;
 mod webhook;
 mod wire;
-mod worker;
 
 pub use app::{
     BuildError, DEFAULT_KEEP_ALIVE, MAX_KEEP_ALIVE, MIN_KEEP_ALIVE, Server, ServerBuilder,
@@ -115,7 +119,7 @@ pub use app::{
 pub use crons::DEFAULT_CRON_POLL;
 pub use error::ApiError;
 pub use http::MAX_STORE_TTL_MINUTES;
-pub use hub::DEFAULT_RESUMABLE_TTL;
 pub use records::NAMESPACE_ROOT;
+pub use run::{DEFAULT_SHUTDOWN_GRACE, DEFAULT_WORKERS};
+pub use stream_event::DEFAULT_RESUMABLE_TTL;
 pub use webhook::WebhookPolicy;
-pub use worker::DEFAULT_WORKERS;

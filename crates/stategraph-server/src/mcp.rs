@@ -194,11 +194,15 @@ impl ServerHandler for Tools {
             input: Some(Json::Object(input)),
             ..RunBody::default()
         };
-        let started = crate::exec::start(Arc::clone(&self.state), None, body)
-            .await
-            .map_err(|e| McpError::invalid_params(Cow::Owned(e.detail), None))?;
-        let crate::exec::Started { events, done, .. } = started;
-        drop(events);
+        let started = crate::run::start::start(
+            Arc::clone(&self.state),
+            crate::run::plan::Target::Stateless,
+            body,
+            crate::run::start::Follow::Wait,
+        )
+        .await
+        .map_err(|e| McpError::invalid_params(Cow::Owned(e.detail), None))?;
+        let crate::run::start::Started { done, .. } = started;
         let outcome = done
             .await
             .map_err(|_| McpError::internal_error("the run stopped before it ended", None))?;

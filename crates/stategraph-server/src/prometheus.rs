@@ -196,11 +196,11 @@ pub(crate) async fn scrape(
         ));
     };
     let stats = state
-        .queue
+        .runs
         .queue
         .stats()
         .await
-        .map_err(crate::worker::api_error)?;
+        .map_err(crate::run::api_error)?;
     metrics::gauge!("lg_api_num_pending_runs").set(stats.pending as f64);
     metrics::gauge!("lg_api_num_running_runs").set(stats.running as f64);
     let waited = stats
@@ -208,7 +208,7 @@ pub(crate) async fn scrape(
         .and_then(|t| SystemTime::now().duration_since(t).ok())
         .map_or(0.0, |d| d.as_secs_f64());
     metrics::gauge!("lg_api_pending_runs_wait_time_max").set(waited);
-    let (max, active) = state.queue.workers_in_use();
+    let (max, active) = state.runs.workers_in_use();
     metrics::gauge!("lg_api_workers_max").set(max as f64);
     metrics::gauge!("lg_api_workers_active").set(active as f64);
     metrics::gauge!("lg_api_workers_available").set(max.saturating_sub(active) as f64);

@@ -538,45 +538,32 @@ async fn runs_on_unknown_threads_are_404_unless_created() {
 }
 
 #[tokio::test]
-async fn a_new_process_recovers_runs_left_running_and_unknown_paths_are_json_404() {
+async fn a_thread_an_earlier_version_left_reads_as_it_was_and_unknown_paths_are_json_404() {
     let (server, store) = build();
     const OLD: &str = "1ef7a6d0-0000-6000-8000-0000000000b1";
-    const OLD_RUN: &str = "1ef7a6d0-0000-6000-8000-0000000000b2";
+    // An earlier version kept the thread's state in its document: here `busy`, as a process
+    // that died mid-run left it.
     let thread = json!({"thread_id": OLD, "status": "busy", "metadata": {},
+                        "values": {"foo": "x", "bar": ["x"]}, "interrupts": {}, "error": null,
                         "created_at": "2020-01-01T00:00:00+00:00",
                         "updated_at": "2020-01-01T00:00:00+00:00"});
     store
         .put(&[NAMESPACE_ROOT, "threads"], OLD, thread)
         .await
         .unwrap();
-    let run = json!({"run_id": OLD_RUN, "thread_id": OLD, "status": "running",
-                     "assistant_id": assistant_of("seed"),
-                     "created_at": "2020-01-01T00:00:00+00:00",
-                     "updated_at": "2020-01-01T00:00:00+00:00"});
-    store
-        .put(&[NAMESPACE_ROOT, "runs"], OLD_RUN, run)
-        .await
-        .unwrap();
-
-    // Until the process starts, the run stays as recorded (its thread reads idle: no run of
-    // it is in the queue).
-    let app = server.router();
-    let run_uri = format!("/threads/{OLD}/runs/{OLD_RUN}");
-    let (_, r) = json_call(&app, Method::GET, &run_uri, None).await;
-    assert_eq!(r["status"], "running");
     server.start().await.unwrap();
-    let (status, _) = json_call(&app, Method::POST, "/assistants/search", None).await;
-    assert_eq!(status, StatusCode::OK);
+    let app = server.router();
     let (_, t) = json_call(&app, Method::GET, &format!("/threads/{OLD}"), None).await;
-    assert_eq!(t["status"], "idle");
-    let (_, r) = json_call(&app, Method::GET, &run_uri, None).await;
-    assert_eq!(r["status"], "error");
-    let stored = store.get(&[NAMESPACE_ROOT, "threads"], OLD).await.unwrap();
-    assert_eq!(
-        stored.unwrap().value["status"],
-        "idle",
-        "the record was put right"
-    );
+    assert_eq!(t["status"], "idle", "no run of it is in the queue");
+    assert_eq!(t["values"], json!({"foo": "x", "bar": ["x"]}));
+    let (_, found) = json_call(
+        &app,
+        Method::POST,
+        "/threads/search",
+        Some(json!({"values": {"foo": "x"}})),
+    )
+    .await;
+    assert_eq!(found.as_array().map(Vec::len), Some(1), "{found}");
 
     let (status, body) = json_call(&app, Method::GET, "/nowhere", None).await;
     assert_eq!(

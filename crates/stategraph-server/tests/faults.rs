@@ -460,6 +460,10 @@ impl stategraph_checkpoint::store::Store for PanickyStore {
     async fn sweep_ttl(&self) -> Result<usize, stategraph_checkpoint::store::StoreError> {
         self.0.sweep_ttl().await
     }
+
+    fn process_local(&self) -> bool {
+        self.0.process_local()
+    }
 }
 
 /// The status line, headers (lower-cased names) and body of `GET path` with `headers`.

@@ -47,6 +47,8 @@ fn server_with(saver: Arc<dyn CheckpointSaver>, store: Arc<dyn Store>) -> Router
         .graph("hold", hold.compile().unwrap())
         .checkpointer(saver)
         .store(store)
+        // One process: its runs in its memory, whatever the database.
+        .run_queue(stategraph_checkpoint::runs::InMemoryRunQueue::new())
         .build()
         .unwrap()
         .router()

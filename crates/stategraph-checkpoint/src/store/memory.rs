@@ -273,6 +273,10 @@ impl Store for InMemoryStore {
         self.index.as_ref()
     }
 
+    fn process_local(&self) -> bool {
+        true
+    }
+
     async fn sweep_ttl(&self) -> Result<usize, StoreError> {
         let now = self.ttl.clock.now();
         let mut items = self.items.write().await;

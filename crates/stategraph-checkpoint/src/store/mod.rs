@@ -64,35 +64,6 @@ pub use time::Timestamp;
 pub use ttl::{TtlConfig, spawn_ttl_sweeper};
 pub use vector::{IndexConfig, VectorPlan, cosine};
 
-/// Where a [`Store`] keeps its items ([`Store::location`]): the backend, the database as its
-/// server identifies it, and the table, as that backend's SQL names it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct StoreLocation {
-    /// The backend (`"postgres"`).
-    pub backend: &'static str,
-    /// The database, as its server identifies it (not as a URL names it: two URLs of one
-    /// database compare equal).
-    pub database: String,
-    /// The table of items, qualified by its schema.
-    pub relation: String,
-}
-
-impl StoreLocation {
-    /// Items in `relation` of `database` on `backend`.
-    pub fn new(
-        backend: &'static str,
-        database: impl Into<String>,
-        relation: impl Into<String>,
-    ) -> Self {
-        Self {
-            backend,
-            database: database.into(),
-            relation: relation.into(),
-        }
-    }
-}
-
 /// A namespace: a path of non-empty labels without dots, e.g. `["users", "u1", "memories"]`.
 pub type Namespace = Vec<String>;
 
@@ -120,14 +91,10 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// Deletes expired items now; returns how many.
     async fn sweep_ttl(&self) -> Result<usize, StoreError>;
 
-    /// Where the store keeps its items, for a component on the same database that writes
-    /// them in its own transactions (a run queue writing an Agent Server's records with the
-    /// queue change they go with, see
-    /// [`RunQueue::writes_records_at`](crate::runs::RunQueue::writes_records_at)); `None`
-    /// (the default) when nothing else may write them — a store in memory, or one that
-    /// transforms what it stores (encrypts it, say).
-    fn location(&self) -> Option<StoreLocation> {
-        None
+    /// Whether its items live in this process's memory only, where no other process can
+    /// open them (`false` by default): a server over it may keep its runs in memory too.
+    fn process_local(&self) -> bool {
+        false
     }
 
     /// The item at `namespace`/`key`, refreshing its TTL per the store's `refresh_on_read`.

@@ -227,6 +227,10 @@ impl Store for SealedStore {
     async fn sweep_ttl(&self) -> Result<usize, StoreError> {
         self.inner.sweep_ttl().await
     }
+
+    fn process_local(&self) -> bool {
+        self.inner.process_local()
+    }
 }
 
 #[cfg(test)]

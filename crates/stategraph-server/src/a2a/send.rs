@@ -19,8 +19,9 @@ use super::tasks::{self, history_length, history_scope, is_terminal, resolve, ru
 use super::{Call, RpcError, RpcResult, code};
 use crate::app::AppState;
 use crate::error::ApiError;
-use crate::exec::{Outcome, Started};
 use crate::request::RunBody;
+use crate::run::Outcome;
+use crate::run::start::{Follow, Started};
 use crate::run_options::IfNotExists;
 
 /// Headers that name the A2A extensions a client activates.
@@ -324,11 +325,16 @@ fn start_error(e: &ApiError, assistant_id: &str, context_id: &str) -> RpcError {
 }
 
 /// Starts the prepared run; its task's id.
-async fn start(call: &Call, p: &mut Prepared) -> Result<(Started, String), RpcError> {
-    let started = crate::exec::start(
+async fn start(
+    call: &Call,
+    p: &mut Prepared,
+    follow: Follow,
+) -> Result<(Started, String), RpcError> {
+    let started = crate::run::start::start(
         Arc::clone(&call.state),
-        Some(p.context_id.clone()),
+        crate::run::plan::Target::Thread(p.context_id.clone()),
         p.body.clone(),
+        follow,
     )
     .await
     .map_err(|e| start_error(&e, &call.assistant_id, &p.context_id))?;
@@ -381,7 +387,12 @@ fn submitted(p: &Prepared, task_id: &str) -> Json {
 /// submitted, with `returnImmediately`).
 pub(super) async fn send(call: &Call) -> RpcResult {
     let mut p = prepare(call).await?;
-    let (started, task_id) = start(call, &mut p).await?;
+    let follow = if p.return_immediately {
+        Follow::Background
+    } else {
+        Follow::Wait
+    };
+    let (started, task_id) = start(call, &mut p, follow).await?;
     let run_id = started.run_id().to_owned();
     if p.return_immediately {
         return Ok(submitted(&p, &task_id));
@@ -531,7 +542,7 @@ async fn follow(
     let send = |event: Json| async move { tx.send(result(event)).await.map_err(|_| gone()) };
     let mut p = prepare(call).await?;
     p.body.stream_mode = Some(json!(["messages", "values"]));
-    let (started, task_id) = start(call, &mut p).await?;
+    let (started, task_id) = start(call, &mut p, Follow::Stream).await?;
     let run_id = started.run_id().to_owned();
     let context_id = p.context_id.clone();
     send(submitted(&p, &task_id)).await?;

@@ -14,8 +14,8 @@ use stategraph_graph::{AsNode, HistoryOptions as Checkpoints, RunConfig};
 use super::card::HISTORY_SCOPE_HEADER;
 use super::parts::{self, HistoryOptions, Object, Scope, set, text_part};
 use super::{Call, RpcError, RpcResult, code, v1_state};
-use crate::app::{AppState, Cancel};
-use crate::records::{RunRecord, ThreadRecord, filter};
+use crate::app::AppState;
+use crate::records::{RunRecord, ThreadRecord};
 use crate::threads::{graph_of, load};
 
 /// The most messages a history may be asked for.
@@ -110,14 +110,13 @@ fn state_of(run: &RunRecord, thread: Option<&ThreadRecord>) -> &'static str {
 
 /// A context's runs, newest first.
 async fn runs_of(state: &AppState, context_id: &str) -> Result<Vec<RunRecord>, RpcError> {
-    let mut runs = state
-        .records
-        .search::<RunRecord>(filter("thread_id", context_id))
+    let rows = state
+        .runs
+        .queue
+        .list(&stategraph_checkpoint::runs::RunQuery::thread(context_id))
         .await
-        .map_err(|e| RpcError::internal("listing a context's runs", &e.detail))?;
-    crate::worker::live_runs(state, &mut runs)
-        .await
-        .map_err(|e| RpcError::internal("reading a context's runs", &e.detail))?;
+        .map_err(|e| RpcError::internal("listing a context's runs", &e.to_string()))?;
+    let mut runs: Vec<RunRecord> = rows.iter().map(RunRecord::of).collect();
     runs.sort_by(|a, b| (&b.created_at, &b.run_id).cmp(&(&a.created_at, &a.run_id)));
     Ok(runs)
 }
@@ -157,10 +156,12 @@ pub(super) async fn resolve(
     };
     let internal = |e: crate::error::ApiError| RpcError::internal("reading a task", &e.detail);
     let Some(anchor_run) = state
-        .records
-        .get::<RunRecord>(&anchor)
+        .runs
+        .queue
+        .get(&anchor)
         .await
-        .map_err(internal)?
+        .map_err(|e| internal(crate::run::api_error(e)))?
+        .map(|r| RunRecord::of(&r))
     else {
         return Ok(None);
     };
@@ -432,11 +433,12 @@ pub(super) async fn cancel(call: &Call) -> RpcResult {
             .await
             .map_err(|e| failed(&e.detail))?;
     } else if task.run.in_flight() {
-        let how = Cancel {
+        let how = crate::run::Cancel {
             action: stategraph_checkpoint::runs::CancelAction::Interrupt,
             reason: "the A2A task was canceled".into(),
         };
-        crate::cancel::cancel_and_settle(state, std::slice::from_ref(&task.run.run_id), &how).await;
+        let run = std::slice::from_ref(&task.run.run_id);
+        crate::run::cancel::cancel_and_settle(state, run, &how).await;
     } else {
         return Err(RpcError::new(
             code::TASK_NOT_CANCELABLE,
@@ -465,7 +467,8 @@ pub(super) async fn cancel(call: &Call) -> RpcResult {
 /// graph had finished, so the thread is idle) and a run recorded `interrupted` under the
 /// task's id makes its state `canceled`.
 async fn end_interrupt(state: &AppState, task: &Task) -> Result<(), crate::error::ApiError> {
-    let mut thread = load(state, &task.context_id).await?;
+    use stategraph_checkpoint::runs::{CancelAction, Multitask, NewRun, ThreadState};
+    let thread = load(state, &task.context_id).await?;
     let graph = graph_of(state, &thread)?;
     let config = RunConfig::thread(&task.context_id);
     graph
@@ -473,32 +476,40 @@ async fn end_interrupt(state: &AppState, task: &Task) -> Result<(), crate::error
         .await?;
     let snapshot = graph.get_state(&config, false).await?;
     let interrupts = crate::wire::thread_interrupts(&snapshot);
-    thread.status = if interrupts.as_object().is_some_and(|o| !o.is_empty()) {
+    let status = if interrupts.as_object().is_some_and(|o| !o.is_empty()) {
         ThreadStatus::Interrupted
     } else {
         ThreadStatus::Idle
     };
-    thread.set_state(crate::wire::values_json(&snapshot.values), interrupts);
-    state.records.put(&thread).await?;
+    let settled = ThreadState::new(
+        status,
+        crate::wire::values_json(&snapshot.values),
+        interrupts,
+    );
+    let queue = &state.runs.queue;
+    queue
+        .set_thread(&task.context_id, &settled, false)
+        .await
+        .map_err(crate::run::api_error)?;
+    // A run recorded `interrupted` under the task's id: enqueued never to start (a century
+    // away), then ended as a pending run is by a cancel.
     let mut a2a = a2a_of(&task.run).cloned().unwrap_or_default();
     a2a.insert(
         "task_id".into(),
         json!(task_of(&task.context_id, &task.run)),
     );
-    let now = now_iso();
-    let marker = RunRecord {
-        run_id: stategraph_checkpoint::uuid6(None),
-        thread_id: task.context_id.clone(),
-        assistant_id: task.run.assistant_id.clone(),
-        created_at: now.clone(),
-        updated_at: now,
-        status: RunStatus::Interrupted,
-        metadata: Object::from_iter([("a2a".to_owned(), Json::Object(a2a))]),
-        kwargs: Object::new(),
-        multitask_strategy: Default::default(),
-        extra: Object::new(),
-    };
-    state.records.put(&marker).await
+    let marker_id = stategraph_checkpoint::uuid6(None);
+    let marker = NewRun::new(&marker_id, &task.context_id)
+        .assistant(&task.run.assistant_id)
+        .metadata(Object::from_iter([("a2a".to_owned(), Json::Object(a2a))]))
+        .multitask(Multitask::Enqueue)
+        .delay(std::time::Duration::from_secs(100 * 365 * 24 * 3600));
+    queue.enqueue(marker).await.map_err(crate::run::api_error)?;
+    queue
+        .request_cancel(&marker_id, CancelAction::Interrupt, "Task was canceled")
+        .await
+        .map_err(crate::run::api_error)?;
+    Ok(())
 }
 
 /// An ISO 8601 time as Python's `fromisoformat` reads it (a date, a time without zone as
@@ -564,7 +575,7 @@ pub(super) async fn list(call: &Call) -> RpcResult {
     let internal = |e: crate::error::ApiError| RpcError::internal("listing tasks", &e.detail);
     let threads = match p.get("contextId") {
         None | Some(Json::Null) => {
-            let mut all = crate::threads::search_threads(state, Object::new(), None)
+            let mut all = crate::threads::search_threads(state, Default::default())
                 .await
                 .map_err(internal)?;
             all.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));

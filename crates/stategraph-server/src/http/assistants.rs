@@ -8,15 +8,18 @@ use stategraph_checkpoint::now_iso;
 use stategraph_graph::{END, START};
 use uuid::Uuid;
 
-use crate::app::{AppState, Cancel, CancelAction, Shared};
+use stategraph_checkpoint::runs::{CancelAction, RunQuery, RunStatus};
+
+use crate::app::{AppState, Shared};
 use crate::assistants::{ensure, versions_of};
 use crate::error::ApiError;
 use crate::graph::ServedGraph;
 use crate::http::extract::{AssistantId, Body, GraphOrAssistant, Query, Search, uuid_id};
 use crate::http::openapi::Searched;
 use crate::records::{
-    AssistantRecord, AssistantVersion, Object, Record, ThreadRecord, filter, version_key,
+    AssistantRecord, AssistantVersion, Object, Record, ThreadDoc, filter, version_key,
 };
+use crate::run::Cancel;
 
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
@@ -298,10 +301,10 @@ pub(crate) async fn delete(
     let threads: Vec<String> = if delete_threads {
         state
             .records
-            .search::<ThreadRecord>(Object::new())
+            .search::<ThreadDoc>(Object::new())
             .await?
             .into_iter()
-            .filter(|t| t.assistant_id() == Some(id.as_str()))
+            .filter(|t| t.metadata.get("assistant_id").and_then(Json_::as_str) == Some(id.as_str()))
             .map(|t| t.thread_id)
             .collect()
     } else {
@@ -310,17 +313,23 @@ pub(crate) async fn delete(
     // Deliberately before the threads go (the reference deletes them first, then cancels
     // the assistant's runs it can still find): the runs in flight on those threads, of any
     // assistant, stop too, so none writes checkpoints to a deleted thread.
-    let in_flight = crate::cancel::in_flight(&state, &Object::new(), |run| {
-        run.assistant_id == id || threads.contains(&run.thread_id)
-    })
-    .await?;
+    let in_flight: Vec<String> = state
+        .runs
+        .queue
+        .list(&RunQuery::new().statuses([RunStatus::Pending, RunStatus::Running]))
+        .await
+        .map_err(crate::run::api_error)?
+        .into_iter()
+        .filter(|run| run.assistant_id == id || threads.contains(&run.thread_id))
+        .map(|run| run.run_id)
+        .collect();
     let cancel = Cancel {
         action: CancelAction::Interrupt,
         reason: format!("assistant {id} was deleted"),
     };
-    crate::cancel::cancel_and_settle(&state, &in_flight, &cancel).await;
+    crate::run::cancel::cancel_and_settle(&state, &in_flight, &cancel).await;
     for thread_id in &threads {
-        crate::threads::delete_with_runs(&state, thread_id).await?;
+        crate::threads::stop_and_delete(&state, thread_id).await?;
     }
     for v in versions_of(&state, &id).await? {
         state.records.delete::<AssistantVersion>(&v.key()).await?;
@@ -342,6 +351,15 @@ pub(crate) struct SearchBody {
     name: Option<String>,
 }
 
+/// The fields an assistant search sorts by (LangGraph's `AssistantSearchRequest.sort_by`).
+const ASSISTANT_SORTS: &[&str] = &[
+    "assistant_id",
+    "created_at",
+    "updated_at",
+    "name",
+    "graph_id",
+];
+
 /// `POST /assistants/search`.
 #[utoipa::path(
     post,
@@ -355,6 +373,7 @@ pub(crate) async fn search(
     axum::extract::State(state): Shared,
     Search { body, paging }: Search<SearchBody>,
 ) -> Result<Json<Vec<Json_>>, ApiError> {
+    paging.check(ASSISTANT_SORTS)?;
     Ok(Json(paging.apply(find(&state, body).await?)))
 }
 

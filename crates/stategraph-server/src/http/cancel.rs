@@ -5,14 +5,14 @@ use axum::Json;
 use axum::http::header::{CONTENT_LOCATION, LOCATION};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use stategraph_checkpoint::runs::CancelAction;
+use stategraph_checkpoint::runs::{CancelAction, CancelOutcome, RunQuery, RunStatus};
 
-use crate::app::{Cancel, Shared};
-use crate::cancel::{CANCEL_SETTLE, cancel_and_settle};
+use crate::app::Shared;
 use crate::error::ApiError;
 use crate::http::extract::{Body, Query, RunIds, uuid_id};
 use crate::http::runs::headers;
-use crate::records::{RunRecord, filter};
+use crate::run::cancel::{CANCEL_SETTLE, cancel_and_settle, request};
+use crate::run::{Cancel, api_error, follow};
 
 /// Query of `POST /threads/{thread_id}/runs/{run_id}/cancel`.
 #[derive(Deserialize, Default, utoipa::IntoParams)]
@@ -49,7 +49,7 @@ pub(crate) async fn cancel(
         Some("rollback") => CancelAction::Rollback,
         _ => CancelAction::Interrupt,
     };
-    let run = match state.records.get::<RunRecord>(&run_id).await? {
+    let run = match state.runs.queue.get(&run_id).await.map_err(api_error)? {
         Some(run) if run.thread_id == thread_id => run,
         _ => return Err(ApiError::not_found("No runs found to cancel.")),
     };
@@ -69,30 +69,16 @@ pub(crate) async fn cancel(
             action.as_str()
         ),
     };
-    {
-        use crate::worker::{Cancelled, request_cancel, settle};
-        match request_cancel(&state, &run_id, &cancel).await? {
-            Cancelled::NotQueued => {}
-            Cancelled::Finished => return Err(not_cancelable()),
-            outcome => {
-                if matches!(outcome, Cancelled::Signalled) {
-                    settle(&state, &run_id, (!wait).then_some(CANCEL_SETTLE)).await;
-                }
-                if !wait {
-                    return Ok(axum::http::StatusCode::ACCEPTED.into_response());
-                }
-                return Ok(stopped(&thread_id, &run_id));
-            }
+    match request(&state, &run_id, &cancel).await? {
+        CancelOutcome::Signalled => {
+            follow::settled(&state, &run_id, (!wait).then_some(CANCEL_SETTLE)).await;
         }
+        CancelOutcome::Ended => {}
+        _ => return Err(not_cancelable()),
     }
-    let mut ended = state
-        .cancel_run(&run_id, &cancel)
-        .ok_or_else(not_cancelable)?;
     if !wait {
-        let _ = tokio::time::timeout(CANCEL_SETTLE, ended.wait_for(|e| *e)).await;
         return Ok(axum::http::StatusCode::ACCEPTED.into_response());
     }
-    let _ = ended.wait_for(|e| *e).await;
     Ok(stopped(&thread_id, &run_id))
 }
 
@@ -141,12 +127,11 @@ pub(crate) async fn cancel_many(
         Some("rollback") => CancelAction::Rollback,
         _ => CancelAction::Interrupt,
     };
-    let mut candidates: Vec<RunRecord> = Vec::new();
-    if let Some(status) = body.status.as_deref().filter(|s| !s.is_empty()) {
-        let statuses: &[&str] = match status.to_lowercase().as_str() {
-            "pending" => &["pending"],
-            "running" => &["running"],
-            "all" => &["pending", "running"],
+    let candidates = if let Some(status) = body.status.as_deref().filter(|s| !s.is_empty()) {
+        let statuses: &[RunStatus] = match status.to_lowercase().as_str() {
+            "pending" => &[RunStatus::Pending],
+            "running" => &[RunStatus::Running],
+            "all" => &[RunStatus::Pending, RunStatus::Running],
             _ => {
                 return Err(ApiError::invalid(
                     "Invalid status: must be 'pending', 'running', or 'all'",
@@ -162,14 +147,8 @@ pub(crate) async fn cancel_many(
                  thread or run ID.",
             ));
         }
-        // Records of runs in flight say `pending` (or, stored by an older version, `running`):
-        // their live status is the queue's.
-        for s in ["pending", "running"] {
-            let runs = state.records.search::<RunRecord>(filter("status", s));
-            candidates.extend(runs.await?);
-        }
-        crate::worker::live_runs(&state, &mut candidates).await?;
-        candidates.retain(|r| statuses.contains(&r.status.as_str()));
+        let query = RunQuery::new().statuses(statuses.iter().copied());
+        state.runs.queue.list(&query).await.map_err(api_error)?
     } else {
         let (Some(thread_id), Some(run_ids)) = (body.thread_id, body.run_ids) else {
             return Err(ApiError::invalid(
@@ -181,14 +160,15 @@ pub(crate) async fn cancel_many(
             .iter()
             .map(|r| uuid_id("run", r))
             .collect::<Result<Vec<_>, _>>()?;
-        for run_id in &run_ids {
-            if let Some(run) = state.records.get::<RunRecord>(run_id).await?
-                && run.thread_id == thread_id
-            {
-                candidates.push(run);
-            }
-        }
-    }
+        let mut found = state
+            .runs
+            .queue
+            .list(&RunQuery::runs(run_ids))
+            .await
+            .map_err(api_error)?;
+        found.retain(|r| r.thread_id == thread_id);
+        found
+    };
     if candidates.is_empty() {
         return Err(ApiError::not_found("No runs found to cancel."));
     }

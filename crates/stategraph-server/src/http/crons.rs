@@ -52,7 +52,7 @@ async fn create_cron(
     if let Some(id) = &thread_id
         && state
             .records
-            .get::<crate::records::ThreadRecord>(id)
+            .get::<crate::records::ThreadHead>(id)
             .await?
             .is_none()
     {

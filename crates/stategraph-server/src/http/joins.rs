@@ -2,20 +2,22 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use axum::http::HeaderMap;
 use axum::http::header::{CONTENT_LOCATION, LOCATION};
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
-use serde_json::json;
+use serde_json::{Value as Json_, json};
+use tokio::sync::mpsc;
 
 use crate::app::Shared;
 use crate::error::ApiError;
 use crate::http::extract::{Query, RunIds};
 use crate::http::runs::{DisconnectGuard, event, headers, hub_event};
-use crate::hub::{HubReader, StreamEvent};
-use crate::records::RunRecord;
+use crate::run::{api_error, follow};
+use crate::stream_event::{StreamEvent, resume_after};
 
 /// The stream modes of a join's `stream_mode` query values: each a mode, or a JSON array of
 /// them (the SDK's forms). Repeated values add up (LangGraph's server reads the last one only).
@@ -99,79 +101,70 @@ pub(crate) async fn join_stream(
     let keep_alive = KeepAlive::new()
         .interval(state.keep_alive)
         .text("heartbeat");
-    let found = match state.records.get::<RunRecord>(&run_id).await? {
-        Some(run) => run.thread_id == thread_id,
-        None => false,
-    };
-    if !found {
+    let found = state
+        .runs
+        .queue
+        .get(&run_id)
+        .await
+        .map_err(api_error)?
+        .filter(|run| run.thread_id == thread_id);
+    let Some(run) = found else {
         // The reference streams the 404 as an `error` event (the stream has begun).
         let error = json!({ "error": "HTTPException", "message": "404: Run not found" });
         let body = stream::once(async move { Ok::<_, Infallible>(event("error", &error)) });
         return Ok((location, Sse::new(body).keep_alive(keep_alive)).into_response());
-    }
-    // The run's hub when it executes (or executed lately) in this process; otherwise its
-    // events come from the queue's log, whichever process runs it (the ids are the same).
-    let (reader, with_id) = match state.hubs.get(&run_id) {
-        Some(hub) => {
-            let with_id = hub.resumable();
-            let reader = hub.reader(last_event_id.as_deref());
-            drop(hub);
-            (JoinSource::Hub(reader), with_id)
-        }
-        None => {
-            let (rx, with_id) =
-                crate::worker::join(&state, &run_id, last_event_id.as_deref()).await?;
-            (JoinSource::Queue(rx), with_id)
-        }
     };
-    let guard = DisconnectGuard::new(&state, &run_id, cancel_on_disconnect);
-    let start: JoinState = (reader, guard, VecDeque::new());
+    // The run's events from the queue's log, whichever process runs it: as the reference,
+    // a resumable run's after the client's `Last-Event-ID` (`-1`: all of them), otherwise
+    // those from now on (nothing for a run that is over).
+    let with_id = run
+        .kwargs
+        .get("resumable")
+        .and_then(Json_::as_bool)
+        .unwrap_or(false);
+    let resume = last_event_id
+        .filter(|_| with_id)
+        .map(|id| resume_after(&id));
+    let from = match &resume {
+        Some(_) => 0,
+        None => run.events,
+    };
+    let (tx, rx) = mpsc::channel::<StreamEvent>(256);
+    let follower = Arc::clone(&state);
+    tokio::spawn(async move {
+        follow::events(&follower, &run_id, from, &tx).await;
+    });
+    let guard = DisconnectGuard::new(&state, &run.run_id, cancel_on_disconnect);
+    let start: JoinState = (rx, guard, VecDeque::new());
     let body = stream::unfold(Some(start), move |st| {
-        let modes = modes.clone();
+        let (modes, resume) = (modes.clone(), resume.clone());
         async move {
-            let (mut reader, guard, mut queued) = st?;
+            let (mut rx, guard, mut queued) = st?;
             loop {
                 if let Some(e) = queued.pop_front() {
                     let out = hub_event(&e, with_id);
-                    return Some((Ok::<_, Infallible>(out), Some((reader, guard, queued))));
+                    return Some((Ok::<_, Infallible>(out), Some((rx, guard, queued))));
                 }
-                match reader.next_batch().await {
-                    Some(batch) => {
-                        queued.extend(batch.into_iter().filter(|e| mode_matches(&e.name, &modes)))
-                    }
-                    None => {
-                        guard.disarm();
-                        return None;
-                    }
+                let Some(first) = rx.recv().await else {
+                    guard.disarm();
+                    return None;
+                };
+                let mut batch = vec![first];
+                while let Ok(e) = rx.try_recv() {
+                    batch.push(e);
                 }
+                queued.extend(batch.into_iter().filter(|e| {
+                    mode_matches(&e.name, &modes) && resume.as_ref().is_none_or(|r| r.after(e))
+                }));
             }
         }
     });
     Ok((location, Sse::new(body).keep_alive(keep_alive)).into_response())
 }
 
-/// A join's reader, the guard that cancels on disconnect, and events read but not sent.
-type JoinState = (JoinSource, DisconnectGuard, VecDeque<StreamEvent>);
-
-/// Where a join reads a run's events: the run's hub in this process, or the run queue's log.
-enum JoinSource {
-    Hub(HubReader),
-    Queue(tokio::sync::mpsc::Receiver<StreamEvent>),
-}
-
-impl JoinSource {
-    /// The next events, waiting for at least one; `None` once the run is over and all were
-    /// read.
-    async fn next_batch(&mut self) -> Option<Vec<StreamEvent>> {
-        match self {
-            JoinSource::Hub(reader) => reader.next_batch().await,
-            JoinSource::Queue(rx) => {
-                let mut batch = vec![rx.recv().await?];
-                while let Ok(e) = rx.try_recv() {
-                    batch.push(e);
-                }
-                Some(batch)
-            }
-        }
-    }
-}
+/// A join's events, the guard that cancels on disconnect, and events read but not sent.
+type JoinState = (
+    mpsc::Receiver<StreamEvent>,
+    DisconnectGuard,
+    VecDeque<StreamEvent>,
+);

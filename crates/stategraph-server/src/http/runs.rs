@@ -2,7 +2,6 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -13,22 +12,17 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use serde::Deserialize;
 use serde_json::{Value as Json_, json};
-use stategraph_checkpoint::runs::CancelAction;
+use stategraph_checkpoint::runs::{CancelAction, Deletion, RunQuery, RunStatus};
 
-use crate::app::{AppState, Cancel, Shared};
+use crate::app::{AppState, Shared};
 use crate::error::ApiError;
-use crate::exec::{Started, start, start_background};
 use crate::http::extract::{Body, Query, RequiredBody, RunIds, RunThreadId, ThreadId};
-use crate::hub::StreamEvent;
-use crate::records::{Paging, RunRecord, filter};
+use crate::records::RunRecord;
 use crate::request::RunBody;
-use crate::threads::load;
-
-/// How often `join` looks at a background run.
-const JOIN_POLL: Duration = Duration::from_millis(50);
-
-/// How long `join` waits, after the run's records are final, for its queue to hear it ended.
-const JOIN_SETTLE: Duration = Duration::from_secs(5);
+use crate::run::plan::Target;
+use crate::run::start::{Follow, Started, start};
+use crate::run::{Cancel, api_error, cancel, follow};
+use crate::stream_event::StreamEvent;
 
 /// Cancels a run when the caller that asked `on_disconnect: "cancel"` goes away before the
 /// run ended (dropped with the response body). Cancelling a run that has ended does nothing.
@@ -65,19 +59,12 @@ impl Drop for DisconnectGuard {
                 reason: "client disconnected from the run stream (on_disconnect=cancel)".into(),
             };
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                // The run may be in another process: ask through the queue (a stateless run,
-                // not the queue's, is this process's).
+                // Through the queue: the run may execute in another process.
                 let (state, run_id) = (Arc::clone(&self.state), self.run_id.clone());
                 rt.spawn(async move {
-                    if let Ok(crate::worker::Cancelled::NotQueued) =
-                        crate::worker::request_cancel(&state, &run_id, &cancel).await
-                    {
-                        let _ = state.cancel_run(&run_id, &cancel);
-                    }
+                    let _ = cancel::request(&state, &run_id, &cancel).await;
                 });
-                return;
             }
-            let _ = self.state.cancel_run(&self.run_id, &cancel);
         }
     }
 }
@@ -98,7 +85,7 @@ async fn wait(
     body: RunBody,
 ) -> Result<Response, ApiError> {
     let cancel_on_disconnect = body.cancel_on_disconnect();
-    let started = start(Arc::clone(&state), thread, body).await?;
+    let started = start_on(Arc::clone(&state), thread, body, Follow::Wait).await?;
     let guard = DisconnectGuard::new(&state, started.run_id(), cancel_on_disconnect);
     let location = locations(&started, "join");
     let Started { events, done, .. } = started;
@@ -172,7 +159,7 @@ async fn sse(
     body: RunBody,
 ) -> Result<Response, ApiError> {
     let cancel_on_disconnect = body.cancel_on_disconnect();
-    let started = start(Arc::clone(&state), thread, body).await?;
+    let started = start_on(Arc::clone(&state), thread, body, Follow::Stream).await?;
     let run_id = started.run_id().to_owned();
     let guard = DisconnectGuard::new(&state, &run_id, cancel_on_disconnect);
     let location = locations(&started, "stream");
@@ -200,6 +187,20 @@ async fn sse(
             .text("heartbeat"),
     );
     Ok((headers(&location), body).into_response())
+}
+
+/// Starts a run of `body` on `thread` (`None`: stateless), followed as `follow` says.
+async fn start_on(
+    state: Arc<AppState>,
+    thread: Option<String>,
+    body: RunBody,
+    follow: Follow,
+) -> Result<Started, ApiError> {
+    let target = match thread {
+        Some(t) => Target::Thread(t),
+        None => Target::Stateless,
+    };
+    start(state, target, body, follow).await
 }
 
 /// A started run's `Content-Location` (the run) and, for a run whose thread stays, its
@@ -275,7 +276,7 @@ pub(crate) async fn create_background(
     RunThreadId(thread_id): RunThreadId,
     Body(body): Body<RunBody>,
 ) -> Result<Response, ApiError> {
-    let started = start_background(state, Some(thread_id), body).await?;
+    let started = start_on(state, Some(thread_id), body, Follow::Background).await?;
     let base = format!("/threads/{}/runs/{}", started.thread_id, started.run_id());
     let location = vec![(CONTENT_LOCATION, base)];
     let Started { run, events, .. } = started;
@@ -297,7 +298,7 @@ pub(crate) async fn create_stateless(
     axum::extract::State(state): Shared,
     Body(body): Body<RunBody>,
 ) -> Result<Response, ApiError> {
-    let started = start_background(state, None, body).await?;
+    let started = start_on(state, None, body, Follow::Background).await?;
     let location = vec![(CONTENT_LOCATION, format!("/runs/{}", started.run_id()))];
     let Started { run, events, .. } = started;
     drop(events);
@@ -328,24 +329,20 @@ pub(crate) async fn create_batch(
     }
     let mut runs = Vec::with_capacity(bodies.len());
     for body in bodies {
-        let started = start_background(Arc::clone(&state), None, body).await?;
+        let started = start_on(Arc::clone(&state), None, body, Follow::Background).await?;
         runs.push(started.run);
     }
     Ok(Json(runs))
 }
 
+/// Run `run_id` of thread `thread_id`, as the run queue has it; 404 otherwise.
 pub(super) async fn load_run(
     state: &AppState,
     thread_id: &str,
     run_id: &str,
 ) -> Result<RunRecord, ApiError> {
-    match state.records.get::<RunRecord>(run_id).await? {
-        Some(run) if run.thread_id == thread_id => {
-            let mut runs = [run];
-            crate::worker::live_runs(state, &mut runs).await?;
-            let [run] = runs;
-            Ok(run)
-        }
+    match state.runs.queue.get(run_id).await.map_err(api_error)? {
+        Some(run) if run.thread_id == thread_id => Ok(RunRecord::of(&run)),
         _ => Err(ApiError::not_found(format!("Run {run_id} not found"))),
     }
 }
@@ -383,17 +380,22 @@ pub(crate) async fn delete_one(
 ) -> Result<axum::http::StatusCode, ApiError> {
     let run = load_run(&state, &thread_id, &run_id).await?;
     if run.in_flight() {
-        let cancel = Cancel {
+        let stop = Cancel {
             action: CancelAction::Interrupt,
             reason: format!("run {run_id} was deleted"),
         };
-        crate::cancel::cancel_and_settle(&state, std::slice::from_ref(&run_id), &cancel).await;
+        cancel::cancel_and_settle(&state, std::slice::from_ref(&run_id), &stop).await;
     }
     state
         .saver
         .delete_for_runs(std::slice::from_ref(&run_id))
         .await?;
-    state.records.delete::<RunRecord>(&run_id).await?;
+    state
+        .runs
+        .queue
+        .delete(Deletion::Run(&run_id))
+        .await
+        .map_err(api_error)?;
     Ok(axum::http::StatusCode::NO_CONTENT)
 }
 
@@ -411,18 +413,14 @@ pub(crate) async fn join(
     axum::extract::State(state): Shared,
     RunIds { thread_id, run_id }: RunIds,
 ) -> Result<Json<Json_>, ApiError> {
-    loop {
-        let run = load_run(&state, &thread_id, &run_id).await?;
-        if !run.in_flight() {
-            break;
-        }
-        tokio::time::sleep(JOIN_POLL).await;
+    load_run(&state, &thread_id, &run_id).await?;
+    let row = follow::done(&state, &run_id).await;
+    // The thread's values as the run left them (a stateless run's thread is gone: its
+    // answer).
+    match crate::threads::load(&state, &thread_id).await {
+        Ok(thread) => Ok(Json(thread.values)),
+        Err(_) => Ok(Json(follow::outcome(&state, row).await.to_wait_json())),
     }
-    // A run's records are final just before its queue hears it ended: wait for that too, so
-    // that the thread reads as the run left it (not `busy`) once the join answers.
-    crate::worker::settle(&state, &run_id, Some(JOIN_SETTLE)).await;
-    let thread = load(&state, &thread_id).await?;
-    Ok(Json(thread.values))
 }
 
 /// Query of `GET /threads/{thread_id}/runs`.
@@ -451,16 +449,22 @@ pub(crate) async fn list(
     ThreadId(thread_id): ThreadId,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Vec<Json_>>, ApiError> {
-    load(&state, &thread_id).await?;
-    // Filtered on status after the live status is read (a running run's record says
-    // `pending`).
-    let mut runs = state
-        .records
-        .search::<RunRecord>(filter("thread_id", thread_id))
-        .await?;
-    crate::worker::live_runs(&state, &mut runs).await?;
-    if let Some(s) = query.status {
-        runs.retain(|r| r.status.as_str() == s);
+    crate::threads::load_head(&state, &thread_id).await?;
+    let mut runs =
+        RunQuery::thread(&thread_id).page(query.limit.unwrap_or(10), query.offset.unwrap_or(0));
+    if let Some(s) = query.status.as_deref() {
+        let status = RunStatus::parse(s).ok_or_else(|| {
+            ApiError::invalid(format!(
+                "Invalid status: '{s}'. Expected one of: pending, running, error, success, \
+                 timeout, interrupted"
+            ))
+        })?;
+        runs = runs.statuses([status]);
     }
-    Ok(Json(Paging::newest(query.limit, query.offset).apply(runs)))
+    let rows = state.runs.queue.list(&runs).await.map_err(api_error)?;
+    let records: Vec<Json_> = rows
+        .iter()
+        .map(|r| serde_json::to_value(RunRecord::of(r)).unwrap_or_default())
+        .collect();
+    Ok(Json(records))
 }

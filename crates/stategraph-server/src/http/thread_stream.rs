@@ -10,16 +10,16 @@ use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use serde_json::json;
-use stategraph_checkpoint::runs::Notification;
+use stategraph_checkpoint::runs::{RunQuery, RunStatus};
 use tokio::sync::mpsc;
 
-use crate::app::Shared;
+use crate::app::{AppState, Shared};
 use crate::error::ApiError;
 use crate::http::extract::{Query, ThreadId};
 use crate::http::runs::hub_event;
-use crate::hub::StreamEvent;
-use crate::threads::load;
-use crate::worker::{api_error, follow_events, queue_of};
+use crate::run::{api_error, follow};
+use crate::stream_event::StreamEvent;
+use crate::threads::load_head;
 
 /// What a thread stream passes on (`stream_modes`, LangGraph's names).
 #[derive(Clone, Copy, Debug, Default)]
@@ -72,17 +72,12 @@ impl Modes {
 }
 
 /// The thread's runs that are pending or running, in queue order.
-async fn unfinished(
-    queue: &dyn stategraph_checkpoint::runs::RunQueue,
-    thread_id: &str,
-) -> stategraph_checkpoint::Result<Vec<String>> {
-    Ok(queue
-        .runs_of_thread(thread_id)
-        .await?
-        .into_iter()
-        .filter(|r| !r.status.is_final())
-        .map(|r| r.run_id)
-        .collect())
+async fn unfinished(state: &AppState, thread_id: &str) -> Result<Vec<String>, ApiError> {
+    let query = RunQuery::thread(thread_id)
+        .statuses([RunStatus::Pending, RunStatus::Running])
+        .oldest_first();
+    let runs = state.runs.queue.list(&query).await.map_err(api_error)?;
+    Ok(runs.into_iter().map(|r| r.run_id).collect())
 }
 
 /// `GET /threads/{thread_id}/stream`: the events of the thread's runs as they come, each
@@ -112,20 +107,20 @@ pub(crate) async fn join(
         .collect();
     let given = given.join(",");
     let modes = Modes::parse(&given)?;
-    load(&state, &thread_id).await?;
-    let queue = std::sync::Arc::clone(queue_of(&state));
-    // Subscribed before the thread's runs are read, so that none falls between.
-    let mut notes = queue.subscribe().await.map_err(api_error)?;
-    let mut runs: VecDeque<String> = unfinished(queue.as_ref(), &thread_id)
-        .await
-        .map_err(api_error)?
-        .into();
+    load_head(&state, &thread_id).await?;
+    // Rung for every new run of the thread: taken before its runs are read, so that none
+    // falls between.
+    let mut bell = state.runs.dispatch.watch_thread(&thread_id);
+    let mut runs: VecDeque<String> = unfinished(&state, &thread_id).await?.into();
     let (tx, rx) = mpsc::channel::<StreamEvent>(256);
+    let keep_alive = KeepAlive::new()
+        .interval(state.keep_alive)
+        .text("heartbeat");
     tokio::spawn(async move {
         let mut seen: HashSet<String> = runs.iter().cloned().collect();
         loop {
             if let Some(run_id) = runs.pop_front() {
-                follow_events(queue.as_ref(), &run_id, 0, &tx).await;
+                follow::events(&state, &run_id, 0, &tx).await;
                 let done = json!({ "status": "run_done", "run_id": run_id });
                 if tx
                     .send(StreamEvent::new(&run_id, 0, "metadata", done))
@@ -136,33 +131,17 @@ pub(crate) async fn join(
                 }
                 continue;
             }
-            // Runs enqueued meanwhile (their notifications waited) go behind the ones known.
-            let found = tokio::select! {
-                n = notes.recv() => match n {
-                    Some(Notification::Enqueued { run_id, thread_id: t, .. }
-                        | Notification::Requeued { run_id, thread_id: t })
-                        if t == thread_id => vec![run_id],
-                    Some(_) => Vec::new(),
-                    // The subscription ended: subscribe again, and look at the thread's runs.
-                    None => match queue.subscribe().await {
-                        Ok(again) => {
-                            notes = again;
-                            unfinished(queue.as_ref(), &thread_id).await.unwrap_or_default()
-                        }
-                        Err(_) => {
-                            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-                            Vec::new()
-                        }
-                    },
-                },
+            // Runs enqueued meanwhile go behind the ones known (a slow timer stands in for a
+            // lost notification).
+            tokio::select! {
+                _ = tokio::time::timeout(std::time::Duration::from_secs(2), bell.changed()) => {}
                 () = tx.closed() => return,
-            };
+            }
+            bell.borrow_and_update();
+            let found = unfinished(&state, &thread_id).await.unwrap_or_default();
             runs.extend(found.into_iter().filter(|id| seen.insert(id.clone())));
         }
     });
-    let keep_alive = KeepAlive::new()
-        .interval(state.keep_alive)
-        .text("heartbeat");
     let body = stream::unfold(rx, move |mut rx| async move {
         loop {
             let e = rx.recv().await?;

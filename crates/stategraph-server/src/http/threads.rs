@@ -5,16 +5,42 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value as Json_, json};
 use stategraph_checkpoint::PruneStrategy;
-use stategraph_checkpoint::runs::ThreadStatus;
+use stategraph_checkpoint::runs::{ThreadState, ThreadStatus};
 use stategraph_graph::{AsNode, HistoryOptions, RunConfig, StateSnapshot};
 
 use crate::app::{AppState, Shared};
 use crate::error::ApiError;
 use crate::http::extract::{Body, Query, RequiredBody, Search, ThreadId, uuid_id};
 use crate::http::openapi::Searched;
-use crate::records::{Object, ThreadRecord, filter};
-use crate::threads::{delete_with_runs, graph_of, load, load_head, search_threads};
+use crate::records::{Object, ThreadDoc, ThreadRecord, ThreadTtl};
+use crate::run::api_error;
+use crate::threads::{
+    ThreadFilter, graph_of, load, load_doc, load_head, search_threads, stop_and_delete, view,
+};
 use crate::wire::{ThreadStates, checkpoint_id_of, checkpoint_json, input_map};
+
+/// The fields a thread search sorts by (LangGraph's `ThreadSearchRequest.sort_by`).
+const THREAD_SORTS: &[&str] = &[
+    "thread_id",
+    "status",
+    "created_at",
+    "updated_at",
+    "state_updated_at",
+];
+
+/// A thread status named in a request, 422 naming the field when it is not one.
+fn thread_status(field: &str, given: Option<&str>) -> Result<Option<ThreadStatus>, ApiError> {
+    given
+        .map(|s| {
+            ThreadStatus::parse(s).ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "invalid body: `{field}`: '{s}' is not one of 'idle', 'busy', \
+                     'interrupted', 'error'"
+                ))
+            })
+        })
+        .transpose()
+}
 
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(default)]
@@ -23,6 +49,8 @@ pub(crate) struct CreateBody {
     thread_id: Option<String>,
     metadata: Option<Object>,
     if_exists: Option<String>,
+    /// Deleted (or pruned) once left alone this long.
+    ttl: Option<ThreadTtl>,
 }
 
 /// `POST /threads`.
@@ -42,17 +70,21 @@ pub(crate) async fn create(
         Some(id) => uuid_id("thread", &id)?,
         None => uuid::Uuid::new_v4().to_string(),
     };
-    if let Some(existing) = state.records.get::<ThreadRecord>(&thread_id).await? {
+    if let Some(ttl) = &body.ttl {
+        ttl.check()?;
+    }
+    if let Some(existing) = state.records.get::<ThreadDoc>(&thread_id).await? {
         return match body.if_exists.as_deref() {
-            Some("do_nothing") => Ok(Json(existing)),
+            Some("do_nothing") => Ok(Json(view(&state, vec![existing]).await?.remove(0))),
             _ => Err(ApiError::conflict(format!(
                 "Thread {thread_id} already exists"
             ))),
         };
     }
-    let record = ThreadRecord::new(&thread_id, body.metadata.unwrap_or_default());
-    state.records.put(&record).await?;
-    Ok(Json(record))
+    let mut doc = ThreadDoc::new(&thread_id, body.metadata.unwrap_or_default());
+    doc.ttl = body.ttl;
+    state.records.put(&doc).await?;
+    Ok(Json(ThreadRecord::of(doc, None)))
 }
 
 /// `GET /threads/{thread_id}`.
@@ -94,11 +126,14 @@ pub(crate) async fn search(
     axum::extract::State(state): Shared,
     Search { body, paging }: Search<SearchBody>,
 ) -> Result<Json<Vec<Json_>>, ApiError> {
-    let filter = thread_filter(body.metadata, body.values);
-    let mut found = search_threads(&state, filter, body.status.as_deref()).await?;
-    if let Some(ids) = body.ids {
-        found.retain(|t| ids.contains(&t.thread_id));
-    }
+    paging.check(THREAD_SORTS)?;
+    let filter = ThreadFilter {
+        metadata: body.metadata,
+        values: body.values,
+        status: thread_status("status", body.status.as_deref())?,
+        ids: body.ids,
+    };
+    let found = search_threads(&state, filter).await?;
     Ok(Json(paging.apply(found)))
 }
 
@@ -107,6 +142,8 @@ pub(crate) async fn search(
 #[schema(as = ThreadPatch)]
 pub(crate) struct PatchBody {
     metadata: Option<Object>,
+    /// A new TTL, counted from now.
+    ttl: Option<ThreadTtl>,
 }
 
 /// `PATCH /threads/{thread_id}`: merges metadata.
@@ -124,10 +161,16 @@ pub(crate) async fn patch(
     ThreadId(thread_id): ThreadId,
     Body(body): Body<PatchBody>,
 ) -> Result<Json<ThreadRecord>, ApiError> {
-    let mut record = load(&state, &thread_id).await?;
-    record.merge_metadata(body.metadata.unwrap_or_default());
-    state.records.put(&record).await?;
-    Ok(Json(record))
+    if let Some(ttl) = &body.ttl {
+        ttl.check()?;
+    }
+    let mut doc = load_doc(&state, &thread_id).await?;
+    doc.merge_metadata(body.metadata.unwrap_or_default());
+    if body.ttl.is_some() {
+        doc.ttl = body.ttl;
+    }
+    state.records.put(&doc).await?;
+    Ok(Json(view(&state, vec![doc]).await?.remove(0)))
 }
 
 /// `DELETE /threads/{thread_id}`: the record and the thread's checkpoints.
@@ -143,23 +186,9 @@ pub(crate) async fn delete(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
 ) -> Result<StatusCode, ApiError> {
-    load(&state, &thread_id).await?;
+    load_head(&state, &thread_id).await?;
     stop_and_delete(&state, &thread_id).await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-/// Deletes a thread with its runs, crons and checkpoints. Deliberately, its runs in flight
-/// are stopped first (LangGraph's server only drops the run records), so that none writes
-/// checkpoints to the deleted thread.
-async fn stop_and_delete(state: &AppState, thread_id: &str) -> Result<(), ApiError> {
-    let in_flight =
-        crate::cancel::in_flight(state, &filter("thread_id", thread_id), |_| true).await?;
-    let cancel = crate::app::Cancel {
-        action: crate::app::CancelAction::Interrupt,
-        reason: format!("thread {thread_id} was deleted"),
-    };
-    crate::cancel::cancel_and_settle(state, &in_flight, &cancel).await;
-    delete_with_runs(state, thread_id).await
 }
 
 /// `POST /threads/prune` body.
@@ -200,7 +229,12 @@ pub(crate) async fn prune(
     }
     let mut pruned = 0_usize;
     for id in ids {
-        if state.records.get::<ThreadRecord>(&id).await?.is_none() {
+        if state
+            .records
+            .get::<crate::records::ThreadHead>(&id)
+            .await?
+            .is_none()
+        {
             continue;
         }
         if strategy == "delete" {
@@ -345,21 +379,14 @@ pub(crate) async fn count(
     axum::extract::State(state): Shared,
     Body(body): Body<CountBody>,
 ) -> Result<Json<usize>, ApiError> {
-    let filter = thread_filter(body.metadata, body.values);
-    let found = search_threads(&state, filter, body.status.as_deref()).await?;
+    let filter = ThreadFilter {
+        metadata: body.metadata,
+        values: body.values,
+        status: thread_status("status", body.status.as_deref())?,
+        ids: None,
+    };
+    let found = search_threads(&state, filter).await?;
     Ok(Json(found.len()))
-}
-
-/// The store filter of a thread search's `metadata` and `values`.
-fn thread_filter(metadata: Option<Object>, values: Option<Object>) -> Object {
-    let mut filter = Object::new();
-    if let Some(m) = metadata.filter(|m| !m.is_empty()) {
-        filter.insert("metadata".into(), Json_::Object(m));
-    }
-    if let Some(v) = values.filter(|m| !m.is_empty()) {
-        filter.insert("values".into(), Json_::Object(v));
-    }
-    filter
 }
 
 /// `POST /threads/{thread_id}/copy`: a new thread with the same checkpoints and metadata. A
@@ -377,16 +404,26 @@ pub(crate) async fn copy(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
 ) -> Result<Json<ThreadRecord>, ApiError> {
-    let source = load(&state, &thread_id).await?;
+    let source = load_doc(&state, &thread_id).await?;
     let new_id = uuid::Uuid::new_v4().to_string();
     match state.saver.copy_thread(&thread_id, &new_id).await {
         // The saver has nothing of a thread that has no checkpoint: nothing to copy.
         Ok(()) | Err(stategraph_checkpoint::Error::NotFound { .. }) => {}
         Err(e) => return Err(e.into()),
     }
-    let record = source.copied_to(&new_id);
-    state.records.put(&record).await?;
-    Ok(Json(record))
+    // Its state as the queue keeps it, copied too (a busy source's copy is not busy).
+    let rows = crate::threads::rows(&state, vec![thread_id.clone()]).await?;
+    if let Some(copied) = rows.get(&thread_id).and_then(|r| r.state.clone()) {
+        state
+            .runs
+            .queue
+            .set_thread(&new_id, &copied, false)
+            .await
+            .map_err(api_error)?;
+    }
+    let doc = source.copied_to(&new_id);
+    state.records.put(&doc).await?;
+    Ok(Json(view(&state, vec![doc]).await?.remove(0)))
 }
 
 #[derive(Deserialize, Default, utoipa::ToSchema)]
@@ -415,7 +452,7 @@ pub(crate) async fn update_state(
     Body(body): Body<UpdateBody>,
 ) -> Result<Json<Json_>, ApiError> {
     crate::assistants::ensure(&state).await?;
-    let mut thread = load(&state, &thread_id).await?;
+    let thread = load(&state, &thread_id).await?;
     if thread.status == ThreadStatus::Busy {
         return Err(ApiError::conflict("Thread is busy with a run"));
     }
@@ -433,15 +470,30 @@ pub(crate) async fn update_state(
     };
     let as_node = body.as_node.map_or(AsNode::Inferred, AsNode::from);
     let at = graph.update_state(&config, values, as_node).await?;
-    // The thread's cached values follow the new checkpoint.
+    // The thread's state follows the new checkpoint, as LangGraph's server sets it: waiting
+    // (`interrupted`) when nodes are next, else `idle`, without error.
     let snapshot = graph
         .get_state(&RunConfig::thread(&thread_id), false)
         .await?;
-    thread.set_state(
+    let status = if snapshot.next.is_empty() {
+        ThreadStatus::Idle
+    } else {
+        ThreadStatus::Interrupted
+    };
+    let settled = ThreadState::new(
+        status,
         crate::wire::values_json(&snapshot.values),
         crate::wire::thread_interrupts(&snapshot),
     );
-    state.records.put(&thread).await?;
+    let set = state
+        .runs
+        .queue
+        .set_thread(&thread_id, &settled, true)
+        .await
+        .map_err(api_error)?;
+    if !set {
+        return Err(ApiError::conflict("Thread is busy with a run"));
+    }
     // `configurable` and `checkpoint_id` repeat it, as the reference still sends them.
     let checkpoint_id = at.checkpoint_id.clone();
     let at = checkpoint_json(&at);

@@ -1,0 +1,173 @@
+//! The front door of a run: the request resolved ([`plan`](super::plan)), a new thread's
+//! document stored, the run enqueued — and claimed at once by this process when its caller
+//! follows it and it may start now — and the caller handed what it follows the run by.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use stategraph_checkpoint::runs::{NewRun, RunRow};
+use tokio::sync::{mpsc, oneshot};
+
+use super::plan::{Ids, Plan, Target, ThreadPlan, plan};
+use super::{Outcome, api_error, execute::execute, follow, workers};
+use crate::app::AppState;
+use crate::assistants;
+use crate::error::ApiError;
+use crate::records::{AssistantRecord, RunRecord, ThreadDoc};
+use crate::request::RunBody;
+use crate::stream_event::StreamEvent;
+
+/// How the caller follows a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Follow {
+    /// It does not: a worker of whichever process claims the run (`POST …/runs`, crons).
+    Background,
+    /// It waits for the run's outcome (`runs/wait`).
+    Wait,
+    /// It reads the run's events, then its outcome (`runs/stream`).
+    Stream,
+}
+
+/// A started run, and what its caller follows it by.
+pub(crate) struct Started {
+    /// The run as enqueued.
+    pub(crate) run: RunRecord,
+    pub(crate) thread_id: String,
+    /// Whether the run's thread outlives it (a thread run, or a stateless run with
+    /// `on_completion: "keep"`).
+    pub(crate) stateful: bool,
+    /// Whether the run was created with `stream_resumable: true` (its events carry ids).
+    pub(crate) resumable: bool,
+    /// The run's events, from its `metadata` on, closed once it is over ([`Follow::Stream`]
+    /// only).
+    pub(crate) events: mpsc::Receiver<StreamEvent>,
+    /// The run's outcome once it is over ([`Follow::Wait`] and [`Follow::Stream`]).
+    pub(crate) done: oneshot::Receiver<Outcome>,
+}
+
+impl Started {
+    /// The run's id.
+    pub(crate) fn run_id(&self) -> &str {
+        &self.run.run_id
+    }
+}
+
+/// Starts a run of `body` on `target`, followed as `follow` says.
+///
+/// A run on a thread waits for the thread's earlier runs (the `enqueue` strategy, the
+/// default; `reject` fails instead while the thread is busy; `interrupt` and `rollback`
+/// cancel the thread's runs in flight with that action).
+pub(crate) async fn start(
+    state: Arc<AppState>,
+    target: Target,
+    body: RunBody,
+    follow: Follow,
+) -> Result<Started, ApiError> {
+    let assistant_ref = body
+        .assistant_id
+        .clone()
+        .ok_or_else(|| ApiError::invalid("assistant_id is required"))?;
+    // The assistant and the thread, read together.
+    let assistant_key = assistants::key_of(&state, &assistant_ref).await?;
+    let (assistant, stored) = match &target {
+        Target::Thread(t) => {
+            state
+                .records
+                .get_both::<AssistantRecord, ThreadDoc>(&assistant_key, t)
+                .await?
+        }
+        Target::Stateless => (state.records.get(&assistant_key).await?, None),
+    };
+    let assistant = assistants::found(assistant)?;
+    if !state.graphs.contains_key(&assistant.graph_id) {
+        return Err(ApiError::not_found(format!(
+            "Graph \"{}\" not found",
+            assistant.graph_id
+        )));
+    }
+    state.webhooks.check(body.webhook.as_ref()).await?;
+    let plan = plan(&assistant, target, stored, &body, Ids::new())?;
+    workers::spawn(&state);
+    let claimed = enqueue(&state, &plan, follow).await?;
+    let (tx, events) = mpsc::channel(256);
+    let (done_tx, done) = oneshot::channel();
+    if follow != Follow::Background {
+        let (state, run_id) = (Arc::clone(&state), plan.run_id.clone());
+        let stream = follow == Follow::Stream;
+        tokio::spawn(async move {
+            let row = if stream {
+                follow::events(&state, &run_id, 0, &tx).await
+            } else {
+                follow::done(&state, &run_id).await
+            };
+            let _ = done_tx.send(follow::outcome(&state, row).await);
+            drop(tx);
+        });
+    }
+    let run = RunRecord::of(&claimed);
+    Ok(Started {
+        run,
+        thread_id: plan.thread_id.clone(),
+        stateful: plan.stateful(),
+        resumable: plan.kwargs.resumable,
+        events,
+        done,
+    })
+}
+
+/// Stores a new thread's document, enqueues the run (claimed for this process when its
+/// caller follows it and it may start now, then executed here at once), and records what
+/// the run changes of an existing thread's document if it starts the thread's work. The
+/// run's row as enqueued (or claimed).
+async fn enqueue(state: &Arc<AppState>, plan: &Plan, follow: Follow) -> Result<RunRow, ApiError> {
+    let created = match &plan.thread {
+        ThreadPlan::Create(doc) => {
+            state.records.put(doc).await?;
+            true
+        }
+        _ => false,
+    };
+    // A process that shuts down claims nothing: another one executes the run.
+    let worker = (follow != Follow::Background && !state.runs.is_draining())
+        .then(|| state.runs.caller_name());
+    let mut new = NewRun::new(&plan.run_id, &plan.thread_id)
+        .assistant(&plan.assistant_id)
+        .metadata(plan.metadata.clone())
+        .kwargs(plan.kwargs.to_object()?)
+        .multitask(plan.multitask)
+        .delay(plan.delay);
+    if plan.temporary() {
+        new = new.temporary();
+    }
+    if let Some(w) = &worker {
+        new = new.claimed_by(w.clone());
+    }
+    let pending = RunRow::pending(&new, 0, 0, SystemTime::now());
+    let enqueued = match state.runs.queue.enqueue(new).await {
+        Ok(e) => e,
+        Err(e) => {
+            if created {
+                let _ = state.records.delete::<ThreadDoc>(&plan.thread_id).await;
+            }
+            return Err(api_error(e));
+        }
+    };
+    if enqueued.first
+        && let ThreadPlan::Existing { doc, changed: true } = &plan.thread
+    {
+        // The run starts the thread's work: its graph, assistant and config are the run's.
+        state.records.put(doc).await?;
+    }
+    let Some(claimed) = enqueued.claimed else {
+        return Ok(pending);
+    };
+    if let Some(worker) = worker {
+        let (state, row) = (Arc::clone(state), claimed.clone());
+        tokio::spawn(async move {
+            execute(&state, row, &worker, false).await;
+            // No worker loop claims after this run by itself: one of this process looks.
+            state.runs.dispatch.wake.notify_one();
+        });
+    }
+    Ok(claimed)
+}
