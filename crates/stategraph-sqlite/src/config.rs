@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use stategraph_checkpoint::{Error, JsonPlusSerializer, Result, Serializer};
 
@@ -261,8 +262,22 @@ pub(crate) fn open_connection(
     )
     .map_err(|e| ("keeping query plans stable", e))?;
     if !read_only && config.run_setup && config.location != Location::Memory {
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(|e| ("enabling WAL", e))?;
+        // Switching a file to WAL takes its lock without SQLite's busy handler: processes
+        // opening one new file at once take turns here. A switch that could not happen
+        // reports the mode left, which is tried again too.
+        retry_busy(config.busy_timeout, || {
+            let mode: String =
+                conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+            if mode.eq_ignore_ascii_case("wal") {
+                Ok(())
+            } else {
+                Err(rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+                    Some(format!("the journal mode stayed `{mode}`")),
+                ))
+            }
+        })
+        .map_err(|e| ("enabling WAL", e))?;
     }
     conn.pragma_update(None, "synchronous", config.synchronous.pragma())
         .map_err(|e| ("setting synchronous", e))?;
@@ -272,6 +287,32 @@ pub(crate) fn open_connection(
             .map_err(|e| ("setting mmap_size", e))?;
     }
     Ok(conn)
+}
+
+/// Runs `f` until it does not fail with `SQLITE_BUSY` / `SQLITE_LOCKED` or `timeout` has
+/// passed, pausing 1, 2, 4… up to 50 ms between tries: for the steps SQLite's busy handler
+/// does not wait through (switching a file to WAL, a transaction whose snapshot another
+/// process's schema change made stale), which processes opening one file at once meet.
+/// `f` must be safe to run again (setup steps re-check what is done).
+pub(crate) fn retry_busy<T>(
+    timeout: Duration,
+    mut f: impl FnMut() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    use rusqlite::ErrorCode::{DatabaseBusy, DatabaseLocked};
+    let deadline = Instant::now() + timeout;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match f() {
+            Err(e)
+                if matches!(e.sqlite_error_code(), Some(DatabaseBusy | DatabaseLocked))
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            done => return done,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -26,6 +26,18 @@
 //! [`StoreError::Corrupt`](stategraph_checkpoint::store::StoreError) naming the namespace and
 //! key. Open one with [`SqliteStore::connect`]`(url)` or [`SqliteStoreConfig`].
 //!
+//! And it has [`SqliteRunQueue`], the durable [`RunQueue`] of an Agent Server whose processes
+//! share one SQLite file: runs, their stream events, the states they leave their threads
+//! with and keys taken once, in tables of its own (`stategraph_runs`, …) next to the
+//! checkpoints, with the semantics of
+//! [`InMemoryRunQueue`](stategraph_checkpoint::runs::InMemoryRunQueue) (checked by the shared
+//! run queue conformance suite). Claims, ends and strategies are transactions of the file's
+//! writer (SQLite's file lock serialises the processes); notifications cross processes by
+//! Unix datagrams, without polling; a saver on the same file fences a run's checkpoint
+//! writes by its lease ([`CheckpointSaver::fenced`]). Open one with
+//! [`SqliteRunQueue::connect`]`(url)` or [`SqliteRunQueueConfig`]. Any number of processes
+//! may open and set up one file at once, saver, store and queue alike.
+//!
 //! ```
 //! use stategraph_checkpoint::*;
 //! use stategraph_sqlite::SqliteSaver;
@@ -54,14 +66,18 @@
 mod config;
 mod error;
 mod pool;
+mod runs;
 mod saver;
 mod schema;
 mod store;
 
 pub use config::{DEFAULT_MMAP_SIZE, SqliteConfig, Synchronous};
+pub use runs::{SqliteRunQueue, SqliteRunQueueConfig};
 pub use saver::SqliteSaver;
 #[doc(no_inline)]
 pub use stategraph_checkpoint::CheckpointSaver;
+#[doc(no_inline)]
+pub use stategraph_checkpoint::runs::RunQueue;
 #[doc(no_inline)]
 pub use stategraph_checkpoint::store::Store;
 pub use store::{SqliteStore, SqliteStoreConfig};

@@ -73,8 +73,9 @@ pub(crate) type Prepare = fn(&Connection) -> Result<(), OpenError>;
 /// (bounds the latency of the group's first write under a steady stream of writes).
 const MAX_GROUP: usize = 128;
 
-/// Prepared statements kept per connection.
-const STATEMENT_CACHE: usize = 64;
+/// Prepared statements kept per connection (the writer is shared by the saver, the store and
+/// the run queue of a file).
+const STATEMENT_CACHE: usize = 128;
 
 /// Runs one statement without parameters, prepared once per connection (the group
 /// transaction's `BEGIN`, savepoints and `COMMIT` run for every write).
@@ -157,6 +158,15 @@ fn file_key(path: &std::path::Path) -> PathBuf {
     match (dir.canonicalize(), path.file_name()) {
         (Ok(d), Some(name)) => d.join(name),
         _ => path.to_path_buf(),
+    }
+}
+
+/// How a database file is named across processes and handles (its path, resolved): what a
+/// run queue's fences name and a saver compares with its own. `None` in memory.
+pub(crate) fn database_id(config: &SqliteConfig) -> Option<String> {
+    match &config.location {
+        Location::File(path) => Some(file_key(path).to_string_lossy().into_owned()),
+        Location::Memory => None,
     }
 }
 
@@ -257,7 +267,8 @@ impl Pool {
     fn open(&self, read_only: bool) -> Result<Connection, OpenError> {
         let conn = crate::config::open_connection(&self.config, read_only)
             .map_err(|(doing, source)| OpenError::at(doing)(source))?;
-        // Room for the saver's and the store's statements and the group transaction's own.
+        // Room for the saver's, the store's and the run queue's statements and the group
+        // transaction's own.
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         (self.prepare)(&conn)?;
         Ok(conn)

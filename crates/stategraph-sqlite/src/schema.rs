@@ -4,7 +4,11 @@
 //! file can be shared with Python LangGraph. There is no migrations table: like Python, we
 //! create what is missing and add the `task_path` column to files written by older versions.
 
-use rusqlite::Connection;
+use std::time::Duration;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use crate::config::retry_busy;
 
 /// `checkpoints`: one row per checkpoint; the whole checkpoint (values included) is one
 /// serialized blob and the metadata is JSON text stored as a blob.
@@ -57,15 +61,20 @@ pub(crate) fn check(conn: &Connection, what: &str) -> stategraph_checkpoint::Res
     })
 }
 
-/// Creates the tables if they are missing and upgrades pre-`task_path` files.
-pub(crate) fn setup(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute_batch(CREATE_CHECKPOINTS)?;
-    conn.execute_batch(CREATE_WRITES)?;
-    let has_task_path = conn
-        .prepare("SELECT 1 FROM pragma_table_info('writes') WHERE name = 'task_path'")?
-        .exists([])?;
-    if !has_task_path {
-        conn.execute_batch("ALTER TABLE writes ADD COLUMN task_path TEXT NOT NULL DEFAULT ''")?;
-    }
-    Ok(())
+/// Creates the tables if they are missing and upgrades pre-`task_path` files, in one
+/// `IMMEDIATE` transaction (processes setting up one file at once take turns, each seeing
+/// what the one before did), tried again while another process holds the file's lock.
+pub(crate) fn setup(conn: &mut Connection, busy_timeout: Duration) -> rusqlite::Result<()> {
+    retry_busy(busy_timeout, || {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute_batch(CREATE_CHECKPOINTS)?;
+        tx.execute_batch(CREATE_WRITES)?;
+        let has_task_path = tx
+            .prepare("SELECT 1 FROM pragma_table_info('writes') WHERE name = 'task_path'")?
+            .exists([])?;
+        if !has_task_path {
+            tx.execute_batch("ALTER TABLE writes ADD COLUMN task_path TEXT NOT NULL DEFAULT ''")?;
+        }
+        tx.commit()
+    })
 }

@@ -1,5 +1,6 @@
 //! `SqliteSaver`: LangGraph's SQLite checkpointer, in Rust.
 
+mod fence;
 mod pruning;
 mod read;
 mod write;
@@ -14,6 +15,7 @@ use serde_json::Value as Json;
 use stategraph_checkpoint::backend::{
     self, Expect, ListSql, Placeholders, PrunePlan, PruneRow, PruneTarget, SqlArg, prune,
 };
+use stategraph_checkpoint::runs::RunFence;
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointId, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DecodeCache, DeltaChannelHistory, DeltaWalk, EncodedWrites,
@@ -43,6 +45,9 @@ use write::*;
 #[derive(Clone)]
 pub struct SqliteSaver {
     inner: Arc<Inner>,
+    /// The run lease its checkpoint writes are conditioned on, if any
+    /// ([`CheckpointSaver::fenced`]).
+    fence: Option<Arc<fence::Fence>>,
 }
 
 /// The saver's connections (see [`Pool`]): nothing beyond SQLite's defaults is prepared.
@@ -56,6 +61,7 @@ impl fmt::Debug for SqliteSaver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SqliteSaver")
             .field("location", &self.inner.config().location)
+            .field("fence", &self.fence)
             .finish_non_exhaustive()
     }
 }
@@ -81,17 +87,18 @@ impl SqliteSaver {
             config::Location::File(path) => format!("SQLite database {}", path.display()),
             config::Location::Memory => "the in-memory SQLite database".to_owned(),
         };
-        let run_setup = config.run_setup;
+        let (run_setup, busy_timeout) = (config.run_setup, config.busy_timeout);
         let pool = Pool::new(config, no_preparation);
         pool.exclusive(|writer| {
             if run_setup {
-                schema::setup(writer).map_err(db("creating the checkpoint tables"))
+                schema::setup(writer, busy_timeout).map_err(db("creating the checkpoint tables"))
             } else {
                 schema::check(writer, &what)
             }
         })?;
         Ok(Self {
             inner: Arc::new(pool),
+            fence: None,
         })
     }
 
@@ -107,6 +114,23 @@ impl SqliteSaver {
         })
         .await
         .map_err(join)?
+    }
+
+    /// Runs the checkpoint write `f` on the writer connection, on the blocking pool, after
+    /// the fence's check in the same transaction for a fenced saver.
+    async fn save<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection, &dyn Serializer) -> Result<T> + Send + 'static,
+    {
+        let fence = self.fence.clone();
+        self.write(move |conn, serde| {
+            if let Some(fence) = &fence {
+                fence.check(conn)?;
+            }
+            f(conn, serde)
+        })
+        .await
     }
 
     /// Runs `f` on a reader connection (the writer for in-memory databases), on the blocking
@@ -133,6 +157,21 @@ impl CheckpointSaver for SqliteSaver {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities::ALL
+    }
+
+    /// This saver with its checkpoint writes (puts, writes, batches) conditioned on the run's
+    /// row in the queue's `stategraph_runs` of the same file (running, held by the fence's
+    /// worker, lease not run out), checked in each write's own transaction; `None` for a
+    /// fence of another database (or a saver in memory).
+    fn fenced(&self, fence: &RunFence) -> Option<Arc<dyn CheckpointSaver>> {
+        let database = crate::pool::database_id(self.inner.config())?;
+        if fence.database != database || fence.relation != crate::runs::RUNS_TABLE {
+            return None;
+        }
+        Some(Arc::new(Self {
+            inner: Arc::clone(&self.inner),
+            fence: Some(Arc::new(fence::Fence::new(fence))),
+        }))
     }
 
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
@@ -238,7 +277,7 @@ impl CheckpointSaver for SqliteSaver {
     ) -> Result<CheckpointConfig> {
         let put = self.encode_put(config, checkpoint, metadata, expect.to_owned())?;
         let out = put.out.clone();
-        self.write(move |conn, _| {
+        self.save(move |conn, _| {
             let tx = conn
                 .savepoint()
                 .map_err(db("starting a checkpoint write"))?;
@@ -257,7 +296,7 @@ impl CheckpointSaver for SqliteSaver {
         task_path: &str,
     ) -> Result<()> {
         let call = self.encode_write_call(config, writes, task_id, task_path)?;
-        self.write(move |conn, _| {
+        self.save(move |conn, _| {
             let tx = conn.savepoint().map_err(db("starting a write"))?;
             writes_in(&tx, &call)?;
             tx.commit().map_err(db("committing writes"))
@@ -299,7 +338,7 @@ impl CheckpointSaver for SqliteSaver {
             .collect();
         let together = match encoded {
             Ok(encoded) => {
-                self.write(move |conn, _| {
+                self.save(move |conn, _| {
                     let tx = conn.savepoint().map_err(db("starting a batch of writes"))?;
                     for op in &encoded {
                         let done = match op {

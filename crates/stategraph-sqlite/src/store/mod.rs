@@ -35,7 +35,7 @@ use stategraph_checkpoint::store::{
     BatchStep, IndexConfig, Op, OpResult, PutOp, ReadOp, Store, StoreError, TtlConfig, plan_batch,
 };
 
-use crate::config::Location;
+use crate::config::{Location, retry_busy};
 use crate::error::BACKEND;
 use crate::pool::Pool;
 use conn::db;
@@ -114,12 +114,19 @@ impl SqliteStore {
     /// its vector migrations), recording them as Python's `SqliteStore.setup()` does.
     /// Idempotent.
     fn setup(&self) -> Result<(), StoreError> {
+        let busy_timeout = self.db.config().busy_timeout;
         self.db.exclusive(|conn| {
-            migrate(conn, "store_migrations", &STORE_MIGRATIONS)
-                .map_err(db("creating the store tables"))?;
+            // Processes setting up one file at once take turns (each migration run re-checks
+            // the recorded version in its `IMMEDIATE` transaction).
+            retry_busy(busy_timeout, || {
+                migrate(conn, "store_migrations", &STORE_MIGRATIONS)
+            })
+            .map_err(db("creating the store tables"))?;
             if self.index.is_some() {
-                migrate(conn, "vector_migrations", &VECTOR_MIGRATIONS)
-                    .map_err(db("creating the store_vectors table"))?;
+                retry_busy(busy_timeout, || {
+                    migrate(conn, "vector_migrations", &VECTOR_MIGRATIONS)
+                })
+                .map_err(db("creating the store_vectors table"))?;
             }
             Ok(())
         })
