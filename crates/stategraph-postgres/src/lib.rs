@@ -52,23 +52,26 @@
 //! expired item is put again.
 //!
 //! [`PostgresRunQueue`] is the durable [`RunQueue`] of agent runs for several Agent Server
-//! processes on one
-//! database (stategraph's own tables `stategraph_runs`, `stategraph_run_events` and
-//! `stategraph_run_claims` (a cron's ticks, taken once), migrations
-//! in `stategraph_run_migrations`; nothing of LangGraph's is touched). Workers claim runs with
-//! `SELECT … FOR UPDATE SKIP LOCKED`, oldest first and FIFO per thread; a unique partial index
-//! lets the database itself refuse a second running run on a thread. A claim is a lease kept
-//! alive by heartbeats: when a worker dies, [`RunQueue::requeue_expired`] hands its run to
-//! another ([`ClaimedRun::attempt`] tells the takeover), up to
+//! processes on one database (stategraph's own tables `stategraph_runs` — LangGraph's run
+//! records in typed columns —, `stategraph_run_events`, `stategraph_run_threads` (what each
+//! thread's last run left it with) and `stategraph_run_claims` (a cron's ticks, taken once),
+//! migrations in `stategraph_run_migrations`; nothing of LangGraph's is touched). Workers claim
+//! runs with `SELECT … FOR UPDATE SKIP LOCKED`, oldest first and FIFO per thread; a unique
+//! partial index lets the database itself refuse a second running run on a thread. A claim is
+//! a lease kept alive by heartbeats: when a worker dies, [`RunQueue::requeue_expired`] hands
+//! its run to another ([`RunRow::attempt`] tells the takeover), up to
 //! [`RunQueueConfig::max_attempts`]. Enqueueing applies LangGraph's multitask strategies
-//! ([`Multitask`]) under a per-thread advisory lock; stop requests reach a run's worker in its
-//! heartbeat and as a `NOTIFY`; stream events are numbered per run for joiners and
-//! `Last-Event-ID`. [`PostgresRunQueue::listen`] turns the queue's notifications (ids only, on a
-//! channel of its schema) into [`Notification`]s.
+//! ([`Multitask`]) under a per-thread advisory lock; a run's end ([`RunEnd`]: its status,
+//! output, last events, its thread's state, the worker's next claim) is one statement; stop
+//! requests reach a run's worker in its heartbeat and as a `NOTIFY`; stream events are
+//! numbered per run for joiners and `Last-Event-ID`. [`PostgresRunQueue::listen`] turns the
+//! queue's notifications (ids only, on a channel of its schema) into [`Notification`]s.
 //!
 //! ```no_run
 //! use serde_json::json;
-//! use stategraph_postgres::{Multitask, NewRun, RunQueue, RunQueueConfig, RunStatus};
+//! use stategraph_postgres::{
+//!     Multitask, NewRun, RunEnd, RunEvents, RunQueue, RunQueueConfig, RunStatus,
+//! };
 //!
 //! # async fn demo() -> Result<(), stategraph_checkpoint::Error> {
 //! let queue = RunQueueConfig::from_url("postgres://postgres@127.0.0.1:5432/test")?
@@ -77,15 +80,17 @@
 //!     .await?;
 //! let mut wake = queue.listen().await?;
 //! queue
-//!     .enqueue(NewRun::new("run-1", "thread-1", json!({"input": "hi"})).multitask(Multitask::Enqueue))
+//!     .enqueue(NewRun::new("run-1", "thread-1").assistant("agent").multitask(Multitask::Enqueue))
 //!     .await?;
 //! let _ = wake.recv().await; // Notification::Enqueued { .. }
-//! if let Some(run) = queue.claim("host-a/worker-1").await? {
+//! if let Some(run) = queue.claim("host-a/worker-1", None).await? {
 //!     let event = ("values".to_owned(), json!({"n": 1}));
 //!     queue.append_events(&run.run_id, "host-a/worker-1", &[event]).await?;
 //!     let lease = queue.heartbeat(&run.run_id, "host-a/worker-1").await?;
 //!     assert!(lease.held && lease.cancel.is_none());
-//!     queue.finish(&run.run_id, "host-a/worker-1", RunStatus::Success, None).await?;
+//!     let output = json!({"n": 1});
+//!     let end = RunEnd::new(&run.run_id, "host-a/worker-1", RunStatus::Success);
+//!     queue.finish(end.output(Some(&output))).await?;
 //! }
 //! let events = queue.events_after("run-1", 0, 100).await?;
 //! assert_eq!(events[0].seq, 1);
@@ -113,8 +118,8 @@ pub use saver::PostgresSaver;
 pub use stategraph_checkpoint::CheckpointSaver;
 #[doc(no_inline)]
 pub use stategraph_checkpoint::runs::{
-    CancelAction, CancelOutcome, ClaimedRun, Enqueued, Expired, Lease, Multitask, NewRun,
-    Notification, Notifications, QueueStats, RecordWrite, RecordWrites, RunEnd, RunEvent, RunQueue,
-    RunRow, RunStatus,
+    CancelAction, CancelOutcome, Deletion, Enqueued, Expired, Finished, Lease, Multitask, NewRun,
+    Notification, Notifications, OnceKeys, QueueStats, RunEnd, RunEvent, RunEvents, RunQuery,
+    RunQueue, RunRow, RunStatus, ThreadEnd, ThreadRow, ThreadState, ThreadStatus,
 };
 pub use store::{PostgresStore, PostgresStoreConfig};

@@ -1,11 +1,14 @@
 //! The Postgres run queue against a real PostgreSQL (`STATEGRAPH_TEST_POSTGRES_URL`, default
 //! the local test server), each test in a scratch schema of its own: the shared run queue
-//! conformance suite (two queues on one schema stand for two processes), then what is
-//! Postgres's own: notifications per schema, setup, a silent server. A server that cannot be
-//! reached fails the tests.
+//! conformance suite (two queues on one schema stand for two processes, a third connects as a
+//! process starting later), then what is Postgres's own: notifications per schema, setup, a
+//! silent server, fencing, U+0000 in what users write, a run given back with a next claim.
+//! (Upgrading the tables of an earlier version: `run_queue_migration.rs`.) A server that
+//! cannot be reached fails the tests.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -13,8 +16,8 @@ use stategraph_checkpoint::Error;
 use stategraph_checkpoint::backend::Timeouts;
 use stategraph_checkpoint::conformance::runs::{QueueOptions, RunQueueFixture};
 use stategraph_postgres::{
-    CancelAction, Listener, Multitask, NewRun, Notification, PostgresRunQueue, RunEnd, RunQueue,
-    RunQueueConfig, RunStatus,
+    CancelAction, Listener, Multitask, NewRun, Notification, PostgresRunQueue, RunEnd, RunEvents,
+    RunQueue, RunQueueConfig, RunStatus, ThreadEnd, ThreadState, ThreadStatus,
 };
 use stategraph_testkit::net::{StallingProxy, bounded};
 use stategraph_testkit::postgres::{ScratchSchema, connect, server_addr, url, url_via};
@@ -40,11 +43,12 @@ async fn queue(schema: &ScratchSchema) -> PostgresRunQueue {
     queue_with(schema, |c| c).await
 }
 
-/// A fresh schema with two queues on it, as two processes have.
+/// A fresh schema with two queues on it, as two processes have, and a way to connect a
+/// third, setup included, as a process starting later does.
 async fn make(options: QueueOptions) -> RunQueueFixture {
     let schema = ScratchSchema::new("sg_runs");
     let name = schema.name().to_owned();
-    let connect = |name: String| async move {
+    let connect = move |name: String| async move {
         RunQueueConfig::from_url(&url())
             .unwrap()
             .schema(name)
@@ -56,14 +60,22 @@ async fn make(options: QueueOptions) -> RunQueueFixture {
             .unwrap_or_else(|e| panic!("PostgreSQL at {} is required for these tests: {e}", url()))
     };
     let a = connect(name.clone()).await;
-    let b = connect(name).await;
-    RunQueueFixture::new(a, b).with_guard(schema)
+    let b = connect(name.clone()).await;
+    RunQueueFixture::new(a, b, move || {
+        let name = name.clone();
+        async move { Arc::new(connect(name).await) as Arc<dyn RunQueue> }
+    })
+    .with_guard(schema)
 }
 
 stategraph_checkpoint::run_queue_conformance!(make);
 
 fn run(id: &str, thread: &str) -> NewRun {
-    NewRun::new(id, thread, json!({ "input": id })).multitask(Multitask::Enqueue)
+    let mut kwargs = stategraph_checkpoint::runs::Object::new();
+    kwargs.insert("input".into(), json!(id));
+    NewRun::new(id, thread)
+        .multitask(Multitask::Enqueue)
+        .kwargs(kwargs)
 }
 
 /// The next notification satisfying `wanted`, skipping others, within [`WAIT`].
@@ -108,7 +120,7 @@ async fn listeners_hear_their_own_schema_only() {
             claimable: true
         }
     );
-    writer.claim("w").await.unwrap().unwrap();
+    writer.claim("w", None).await.unwrap().unwrap();
     assert_eq!(
         writer
             .append_events("r1", "w", &[("values".into(), json!({}))])
@@ -138,15 +150,24 @@ async fn listeners_hear_their_own_schema_only() {
             reason: "é".repeat(1000),
         }
     );
-    writer
-        .finish("r1", "w", RunStatus::Interrupted, None)
-        .await
-        .unwrap();
+    let last = [("values".to_owned(), json!({"n": 2}))];
+    let end = RunEnd::new("r1", "w", RunStatus::Interrupted).events(&last);
+    assert!(writer.finish(end).await.unwrap().ended);
+    // The last events are announced before the end, with their last number.
+    let n = wait_for(&mut mine, "last event", |_| true).await;
+    assert_eq!(
+        n,
+        Notification::Event {
+            run_id: "r1".into(),
+            seq: 2
+        }
+    );
     let n = wait_for(&mut mine, "finished", |_| true).await;
     assert_eq!(
         n,
         Notification::Finished {
             run_id: "r1".into(),
+            thread_id: "t1".into(),
             status: Some(RunStatus::Interrupted)
         }
     );
@@ -184,7 +205,7 @@ async fn setup_is_idempotent_and_safe_concurrently() {
     let again = queue(&schema).await;
     assert_eq!(again.get("r1").await.unwrap().unwrap().run_id, "r1");
     let plain = queue_with(&schema, RunQueueConfig::without_setup).await;
-    assert_eq!(plain.claim("w").await.unwrap().unwrap().run_id, "r1");
+    assert_eq!(plain.claim("w", None).await.unwrap().unwrap().run_id, "r1");
 
     let client = connect().await;
     let versions: Vec<i32> = client
@@ -200,12 +221,12 @@ async fn setup_is_idempotent_and_safe_concurrently() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, [0, 1, 2, 3]);
+    assert_eq!(versions, (0..=6).collect::<Vec<_>>());
     // The database itself refuses a second running run on a thread.
     let err = client
         .batch_execute(&format!(
-            "INSERT INTO \"{0}\".stategraph_runs (run_id, thread_id, status, payload, max_attempts) \
-             VALUES ('r2', 't1', 'running', '{{}}', 1)",
+            "INSERT INTO \"{0}\".stategraph_runs (run_id, thread_id, status, max_attempts) \
+             VALUES ('r2', 't1', 'running', 1)",
             schema.name()
         ))
         .await
@@ -241,7 +262,10 @@ async fn a_silent_server_times_out_queue_operations() {
             "{op}: {err:?}"
         );
     };
-    timed_out(bounded(q.claim("w")).await.unwrap_err(), "claiming a run");
+    timed_out(
+        bounded(q.claim("w", None)).await.unwrap_err(),
+        "claiming a run",
+    );
     timed_out(
         bounded(q.enqueue(run("r2", "t2"))).await.unwrap_err(),
         "enqueuing a run",
@@ -274,11 +298,8 @@ async fn a_fenced_saver_writes_only_while_its_worker_holds_the_lease() {
         .connect()
         .await
         .unwrap();
-    queue
-        .enqueue(NewRun::new("r1", "t1", json!({})).multitask(Multitask::Enqueue))
-        .await
-        .unwrap();
-    assert_eq!(queue.claim("w1").await.unwrap().unwrap().attempt, 1);
+    queue.enqueue(run("r1", "t1")).await.unwrap();
+    assert_eq!(queue.claim("w1", None).await.unwrap().unwrap().attempt, 1);
     let first = saver
         .fenced(&queue.fence("r1", "w1").unwrap())
         .expect("the saver is on the queue's database");
@@ -302,7 +323,7 @@ async fn a_fenced_saver_writes_only_while_its_worker_holds_the_lease() {
     // The lease runs out; another worker takes the run over.
     tokio::time::sleep(Duration::from_millis(500)).await;
     queue.requeue_expired().await.unwrap();
-    assert_eq!(queue.claim("w2").await.unwrap().unwrap().attempt, 2);
+    assert_eq!(queue.claim("w2", None).await.unwrap().unwrap().attempt, 2);
     let lost = |e: Error| matches!(e, Error::LeaseLost { ref run_id, ref worker } if run_id == "r1" && worker == "w1");
     let e = put(first.clone()).await.unwrap_err();
     assert!(lost(e), "a put of the fenced-out worker");
@@ -322,12 +343,8 @@ async fn a_fenced_saver_writes_only_while_its_worker_holds_the_lease() {
         2
     );
     // Finished: nobody's writes go through.
-    assert!(
-        queue
-            .finish("r1", "w2", RunStatus::Success, None)
-            .await
-            .unwrap()
-    );
+    let end = RunEnd::new("r1", "w2", RunStatus::Success);
+    assert!(queue.finish(end).await.unwrap().ended);
     let third = saver.fenced(&queue.fence("r1", "w2").unwrap()).unwrap();
     assert!(matches!(put(third).await, Err(Error::LeaseLost { .. })));
     // A queue on another database cannot fence this saver.
@@ -335,241 +352,111 @@ async fn a_fenced_saver_writes_only_while_its_worker_holds_the_lease() {
     assert!(saver.fenced(&elsewhere).is_none());
 }
 
-/// A store on the queue's schema, and the record writes of its location.
-async fn records_store(schema: &ScratchSchema) -> stategraph_postgres::PostgresStore {
-    stategraph_postgres::PostgresStoreConfig::from_url(&url())
-        .unwrap()
-        .schema(schema.name())
-        .connect()
-        .await
-        .unwrap()
-}
-
-fn put_record(key: &str, value: serde_json::Value) -> stategraph_checkpoint::runs::RecordWrite {
-    stategraph_checkpoint::runs::RecordWrite::Put {
-        namespace: vec!["records".into(), "threads".into()],
-        key: key.into(),
-        value,
-    }
-}
-
-async fn record(
-    store: &stategraph_postgres::PostgresStore,
-    key: &str,
-) -> Option<serde_json::Value> {
-    use stategraph_checkpoint::store::Store as _;
-    store
-        .get(&["records", "threads"], key)
-        .await
-        .unwrap()
-        .map(|i| i.value)
-}
-
+/// What users write may hold U+0000 (PostgreSQL's `text` and `jsonb` cannot): a run's
+/// arguments, metadata, events, error and output, and a thread's state, all come back as
+/// they were given.
 #[tokio::test]
-async fn records_change_with_the_enqueue_and_the_end_of_a_run() {
-    use stategraph_checkpoint::runs::{RecordWrite, RecordWrites};
-    use stategraph_checkpoint::store::Store as _;
-    let schema = ScratchSchema::new("sg_records");
-    let queue = queue(&schema).await;
-    let store = records_store(&schema).await;
-    let at = store.location().expect("a Postgres store has a location");
-    assert!(queue.writes_records_at(&at), "same database: {at:?}");
-    let elsewhere = stategraph_checkpoint::store::StoreLocation::new(
-        "postgres",
-        "another@database",
-        at.relation.clone(),
+async fn user_text_with_nul_round_trips() {
+    let schema = ScratchSchema::new("sg_runs");
+    let q = queue(&schema).await;
+    let text = json!({ "content": "a \u{0} b", "k\u{0}": ["\u{0}"] });
+    let object = text.as_object().cloned().unwrap();
+    q.enqueue(
+        run("r1", "t1")
+            .metadata(object.clone())
+            .kwargs(object.clone()),
+    )
+    .await
+    .unwrap();
+    q.claim("w", None).await.unwrap().unwrap();
+    let events = [("messages".to_owned(), text.clone())];
+    assert_eq!(q.append_events("r1", "w", &events).await.unwrap(), Some(1));
+    let state = ThreadState::new(
+        ThreadStatus::Error,
+        text.clone(),
+        json!({ "t": [text.clone()] }),
+    )
+    .error(text.clone());
+    let end = RunEnd::new("r1", "w", RunStatus::Error)
+        .error(Some(&text))
+        .output(Some(&text))
+        .events(&events)
+        .thread(ThreadEnd::Settle(&state));
+    assert!(q.finish(end).await.unwrap().ended);
+    let row = q.get("r1").await.unwrap().unwrap();
+    assert_eq!((row.metadata, row.kwargs), (object.clone(), object));
+    assert_eq!(
+        (row.error.as_ref(), row.output.as_ref()),
+        (Some(&text), Some(&text))
     );
-    assert!(!queue.writes_records_at(&elsewhere));
-    let writes = |w: Vec<RecordWrite>| RecordWrites::new(at.clone(), w);
+    let logged = q.events_after("r1", 0, 10).await.unwrap();
+    assert_eq!(logged.len(), 2);
+    assert!(logged.iter().all(|e| e.data == text));
+    let thread = &q.threads(&["t1".to_owned()]).await.unwrap()[0];
+    assert_eq!(thread.state.as_ref(), Some(&state));
+}
 
-    // Enqueued: the records are written with the run.
-    queue
-        .enqueue(run("r1", "t1").records(writes(vec![
-            put_record("t1", json!({"status": "busy", "metadata": {"a": 1}})),
-            put_record("r1", json!({"status": "pending"})),
-        ])))
+/// A worker that gives its run back and asks for its next claim in the same call gets the
+/// oldest claimable run — the one it gave back, first on its thread — in one transaction.
+#[tokio::test]
+async fn a_run_given_back_with_a_next_claim_is_claimable_again() {
+    let schema = ScratchSchema::new("sg_runs");
+    let q = queue(&schema).await;
+    let mut notes = q.listen().await.unwrap();
+    q.enqueue(run("r1", "t")).await.unwrap();
+    q.enqueue(run("r2", "t")).await.unwrap();
+    assert_eq!(q.claim("w1", None).await.unwrap().unwrap().run_id, "r1");
+    let done = q
+        .finish(RunEnd::released("r1", "w2").claim_next())
         .await
         .unwrap();
-    assert_eq!(
-        record(&store, "t1").await,
-        Some(json!({"status": "busy", "metadata": {"a": 1}}))
-    );
-    // Refused (`reject` on a busy thread): neither the run nor its records.
-    let e = queue
-        .enqueue(
-            NewRun::new("r2", "t1", json!({}))
-                .multitask(Multitask::Reject)
-                .records(writes(vec![put_record("r2", json!({"status": "pending"}))])),
-        )
-        .await
-        .unwrap_err();
-    assert!(matches!(e, Error::Conflict { .. }), "{e}");
-    assert_eq!(record(&store, "r2").await, None);
-    // Records that start the thread's work are written only when nothing else of the thread
-    // is pending or running.
-    queue
-        .enqueue(run("r4", "t1").records(
-            writes(vec![put_record("r4", json!({"status": "pending"}))]).if_idle(vec![put_record(
-                "t1",
-                json!({"status": "busy", "by": "r4"}),
-            )]),
-        ))
+    assert!(!done.ended, "not the holder");
+    assert_eq!(done.next, None, "r1 runs, r2 waits for it");
+    let done = q
+        .finish(RunEnd::released("r1", "w1").claim_next())
         .await
         .unwrap();
+    assert!(done.ended);
+    let next = done.next.expect("the run given back, claimed again");
+    assert_eq!((next.run_id.as_str(), next.attempt), ("r1", 2));
     assert_eq!(
-        record(&store, "r4").await,
-        Some(json!({"status": "pending"}))
+        next.max_attempts, 4,
+        "the attempt given back does not count"
     );
-    assert_eq!(
-        record(&store, "t1").await,
-        Some(json!({"status": "busy", "metadata": {"a": 1}})),
-        "t1 has r1 pending"
-    );
-    queue
-        .enqueue(
-            run("r5", "t5")
-                .records(writes(Vec::new()).if_idle(vec![put_record("t5", json!({"by": "r5"}))])),
+    wait_for(
+        &mut notes,
+        "requeued",
+        |n| matches!(n, Notification::Requeued { run_id, .. } if run_id == "r1"),
+    )
+    .await;
+    // Ended, deleted (a rollback), with the thread's state deleted, claiming r2 in the
+    // same statement.
+    let done = q
+        .finish(
+            RunEnd::new("r1", "w1", RunStatus::Interrupted)
+                .deleted()
+                .thread(ThreadEnd::Delete)
+                .claim_next(),
         )
         .await
         .unwrap();
-    assert_eq!(record(&store, "t5").await, Some(json!({"by": "r5"})));
-
-    // Someone changes the thread's metadata while the run runs; the run's end sets only the
-    // fields it changes.
-    use stategraph_checkpoint::store::PutOptions;
-    store
-        .put_with(
-            &["records", "threads"],
-            "t1",
-            json!({"status": "busy", "metadata": {"a": 2}}),
-            PutOptions::default(),
-        )
+    assert!(done.ended);
+    assert_eq!(done.next.map(|r| r.run_id).as_deref(), Some("r2"));
+    assert_eq!(q.get("r1").await.unwrap(), None);
+    // Ended (kept), claiming the thread's next in the same statement.
+    q.enqueue(run("r3", "t")).await.unwrap();
+    let done = q
+        .finish(RunEnd::new("r2", "w1", RunStatus::Success).claim_next())
         .await
         .unwrap();
-    assert_eq!(queue.claim("w1").await.unwrap().unwrap().run_id, "r1");
-    let end = writes(vec![
-        RecordWrite::Merge {
-            namespace: vec!["records".into(), "threads".into()],
-            key: "t1".into(),
-            fields: json!({"status": "idle", "values": {"n": 1}})
-                .as_object()
-                .cloned()
-                .unwrap(),
-        },
-        put_record("r1", json!({"status": "success"})),
-        RecordWrite::Delete {
-            namespace: vec!["records".into(), "threads".into()],
-            key: "gone".into(),
-        },
-    ]);
-    // Not the holder: nothing is written.
-    assert!(
-        !queue
-            .finish_with_records("r1", "w2", RunStatus::Success, None, &[], &end)
-            .await
-            .unwrap()
+    assert!(done.ended);
+    let next = done.next.expect("r3, next on the thread");
+    assert_eq!(
+        (next.run_id.as_str(), next.worker.as_deref()),
+        ("r3", Some("w1"))
     );
     assert_eq!(
-        record(&store, "r1").await,
-        Some(json!({"status": "pending"}))
-    );
-    store
-        .put_with(
-            &["records", "threads"],
-            "gone",
-            json!({}),
-            PutOptions::default(),
-        )
-        .await
-        .unwrap();
-    let last = [("values".to_owned(), json!({"n": 1}))];
-    assert!(
-        queue
-            .finish_with_records("r1", "w1", RunStatus::Success, None, &last, &end)
-            .await
-            .unwrap()
-    );
-    assert_eq!(
-        record(&store, "t1").await,
-        Some(json!({"status": "idle", "metadata": {"a": 2}, "values": {"n": 1}}))
-    );
-    assert_eq!(
-        record(&store, "r1").await,
-        Some(json!({"status": "success"}))
-    );
-    assert_eq!(record(&store, "gone").await, None);
-    assert_eq!(queue.events_after("r1", 0, 10).await.unwrap().len(), 1);
-    assert_eq!(
-        queue.get("r1").await.unwrap().unwrap().status,
+        q.get("r2").await.unwrap().unwrap().status,
         RunStatus::Success
-    );
-
-    // One address written twice (a put, then a merge into it): made in order, in one
-    // transaction.
-    queue.enqueue(run("r6", "t6")).await.unwrap();
-    assert!(queue.claim_run("r6", "w1").await.unwrap().is_some());
-    let twice = writes(vec![
-        put_record("t6", json!({"status": "busy", "metadata": {}})),
-        RecordWrite::Merge {
-            namespace: vec!["records".into(), "threads".into()],
-            key: "t6".into(),
-            fields: json!({"status": "idle"}).as_object().cloned().unwrap(),
-        },
-    ]);
-    assert!(
-        queue
-            .finish_with_records("r6", "w1", RunStatus::Success, None, &[], &twice)
-            .await
-            .unwrap()
-    );
-    assert_eq!(
-        record(&store, "t6").await,
-        Some(json!({"status": "idle", "metadata": {}}))
-    );
-
-    // A queue on another database's store: records are refused, not dropped.
-    let e = queue
-        .enqueue(run("r3", "t3").records(RecordWrites::new(
-            elsewhere,
-            vec![put_record("r3", json!({}))],
-        )))
-        .await
-        .unwrap_err();
-    assert!(e.to_string().contains("cannot write records"), "{e}");
-    assert!(queue.get("r3").await.unwrap().is_none());
-}
-
-/// A run's end with its records and the worker's next claim, in one transaction: a worker
-/// that no longer holds its run writes none of it (but claims); one that holds it writes the
-/// records and goes on to the thread's next run.
-#[tokio::test]
-async fn records_go_with_the_end_that_claims_the_next_run() {
-    use stategraph_checkpoint::runs::RecordWrites;
-    use stategraph_checkpoint::store::Store as _;
-    let schema = ScratchSchema::new("sg_records");
-    let queue = queue(&schema).await;
-    let store = records_store(&schema).await;
-    let at = store.location().expect("a Postgres store has a location");
-    let writes = |w| RecordWrites::new(at.clone(), w);
-    for id in ["r7", "r8"] {
-        queue.enqueue(run(id, "t7")).await.unwrap();
-    }
-    assert!(queue.claim_run("r7", "w1").await.unwrap().is_some());
-    let end7 = writes(vec![put_record("r7", json!({"status": "success"}))]);
-    let (ended, next) = queue
-        .finish_and_claim(RunEnd::new("r7", "w2", RunStatus::Success).records(Some(&end7)))
-        .await
-        .unwrap();
-    assert!(!ended && next.is_none(), "r8 waits for r7");
-    assert_eq!(record(&store, "r7").await, None);
-    let (ended, next) = queue
-        .finish_and_claim(RunEnd::new("r7", "w1", RunStatus::Success).records(Some(&end7)))
-        .await
-        .unwrap();
-    assert!(ended);
-    assert_eq!(next.unwrap().run_id, "r8");
-    assert_eq!(
-        record(&store, "r7").await,
-        Some(json!({"status": "success"}))
     );
 }

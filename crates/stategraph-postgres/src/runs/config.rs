@@ -8,6 +8,7 @@ use stategraph_checkpoint::{Error, Result};
 
 use super::PostgresRunQueue;
 use super::listen::channel_for;
+use super::migrations::{LATEST, MIGRATIONS};
 use crate::config::PostgresConfig;
 use crate::error::{BACKEND, db};
 use crate::migrate::{create_schema, run_migrations, with_setup_lock};
@@ -21,55 +22,6 @@ const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 /// Seed of the session advisory-lock key that serialises concurrent run-queue setups on one
 /// schema (hashed with the schema name; distinct from the saver's and the store's).
 const SETUP_LOCK_SEED: i64 = 0x5354_4752_5255_4e31; // "STGRRUN1"
-
-/// stategraph's run-queue migrations, indexed by version and recorded in
-/// `stategraph_run_migrations` (LangGraph has no such tables; nothing of Python's is touched).
-/// Each runs as one implicit transaction (several statements in one simple query).
-const MIGRATIONS: [&str; 4] = [
-    // v0: the runs, the one-running-run-per-thread guarantee, the queue's indexes, the events.
-    "CREATE TABLE IF NOT EXISTS stategraph_runs (
-    run_id text PRIMARY KEY,
-    thread_id text NOT NULL,
-    status text NOT NULL,
-    payload jsonb NOT NULL,
-    seq bigserial NOT NULL,
-    attempt integer NOT NULL DEFAULT 0,
-    max_attempts integer NOT NULL,
-    worker text,
-    lease_until timestamptz,
-    cancel text CHECK (cancel IN ('interrupt', 'rollback')),
-    events bigint NOT NULL DEFAULT 0,
-    error jsonb,
-    created_at timestamptz NOT NULL DEFAULT now(),
-    updated_at timestamptz NOT NULL DEFAULT now(),
-    CHECK (status IN ('pending', 'running', 'success', 'error', 'timeout', 'interrupted'))
-);
-CREATE UNIQUE INDEX IF NOT EXISTS stategraph_runs_one_running
-    ON stategraph_runs (thread_id) WHERE status = 'running';
-CREATE INDEX IF NOT EXISTS stategraph_runs_pending
-    ON stategraph_runs (seq) WHERE status = 'pending';
-CREATE INDEX IF NOT EXISTS stategraph_runs_thread ON stategraph_runs (thread_id, seq);
-CREATE INDEX IF NOT EXISTS stategraph_runs_lease
-    ON stategraph_runs (lease_until) WHERE status = 'running';
-CREATE TABLE IF NOT EXISTS stategraph_run_events (
-    run_id text NOT NULL REFERENCES stategraph_runs (run_id) ON DELETE CASCADE,
-    seq bigint NOT NULL,
-    event text NOT NULL,
-    data jsonb NOT NULL,
-    PRIMARY KEY (run_id, seq)
-)",
-    // v1: keys taken once across processes (`claim_once`: a cron's due ticks).
-    "CREATE TABLE IF NOT EXISTS stategraph_run_claims (
-    key text PRIMARY KEY,
-    claimed_at timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX IF NOT EXISTS stategraph_run_claims_at ON stategraph_run_claims (claimed_at)",
-    // v2: finished runs by when they ended, for `purge_finished`.
-    "CREATE INDEX IF NOT EXISTS stategraph_runs_finished
-    ON stategraph_runs (updated_at) WHERE status NOT IN ('pending', 'running')",
-    // v3: why a run was asked to stop, for its worker in whichever process.
-    "ALTER TABLE stategraph_runs ADD COLUMN IF NOT EXISTS cancel_reason text",
-];
 
 /// Builds a [`PostgresRunQueue`]: the connection (URL, schema, pool size, timeouts), how long a claim
 /// holds a run without a heartbeat ([`lease`](Self::lease)), how often a run is tried
@@ -222,22 +174,42 @@ async fn current_schema(client: &tokio_postgres::Client) -> Result<String> {
     row.try_get(0).map_err(db("reading the current schema"))
 }
 
-/// Fails, naming them, if the queue's tables are missing.
+/// Fails, naming them, if the queue's tables are missing, or if their migrations stop short
+/// of the version this queue needs (a setup of an earlier version made them).
 async fn check_tables(client: &tokio_postgres::Client, target: &str) -> Result<()> {
+    const OP: &str = "checking the run queue's tables";
     let rows = client
         .query(
             "SELECT t FROM unnest(ARRAY['stategraph_runs', 'stategraph_run_events', \
-             'stategraph_run_migrations']) WITH ORDINALITY AS w(t, i) \
+             'stategraph_run_threads', 'stategraph_run_migrations']) WITH ORDINALITY AS w(t, i) \
              WHERE to_regclass(quote_ident(t)) IS NULL ORDER BY i",
             &[],
         )
         .await
-        .map_err(db("checking the run queue's tables"))?;
+        .map_err(db(OP))?;
     let missing = rows
         .iter()
         .map(|r| r.try_get::<_, String>(0))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(db("checking the run queue's tables"))?;
+        .map_err(db(OP))?;
+    if !missing.iter().any(|t| t == "stategraph_run_migrations") {
+        let row = client
+            .query_one(
+                "SELECT COALESCE(max(v), -1) FROM stategraph_run_migrations",
+                &[],
+            )
+            .await
+            .map_err(db(OP))?;
+        let version: i32 = row.try_get(0).map_err(db(OP))?;
+        if version < LATEST {
+            return Err(Error::NotFound {
+                what: format!(
+                    "the run queue's migration v{LATEST} in the PostgreSQL database {target} \
+                     (its tables are at v{version}: connect once with the setup to upgrade them)"
+                ),
+            });
+        }
+    }
     if missing.is_empty() {
         return Ok(());
     }

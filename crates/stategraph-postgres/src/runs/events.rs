@@ -2,16 +2,8 @@
 
 use super::*;
 
-/// The common table expression that stores events `$3` (names) and `$4` (data), numbered
-/// after the `events` count that CTE `r` returns for the run (which includes `$6`, their
-/// number): used by the statements that append events and that end a run with its last ones.
-pub(super) const INSERT_EVENTS: &str = "ins AS ( \
-    INSERT INTO stategraph_run_events (run_id, seq, event, data) \
-    SELECT r.run_id, r.events - $6 + e.ord, e.event, e.data \
-    FROM r, unnest($3::text[], $4::jsonb[]) WITH ORDINALITY AS e(event, data, ord))";
-
 /// Events as the statements' array parameters: names, data, and how many.
-pub(super) fn columns(events: &[(String, Json)]) -> (Vec<&str>, Vec<&Json>, i64) {
+fn columns(events: &[(String, Json)]) -> (Vec<&str>, Vec<&Json>, i64) {
     (
         events.iter().map(|(n, _)| n.as_str()).collect(),
         events.iter().map(|(_, d)| d).collect(),
@@ -37,15 +29,17 @@ pub(super) async fn append_events(
                        UPDATE stategraph_runs SET events = events + $6 \
                        WHERE run_id = $1 AND worker = $2 AND status = 'running' \
                        RETURNING run_id, events), \
-                     {INSERT_EVENTS} \
-                     SELECT events, CASE WHEN $6 > 0 THEN pg_notify($5, json_build_object( \
-                       'kind', 'event', 'run_id', run_id, 'seq', events)::text) END FROM r"
+                     logged AS ( \
+                       INSERT INTO stategraph_run_events (run_id, seq, event, data) \
+                       SELECT r.run_id, r.events - $6 + e.ord, e.event, e.data \
+                       FROM r, unnest($3::text[], $4::json[]) WITH ORDINALITY AS e(event, data, ord)) \
+                     SELECT events, CASE WHEN $6 > 0 THEN pg_notify($5, {EVENT}) END FROM r"
                 ),
                 &[
                     (&run_id, Type::TEXT),
                     (&worker, Type::TEXT),
                     (&names, Type::TEXT_ARRAY),
-                    (&data, Type::JSONB_ARRAY),
+                    (&data, Type::JSON_ARRAY),
                     (&q.channel, Type::TEXT),
                     (&n, Type::INT8),
                 ],

@@ -63,6 +63,9 @@ impl Payload {
             },
             "finished" => Notification::Finished {
                 run_id,
+                // A process of an earlier version sends no `thread_id`: the run is still
+                // announced.
+                thread_id: text("thread_id").unwrap_or_default(),
                 status: match json.get("status") {
                     None | Some(Json::Null) => None,
                     Some(s) => Some(RunStatus::parse(s.as_str()?)?),
@@ -188,10 +191,49 @@ mod tests {
             })
         );
         assert_eq!(
-            Payload::parse(r#"{"kind":"finished","run_id":"r","status":null}"#),
+            Payload::parse(r#"{"kind":"finished","run_id":"r","thread_id":"t","status":null}"#),
             Some(Notification::Finished {
                 run_id: "r".into(),
+                thread_id: "t".into(),
                 status: None
+            })
+        );
+        assert_eq!(
+            Payload::parse(
+                r#"{"kind":"finished","run_id":"r","thread_id":"t","status":"interrupted"}"#
+            ),
+            Some(Notification::Finished {
+                run_id: "r".into(),
+                thread_id: "t".into(),
+                status: Some(RunStatus::Interrupted)
+            })
+        );
+        // From a process of an earlier version, without the thread.
+        assert_eq!(
+            Payload::parse(r#"{"kind":"finished","run_id":"r","status":"success"}"#),
+            Some(Notification::Finished {
+                run_id: "r".into(),
+                thread_id: String::new(),
+                status: Some(RunStatus::Success)
+            })
+        );
+        assert_eq!(
+            Payload::parse(r#"{"kind":"finished","run_id":"r","thread_id":"t","status":"x"}"#),
+            None
+        );
+        assert_eq!(
+            Payload::parse(r#"{"kind":"requeued","run_id":"r","thread_id":"t"}"#),
+            Some(Notification::Requeued {
+                run_id: "r".into(),
+                thread_id: "t".into()
+            })
+        );
+        assert_eq!(
+            Payload::parse(r#"{"kind":"cancel","run_id":"r","action":"rollback","reason":"x"}"#),
+            Some(Notification::Cancel {
+                run_id: "r".into(),
+                action: CancelAction::Rollback,
+                reason: "x".into()
             })
         );
         for (payload, claimable) in [

@@ -1,32 +1,39 @@
 //! [`RunQueue`]: a durable queue of agent runs in PostgreSQL, shared by every Agent Server
 //! process on one database.
 //!
-//! - Runs are rows of `stategraph_runs`, claimed with `SELECT … FOR UPDATE SKIP LOCKED`: the
-//!   oldest pending run whose thread has no running run and no older pending run (FIFO per
-//!   thread). A unique partial index on `(thread_id) WHERE status = 'running'` makes the
-//!   database itself refuse a second running run on a thread, whichever process claims it.
+//! - Runs are rows of `stategraph_runs` holding LangGraph's run records in typed columns
+//!   (assistant, metadata, arguments, strategy, output), claimed with `SELECT … FOR UPDATE
+//!   SKIP LOCKED`: the oldest due pending run whose thread has no running run and no older due
+//!   pending run (FIFO per thread). A unique partial index on `(thread_id) WHERE status =
+//!   'running'` makes the database itself refuse a second running run on a thread, whichever
+//!   process claims it.
 //! - A claim is a lease (`worker`, `lease_until`) kept alive by heartbeats; a run whose lease
 //!   ran out (its worker died) goes back to pending for another worker, or to `error` after
 //!   its last attempt.
 //! - Enqueueing applies LangGraph's multitask strategies under a per-thread transaction
 //!   advisory lock, so concurrent enqueues of one thread take turns across processes.
+//! - What a thread's last run left it with is a row of `stategraph_run_threads`, written in
+//!   the statement that ends the run; a thread is busy while one of its runs is pending or
+//!   running.
 //! - A run's stream events are rows of `stategraph_run_events`, numbered per run, appended
 //!   only by the lease holder, readable from any sequence number (joiners, `Last-Event-ID`).
 //! - Changes are announced with `NOTIFY` on a channel of the queue's schema (ids only);
-//!   [`RunQueue::listen`] turns them into [`Notification`]s. Notifications are a wake-up, not
-//!   the truth: after a lost connection, read the tables again.
+//!   [`PostgresRunQueue::listen`] turns them into [`Notification`](stategraph_checkpoint::runs::Notification)s.
+//!   Notifications are a wake-up, not the truth: after a lost connection, read the tables
+//!   again.
 
 mod config;
 mod enqueue;
 mod events;
+mod finish;
 mod lease;
 mod listen;
+mod migrations;
 mod read;
 mod rows;
 mod sql;
 mod upkeep;
 
-use std::collections::BTreeSet;
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
@@ -35,11 +42,11 @@ use deadpool_postgres::Pool;
 use serde_json::Value as Json;
 use stategraph_checkpoint::backend::Timeouts;
 use stategraph_checkpoint::runs::{
-    CLAIM_RETENTION, CancelAction, CancelOutcome, ClaimedRun, Enqueued, Expired, Lease, Multitask,
-    NewRun, Notifications, QueueStats, RecordWrites, RunEnd, RunEvent, RunFence, RunQueue, RunRow,
-    RunStatus, check_id, duplicate, not_final, rejected,
+    CLAIM_RETENTION, CancelAction, CancelOutcome, Deletion, Enqueued, Expired, Finished, Lease,
+    Multitask, NewRun, Notifications, Object, OnceKeys, QueueStats, RunEnd, RunEvent, RunEvents,
+    RunFence, RunQuery, RunQueue, RunRow, RunStatus, ThreadEnd, ThreadRow, ThreadState,
+    ThreadStatus, check_id, duplicate, rejected,
 };
-use stategraph_checkpoint::store::StoreLocation;
 use stategraph_checkpoint::{Error, Result};
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
@@ -55,28 +62,34 @@ use sql::*;
 /// A durable [`RunQueue`] in PostgreSQL, shared by every process on the database; made by
 /// [`RunQueueConfig::connect`]. Cheap to clone: clones share the pool.
 ///
-/// - Runs are rows of `stategraph_runs`, claimed with `SELECT … FOR UPDATE SKIP LOCKED`: the
-///   oldest pending run whose thread has no running run and no older pending run (FIFO per
-///   thread). A unique partial index on `(thread_id) WHERE status = 'running'` makes the
-///   database itself refuse a second running run on a thread, whichever process claims it.
-/// - A claim is a lease (`worker`, `lease_until`) kept alive by [`heartbeat`](Self::heartbeat)s;
-///   a run whose lease ran out (its worker died) goes back to pending for another worker, or
-///   to `error` after its last attempt ([`requeue_expired`](Self::requeue_expired)).
-/// - [`enqueue`](Self::enqueue) applies LangGraph's multitask strategies under a per-thread
+/// - Runs are rows of `stategraph_runs` (LangGraph's run records, in typed columns), claimed
+///   with `SELECT … FOR UPDATE SKIP LOCKED`: the oldest due pending run whose thread has no
+///   running run and no older due pending run (FIFO per thread). A unique partial index on
+///   `(thread_id) WHERE status = 'running'` makes the database itself refuse a second running
+///   run on a thread, whichever process claims it.
+/// - A claim is a lease (`worker`, `lease_until`, on the database's clock) kept alive by
+///   [`heartbeat`](RunQueue::heartbeat)s; a run whose lease ran out (its worker died) goes back
+///   to pending for another worker, or to `error` after its last attempt
+///   ([`requeue_expired`](RunQueue::requeue_expired)).
+/// - [`finish`](RunQueue::finish) ends a run with everything of its [`RunEnd`] — status,
+///   error, output, last events, its thread's state, its deletion, the worker's next claim —
+///   in one statement.
+/// - [`enqueue`](RunQueue::enqueue) applies LangGraph's multitask strategies under a per-thread
 ///   transaction advisory lock, so concurrent enqueues of one thread take turns across
 ///   processes.
 /// - A run's stream events are rows of `stategraph_run_events`, numbered per run, appended
 ///   only by the lease holder, readable from any sequence number (joiners, `Last-Event-ID`).
 /// - Changes are announced with `NOTIFY` on a channel of the queue's schema (ids only);
-///   [`listen`](Self::listen) turns them into [`Notification`](stategraph_checkpoint::runs::Notification)s. Notifications are a wake-up,
-///   not the truth: after a lost connection, read the tables again.
+///   [`listen`](Self::listen) turns them into
+///   [`Notification`](stategraph_checkpoint::runs::Notification)s. Notifications are a
+///   wake-up, not the truth: after a lost connection, read the tables again.
 ///
 /// - [`fence`](RunQueue::fence) gives a run's lease as a condition that a
 ///   [`PostgresSaver`](crate::PostgresSaver) on the same database checks in each of the
 ///   run's checkpoint writes (fencing): a worker that stalled past its lease cannot write
 ///   after another took the run over.
-/// - [`purge_finished`](RunQueue::purge_finished) deletes finished runs, oldest first, in
-///   bounded batches.
+/// - [`delete`](RunQueue::delete) with [`Deletion::EventsEndedBefore`] purges the events of
+///   ended runs (and the rows of temporary ones), oldest first, in bounded batches.
 ///
 /// Worker names identify a lease holder: give each executing task its own (say, host, process
 /// id and a counter), never two tasks one name.
@@ -150,32 +163,58 @@ impl PostgresRunQueue {
 }
 
 #[async_trait]
+impl RunEvents for PostgresRunQueue {
+    /// Appends events in one statement (one notification, with the last number).
+    async fn append_events(
+        &self,
+        run_id: &str,
+        worker: &str,
+        events: &[(String, Json)],
+    ) -> Result<Option<i64>> {
+        events::append_events(self, run_id, worker, events).await
+    }
+
+    /// Up to `limit` events of a run after sequence number `after_seq` (0 for all), in order:
+    /// for joining a run's stream, or resuming it after a `Last-Event-ID`.
+    async fn events_after(
+        &self,
+        run_id: &str,
+        after_seq: i64,
+        limit: u32,
+    ) -> Result<Vec<RunEvent>> {
+        events::events_after(self, run_id, after_seq, limit).await
+    }
+}
+
+#[async_trait]
+impl OnceKeys for PostgresRunQueue {
+    /// Takes `key` once: an insert that a unique key refuses to every later caller, in one
+    /// statement; now and then (about one call in 256) keys past the retention are deleted
+    /// in the same statement.
+    async fn claim_once(&self, key: &str) -> Result<bool> {
+        upkeep::claim_once(self, key).await
+    }
+}
+
+#[async_trait]
 impl RunQueue for PostgresRunQueue {
     fn lease(&self) -> Duration {
         self.lease
     }
 
     /// Enqueues a run (see [`RunQueue::enqueue`]) in one transaction holding the thread's
-    /// advisory lock, so concurrent enqueues of one thread (from any process) take turns.
+    /// advisory lock, so concurrent enqueues of one thread (from any process) take turns; the
+    /// strategy's statements and the insert are sent together.
     async fn enqueue(&self, run: NewRun) -> Result<Enqueued> {
         run.check()?;
-        if let Some(records) = &run.records {
-            records.check_writable_by(self)?;
-        }
-        self.timed("enqueuing a run", enqueue::enqueue_once(self, &run))
-            .await
+        enqueue::enqueue(self, &run).await
     }
 
-    /// Claims the next run for `worker`: the oldest pending run whose thread has no running
-    /// run and no older pending run (FIFO per thread), skipping runs other claims are taking.
-    /// It becomes `running` with `worker`'s lease; `None` when there is nothing to claim now
-    /// (including when another process claimed the thread's run at the same moment).
-    async fn claim(&self, worker: &str) -> Result<Option<ClaimedRun>> {
-        lease::claim_next(self, worker, None).await
-    }
-
-    async fn claim_run(&self, run_id: &str, worker: &str) -> Result<Option<ClaimedRun>> {
-        lease::claim_next(self, worker, Some(run_id)).await
+    /// Claims a run for `worker` in one statement, skipping runs other claims are taking;
+    /// `None` when there is nothing to claim now (including when another process claimed the
+    /// thread's run at the same moment).
+    async fn claim(&self, worker: &str, run_id: Option<&str>) -> Result<Option<RunRow>> {
+        lease::claim(self, worker, run_id).await
     }
 
     /// Extends `worker`'s lease on a running run by the configured lease, if it still holds
@@ -187,60 +226,15 @@ impl RunQueue for PostgresRunQueue {
         lease::heartbeat(self, run_id, worker).await
     }
 
-    /// Ends a running run `worker` holds with a final `status` (and an error, if any); `false`
-    /// when the worker no longer holds it (nothing changes then). A status that is not final
-    /// (`pending`, `running`) is `Error::InvalidInput`.
-    async fn finish(
-        &self,
-        run_id: &str,
-        worker: &str,
-        status: RunStatus,
-        error: Option<&Json>,
-    ) -> Result<bool> {
-        lease::finish(self, run_id, worker, status, error).await
+    /// Ends the run as `end` says in one statement: its row, its last events, its thread's
+    /// state, its deletion and the worker's next claim. (A run given back and a next claim,
+    /// or a claim that collided with another, take one transaction of two statements.)
+    async fn finish(&self, end: RunEnd<'_>) -> Result<Finished> {
+        finish::finish(self, &end).await
     }
 
-    /// Appends the run's last events and ends it in one statement (one commit).
-    async fn finish_with_events(
-        &self,
-        run_id: &str,
-        worker: &str,
-        status: RunStatus,
-        error: Option<&Json>,
-        events: &[(String, Json)],
-    ) -> Result<bool> {
-        lease::finish_with_events(self, run_id, worker, status, error, events).await
-    }
-
-    /// Records in the store's table on the same database: written by the queue's own
-    /// statements, in its transactions.
-    fn writes_records_at(&self, at: &StoreLocation) -> bool {
-        at.backend == crate::store::records::BACKEND && at.database == self.database
-    }
-
-    /// Ends the run (with its last events) and writes `records` in one transaction.
-    async fn finish_with_records(
-        &self,
-        run_id: &str,
-        worker: &str,
-        status: RunStatus,
-        error: Option<&Json>,
-        events: &[(String, Json)],
-        records: &RecordWrites,
-    ) -> Result<bool> {
-        lease::finish_with_records(self, run_id, worker, status, error, events, records).await
-    }
-
-    /// Ends the run (with its last events and records) and claims the worker's next run in
-    /// one transaction: one commit between two runs.
-    async fn finish_and_claim(&self, end: RunEnd<'_>) -> Result<(bool, Option<ClaimedRun>)> {
-        lease::finish_and_claim(self, &end).await
-    }
-
-    /// Takes back running runs whose lease ran out (their worker died or stalled): each goes
-    /// back to `pending` for another worker (keeping its place in its thread's queue), to
-    /// `error` if that was its last attempt, or to `interrupted` if it had been asked to stop.
-    /// Each change is announced. Call it periodically from any process.
+    /// Takes back running runs whose lease ran out (their worker died or stalled), in one
+    /// statement, each change announced. Call it periodically from any process.
     async fn requeue_expired(&self) -> Result<Vec<Expired>> {
         lease::requeue_expired(self).await
     }
@@ -257,18 +251,31 @@ impl RunQueue for PostgresRunQueue {
         enqueue::request_cancel(self, run_id, action, reason).await
     }
 
-    /// Appends events in one statement (one notification, with the last number).
-    async fn append_events(
-        &self,
-        run_id: &str,
-        worker: &str,
-        events: &[(String, Json)],
-    ) -> Result<Option<i64>> {
-        events::append_events(self, run_id, worker, events).await
+    async fn list(&self, query: &RunQuery) -> Result<Vec<RunRow>> {
+        read::list(self, query).await
     }
 
-    async fn busy_threads(&self) -> Result<BTreeSet<String>> {
-        read::busy_threads(self).await
+    async fn get(&self, run_id: &str) -> Result<Option<RunRow>> {
+        read::run(self, run_id).await
+    }
+
+    /// Deletes in one statement; rows another session holds are skipped by a purge, not
+    /// waited for.
+    async fn delete(&self, what: Deletion<'_>) -> Result<u64> {
+        upkeep::delete(self, what).await
+    }
+
+    async fn threads(&self, thread_ids: &[String]) -> Result<Vec<ThreadRow>> {
+        read::threads(self, thread_ids).await
+    }
+
+    async fn set_thread(
+        &self,
+        thread_id: &str,
+        state: &ThreadState,
+        if_idle: bool,
+    ) -> Result<bool> {
+        upkeep::set_thread(self, thread_id, state, if_idle).await
     }
 
     async fn stats(&self) -> Result<QueueStats> {
@@ -279,36 +286,8 @@ impl RunQueue for PostgresRunQueue {
         Ok(self.listen().await?.into_notifications())
     }
 
-    /// Up to `limit` events of a run after sequence number `after_seq` (0 for all), in order:
-    /// for joining a run's stream, or resuming it after a `Last-Event-ID`.
-    async fn events_after(
-        &self,
-        run_id: &str,
-        after_seq: i64,
-        limit: u32,
-    ) -> Result<Vec<RunEvent>> {
-        events::events_after(self, run_id, after_seq, limit).await
-    }
-
-    /// A run, or `None`.
-    async fn get(&self, run_id: &str) -> Result<Option<RunRow>> {
-        read::run(self, run_id).await
-    }
-
-    /// The runs of a thread, in queue order.
-    async fn runs_of_thread(&self, thread_id: &str) -> Result<Vec<RunRow>> {
-        read::runs_of_thread(self, thread_id).await
-    }
-
-    /// Takes `key` once: an insert that a unique key refuses to every later caller, in one
-    /// statement; now and then (about one call in 256) keys past the retention are deleted
-    /// in the same statement.
-    async fn claim_once(&self, key: &str) -> Result<bool> {
-        upkeep::claim_once(self, key).await
-    }
-
-    /// A fence on this queue's `stategraph_runs` row of the run: a [`PostgresSaver`](crate::PostgresSaver)
-    /// on the same database takes it.
+    /// A fence on this queue's `stategraph_runs` row of the run: a
+    /// [`PostgresSaver`](crate::PostgresSaver) on the same database takes it.
     fn fence(&self, run_id: &str, worker: &str) -> Option<RunFence> {
         Some(RunFence::new(
             &self.database,
@@ -316,18 +295,5 @@ impl RunQueue for PostgresRunQueue {
             run_id,
             worker,
         ))
-    }
-
-    /// Deletes the oldest finished runs that ended before `ended_before` (their events go
-    /// with them, by the foreign key), `limit` at most, in one statement; rows another
-    /// session holds are skipped, not waited for.
-    async fn purge_finished(&self, ended_before: SystemTime, limit: u32) -> Result<u64> {
-        upkeep::purge_finished(self, ended_before, limit).await
-    }
-
-    /// Deletes a run that is not running, with its events (after a rollback, or to forget a
-    /// finished run); `false` when there is no such run or it is running.
-    async fn delete(&self, run_id: &str) -> Result<bool> {
-        upkeep::delete(self, run_id).await
     }
 }

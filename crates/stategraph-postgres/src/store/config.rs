@@ -160,21 +160,19 @@ impl PostgresStoreConfig {
             Source::Config(config) => own_pool(&config)?,
             Source::Pool { pool, schema } => (pool, schema, "the pool's database".to_owned()),
         };
-        let mut store = PostgresStore {
+        let store = PostgresStore {
             pool,
             schema,
             target,
             index: self.index,
             ttl: self.ttl,
             exact_search_limit: self.exact_search_limit,
-            location: None,
         };
         if self.setup {
             store.setup().await?;
         } else {
             store.check_tables().await?;
         }
-        store.locate().await?;
         Ok(store)
     }
 }

@@ -3,7 +3,6 @@
 mod config;
 mod nul;
 mod read;
-pub(crate) mod records;
 mod schema;
 mod sql;
 #[cfg(test)]
@@ -16,11 +15,10 @@ use std::fmt;
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
 use stategraph_checkpoint::store::{
-    BatchStep, IndexConfig, Op, OpResult, ReadOp, Store, StoreError, StoreLocation, TtlConfig,
-    plan_batch,
+    BatchStep, IndexConfig, Op, OpResult, ReadOp, Store, StoreError, TtlConfig, plan_batch,
 };
 
-use sql::{backend, client_of, db};
+use sql::{backend, client_of};
 
 pub use config::PostgresStoreConfig;
 
@@ -108,9 +106,6 @@ pub struct PostgresStore {
     index: Option<IndexConfig>,
     ttl: TtlConfig,
     exact_search_limit: u64,
-    /// Its table on its database, for a run queue on the same database writing records
-    /// (`None` before [`PostgresStore::locate`]).
-    location: Option<StoreLocation>,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -185,26 +180,9 @@ impl Store for PostgresStore {
         let client = self.client().await?;
         ttl::sweep(&**client, self.ttl.clock.now()).await
     }
-
-    fn location(&self) -> Option<StoreLocation> {
-        self.location.clone()
-    }
 }
 
 impl PostgresStore {
-    /// Finds its table and its database (for [`Store::location`]).
-    async fn locate(&mut self) -> Result<(), StoreError> {
-        let client = self.client().await?;
-        let database = crate::error::database_identity(&client)
-            .await
-            .map_err(|e| backend("identifying the store's database", e))?;
-        let location = records::locate(&client, database)
-            .await
-            .map_err(db("finding the store's table"))?;
-        self.location = Some(location);
-        Ok(())
-    }
-
     /// One try of [`Store::batch`].
     async fn batch_once(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, StoreError> {
         let steps = plan_batch(ops, self.index.as_ref()).await?;
