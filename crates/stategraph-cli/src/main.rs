@@ -259,10 +259,17 @@ enum Command {
     #[command(subcommand)]
     Store(store::StoreCommand),
     /// Serve LangGraph's Agent Server HTTP API (what `langgraph-sdk` and its UIs call) over
-    /// the database, until stopped: its threads, runs and store, with the example two-node
-    /// graph as graph and assistant `seed` (`foo` last value, `bar` appended; node_a →
-    /// node_b, as the `seed_tour` example builds it). To serve your own graphs, build them into a binary with
+    /// the database, until stopped: its threads, runs and store, with two example graphs,
+    /// each also an assistant of its name: `seed` (`foo` last value, `bar` appended; node_a →
+    /// node_b, as the `seed_tour` example builds it) and `sleep` (waits the `seconds` of its
+    /// input, 1 by default and 60 at most, then appends the run's id to `done`: to try long
+    /// runs, cancels and restarts). To serve your own graphs, build them into a binary with
     /// `stategraph::server::Server::builder().graph("name", graph)`.
+    ///
+    /// Any number of processes may serve one database (`sqlite:` file or `postgres://`): the
+    /// run queue in the database is theirs, so each run executes once, a process that stops
+    /// (SIGTERM, Ctrl-C) finishes its runs or hands them to the others, and a run whose
+    /// process died is taken over. `memory:` serves from this process's memory only.
     ///
     /// Example: stategraph --db sqlite:app.sqlite serve --port 2024
     Serve {
@@ -289,6 +296,11 @@ enum Command {
         /// start at once and are not counted.
         #[arg(long, env = "N_JOBS_PER_WORKER", value_parser = clap::value_parser!(u16).range(1..))]
         workers: Option<u16>,
+        /// When stopped (SIGTERM, Ctrl-C): how many seconds the runs executing here may go
+        /// on before they are handed to another process serving the database, which carries
+        /// each on from its last checkpoint (default 10).
+        #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+        shutdown_grace: u64,
     },
 }
 
@@ -362,6 +374,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         cors,
         allow_private_webhooks,
         workers,
+        shutdown_grace,
     } = cli.command
     {
         let args = serve::ServeArgs {
@@ -371,6 +384,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             cors,
             allow_private_webhooks,
             workers,
+            shutdown_grace: std::time::Duration::from_secs(shutdown_grace),
         };
         return serve::run(&url, saver, args).await;
     }

@@ -16,6 +16,8 @@ pub(crate) struct ServeArgs {
     pub(crate) allow_private_webhooks: bool,
     /// Worker loops (`None`: the server's default).
     pub(crate) workers: Option<u16>,
+    /// How long the runs executing here go on once stopped.
+    pub(crate) shutdown_grace: std::time::Duration,
 }
 
 /// The example two-node graph, as the `agent_server` example serves it: `foo` (last value),
@@ -40,6 +42,38 @@ fn seed_graph() -> Result<stategraph::CompiledGraph<DynState>, Failure> {
     g.compile().map_err(fail)
 }
 
+/// `sleep`: START → sleep (waits the `seconds` of its input, 1 by default, 0 to 60) →
+/// END; `seconds` last value, `done` the ids of the runs that slept (appended).
+fn sleep_graph() -> Result<stategraph::CompiledGraph<DynState>, Failure> {
+    let mut g = StateGraph::<DynState>::with_schema(
+        Schema::new()
+            .last_value("seconds")
+            .reducer("done", Reducer::append()),
+    );
+    g.add_node("sleep", |s, c| async move {
+        let seconds: f64 = match s.get("seconds") {
+            Some(stategraph::Value::Float(f)) => *f,
+            Some(stategraph::Value::Int(i)) => *i as f64,
+            Some(stategraph::Value::UInt(u)) => *u as f64,
+            _ => 1.0,
+        };
+        let seconds = if seconds.is_finite() {
+            seconds.clamp(0.0, 60.0)
+        } else {
+            1.0
+        };
+        tokio::time::sleep(std::time::Duration::from_secs_f64(seconds)).await;
+        let run = c
+            .configurable("run_id")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        Ok(Map::from_iter([("done", value!([run]))]))
+    });
+    g.add_edge(START, "sleep").add_edge("sleep", END);
+    g.compile().map_err(fail)
+}
+
 /// Serves until the process is stopped.
 pub(crate) async fn run(
     url: &str,
@@ -55,10 +89,21 @@ pub(crate) async fn run(
                 fail(e)
             )
         })?;
+    // The run queue of the database: every process serving it shares its runs.
+    let queue = stategraph::open_run_queue(url).await.map_err(|e| {
+        format!(
+            "cannot open the run queue of {}: {}",
+            stategraph::redact_url(url),
+            fail(e)
+        )
+    })?;
     let mut builder = Server::builder()
         .graph("seed", seed_graph()?)
+        .graph("sleep", sleep_graph()?)
         .checkpointer(saver)
         .store(store)
+        .run_queue_arc(queue)
+        .shutdown_grace(args.shutdown_grace)
         .webhooks(
             stategraph::server::WebhookPolicy::new()
                 .allow_private_networks(args.allow_private_webhooks),
@@ -79,7 +124,7 @@ pub(crate) async fn run(
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let local = listener.local_addr().map_err(fail)?;
     eprintln!(
-        "stategraph: serving the Agent Server API on http://{local} (graph `seed`, database {})",
+        "stategraph: serving the Agent Server API on http://{local} (graphs `seed` and `sleep`, database {})",
         stategraph::redact_url(url)
     );
     server

@@ -57,6 +57,7 @@ pub struct ServerBuilder {
     cron_poll: Option<std::time::Duration>,
     run_retention: Option<std::time::Duration>,
     shutdown_grace: Option<std::time::Duration>,
+    thread_ttl_sweep: Option<std::time::Duration>,
 }
 
 /// How often, by default, a quiet run stream sends a `: heartbeat` comment and `runs/wait` a
@@ -247,6 +248,17 @@ impl ServerBuilder {
         self
     }
 
+    /// How often this process looks for threads whose TTL ran out (given with
+    /// `POST /threads` or `PATCH /threads/{thread_id}` as `ttl: {"strategy", "ttl"}`,
+    /// minutes without a run, a state update or a change of the thread): `delete` deletes
+    /// such a thread with its runs and checkpoints, `keep_latest` its checkpoints but the
+    /// latest (LangGraph's `sweep_interval_minutes`; default
+    /// [`DEFAULT_THREAD_TTL_SWEEP`](crate::DEFAULT_THREAD_TTL_SWEEP), at least 10 ms).
+    pub fn thread_ttl_sweep(mut self, every: std::time::Duration) -> Self {
+        self.thread_ttl_sweep = Some(every.max(std::time::Duration::from_millis(10)));
+        self
+    }
+
     /// The server.
     ///
     /// # Errors
@@ -303,7 +315,10 @@ impl ServerBuilder {
                 crons: crate::crons::Scheduler::new(
                     self.cron_poll.unwrap_or(crate::crons::DEFAULT_CRON_POLL),
                 ),
-                thread_ttl: crate::threads::TtlSweeper::new(),
+                thread_ttl: crate::threads::TtlSweeper::new(
+                    self.thread_ttl_sweep
+                        .unwrap_or(crate::threads::DEFAULT_THREAD_TTL_SWEEP),
+                ),
             }),
             cors: self.cors,
             api_key: self.api_key,

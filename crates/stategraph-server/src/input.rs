@@ -180,6 +180,57 @@ pub(crate) fn integer_field(
         })
 }
 
+/// Where a field is, as the reference's schema validator names it: in the schema, and in
+/// the request.
+fn schema_paths(path: &[&str]) -> (String, String) {
+    let schema = path
+        .iter()
+        .map(|p| format!("[\"properties\"][\"{p}\"]"))
+        .collect();
+    let instance = path.iter().map(|p| format!("[\"{p}\"]")).collect();
+    (schema, instance)
+}
+
+/// The answer to a value of the wrong JSON type (`kind`: `object`, `number`, …), worded as
+/// LangGraph's server's schema validator words it (422).
+pub(crate) fn not_of_type(
+    path: &[&str],
+    given: &serde_json::Value,
+    kind: &str,
+) -> crate::error::ApiError {
+    let (schema, instance) = schema_paths(path);
+    crate::error::ApiError::invalid(format!(
+        "{given} is not of type \"{kind}\"\n\nFailed validating \"type\" in schema{schema}\n\n\
+         On instance{instance}:\n    {given}"
+    ))
+}
+
+/// The answer to a value outside its field's enumeration, worded as LangGraph's server's
+/// schema validator words it (422): the value, the first candidates, and where in the schema
+/// and in the request it failed. `path` is the field's path (`["ttl", "strategy"]`).
+pub(crate) fn not_one_of(
+    path: &[&str],
+    given: &serde_json::Value,
+    candidates: &[&str],
+) -> crate::error::ApiError {
+    let quoted: Vec<String> = candidates.iter().map(|c| format!("\"{c}\"")).collect();
+    let listed = match quoted.as_slice() {
+        [] => String::new(),
+        [one] => one.clone(),
+        [first, second] => format!("{first} or {second}"),
+        [first, second, rest @ ..] => {
+            let n = rest.len();
+            let noun = if n == 1 { "candidate" } else { "candidates" };
+            format!("{first}, {second} or {n} other {noun}")
+        }
+    };
+    let (schema, instance) = schema_paths(path);
+    crate::error::ApiError::invalid(format!(
+        "{given} is not one of {listed}\n\nFailed validating \"enum\" in schema{schema}\n\n\
+         On instance{instance}:\n    {given}"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use serde::Deserialize;
@@ -196,6 +247,38 @@ mod tests {
 
     fn parse(v: serde_json::Value) -> Result<Body, String> {
         serde_json::from_value(v).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn enumerations_are_refused_as_the_reference_words_it() {
+        let e = super::not_one_of(
+            &["sort_by"],
+            &serde_json::json!("nope"),
+            &[
+                "thread_id",
+                "status",
+                "created_at",
+                "updated_at",
+                "state_updated_at",
+            ],
+        );
+        assert_eq!(
+            e.detail,
+            "\"nope\" is not one of \"thread_id\", \"status\" or 3 other candidates\n\n\
+             Failed validating \"enum\" in schema[\"properties\"][\"sort_by\"]\n\n\
+             On instance[\"sort_by\"]:\n    \"nope\""
+        );
+        let e = super::not_one_of(
+            &["ttl", "strategy"],
+            &serde_json::json!("later"),
+            &["delete", "keep_latest"],
+        );
+        assert_eq!(
+            e.detail,
+            "\"later\" is not one of \"delete\" or \"keep_latest\"\n\n\
+             Failed validating \"enum\" in schema[\"properties\"][\"ttl\"][\"properties\"][\"strategy\"]\n\n\
+             On instance[\"ttl\"][\"strategy\"]:\n    \"later\""
+        );
     }
 
     #[test]

@@ -122,4 +122,5 @@ pub use http::MAX_STORE_TTL_MINUTES;
 pub use records::NAMESPACE_ROOT;
 pub use run::{DEFAULT_SHUTDOWN_GRACE, DEFAULT_WORKERS};
 pub use stream_event::DEFAULT_RESUMABLE_TTL;
+pub use threads::DEFAULT_THREAD_TTL_SWEEP;
 pub use webhook::WebhookPolicy;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use serde_json::Value as Json;
 use stategraph_checkpoint::PruneStrategy;
 use stategraph_checkpoint::runs::{Deletion, RunStatus, ThreadRow, ThreadStatus};
@@ -192,22 +192,24 @@ pub(crate) async fn import_legacy_states(state: &AppState) -> Result<(), ApiErro
     state.records.put(&marker).await
 }
 
+/// How often, by default, a process looks for threads past their TTL
+/// ([`ServerBuilder::thread_ttl_sweep`](crate::ServerBuilder::thread_ttl_sweep)).
+pub const DEFAULT_THREAD_TTL_SWEEP: Duration = Duration::from_secs(60);
+
 /// This process's sweeper of threads past their TTL.
 pub(crate) struct TtlSweeper {
+    every: Duration,
     started: AtomicBool,
 }
 
 impl TtlSweeper {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(every: Duration) -> Self {
         Self {
+            every,
             started: AtomicBool::new(false),
         }
     }
 }
-
-/// How often the TTL sweeper looks (LangGraph's default sweep interval is minutes; a
-/// minute's resolution is what the TTLs are given in).
-const TTL_SWEEP_EVERY: Duration = Duration::from_secs(30);
 
 /// Starts this process's TTL sweeper (once).
 pub(crate) fn spawn_ttl_sweeper(state: &Arc<AppState>) {
@@ -223,7 +225,7 @@ pub(crate) fn spawn_ttl_sweeper(state: &Arc<AppState>) {
                     "threads past their TTL could not be swept"
                 );
             }
-            tokio::time::sleep(TTL_SWEEP_EVERY).await;
+            tokio::time::sleep(state.thread_ttl.every).await;
         }
     });
 }
@@ -240,7 +242,7 @@ pub(crate) async fn sweep_ttl(state: &AppState) -> Result<usize, ApiError> {
         .search::<ThreadDoc>(with_ttl)
         .await?
         .into_iter()
-        .filter(|d| d.ttl.is_some())
+        .filter(|d| d.ttl.is_some_and(|t| t.ttl.is_some()))
         .collect();
     if docs.is_empty() {
         return Ok(0);
@@ -252,11 +254,7 @@ pub(crate) async fn sweep_ttl(state: &AppState) -> Result<usize, ApiError> {
         if record.status == ThreadStatus::Busy {
             continue;
         }
-        let Ok(last) = DateTime::parse_from_rfc3339(&record.updated_at) else {
-            continue;
-        };
-        let minutes = chrono::Duration::milliseconds((ttl.ttl * 60_000.0) as i64);
-        if last.with_timezone(&Utc) + minutes > now {
+        if ttl.expires_at(&record.updated_at).is_none_or(|at| at > now) {
             continue;
         }
         match ttl.strategy {

@@ -1,7 +1,8 @@
-//! An Agent Server killed with SIGKILL mid-run, restarted on the same SQLite file: the run is
-//! `error` (a run left running by a process that ended failed; LangGraph's Postgres-backed
-//! server would retry it, its in-memory one keeps nothing), the thread is not stuck `busy`,
-//! and the checkpoints the run committed before the kill read fine.
+//! An Agent Server killed with SIGKILL mid-run, restarted on the same SQLite file: the run
+//! queue in the file still has the run; once the dead process's lease on it ran out, the new
+//! process takes it over from its last checkpoint (the step that finished before the kill is
+//! not run again) and it succeeds, as LangGraph's Postgres-backed server retries it. The
+//! thread reads `busy` meanwhile, then `idle` with the run's values.
 //!
 //! The server processes are this test binary itself, re-run on `server_process_entry` (with
 //! `--ignored --exact`) with `STATEGRAPH_TEST_SERVER_DIR` set. That entry is ignored in a
@@ -22,6 +23,13 @@ mod http;
 use http::call;
 
 const DIR: &str = "STATEGRAPH_TEST_SERVER_DIR";
+/// How long the `slow` node sleeps in a server process, in milliseconds (an hour unless
+/// set).
+const SLOW_MS: &str = "STATEGRAPH_TEST_SLOW_MS";
+
+/// The lease of the server processes' run queue: a dead process's run is taken over this
+/// long after its last heartbeat.
+const LEASE: Duration = Duration::from_secs(1);
 
 #[derive(State, Clone, Debug, Default)]
 struct Log {
@@ -29,14 +37,15 @@ struct Log {
     bar: Vec<String>,
 }
 
-/// START → first → slow (sleeps an hour) → END.
+/// START → first → slow (sleeps `STATEGRAPH_TEST_SLOW_MS`) → END.
 fn graph() -> CompiledGraph<Log> {
     let mut g = StateGraph::<Log>::new();
     g.add_node("first", |_s, _c| async {
         Ok(LogUpdate::default().bar(["first"]))
     });
     g.add_node("slow", |_s, _c| async {
-        tokio::time::sleep(Duration::from_secs(3600)).await;
+        let ms = std::env::var(SLOW_MS).map_or(3_600_000, |v| v.parse().unwrap());
+        tokio::time::sleep(Duration::from_millis(ms)).await;
         Ok(LogUpdate::default().bar(["slow"]))
     });
     g.add_edge(START, "first")
@@ -59,10 +68,17 @@ async fn server_process_entry() {
     let store = stategraph::open_store(&db, StoreOptions::new())
         .await
         .unwrap();
+    let queue = stategraph::SqliteRunQueueConfig::from_url(&db)
+        .unwrap()
+        .lease(LEASE)
+        .connect()
+        .await
+        .unwrap();
     let server = Server::builder()
         .graph("slow", graph())
         .checkpointer(saver)
         .store(store)
+        .run_queue(queue)
         .build()
         .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -73,8 +89,8 @@ async fn server_process_entry() {
     server.serve(listener).await.unwrap();
 }
 
-/// Starts a server process on `dir`; it and its port.
-fn spawn_server(dir: &Path) -> (Killed, u16) {
+/// Starts a server process on `dir` whose `slow` node sleeps `slow`; it and its port.
+fn spawn_server(dir: &Path, slow: Duration) -> (Killed, u16) {
     let _ = std::fs::remove_file(dir.join("port"));
     let child = Killed(
         Command::new(std::env::current_exe().unwrap())
@@ -87,6 +103,7 @@ fn spawn_server(dir: &Path) -> (Killed, u16) {
                 "1",
             ])
             .env(DIR, dir)
+            .env(SLOW_MS, slow.as_millis().to_string())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -102,9 +119,9 @@ fn spawn_server(dir: &Path) -> (Killed, u16) {
     }
 }
 
-/// Polls `f` until it answers `Some`, for up to 10 seconds.
+/// Polls `f` until it answers `Some`, for up to 20 seconds.
 fn poll<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if let Some(t) = f() {
             return t;
@@ -125,9 +142,9 @@ impl Drop for Killed {
 }
 
 #[test]
-fn a_server_killed_mid_run_restarts_with_the_run_failed_and_the_checkpoints_intact() {
+fn a_run_whose_server_was_killed_is_taken_over_by_the_next_one_from_its_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut first, port) = spawn_server(dir.path());
+    let (mut first, port) = spawn_server(dir.path(), Duration::from_secs(3600));
 
     let (status, thread) = call(port, "POST", "/threads", Some(json!({})));
     assert_eq!(status, 200, "{thread}");
@@ -149,35 +166,49 @@ fn a_server_killed_mid_run_restarts_with_the_run_failed_and_the_checkpoints_inta
         (run["status"] == "running" && state["next"] == json!(["slow"])).then_some(())
     });
 
-    // SIGKILL (`Child::kill` on Unix), then a new server on the same file.
+    // SIGKILL (`Child::kill` on Unix), then a new server on the same file, whose `slow` is
+    // quick.
     first.0.kill().unwrap();
     first.0.wait().unwrap();
-    let (_second, port) = spawn_server(dir.path());
-
-    let (status, run) = call(port, "GET", &run_path, None);
-    assert_eq!(status, 200, "{run}");
-    assert_eq!(run["status"], "error", "{run}");
+    let (_second, port) = spawn_server(dir.path(), Duration::ZERO);
     let (_, thread) = call(port, "GET", &format!("/threads/{thread_id}"), None);
-    assert_ne!(thread["status"], "busy", "{thread}");
+    assert_eq!(
+        thread["status"], "busy",
+        "the run is still the queue's: {thread}"
+    );
+
+    // Once the dead process's lease ran out, the new one carries the run on.
+    let run = poll("the run to be taken over and to succeed", || {
+        let (_, run) = call(port, "GET", &run_path, None);
+        (run["status"] != "running" && run["status"] != "pending").then_some(run)
+    });
+    assert_eq!(run["status"], "success", "{run}");
+    assert_eq!(
+        run["kwargs"]["config"]["metadata"]["run_attempt"], 2,
+        "{run}"
+    );
+    let (_, thread) = call(port, "GET", &format!("/threads/{thread_id}"), None);
+    assert_eq!(thread["status"], "idle", "{thread}");
+    // `first` ran once: the takeover went on from its checkpoint.
+    assert_eq!(
+        thread["values"]["bar"],
+        json!(["first", "slow"]),
+        "{thread}"
+    );
     let (status, state) = call(port, "GET", &state_path, None);
     assert_eq!(status, 200, "{state}");
-    assert_eq!(state["values"]["bar"], json!(["first"]), "{state}");
-    assert_eq!(state["next"], json!(["slow"]), "{state}");
-    let (status, history) = call(
-        port,
-        "POST",
-        &format!("/threads/{thread_id}/history"),
-        Some(json!({"limit": 10})),
-    );
-    assert_eq!(status, 200, "{history}");
-    // The run's input, `first`'s step and the checkpoint before `slow`.
-    assert!(history.as_array().unwrap().len() >= 2, "{history}");
+    assert_eq!(state["next"], json!([]), "{state}");
     // The thread takes a new run: nothing is left holding it.
     let (status, run) = call(
         port,
         "POST",
-        &format!("/threads/{thread_id}/runs"),
+        &format!("/threads/{thread_id}/runs/wait"),
         Some(json!({"assistant_id": "slow", "input": {}})),
     );
     assert_eq!(status, 200, "{run}");
+    assert_eq!(
+        run["bar"],
+        json!(["first", "slow", "first", "slow"]),
+        "{run}"
+    );
 }

@@ -20,8 +20,8 @@ use serde_json::{Value as Json, json};
 use stategraph::prelude::*;
 use stategraph::server::Server;
 use stategraph_postgres::{
-    CancelAction, CancelOutcome, Notification, PostgresRunQueue, RunQueue, RunQueueConfig,
-    RunStatus,
+    CancelAction, CancelOutcome, Notification, PostgresRunQueue, RunEnd, RunEvents, RunQuery,
+    RunQueue, RunQueueConfig, RunStatus,
 };
 use stategraph_testkit::postgres::ScratchSchema;
 
@@ -213,7 +213,7 @@ fn runs_survive_killed_server_processes_and_each_runs_exactly_once() {
     let seen = Arc::clone(&finished);
     rt.spawn(async move {
         while let Some(n) = listener.recv().await {
-            if let Notification::Finished { run_id, status } = n {
+            if let Notification::Finished { run_id, status, .. } = n {
                 seen.lock().unwrap().entry(run_id).or_default().push(status);
             }
         }
@@ -703,7 +703,7 @@ fn a_streamed_run_holds_its_thread_across_processes() {
         }
     });
     let streamed = poll("the streamed run to be running", || {
-        let runs = rt.block_on(queue.runs_of_thread(&thread)).unwrap();
+        let runs = rt.block_on(queue.list(&RunQuery::thread(&thread))).unwrap();
         runs.iter()
             .find(|r| r.status == RunStatus::Running)
             .map(|r| r.run_id.clone())
@@ -767,8 +767,7 @@ fn a_threads_status_is_the_queues() {
     assert_eq!(thread_status(a, &thread), "idle");
     // Another process's run of the thread, enqueued and claimed behind the record's back.
     let run = stategraph::uuid4().to_string();
-    let new_run =
-        stategraph_postgres::NewRun::new(&run, &thread, json!({})).claimed_by("elsewhere");
+    let new_run = stategraph_postgres::NewRun::new(&run, &thread).claimed_by("elsewhere");
     let enqueued = rt.block_on(queue.enqueue(new_run)).unwrap();
     assert_eq!(enqueued.claimed.map(|c| c.run_id), Some(run.clone()));
     for port in [a, b] {
@@ -795,10 +794,8 @@ fn a_threads_status_is_the_queues() {
             .any(|t| t["thread_id"] == thread.as_str()),
         "{found}"
     );
-    assert!(
-        rt.block_on(queue.finish(&run, "elsewhere", RunStatus::Success, None))
-            .unwrap()
-    );
+    let end = RunEnd::new(&run, "elsewhere", RunStatus::Success);
+    assert!(rt.block_on(queue.finish(end)).unwrap().ended);
     for port in [a, b] {
         assert_eq!(thread_status(port, &thread), "idle");
     }

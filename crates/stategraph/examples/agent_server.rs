@@ -22,7 +22,7 @@
 use std::process::ExitCode;
 
 use stategraph::prelude::*;
-use stategraph::server::Server;
+use stategraph::server::{Database, Server};
 
 /// The example's state. (Its nodes never read it.)
 #[derive(State, Clone, Debug, Default)]
@@ -84,12 +84,12 @@ fn seed_graph() -> Result<CompiledGraph<SeedState>, GraphError> {
 }
 
 async fn run(args: Args) -> Result<(), stategraph::Error> {
-    let saver = stategraph::open_saver(&args.db).await?;
-    let store = stategraph::open_store(&args.db, StoreOptions::new()).await?;
+    // The checkpointer, the store and the run queue of one database: several processes
+    // serving the same file or Postgres database share threads and runs.
     let mut builder = Server::builder()
         .graph("seed", seed_graph()?)
-        .checkpointer(saver)
-        .store(store);
+        .database(&args.db)
+        .await?;
     if let Some(key) = args.api_key {
         builder = builder.api_key(key);
     }

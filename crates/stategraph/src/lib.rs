@@ -148,12 +148,12 @@ pub use stategraph_postgres::{
 };
 #[cfg(feature = "redis")]
 pub use stategraph_redis::{RedisConfig, RedisSaver};
-/// LangGraph's Agent Server HTTP API over your graphs (feature `server`).
 #[cfg(feature = "server")]
-pub use stategraph_server as server;
+pub mod server;
 #[cfg(feature = "sqlite")]
 pub use stategraph_sqlite::{
-    SqliteConfig, SqliteSaver, SqliteStore, SqliteStoreConfig, Synchronous,
+    SqliteConfig, SqliteRunQueue, SqliteRunQueueConfig, SqliteSaver, SqliteStore,
+    SqliteStoreConfig, Synchronous,
 };
 
 /// The names most programs need, in one import.
@@ -319,6 +319,58 @@ pub async fn open_saver_with(
             "database URL",
             format!(
                 "`{}`: unknown scheme (expected memory:, sqlite:, postgres://, mysql://, redis:// or mongodb://)",
+                redact_url(url)
+            ),
+        )),
+    }
+}
+
+/// Opens (and sets up) the run queue of an Agent Server on the database a URL names: the one
+/// owner of the server's runs, shared by every server process on that database.
+///
+/// `memory:` is an [`InMemoryRunQueue`](runs::InMemoryRunQueue) (one process only);
+/// `sqlite:` URLs (feature `sqlite`, on by default) open a [`SqliteRunQueue`] in the same
+/// file as the checkpoints, and `postgres://` / `postgresql://` URLs (feature `postgres`) a
+/// `PostgresRunQueue`, each creating or upgrading its tables. The other databases have no
+/// run queue: an [`CheckpointError::InvalidInput`] says so.
+///
+/// ```
+/// use stategraph::runs::{NewRun, RunQueue};
+///
+/// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+/// let dir = tempfile::tempdir().unwrap();
+/// let url = format!("sqlite:{}", dir.path().join("app.sqlite").display());
+/// let queue = stategraph::open_run_queue(&url).await?;
+/// queue.enqueue(NewRun::new("run-1", "thread-1")).await?;
+/// // Another process opening the file sees the run.
+/// let again = stategraph::open_run_queue(&url).await?;
+/// assert!(again.get("run-1").await?.is_some());
+/// # Ok::<(), stategraph::Error>(()) }).unwrap();
+/// ```
+pub async fn open_run_queue(url: &str) -> Result<Arc<dyn runs::RunQueue>, CheckpointError> {
+    let scheme = url.split(':').next().unwrap_or_default();
+    match scheme {
+        "memory" => Ok(Arc::new(runs::InMemoryRunQueue::new())),
+        #[cfg(feature = "sqlite")]
+        "sqlite" => Ok(Arc::new(SqliteRunQueue::connect(url).await?)),
+        #[cfg(not(feature = "sqlite"))]
+        "sqlite" => Err(missing_feature(scheme)),
+        #[cfg(feature = "postgres")]
+        "postgres" | "postgresql" => Ok(Arc::new(PostgresRunQueue::connect(url).await?)),
+        #[cfg(not(feature = "postgres"))]
+        "postgres" | "postgresql" => Err(missing_feature(scheme)),
+        "mysql" | "redis" | "rediss" | "mongodb" | "mongodb+srv" => Err(CheckpointError::invalid(
+            "database URL",
+            format!(
+                "`{}`: {scheme} has no run queue (sqlite: and postgres:// have one); a server \
+                 over it runs as one process, with its runs in memory (`memory:`)",
+                redact_url(url)
+            ),
+        )),
+        _ => Err(CheckpointError::invalid(
+            "database URL",
+            format!(
+                "`{}`: unknown scheme (expected memory:, sqlite: or postgres://)",
                 redact_url(url)
             ),
         )),

@@ -272,7 +272,7 @@ impl RunQuery {
     /// memory.
     pub fn apply(&self, mut runs: Vec<RunRow>) -> Vec<RunRow> {
         runs.retain(|r| self.matches(r));
-        runs.sort_by(|a, b| (a.created_at, a.seq).cmp(&(b.created_at, b.seq)));
+        runs.sort_by_key(|r| (r.created_at, r.seq));
         if !self.oldest_first {
             runs.reverse();
         }

@@ -54,6 +54,17 @@ impl Served {
     }
 }
 
+impl Served {
+    /// Asks the server to stop, as a process manager does (SIGTERM).
+    pub(crate) fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -TERM failed: {status:?}");
+    }
+}
+
 impl Drop for Served {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -310,14 +310,7 @@ pub(crate) async fn search(
     axum::extract::State(state): Shared,
     Search { body, paging }: Search<Filters>,
 ) -> Result<Json<Vec<Json_>>, ApiError> {
-    if let Some(key) = paging.sort_by()
-        && !SORTABLE.contains(&key)
-    {
-        return Err(ApiError::invalid(format!(
-            "Invalid sort_by field: '{key}'. Valid options are: {}",
-            SORTABLE.join(", ")
-        )));
-    }
+    paging.check(&SORTABLE)?;
     if let Some(select) = &body.select
         && let Some(bad) = select.iter().find(|s| !SELECTABLE.contains(&s.as_str()))
     {

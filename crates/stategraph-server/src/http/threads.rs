@@ -28,18 +28,19 @@ const THREAD_SORTS: &[&str] = &[
     "state_updated_at",
 ];
 
-/// A thread status named in a request, 422 naming the field when it is not one.
-fn thread_status(field: &str, given: Option<&str>) -> Result<Option<ThreadStatus>, ApiError> {
-    given
-        .map(|s| {
-            ThreadStatus::parse(s).ok_or_else(|| {
-                ApiError::invalid(format!(
-                    "invalid body: `{field}`: '{s}' is not one of 'idle', 'busy', \
-                     'interrupted', 'error'"
-                ))
-            })
-        })
-        .transpose()
+/// A thread status named in a request: 422 when it is not one, as the reference words it.
+fn thread_status(given: Option<&Json_>) -> Result<Option<ThreadStatus>, ApiError> {
+    match given {
+        None | Some(Json_::Null) => Ok(None),
+        Some(Json_::String(s)) => ThreadStatus::parse(s).map(Some).ok_or_else(|| {
+            crate::input::not_one_of(
+                &["status"],
+                &Json_::from(s.as_str()),
+                &["idle", "busy", "interrupted", "error"],
+            )
+        }),
+        Some(other) => Err(crate::input::not_of_type(&["status"], other, "string")),
+    }
 }
 
 #[derive(Deserialize, Default, utoipa::ToSchema)]
@@ -49,8 +50,9 @@ pub(crate) struct CreateBody {
     thread_id: Option<String>,
     metadata: Option<Object>,
     if_exists: Option<String>,
-    /// Deleted (or pruned) once left alone this long.
-    ttl: Option<ThreadTtl>,
+    /// Deleted (or pruned) once left alone this long (`{"strategy", "ttl"}`, in minutes).
+    #[schema(value_type = Option<ThreadTtl>)]
+    ttl: Option<Json_>,
 }
 
 /// `POST /threads`.
@@ -70,9 +72,7 @@ pub(crate) async fn create(
         Some(id) => uuid_id("thread", &id)?,
         None => uuid::Uuid::new_v4().to_string(),
     };
-    if let Some(ttl) = &body.ttl {
-        ttl.check()?;
-    }
+    let ttl = ThreadTtl::from_request(body.ttl.as_ref())?;
     if let Some(existing) = state.records.get::<ThreadDoc>(&thread_id).await? {
         return match body.if_exists.as_deref() {
             Some("do_nothing") => Ok(Json(view(&state, vec![existing]).await?.remove(0))),
@@ -82,25 +82,57 @@ pub(crate) async fn create(
         };
     }
     let mut doc = ThreadDoc::new(&thread_id, body.metadata.unwrap_or_default());
-    doc.ttl = body.ttl;
+    doc.ttl = ttl;
     state.records.put(&doc).await?;
     Ok(Json(ThreadRecord::of(doc, None)))
 }
 
-/// `GET /threads/{thread_id}`.
+/// Query of `GET /threads/{thread_id}`.
+#[derive(Deserialize, Default, utoipa::IntoParams)]
+#[serde(default)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct GetQuery {
+    /// Optional fields to add, comma-separated: `ttl` (the thread's TTL, if it has one).
+    include: Option<String>,
+}
+
+/// `GET /threads/{thread_id}`; with `?include=ttl`, the thread's TTL (`strategy`,
+/// `ttl_minutes`, `expires_at`) when it has one, as LangGraph's server adds it.
 #[utoipa::path(
     get,
     path = "/threads/{thread_id}",
     operation_id = "get_threads_item",
     tag = "Threads",
-    params(ThreadId),
+    params(ThreadId, GetQuery),
     responses((status = 200, description = "The thread.", body = ThreadRecord))
 )]
 pub(crate) async fn get_one(
     axum::extract::State(state): Shared,
     ThreadId(thread_id): ThreadId,
-) -> Result<Json<ThreadRecord>, ApiError> {
-    Ok(Json(load(&state, &thread_id).await?))
+    Query(query): Query<GetQuery>,
+) -> Result<Json<Json_>, ApiError> {
+    let doc = load_doc(&state, &thread_id).await?;
+    let ttl = doc.ttl;
+    let thread = view(&state, vec![doc]).await?.remove(0);
+    let mut out = serde_json::to_value(&thread)
+        .map_err(|e| ApiError::internal(format!("a thread did not serialize: {e}")))?;
+    let wanted = query
+        .include
+        .as_deref()
+        .is_some_and(|i| i.split(',').any(|f| f.trim() == "ttl"));
+    if wanted
+        && let Some(ttl) = ttl
+        && let Some(o) = out.as_object_mut()
+    {
+        let expires = ttl
+            .expires_at(&thread.updated_at)
+            .map(|t| crate::records::iso(std::time::SystemTime::from(t)));
+        o.insert(
+            "ttl".into(),
+            json!({ "strategy": ttl.strategy, "ttl_minutes": ttl.ttl, "expires_at": expires }),
+        );
+    }
+    Ok(Json(out))
 }
 
 #[derive(Deserialize, Default, utoipa::ToSchema)]
@@ -109,7 +141,7 @@ pub(crate) async fn get_one(
 pub(crate) struct SearchBody {
     metadata: Option<Object>,
     values: Option<Object>,
-    status: Option<String>,
+    status: Option<Json_>,
     ids: Option<Vec<String>>,
 }
 
@@ -130,7 +162,7 @@ pub(crate) async fn search(
     let filter = ThreadFilter {
         metadata: body.metadata,
         values: body.values,
-        status: thread_status("status", body.status.as_deref())?,
+        status: thread_status(body.status.as_ref())?,
         ids: body.ids,
     };
     let found = search_threads(&state, filter).await?;
@@ -142,8 +174,9 @@ pub(crate) async fn search(
 #[schema(as = ThreadPatch)]
 pub(crate) struct PatchBody {
     metadata: Option<Object>,
-    /// A new TTL, counted from now.
-    ttl: Option<ThreadTtl>,
+    /// A new TTL, counted from now (`{"strategy", "ttl"}`, in minutes).
+    #[schema(value_type = Option<ThreadTtl>)]
+    ttl: Option<Json_>,
 }
 
 /// `PATCH /threads/{thread_id}`: merges metadata.
@@ -161,13 +194,11 @@ pub(crate) async fn patch(
     ThreadId(thread_id): ThreadId,
     Body(body): Body<PatchBody>,
 ) -> Result<Json<ThreadRecord>, ApiError> {
-    if let Some(ttl) = &body.ttl {
-        ttl.check()?;
-    }
+    let ttl = ThreadTtl::from_request(body.ttl.as_ref())?;
     let mut doc = load_doc(&state, &thread_id).await?;
     doc.merge_metadata(body.metadata.unwrap_or_default());
-    if body.ttl.is_some() {
-        doc.ttl = body.ttl;
+    if ttl.is_some() {
+        doc.ttl = ttl;
     }
     state.records.put(&doc).await?;
     Ok(Json(view(&state, vec![doc]).await?.remove(0)))
@@ -363,7 +394,7 @@ pub(crate) async fn post_state_at(
 pub(crate) struct CountBody {
     metadata: Option<Object>,
     values: Option<Object>,
-    status: Option<String>,
+    status: Option<Json_>,
 }
 
 /// `POST /threads/count`.
@@ -382,7 +413,7 @@ pub(crate) async fn count(
     let filter = ThreadFilter {
         metadata: body.metadata,
         values: body.values,
-        status: thread_status("status", body.status.as_deref())?,
+        status: thread_status(body.status.as_ref())?,
         ids: None,
     };
     let found = search_threads(&state, filter).await?;

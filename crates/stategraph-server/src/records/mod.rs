@@ -276,30 +276,23 @@ pub(crate) struct Paging {
 }
 
 impl Paging {
-    /// The field asked to sort by, if any.
-    pub(crate) fn sort_by(&self) -> Option<&str> {
-        self.sort_by.as_deref()
-    }
-
-    /// Refuses (422, naming the field) a `sort_by` that is not one of `sortable` and a
-    /// `sort_order` that is not `asc` or `desc`, as LangGraph's schemas do.
+    /// Refuses (422, as LangGraph's schemas word it) a `sort_by` that is not one of
+    /// `sortable` and a `sort_order` that is not `asc` or `desc`.
     pub(crate) fn check(&self, sortable: &[&str]) -> Result<(), ApiError> {
-        let one_of = |field: &str, given: &str, allowed: &[&str]| {
-            let listed: Vec<String> = allowed.iter().map(|a| format!("'{a}'")).collect();
-            ApiError::invalid(format!(
-                "invalid body: `{field}`: '{given}' is not one of {}",
-                listed.join(", ")
-            ))
-        };
+        use crate::input::not_one_of;
         if let Some(by) = self.sort_by.as_deref()
             && !sortable.contains(&by)
         {
-            return Err(one_of("sort_by", by, sortable));
+            return Err(not_one_of(&["sort_by"], &Json::from(by), sortable));
         }
         if let Some(order) = self.sort_order.as_deref()
             && !matches!(order, "asc" | "desc")
         {
-            return Err(one_of("sort_order", order, &["asc", "desc"]));
+            return Err(not_one_of(
+                &["sort_order"],
+                &Json::from(order),
+                &["asc", "desc"],
+            ));
         }
         Ok(())
     }

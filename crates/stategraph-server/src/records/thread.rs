@@ -23,29 +23,57 @@ pub(crate) enum TtlStrategy {
     KeepLatest,
 }
 
-/// A thread's TTL, as `POST /threads` and `PATCH /threads/{thread_id}` take it.
+/// A thread's TTL, as `POST /threads` and `PATCH /threads/{thread_id}` take it (`ttl`:
+/// `{"strategy", "ttl"}`) and its document keeps it.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct ThreadTtl {
     /// What happens once it runs out.
     #[serde(default)]
     pub(crate) strategy: TtlStrategy,
     /// Minutes without activity (a run, a state update, a change of the thread) after
-    /// which it does.
-    pub(crate) ttl: f64,
+    /// which it does; none: never.
+    #[serde(default)]
+    pub(crate) ttl: Option<f64>,
 }
 
 impl ThreadTtl {
-    /// Refuses a TTL that is not a positive number of minutes (422, naming the field).
-    pub(crate) fn check(&self) -> Result<(), ApiError> {
-        if self.ttl.is_finite() && self.ttl > 0.0 {
-            Ok(())
-        } else {
-            Err(ApiError::invalid(format!(
-                "invalid body: `ttl.ttl`: {} is not a positive number of minutes",
-                self.ttl
-            )))
-        }
+    /// The TTL a request gives (`null` or absent: none), refused (422) as the reference's
+    /// schema refuses it: an object whose `strategy` is `delete` or `keep_latest` and whose
+    /// `ttl` is a number.
+    pub(crate) fn from_request(given: Option<&Json>) -> Result<Option<Self>, ApiError> {
+        use crate::input::{not_of_type, not_one_of};
+        let fields = match given {
+            None | Some(Json::Null) => return Ok(None),
+            Some(Json::Object(o)) => o,
+            Some(other) => return Err(not_of_type(&["ttl"], other, "object")),
+        };
+        let strategy = match fields.get("strategy") {
+            None | Some(Json::Null) => TtlStrategy::Delete,
+            Some(Json::String(s)) if s == "delete" => TtlStrategy::Delete,
+            Some(Json::String(s)) if s == "keep_latest" => TtlStrategy::KeepLatest,
+            Some(s @ Json::String(_)) => {
+                return Err(not_one_of(
+                    &["ttl", "strategy"],
+                    s,
+                    &["delete", "keep_latest"],
+                ));
+            }
+            Some(other) => return Err(not_of_type(&["ttl", "strategy"], other, "string")),
+        };
+        let ttl = match fields.get("ttl") {
+            None | Some(Json::Null) => None,
+            Some(Json::Number(n)) => n.as_f64().filter(|m| m.is_finite()),
+            Some(other) => return Err(not_of_type(&["ttl", "ttl"], other, "number")),
+        };
+        Ok(Some(Self { strategy, ttl }))
+    }
+
+    /// When a thread last active at `last` runs out (`None`: never), as RFC 3339.
+    pub(crate) fn expires_at(&self, last: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+        let minutes = self.ttl?;
+        let last = chrono::DateTime::parse_from_rfc3339(last).ok()?;
+        let ttl = chrono::Duration::milliseconds((minutes * 60_000.0) as i64);
+        Some(last.with_timezone(&chrono::Utc) + ttl)
     }
 }
 
@@ -313,17 +341,23 @@ mod tests {
     }
 
     #[test]
-    fn ttls_are_positive_minutes_with_a_known_strategy() {
-        let ttl: ThreadTtl = serde_json::from_value(json!({"ttl": 1.5})).unwrap();
-        assert_eq!(ttl.strategy, TtlStrategy::Delete);
-        ttl.check().unwrap();
-        let keep: ThreadTtl =
-            serde_json::from_value(json!({"strategy": "keep_latest", "ttl": 60})).unwrap();
+    fn ttls_are_minutes_with_a_known_strategy() {
+        let read = |v: Json| ThreadTtl::from_request(Some(&v));
+        let ttl = read(json!({"ttl": 1.5})).unwrap().unwrap();
+        assert_eq!((ttl.strategy, ttl.ttl), (TtlStrategy::Delete, Some(1.5)));
+        let expires = ttl.expires_at("2026-01-01T00:00:00+00:00").unwrap();
+        assert_eq!(expires.to_rfc3339(), "2026-01-01T00:01:30+00:00");
+        let keep = read(json!({"strategy": "keep_latest", "ttl": 60}))
+            .unwrap()
+            .unwrap();
         assert_eq!(keep.strategy, TtlStrategy::KeepLatest);
-        assert!(
-            serde_json::from_value::<ThreadTtl>(json!({"strategy": "later", "ttl": 1})).is_err()
+        assert_eq!(
+            read(json!({"strategy": "delete"})).unwrap().unwrap().ttl,
+            None
         );
-        let zero: ThreadTtl = serde_json::from_value(json!({"ttl": 0})).unwrap();
-        assert!(zero.check().is_err());
+        assert_eq!(ThreadTtl::from_request(None).unwrap(), None);
+        for bad in [json!({"strategy": "later"}), json!(5), json!({"ttl": "x"})] {
+            assert_eq!(read(bad).unwrap_err().status.as_u16(), 422);
+        }
     }
 }

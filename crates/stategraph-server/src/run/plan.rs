@@ -193,7 +193,7 @@ pub(crate) fn plan(
         metadata,
         kwargs,
         multitask: body.multitask_strategy.unwrap_or_default(),
-        delay: after_seconds(body.after_seconds)?,
+        delay: after_seconds(body.after_seconds),
         thread,
     })
 }
@@ -265,14 +265,13 @@ fn configurable_and_context(
     Ok((configurable, context))
 }
 
-/// `after_seconds` as a delay: a non-negative, finite number of seconds.
-fn after_seconds(given: Option<f64>) -> Result<Duration, ApiError> {
+/// `after_seconds` as a delay: none for a number that is not positive (as the reference
+/// starts such a run at once), at most a century.
+fn after_seconds(given: Option<f64>) -> Duration {
+    const CENTURY: f64 = 100.0 * 365.25 * 24.0 * 3600.0;
     match given {
-        None => Ok(Duration::ZERO),
-        Some(s) if s.is_finite() && s >= 0.0 => Ok(Duration::from_secs_f64(s)),
-        Some(s) => Err(ApiError::invalid(format!(
-            "invalid body: `after_seconds`: {s} is not a number of seconds to wait (0 or more)"
-        ))),
+        Some(s) if s > 0.0 => Duration::from_secs_f64(s.min(CENTURY)),
+        _ => Duration::ZERO,
     }
 }
 
@@ -380,6 +379,13 @@ mod tests {
         assert_eq!(p.thread_id, "tmp-1");
         assert!(p.temporary() && p.kwargs.temporary);
         assert_eq!(p.delay, Duration::from_millis(1500));
+        let early = body(json!({"input": {}, "after_seconds": -1}));
+        let p = plan(&assistant(), Target::Stateless, None, &early, ids()).unwrap();
+        assert_eq!(
+            p.delay,
+            Duration::ZERO,
+            "a delay that is not positive starts it at once"
+        );
         assert_eq!(p.multitask, Multitask::Reject);
         assert!(!p.metadata.contains_key("graph_id"), "no thread metadata");
         let keep = body(json!({"input": {}, "on_completion": "keep"}));
@@ -403,12 +409,6 @@ mod tests {
         assert_eq!(err(both, t()).status.as_u16(), 400);
         let resume = json!({"command": {"resume": "yes"}});
         assert_eq!(err(resume, Target::Stateless).status.as_u16(), 400);
-        let late = json!({"after_seconds": -1});
-        assert!(
-            err(late, Target::Stateless)
-                .detail
-                .contains("after_seconds")
-        );
         let limit = json!({"if_not_exists": "create", "config": {"recursion_limit": 0}});
         assert_eq!(err(limit, t()).status.as_u16(), 422);
         let mode = json!({"stream_mode": "nope"});

@@ -158,6 +158,15 @@ async fn enqueue(state: &Arc<AppState>, plan: &Plan, follow: Follow) -> Result<R
         // The run starts the thread's work: its graph, assistant and config are the run's.
         state.records.put(doc).await?;
     }
+    if !plan.delay.is_zero() {
+        // Due later: a worker of this process looks for it then (those of other processes
+        // within their idle look).
+        let (state, delay) = (Arc::clone(state), plan.delay);
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            state.runs.dispatch.wake.notify_one();
+        });
+    }
     let Some(claimed) = enqueued.claimed else {
         return Ok(pending);
     };

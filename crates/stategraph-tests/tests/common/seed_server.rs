@@ -193,13 +193,11 @@ pub(crate) async fn serve_on(
     url: &str,
     graphs: impl FnOnce(ServerBuilder) -> ServerBuilder,
 ) -> (String, tokio::task::JoinHandle<std::io::Result<()>>) {
+    use stategraph::server::Database;
     let server = graphs(Server::builder())
-        .checkpointer(stategraph::open_saver(url).await.unwrap())
-        .store(
-            stategraph::open_store(url, StoreOptions::new())
-                .await
-                .unwrap(),
-        )
+        .database(url)
+        .await
+        .unwrap()
         .build()
         .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
