@@ -375,8 +375,8 @@ impl Server {
     }
 
     /// Starts this process's worker loops on the [run queue](ServerBuilder::run_queue), its
-    /// subscription to it and its upkeep (once; [`start`](Self::start) and the first run do
-    /// it).
+    /// subscription to it and its upkeep (once; [`start`](Self::start) and the first request
+    /// do it).
     pub fn spawn_workers(&self) {
         crate::run::workers::spawn(&self.state);
     }

@@ -138,7 +138,7 @@ fn describe() {
     );
     describe_counter!(
         "stategraph_server_runs_purged_total",
-        "Finished runs deleted from the run queue, with their events, past the retention."
+        "Ended runs whose events were purged from the run queue past the retention (stateless runs go with them)."
     );
     describe_counter!(
         "stategraph_server_errors_total",

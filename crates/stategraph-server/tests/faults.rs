@@ -73,7 +73,27 @@ async fn call(addr: SocketAddr, method: &str, path: &str, body: Option<Json>) ->
     let text = String::from_utf8(out).unwrap();
     let (head, body) = text.split_once("\r\n\r\n").unwrap();
     assert!(head.starts_with("HTTP/1.1 200"), "{method} {path}: {head}");
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return serde_json::from_str(unchunk(body).trim()).unwrap();
+    }
     serde_json::from_str(body).unwrap()
+}
+
+/// A chunked body's content.
+fn unchunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
 }
 
 /// Starts streaming a run of `gate`, reads until the `values` event after `first`, then drops
@@ -533,4 +553,77 @@ async fn a_panicking_handler_answers_500_with_a_request_id() {
 
 fn uuid_like(id: &str) -> bool {
     id.len() == 36 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+}
+
+/// A layer whose loading of a stored checkpoint panics while `armed` (a bug in a saver, say).
+#[derive(Debug, Default)]
+struct PanicOnLoad {
+    armed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl stategraph_checkpoint::layer::SaverLayer for PanicOnLoad {
+    fn load_tuple(
+        &self,
+        tuple: stategraph_checkpoint::CheckpointTuple,
+    ) -> stategraph_checkpoint::Result<stategraph_checkpoint::CheckpointTuple> {
+        if self.armed.load(std::sync::atomic::Ordering::SeqCst) {
+            panic!("the saver broke while loading a checkpoint");
+        }
+        Ok(tuple)
+    }
+}
+
+/// A panic in a run's task (here: the checkpointer's, as the run loads its thread) ends the
+/// run in `error` with the panic's message, settles its thread in `error`, and leaves the
+/// server serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_task_panics_ends_in_error_and_its_thread_settles() {
+    use std::sync::atomic::Ordering;
+    let layer = PanicOnLoad::default();
+    let armed = Arc::clone(&layer.armed);
+    let saver = stategraph_checkpoint::layer::Layered::wrap(Arc::new(InMemorySaver::new()), layer);
+    let mut g =
+        StateGraph::<DynState>::with_schema(Schema::new().reducer("bar", Reducer::append()));
+    g.add_node("a", |_s, _c| async {
+        Ok(Map::from_iter([("bar", value!(["a"]))]))
+    });
+    g.add_edge(START, "a").add_edge("a", END);
+    let server = Server::builder()
+        .graph("g", g.compile().unwrap())
+        .checkpointer(Arc::new(saver))
+        .build()
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(server.serve(listener));
+    let thread = call(addr, "POST", "/threads", Some(json!({}))).await;
+    let thread_id = thread["thread_id"].as_str().unwrap().to_owned();
+    let wait = format!("/threads/{thread_id}/runs/wait");
+    let run = json!({"assistant_id": "g", "input": {"bar": []}});
+    let first = call(addr, "POST", &wait, Some(run.clone())).await;
+    assert_eq!(first["bar"], json!(["a"]), "{first}");
+
+    armed.store(true, Ordering::SeqCst);
+    let broken = call(addr, "POST", &wait, Some(run.clone())).await;
+    armed.store(false, Ordering::SeqCst);
+    let error = &broken["__error__"];
+    assert_eq!(error["error"], "RuntimeError", "{broken}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("the saver broke while loading a checkpoint"),
+        "{broken}"
+    );
+    let runs = call(addr, "GET", &format!("/threads/{thread_id}/runs"), None).await;
+    assert_eq!(runs[0]["status"], "error", "{runs}");
+    assert_eq!(runs[1]["status"], "success", "{runs}");
+    let thread = call(addr, "GET", &format!("/threads/{thread_id}"), None).await;
+    assert_eq!(thread["status"], "error", "{thread}");
+    assert_eq!(thread["error"], *error, "{thread}");
+    // The server goes on: the thread takes the next run.
+    let again = call(addr, "POST", &wait, Some(run)).await;
+    assert_eq!(again["bar"], json!(["a", "a"]), "{again}");
+    let thread = call(addr, "GET", &format!("/threads/{thread_id}"), None).await;
+    assert_eq!(thread["status"], "idle", "{thread}");
 }

@@ -404,11 +404,13 @@ async fn crons_are_records_that_fire_on_schedule() {
     )
     .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    // Worded as the reference's schema validator words it.
     assert!(
         e["detail"]
             .as_str()
             .unwrap()
-            .starts_with("Invalid sort_by field")
+            .starts_with("\"schedule\" is not one of \"cron_id\", \"assistant_id\" or 5 other"),
+        "{e}"
     );
 
     // Disabled, it stops firing.

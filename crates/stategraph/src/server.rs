@@ -5,6 +5,7 @@
 //!
 //! ```
 //! use stategraph::prelude::*;
+//! use stategraph::Map;
 //! use stategraph::server::{Database, Server};
 //!
 //! # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {

@@ -167,8 +167,10 @@ fn cors_layer(cors: &Cors) -> CorsLayer {
     }
 }
 
-/// Makes sure the default assistants exist before a request is answered.
+/// Makes sure the default assistants exist, and this process follows the run queue (its
+/// worker loops and its subscription run), before a request is answered.
 async fn ready_first(state: Arc<AppState>, req: Request, next: Next) -> Response {
+    crate::run::workers::spawn(&state);
     match crate::assistants::ensure(&state).await {
         Ok(()) => next.run(req).await,
         Err(e) => e.into_response(),

@@ -141,6 +141,8 @@ pub(crate) async fn get_one(
 pub(crate) struct SearchBody {
     metadata: Option<Object>,
     values: Option<Object>,
+    /// `idle`, `busy`, `interrupted` or `error`.
+    #[schema(value_type = Option<String>)]
     status: Option<Json_>,
     ids: Option<Vec<String>>,
 }
@@ -394,6 +396,8 @@ pub(crate) async fn post_state_at(
 pub(crate) struct CountBody {
     metadata: Option<Object>,
     values: Option<Object>,
+    /// `idle`, `busy`, `interrupted` or `error`.
+    #[schema(value_type = Option<String>)]
     status: Option<Json_>,
 }
 

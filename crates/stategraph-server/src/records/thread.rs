@@ -68,12 +68,14 @@ impl ThreadTtl {
         Ok(Some(Self { strategy, ttl }))
     }
 
-    /// When a thread last active at `last` runs out (`None`: never), as RFC 3339.
+    /// When a thread last active at `last` (RFC 3339) runs out; `None` without a TTL, or
+    /// for one too long for the calendar (never).
     pub(crate) fn expires_at(&self, last: &str) -> Option<chrono::DateTime<chrono::Utc>> {
         let minutes = self.ttl?;
         let last = chrono::DateTime::parse_from_rfc3339(last).ok()?;
-        let ttl = chrono::Duration::milliseconds((minutes * 60_000.0) as i64);
-        Some(last.with_timezone(&chrono::Utc) + ttl)
+        // Saturates far out of range; a negative TTL has already run out.
+        let ttl = chrono::TimeDelta::try_milliseconds((minutes * 60_000.0) as i64)?;
+        last.with_timezone(&chrono::Utc).checked_add_signed(ttl)
     }
 }
 
@@ -356,6 +358,10 @@ mod tests {
             None
         );
         assert_eq!(ThreadTtl::from_request(None).unwrap(), None);
+        let huge = read(json!({"ttl": 1e300})).unwrap().unwrap();
+        assert_eq!(huge.expires_at("2026-01-01T00:00:00+00:00"), None, "never");
+        let past = read(json!({"ttl": -1})).unwrap().unwrap();
+        assert!(past.expires_at("2026-01-01T00:00:00+00:00").is_some());
         for bad in [json!({"strategy": "later"}), json!(5), json!({"ttl": "x"})] {
             assert_eq!(read(bad).unwrap_err().status.as_u16(), 422);
         }

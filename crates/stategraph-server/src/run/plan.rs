@@ -97,44 +97,99 @@ pub(crate) fn plan(
     {
         return Err(ApiError::invalid("config must be an object"));
     }
-    let graph_id = assistant.graph_id.clone();
-    let assistant_id = assistant.assistant_id.clone();
+    let given_config = body.config.clone().filter(Json::is_object);
+    let (thread_id, thread) = thread_plan(assistant, target, stored, body, &ids)?;
+    let metadata = metadata(assistant, &thread, given_config.as_ref(), body);
+    let (mut configurable, context) = configurable_and_context(body, given_config.as_ref(), &ids)?;
+    for (key, value) in [
+        ("run_id", &ids.run_id),
+        ("thread_id", &thread_id),
+        ("graph_id", &assistant.graph_id),
+        ("assistant_id", &assistant.assistant_id),
+    ] {
+        configurable.insert(key.into(), json!(value));
+    }
+    let assistant_config = Json::Object(assistant.config.clone());
+    let mut config = merge_objects([Some(&assistant_config), given_config.as_ref()]);
+    config.insert("configurable".into(), Json::Object(configurable));
+    config.insert("metadata".into(), Json::Object(metadata.clone()));
+    let assistant_context = Json::Object(assistant.context.clone());
+    let context = merge_objects([Some(&assistant_context), Some(&context)]);
+    let kwargs = kwargs(
+        body,
+        config,
+        context,
+        matches!(thread, ThreadPlan::Temporary),
+    )?;
+    // What the executor will ask of the engine, checked now: a bad request is refused here.
+    kwargs.start()?;
+    kwargs.engine_config(&thread_id)?;
+    Ok(Plan {
+        run_id: ids.run_id,
+        thread_id,
+        assistant_id: assistant.assistant_id.clone(),
+        metadata,
+        kwargs,
+        multitask: body.multitask_strategy.unwrap_or_default(),
+        delay: after_seconds(body.after_seconds),
+        thread,
+    })
+}
+
+/// The run's thread — a thread of the request's, or a stateless run's own — and what the
+/// run does to its document.
+fn thread_plan(
+    assistant: &AssistantRecord,
+    target: Target,
+    stored: Option<ThreadDoc>,
+    body: &RunBody,
+    ids: &Ids,
+) -> Result<(String, ThreadPlan), ApiError> {
     // A stateless run deletes its thread when it ends (`on_completion: "delete"`, the
     // default); with `"keep"` the thread is created as any thread is and stays.
     let (thread_id, create) = match (target, body.on_completion.unwrap_or_default()) {
-        (Target::Thread(id), _) => (Some(id), body.if_not_exists == Some(IfNotExists::Create)),
-        (Target::Stateless, OnCompletion::Keep) => (Some(ids.new_thread_id.clone()), true),
-        (Target::Stateless, OnCompletion::Delete) => (None, false),
+        (Target::Thread(id), _) => (id, body.if_not_exists == Some(IfNotExists::Create)),
+        (Target::Stateless, OnCompletion::Keep) => (ids.new_thread_id.clone(), true),
+        (Target::Stateless, OnCompletion::Delete) => {
+            let resumes = body
+                .command
+                .as_ref()
+                .is_some_and(|c| c.get("resume").is_some_and(|r| !r.is_null()));
+            if resumes {
+                return Err(ApiError::new(
+                    axum::http::StatusCode::BAD_REQUEST,
+                    "You must provide a thread_id when resuming.",
+                ));
+            }
+            return Ok((ids.new_thread_id.clone(), ThreadPlan::Temporary));
+        }
     };
-    let stateful = thread_id.is_some();
-    if !stateful
-        && body
-            .command
-            .as_ref()
-            .is_some_and(|c| c.get("resume").is_some_and(|r| !r.is_null()))
-    {
-        return Err(ApiError::new(
-            axum::http::StatusCode::BAD_REQUEST,
-            "You must provide a thread_id when resuming.",
-        ));
-    }
-    let given_config = body.config.clone().filter(Json::is_object);
-    let (configurable, context) = configurable_and_context(body, given_config.as_ref(), &ids)?;
-    let thread_id = thread_id.unwrap_or_else(|| ids.new_thread_id.clone());
-    let thread = match (stateful, stored) {
-        (false, _) => ThreadPlan::Temporary,
-        (true, Some(mut doc)) => {
-            let changed = doc.start_run(&graph_id, assistant, given_config.as_ref());
+    let given_config = body.config.as_ref().filter(|c| c.is_object());
+    let graph_id = &assistant.graph_id;
+    let plan = match stored {
+        Some(mut doc) => {
+            let changed = doc.start_run(graph_id, assistant, given_config);
             ThreadPlan::Existing { doc, changed }
         }
-        (true, None) if create => {
+        None if create => {
             let mut doc = ThreadDoc::new(&thread_id, Object::new());
-            doc.start_run(&graph_id, assistant, given_config.as_ref());
+            doc.start_run(graph_id, assistant, given_config);
             ThreadPlan::Create(doc)
         }
-        (true, None) => return Err(ApiError::not_found("Thread or assistant not found.")),
+        None => return Err(ApiError::not_found("Thread or assistant not found.")),
     };
-    let thread_metadata = match &thread {
+    Ok((thread_id, plan))
+}
+
+/// The run's metadata: the assistant's, the thread's (as the run leaves it), the request's
+/// config's and its own, then the assistant's id (which cannot be given).
+fn metadata(
+    assistant: &AssistantRecord,
+    thread: &ThreadPlan,
+    given_config: Option<&Json>,
+    body: &RunBody,
+) -> Object {
+    let thread_metadata = match thread {
         ThreadPlan::Temporary => None,
         ThreadPlan::Create(doc) | ThreadPlan::Existing { doc, .. } => {
             Some(Json::Object(doc.metadata.clone()))
@@ -144,57 +199,44 @@ pub(crate) fn plan(
     let mut metadata = merge_objects([
         Some(&assistant_metadata),
         thread_metadata.as_ref(),
-        given_config.as_ref().and_then(|c| c.get("metadata")),
+        given_config.and_then(|c| c.get("metadata")),
     ]);
     if let Some(m) = &body.metadata {
         metadata.extend(m.clone());
     }
-    metadata.insert("assistant_id".into(), json!(assistant_id));
+    metadata.insert("assistant_id".into(), json!(assistant.assistant_id));
+    metadata
+}
 
-    let mut configurable = configurable;
-    configurable.insert("run_id".into(), json!(ids.run_id));
-    configurable.insert("thread_id".into(), json!(thread_id));
-    configurable.insert("graph_id".into(), json!(graph_id));
-    configurable.insert("assistant_id".into(), json!(assistant_id));
-    let assistant_config = Json::Object(assistant.config.clone());
-    let mut config = merge_objects([Some(&assistant_config), given_config.as_ref()]);
-    config.insert("configurable".into(), Json::Object(configurable));
-    config.insert("metadata".into(), Json::Object(metadata.clone()));
+/// The run's arguments, as LangGraph's server records them.
+fn kwargs(
+    body: &RunBody,
+    config: Object,
+    context: Object,
+    temporary: bool,
+) -> Result<RunKwargs, ApiError> {
     let checkpoint_during = body.checkpoint_during.unwrap_or(true);
     let durability = body.durability.map_or(
         if checkpoint_during { "async" } else { "exit" },
         stategraph_graph::Durability::as_str,
     );
-    let assistant_context = Json::Object(assistant.context.clone());
     let (_, mode_names) = crate::request::stream_modes(body.stream_mode.as_ref())?;
-    let kwargs = RunKwargs {
-        input: body.input.clone().unwrap_or(Json::Null),
-        command: body.command.clone().unwrap_or(Json::Null),
+    let given = |v: &Option<Json>| v.clone().unwrap_or(Json::Null);
+    Ok(RunKwargs {
+        input: given(&body.input),
+        command: given(&body.command),
         config,
-        context: merge_objects([Some(&assistant_context), Some(&context)]),
+        context,
         stream_mode: mode_names,
-        interrupt_before: body.interrupt_before.clone().unwrap_or(Json::Null),
-        interrupt_after: body.interrupt_after.clone().unwrap_or(Json::Null),
-        webhook: body.webhook.clone().unwrap_or(Json::Null),
-        feedback_keys: body.feedback_keys.clone().unwrap_or(Json::Null),
-        temporary: !stateful,
+        interrupt_before: given(&body.interrupt_before),
+        interrupt_after: given(&body.interrupt_after),
+        webhook: given(&body.webhook),
+        feedback_keys: given(&body.feedback_keys),
+        temporary,
         subgraphs: body.stream_subgraphs.unwrap_or(false),
         resumable: body.stream_resumable.unwrap_or(false),
         checkpoint_during,
         durability: durability.to_owned(),
-    };
-    // What the executor will ask of the engine, checked now: a bad request is refused here.
-    kwargs.start()?;
-    kwargs.engine_config(&thread_id)?;
-    Ok(Plan {
-        run_id: ids.run_id,
-        thread_id,
-        assistant_id,
-        metadata,
-        kwargs,
-        multitask: body.multitask_strategy.unwrap_or_default(),
-        delay: after_seconds(body.after_seconds),
-        thread,
     })
 }
 
@@ -379,15 +421,11 @@ mod tests {
         assert_eq!(p.thread_id, "tmp-1");
         assert!(p.temporary() && p.kwargs.temporary);
         assert_eq!(p.delay, Duration::from_millis(1500));
-        let early = body(json!({"input": {}, "after_seconds": -1}));
-        let p = plan(&assistant(), Target::Stateless, None, &early, ids()).unwrap();
-        assert_eq!(
-            p.delay,
-            Duration::ZERO,
-            "a delay that is not positive starts it at once"
-        );
         assert_eq!(p.multitask, Multitask::Reject);
         assert!(!p.metadata.contains_key("graph_id"), "no thread metadata");
+        let early = body(json!({"input": {}, "after_seconds": -1}));
+        let at_once = plan(&assistant(), Target::Stateless, None, &early, ids()).unwrap();
+        assert_eq!(at_once.delay, Duration::ZERO, "not positive: at once");
         let keep = body(json!({"input": {}, "on_completion": "keep"}));
         let p = plan(&assistant(), Target::Stateless, None, &keep, ids()).unwrap();
         assert!(matches!(p.thread, ThreadPlan::Create(_)));
