@@ -201,6 +201,11 @@ impl Writer {
     /// Takes the connection's state, counted among the arriving callers meanwhile.
     fn take(&self) -> MutexGuard<'_, WriterState> {
         self.arriving.fetch_add(1, Ordering::SeqCst);
+        self.arrive()
+    }
+
+    /// Takes the connection's state for a caller already counted among the arriving ones.
+    fn arrive(&self) -> MutexGuard<'_, WriterState> {
         let state = lock(&self.state);
         self.arriving.fetch_sub(1, Ordering::SeqCst);
         state
@@ -248,7 +253,32 @@ impl Writer {
     }
 }
 
+/// A write on its way to the writer connection, counted among the arriving callers from the
+/// moment it is announced — before it waits for a thread of the blocking pool — so that a
+/// write ending meanwhile leaves its group open for it (two writes a caller makes at once
+/// share one commit). Dropped without writing, it lets the group go as the write would have.
+pub(crate) struct Arrival {
+    writer: Option<Arc<Writer>>,
+}
+
+impl Drop for Arrival {
+    fn drop(&mut self) {
+        if let Some(writer) = self.writer.take() {
+            let mut state = writer.arrive();
+            writer.leave(&mut state);
+        }
+    }
+}
+
 impl Pool {
+    /// Announces a write about to be made with [`Pool::write_arrived`].
+    pub(crate) fn arrival(&self) -> Arrival {
+        self.writer.arriving.fetch_add(1, Ordering::SeqCst);
+        Arrival {
+            writer: Some(Arc::clone(&self.writer)),
+        }
+    }
+
     /// No connection yet; every connection opened gets `prepare` run on it.
     pub(crate) fn new(config: SqliteConfig, prepare: Prepare) -> Self {
         Self {
@@ -331,8 +361,24 @@ impl Pool {
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T, E>,
     ) -> Result<T, E> {
+        self.write_arrived(self.arrival(), f)
+    }
+
+    /// [`Pool::write`], announced earlier by `arrival` (of this pool).
+    pub(crate) fn write_arrived<T, E: From<OpenError>>(
+        &self,
+        mut arrival: Arrival,
+        f: impl FnOnce(&mut Connection) -> Result<T, E>,
+    ) -> Result<T, E> {
         let writer = &*self.writer;
-        let mut state = writer.take();
+        debug_assert!(
+            arrival
+                .writer
+                .as_ref()
+                .is_some_and(|w| Arc::ptr_eq(w, &self.writer))
+        );
+        arrival.writer = None;
+        let mut state = writer.arrive();
         let (group, conn) = match self.begin(&mut state) {
             Ok(ready) => ready,
             Err(e) => {
@@ -527,6 +573,67 @@ mod tests {
             .unwrap();
         let expected: Vec<i64> = (0..n as i64).filter(|k| *k != 3 && *k != 5).collect();
         assert_eq!(stored, expected);
+    }
+
+    /// A write announced before another one runs shares that one's commit, even when it
+    /// reaches the connection after it; an announced write that is dropped lets the group
+    /// it kept open commit.
+    #[test]
+    fn an_announced_write_shares_the_commit_of_the_write_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Arc::new(pool_on(&dir.path().join("a.db"), no_preparation));
+        let insert = |k: i64| {
+            move |c: &mut Connection| {
+                c.execute("INSERT INTO t (k) VALUES (?1)", [k])
+                    .map_err(|e| Failed(e.to_string()))
+            }
+        };
+        pool.exclusive(|c| {
+            c.execute_batch("CREATE TABLE t (k INTEGER PRIMARY KEY)")
+                .map_err(|e| Failed(e.to_string()))
+        })
+        .unwrap();
+        let commits = || pool.writer.commits.load(Ordering::SeqCst);
+        // Writes `k` on another thread; returns once the write is in its group, waiting for
+        // the group to end (it must not commit while a write is announced).
+        let write_in_group = |k: i64| {
+            let handle = {
+                let pool = Arc::clone(&pool);
+                std::thread::spawn(move || pool.write(insert(k)).unwrap())
+            };
+            while lock(&pool.writer.state)
+                .open
+                .as_ref()
+                .is_none_or(|(_, n)| *n < 1)
+            {
+                std::thread::yield_now();
+            }
+            assert!(
+                !handle.is_finished(),
+                "the write waits for its group's commit"
+            );
+            handle
+        };
+        let before = commits();
+        let second = pool.arrival();
+        let first = write_in_group(1);
+        assert_eq!(pool.write_arrived(second, insert(2)).unwrap(), 1);
+        first.join().unwrap();
+        assert_eq!(commits() - before, 1, "both writes committed together");
+
+        let before = commits();
+        let dropped = pool.arrival();
+        let first = write_in_group(3);
+        drop(dropped);
+        first.join().unwrap();
+        assert_eq!(commits() - before, 1, "the dropped write's group committed");
+        let stored: i64 = pool
+            .read(|c| {
+                c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+                    .map_err(|e| Failed(e.to_string()))
+            })
+            .unwrap();
+        assert_eq!(stored, 3);
     }
 
     /// Pools on one file share its writer (whatever the path's spelling), each preparing it

@@ -132,7 +132,7 @@ pub(crate) async fn join_stream(
     let (tx, rx) = mpsc::channel::<StreamEvent>(256);
     let follower = Arc::clone(&state);
     tokio::spawn(async move {
-        follow::events(&follower, &run_id, from, &tx).await;
+        follow::events(&follower, &run_id, from, &tx, None).await;
     });
     let guard = DisconnectGuard::new(&state, &run.run_id, cancel_on_disconnect);
     let start: JoinState = (rx, guard, VecDeque::new());

@@ -414,7 +414,7 @@ pub(crate) async fn join(
     RunIds { thread_id, run_id }: RunIds,
 ) -> Result<Json<Json_>, ApiError> {
     load_run(&state, &thread_id, &run_id).await?;
-    let row = follow::done(&state, &run_id).await;
+    let row = follow::done(&state, &run_id, None).await;
     // The thread's values as the run left them (a stateless run's thread is gone: its
     // answer).
     match crate::threads::load(&state, &thread_id).await {

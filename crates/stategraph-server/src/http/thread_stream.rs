@@ -120,7 +120,7 @@ pub(crate) async fn join(
         let mut seen: HashSet<String> = runs.iter().cloned().collect();
         loop {
             if let Some(run_id) = runs.pop_front() {
-                follow::events(&state, &run_id, 0, &tx).await;
+                follow::events(&state, &run_id, 0, &tx, None).await;
                 let done = json!({ "status": "run_done", "run_id": run_id });
                 if tx
                     .send(StreamEvent::new(&run_id, 0, "metadata", done))

@@ -26,6 +26,17 @@ use crate::graph::{RunStart, ServedGraph};
 use crate::records::RunRecord;
 use crate::wanted::{Wanted, engine_modes};
 
+/// What an execution did: the run's row as its end left it, when this execution ended it
+/// (`None`: the run was given back, its lease was lost, or its end could not be recorded),
+/// and the worker's next run.
+#[derive(Default)]
+pub(crate) struct Executed {
+    /// The ended run: its status, error, answer and arguments as recorded with its end.
+    pub(crate) ended: Option<RunRow>,
+    /// The worker's next run, claimed with this one's end (`claim_next`).
+    pub(crate) next: Option<RunRow>,
+}
+
 /// Executes `claimed`, held by `worker`; with `claim_next` (a worker loop), the worker's next
 /// run is claimed with this one's end and returned.
 pub(crate) async fn execute(
@@ -33,7 +44,7 @@ pub(crate) async fn execute(
     claimed: RunRow,
     worker: &str,
     claim_next: bool,
-) -> Option<RunRow> {
+) -> Executed {
     use tracing::Instrument;
     let span = tracing::info_span!(
         "run",
@@ -78,7 +89,7 @@ async fn execute_traced(
     claimed: RunRow,
     worker: &str,
     claim_next: bool,
-) -> Option<RunRow> {
+) -> Executed {
     let started = Instant::now();
     let queue = Arc::clone(&state.runs.queue);
     let run_id = claimed.run_id.clone();
@@ -125,7 +136,7 @@ async fn execute_traced(
     let Some(ended) = ended else {
         // Another worker has the run (or will): stop here, writing nothing more.
         leased.abort();
-        return None;
+        return Executed::default();
     };
     let last = leased.close().await;
     if matches!(ended.stop, Some(Stop::Release)) {
@@ -134,7 +145,7 @@ async fn execute_traced(
             let _ = queue.append_events(&run_id, worker, &last).await;
         }
         let _ = queue.finish(RunEnd::released(&run_id, worker)).await;
-        return None;
+        return Executed::default();
     }
     let cancel = match &ended.stop {
         Some(Stop::Cancel(c)) => Some(c),
@@ -172,11 +183,16 @@ async fn execute_traced(
     if claim_next && !state.runs.is_draining() {
         end = end.claim_next();
     }
-    let next = match queue.finish(end).await {
-        Ok(done) => done.next,
+    let executed = match queue.finish(end).await {
+        Ok(done) => Executed {
+            ended: done
+                .ended
+                .then(|| ended_row(&claimed, status, error, output, kwargs)),
+            next: done.next,
+        },
         Err(e) => {
             tracing::warn!(error = %e, "the run's end could not be recorded; its lease will run out");
-            None
+            Executed::default()
         }
     };
     if let (Some(webhook), Some(kwargs)) = (ended.webhook, &ended.kwargs) {
@@ -185,7 +201,27 @@ async fn execute_traced(
     }
     run_ended(status, ended.outcome.error.as_ref(), started);
     drop(control);
-    next
+    executed
+}
+
+/// Run `claimed`'s row as its end (`status`, `error`, `output`, `kwargs`) left it.
+fn ended_row(
+    claimed: &RunRow,
+    status: RunStatus,
+    error: Option<&Json>,
+    output: Json,
+    kwargs: Option<JsonMap<String, Json>>,
+) -> RunRow {
+    let mut row = claimed.clone();
+    row.status = status;
+    row.error = error.cloned();
+    row.output = Some(output);
+    if let Some(k) = kwargs {
+        row.kwargs = k;
+    }
+    row.updated_at = std::time::SystemTime::now();
+    row.lease_until = None;
+    row
 }
 
 /// Ends a run that could not start (its arguments do not fit, its graph is gone) in
@@ -197,7 +233,7 @@ async fn fail(
     error: &Json,
     claim_next: bool,
     started: Instant,
-) -> Option<RunRow> {
+) -> Executed {
     let queue = state.runs.queue.as_ref();
     let outcome = Outcome {
         values: json!({}),
@@ -219,7 +255,15 @@ async fn fail(
         end = end.claim_next();
     }
     run_ended(RunStatus::Error, Some(error), started);
-    queue.finish(end).await.ok().and_then(|d| d.next)
+    match queue.finish(end).await {
+        Ok(done) => Executed {
+            ended: done
+                .ended
+                .then(|| ended_row(claimed, RunStatus::Error, Some(error), output, None)),
+            next: done.next,
+        },
+        Err(_) => Executed::default(),
+    }
 }
 
 /// The state thread `thread_id` had before the run, as the queue keeps it.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use stategraph_checkpoint::runs::{RunQueue, RunRow, RunStatus};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::Outcome;
 use super::dispatch::RunBell;
@@ -20,29 +20,55 @@ const BATCH: u32 = 256;
 /// wake-ups that may be lost, not the truth).
 const SAFETY: Duration = Duration::from_secs(1);
 
-/// A reader of one run: its bell, and whether the run must be looked at (the first time,
-/// and whenever the bell stayed quiet past [`SAFETY`]).
+/// How a caller follows a run it just started: the run's bell, taken before the run was
+/// enqueued (so nothing the run does is missed and it need not be looked at first), and,
+/// when this process executes it, the executor's word of its end.
+pub(crate) struct Early {
+    pub(crate) bell: watch::Receiver<RunBell>,
+    pub(crate) here: Option<oneshot::Receiver<RunRow>>,
+}
+
+/// A reader of one run: its bell, whether the run must be looked at (the first time, unless
+/// the bell was taken before the run existed, and whenever the bell stayed quiet past
+/// [`SAFETY`]), and the word of the executor in this process, while one is awaited.
 struct Reader<'a> {
     queue: &'a dyn RunQueue,
     run_id: &'a str,
     bell: watch::Receiver<RunBell>,
     look: bool,
+    here: Option<oneshot::Receiver<RunRow>>,
+    /// The row the executor here answered with.
+    told: Option<RunRow>,
 }
 
 impl<'a> Reader<'a> {
-    fn new(state: &'a AppState, run_id: &'a str) -> Self {
+    fn new(state: &'a AppState, run_id: &'a str, early: Option<Early>) -> Self {
+        let (bell, look, here) = match early {
+            Some(e) => (e.bell, false, e.here),
+            // Taken before the first read, so that nothing after it is missed.
+            None => (state.runs.dispatch.watch_run(run_id), true, None),
+        };
         Self {
             queue: state.runs.queue.as_ref(),
             run_id,
-            // Taken before the first read, so that nothing after it is missed.
-            bell: state.runs.dispatch.watch_run(run_id),
-            look: true,
+            bell,
+            look,
+            here,
+            told: None,
         }
     }
 
-    /// The run's row if it is over (`Some(None)`: deleted), reading the queue only when the
-    /// bell says it ended or it must be looked at.
+    /// The run's row if it is over (`Some(None)`: deleted). A run executed here is over
+    /// when its executor says so (it says nothing when the run is not over: it was given
+    /// back, or taken over); otherwise the queue is read, only when the bell says the run
+    /// ended or it must be looked at.
     async fn over(&mut self) -> Option<Option<RunRow>> {
+        if let Some(row) = self.told.take() {
+            return Some(Some(row));
+        }
+        if self.here.is_some() {
+            return None;
+        }
         let rung = *self.bell.borrow_and_update();
         if !(rung.ended || self.look) {
             return None;
@@ -55,11 +81,26 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Waits for the bell, or [`SAFETY`].
+    /// Waits for the bell, the executor here, or [`SAFETY`].
     async fn wait(&mut self) {
-        self.look = tokio::time::timeout(SAFETY, self.bell.changed())
-            .await
-            .is_err();
+        let (here, bell) = (&mut self.here, &mut self.bell);
+        let told = async {
+            match here.as_mut() {
+                Some(rx) => rx.await.ok(),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            told = told => {
+                self.here = None;
+                match told {
+                    Some(row) => self.told = Some(row),
+                    // Without a word, the executor here did not end the run: look at it.
+                    None => self.look = true,
+                }
+            }
+            r = tokio::time::timeout(SAFETY, bell.changed()) => self.look = r.is_err(),
+        }
     }
 }
 
@@ -71,8 +112,9 @@ pub(crate) async fn events(
     run_id: &str,
     mut after: i64,
     tx: &mpsc::Sender<StreamEvent>,
+    early: Option<Early>,
 ) -> Option<RunRow> {
-    let mut reader = Reader::new(state, run_id);
+    let mut reader = Reader::new(state, run_id, early);
     loop {
         // Whether it is over is read before its events: the end's last events are in the
         // log once the end is.
@@ -101,8 +143,8 @@ pub(crate) async fn events(
 }
 
 /// Run `run_id`'s row once it is over (`None`: it was deleted), without its events.
-pub(crate) async fn done(state: &AppState, run_id: &str) -> Option<RunRow> {
-    let mut reader = Reader::new(state, run_id);
+pub(crate) async fn done(state: &AppState, run_id: &str, early: Option<Early>) -> Option<RunRow> {
+    let mut reader = Reader::new(state, run_id, early);
     loop {
         if let Some(row) = reader.over().await {
             return row;
@@ -115,10 +157,10 @@ pub(crate) async fn done(state: &AppState, run_id: &str) -> Option<RunRow> {
 pub(crate) async fn settled(state: &AppState, run_id: &str, limit: Option<Duration>) {
     match limit {
         Some(l) => {
-            let _ = tokio::time::timeout(l, done(state, run_id)).await;
+            let _ = tokio::time::timeout(l, done(state, run_id, None)).await;
         }
         None => {
-            done(state, run_id).await;
+            done(state, run_id, None).await;
         }
     }
 }

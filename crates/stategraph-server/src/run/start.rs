@@ -88,17 +88,20 @@ pub(crate) async fn start(
     state.webhooks.check(body.webhook.as_ref()).await?;
     let plan = plan(&assistant, target, stored, &body, Ids::new())?;
     workers::spawn(&state);
-    let claimed = enqueue(&state, &plan, follow).await?;
+    // Taken before the run exists: nothing it does is missed.
+    let bell = (follow != Follow::Background).then(|| state.runs.dispatch.watch_run(&plan.run_id));
+    let (claimed, here) = enqueue(&state, &plan, follow).await?;
     let (tx, events) = mpsc::channel(256);
     let (done_tx, done) = oneshot::channel();
-    if follow != Follow::Background {
+    if let Some(bell) = bell {
         let (state, run_id) = (Arc::clone(&state), plan.run_id.clone());
         let stream = follow == Follow::Stream;
+        let early = Some(follow::Early { bell, here });
         tokio::spawn(async move {
             let row = if stream {
-                follow::events(&state, &run_id, 0, &tx).await
+                follow::events(&state, &run_id, 0, &tx, early).await
             } else {
-                follow::done(&state, &run_id).await
+                follow::done(&state, &run_id, early).await
             };
             let _ = done_tx.send(follow::outcome(&state, row).await);
             drop(tx);
@@ -115,18 +118,16 @@ pub(crate) async fn start(
     })
 }
 
-/// Stores a new thread's document, enqueues the run (claimed for this process when its
+/// Stores a new thread's document and enqueues the run (claimed for this process when its
 /// caller follows it and it may start now, then executed here at once), and records what
 /// the run changes of an existing thread's document if it starts the thread's work. The
-/// run's row as enqueued (or claimed).
-async fn enqueue(state: &Arc<AppState>, plan: &Plan, follow: Follow) -> Result<RunRow, ApiError> {
-    let created = match &plan.thread {
-        ThreadPlan::Create(doc) => {
-            state.records.put(doc).await?;
-            true
-        }
-        _ => false,
-    };
+/// run's row as enqueued (or claimed), and, when it executes here, where its executor says
+/// how it ended.
+async fn enqueue(
+    state: &Arc<AppState>,
+    plan: &Plan,
+    follow: Follow,
+) -> Result<(RunRow, Option<oneshot::Receiver<RunRow>>), ApiError> {
     // A process that shuts down claims nothing: another one executes the run.
     let worker = (follow != Follow::Background && !state.runs.is_draining())
         .then(|| state.runs.caller_name());
@@ -143,7 +144,17 @@ async fn enqueue(state: &Arc<AppState>, plan: &Plan, follow: Follow) -> Result<R
         new = new.claimed_by(w.clone());
     }
     let pending = RunRow::pending(&new, 0, 0, SystemTime::now());
-    let enqueued = match state.runs.queue.enqueue(new).await {
+    // A new thread's document and the run are written together: one commit where the
+    // database groups concurrent writes (a file's one writer connection does).
+    let create = async {
+        match &plan.thread {
+            ThreadPlan::Create(doc) => state.records.put(doc).await.map(|()| true),
+            _ => Ok(false),
+        }
+    };
+    let (created, enqueued) = tokio::join!(create, state.runs.queue.enqueue(new));
+    let created = created?;
+    let enqueued = match enqueued {
         Ok(e) => e,
         Err(e) => {
             if created {
@@ -168,15 +179,19 @@ async fn enqueue(state: &Arc<AppState>, plan: &Plan, follow: Follow) -> Result<R
         });
     }
     let Some(claimed) = enqueued.claimed else {
-        return Ok(pending);
+        return Ok((pending, None));
     };
-    if let Some(worker) = worker {
-        let (state, row) = (Arc::clone(state), claimed.clone());
-        tokio::spawn(async move {
-            execute(&state, row, &worker, false).await;
-            // No worker loop claims after this run by itself: one of this process looks.
-            state.runs.dispatch.wake.notify_one();
-        });
-    }
-    Ok(claimed)
+    let Some(worker) = worker else {
+        return Ok((claimed, None));
+    };
+    let (state, row) = (Arc::clone(state), claimed.clone());
+    let (told, here) = oneshot::channel();
+    tokio::spawn(async move {
+        if let Some(ended) = execute(&state, row, &worker, false).await.ended {
+            let _ = told.send(ended);
+        }
+        // No worker loop claims after this run by itself: one of this process looks.
+        state.runs.dispatch.wake.notify_one();
+    });
+    Ok((claimed, Some(here)))
 }

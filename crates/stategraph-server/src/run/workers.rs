@@ -77,7 +77,7 @@ async fn worker_loop(state: Arc<AppState>, worker: String) {
                 runs.active.fetch_add(1, Ordering::Relaxed);
                 let mut next = Some(claimed);
                 while let Some(claimed) = next {
-                    next = execute(&state, claimed, &worker, true).await;
+                    next = execute(&state, claimed, &worker, true).await.next;
                 }
                 runs.active.fetch_sub(1, Ordering::Relaxed);
             }

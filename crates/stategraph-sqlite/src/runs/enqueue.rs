@@ -1,8 +1,11 @@
 //! Enqueueing runs with their multitask strategies, and stop requests.
 
+use std::sync::LazyLock;
+
 use rusqlite::{OptionalExtension, params};
 use stategraph_checkpoint::runs::{Multitask, RunStatus, duplicate, rejected};
 
+use super::records::{COLUMNS, run_row};
 use super::*;
 use crate::error::db;
 
@@ -74,30 +77,53 @@ impl Change<'_> {
         }
         done.first = self.busy_run(&run.thread_id)?.is_none();
         let created_at = self.now.saturating_add(micros_of(run.delay));
-        self.conn
-            .prepare_cached(
+        // A run claimed as it is enqueued, due now on a free thread, is stored running.
+        let claimed_now = run
+            .claim_for
+            .as_deref()
+            .filter(|_| done.first && created_at <= self.now);
+        static INSERT: LazyLock<String> = LazyLock::new(|| {
+            format!(
                 "INSERT INTO stategraph_runs (run_id, thread_id, assistant_id, status, metadata, \
-                 kwargs, multitask, temporary, created_at, updated_at, max_attempts) \
-                 VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                 kwargs, multitask, temporary, created_at, updated_at, max_attempts, worker, \
+                 lease_until, attempt) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) \
+                 RETURNING {COLUMNS}"
             )
+        });
+        let status = match claimed_now {
+            Some(_) => RunStatus::Running,
+            None => RunStatus::Pending,
+        };
+        let row = self
+            .conn
+            .prepare_cached(&INSERT)
             .and_then(|mut s| {
-                s.execute(params![
-                    run.run_id,
-                    run.thread_id,
-                    run.assistant_id,
-                    encoded.metadata,
-                    encoded.kwargs,
-                    run.multitask.as_str(),
-                    run.temporary,
-                    created_at,
-                    self.now,
-                    max_attempts
-                ])
+                s.query_row(
+                    params![
+                        run.run_id,
+                        run.thread_id,
+                        run.assistant_id,
+                        status.as_str(),
+                        encoded.metadata,
+                        encoded.kwargs,
+                        run.multitask.as_str(),
+                        run.temporary,
+                        created_at,
+                        self.now,
+                        max_attempts,
+                        claimed_now,
+                        claimed_now.map(|_| self.now.saturating_add(self.lease)),
+                        i64::from(claimed_now.is_some()),
+                    ],
+                    run_row,
+                )
             })
             .map_err(db("enqueueing a run"))?;
-        done.claimed = match &run.claim_for {
-            Some(worker) => self.claim(worker, Some(&run.run_id))?,
-            None => None,
+        done.claimed = match (&run.claim_for, claimed_now) {
+            (_, Some(_)) => Some(row),
+            (Some(worker), None) => self.claim(worker, Some(&run.run_id))?,
+            (None, None) => None,
         };
         let claimable = run.claim_for.is_none() && self.claimable(&run.run_id)?;
         self.note(Notification::Enqueued {

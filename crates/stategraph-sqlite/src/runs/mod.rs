@@ -168,9 +168,10 @@ impl SqliteRunQueue {
         F: FnOnce(&mut Change<'_>) -> Result<T> + Send + 'static,
     {
         let shared = Arc::clone(&self.shared);
+        let arrival = shared.pool.arrival();
         tokio::task::spawn_blocking(move || {
             let lease = micros_of(shared.lease);
-            let (out, notes, listeners) = shared.pool.write(|conn| {
+            let (out, notes, listeners) = shared.pool.write_arrived(arrival, |conn| {
                 let mut change = Change {
                     conn,
                     now: micros(SystemTime::now()),

@@ -124,9 +124,12 @@ pub(super) fn get(conn: &Connection, run_id: &str) -> Result<Option<RunRow>> {
 pub(super) fn stats(conn: &Connection) -> Result<QueueStats> {
     let (pending, running, oldest): (i64, i64, Option<i64>) = conn
         .prepare_cached(
-            "SELECT coalesce(sum(status = 'pending'), 0), coalesce(sum(status = 'running'), 0), \
-             min(CASE WHEN status = 'pending' THEN created_at END) \
-             FROM stategraph_runs WHERE status IN ('pending', 'running')",
+            "SELECT (SELECT count(*) FROM stategraph_runs INDEXED BY stategraph_runs_pending \
+                 WHERE status = 'pending'), \
+               (SELECT count(*) FROM stategraph_runs INDEXED BY stategraph_runs_running \
+                 WHERE status = 'running'), \
+               (SELECT min(created_at) FROM stategraph_runs INDEXED BY stategraph_runs_pending \
+                 WHERE status = 'pending')",
         )
         .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))))
         .map_err(db("counting runs"))?;

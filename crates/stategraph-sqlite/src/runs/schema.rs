@@ -13,7 +13,7 @@ const MIGRATIONS: [&str; 1] = [
     // epoch; `ended_at` is set when the run reaches a final status, `purged` once its events
     // were purged.
     "CREATE TABLE stategraph_runs (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        seq INTEGER PRIMARY KEY,
         run_id TEXT NOT NULL UNIQUE,
         thread_id TEXT NOT NULL,
         assistant_id TEXT NOT NULL,
@@ -37,11 +37,12 @@ const MIGRATIONS: [&str; 1] = [
         purged INTEGER NOT NULL DEFAULT 0
     );
     -- Claims walk the pending runs in queue order.
-    CREATE INDEX stategraph_runs_by_status ON stategraph_runs (status, seq);
-    -- A thread's running run, its pending runs in order (claims, strategies, busy threads).
+    CREATE INDEX stategraph_runs_pending ON stategraph_runs (seq) WHERE status = 'pending';
+    -- The running runs, in queue order (leases running out, counts): small, its last page
+    -- shared by the runs that start together.
+    CREATE INDEX stategraph_runs_running ON stategraph_runs (seq) WHERE status = 'running';
+    -- A thread's runs by status, in order (claims, strategies, busy threads, listings).
     CREATE INDEX stategraph_runs_by_thread ON stategraph_runs (thread_id, status, seq);
-    -- A thread's runs in listing order.
-    CREATE INDEX stategraph_runs_by_thread_time ON stategraph_runs (thread_id, created_at, seq);
     -- The ended runs whose events are still there, oldest end first (purges).
     CREATE INDEX stategraph_runs_by_end ON stategraph_runs (ended_at, seq)
         WHERE ended_at IS NOT NULL AND purged = 0;
@@ -52,7 +53,7 @@ const MIGRATIONS: [&str; 1] = [
         event TEXT NOT NULL,
         data TEXT NOT NULL,
         PRIMARY KEY (run_id, seq)
-    );
+    ) WITHOUT ROWID;
     CREATE TRIGGER stategraph_runs_delete_events AFTER DELETE ON stategraph_runs
     BEGIN
         DELETE FROM stategraph_run_events WHERE run_id = old.run_id;
@@ -65,7 +66,7 @@ const MIGRATIONS: [&str; 1] = [
         interrupts TEXT NOT NULL,
         error TEXT NOT NULL,
         updated_at INTEGER NOT NULL
-    );
+    ) WITHOUT ROWID;
     -- Keys taken once (`claim_once`), and when.
     CREATE TABLE stategraph_run_claims (
         key TEXT PRIMARY KEY,

@@ -109,8 +109,9 @@ impl SqliteSaver {
         F: FnOnce(&mut Connection, &dyn Serializer) -> Result<T> + Send + 'static,
     {
         let inner = Arc::clone(&self.inner);
+        let arrival = inner.arrival();
         tokio::task::spawn_blocking(move || {
-            inner.write(|conn| f(conn, inner.config().serializer.as_ref()))
+            inner.write_arrived(arrival, |conn| f(conn, inner.config().serializer.as_ref()))
         })
         .await
         .map_err(join)?

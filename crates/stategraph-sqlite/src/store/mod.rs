@@ -213,10 +213,13 @@ impl SqliteStore {
         for _ in 0..MAX_PUT_ATTEMPTS {
             let t = Arc::clone(&tasks);
             let clock = self.ttl.clock.clone();
+            let arrival = self.db.arrival();
             let (outcome, back) = self
                 .blocking(move |db| {
-                    db.write(|conn| write_put_run(conn, &t, indexed, &vectors, &clock))
-                        .map(|o| (o, vectors))
+                    db.write_arrived(arrival, |conn| {
+                        write_put_run(conn, &t, indexed, &vectors, &clock)
+                    })
+                    .map(|o| (o, vectors))
                 })
                 .await?;
             vectors = back;
