@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stategraph_checkpoint::value::{decode, encode};
+use stategraph_value::{decode, encode};
 use stategraph_checkpoint::{EncryptedSerializer, JsonPlusSerializer, Serializer};
 
 const TAGS: [&str; 7] = [

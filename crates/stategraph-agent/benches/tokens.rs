@@ -12,8 +12,8 @@ use futures_util::StreamExt;
 use stategraph_agent::{
     ChatModel, ChatModelExt, ChatRequest, MessagesState, MessagesUpdate, OpenAiConfig,
 };
-use stategraph_checkpoint::{AiMessageChunk, Message};
 use stategraph_graph::{RunConfig, START, StateGraph, StreamMode};
+use stategraph_messages::{AiMessageChunk, Message};
 use stategraph_testkit::chat::{Answer, ChatServer};
 
 const PIECES: usize = 1_000;

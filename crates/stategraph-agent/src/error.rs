@@ -88,7 +88,7 @@ pub enum Error {
     Mcp(#[from] McpError),
     /// A model streamed pieces that cannot be added up.
     #[error(transparent)]
-    Chunk(#[from] stategraph_checkpoint::ChunkMergeError),
+    Chunk(#[from] stategraph_messages::ChunkMergeError),
     /// A graph error (building the agent, or a node failing).
     #[error(transparent)]
     Graph(#[from] stategraph_graph::GraphError),

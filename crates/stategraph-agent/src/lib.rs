@@ -3,7 +3,7 @@
 //! `messages` stream.
 //!
 //! - [`ChatModel`]: messages in, an AI message out (with tool calls), whole or streamed as
-//!   [`AiMessageChunk`](stategraph_checkpoint::AiMessageChunk)s. [`ChatOpenAi`] (feature
+//!   [`AiMessageChunk`](stategraph_messages::AiMessageChunk)s. [`ChatOpenAi`] (feature
 //!   `openai`, on by default) speaks to any OpenAI-compatible chat-completions server.
 //!   Inside a node, [`ChatModelExt::call`] streams the answer to the run's `messages` mode
 //!   when it is streamed, as LangChain models do inside LangGraph.

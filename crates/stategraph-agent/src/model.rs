@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
-use stategraph_checkpoint::{AiMessageChunk, Map, Message, Value};
+use stategraph_checkpoint::{Map, Value};
 use stategraph_graph::NodeContext;
+use stategraph_messages::{AiMessageChunk, Message};
 use tracing::Instrument;
 
 use crate::error::{Error, Result};

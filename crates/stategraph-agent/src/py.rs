@@ -60,7 +60,7 @@ fn write(value: &Json, out: &mut String, repr: bool) {
 }
 
 fn py_str(s: &str) -> String {
-    stategraph_checkpoint::py::repr_str(s)
+    stategraph_value::py::repr_str(s)
 }
 
 #[cfg(test)]

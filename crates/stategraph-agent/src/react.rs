@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 
-use stategraph_checkpoint::store::Store;
-use stategraph_checkpoint::{CheckpointSaver, Map, Message, Value};
+use stategraph_checkpoint::{CheckpointSaver, Map, Value};
 use stategraph_graph::{
     CompiledGraph, END, Goto, GraphError, NodeContext, NodeError, START, Send, StateGraph,
 };
+use stategraph_messages::Message;
+use stategraph_store::Store;
 
 use crate::model::{ChatModel, ChatModelExt, ChatRequest, ToolSpec};
 use crate::state::{MessagesState, MessagesUpdate};

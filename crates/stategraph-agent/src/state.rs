@@ -1,7 +1,8 @@
 //! `MessagesState`: a conversation as graph state (LangGraph's `MessagesState`).
 
-use stategraph_checkpoint::{Map, Message, Value};
+use stategraph_checkpoint::{Map, Value};
 use stategraph_graph::{GraphError, Reducer, Schema, State, Values};
+use stategraph_messages::Message;
 
 /// A graph state of one key, `messages`, merged with LangGraph's `add_messages` (by id:
 /// replace, remove, append), stored as Python stores it — so a chat thread is shared with

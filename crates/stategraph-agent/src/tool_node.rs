@@ -6,8 +6,9 @@ use std::sync::Arc;
 use tracing::Instrument;
 
 use futures_util::future::join_all;
-use stategraph_checkpoint::{Message, MessageFields, ToolCall, Value};
+use stategraph_checkpoint::Value;
 use stategraph_graph::{END, NodeContext, NodeError, NodeFuture, NodeOutput, State};
+use stategraph_messages::{Message, MessageFields, ToolCall};
 
 use crate::error::Error;
 use crate::tool::{Tool, ToolContext, ToolOutput};

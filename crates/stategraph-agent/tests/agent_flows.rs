@@ -17,9 +17,10 @@ use stategraph_agent::{
     AgentVersion, ChatModel, ChatOpenAi, ChatRequest, Error, MessagesState, MessagesUpdate,
     OpenAiConfig, Tool, ToolErrors, ToolNode, create_react_agent, tool,
 };
-use stategraph_checkpoint::{InMemorySaver, Message, Value};
+use stategraph_checkpoint::{InMemorySaver, Value};
 use stategraph_graph::stream::StreamEvent;
 use stategraph_graph::{CompiledGraph, RunConfig, StreamMode};
+use stategraph_messages::Message;
 use stategraph_testkit::chat::{Answer, Call, ChatServer, last_role};
 use stategraph_testkit::net::bounded;
 
@@ -310,7 +311,7 @@ async fn the_messages_stream_carries_the_models_tokens_once() {
     assert!(matches!(whole[0].message, Message::Tool { .. }));
     assert_eq!(node(whole[0]), "tools");
     // The tool call streamed in pieces too: its arguments add up.
-    let mut first: Option<stategraph_checkpoint::AiMessageChunk> = None;
+    let mut first: Option<stategraph_messages::AiMessageChunk> = None;
     for e in &chunks {
         if let Message::AiChunk(c) = &e.message
             && e.metadata.get("langgraph_step") == Some(&Value::from(1))
@@ -376,7 +377,7 @@ async fn tool_errors_become_messages_or_fail_the_node_as_configured() {
         Err::<String, _>("the disk is full")
     }));
     let tools = ToolNode::new([weather(), Arc::clone(&boom)]);
-    let call = |name: &str, args| stategraph_checkpoint::ToolCall {
+    let call = |name: &str, args| stategraph_messages::ToolCall {
         name: name.into(),
         args,
         id: Some("1".into()),

@@ -24,8 +24,9 @@ use stategraph_agent::mcp::{McpClient, McpServer, MultiServerMcpClient, Resource
 use stategraph_agent::{
     ChatOpenAi, Error, McpError, OpenAiConfig, Tool, ToolContext, ToolNode, create_react_agent,
 };
-use stategraph_checkpoint::{Message, ToolCall, value};
+use stategraph_checkpoint::value;
 use stategraph_graph::RunConfig;
+use stategraph_messages::{Message, ToolCall};
 use stategraph_testkit::chat::{Answer, Call, ChatServer, last_role};
 use stategraph_testkit::net::bounded;
 use stategraph_testkit::python::{repo_root, run_python_json};

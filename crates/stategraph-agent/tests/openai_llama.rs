@@ -14,9 +14,10 @@ use stategraph_agent::{
     ChatModel, ChatOpenAi, ChatRequest, Error, MessagesState, MessagesUpdate, OpenAiConfig,
     ToolSpec, create_react_agent, schema_of,
 };
-use stategraph_checkpoint::{AiMessageChunk, InMemorySaver, Message, Value};
+use stategraph_checkpoint::{InMemorySaver, Value};
 use stategraph_graph::stream::StreamEvent;
 use stategraph_graph::{RunConfig, StreamMode};
+use stategraph_messages::{AiMessageChunk, Message};
 
 fn model(max_tokens: u32) -> ChatOpenAi {
     let url = stategraph_testkit::services::llm_url();

@@ -53,8 +53,8 @@ use crate::error::{Error, Location, Result};
 use crate::metadata::CheckpointMetadata;
 use crate::saver::ListOptions;
 use crate::serializer::{SerdeError, Serializer};
-use crate::value::{DecodeCache, Value};
 use crate::writes::PendingWrite;
+use stategraph_value::{DecodeCache, Value};
 
 /// Removes the query parameter `name` from `url`, returning the URL without it (the other
 /// parameters kept, in order, for the driver) and its value, if it was there. Backends use it

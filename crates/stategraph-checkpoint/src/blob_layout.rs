@@ -13,9 +13,9 @@ use crate::error::{Error, Location, Result};
 use crate::metadata::CheckpointMetadata;
 use crate::saver::{Expect, SaveOp, validate_put};
 use crate::serializer::Serializer;
-use crate::value::{ExtCode, Value};
 use crate::version::ChannelVersions;
 use crate::writes::{EncodedWrite, encode_writes};
+use stategraph_value::{ExtCode, Value};
 
 /// One blob row to write: channel, version (as text), type tag, bytes.
 #[derive(Clone, Debug, PartialEq)]
@@ -140,7 +140,7 @@ pub(crate) fn decode_blob(
     channel: &str,
     tag: &str,
     data: Option<&[u8]>,
-    cache: Option<&mut crate::value::DecodeCache>,
+    cache: Option<&mut stategraph_value::DecodeCache>,
 ) -> Result<Option<Value>> {
     if tag == crate::serializer::tags::EMPTY {
         return Ok(None);

@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use crate::checkpoint_id::CheckpointId;
 use crate::config::CheckpointConfig;
-use crate::id::{now_iso, uuid6};
 use crate::metadata::CheckpointMetadata;
 use crate::serializer::SerdeError;
-use crate::value::{Map, Value};
 use crate::version::{ChannelVersion, ChannelVersions};
 use crate::version_map::VersionsSeen;
 use crate::writes::PendingWrite;
+use stategraph_value::id::{now_iso, uuid6};
+use stategraph_value::{Map, Value};
 
 /// The checkpoint format version LangGraph writes today.
 pub const LATEST_VERSION: i64 = 4;
@@ -143,17 +143,17 @@ impl Checkpoint {
 
     /// [`from_value`](Self::from_value) of stored msgpack bytes, read straight into the
     /// checkpoint's maps rather than through a value tree first (what a listing does for
-    /// every checkpoint). Values are decoded as [`crate::value::decode_shared`] decodes them,
+    /// every checkpoint). Values are decoded as [`stategraph_value::decode_shared`] decodes them,
     /// sharing through `cache`; with `strict`, each is checked against it. `None` for bytes
     /// that are not a well-formed checkpoint (or hold a class `strict` refuses): decoding
     /// them in full says what is wrong and where.
     pub(crate) fn from_msgpack(
         bytes: &[u8],
-        limits: crate::value::DecodeLimits,
-        cache: Option<&mut crate::value::DecodeCache>,
-        strict: Option<&crate::allowlist::Allowlist>,
+        limits: stategraph_value::DecodeLimits,
+        cache: Option<&mut stategraph_value::DecodeCache>,
+        strict: Option<&stategraph_value::allowlist::Allowlist>,
     ) -> Option<Self> {
-        let mut r = crate::value::FieldReader::new(bytes, limits, cache)?;
+        let mut r = stategraph_value::FieldReader::new(bytes, limits, cache)?;
         // Values as the full decode would nest them: the checkpoint's map at depth 0, its
         // entries at 1, theirs at 2.
         let allowed = |v: &Value| strict.is_none_or(|list| list.check(v).is_ok());
@@ -262,7 +262,7 @@ impl Checkpoint {
 
 /// A versions map read by [`Checkpoint::from_msgpack`], nested at `depth`.
 fn versions_from_msgpack(
-    r: &mut crate::value::FieldReader<'_, '_>,
+    r: &mut stategraph_value::FieldReader<'_, '_>,
     depth: usize,
 ) -> Option<ChannelVersions> {
     let mut out = ChannelVersions::new();
@@ -359,7 +359,8 @@ fn versions_from_value(
 /// the bytes are not laid out like that; decoding them in full says why.
 ///
 /// ```
-/// use stategraph_checkpoint::{Checkpoint, checkpoint_value_ranges, value::encode, value};
+/// use stategraph_checkpoint::{Checkpoint, checkpoint_value_ranges};
+/// use stategraph_value::{encode, value};
 /// let mut cp = Checkpoint::empty();
 /// cp.channel_values.insert("messages".into(), value!(["hi"]));
 /// cp.channel_values.insert("other".into(), value!(1));
@@ -368,14 +369,14 @@ fn versions_from_value(
 /// assert_eq!(found.len(), 1);
 /// let (channel, range) = &found[0];
 /// assert_eq!(channel, "messages");
-/// assert_eq!(stategraph_checkpoint::value::decode(&bytes[range.clone()])?, value!(["hi"]));
-/// # Ok::<(), stategraph_checkpoint::value::DecodeError>(())
+/// assert_eq!(stategraph_value::decode(&bytes[range.clone()])?, value!(["hi"]));
+/// # Ok::<(), stategraph_value::DecodeError>(())
 /// ```
 pub fn checkpoint_value_ranges(
     bytes: &[u8],
     channels: &[&str],
 ) -> Option<Vec<(String, std::ops::Range<usize>)>> {
-    let mut p = crate::value::Peek::new(bytes);
+    let mut p = stategraph_value::Peek::new(bytes);
     let mut found = Vec::new();
     for _ in 0..p.map_len()? {
         let key = p.str()?;
@@ -401,17 +402,18 @@ pub fn checkpoint_value_ranges(
 /// the bytes are not laid out like that.
 ///
 /// ```
-/// use stategraph_checkpoint::{Checkpoint, checkpoint_without_values, value::{decode, encode}, value};
+/// use stategraph_checkpoint::{Checkpoint, checkpoint_without_values};
+/// use stategraph_value::{decode, encode, value};
 /// let mut cp = Checkpoint::empty();
 /// cp.channel_values.insert("messages".into(), value!(["hi"]));
 /// let bare = checkpoint_without_values(&encode(&cp.to_value())).unwrap();
 /// let read = Checkpoint::from_value(decode(&bare)?).unwrap();
 /// assert!(read.channel_values.is_empty());
 /// assert_eq!(read.id, cp.id);
-/// # Ok::<(), stategraph_checkpoint::value::DecodeError>(())
+/// # Ok::<(), stategraph_value::DecodeError>(())
 /// ```
 pub fn checkpoint_without_values(bytes: &[u8]) -> Option<Vec<u8>> {
-    let mut p = crate::value::Peek::new(bytes);
+    let mut p = stategraph_value::Peek::new(bytes);
     for _ in 0..p.map_len()? {
         let key = p.str()?;
         let start = p.position();
@@ -476,7 +478,7 @@ impl CheckpointTuple {
 mod tests {
     use super::*;
     use crate::serializer::{JsonPlusSerializer, Serializer};
-    use crate::value::{DecodeCache, encode};
+    use stategraph_value::{DecodeCache, encode};
 
     /// A checkpoint with every field set, version kinds mixed, and a key this version does
     /// not know.
@@ -568,7 +570,7 @@ mod tests {
         ] {
             let bytes = encode(&nested);
             for depth in 1..8 {
-                let limits = crate::value::DecodeLimits {
+                let limits = stategraph_value::DecodeLimits {
                     max_depth: depth,
                     max_bytes: 1 << 20,
                 };
@@ -584,8 +586,8 @@ mod tests {
                 );
             }
         }
-        let evil = Value::Ext(crate::value::Ext::python(
-            crate::value::ExtCode::ConstructorSingleArg,
+        let evil = Value::Ext(stategraph_value::Ext::python(
+            stategraph_value::ExtCode::ConstructorSingleArg,
             "os",
             "system",
             "rm -rf /".into(),
@@ -594,7 +596,8 @@ mod tests {
         cp.channel_values
             .insert("x".into(), Value::from(vec![evil]));
         let bytes = encode(&cp.to_value());
-        let strict = JsonPlusSerializer::permissive().strict(crate::allowlist::Allowlist::safe());
+        let strict =
+            JsonPlusSerializer::permissive().strict(stategraph_value::allowlist::Allowlist::safe());
         let [direct, reference] = both(&strict, &bytes);
         assert!(
             matches!(&direct, Err(SerdeError::Disallowed { path, .. }) if path == "channel_values.x[0]"),

@@ -43,8 +43,8 @@ use crate::error::{Error, Location, Result};
 use crate::layer::{Layered, SaverLayer};
 use crate::saver::CheckpointSaver;
 use crate::serializer::SerdeError;
-use crate::value::{Ext, Value, decode, encode};
 use crate::{Checkpoint, CheckpointConfig, CheckpointTuple};
+use stategraph_value::{Ext, Value, decode, encode};
 
 /// The msgpack ext type of a codec-encoded value (payload `[tag, bytes]`). LangGraph's own
 /// ext types are 0–7.

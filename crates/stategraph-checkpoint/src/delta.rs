@@ -17,8 +17,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use crate::value::Value;
 use crate::writes::PendingWrite;
+use stategraph_value::Value;
 
 /// One channel's history at a checkpoint.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -1,12 +1,11 @@
-//! The error type of every checkpoint and store operation.
+//! The error type of every checkpoint operation.
 
 use std::fmt;
 
 use crate::checkpoint_id::CheckpointId;
 use crate::serializer::SerdeError;
 
-/// A boxed error from a backend driver.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+use stategraph_value::BoxError;
 
 /// Where in the stored data a problem was found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -125,7 +125,7 @@ impl<L: SaverLayer> CheckpointSaver for Layered<L> {
         self.inner.process_local()
     }
 
-    fn fenced(&self, fence: &crate::runs::RunFence) -> Option<Arc<dyn CheckpointSaver>> {
+    fn fenced(&self, fence: &crate::RunFence) -> Option<Arc<dyn CheckpointSaver>> {
         let inner = self.inner.fenced(fence)?;
         Some(Arc::new(Layered {
             inner,

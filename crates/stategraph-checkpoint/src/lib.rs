@@ -1,7 +1,9 @@
-//! The persistence core of stategraph: LangGraph's checkpoint data model, the
+//! The checkpoint layer of stategraph: LangGraph's checkpoint data model, the
 //! [`CheckpointSaver`] trait every backend implements, the LangGraph-compatible
-//! [`JsonPlusSerializer`], the [`InMemorySaver`], and (feature `conformance`) the shared
-//! conformance suite every backend runs.
+//! [`JsonPlusSerializer`], the [`InMemorySaver`], saver layers ([`layer`], [`codec`],
+//! [`SealedMetadataSaver`]) and the kit backends are built with ([`backend`]). The values a
+//! checkpoint holds come from `stategraph-value` (re-exported here: [`Value`], [`Map`], …);
+//! the shared conformance suite every saver runs is `stategraph-conformance`.
 //!
 //! Everything here follows LangGraph's storage format, so a checkpoint written by stategraph
 //! can be read by Python LangGraph and the other way round:
@@ -10,7 +12,7 @@
 //!   msgpack map;
 //! - checkpoint ids are time-ordered UUIDv6 strings ([`checkpoint_id`]) and channel versions
 //!   are LangGraph's zero-padded strings ([`next_version`]);
-//! - [`Value`] is the msgpack data model, with Python objects (LangChain messages, datetimes,
+//! - [`Value`] (from `stategraph-value`) is the msgpack data model, with Python objects (LangChain messages, datetimes,
 //!   pydantic models) kept as [`Ext`] values that re-encode to the very same bytes.
 //!
 //! ```
@@ -47,7 +49,6 @@
     warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
 )]
 
-pub mod allowlist;
 pub mod backend;
 pub mod blob_layout;
 mod checkpoint;
@@ -57,27 +58,18 @@ mod config;
 pub mod delta;
 mod encrypted;
 mod error;
-mod id;
+mod fence;
 pub mod layer;
 mod memory;
-mod message_chunk;
-mod messages;
 mod metadata;
 pub mod prune;
-pub mod py;
-pub mod runs;
 mod saver;
 mod sealed;
 mod serializer;
-pub mod store;
 mod timeouts;
-pub mod value;
 mod version;
 pub mod version_map;
 mod writes;
-
-#[cfg(feature = "conformance")]
-pub mod conformance;
 
 pub use checkpoint::{
     Checkpoint, CheckpointTuple, LATEST_VERSION, checkpoint_value_ranges, checkpoint_without_values,
@@ -88,11 +80,9 @@ pub use config::{
 };
 pub use delta::{DeltaChannelHistory, DeltaWalk};
 pub use encrypted::{AesEaxCipher, Cipher, EncryptedSerializer};
-pub use error::{BoxError, Error, Location, Result};
-pub use id::{checkpoint_id, format_uuid, iso_from_unix_micros, now_iso, uuid4, uuid6};
+pub use error::{Error, Location, Result};
+pub use fence::RunFence;
 pub use memory::InMemorySaver;
-pub use message_chunk::{AiMessageChunk, ChunkMergeError, ToolCallChunk, parse_partial_json};
-pub use messages::{Message, MessageFields, ToolCall};
 pub use metadata::{CheckpointMetadata, CheckpointSource};
 pub use saver::{
     Capabilities, CheckpointSaver, Expect, ListOptions, PruneStrategy, SaveOp, latest_conflict,
@@ -100,13 +90,18 @@ pub use saver::{
 };
 pub use sealed::{SEALED_KEY, SealedMetadata, SealedMetadataSaver};
 pub use serializer::{JsonPlusSerializer, SerdeError, Serializer, tags};
-pub use value::{DecodeCache, Ext, ExtCode, List, Map, PyObject, Value};
 pub use version::{ChannelVersion, ChannelVersions, next_int_version, next_version};
 pub use version_map::VersionsSeen;
 pub use writes::{
     EncodedWrite, EncodedWrites, NULL_TASK_ID, PendingWrite, StoredWrite, all_special, channels,
     encode_writes, sort_writes, special_write_idx, write_idx,
 };
+// The values a checkpoint holds, from the values layer (what the types above speak in).
+pub use stategraph_value::id::checkpoint_id;
+pub use stategraph_value::{
+    BoxError, DecodeCache, Ext, ExtCode, List, Map, PyObject, Value, format_uuid,
+    iso_from_unix_micros, now_iso, uuid4, uuid6, value,
+};
 
 #[doc(hidden)]
-pub use serde_json as __serde_json;
+pub use stategraph_value::__serde_json;

@@ -17,9 +17,9 @@ use crate::saver::{
     Capabilities, CheckpointSaver, Expect, ListOptions, PruneStrategy, validate_put,
     validate_put_writes,
 };
-use crate::value::Value;
 use crate::version::{ChannelVersion, ChannelVersions};
 use crate::writes::{PendingWrite, all_special, write_idx};
+use stategraph_value::Value;
 
 /// Keeps checkpoints in memory, for tests and short-lived programs.
 ///

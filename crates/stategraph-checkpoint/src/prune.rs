@@ -205,7 +205,7 @@ pub fn plan(
 pub fn plan_lenient(strategy: crate::PruneStrategy, rows: &[PruneRow]) -> PrunePlan {
     use crate::PruneStrategy as S;
     if let S::IdleSince(time) = strategy {
-        let first = crate::id::first_uuid6_at(time);
+        let first = stategraph_value::id::first_uuid6_at(time);
         let idle = rows
             .iter()
             .all(|r| r.checkpoint_id.as_str() < first.as_str());
@@ -233,7 +233,7 @@ pub fn plan_lenient(strategy: crate::PruneStrategy, rows: &[PruneRow]) -> PruneP
             S::KeepLatest => keep.extend(members.iter().take(1).map(|r| key(r))),
             S::KeepLast(n) => keep.extend(members.iter().take(n.max(1)).map(|r| key(r))),
             S::OlderThan(time) => {
-                let first = crate::id::first_uuid6_at(time);
+                let first = stategraph_value::id::first_uuid6_at(time);
                 keep.extend(
                     members
                         .iter()

@@ -12,8 +12,8 @@ use crate::config::CheckpointConfig;
 use crate::delta::{DeltaChannelHistory, DeltaWalk};
 use crate::error::{Error, Result};
 use crate::metadata::CheckpointMetadata;
-use crate::value::Value;
 use crate::version::{ChannelVersion, ChannelVersions, next_version};
+use stategraph_value::Value;
 
 /// Which checkpoints [`CheckpointSaver::list`] returns. Every field narrows the result;
 /// the default lists everything.
@@ -151,7 +151,7 @@ impl Capabilities {
 /// Stores checkpoints and pending writes: LangGraph's `BaseCheckpointSaver`, async.
 ///
 /// # Contract
-/// (each point is a case of the shared conformance suite, `conformance` feature)
+/// (each point is a case of the shared conformance suite, `stategraph-conformance`)
 /// - [`put`](Self::put) stores `checkpoint` under `config.thread_id` / `config.checkpoint_ns`,
 ///   with `config.checkpoint_id` (if any) as its parent, and returns the config addressing the
 ///   new checkpoint. Values of channels not in `new_versions` may be taken from the stored
@@ -183,12 +183,12 @@ pub trait CheckpointSaver: Send + Sync + fmt::Debug {
         false
     }
 
-    /// This saver with its writes fenced by a run's lease ([`RunFence`](crate::runs::RunFence)):
+    /// This saver with its writes fenced by a run's lease ([`RunFence`](crate::RunFence)):
     /// each write commits only while the run's worker holds the lease, checked in the write's
     /// own transaction, else fails with [`Error::LeaseLost`](crate::Error::LeaseLost) having
     /// written nothing. `None` (the default) when this saver cannot check the fence (another
     /// backend or another database than the queue's).
-    fn fenced(&self, fence: &crate::runs::RunFence) -> Option<std::sync::Arc<dyn CheckpointSaver>> {
+    fn fenced(&self, fence: &crate::RunFence) -> Option<std::sync::Arc<dyn CheckpointSaver>> {
         let _ = fence;
         None
     }

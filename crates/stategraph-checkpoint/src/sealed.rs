@@ -27,15 +27,14 @@ use std::sync::Arc;
 
 use serde_json::Value as Json;
 
-use crate::encrypted::Cipher;
 use crate::error::{Error, Location, Result};
 use crate::layer::{Filter, Layered, SaverLayer};
 use crate::saver::CheckpointSaver;
 use crate::serializer::SerdeError;
 use crate::{Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointTuple};
+use stategraph_value::cipher::{Cipher, hex, unhex};
 
-/// The metadata key holding the sealed keys.
-pub const SEALED_KEY: &str = "__stategraph_sealed__";
+pub use stategraph_value::cipher::SEALED_KEY;
 
 /// The metadata sealing of a [`SealedMetadataSaver`]: a [`SaverLayer`].
 #[derive(Clone)]
@@ -59,23 +58,6 @@ pub type SealedMetadataSaver = Layered<SealedMetadata>;
 
 /// The keys LangGraph's loop reads; never sealed.
 const STRUCTURAL: [&str; 3] = ["source", "step", "parents"];
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-pub(crate) fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| {
-            text.get(i..i + 2)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        })
-        .collect()
-}
 
 impl Layered<SealedMetadata> {
     /// `inner`, with metadata sealed by `cipher` (e.g. [`AesEaxCipher`](crate::AesEaxCipher));

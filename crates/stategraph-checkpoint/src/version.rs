@@ -3,7 +3,7 @@
 use std::cmp::Ordering;
 use std::fmt;
 
-use crate::value::Value;
+use stategraph_value::Value;
 
 /// A channel's version. Every saver LangGraph ships writes strings of the form
 /// `"00000000000000000000000000000003.0.958608603246375"` (a 32-digit counter, then a random

@@ -4,7 +4,7 @@ use crate::config::CheckpointConfig;
 use crate::error::{Error, Location, Result};
 use crate::saver::validate_put_writes;
 use crate::serializer::Serializer;
-use crate::value::Value;
+use stategraph_value::Value;
 
 /// The task id of writes that belong to no task (input, `update_state`, `Command`, resume).
 pub const NULL_TASK_ID: &str = "00000000-0000-0000-0000-000000000000";
@@ -183,7 +183,7 @@ impl StoredWrite {
         self,
         serde: &dyn crate::serializer::Serializer,
         at: impl FnOnce() -> crate::error::Location,
-        cache: &mut crate::value::DecodeCache,
+        cache: &mut stategraph_value::DecodeCache,
     ) -> crate::error::Result<PendingWrite> {
         self.decode_in(serde, at, Some(cache))
     }
@@ -192,7 +192,7 @@ impl StoredWrite {
         self,
         serde: &dyn crate::serializer::Serializer,
         at: impl FnOnce() -> crate::error::Location,
-        cache: Option<&mut crate::value::DecodeCache>,
+        cache: Option<&mut stategraph_value::DecodeCache>,
     ) -> crate::error::Result<PendingWrite> {
         let failed = |e: crate::serializer::SerdeError| {
             let loc = at()

@@ -5,10 +5,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use proptest::prelude::*;
-use stategraph_checkpoint::value::{decode, encode};
 use stategraph_checkpoint::{
     Checkpoint, CheckpointId, JsonPlusSerializer, Serializer, Value, value,
 };
+use stategraph_value::{decode, encode};
 
 fn sample_checkpoint() -> Vec<u8> {
     let mut cp = Checkpoint::empty();

@@ -13,9 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
-use stategraph_checkpoint::py::{PyDecimal, PyType};
 use stategraph_checkpoint::{JsonPlusSerializer, Serializer, Value};
 use stategraph_testkit::python::run_python_json;
+use stategraph_value::py::{PyDecimal, PyType};
 
 const SCRIPT: &str = r#"
 import datetime, decimal, enum, json, sys, uuid
@@ -61,11 +61,11 @@ enum Color {
     #[serde(rename = "red")]
     Red,
 }
-stategraph_checkpoint::py_enum!(Color, "__main__", "Color");
+stategraph_value::py_enum!(Color, "__main__", "Color");
 
 #[derive(Serialize, Deserialize, Debug, PartialEq)]
 struct Blue(i64);
-stategraph_checkpoint::py_enum!(Blue, "__main__", "Color");
+stategraph_value::py_enum!(Blue, "__main__", "Color");
 
 /// Decodes Python's value into `T`, re-encodes it, and returns our bytes.
 fn round_trip<T: PyType + PartialEq + std::fmt::Debug>(name: &str, python: &[u8]) -> Vec<u8> {
@@ -151,23 +151,21 @@ fn finer_than_microseconds_is_an_error_not_a_truncation() {
 fn typed_fields_serialize_in_python_form() {
     #[derive(Serialize, Deserialize, Debug, PartialEq)]
     struct Order {
-        #[serde(with = "stategraph_checkpoint::py")]
+        #[serde(with = "stategraph_value::py")]
         id: uuid::Uuid,
-        #[serde(with = "stategraph_checkpoint::py")]
+        #[serde(with = "stategraph_value::py")]
         placed: DateTime<Utc>,
-        lines: Vec<stategraph_checkpoint::py::Py<PyDecimal>>,
+        lines: Vec<stategraph_value::py::Py<PyDecimal>>,
     }
     let order = Order {
         id: uuid::Uuid::from_u128(7),
         placed: DateTime::parse_from_rfc3339("2024-05-06T07:08:09Z")
             .unwrap()
             .to_utc(),
-        lines: vec![stategraph_checkpoint::py::Py(
-            PyDecimal::new("9.99").unwrap(),
-        )],
+        lines: vec![stategraph_value::py::Py(PyDecimal::new("9.99").unwrap())],
     };
     let bytes = rmp_serde::to_vec_named(&order).unwrap();
-    let value = stategraph_checkpoint::value::decode(&bytes).unwrap();
+    let value = stategraph_value::decode(&bytes).unwrap();
     let Value::Map(m) = &value else { panic!() };
     assert_eq!(
         m.get("placed").unwrap().to_string(),

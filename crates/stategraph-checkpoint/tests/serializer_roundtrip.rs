@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use proptest::prelude::*;
-use stategraph_checkpoint::value::{decode, encode};
 use stategraph_checkpoint::{Ext, JsonPlusSerializer, Map, Serializer, Value, checkpoint_id};
+use stategraph_value::{decode, encode};
 
 fn leaf() -> impl Strategy<Value = Value> {
     prop_oneof![

@@ -1,7 +1,7 @@
 //! # stategraph-embed
 //!
 //! Text embeddings for the memory store's semantic search
-//! ([`IndexConfig`](stategraph_checkpoint::store::IndexConfig)): implementations of
+//! ([`IndexConfig`](stategraph_store::IndexConfig)): implementations of
 //! [`Embeddings`], each behind a feature so a build pulls in only what it uses.
 //!
 //! | feature | type | what |
@@ -20,7 +20,7 @@
 //! # #[cfg(feature = "minilm")]
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
-//! use stategraph_checkpoint::store::{IndexConfig, InMemoryStore, SearchOptions, Store};
+//! use stategraph_store::{IndexConfig, InMemoryStore, SearchOptions, Store};
 //! use stategraph_embed::MiniLm;
 //!
 //! let model = MiniLm::shared()?;
@@ -59,7 +59,7 @@ mod openai;
 pub use minilm::{MODEL_DIR_ENV, MiniLm};
 #[cfg(feature = "openai")]
 pub use openai::{DEFAULT_BASE_URL, DEFAULT_MODEL, OpenAiEmbeddings};
-pub use stategraph_checkpoint::store::{EmbeddingError, Embeddings, HashingEmbeddings};
+pub use stategraph_store::{EmbeddingError, Embeddings, HashingEmbeddings};
 
 /// Vectors, one per text, or why not.
 #[cfg(any(feature = "minilm", feature = "openai"))]

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config};
-use stategraph_checkpoint::store::{EmbeddingError, Embeddings};
+use stategraph_store::{EmbeddingError, Embeddings};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
 /// The environment variable naming the model directory.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use stategraph_checkpoint::store::{EmbeddingError, Embeddings};
+use stategraph_store::{EmbeddingError, Embeddings};
 
 /// The default API base URL.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";

@@ -5,8 +5,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::trace::{self, Op};
-use stategraph_checkpoint::store::Store;
 use stategraph_checkpoint::{CheckpointSaver, CheckpointTuple, Map, NULL_TASK_ID, Value, channels};
+use stategraph_store::Store;
 
 use crate::channel::ChannelSpec;
 use crate::config::{HistoryOptions, PregelTask, RunConfig, StateSnapshot};

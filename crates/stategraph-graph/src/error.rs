@@ -267,7 +267,7 @@ impl NodeError {
     }
 }
 
-pub(crate) use stategraph_checkpoint::py::repr_str as py_repr_str;
+pub(crate) use stategraph_value::py::repr_str as py_repr_str;
 
 #[cfg(test)]
 mod tests {

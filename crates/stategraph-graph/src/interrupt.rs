@@ -142,13 +142,13 @@ impl Scratchpad {
 
 /// An `Interrupt` in a typed state or value is stored as Python stores
 /// `langgraph.types.Interrupt`.
-impl stategraph_checkpoint::py::PyType for Interrupt {
+impl stategraph_value::py::PyType for Interrupt {
     fn to_py(&self) -> Result<Value, stategraph_checkpoint::SerdeError> {
         Ok(self.to_value())
     }
 
     fn from_py(value: &Value) -> Result<Self, stategraph_checkpoint::SerdeError> {
-        stategraph_checkpoint::py::object_data(
+        stategraph_value::py::object_data(
             value,
             ExtCode::ConstructorKwArgs,
             &[("langgraph.types", "Interrupt")],

@@ -12,7 +12,8 @@
 //! `tool`), its other keys becoming the message's fields — so a client's
 //! `{"role": "user", "content": "hi"}` is stored as Python stores a `HumanMessage`.
 
-use stategraph_checkpoint::{Ext, ExtCode, Map, Message, Value, uuid4};
+use stategraph_checkpoint::{Ext, ExtCode, Map, Value, uuid4};
+use stategraph_messages::Message;
 
 /// The id that makes a `RemoveMessage` clear the whole history.
 pub const REMOVE_ALL_MESSAGES: &str = "__remove_all__";
@@ -292,7 +293,7 @@ mod tests {
 
     #[test]
     fn streamed_pieces_are_stored_whole() {
-        let piece = stategraph_checkpoint::AiMessageChunk::text_piece("hi").with_id("p1");
+        let piece = stategraph_messages::AiMessageChunk::text_piece("hi").with_id("p1");
         let out = add_messages(value!([]), Value::from(vec![piece.to_value()])).unwrap();
         let m = Message::from_value(&out.as_list().unwrap()[0]).unwrap();
         assert!(matches!(&m, Message::Ai { fields, .. } if fields.id.as_deref() == Some("p1")));

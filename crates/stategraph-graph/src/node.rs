@@ -162,7 +162,7 @@ pub struct NodeContext {
     /// The answers available to this task (inherited by a subgraph it runs).
     pub(crate) resume: crate::interrupt::ResumeSource,
     /// The graph's cross-thread store, inherited by subgraphs.
-    pub(crate) store: Option<Arc<dyn stategraph_checkpoint::store::Store>>,
+    pub(crate) store: Option<Arc<dyn stategraph_store::Store>>,
 }
 
 impl NodeContext {
@@ -188,7 +188,7 @@ impl NodeContext {
     /// ([`CompiledGraph::with_store`](crate::CompiledGraph::with_store)), shared by every
     /// thread: what one conversation saves here, another can find. Subgraphs see their
     /// parent's store unless they have their own.
-    pub fn store(&self) -> Option<&Arc<dyn stategraph_checkpoint::store::Store>> {
+    pub fn store(&self) -> Option<&Arc<dyn stategraph_store::Store>> {
         self.store.as_ref()
     }
 
@@ -241,7 +241,7 @@ impl NodeContext {
     /// stream's reader is behind.
     pub async fn send_message_chunk(
         &self,
-        chunk: stategraph_checkpoint::AiMessageChunk,
+        chunk: stategraph_messages::AiMessageChunk,
         metadata: &stategraph_checkpoint::Map,
     ) {
         let (Some(e), Some(task_metadata)) = (&self.emitter, &self.message_metadata) else {
@@ -260,7 +260,7 @@ impl NodeContext {
         }
         e.emit(crate::stream::StreamMode::Messages, move || {
             crate::stream::StreamEvent::Messages(crate::stream::MessageEvent {
-                message: stategraph_checkpoint::Message::AiChunk(chunk),
+                message: stategraph_messages::Message::AiChunk(chunk),
                 metadata: all,
             })
         });
@@ -294,9 +294,7 @@ where
 }
 
 /// A `Send` in a typed state or value is stored as Python stores `langgraph.types.Send`.
-impl<U: serde::Serialize + serde::de::DeserializeOwned> stategraph_checkpoint::py::PyType
-    for Send<U>
-{
+impl<U: serde::Serialize + serde::de::DeserializeOwned> stategraph_value::py::PyType for Send<U> {
     fn to_py(&self) -> Result<stategraph_checkpoint::Value, stategraph_checkpoint::SerdeError> {
         let arg = crate::state::to_value(&self.arg).map_err(|e| {
             stategraph_checkpoint::SerdeError::Shape {
@@ -310,7 +308,7 @@ impl<U: serde::Serialize + serde::de::DeserializeOwned> stategraph_checkpoint::p
     fn from_py(
         value: &stategraph_checkpoint::Value,
     ) -> Result<Self, stategraph_checkpoint::SerdeError> {
-        stategraph_checkpoint::py::object_data(
+        stategraph_value::py::object_data(
             value,
             stategraph_checkpoint::ExtCode::ConstructorPosArgs,
             &[("langgraph.types", "Send")],

@@ -215,9 +215,9 @@ pub(crate) fn map_writes(update: Map) -> Result<Vec<(String, Value)>, GraphError
 
 /// Converts a serializable Rust value into a [`Value`] (structs become maps with their field
 /// names, as Python would store the same data). Direct, no bytes in between (see
-/// [`stategraph_checkpoint::value::to_value`]).
+/// [`stategraph_value::to_value`]).
 pub fn to_value<T: Serialize + ?Sized>(value: &T) -> Result<Value, GraphError> {
-    stategraph_checkpoint::value::to_value(value).map_err(|e| GraphError::Encode {
+    stategraph_value::to_value(value).map_err(|e| GraphError::Encode {
         what: std::any::type_name::<T>().to_owned(),
         message: e.to_string(),
     })
@@ -226,7 +226,7 @@ pub fn to_value<T: Serialize + ?Sized>(value: &T) -> Result<Value, GraphError> {
 /// Converts a [`Value`] into a Rust value; the error names `key` and the path inside the
 /// value where the shape did not fit.
 pub fn from_value<T: DeserializeOwned>(key: &str, value: &Value) -> Result<T, GraphError> {
-    stategraph_checkpoint::value::from_value(value).map_err(|e| GraphError::Decode {
+    stategraph_value::from_value(value).map_err(|e| GraphError::Decode {
         key: key.to_owned(),
         message: e.to_string(),
     })

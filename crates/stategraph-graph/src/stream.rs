@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use serde_json::{Value as Json, json};
-use stategraph_checkpoint::{CheckpointConfig, CheckpointMetadata, Map, Message, Value, now_iso};
+use stategraph_checkpoint::{CheckpointConfig, CheckpointMetadata, Map, Value, now_iso};
+use stategraph_messages::Message;
 use tokio::sync::Notify;
 
 use crate::error::GraphError;
@@ -851,8 +852,8 @@ impl<S> Drop for RunStream<S> {
 #[cfg(test)]
 mod value_json_tests {
     use super::*;
-    use stategraph_checkpoint::value::decode;
     use stategraph_checkpoint::{Ext, ExtCode, List};
+    use stategraph_value::decode;
 
     /// Written straight, each value reads as the tree `value_json` builds, byte for byte.
     #[test]

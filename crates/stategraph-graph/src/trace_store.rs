@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use stategraph_checkpoint::store::{IndexConfig, Op, OpResult, Store, StoreError, TtlConfig};
+use stategraph_store::{IndexConfig, Op, OpResult, Store, StoreError, TtlConfig};
 use tracing::Instrument;
 
 /// A store whose calls are `tracing` spans (the store a graph's nodes call goes through one,

@@ -5,9 +5,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde::{Deserialize, Serialize};
-use stategraph_checkpoint::py::PyType;
 use stategraph_checkpoint::{Value, value};
 use stategraph_graph::{Interrupt, Send};
+use stategraph_value::py::PyType;
 
 #[derive(Serialize, Deserialize, Debug, PartialEq, Clone)]
 struct Job {

@@ -9,11 +9,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::StreamExt;
 use serde_json::{Value as Json, json};
-use stategraph_checkpoint::{InMemorySaver, Map, Message, Value, value};
+use stategraph_checkpoint::{InMemorySaver, Map, Value, value};
 use stategraph_graph::{
     DynState, END, GraphError, Reducer, RunConfig, START, STREAM_CAPACITY, Schema, StateGraph,
     StreamEvent, StreamMode, TaskEvent, UpdatesEvent,
 };
+use stategraph_messages::Message;
 
 fn field<'a>(v: &'a Json, key: &str) -> &'a Json {
     v.get(key).unwrap_or(&Json::Null)

@@ -7,4 +7,4 @@
 
 use stategraph_testkit::mongodb::fixture;
 
-stategraph_checkpoint::checkpointer_conformance!(fixture);
+stategraph_conformance::checkpointer_conformance!(fixture);

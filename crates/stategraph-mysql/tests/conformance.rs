@@ -4,4 +4,4 @@
 
 use stategraph_testkit::mysql::fixture;
 
-stategraph_checkpoint::checkpointer_conformance!(fixture);
+stategraph_conformance::checkpointer_conformance!(fixture);

@@ -30,7 +30,7 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use serde_json::json;
-//! use stategraph_checkpoint::store::*;
+//! use stategraph_store::*;
 //! use stategraph_postgres::PostgresStoreConfig;
 //!
 //! # async fn demo() -> Result<(), StoreError> {
@@ -117,7 +117,7 @@ pub use saver::PostgresSaver;
 #[doc(no_inline)]
 pub use stategraph_checkpoint::CheckpointSaver;
 #[doc(no_inline)]
-pub use stategraph_checkpoint::runs::{
+pub use stategraph_runs::{
     CancelAction, CancelOutcome, Deletion, Enqueued, Expired, Finished, Lease, Multitask, NewRun,
     Notification, Notifications, OnceKeys, QueueStats, RunEnd, RunEvent, RunEvents, RunQuery,
     RunQueue, RunRow, RunStatus, ThreadEnd, ThreadRow, ThreadState, ThreadStatus,

@@ -4,16 +4,16 @@
 
 use stategraph_testkit::postgres::fixture;
 
-stategraph_checkpoint::checkpointer_conformance!(fixture);
+stategraph_conformance::checkpointer_conformance!(fixture);
 
 /// The same suite with every statement sent with its text (what runs behind a pooler that
 /// cannot carry prepared statements).
 mod unprepared {
-    use stategraph_checkpoint::conformance::Fixture;
+    use stategraph_conformance::Fixture;
 
     async fn fixture() -> Fixture {
         stategraph_testkit::postgres::fixture_with(|config| config.prepared_statements(false)).await
     }
 
-    stategraph_checkpoint::checkpointer_conformance!(fixture);
+    stategraph_conformance::checkpointer_conformance!(fixture);
 }

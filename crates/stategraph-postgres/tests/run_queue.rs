@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::json;
 use stategraph_checkpoint::Error;
 use stategraph_checkpoint::backend::Timeouts;
-use stategraph_checkpoint::conformance::runs::{QueueOptions, RunQueueFixture};
+use stategraph_conformance::runs::{QueueOptions, RunQueueFixture};
 use stategraph_postgres::{
     CancelAction, Listener, Multitask, NewRun, Notification, PostgresRunQueue, RunEnd, RunEvents,
     RunQueue, RunQueueConfig, RunStatus, ThreadEnd, ThreadState, ThreadStatus,
@@ -68,10 +68,10 @@ async fn make(options: QueueOptions) -> RunQueueFixture {
     .with_guard(schema)
 }
 
-stategraph_checkpoint::run_queue_conformance!(make);
+stategraph_conformance::run_queue_conformance!(make);
 
 fn run(id: &str, thread: &str) -> NewRun {
-    let mut kwargs = stategraph_checkpoint::runs::Object::new();
+    let mut kwargs = stategraph_runs::Object::new();
     kwargs.insert("input".into(), json!(id));
     NewRun::new(id, thread)
         .multitask(Multitask::Enqueue)
@@ -286,10 +286,10 @@ async fn a_silent_server_times_out_queue_operations() {
 #[tokio::test]
 async fn a_fenced_saver_writes_only_while_its_worker_holds_the_lease() {
     use stategraph_checkpoint::CheckpointSaver as _;
-    use stategraph_checkpoint::runs::RunFence;
     use stategraph_checkpoint::{
         Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSource, ListOptions, Value,
     };
+    use stategraph_runs::RunFence;
     let schema = ScratchSchema::new("sg_fence");
     let queue = queue_with(&schema, |c| c.lease(Duration::from_millis(400))).await;
     let saver = stategraph_postgres::PostgresConfig::from_url(&url())

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use stategraph_checkpoint::conformance::store::{StoreFixture, StoreOptions};
-use stategraph_checkpoint::store::*;
+use stategraph_conformance::store::{StoreFixture, StoreOptions};
 use stategraph_postgres::{PostgresStore, PostgresStoreConfig};
+use stategraph_store::*;
 
 use stategraph_testkit::Cleanup;
 use stategraph_testkit::postgres::{
@@ -47,7 +47,7 @@ async fn make(options: StoreOptions) -> StoreFixture {
     StoreFixture::new(store).with_guard(guard)
 }
 
-stategraph_checkpoint::store_conformance!(make);
+stategraph_conformance::store_conformance!(make);
 
 fn index(dims: usize) -> IndexConfig {
     IndexConfig::new(dims, Arc::new(HashingEmbeddings::new(dims))).with_fields(["text"])

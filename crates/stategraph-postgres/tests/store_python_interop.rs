@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value as Json, json};
-use stategraph_checkpoint::store::*;
 use stategraph_postgres::PostgresStoreConfig;
+use stategraph_store::*;
 use stategraph_testkit::postgres::{connect, drop_schema, require_pgvector, scratch_name, url};
 use stategraph_testkit::python::run_python_json;
 

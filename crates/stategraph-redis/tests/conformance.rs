@@ -6,7 +6,7 @@
 
 use stategraph_testkit::redis::fixture;
 
-stategraph_checkpoint::checkpointer_conformance!(fixture);
+stategraph_conformance::checkpointer_conformance!(fixture);
 
 #[tokio::test]
 async fn thread_ttl_expires_every_key_of_the_thread() {

@@ -3,10 +3,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use stategraph_checkpoint::value::encode;
 use stategraph_checkpoint::*;
 use stategraph_testkit::redis::saver;
 use stategraph_testkit::services::redis_url;
+use stategraph_value::encode;
 
 /// Stores a checkpoint with one proper write, then sets `field` of its writes hash to `raw`;
 /// returns what reading the checkpoint gives.

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use axum::Router;
 use stategraph_checkpoint::CheckpointSaver;
-use stategraph_checkpoint::runs::{InMemoryRunQueue, RunQueue};
-use stategraph_checkpoint::store::{InMemoryStore, Store};
 use stategraph_graph::{CompiledGraph, State};
+use stategraph_runs::{InMemoryRunQueue, RunQueue};
+use stategraph_store::{InMemoryStore, Store};
 use tokio::net::TcpListener;
 use tokio::sync::OnceCell;
 
@@ -189,7 +189,7 @@ impl ServerBuilder {
     /// that database, or an `InMemoryRunQueue` explicitly to run as one process only.
     ///
     /// The queue also claims each due tick of a cron
-    /// ([`OnceKeys::claim_once`](stategraph_checkpoint::runs::OnceKeys::claim_once)), so that
+    /// ([`OnceKeys::claim_once`](stategraph_runs::OnceKeys::claim_once)), so that
     /// with a queue shared by several processes each tick makes one run.
     pub fn run_queue(mut self, queue: impl RunQueue + 'static) -> Self {
         self.queue = Some(Arc::new(queue));

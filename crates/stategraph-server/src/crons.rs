@@ -5,7 +5,7 @@
 //! A cron is a record of the server's store ([`CronRecord`]), so it lives in the database the
 //! server runs on and every process sharing that database sees it. Each process that
 //! [started](crate::Server::start) runs a scheduler; a due tick is claimed in the run queue
-//! ([`RunQueue::claim_once`](stategraph_checkpoint::runs::RunQueue::claim_once), keyed by the
+//! ([`RunQueue::claim_once`](stategraph_runs::RunQueue::claim_once), keyed by the
 //! cron and the tick), so however many processes see it due, one creates its run. After a
 //! tick, the next one is the schedule's next time after it; when the server was down past
 //! several ticks, they are not made up one by one: the first due tick fires once and the

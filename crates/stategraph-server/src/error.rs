@@ -4,8 +4,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use stategraph_checkpoint::Error as CheckpointError;
-use stategraph_checkpoint::store::StoreError;
 use stategraph_graph::GraphError;
+use stategraph_store::StoreError;
 
 /// An error answered to a request: its HTTP status and a message for `detail`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 //!
 //! Register compiled graphs by name; each gets a default assistant (its id derived from the
 //! graph name as LangGraph's server derives it). Assistants, threads' metadata and crons are
-//! kept as documents of the [`Store`](stategraph_checkpoint::store::Store) you give, under
+//! kept as documents of the [`Store`](stategraph_store::Store) you give, under
 //! the namespace root [`NAMESPACE_ROOT`]; runs, and the states they leave their threads
 //! with, in the run queue: all of it in the same database as the checkpoints.
 //!
@@ -43,7 +43,7 @@
 //! interrupts as `input-required` tasks that the next message resumes.
 //!
 //! Every run — on a thread or stateless, waited for, streamed or in the background — goes
-//! through one [`RunQueue`](stategraph_checkpoint::runs::RunQueue)
+//! through one [`RunQueue`](stategraph_runs::RunQueue)
 //! ([`ServerBuilder::run_queue`]), the one owner of runs and of the states they leave their
 //! threads with (the store keeps assistants, threads' metadata and crons): FIFO per thread,
 //! one running run per thread, LangGraph's multitask strategies, leases kept alive by

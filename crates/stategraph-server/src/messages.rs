@@ -10,8 +10,9 @@
 use std::collections::HashMap;
 
 use serde_json::{Value as Json, json};
-use stategraph_checkpoint::{AiMessageChunk, Message, Value};
+use stategraph_checkpoint::Value;
 use stategraph_graph::stream::value_json;
+use stategraph_messages::{AiMessageChunk, Message};
 
 /// Which rendering a run's caller asked for (none: `messages` events are not sent).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,9 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map as JsonMap, Value as Json_};
-use stategraph_checkpoint::runs::Multitask;
 use stategraph_checkpoint::{Map, Value};
 use stategraph_graph::{Durability, Goto, Resume, RunCommand, Send, StreamMode};
+use stategraph_runs::Multitask;
 
 use crate::error::ApiError;
 use crate::events::EVENTS;

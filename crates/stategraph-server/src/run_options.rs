@@ -41,7 +41,7 @@ pub(crate) enum OnDisconnect {
 mod tests {
     #[test]
     fn names_outside_the_enum_are_refused() {
-        use stategraph_checkpoint::runs::Multitask;
+        use stategraph_runs::Multitask;
         let m: Multitask = serde_json::from_str("\"rollback\"").unwrap();
         assert_eq!(m.as_str(), "rollback");
         let e = serde_json::from_str::<Multitask>("\"AAA\"").unwrap_err();

@@ -8,8 +8,8 @@ use std::time::Duration;
 use chrono::Utc;
 use serde_json::Value as Json;
 use stategraph_checkpoint::PruneStrategy;
-use stategraph_checkpoint::runs::{Deletion, RunStatus, ThreadRow, ThreadStatus};
-use stategraph_checkpoint::store::filter::json_contains;
+use stategraph_runs::{Deletion, RunStatus, ThreadRow, ThreadStatus};
+use stategraph_store::filter::json_contains;
 
 use crate::app::AppState;
 use crate::crons::CronRecord;
@@ -139,7 +139,7 @@ pub(crate) async fn stop_and_delete(state: &AppState, thread_id: &str) -> Result
     )
     .await?;
     let stop = Cancel {
-        action: stategraph_checkpoint::runs::CancelAction::Interrupt,
+        action: stategraph_runs::CancelAction::Interrupt,
         reason: format!("thread {thread_id} was deleted"),
     };
     cancel::cancel_and_settle(state, &in_flight, &stop).await;

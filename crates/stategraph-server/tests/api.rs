@@ -9,10 +9,10 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use serde_json::{Value as Json, json};
-use stategraph_checkpoint::store::{InMemoryStore, Store};
 use stategraph_checkpoint::{CheckpointSaver, InMemorySaver, ListOptions, Map, value};
 use stategraph_graph::{DynState, END, NodeError, Reducer, START, Schema, StateGraph};
 use stategraph_server::{NAMESPACE_ROOT, Server};
+use stategraph_store::{InMemoryStore, Store};
 use tower::ServiceExt;
 
 mod common;

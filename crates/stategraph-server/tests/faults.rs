@@ -448,18 +448,17 @@ async fn a_dropped_resumable_stream_is_resumed_after_its_last_event_id() {
 
 /// A store with a bug: a get of key [`PANIC_KEY`] panics.
 #[derive(Debug, Default)]
-struct PanickyStore(stategraph_checkpoint::store::InMemoryStore);
+struct PanickyStore(stategraph_store::InMemoryStore);
 
 const PANIC_KEY: &str = "9d5ed678-fe57-4cca-b8e4-e4f08e5e6d5c";
 
 #[async_trait::async_trait]
-impl stategraph_checkpoint::store::Store for PanickyStore {
+impl stategraph_store::Store for PanickyStore {
     async fn batch(
         &self,
-        ops: Vec<stategraph_checkpoint::store::Op>,
-    ) -> Result<Vec<stategraph_checkpoint::store::OpResult>, stategraph_checkpoint::store::StoreError>
-    {
-        use stategraph_checkpoint::store::Op;
+        ops: Vec<stategraph_store::Op>,
+    ) -> Result<Vec<stategraph_store::OpResult>, stategraph_store::StoreError> {
+        use stategraph_store::Op;
         if ops
             .iter()
             .any(|op| matches!(op, Op::Get(get) if get.key == PANIC_KEY))
@@ -469,15 +468,15 @@ impl stategraph_checkpoint::store::Store for PanickyStore {
         self.0.batch(ops).await
     }
 
-    fn ttl_config(&self) -> &stategraph_checkpoint::store::TtlConfig {
+    fn ttl_config(&self) -> &stategraph_store::TtlConfig {
         self.0.ttl_config()
     }
 
-    fn index_config(&self) -> Option<&stategraph_checkpoint::store::IndexConfig> {
+    fn index_config(&self) -> Option<&stategraph_store::IndexConfig> {
         self.0.index_config()
     }
 
-    async fn sweep_ttl(&self) -> Result<usize, stategraph_checkpoint::store::StoreError> {
+    async fn sweep_ttl(&self) -> Result<usize, stategraph_store::StoreError> {
         self.0.sweep_ttl().await
     }
 

@@ -12,10 +12,10 @@ use std::sync::Arc;
 use axum::Router;
 use axum::http::{Method, StatusCode};
 use serde_json::Value as Json;
-use stategraph_checkpoint::store::InMemoryStore;
 use stategraph_checkpoint::{InMemorySaver, Map, value};
 use stategraph_graph::{DynState, END, START, Schema, StateGraph};
 use stategraph_server::Server;
+use stategraph_store::InMemoryStore;
 
 mod common;
 use common::{call, json_call};

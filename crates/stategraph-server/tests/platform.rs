@@ -10,10 +10,10 @@ use std::time::Duration;
 use axum::Router;
 use axum::http::{Method, StatusCode};
 use serde_json::{Value as Json, json};
-use stategraph_checkpoint::store::InMemoryStore;
 use stategraph_checkpoint::{InMemorySaver, Map, value};
 use stategraph_graph::{DynState, END, NodeError, Reducer, START, Schema, StateGraph};
 use stategraph_server::{Server, WebhookPolicy};
+use stategraph_store::InMemoryStore;
 
 mod common;
 use common::json_call;
@@ -594,7 +594,7 @@ async fn prune_deletes_threads_or_keeps_their_latest_checkpoint() {
 /// with their thread.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ended_runs_events_leave_the_queue_after_the_retention() {
-    use stategraph_checkpoint::runs::{InMemoryRunQueue, RunEvents, RunQueue};
+    use stategraph_runs::{InMemoryRunQueue, RunEvents, RunQueue};
     let mut seed = StateGraph::<DynState>::with_schema(Schema::new().last_value("foo"));
     seed.add_node("a", |_s, _c| async {
         Ok(Map::from_iter([("foo", value!("a"))]))

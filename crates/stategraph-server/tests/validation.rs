@@ -10,10 +10,10 @@ use std::sync::Arc;
 use axum::Router;
 use axum::http::{Method, StatusCode};
 use serde_json::{Value as Json, json};
-use stategraph_checkpoint::store::{InMemoryStore, ManualClock, Store, TtlConfig};
 use stategraph_checkpoint::{CheckpointSaver, InMemorySaver, Map, value};
 use stategraph_graph::{DynState, END, Reducer, START, Schema, StateGraph};
 use stategraph_server::Server;
+use stategraph_store::{InMemoryStore, ManualClock, Store, TtlConfig};
 mod common;
 use common::{call, json_call};
 
@@ -48,7 +48,7 @@ fn server_with(saver: Arc<dyn CheckpointSaver>, store: Arc<dyn Store>) -> Router
         .checkpointer(saver)
         .store(store)
         // One process: its runs in its memory, whatever the database.
-        .run_queue(stategraph_checkpoint::runs::InMemoryRunQueue::new())
+        .run_queue(stategraph_runs::InMemoryRunQueue::new())
         .build()
         .unwrap()
         .router()

@@ -21,16 +21,16 @@
 //! sqlite-vec extension's cosine distance), so Python's `langgraph.store.sqlite.SqliteStore`
 //! and stategraph can share items in one file. Its semantics (filters, ordering, TTLs,
 //! re-embedding only changed texts) are those of
-//! [`InMemoryStore`](stategraph_checkpoint::store::InMemoryStore), checked by the shared store
+//! [`InMemoryStore`](stategraph_store::InMemoryStore), checked by the shared store
 //! conformance suite; corrupt rows produce
-//! [`StoreError::Corrupt`](stategraph_checkpoint::store::StoreError) naming the namespace and
+//! [`StoreError::Corrupt`](stategraph_store::StoreError) naming the namespace and
 //! key. Open one with [`SqliteStore::connect`]`(url)` or [`SqliteStoreConfig`].
 //!
 //! And it has [`SqliteRunQueue`], the durable [`RunQueue`] of an Agent Server whose processes
 //! share one SQLite file: runs, their stream events, the states they leave their threads
 //! with and keys taken once, in tables of its own (`stategraph_runs`, …) next to the
 //! checkpoints, with the semantics of
-//! [`InMemoryRunQueue`](stategraph_checkpoint::runs::InMemoryRunQueue) (checked by the shared
+//! [`InMemoryRunQueue`](stategraph_runs::InMemoryRunQueue) (checked by the shared
 //! run queue conformance suite). Claims, ends and strategies are transactions of the file's
 //! writer (SQLite's file lock serialises the processes); notifications cross processes by
 //! Unix datagrams, without polling; a saver on the same file fences a run's checkpoint
@@ -77,7 +77,7 @@ pub use saver::SqliteSaver;
 #[doc(no_inline)]
 pub use stategraph_checkpoint::CheckpointSaver;
 #[doc(no_inline)]
-pub use stategraph_checkpoint::runs::RunQueue;
+pub use stategraph_runs::RunQueue;
 #[doc(no_inline)]
-pub use stategraph_checkpoint::store::Store;
+pub use stategraph_store::Store;
 pub use store::{SqliteStore, SqliteStoreConfig};

@@ -3,10 +3,10 @@
 
 use stategraph_testkit::sqlite::fixture;
 
-stategraph_checkpoint::checkpointer_conformance!(fixture);
+stategraph_conformance::checkpointer_conformance!(fixture);
 
 mod in_memory {
     use stategraph_testkit::sqlite::in_memory_fixture;
 
-    stategraph_checkpoint::checkpointer_conformance!(in_memory_fixture);
+    stategraph_conformance::checkpointer_conformance!(in_memory_fixture);
 }

@@ -3,12 +3,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use stategraph_checkpoint::value::DecodeErrorKind;
 use stategraph_checkpoint::{
     Checkpoint, CheckpointConfig, CheckpointId, CheckpointMetadata, CheckpointSaver,
     CheckpointSource, Error, ListOptions, SerdeError, Value, value,
 };
 use stategraph_sqlite::{SqliteConfig, SqliteSaver};
+use stategraph_value::DecodeErrorKind;
 
 struct Db {
     _dir: tempfile::TempDir,
@@ -174,8 +174,7 @@ async fn invalid_metadata_json() {
 async fn wrong_shape_names_the_field() {
     let db = db().await;
     // A valid msgpack map whose `channel_versions` is a list.
-    let bad =
-        stategraph_checkpoint::value::encode(&value!({"v": 4, "id": "x", "channel_versions": [1]}));
+    let bad = stategraph_value::encode(&value!({"v": 4, "id": "x", "channel_versions": [1]}));
     let hex: String = bad.iter().map(|b| format!("{b:02x}")).collect();
     exec(
         &db,

@@ -393,7 +393,7 @@ async fn we_read_a_thread_python_encrypted_and_wrong_keys_fail_typed() {
 
 #[tokio::test]
 async fn strict_decoding_refuses_unexpected_python_classes() {
-    use stategraph_checkpoint::allowlist::Allowlist;
+    use stategraph_value::allowlist::Allowlist;
     let dir = tempfile::tempdir().unwrap();
     let db = copy_fixture("langgraph_1_2_22.sqlite", dir.path());
     let strict = |list: Allowlist| {

@@ -11,14 +11,14 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::json;
-use stategraph_checkpoint::conformance::runs::{QueueOptions, RunQueueFixture};
-use stategraph_checkpoint::runs::{
-    CancelAction, Multitask, NewRun, Notification, Notifications, OnceKeys, RunEnd, RunEvents,
-    RunQueue, RunStatus,
-};
 use stategraph_checkpoint::{
     Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver, CheckpointSource, Error,
     SaveOp,
+};
+use stategraph_conformance::runs::{QueueOptions, RunQueueFixture};
+use stategraph_runs::{
+    CancelAction, Multitask, NewRun, Notification, Notifications, OnceKeys, RunEnd, RunEvents,
+    RunQueue, RunStatus,
 };
 use stategraph_sqlite::{
     SqliteConfig, SqliteRunQueue, SqliteRunQueueConfig, SqliteSaver, Synchronous,
@@ -49,7 +49,7 @@ async fn make(options: QueueOptions) -> RunQueueFixture {
     .with_guard(dir)
 }
 
-stategraph_checkpoint::run_queue_conformance!(make);
+stategraph_conformance::run_queue_conformance!(make);
 
 // ---- Fencing ----
 

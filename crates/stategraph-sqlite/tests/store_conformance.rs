@@ -3,7 +3,7 @@
 
 #![allow(clippy::expect_used)]
 
-use stategraph_checkpoint::conformance::store::{StoreFixture, StoreOptions};
+use stategraph_conformance::store::{StoreFixture, StoreOptions};
 use stategraph_sqlite::{SqliteStore, SqliteStoreConfig};
 
 async fn connect(config: SqliteStoreConfig, options: StoreOptions) -> SqliteStore {
@@ -20,7 +20,7 @@ async fn make(options: StoreOptions) -> StoreFixture {
     StoreFixture::new(connect(config, options).await).with_guard(dir)
 }
 
-stategraph_checkpoint::store_conformance!(make);
+stategraph_conformance::store_conformance!(make);
 
 mod in_memory {
     use super::*;
@@ -29,5 +29,5 @@ mod in_memory {
         StoreFixture::new(connect(SqliteStoreConfig::memory(), options).await)
     }
 
-    stategraph_checkpoint::store_conformance!(make_memory);
+    stategraph_conformance::store_conformance!(make_memory);
 }

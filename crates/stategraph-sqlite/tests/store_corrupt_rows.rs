@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::json;
-use stategraph_checkpoint::store::{SearchOptions, Store, StoreError, Timestamp};
 use stategraph_sqlite::{SqliteStore, SqliteStoreConfig};
+use stategraph_store::{SearchOptions, Store, StoreError, Timestamp};
 
 struct Db {
     _dir: tempfile::TempDir,

@@ -8,11 +8,11 @@
 use std::sync::Arc;
 
 use serde_json::{Value as Json, json};
-use stategraph_checkpoint::store::{
+use stategraph_sqlite::SqliteStoreConfig;
+use stategraph_store::{
     GetOp, HashingEmbeddings, InMemoryStore, IndexConfig, IndexFields, ListNamespacesOp,
     MatchCondition, MatchType, Op, OpResult, PutOp, SearchOp, Store,
 };
-use stategraph_sqlite::SqliteStoreConfig;
 
 /// xorshift64*: deterministic, no dependency.
 struct Rng(u64);
@@ -143,7 +143,7 @@ struct Coverage {
 fn assert_same(i: usize, ours: &OpResult, reference: &OpResult, cov: &mut Coverage) {
     match (ours, reference) {
         (OpResult::Get(a), OpResult::Get(b)) => {
-            let key = |x: &Option<stategraph_checkpoint::store::Item>| {
+            let key = |x: &Option<stategraph_store::Item>| {
                 x.as_ref()
                     .map(|x| (x.namespace.clone(), x.key.clone(), x.value.clone()))
             };
@@ -151,7 +151,7 @@ fn assert_same(i: usize, ours: &OpResult, reference: &OpResult, cov: &mut Covera
             cov.gets += usize::from(a.is_some());
         }
         (OpResult::Search(a), OpResult::Search(b)) => {
-            let rows = |v: &[stategraph_checkpoint::store::SearchItem]| {
+            let rows = |v: &[stategraph_store::SearchItem]| {
                 v.iter()
                     .map(|x| (x.namespace.clone(), x.key.clone(), x.value.clone()))
                     .collect::<Vec<_>>()

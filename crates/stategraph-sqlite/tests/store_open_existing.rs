@@ -8,10 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::json;
-use stategraph_checkpoint::store::{
+use stategraph_sqlite::SqliteStoreConfig;
+use stategraph_store::{
     HashingEmbeddings, IndexConfig, ListNamespacesOptions, SearchOptions, Store, StoreError,
 };
-use stategraph_sqlite::SqliteStoreConfig;
 
 fn missing(err: StoreError) -> (String, Vec<String>) {
     match err {

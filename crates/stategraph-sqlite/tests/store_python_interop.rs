@@ -18,10 +18,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value as Json, json};
-use stategraph_checkpoint::store::{
+use stategraph_sqlite::SqliteStoreConfig;
+use stategraph_store::{
     ListNamespacesOptions, ManualClock, PutOptions, SearchOptions, Store, Timestamp, Ttl, TtlConfig,
 };
-use stategraph_sqlite::SqliteStoreConfig;
 
 /// The Python side. `write PATH`: create the tables and put the items of `python_items()`
 /// (`ttl` in minutes where given). `read PATH WANTED`: report the items at the addresses in

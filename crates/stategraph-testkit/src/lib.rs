@@ -13,7 +13,7 @@
 //! - one module per backend, each behind the cargo feature of the same name so a crate's
 //!   tests pull in only the drivers they need: a scratch place that is dropped with its
 //!   guard, a saver on it, and a ready conformance `Fixture` (saver, the backend's
-//!   `Corruptor`, and the guard) for `stategraph_checkpoint::checkpointer_conformance!`.
+//!   `Corruptor`, and the guard) for `stategraph_conformance::checkpointer_conformance!`.
 //!
 //! A server that cannot be reached fails the test with a panic naming its URL: tests never
 //! skip because a service is down.

@@ -9,7 +9,7 @@
 )]
 
 use mongodb::bson::{Binary, Bson, Document, doc, spec::BinarySubtype};
-use stategraph_checkpoint::conformance::{Corruptor, Fixture, RawPart};
+use stategraph_conformance::{Corruptor, Fixture, RawPart};
 use stategraph_mongodb::{MongoConfig, MongoSaver};
 
 use crate::Cleanup;

@@ -11,7 +11,7 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 
 use mysql_async::prelude::Queryable;
-use stategraph_checkpoint::conformance::{Corruptor, Fixture, RawPart};
+use stategraph_conformance::{Corruptor, Fixture, RawPart};
 use stategraph_mysql::{MySqlConfig, MySqlSaver};
 
 use crate::Cleanup;

@@ -10,7 +10,7 @@
 
 use std::net::SocketAddr;
 
-use stategraph_checkpoint::conformance::{Corruptor, Fixture, RawPart};
+use stategraph_conformance::{Corruptor, Fixture, RawPart};
 use stategraph_postgres::{PostgresConfig, PostgresSaver};
 
 use crate::Cleanup;

@@ -10,7 +10,7 @@
 
 use std::net::{SocketAddr, ToSocketAddrs};
 
-use stategraph_checkpoint::conformance::{Corruptor, Fixture, RawPart};
+use stategraph_conformance::{Corruptor, Fixture, RawPart};
 use stategraph_redis::{RedisConfig, RedisSaver};
 
 use crate::Cleanup;

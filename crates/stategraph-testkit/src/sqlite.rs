@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use stategraph_checkpoint::conformance::{Corruptor, Fixture, RawPart};
+use stategraph_conformance::{Corruptor, Fixture, RawPart};
 use stategraph_sqlite::{SqliteConfig, SqliteSaver};
 
 /// A database file (not created) in a temporary directory of its own, removed with the

@@ -1,6 +1,6 @@
 //! One error type for programs that use several parts of stategraph.
 
-use stategraph_checkpoint::store::{EmbeddingError, StoreError};
+use stategraph_store::{EmbeddingError, StoreError};
 
 /// Anything stategraph can fail with: a graph run, a checkpointer, the memory store, an
 /// embedding model or a value's encoding. Every crate's error converts into it with `?`,

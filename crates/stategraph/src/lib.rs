@@ -88,13 +88,28 @@ pub use stategraph_checkpoint::Error as CheckpointError;
 // The checkpoint core, explicitly: what programs that run graphs, read threads or call a
 // saver use. What only saver and store authors need is in `backend`.
 pub use stategraph_checkpoint::{
-    AesEaxCipher, AiMessageChunk, BoxError, Capabilities, ChannelVersion, ChannelVersions,
-    Checkpoint, CheckpointConfig, CheckpointId, CheckpointMetadata, CheckpointSaver,
-    CheckpointSource, CheckpointTuple, Cipher, DeltaChannelHistory, EncryptedSerializer, Expect,
-    Ext, ExtCode, InMemorySaver, JsonPlusSerializer, List, ListOptions, Location, Map, Message,
-    MessageFields, PendingWrite, PruneStrategy, PyObject, SEALED_KEY, SaveOp, SealedMetadata,
-    SealedMetadataSaver, SerdeError, Serializer, ToolCall, ToolCallChunk, Value, VersionsSeen,
-    allowlist, checkpoint_id, codec, now_iso, py, redact_url, runs, store, uuid4, uuid6, value,
+    AesEaxCipher, BoxError, Capabilities, ChannelVersion, ChannelVersions, Checkpoint,
+    CheckpointConfig, CheckpointId, CheckpointMetadata, CheckpointSaver, CheckpointSource,
+    CheckpointTuple, Cipher, DeltaChannelHistory, EncryptedSerializer, Expect, InMemorySaver,
+    JsonPlusSerializer, ListOptions, Location, PendingWrite, PruneStrategy, SEALED_KEY, SaveOp,
+    SealedMetadata, SealedMetadataSaver, SerdeError, Serializer, VersionsSeen, checkpoint_id,
+    codec, redact_url,
+};
+/// LangChain's chat messages (also in the [`prelude`]).
+pub use stategraph_messages::{
+    AiMessageChunk, ChunkMergeError, Message, MessageFields, ToolCall, ToolCallChunk,
+    parse_partial_json,
+};
+/// The run queue of the Agent Server: typed run records, leases and the queue trait.
+pub use stategraph_runs as runs;
+/// The cross-thread memory store (LangGraph's `BaseStore`).
+pub use stategraph_store as store;
+/// The msgpack value model: [`Value`] and its codecs.
+pub use stategraph_value as value;
+/// `value!({...})`: a [`Value`] from JSON syntax.
+pub use stategraph_value::value;
+pub use stategraph_value::{
+    Ext, ExtCode, List, Map, PyObject, Value, allowlist, now_iso, py, uuid4, uuid6,
 };
 /// For saver and store authors (and tools that work on stored data): the machinery every
 /// backend shares, and the low-level helpers of LangGraph's storage format.
@@ -115,8 +130,6 @@ pub mod backend {
 /// streaming), tools, the tool node and LangGraph's prebuilt ReAct agent.
 #[cfg(feature = "agent")]
 pub use stategraph_agent as agent;
-#[doc(hidden)]
-pub use stategraph_checkpoint::__serde_json;
 /// `#[derive(State)]`: one channel per field, per-field reducers, a generated update type.
 pub use stategraph_derive::State;
 /// Text embeddings for the memory store (features `minilm`, `openai`).
@@ -148,6 +161,8 @@ pub use stategraph_postgres::{
 };
 #[cfg(feature = "redis")]
 pub use stategraph_redis::{RedisConfig, RedisSaver};
+#[doc(hidden)]
+pub use stategraph_value::__serde_json;
 #[cfg(feature = "server")]
 pub mod server;
 #[cfg(feature = "sqlite")]
@@ -159,9 +174,6 @@ pub use stategraph_sqlite::{
 /// The names most programs need, in one import.
 pub mod prelude {
     pub use crate::Error;
-    pub use stategraph_checkpoint::store::{
-        InMemoryStore, IndexConfig, Item, SearchItem, SearchOptions, Store, StoreOptions,
-    };
     pub use stategraph_checkpoint::{
         Checkpoint, CheckpointConfig, CheckpointId, CheckpointMetadata, CheckpointSaver,
         CheckpointSource, CheckpointTuple, InMemorySaver, ListOptions, Value, value,
@@ -174,6 +186,9 @@ pub mod prelude {
     };
     #[cfg(feature = "sqlite")]
     pub use stategraph_sqlite::{SqliteConfig, SqliteSaver};
+    pub use stategraph_store::{
+        InMemoryStore, IndexConfig, Item, SearchItem, SearchOptions, Store, StoreOptions,
+    };
 }
 
 /// Opens (and sets up) the checkpoint saver a database URL names, with LangGraph's default

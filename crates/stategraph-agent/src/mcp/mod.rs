@@ -67,7 +67,8 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ServiceError, ServiceExt};
 use serde_json::Value as Json;
-use stategraph_checkpoint::{Message, Value};
+use stategraph_checkpoint::Value;
+use stategraph_messages::Message;
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::watch;
 

@@ -11,7 +11,8 @@ mod wire;
 use std::sync::Arc;
 use std::time::Duration;
 
-use stategraph_checkpoint::{Map, Message};
+use stategraph_checkpoint::Map;
+use stategraph_messages::Message;
 
 use crate::error::{Error, Result};
 use crate::model::{ChatModel, ChatRequest, ChunkStream};
@@ -188,7 +189,7 @@ impl OpenAiConfig {
 ///
 /// ```no_run
 /// use stategraph_agent::{ChatModel, ChatRequest, OpenAiConfig};
-/// use stategraph_checkpoint::Message;
+/// use stategraph_messages::Message;
 ///
 /// # async fn run() -> Result<(), stategraph_agent::Error> {
 /// let model = OpenAiConfig::new("gpt-4o-mini").api_key("sk-…").temperature(0.0).build()?;

@@ -6,7 +6,8 @@ use std::time::Duration;
 use eventsource_stream::Eventsource;
 use futures_util::{Stream, StreamExt};
 use serde_json::Value as Json;
-use stategraph_checkpoint::{AiMessageChunk, ToolCallChunk, uuid4};
+use stategraph_checkpoint::uuid4;
+use stategraph_messages::{AiMessageChunk, ToolCallChunk};
 
 use super::wire::{decode, usage_metadata};
 use crate::error::{Error, Result};

@@ -2,8 +2,9 @@
 //! sends them), answers back into messages.
 
 use serde_json::{Value as Json, json};
-use stategraph_checkpoint::{Map, Message, ToolCall, Value, uuid4};
+use stategraph_checkpoint::{Map, Value, uuid4};
 use stategraph_graph::stream::value_json;
+use stategraph_messages::{Message, ToolCall};
 
 use super::OpenAiConfig;
 use crate::error::{Error, Result};
@@ -224,7 +225,7 @@ pub(super) fn parse_completion(url: &str, body: &Json) -> Result<Message> {
         Value::from(choice.get("logprobs").cloned().unwrap_or(Json::Null)),
     );
     let mut ai = Message::Ai {
-        fields: stategraph_checkpoint::MessageFields {
+        fields: stategraph_messages::MessageFields {
             content,
             response_metadata,
             ..Default::default()

@@ -4,11 +4,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use stategraph_checkpoint::store::Store;
 use stategraph_checkpoint::{
     ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSaver, Map, Value,
     channels as reserved,
 };
+use stategraph_store::Store;
 
 use super::{DeltaState, ExitState, Run, SaveState, StreamState, TaskEnv};
 use crate::compiled::CompiledGraph;

@@ -1,7 +1,8 @@
 //! Stream events: the checkpoints a run saves, and its tasks' results (with the messages
 //! they return).
 
-use stategraph_checkpoint::{Map, Message, Value, channels as reserved};
+use stategraph_checkpoint::{Map, Value, channels as reserved};
+use stategraph_messages::Message;
 
 use super::Run;
 use crate::state::{State, Values};

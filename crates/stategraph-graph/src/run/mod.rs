@@ -21,12 +21,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use tracing::Instrument;
 
-use stategraph_checkpoint::store::Store;
 use stategraph_checkpoint::{
     ChannelVersion, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointId,
     CheckpointMetadata, CheckpointSaver, CheckpointSource, PendingWrite, SaveOp, Value,
     channels as reserved,
 };
+use stategraph_store::Store;
 
 pub(crate) use self::entry::{CommandWrites, ResumeInput, RunOutcome, RunSetup};
 use self::save::BackgroundWriter;

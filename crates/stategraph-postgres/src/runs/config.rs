@@ -72,8 +72,8 @@ impl RunQueueConfig {
         self
     }
 
-    /// How long a claim holds a run without a [`heartbeat`](stategraph_checkpoint::runs::RunQueue::heartbeat) (default
-    /// 30 s, at least 1 ms): after that, [`requeue_expired`](stategraph_checkpoint::runs::RunQueue::requeue_expired) hands
+    /// How long a claim holds a run without a [`heartbeat`](stategraph_runs::RunQueue::heartbeat) (default
+    /// 30 s, at least 1 ms): after that, [`requeue_expired`](stategraph_runs::RunQueue::requeue_expired) hands
     /// the run to another worker.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease.max(Duration::from_millis(1));

@@ -7,7 +7,7 @@ use stategraph_checkpoint::{Error, Result};
 use tokio::sync::mpsc;
 use tokio_postgres::{AsyncMessage, NoTls};
 
-use stategraph_checkpoint::runs::{CancelAction, Notification, Notifications, RunStatus};
+use stategraph_runs::{CancelAction, Notification, Notifications, RunStatus};
 
 use super::PostgresRunQueue;
 use crate::error::{BACKEND, db};
@@ -163,7 +163,7 @@ impl Listener {
     }
 
     /// The same notifications as a [`Notifications`] subscription (what
-    /// [`RunQueue::subscribe`](stategraph_checkpoint::runs::RunQueue::subscribe) answers).
+    /// [`RunQueue::subscribe`](stategraph_runs::RunQueue::subscribe) answers).
     pub fn into_notifications(self) -> Notifications {
         Notifications::new(self.receiver, self._client)
     }

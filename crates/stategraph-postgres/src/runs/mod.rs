@@ -18,7 +18,7 @@
 //! - A run's stream events are rows of `stategraph_run_events`, numbered per run, appended
 //!   only by the lease holder, readable from any sequence number (joiners, `Last-Event-ID`).
 //! - Changes are announced with `NOTIFY` on a channel of the queue's schema (ids only);
-//!   [`PostgresRunQueue::listen`] turns them into [`Notification`](stategraph_checkpoint::runs::Notification)s.
+//!   [`PostgresRunQueue::listen`] turns them into [`Notification`](stategraph_runs::Notification)s.
 //!   Notifications are a wake-up, not the truth: after a lost connection, read the tables
 //!   again.
 
@@ -41,13 +41,13 @@ use async_trait::async_trait;
 use deadpool_postgres::Pool;
 use serde_json::Value as Json;
 use stategraph_checkpoint::backend::Timeouts;
-use stategraph_checkpoint::runs::{
+use stategraph_checkpoint::{Error, Result};
+use stategraph_runs::{
     CLAIM_RETENTION, CancelAction, CancelOutcome, Deletion, Enqueued, Expired, Finished, Lease,
     Multitask, NewRun, Notifications, Object, OnceKeys, QueueStats, RunEnd, RunEvent, RunEvents,
     RunFence, RunQuery, RunQueue, RunRow, RunStatus, ThreadEnd, ThreadRow, ThreadState,
     ThreadStatus, check_id, duplicate, rejected,
 };
-use stategraph_checkpoint::{Error, Result};
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
@@ -81,7 +81,7 @@ use sql::*;
 ///   only by the lease holder, readable from any sequence number (joiners, `Last-Event-ID`).
 /// - Changes are announced with `NOTIFY` on a channel of the queue's schema (ids only);
 ///   [`listen`](Self::listen) turns them into
-///   [`Notification`](stategraph_checkpoint::runs::Notification)s. Notifications are a
+///   [`Notification`](stategraph_runs::Notification)s. Notifications are a
 ///   wake-up, not the truth: after a lost connection, read the tables again.
 ///
 /// - [`fence`](RunQueue::fence) gives a run's lease as a condition that a

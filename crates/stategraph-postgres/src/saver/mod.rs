@@ -31,7 +31,7 @@ use layout::*;
 use pruning::*;
 use stategraph_checkpoint::backend::{LayoutWriter, blob_layout};
 use stategraph_checkpoint::blob_layout::EncodedSave as Encoded;
-use stategraph_checkpoint::runs::RunFence;
+use stategraph_runs::RunFence;
 use write::Failure;
 
 /// Stores checkpoints in PostgreSQL with LangGraph's own tables (`checkpoints`,

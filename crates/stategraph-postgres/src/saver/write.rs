@@ -40,7 +40,7 @@ pub(crate) struct Fence {
 }
 
 impl Fence {
-    pub(crate) fn new(fence: &stategraph_checkpoint::runs::RunFence) -> Self {
+    pub(crate) fn new(fence: &stategraph_runs::RunFence) -> Self {
         Self {
             sql: format!(
                 // The failing cast depends on the count, so the planner cannot fold it into

@@ -2,7 +2,7 @@
 //! existing pool), the index, TTLs and the exact-search limit.
 
 use deadpool_postgres::Pool;
-use stategraph_checkpoint::store::{IndexConfig, StoreError, TtlConfig};
+use stategraph_store::{IndexConfig, StoreError, TtlConfig};
 
 use super::PostgresStore;
 use super::sql::backend;
@@ -28,7 +28,7 @@ enum Source {
 /// ```no_run
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use stategraph_checkpoint::store::*;
+/// use stategraph_store::*;
 /// use stategraph_postgres::PostgresStoreConfig;
 ///
 /// # async fn demo() -> Result<(), StoreError> {

@@ -14,7 +14,7 @@ use std::fmt;
 
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
-use stategraph_checkpoint::store::{
+use stategraph_store::{
     BatchStep, IndexConfig, Op, OpResult, ReadOp, Store, StoreError, TtlConfig, plan_batch,
 };
 
@@ -46,7 +46,7 @@ pub use config::PostgresStoreConfig;
 /// compared with) comes from the store's clock ([`TtlConfig::clock`]: this process's system
 /// clock unless set otherwise), passed to the server as a parameter, never from the server's
 /// `NOW()`, so ordering and TTLs behave exactly as in
-/// [`InMemoryStore`](stategraph_checkpoint::store::InMemoryStore) even when the clocks differ.
+/// [`InMemoryStore`](stategraph_store::InMemoryStore) even when the clocks differ.
 /// Expired items are never read, swept or not (Python's store returns them until a sweep
 /// unless `omit_expired` is set), and putting an expired item again starts a new `created_at`.
 ///
@@ -91,7 +91,7 @@ pub use config::PostgresStoreConfig;
 /// A [`deadpool_postgres`] pool, as [`PostgresSaver`](crate::PostgresSaver)'s, with unnamed
 /// statements only. A batch runs on one connection, its ops in order. A run of consecutive
 /// puts (the last per address wins) plans its vectors against the stored items with
-/// [`VectorPlan`](stategraph_checkpoint::store::VectorPlan) (only new or changed texts are
+/// [`VectorPlan`](stategraph_store::VectorPlan) (only new or changed texts are
 /// embedded), embeds all its new texts in one call outside any transaction, then writes rows
 /// and vectors in one transaction, after locking the rows and checking the plan still holds;
 /// if a concurrent writer changed a text meanwhile, it embeds the difference and tries again

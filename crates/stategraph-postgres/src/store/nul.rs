@@ -3,7 +3,7 @@
 //! (the server's own error would say only that a byte sequence is invalid, and not where). A
 //! get by a key with U+0000 finds nothing: no such item can have been stored.
 
-use stategraph_checkpoint::store::{Op, StoreError};
+use stategraph_store::{Op, StoreError};
 
 use crate::nul::nul_at;
 

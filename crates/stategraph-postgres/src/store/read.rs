@@ -2,8 +2,8 @@
 
 use std::collections::BTreeSet;
 
-use stategraph_checkpoint::store::filter::{Condition, parse_filter};
-use stategraph_checkpoint::store::{
+use stategraph_store::filter::{Condition, parse_filter};
+use stategraph_store::{
     GetOp, IndexConfig, Item, ListNamespacesOp, Namespace, SearchItem, SearchOp, StoreError,
     Timestamp, finish_list_namespaces,
 };

@@ -1,7 +1,7 @@
 //! The store's tables: LangGraph's migrations and stategraph's own, applied when connecting,
 //! and the check that a store connected without setup finds them.
 
-use stategraph_checkpoint::store::StoreError;
+use stategraph_store::StoreError;
 use tokio_postgres::types::Type;
 
 use super::PostgresStore;

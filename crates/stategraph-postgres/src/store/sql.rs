@@ -6,8 +6,8 @@ use std::time::SystemTime;
 
 use serde_json::Value as Json;
 use stategraph_checkpoint::BoxError;
-use stategraph_checkpoint::store::filter::Condition;
-use stategraph_checkpoint::store::{Item, MatchType, Namespace, StoreError, Timestamp};
+use stategraph_store::filter::Condition;
+use stategraph_store::{Item, MatchType, Namespace, StoreError, Timestamp};
 use tokio_postgres::types::{ToSql, Type};
 
 use crate::error::BACKEND;

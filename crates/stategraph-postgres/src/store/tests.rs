@@ -1,6 +1,6 @@
 //! Unit tests of the store's SQL building blocks.
 
-use stategraph_checkpoint::store::MatchType;
+use stategraph_store::MatchType;
 
 use super::sql::{escape_like, escape_regex, match_regex, namespace_of};
 use super::write::vector_literal;

@@ -1,6 +1,6 @@
 //! TTLs: refreshing the expiry of items read, and sweeping expired ones.
 
-use stategraph_checkpoint::store::{StoreError, Timestamp};
+use stategraph_store::{StoreError, Timestamp};
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::Type;
 

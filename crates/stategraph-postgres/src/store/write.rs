@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value as Json;
-use stategraph_checkpoint::store::{IndexConfig, PutOp, StoreError, Timestamp, VectorPlan};
+use stategraph_store::{IndexConfig, PutOp, StoreError, Timestamp, VectorPlan};
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::Type;
 

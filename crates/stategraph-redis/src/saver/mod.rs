@@ -19,13 +19,13 @@ use crate::config::RedisConfig;
 use crate::error::{BACKEND, db};
 
 use pruning::*;
-use stategraph_checkpoint::value::{decode, encode};
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, EncodedWrites, Error, ListOptions, Location, PendingWrite,
     PruneStrategy, Result, SerdeError, Serializer, Value, encode_writes, latest_conflict,
     validate_put,
 };
+use stategraph_value::{decode, encode};
 
 /// A stored field that must be text, read strictly (bytes that are not UTF-8 are an error
 /// naming the field and the byte offset, never replaced).

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use serde_json::{Value as Json, json};
 use stategraph_checkpoint::now_iso;
-use stategraph_checkpoint::runs::ThreadStatus;
+use stategraph_runs::ThreadStatus;
 use tokio::sync::mpsc;
 
 use super::parts::{self, HistoryOptions, Object, Role, Scope, set};

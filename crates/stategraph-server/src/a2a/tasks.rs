@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime};
 use serde_json::{Value as Json, json};
 use stategraph_checkpoint::now_iso;
-use stategraph_checkpoint::runs::{RunStatus, ThreadStatus};
 use stategraph_graph::{AsNode, HistoryOptions as Checkpoints, RunConfig};
+use stategraph_runs::{RunStatus, ThreadStatus};
 
 use super::card::HISTORY_SCOPE_HEADER;
 use super::parts::{self, HistoryOptions, Object, Scope, set, text_part};
@@ -113,7 +113,7 @@ async fn runs_of(state: &AppState, context_id: &str) -> Result<Vec<RunRecord>, R
     let rows = state
         .runs
         .queue
-        .list(&stategraph_checkpoint::runs::RunQuery::thread(context_id))
+        .list(&stategraph_runs::RunQuery::thread(context_id))
         .await
         .map_err(|e| RpcError::internal("listing a context's runs", &e.to_string()))?;
     let mut runs: Vec<RunRecord> = rows.iter().map(RunRecord::of).collect();
@@ -434,7 +434,7 @@ pub(super) async fn cancel(call: &Call) -> RpcResult {
             .map_err(|e| failed(&e.detail))?;
     } else if task.run.in_flight() {
         let how = crate::run::Cancel {
-            action: stategraph_checkpoint::runs::CancelAction::Interrupt,
+            action: stategraph_runs::CancelAction::Interrupt,
             reason: "the A2A task was canceled".into(),
         };
         let run = std::slice::from_ref(&task.run.run_id);
@@ -467,7 +467,7 @@ pub(super) async fn cancel(call: &Call) -> RpcResult {
 /// graph had finished, so the thread is idle) and a run recorded `interrupted` under the
 /// task's id makes its state `canceled`.
 async fn end_interrupt(state: &AppState, task: &Task) -> Result<(), crate::error::ApiError> {
-    use stategraph_checkpoint::runs::{CancelAction, Multitask, NewRun, ThreadState};
+    use stategraph_runs::{CancelAction, Multitask, NewRun, ThreadState};
     let thread = load(state, &task.context_id).await?;
     let graph = graph_of(state, &thread)?;
     let config = RunConfig::thread(&task.context_id);

@@ -8,7 +8,7 @@ use stategraph_checkpoint::now_iso;
 use stategraph_graph::{END, START};
 use uuid::Uuid;
 
-use stategraph_checkpoint::runs::{CancelAction, RunQuery, RunStatus};
+use stategraph_runs::{CancelAction, RunQuery, RunStatus};
 
 use crate::app::{AppState, Shared};
 use crate::assistants::{ensure, versions_of};

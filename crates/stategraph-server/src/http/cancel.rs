@@ -5,7 +5,7 @@ use axum::Json;
 use axum::http::header::{CONTENT_LOCATION, LOCATION};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use stategraph_checkpoint::runs::{CancelAction, CancelOutcome, RunQuery, RunStatus};
+use stategraph_runs::{CancelAction, CancelOutcome, RunQuery, RunStatus};
 
 use crate::app::Shared;
 use crate::error::ApiError;

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use serde::Deserialize;
 use serde_json::{Value as Json_, json};
-use stategraph_checkpoint::runs::{CancelAction, Deletion, RunQuery, RunStatus};
+use stategraph_runs::{CancelAction, Deletion, RunQuery, RunStatus};
 
 use crate::app::{AppState, Shared};
 use crate::error::ApiError;

@@ -7,7 +7,7 @@ use axum::Json;
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value as Json_, json};
-use stategraph_checkpoint::store::{
+use stategraph_store::{
     GetOp, IndexFields, ListNamespacesOptions, Op, OpResult, PutOptions, SearchOptions, StoreError,
     Ttl,
 };

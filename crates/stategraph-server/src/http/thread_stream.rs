@@ -10,7 +10,7 @@ use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use serde_json::json;
-use stategraph_checkpoint::runs::{RunQuery, RunStatus};
+use stategraph_runs::{RunQuery, RunStatus};
 use tokio::sync::mpsc;
 
 use crate::app::{AppState, Shared};

@@ -5,8 +5,8 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value as Json_, json};
 use stategraph_checkpoint::PruneStrategy;
-use stategraph_checkpoint::runs::{ThreadState, ThreadStatus};
 use stategraph_graph::{AsNode, HistoryOptions, RunConfig, StateSnapshot};
+use stategraph_runs::{ThreadState, ThreadStatus};
 
 use crate::app::{AppState, Shared};
 use crate::error::ApiError;

@@ -17,7 +17,7 @@ use std::time::SystemTime;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map as JsonMap, Value as Json};
-use stategraph_checkpoint::store::{GetOp, IndexFields, Op, OpResult, PutOp, SearchOptions, Store};
+use stategraph_store::{GetOp, IndexFields, Op, OpResult, PutOp, SearchOptions, Store};
 
 use crate::error::ApiError;
 

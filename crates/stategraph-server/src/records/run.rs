@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
-use stategraph_checkpoint::runs::{Multitask, RunRow, RunStatus};
+use stategraph_runs::{Multitask, RunRow, RunStatus};
 
 use super::{Object, iso};
 

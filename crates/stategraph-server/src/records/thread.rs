@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use stategraph_checkpoint::now_iso;
-use stategraph_checkpoint::runs::{ThreadRow, ThreadState, ThreadStatus};
+use stategraph_runs::{ThreadRow, ThreadState, ThreadStatus};
 
 use super::{Kind, Object, Record, iso, nullable};
 use crate::error::ApiError;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use stategraph_checkpoint::runs::{CancelOutcome, RunQuery, RunStatus};
+use stategraph_runs::{CancelOutcome, RunQuery, RunStatus};
 
 use super::{Cancel, Stop, api_error, follow};
 use crate::app::AppState;

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use stategraph_checkpoint::runs::{Notification, RunStatus};
+use stategraph_runs::{Notification, RunStatus};
 use tokio::sync::{Notify, watch};
 
 use super::{Cancel, Stop};

@@ -11,10 +11,8 @@ use std::time::Instant;
 
 use futures_util::{FutureExt, StreamExt};
 use serde_json::{Map as JsonMap, Value as Json, json};
-use stategraph_checkpoint::runs::{
-    CancelAction, RunEnd, RunQueue, RunRow, RunStatus, ThreadEnd, ThreadState,
-};
 use stategraph_graph::{RunConfig, StreamMode};
+use stategraph_runs::{CancelAction, RunEnd, RunQueue, RunRow, RunStatus, ThreadEnd, ThreadState};
 use tokio::sync::{mpsc, watch};
 
 use super::lease::{self, Leased};

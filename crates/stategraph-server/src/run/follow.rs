@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use stategraph_checkpoint::runs::{RunQueue, RunRow, RunStatus};
+use stategraph_runs::{RunQueue, RunRow, RunStatus};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::Outcome;

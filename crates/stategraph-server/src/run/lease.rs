@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::Value as Json;
-use stategraph_checkpoint::runs::RunQueue;
+use stategraph_runs::RunQueue;
 use tokio::sync::{mpsc, watch};
 
 use super::{Cancel, Stop};

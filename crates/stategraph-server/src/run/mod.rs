@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use serde_json::{Value as Json, json};
 use stategraph_checkpoint::Error;
-use stategraph_checkpoint::runs::{CancelAction, RunQueue};
+use stategraph_runs::{CancelAction, RunQueue};
 
 use crate::error::ApiError;
 

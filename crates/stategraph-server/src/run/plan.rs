@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use serde_json::{Value as Json, json};
-use stategraph_checkpoint::runs::Multitask;
+use stategraph_runs::Multitask;
 
 use super::kwargs::RunKwargs;
 use crate::error::ApiError;

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use stategraph_checkpoint::runs::Deletion;
+use stategraph_runs::Deletion;
 
 use crate::app::AppState;
 

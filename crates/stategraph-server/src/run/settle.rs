@@ -2,8 +2,8 @@
 //! LangGraph's server records them.
 
 use serde_json::{Map as JsonMap, Value as Json, json};
-use stategraph_checkpoint::runs::{CancelAction, RunStatus, ThreadState, ThreadStatus};
 use stategraph_graph::{StateSnapshot, Values};
+use stategraph_runs::{CancelAction, RunStatus, ThreadState, ThreadStatus};
 
 use super::{Cancel, Outcome};
 use crate::wire::{thread_interrupts, values_json};

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use stategraph_checkpoint::runs::{NewRun, RunRow};
+use stategraph_runs::{NewRun, RunRow};
 use tokio::sync::{mpsc, oneshot};
 
 use super::plan::{Ids, Plan, Target, ThreadPlan, plan};

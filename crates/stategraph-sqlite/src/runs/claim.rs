@@ -4,7 +4,7 @@
 use std::sync::LazyLock;
 
 use rusqlite::{OptionalExtension, params};
-use stategraph_checkpoint::runs::{Expired, Lease, RunStatus, lease_expired_error};
+use stategraph_runs::{Expired, Lease, RunStatus, lease_expired_error};
 
 use super::records::{COLUMNS, run_row};
 use super::*;
@@ -175,7 +175,7 @@ impl Change<'_> {
     /// Takes `key` if nobody did (sweeping keys older than the retention first, if `sweep`).
     pub(super) fn claim_once(&mut self, key: &str, sweep: bool) -> Result<bool> {
         if sweep {
-            let retention = micros_of(stategraph_checkpoint::runs::CLAIM_RETENTION);
+            let retention = micros_of(stategraph_runs::CLAIM_RETENTION);
             self.conn
                 .prepare_cached("DELETE FROM stategraph_run_claims WHERE claimed_at < ?1")
                 .and_then(|mut s| s.execute([self.now.saturating_sub(retention)]))

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use stategraph_checkpoint::Result;
-use stategraph_checkpoint::runs::{DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS};
+use stategraph_runs::{DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS};
 
 use super::{Shared, SqliteRunQueue, no_preparation, notify, schema};
 use crate::config::{SqliteConfig, Synchronous, retry_busy};

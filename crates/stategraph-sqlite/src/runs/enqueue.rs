@@ -3,7 +3,7 @@
 use std::sync::LazyLock;
 
 use rusqlite::{OptionalExtension, params};
-use stategraph_checkpoint::runs::{Multitask, RunStatus, duplicate, rejected};
+use stategraph_runs::{Multitask, RunStatus, duplicate, rejected};
 
 use super::records::{COLUMNS, run_row};
 use super::*;

@@ -2,7 +2,7 @@
 //! state and its next claim, in one transaction), a run given back, a lease that ran out.
 
 use rusqlite::{OptionalExtension, params};
-use stategraph_checkpoint::runs::{RunStatus, ThreadEnd};
+use stategraph_runs::{RunStatus, ThreadEnd};
 
 use super::threads::Encoded as EncodedState;
 use super::*;

@@ -23,12 +23,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use rusqlite::Connection;
 use serde_json::Value as Json;
-use stategraph_checkpoint::runs::{
+use stategraph_checkpoint::{Error, Result};
+use stategraph_runs::{
     CancelAction, CancelOutcome, Deletion, Enqueued, Expired, Finished, Lease, NewRun,
     Notification, Notifications, OnceKeys, QueueStats, RunEnd, RunEvent, RunEvents, RunFence,
     RunQuery, RunQueue, RunRow, ThreadRow, ThreadState, check_id,
 };
-use stategraph_checkpoint::{Error, Result};
 
 use crate::error::join;
 use crate::pool::Pool;
@@ -39,13 +39,13 @@ pub use config::SqliteRunQueueConfig;
 pub(crate) const RUNS_TABLE: &str = "stategraph_runs";
 
 /// How many `claim_once` calls of a handle pass between two sweeps of the keys older than
-/// [`CLAIM_RETENTION`](stategraph_checkpoint::runs::CLAIM_RETENTION) (the first call sweeps).
+/// [`CLAIM_RETENTION`](stategraph_runs::CLAIM_RETENTION) (the first call sweeps).
 const CLAIM_SWEEP: u64 = 256;
 
 /// A [`RunQueue`] in a SQLite file, shared by every process that opens the file: its runs,
 /// their events and what they leave their threads with, in the file that holds the
 /// checkpoints, with the semantics of
-/// [`InMemoryRunQueue`](stategraph_checkpoint::runs::InMemoryRunQueue) (the shared run queue
+/// [`InMemoryRunQueue`](stategraph_runs::InMemoryRunQueue) (the shared run queue
 /// conformance suite checks them). Open one with [`SqliteRunQueue::connect`] or, for every
 /// setting, [`SqliteRunQueueConfig`]. Cheap to clone: clones share the handle (its
 /// connections and its notification socket).
@@ -75,7 +75,7 @@ const CLAIM_SWEEP: u64 = 256;
 ///   ([`CheckpointSaver::fenced`](stategraph_checkpoint::CheckpointSaver::fenced)).
 ///
 /// ```
-/// use stategraph_checkpoint::runs::{NewRun, RunEnd, RunQueue, RunStatus};
+/// use stategraph_runs::{NewRun, RunEnd, RunQueue, RunStatus};
 /// use stategraph_sqlite::SqliteRunQueue;
 ///
 /// # tokio::runtime::Builder::new_multi_thread().build().unwrap().block_on(async {

@@ -17,7 +17,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use serde_json::json;
-use stategraph_checkpoint::runs::RunStatus;
+use stategraph_runs::RunStatus;
 use tokio::sync::{OnceCell, mpsc};
 
 use super::*;

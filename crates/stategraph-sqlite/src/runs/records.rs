@@ -4,9 +4,7 @@
 use rusqlite::types::{Type, Value as Sql};
 use rusqlite::{OptionalExtension, Row, params};
 use serde_json::Value as Json;
-use stategraph_checkpoint::runs::{
-    CancelAction, Multitask, Object, QueueStats, RunQuery, RunRow, RunStatus,
-};
+use stategraph_runs::{CancelAction, Multitask, Object, QueueStats, RunQuery, RunRow, RunStatus};
 
 use super::*;
 use crate::error::db;

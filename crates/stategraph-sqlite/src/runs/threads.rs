@@ -2,7 +2,7 @@
 //! else the state its last run (or state update) left.
 
 use rusqlite::{OptionalExtension, params};
-use stategraph_checkpoint::runs::{RunStatus, ThreadStatus};
+use stategraph_runs::{RunStatus, ThreadStatus};
 
 use super::records::json;
 use super::*;

@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use stategraph_checkpoint::runs::RunFence;
+use stategraph_runs::RunFence;
 
 use super::*;
 use crate::runs::micros;

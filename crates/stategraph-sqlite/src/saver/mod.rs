@@ -15,7 +15,6 @@ use serde_json::Value as Json;
 use stategraph_checkpoint::backend::{
     self, Expect, ListSql, Placeholders, PrunePlan, PruneRow, PruneTarget, SqlArg, prune,
 };
-use stategraph_checkpoint::runs::RunFence;
 use stategraph_checkpoint::{
     Capabilities, ChannelVersions, Checkpoint, CheckpointConfig, CheckpointId, CheckpointMetadata,
     CheckpointSaver, CheckpointTuple, DecodeCache, DeltaChannelHistory, DeltaWalk, EncodedWrites,
@@ -23,6 +22,7 @@ use stategraph_checkpoint::{
     Serializer, StoredWrite, Value, checkpoint_value_ranges, checkpoint_without_values,
     encode_writes, latest_conflict, sort_writes, tags, validate_put,
 };
+use stategraph_runs::RunFence;
 
 use crate::config::{self, SqliteConfig};
 use crate::error::{db, join};

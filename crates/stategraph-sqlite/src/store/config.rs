@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use stategraph_checkpoint::store::{IndexConfig, StoreError, TtlConfig};
+use stategraph_store::{IndexConfig, StoreError, TtlConfig};
 
 use super::{SqliteStore, conn};
 use crate::config::{SqliteConfig, Synchronous};
@@ -19,7 +19,7 @@ use crate::error::BACKEND;
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use serde_json::json;
-/// use stategraph_checkpoint::store::*;
+/// use stategraph_store::*;
 /// use stategraph_sqlite::SqliteStoreConfig;
 ///
 /// # tokio::runtime::Builder::new_multi_thread().build().unwrap().block_on(async {

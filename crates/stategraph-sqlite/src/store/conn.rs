@@ -8,7 +8,7 @@ use rusqlite::functions::{Context, FunctionFlags};
 use rusqlite::types::ValueRef;
 use serde_json::{Map, Value as Json};
 use stategraph_checkpoint::BoxError;
-use stategraph_checkpoint::store::{StoreError, filter};
+use stategraph_store::{StoreError, filter};
 
 use super::vec::register_sqlite_vec;
 use crate::config::SqliteConfig;

@@ -3,7 +3,7 @@
 //! The schema is exactly the one Python's `SqliteStore.setup()` creates (tables `store`,
 //! `store_migrations`, and with an index `store_vectors` and `vector_migrations`), with the
 //! migrations recorded the same way, so both can open one file. The semantics are those of
-//! [`InMemoryStore`](stategraph_checkpoint::store::InMemoryStore), which the shared
+//! [`InMemoryStore`](stategraph_store::InMemoryStore), which the shared
 //! conformance suite checks:
 //!
 //! - values are JSON text in `value` (Python's orjson BLOBs are read too); the namespace is
@@ -13,7 +13,7 @@
 //!   writes made one after the other order the same way; Python's `CURRENT_TIMESTAMP` text
 //!   (`YYYY-MM-DD HH:MM:SS`) is read too;
 //! - filters are evaluated by a Rust SQL function (`sg_store_filter`) that runs the shared
-//!   [`filter::matches`](stategraph_checkpoint::store::filter::matches), so they mean exactly
+//!   [`filter::matches`](stategraph_store::filter::matches), so they mean exactly
 //!   what they mean on every other store;
 //! - vectors are little-endian `f32` blobs (`sqlite_vec.serialize_float32`), scored with the
 //!   sqlite-vec extension's `vec_distance_cosine`, registered on each connection.
@@ -31,7 +31,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use stategraph_checkpoint::store::{
+use stategraph_store::{
     BatchStep, IndexConfig, Op, OpResult, PutOp, ReadOp, Store, StoreError, TtlConfig, plan_batch,
 };
 
@@ -65,7 +65,7 @@ pub use config::SqliteStoreConfig;
 /// ```
 /// use std::sync::Arc;
 /// use serde_json::json;
-/// use stategraph_checkpoint::store::*;
+/// use stategraph_store::*;
 /// use stategraph_sqlite::SqliteStoreConfig;
 ///
 /// # tokio::runtime::Builder::new_multi_thread().build().unwrap().block_on(async {

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use rusqlite::types::{Value as Sql, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Transaction, params, params_from_iter};
 use serde_json::Value as Json;
-use stategraph_checkpoint::store::{
+use stategraph_store::{
     Clock, GetOp, Item, ListNamespacesOp, MatchType, Namespace, OpResult, ReadOp, SearchItem,
     SearchOp, StoreError, Timestamp, finish_list_namespaces,
 };
@@ -192,7 +192,7 @@ fn get(
 
 /// One query: namespace prefix, liveness and filter in `WHERE`; with a query vector, each
 /// item's score is the best `1 - cosine distance` of its vectors (of the index's dimensions;
-/// a zero vector scores 0, as [`cosine`](stategraph_checkpoint::store::cosine) says), scored
+/// a zero vector scores 0, as [`cosine`](stategraph_store::cosine) says), scored
 /// items first; then newest first, then by address.
 fn search(
     tx: &Transaction<'_>,

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use rusqlite::{Connection, params};
-use stategraph_checkpoint::store::{StoreError, Timestamp};
+use stategraph_store::{StoreError, Timestamp};
 
 use super::conn::db;
 use super::schema::table_exists;

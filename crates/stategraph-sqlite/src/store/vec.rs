@@ -4,7 +4,7 @@
 use std::ffi::{CStr, c_char, c_int, c_void};
 
 use rusqlite::Connection;
-use stategraph_checkpoint::store::StoreError;
+use stategraph_store::StoreError;
 
 use crate::error::BACKEND;
 

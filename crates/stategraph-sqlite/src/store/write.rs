@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value as Json;
-use stategraph_checkpoint::store::path::FieldPath;
-use stategraph_checkpoint::store::{Clock, PutOp, StoreError, VectorPlan};
+use stategraph_store::path::FieldPath;
+use stategraph_store::{Clock, PutOp, StoreError, VectorPlan};
 
 use super::conn::db;
 use super::read::bytes_column;
