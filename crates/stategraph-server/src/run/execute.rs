@@ -24,6 +24,9 @@ use crate::graph::{RunStart, ServedGraph};
 use crate::records::RunRecord;
 use crate::wanted::{Wanted, engine_modes};
 
+mod prepared;
+use prepared::*;
+
 /// What an execution did: the run's row as its end left it, when this execution ended it
 /// (`None`: the run was given back, its lease was lost, or its end could not be recorded),
 /// and the worker's next run.
@@ -565,98 +568,5 @@ impl Execution<'_> {
     }
 }
 
-/// A claimed run, as the executor takes it.
-struct Prepared {
-    /// Its arguments, as it runs with them (its attempt recorded).
-    kwargs: RunKwargs,
-    graph: Arc<dyn ServedGraph>,
-    config: RunConfig,
-    modes: Vec<StreamMode>,
-    /// The stream modes as the run's request named them.
-    mode_names: Vec<String>,
-    start: RunStart,
-}
-
-/// Rebuilds a claimed run from its arguments; a takeover (`attempt > 1`) of a run that
-/// checkpointed carries on from its last checkpoint without input.
-async fn prepare(state: &AppState, claimed: &RunRow) -> Result<Prepared, ApiError> {
-    let mut kwargs = RunKwargs::from_object(&claimed.run_id, &claimed.kwargs)?;
-    let graph_id = kwargs.graph_id().unwrap_or_default();
-    let graph = state
-        .graphs
-        .get(&graph_id)
-        .cloned()
-        .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
-    let graph = if claimed.temporary {
-        // A temporary thread lives and dies with its run, unseen by any other request: its
-        // checkpoints are kept in memory, so a stateless run writes none to the database
-        // (and a process killed mid-run leaves nothing behind). The store is still the
-        // server's.
-        graph.with_saver(Arc::new(stategraph_checkpoint::InMemorySaver::new()))
-    } else {
-        graph
-    };
-    kwargs.started(claimed.attempt);
-    let mut config = kwargs.engine_config(&claimed.thread_id)?;
-    let (modes, mode_names) = kwargs.modes()?;
-    let mut start = kwargs.start()?;
-    if claimed.attempt > 1 {
-        let latest = graph
-            .get_state(&RunConfig::thread(&claimed.thread_id), false)
-            .await?;
-        let ours = latest
-            .metadata
-            .as_ref()
-            .and_then(|m| m.run_id())
-            .is_some_and(|id| id == claimed.run_id);
-        if ours {
-            // LangGraph's `invoke(None)`: on from the run's last checkpoint.
-            start = RunStart::Continue;
-            config.checkpoint_id = None;
-        }
-    }
-    Ok(Prepared {
-        kwargs,
-        graph,
-        config,
-        modes,
-        mode_names,
-        start,
-    })
-}
-
-/// Resolves when the run is asked to stop; never for a run whose stop signal is gone.
-async fn stopped_by(rx: &mut watch::Receiver<Option<Stop>>) -> Stop {
-    loop {
-        if let Some(s) = rx.borrow_and_update().clone() {
-            return s;
-        }
-        if rx.changed().await.is_err() {
-            return std::future::pending().await;
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::abandons;
-    use stategraph_checkpoint::Error;
-    use stategraph_graph::GraphError;
-
-    #[test]
-    fn a_lost_lease_or_connection_abandons_the_attempt() {
-        let lost = GraphError::from(Error::LeaseLost {
-            run_id: "r".into(),
-            worker: "w".into(),
-        });
-        assert_eq!(abandons(&lost), Some("the run's lease is lost"));
-        let cut = GraphError::from(Error::ConnectionLost {
-            backend: "postgres",
-            operation: "committing a checkpoint".into(),
-            source: None,
-        });
-        assert!(abandons(&cut).is_some());
-        let other = GraphError::from(Error::invalid("x", "y"));
-        assert_eq!(abandons(&other), None);
-    }
-}
+mod tests;

@@ -1,0 +1,158 @@
+//! An assistant's graph as the API shows it: its drawing, its schemas and its subgraphs.
+
+use super::*;
+
+impl GraphQuery {
+    /// Checks `xray` as LangGraph's server reads it: absent or empty, `true`/`True`,
+    /// `false`/`False`, or an integer above 0 (a depth); anything else is 422.
+    pub(super) fn check(&self) -> Result<(), ApiError> {
+        match self.xray.as_deref() {
+            None | Some("" | "true" | "True" | "false" | "False") => Ok(()),
+            Some(depth) if depth.trim().parse::<i64>().is_ok_and(|d| d > 0) => Ok(()),
+            Some(_) => Err(ApiError::invalid("Invalid xray value")),
+        }
+    }
+}
+
+/// `GET /assistants/{assistant_id}/graph`: the graph's nodes and edges, in LangGraph's
+/// drawing JSON (`xray` is checked; subgraphs are not drawn into their parent).
+#[utoipa::path(
+    get,
+    path = "/assistants/{assistant_id}/graph",
+    operation_id = "get_assistants_graph",
+    tag = "Assistants",
+    params(GraphOrAssistant, GraphQuery),
+    responses((status = 200, description = "The graph's nodes and edges.", body = serde_json::Value))
+)]
+pub(crate) async fn graph(
+    axum::extract::State(state): Shared,
+    GraphOrAssistant(id): GraphOrAssistant,
+    Query(query): Query<GraphQuery>,
+) -> Result<Json<Json_>, ApiError> {
+    query.check()?;
+    let assistant = assistant(&state, &id).await?;
+    let graph_id = assistant.graph_id.as_str();
+    let graph = state
+        .graphs
+        .get(graph_id)
+        .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
+    let topology = graph.topology();
+    let nodes: Vec<Json_> = topology
+        .nodes
+        .iter()
+        .map(|n| {
+            if n == START || n == END {
+                json!({ "id": n, "type": "schema", "data": n })
+            } else {
+                json!({
+                    "id": n,
+                    "type": "runnable",
+                    "data": {
+                        "id": ["langgraph", "_internal", "_runnable", "RunnableCallable"],
+                        "name": n,
+                    },
+                })
+            }
+        })
+        .collect();
+    let edges: Vec<Json_> = topology
+        .edges
+        .iter()
+        .map(|e| {
+            let mut edge = json!({ "source": e.source, "target": e.target });
+            if e.conditional
+                && let Some(o) = edge.as_object_mut()
+            {
+                o.insert("conditional".into(), Json_::Bool(true));
+            }
+            edge
+        })
+        .collect();
+    Ok(Json(json!({ "nodes": nodes, "edges": edges })))
+}
+
+/// A JSON Schema object with these keys, their types unknown (`{}`).
+pub(super) fn object_schema(keys: &[String]) -> Json_ {
+    let properties: Object = keys.iter().map(|k| (k.clone(), json!({}))).collect();
+    json!({ "type": "object", "properties": properties })
+}
+
+/// The schemas of `graph` under LangGraph's keys: its state type's JSON Schema (for input,
+/// output and state: a graph takes and gives its whole state) when the type has one, else
+/// an object of its channels, their types unknown.
+pub(super) fn schemas_of(graph: &dyn ServedGraph) -> Json_ {
+    schemas_json(state_schema(graph))
+}
+
+/// The JSON Schema of `graph`'s state: its type's own when it has one, else an object of its
+/// channels, their types unknown.
+pub(crate) fn state_schema(graph: &dyn ServedGraph) -> Json_ {
+    graph
+        .json_schema()
+        .unwrap_or_else(|| object_schema(&graph.state_keys()))
+}
+
+/// `schema` as the input, output and state schemas.
+pub(super) fn schemas_json(schema: Json_) -> Json_ {
+    json!({
+        "input_schema": schema,
+        "output_schema": schema,
+        "state_schema": schema,
+        "config_schema": {},
+        "context_schema": null,
+    })
+}
+
+/// `GET /assistants/{assistant_id}/schemas`.
+#[utoipa::path(
+    get,
+    path = "/assistants/{assistant_id}/schemas",
+    operation_id = "get_assistants_schemas",
+    tag = "Assistants",
+    params(AssistantId),
+    responses((status = 200, description = "The graph's input, output, state, config and context JSON Schemas.", body = serde_json::Value))
+)]
+pub(crate) async fn schemas(
+    axum::extract::State(state): Shared,
+    AssistantId(id): AssistantId,
+) -> Result<Json<Json_>, ApiError> {
+    let assistant = assistant(&state, &id).await?;
+    let graph_id = assistant.graph_id.as_str();
+    let graph = state
+        .graphs
+        .get(graph_id)
+        .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
+    let mut out = schemas_of(graph.as_ref());
+    if let Some(o) = out.as_object_mut() {
+        o.insert("graph_id".into(), json!(graph_id));
+    }
+    Ok(Json(out))
+}
+
+/// `GET /assistants/{assistant_id}/subgraphs`: each subgraph node's schemas, by node name
+/// (`{}` when there are none).
+#[utoipa::path(
+    get,
+    path = "/assistants/{assistant_id}/subgraphs",
+    operation_id = "get_assistants_subgraphs",
+    tag = "Assistants",
+    params(AssistantId),
+    responses((status = 200, description = "Each subgraph's schemas, by node name.", body = serde_json::Value))
+)]
+pub(crate) async fn subgraphs(
+    axum::extract::State(state): Shared,
+    AssistantId(id): AssistantId,
+) -> Result<Json<Json_>, ApiError> {
+    let assistant = assistant(&state, &id).await?;
+    let graph_id = assistant.graph_id.as_str();
+    let graph = state
+        .graphs
+        .get(graph_id)
+        .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
+    let out: Object = graph
+        .subgraph_nodes()
+        .into_iter()
+        .map(|(name, keys)| (name, schemas_json(object_schema(&keys))))
+        .collect();
+    Ok(Json(Json_::Object(out)))
+}
