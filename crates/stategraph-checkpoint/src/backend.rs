@@ -10,7 +10,8 @@
 //! - [`CheckpointTuple::from_parts`] builds a tuple's configs from stored columns;
 //! - [`copy_preflight`], [`metadata_from_json`] and [`column_error`] give every backend the
 //!   same errors for the same failures;
-//! - [`Timeouts`] bounds every wait on a networked database (connect, operation, idle).
+//! - [`Timeouts`] bounds every wait on a networked database (connect, operation, idle);
+//! - [`SaverConfig`] opens every backend's saver the same way, from a URL.
 //!
 //! Reading stored data is strict everywhere: a column of the wrong type, a NULL where a
 //! value belongs or metadata that does not parse is an [`Error::Serialization`] naming the
@@ -37,6 +38,7 @@
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use serde_json::Value as Json;
 
@@ -55,6 +57,41 @@ use crate::saver::ListOptions;
 use crate::serializer::{SerdeError, Serializer};
 use crate::writes::PendingWrite;
 use stategraph_value::{DecodeCache, Value};
+
+/// How every backend's saver is configured and opened: from a database URL, with a
+/// serializer, with or without setting up its tables. Each backend's config (`SqliteConfig`,
+/// `PostgresConfig`, …) implements it with its own inherent methods of the same names, so
+/// code that opens "whichever backend the URL names" is written once:
+///
+/// ```
+/// use std::sync::Arc;
+/// use stategraph_checkpoint::backend::SaverConfig;
+/// use stategraph_checkpoint::{CheckpointSaver, Result, Serializer};
+///
+/// async fn open<C: SaverConfig>(url: &str, serde: Arc<dyn Serializer>) -> Result<Arc<dyn CheckpointSaver>> {
+///     Ok(Arc::new(C::from_url(url)?.serializer(serde).connect().await?))
+/// }
+/// ```
+pub trait SaverConfig: Sized + Send {
+    /// The saver it opens.
+    type Saver: crate::CheckpointSaver + 'static;
+
+    /// The configuration a database URL describes (its query parameters included).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming what in the URL is wrong.
+    fn from_url(url: &str) -> Result<Self>;
+
+    /// Serializes checkpoints and writes with `serializer` (LangGraph's default otherwise).
+    fn serializer(self, serializer: Arc<dyn Serializer>) -> Self;
+
+    /// Opens the database as it is, creating and migrating nothing; missing tables are an
+    /// error naming them (tools that only read).
+    fn without_setup(self) -> Self;
+
+    /// Connects (and sets up the tables unless [`without_setup`](Self::without_setup)).
+    fn connect(self) -> impl std::future::Future<Output = Result<Self::Saver>> + Send;
+}
 
 /// Removes the query parameter `name` from `url`, returning the URL without it (the other
 /// parameters kept, in order, for the driver) and its value, if it was there. Backends use it

@@ -125,14 +125,6 @@ impl<L: SaverLayer> CheckpointSaver for Layered<L> {
         self.inner.process_local()
     }
 
-    fn fenced(&self, fence: &crate::RunFence) -> Option<Arc<dyn CheckpointSaver>> {
-        let inner = self.inner.fenced(fence)?;
-        Some(Arc::new(Layered {
-            inner,
-            layer: Arc::clone(&self.layer),
-        }))
-    }
-
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
         match self.inner.get_tuple(config).await? {
             Some(t) => Ok(Some(self.layer.load_tuple(t)?)),

@@ -58,7 +58,6 @@ mod config;
 pub mod delta;
 mod encrypted;
 mod error;
-mod fence;
 pub mod layer;
 mod memory;
 mod metadata;
@@ -81,7 +80,6 @@ pub use config::{
 pub use delta::{DeltaChannelHistory, DeltaWalk};
 pub use encrypted::{AesEaxCipher, Cipher, EncryptedSerializer};
 pub use error::{Error, Location, Result};
-pub use fence::RunFence;
 pub use memory::InMemorySaver;
 pub use metadata::{CheckpointMetadata, CheckpointSource};
 pub use saver::{

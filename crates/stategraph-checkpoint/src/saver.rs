@@ -183,16 +183,6 @@ pub trait CheckpointSaver: Send + Sync + fmt::Debug {
         false
     }
 
-    /// This saver with its writes fenced by a run's lease ([`RunFence`](crate::RunFence)):
-    /// each write commits only while the run's worker holds the lease, checked in the write's
-    /// own transaction, else fails with [`Error::LeaseLost`](crate::Error::LeaseLost) having
-    /// written nothing. `None` (the default) when this saver cannot check the fence (another
-    /// backend or another database than the queue's).
-    fn fenced(&self, fence: &crate::RunFence) -> Option<std::sync::Arc<dyn CheckpointSaver>> {
-        let _ = fence;
-        None
-    }
-
     /// The checkpoint `config` addresses (the latest of its namespace without an id).
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>>;
 

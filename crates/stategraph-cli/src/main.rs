@@ -361,12 +361,6 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         println!("{out}");
         return Ok(());
     }
-    let saver = open(
-        &url,
-        matches!(cli.command, Command::Migrate | Command::Serve { .. }),
-        cli.strict_msgpack,
-    )
-    .await?;
     if let Command::Serve {
         host,
         port,
@@ -386,8 +380,14 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             workers,
             shutdown_grace: std::time::Duration::from_secs(shutdown_grace),
         };
-        return serve::run(&url, saver, args).await;
+        return serve::run(&url, open_options(true, cli.strict_msgpack)?, args).await;
     }
+    let saver = open(
+        &url,
+        matches!(cli.command, Command::Migrate),
+        cli.strict_msgpack,
+    )
+    .await?;
     let out = match cli.command {
         Command::Threads => read::threads(saver.as_ref(), cli.json).await?,
         Command::History { thread, ns, limit } => {
@@ -502,10 +502,11 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Opens the saver: with `LANGGRAPH_AES_KEY` set, through LangGraph's AES serializer (which
-/// still reads unencrypted values); strict about Python classes with `--strict-msgpack` (or
-/// `LANGGRAPH_STRICT_MSGPACK`); only `migrate` creates or upgrades tables.
-async fn open(url: &str, migrate: bool, strict: bool) -> Result<Arc<dyn CheckpointSaver>, Failure> {
+/// How the saver is opened: with `LANGGRAPH_AES_KEY` set, through LangGraph's AES serializer
+/// (which still reads unencrypted values); strict about Python classes with
+/// `--strict-msgpack` (or `LANGGRAPH_STRICT_MSGPACK`); only `migrate` creates or upgrades
+/// tables.
+fn open_options(migrate: bool, strict: bool) -> Result<OpenOptions, Failure> {
     let mut plain = JsonPlusSerializer::new();
     if strict {
         plain = plain.strict(Allowlist::safe());
@@ -520,7 +521,12 @@ async fn open(url: &str, migrate: bool, strict: bool) -> Result<Arc<dyn Checkpoi
     if !migrate {
         options = options.existing();
     }
-    stategraph::open_saver_with(url, options)
+    Ok(options)
+}
+
+/// Opens the saver as [`open_options`] says.
+async fn open(url: &str, migrate: bool, strict: bool) -> Result<Arc<dyn CheckpointSaver>, Failure> {
+    stategraph::open_saver_with(url, open_options(migrate, strict)?)
         .await
         .map_err(|e| format!("cannot open {}: {}", stategraph::redact_url(url), fail(e)))
 }

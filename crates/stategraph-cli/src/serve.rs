@@ -1,9 +1,8 @@
 //! `stategraph serve`: LangGraph's Agent Server HTTP API over the database.
 
-use std::sync::Arc;
-
-use stategraph::server::Server;
-use stategraph::{CheckpointSaver, DynState, END, Map, Reducer, START, Schema, StateGraph, value};
+use stategraph::OpenOptions;
+use stategraph::server::{Database, Server};
+use stategraph::{DynState, END, Map, Reducer, START, Schema, StateGraph, value};
 
 use crate::{Failure, fail};
 
@@ -75,34 +74,16 @@ fn sleep_graph() -> Result<stategraph::CompiledGraph<DynState>, Failure> {
 }
 
 /// Serves until the process is stopped.
-pub(crate) async fn run(
-    url: &str,
-    saver: Arc<dyn CheckpointSaver>,
-    args: ServeArgs,
-) -> Result<(), Failure> {
-    let store = stategraph::open_store(url, stategraph::store::StoreOptions::new())
+pub(crate) async fn run(url: &str, options: OpenOptions, args: ServeArgs) -> Result<(), Failure> {
+    // The checkpointer, store and run queue of the database: every process serving it shares
+    // its runs, and each run's checkpoint writes are fenced by its lease.
+    let builder = Server::builder()
+        .database_with(url, options)
         .await
-        .map_err(|e| {
-            format!(
-                "cannot open the store of {}: {}",
-                stategraph::redact_url(url),
-                fail(e)
-            )
-        })?;
-    // The run queue of the database: every process serving it shares its runs.
-    let queue = stategraph::open_run_queue(url).await.map_err(|e| {
-        format!(
-            "cannot open the run queue of {}: {}",
-            stategraph::redact_url(url),
-            fail(e)
-        )
-    })?;
-    let mut builder = Server::builder()
+        .map_err(|e| format!("cannot open {}: {}", stategraph::redact_url(url), fail(e)))?;
+    let mut builder = builder
         .graph("seed", seed_graph()?)
         .graph("sleep", sleep_graph()?)
-        .checkpointer(saver)
-        .store(store)
-        .run_queue_arc(queue)
         .shutdown_grace(args.shutdown_grace)
         .webhooks(
             stategraph::server::WebhookPolicy::new()

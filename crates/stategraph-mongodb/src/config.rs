@@ -241,6 +241,26 @@ fn bad_percent_escape(url: &str) -> Option<usize> {
     })
 }
 
+impl stategraph_checkpoint::backend::SaverConfig for MongoConfig {
+    type Saver = MongoSaver;
+
+    fn from_url(url: &str) -> stategraph_checkpoint::Result<Self> {
+        MongoConfig::from_url(url)
+    }
+
+    fn serializer(self, serializer: Arc<dyn Serializer>) -> Self {
+        MongoConfig::serializer(self, serializer)
+    }
+
+    fn without_setup(self) -> Self {
+        MongoConfig::without_setup(self)
+    }
+
+    async fn connect(self) -> stategraph_checkpoint::Result<MongoSaver> {
+        MongoConfig::connect(self).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

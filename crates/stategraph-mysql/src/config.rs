@@ -119,3 +119,23 @@ impl MySqlConfig {
         MySqlSaver::connect_with(self).await
     }
 }
+
+impl stategraph_checkpoint::backend::SaverConfig for MySqlConfig {
+    type Saver = MySqlSaver;
+
+    fn from_url(url: &str) -> stategraph_checkpoint::Result<Self> {
+        MySqlConfig::from_url(url)
+    }
+
+    fn serializer(self, serializer: Arc<dyn Serializer>) -> Self {
+        MySqlConfig::serializer(self, serializer)
+    }
+
+    fn without_setup(self) -> Self {
+        MySqlConfig::without_setup(self)
+    }
+
+    async fn connect(self) -> stategraph_checkpoint::Result<MySqlSaver> {
+        MySqlConfig::connect(self).await
+    }
+}

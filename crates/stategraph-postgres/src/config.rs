@@ -181,6 +181,26 @@ fn take_compression(url: &str) -> Result<(String, BlobCompression)> {
 /// The URL without its password, for error messages.
 pub(crate) use stategraph_checkpoint::redact_url as redact;
 
+impl stategraph_checkpoint::backend::SaverConfig for PostgresConfig {
+    type Saver = PostgresSaver;
+
+    fn from_url(url: &str) -> stategraph_checkpoint::Result<Self> {
+        PostgresConfig::from_url(url)
+    }
+
+    fn serializer(self, serializer: Arc<dyn Serializer>) -> Self {
+        PostgresConfig::serializer(self, serializer)
+    }
+
+    fn without_setup(self) -> Self {
+        PostgresConfig::without_setup(self)
+    }
+
+    async fn connect(self) -> stategraph_checkpoint::Result<PostgresSaver> {
+        PostgresConfig::connect(self).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

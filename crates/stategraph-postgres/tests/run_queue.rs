@@ -289,7 +289,7 @@ async fn a_fenced_saver_writes_only_while_its_worker_holds_the_lease() {
     use stategraph_checkpoint::{
         Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSource, ListOptions, Value,
     };
-    use stategraph_runs::RunFence;
+    use stategraph_runs::{FencingSaver, RunFence};
     let schema = ScratchSchema::new("sg_fence");
     let queue = queue_with(&schema, |c| c.lease(Duration::from_millis(400))).await;
     let saver = stategraph_postgres::PostgresConfig::from_url(&url())

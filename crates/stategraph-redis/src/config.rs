@@ -143,6 +143,26 @@ impl RedisConfig {
     }
 }
 
+impl stategraph_checkpoint::backend::SaverConfig for RedisConfig {
+    type Saver = RedisSaver;
+
+    fn from_url(url: &str) -> stategraph_checkpoint::Result<Self> {
+        RedisConfig::from_url(url)
+    }
+
+    fn serializer(self, serializer: Arc<dyn Serializer>) -> Self {
+        RedisConfig::serializer(self, serializer)
+    }
+
+    fn without_setup(self) -> Self {
+        RedisConfig::without_setup(self)
+    }
+
+    async fn connect(self) -> stategraph_checkpoint::Result<RedisSaver> {
+        RedisConfig::connect(self).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -55,6 +55,7 @@
 //! ```
 
 mod end;
+mod fence;
 mod memory;
 mod notify;
 mod queue;
@@ -65,10 +66,10 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 
-pub use stategraph_checkpoint::RunFence;
 use stategraph_checkpoint::{Error, Result};
 
 pub use end::{Finished, RunEnd, ThreadEnd, ThreadRow, ThreadState};
+pub use fence::{FencingSaver, RunFence};
 pub use memory::InMemoryRunQueue;
 pub use notify::{Notification, Notifications};
 pub use queue::{Deletion, OnceKeys, QueueStats, RunEvent, RunEvents, RunQueue};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::Router;
 use stategraph_checkpoint::CheckpointSaver;
 use stategraph_graph::{CompiledGraph, State};
-use stategraph_runs::{InMemoryRunQueue, RunQueue};
+use stategraph_runs::{FencingSaver, InMemoryRunQueue, RunQueue};
 use stategraph_store::{InMemoryStore, Store};
 use tokio::net::TcpListener;
 use tokio::sync::OnceCell;
@@ -46,6 +46,7 @@ pub enum BuildError {
 pub struct ServerBuilder {
     graphs: Vec<(String, Registered)>,
     saver: Option<Arc<dyn CheckpointSaver>>,
+    fencing: Option<Arc<dyn FencingSaver>>,
     store: Option<Arc<dyn Store>>,
     cors: Cors,
     api_key: Option<String>,
@@ -107,9 +108,23 @@ impl ServerBuilder {
         self
     }
 
-    /// The checkpointer every graph saves its threads with.
+    /// The checkpointer every graph saves its threads with. A run's checkpoint writes are
+    /// not conditioned on its lease (fencing) unless the checkpointer is given with
+    /// [`fencing_checkpointer`](Self::fencing_checkpointer).
     pub fn checkpointer(mut self, saver: Arc<dyn CheckpointSaver>) -> Self {
         self.saver = Some(saver);
+        self.fencing = None;
+        self
+    }
+
+    /// The checkpointer every graph saves its threads with, one that can condition a run's
+    /// writes on the run's lease in the queue ([`FencingSaver`]: `SqliteSaver`,
+    /// `PostgresSaver` on the run queue's database). Each run then writes through
+    /// [`FencingSaver::fenced`], so a worker that stalled past its lease (a pause, a frozen
+    /// VM) writes nothing once another took its run over.
+    pub fn fencing_checkpointer(mut self, saver: Arc<dyn FencingSaver>) -> Self {
+        self.saver = Some(Arc::clone(&saver) as Arc<dyn CheckpointSaver>);
+        self.fencing = Some(saver);
         self
     }
 
@@ -301,6 +316,7 @@ impl ServerBuilder {
                 graphs,
                 records: Records::new(store),
                 saver,
+                fencing: self.fencing,
                 assistants_ready: OnceCell::new(),
                 keep_alive: self.keep_alive.unwrap_or(DEFAULT_KEEP_ALIVE),
                 runs: Runs::new(
@@ -347,6 +363,8 @@ pub(crate) struct AppState {
     pub(crate) graphs: BTreeMap<String, Arc<dyn ServedGraph>>,
     pub(crate) records: Records,
     pub(crate) saver: Arc<dyn CheckpointSaver>,
+    /// The same checkpointer, when it can fence a run's writes by the run's lease.
+    pub(crate) fencing: Option<Arc<dyn FencingSaver>>,
     pub(crate) assistants_ready: OnceCell<()>,
     /// How often quiet streams and waits send keep-alives.
     pub(crate) keep_alive: std::time::Duration,

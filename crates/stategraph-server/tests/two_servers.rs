@@ -33,7 +33,7 @@ async fn server_on(url: &str, gate: Arc<Notify>) -> Server {
     g.add_edge(START, "wait").add_edge("wait", END);
     Server::builder()
         .graph("gate", g.compile().unwrap())
-        .checkpointer(Arc::new(SqliteSaver::connect(url).await.unwrap()))
+        .fencing_checkpointer(Arc::new(SqliteSaver::connect(url).await.unwrap()))
         .store(Arc::new(SqliteStore::connect(url).await.unwrap()))
         .run_queue(SqliteRunQueue::connect(url).await.unwrap())
         .build()

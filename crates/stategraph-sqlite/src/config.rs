@@ -315,6 +315,26 @@ pub(crate) fn retry_busy<T>(
     }
 }
 
+impl stategraph_checkpoint::backend::SaverConfig for SqliteConfig {
+    type Saver = SqliteSaver;
+
+    fn from_url(url: &str) -> stategraph_checkpoint::Result<Self> {
+        SqliteConfig::from_url(url)
+    }
+
+    fn serializer(self, serializer: Arc<dyn Serializer>) -> Self {
+        SqliteConfig::serializer(self, serializer)
+    }
+
+    fn without_setup(self) -> Self {
+        SqliteConfig::without_setup(self)
+    }
+
+    async fn connect(self) -> stategraph_checkpoint::Result<SqliteSaver> {
+        SqliteConfig::connect(self).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -34,7 +34,7 @@
 //! run queue conformance suite). Claims, ends and strategies are transactions of the file's
 //! writer (SQLite's file lock serialises the processes); notifications cross processes by
 //! Unix datagrams, without polling; a saver on the same file fences a run's checkpoint
-//! writes by its lease ([`CheckpointSaver::fenced`]). Open one with
+//! writes by its lease ([`FencingSaver::fenced`](stategraph_runs::FencingSaver::fenced)). Open one with
 //! [`SqliteRunQueue::connect`]`(url)` or [`SqliteRunQueueConfig`]. Any number of processes
 //! may open and set up one file at once, saver, store and queue alike.
 //!

@@ -17,8 +17,8 @@ use stategraph_checkpoint::{
 };
 use stategraph_conformance::runs::{QueueOptions, RunQueueFixture};
 use stategraph_runs::{
-    CancelAction, Multitask, NewRun, Notification, Notifications, OnceKeys, RunEnd, RunEvents,
-    RunQueue, RunStatus,
+    CancelAction, FencingSaver, Multitask, NewRun, Notification, Notifications, OnceKeys, RunEnd,
+    RunEvents, RunQueue, RunStatus,
 };
 use stategraph_sqlite::{
     SqliteConfig, SqliteRunQueue, SqliteRunQueueConfig, SqliteSaver, Synchronous,

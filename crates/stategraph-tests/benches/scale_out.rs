@@ -93,7 +93,10 @@ async fn serve() {
         std::env::var(PORT_FILE).unwrap(),
     );
     let db = schema_url(&url, &schema);
-    let saver = stategraph::open_saver(&db).await.unwrap();
+    let saver = stategraph::open_fencing_saver_with(&db, stategraph::OpenOptions::new())
+        .await
+        .unwrap()
+        .expect("a Postgres saver fences");
     let store = stategraph::open_store(&db, StoreOptions::new())
         .await
         .unwrap();
@@ -101,7 +104,7 @@ async fn serve() {
     let mut builder = Server::builder()
         .graph("short", short_graph())
         .graph("slow", slow_graph())
-        .checkpointer(saver)
+        .fencing_checkpointer(saver)
         .store(store)
         .run_queue(queue);
     if let Some(n) = std::env::var(WORKERS).ok().and_then(|n| n.parse().ok()) {

@@ -64,7 +64,10 @@ async fn cron_server_process() {
     ) else {
         panic!("run only by the cron test, with {URL} set");
     };
-    let saver = stategraph::open_saver(&url).await.unwrap();
+    let saver = stategraph::open_fencing_saver_with(&url, stategraph::OpenOptions::new())
+        .await
+        .unwrap()
+        .expect("a saver with a run queue fences");
     let store = stategraph::open_store(&url, StoreOptions::new())
         .await
         .unwrap();
@@ -77,7 +80,7 @@ async fn cron_server_process() {
         .unwrap();
     let server = Server::builder()
         .graph("ticks", graph())
-        .checkpointer(saver)
+        .fencing_checkpointer(saver)
         .store(store)
         .run_queue(queue)
         .workers(2)

@@ -64,7 +64,10 @@ async fn server_process_entry() {
     };
     let dir = PathBuf::from(dir);
     let db = format!("sqlite:{}", dir.join("server.sqlite").display());
-    let saver = stategraph::open_saver(&db).await.unwrap();
+    let saver = stategraph::open_fencing_saver_with(&db, stategraph::OpenOptions::new())
+        .await
+        .unwrap()
+        .expect("a SQLite saver fences");
     let store = stategraph::open_store(&db, StoreOptions::new())
         .await
         .unwrap();
@@ -76,7 +79,7 @@ async fn server_process_entry() {
         .unwrap();
     let server = Server::builder()
         .graph("slow", graph())
-        .checkpointer(saver)
+        .fencing_checkpointer(saver)
         .store(store)
         .run_queue(queue)
         .build()

@@ -136,7 +136,10 @@ async fn server_process_entry() {
     ) else {
         panic!("run only by the scale test, with {URL} set");
     };
-    let saver = stategraph::open_saver(&url).await.unwrap();
+    let saver = stategraph::open_fencing_saver_with(&url, stategraph::OpenOptions::new())
+        .await
+        .unwrap()
+        .expect("a Postgres saver fences");
     let store = stategraph::open_store(&url, StoreOptions::new())
         .await
         .unwrap();
@@ -152,7 +155,7 @@ async fn server_process_entry() {
         .graph("quick", quick_graph())
         .graph("slow", slow_graph())
         .graph("pause", pause_graph())
-        .checkpointer(saver)
+        .fencing_checkpointer(saver)
         .store(store)
         .run_queue(queue)
         .workers(2)

@@ -266,68 +266,28 @@ pub async fn open_saver_with(
     options: OpenOptions,
 ) -> Result<Arc<dyn CheckpointSaver>, CheckpointError> {
     let scheme = url.split(':').next().unwrap_or_default();
-    let OpenOptions {
-        serializer,
-        existing,
-    } = options;
-    #[cfg(not(all(
-        feature = "sqlite",
-        feature = "postgres",
-        feature = "mysql",
-        feature = "redis",
-        feature = "mongodb"
-    )))]
-    let _ = (&serializer, existing);
     match scheme {
         "memory" => Ok(Arc::new(InMemorySaver::new())),
         #[cfg(feature = "sqlite")]
-        "sqlite" => {
-            let mut config = SqliteConfig::from_url(url)?.serializer(serializer);
-            if existing {
-                config = config.without_setup();
-            }
-            Ok(Arc::new(config.connect().await?))
-        }
-        #[cfg(not(feature = "sqlite"))]
-        "sqlite" => Err(missing_feature(scheme)),
+        "sqlite" => Ok(Arc::new(open_config::<SqliteConfig>(url, options).await?)),
         #[cfg(feature = "postgres")]
         "postgres" | "postgresql" => {
-            let mut config = PostgresConfig::from_url(url)?.serializer(serializer);
-            if existing {
-                config = config.without_setup();
-            }
-            Ok(Arc::new(config.connect().await?))
+            Ok(Arc::new(open_config::<PostgresConfig>(url, options).await?))
         }
+        #[cfg(feature = "mysql")]
+        "mysql" => Ok(Arc::new(open_config::<MySqlConfig>(url, options).await?)),
+        #[cfg(feature = "redis")]
+        "redis" | "rediss" => Ok(Arc::new(open_config::<RedisConfig>(url, options).await?)),
+        #[cfg(feature = "mongodb")]
+        "mongodb" | "mongodb+srv" => Ok(Arc::new(open_config::<MongoConfig>(url, options).await?)),
+        #[cfg(not(feature = "sqlite"))]
+        "sqlite" => Err(missing_feature(scheme)),
         #[cfg(not(feature = "postgres"))]
         "postgres" | "postgresql" => Err(missing_feature(scheme)),
-        #[cfg(feature = "mysql")]
-        "mysql" => {
-            let mut config = MySqlConfig::from_url(url)?.serializer(serializer);
-            if existing {
-                config = config.without_setup();
-            }
-            Ok(Arc::new(config.connect().await?))
-        }
         #[cfg(not(feature = "mysql"))]
         "mysql" => Err(missing_feature(scheme)),
-        #[cfg(feature = "redis")]
-        "redis" | "rediss" => {
-            let mut config = RedisConfig::from_url(url)?.serializer(serializer);
-            if existing {
-                config = config.without_setup();
-            }
-            Ok(Arc::new(config.connect().await?))
-        }
         #[cfg(not(feature = "redis"))]
         "redis" | "rediss" => Err(missing_feature(scheme)),
-        #[cfg(feature = "mongodb")]
-        "mongodb" | "mongodb+srv" => {
-            let mut config = MongoConfig::from_url(url)?.serializer(serializer);
-            if existing {
-                config = config.without_setup();
-            }
-            Ok(Arc::new(config.connect().await?))
-        }
         #[cfg(not(feature = "mongodb"))]
         "mongodb" | "mongodb+srv" => Err(missing_feature(scheme)),
         _ => Err(CheckpointError::invalid(
@@ -337,6 +297,52 @@ pub async fn open_saver_with(
                 redact_url(url)
             ),
         )),
+    }
+}
+
+/// Opens the saver of one backend's config as [`OpenOptions`] say.
+#[cfg(any(
+    feature = "sqlite",
+    feature = "postgres",
+    feature = "mysql",
+    feature = "redis",
+    feature = "mongodb"
+))]
+async fn open_config<C: backend::SaverConfig>(
+    url: &str,
+    options: OpenOptions,
+) -> Result<C::Saver, CheckpointError> {
+    let mut config = C::from_url(url)?.serializer(options.serializer);
+    if options.existing {
+        config = config.without_setup();
+    }
+    config.connect().await
+}
+
+/// [`open_saver_with`] as a checkpointer that can fence a run's writes by the run's lease
+/// ([`runs::FencingSaver`]), for an Agent Server over the run queue of the same URL
+/// ([`open_run_queue`]): `Some` for `sqlite:` and `postgres://` URLs, `None` for the others
+/// (nothing is opened then; they have no run queue to fence by).
+///
+/// # Errors
+/// What [`open_saver_with`] fails with.
+pub async fn open_fencing_saver_with(
+    url: &str,
+    options: OpenOptions,
+) -> Result<Option<Arc<dyn runs::FencingSaver>>, CheckpointError> {
+    let scheme = url.split(':').next().unwrap_or_default();
+    #[cfg(not(all(feature = "sqlite", feature = "postgres")))]
+    let _ = &options;
+    match scheme {
+        #[cfg(feature = "sqlite")]
+        "sqlite" => Ok(Some(Arc::new(
+            open_config::<SqliteConfig>(url, options).await?,
+        ))),
+        #[cfg(feature = "postgres")]
+        "postgres" | "postgresql" => Ok(Some(Arc::new(
+            open_config::<PostgresConfig>(url, options).await?,
+        ))),
+        _ => Ok(None),
     }
 }
 

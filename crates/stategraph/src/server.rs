@@ -36,20 +36,40 @@ pub trait Database: Sized {
     /// ([`open_saver`](crate::open_saver), [`open_store`](crate::open_store),
     /// [`open_run_queue`](crate::open_run_queue)), creating or upgrading their tables:
     /// `sqlite:PATH` (one file, shared by every process that opens it), `postgres://…` (one
-    /// database), or `memory:` (this process only).
+    /// database), or `memory:` (this process only). On SQLite and Postgres the checkpointer
+    /// fences each run's writes by the run's lease
+    /// ([`fencing_checkpointer`](ServerBuilder::fencing_checkpointer)).
     ///
     /// # Errors
     /// What opening the checkpointer, the store or the run queue fails with: a database
     /// without a store or a run queue (MySQL, Redis, MongoDB) is an invalid input that says
     /// so.
-    fn database(self, url: &str) -> impl Future<Output = crate::Result<Self>> + Send;
+    fn database(self, url: &str) -> impl Future<Output = crate::Result<Self>> + Send {
+        self.database_with(url, crate::OpenOptions::new())
+    }
+
+    /// [`database`](Self::database), with the checkpointer opened as `options` say (another
+    /// serializer, say).
+    ///
+    /// # Errors
+    /// As [`database`](Self::database).
+    fn database_with(
+        self,
+        url: &str,
+        options: crate::OpenOptions,
+    ) -> impl Future<Output = crate::Result<Self>> + Send;
 }
 
 impl Database for ServerBuilder {
-    async fn database(self, url: &str) -> crate::Result<Self> {
+    async fn database_with(self, url: &str, options: crate::OpenOptions) -> crate::Result<Self> {
         let queue = crate::open_run_queue(url).await?;
-        let saver = crate::open_saver(url).await?;
         let store = crate::open_store(url, StoreOptions::new()).await?;
-        Ok(self.checkpointer(saver).store(store).run_queue_arc(queue))
+        let builder = self.store(store).run_queue_arc(queue);
+        Ok(
+            match crate::open_fencing_saver_with(url, options.clone()).await? {
+                Some(saver) => builder.fencing_checkpointer(saver),
+                None => builder.checkpointer(crate::open_saver_with(url, options).await?),
+            },
+        )
     }
 }

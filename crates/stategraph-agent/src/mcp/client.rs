@@ -54,7 +54,7 @@ pub(super) struct Connection {
     pub(super) stderr: Option<Arc<StdMutex<StderrTail>>>,
 }
 
-/// A connection to one MCP server; see the [module docs](self). Cheap to share (`Arc`); the
+/// A connection to one MCP server; see the [module docs](super). Cheap to share (`Arc`); the
 /// connection is opened again, on the next request, after it was lost.
 pub struct McpClient {
     pub(super) name: String,

@@ -2,7 +2,7 @@
 
 use super::*;
 
-/// How to reach one MCP server; see the [module docs](self).
+/// How to reach one MCP server; see the [module docs](super).
 #[derive(Clone, Debug)]
 pub struct McpServer {
     pub(super) transport: Transport,

@@ -210,7 +210,7 @@ pub(crate) struct RunEnd {
 /// Every item is an event until the run ends; if the run fails, its error is the last item.
 /// [`result`](Self::result) reads what is left and returns the final values instead. It owns
 /// what it needs (no borrow of the graph), so it can be moved into `tokio::spawn` or used
-/// as an HTTP response body; see the [module docs](self) for backpressure.
+/// as an HTTP response body; see the [module docs](super) for backpressure.
 #[must_use = "a stream does nothing unless read"]
 pub struct RunStream<S> {
     shared: Arc<Shared>,

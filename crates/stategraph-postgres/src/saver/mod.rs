@@ -31,7 +31,7 @@ use layout::*;
 use pruning::*;
 use stategraph_checkpoint::backend::{LayoutWriter, blob_layout};
 use stategraph_checkpoint::blob_layout::EncodedSave as Encoded;
-use stategraph_runs::RunFence;
+use stategraph_runs::{FencingSaver, RunFence};
 use write::Failure;
 
 /// Stores checkpoints in PostgreSQL with LangGraph's own tables (`checkpoints`,
@@ -57,7 +57,7 @@ pub struct PostgresSaver {
     /// Where it connects, password removed, for error messages.
     target: String,
     timeouts: Timeouts,
-    /// The run lease its writes are conditioned on, if any ([`CheckpointSaver::fenced`]).
+    /// The run lease its writes are conditioned on, if any ([`FencingSaver::fenced`]).
     fence: Option<Arc<write::Fence>>,
     /// The database as its server identifies it (for fences).
     database: String,
@@ -344,20 +344,6 @@ impl CheckpointSaver for PostgresSaver {
         Capabilities::ALL
     }
 
-    /// This saver with every write conditioned, in its own transaction, on the run's row of
-    /// the queue's table (running, held by the fence's worker, lease not run out; locked
-    /// `FOR SHARE` until the write commits, so no takeover slips in between); `None` when the
-    /// queue is on another database (as the servers identify themselves: the same database
-    /// reached through another address or a proxy is the same).
-    fn fenced(&self, fence: &RunFence) -> Option<Arc<dyn CheckpointSaver>> {
-        if fence.database != self.database {
-            return None;
-        }
-        let mut fenced = self.clone();
-        fenced.fence = Some(Arc::new(write::Fence::new(fence)));
-        Some(Arc::new(fenced))
-    }
-
     /// One round trip: the row, its blobs and its writes in one statement.
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
         self.timed("reading a checkpoint", async {
@@ -530,5 +516,21 @@ impl CheckpointSaver for PostgresSaver {
             tx.commit().await.map_err(db("committing a prune"))
         })
         .await
+    }
+}
+
+impl FencingSaver for PostgresSaver {
+    /// This saver with every write conditioned, in its own transaction, on the run's row of
+    /// the queue's table (running, held by the fence's worker, lease not run out; locked
+    /// `FOR SHARE` until the write commits, so no takeover slips in between); `None` when the
+    /// queue is on another database (as the servers identify themselves: the same database
+    /// reached through another address or a proxy is the same).
+    fn fenced(&self, fence: &RunFence) -> Option<Arc<dyn CheckpointSaver>> {
+        if fence.database != self.database {
+            return None;
+        }
+        let mut fenced = self.clone();
+        fenced.fence = Some(Arc::new(write::Fence::new(fence)));
+        Some(Arc::new(fenced))
     }
 }

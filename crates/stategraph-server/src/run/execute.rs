@@ -108,7 +108,7 @@ async fn execute_traced(
         && let Some(fence) = queue.fence(&run_id, worker)
     {
         // Each checkpoint write of the run commits only while this worker holds its lease.
-        match state.saver.fenced(&fence) {
+        match state.fencing.as_deref().and_then(|f| f.fenced(&fence)) {
             Some(saver) => prepared.graph = prepared.graph.with_saver(saver),
             None => lease::unfenced_once(queue.as_ref()),
         }

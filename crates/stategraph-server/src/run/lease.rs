@@ -124,16 +124,17 @@ pub(super) async fn lost(lost: &mut watch::Receiver<bool>) {
     }
 }
 
-/// Says once per process that runs' checkpoint writes are not fenced (the saver cannot check
-/// the queue's lease).
+/// Says once per process that runs' checkpoint writes are not fenced by their leases (the
+/// checkpointer was not given as a fencing one, or is on another database than the queue).
 pub(super) fn unfenced_once(queue: &dyn RunQueue) {
     static SAID: std::sync::Once = std::sync::Once::new();
     SAID.call_once(|| {
         tracing::warn!(
             queue = ?queue,
-            "the run queue's lease cannot fence this checkpointer's writes (another backend \
-             or another database than the queue's): a worker that stalls past its lease may \
-             still write a checkpoint after another worker took its run over"
+            "runs' checkpoint writes are not fenced by their leases (the checkpointer was not \
+             given with `fencing_checkpointer`, or is on another database than the run \
+             queue): a worker that stalls past its lease may still write a checkpoint after \
+             another worker took its run over"
         );
     });
 }

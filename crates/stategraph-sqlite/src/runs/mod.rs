@@ -72,7 +72,7 @@ const CLAIM_SWEEP: u64 = 256;
 /// - **Fencing.** [`RunQueue::fence`] names the file and `stategraph_runs`; a
 ///   [`SqliteSaver`](crate::SqliteSaver) on the same file then checks, in each checkpoint
 ///   write's own transaction, that the worker still holds the run
-///   ([`CheckpointSaver::fenced`](stategraph_checkpoint::CheckpointSaver::fenced)).
+///   ([`FencingSaver::fenced`](stategraph_runs::FencingSaver::fenced)).
 ///
 /// ```
 /// use stategraph_runs::{NewRun, RunEnd, RunQueue, RunStatus};

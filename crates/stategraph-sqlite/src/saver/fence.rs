@@ -1,5 +1,5 @@
 //! Fencing: a saver's checkpoint writes conditioned on a run's lease in the run queue's table
-//! of the same file ([`CheckpointSaver::fenced`]).
+//! of the same file ([`FencingSaver::fenced`](stategraph_runs::FencingSaver::fenced)).
 
 use std::time::SystemTime;
 

@@ -22,7 +22,7 @@ use stategraph_checkpoint::{
     Serializer, StoredWrite, Value, checkpoint_value_ranges, checkpoint_without_values,
     encode_writes, latest_conflict, sort_writes, tags, validate_put,
 };
-use stategraph_runs::RunFence;
+use stategraph_runs::{FencingSaver, RunFence};
 
 use crate::config::{self, SqliteConfig};
 use crate::error::{db, join};
@@ -46,7 +46,7 @@ use write::*;
 pub struct SqliteSaver {
     inner: Arc<Inner>,
     /// The run lease its checkpoint writes are conditioned on, if any
-    /// ([`CheckpointSaver::fenced`]).
+    /// ([`FencingSaver::fenced`]).
     fence: Option<Arc<fence::Fence>>,
 }
 
@@ -158,21 +158,6 @@ impl CheckpointSaver for SqliteSaver {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities::ALL
-    }
-
-    /// This saver with its checkpoint writes (puts, writes, batches) conditioned on the run's
-    /// row in the queue's `stategraph_runs` of the same file (running, held by the fence's
-    /// worker, lease not run out), checked in each write's own transaction; `None` for a
-    /// fence of another database (or a saver in memory).
-    fn fenced(&self, fence: &RunFence) -> Option<Arc<dyn CheckpointSaver>> {
-        let database = crate::pool::database_id(self.inner.config())?;
-        if fence.database != database || fence.relation != crate::runs::RUNS_TABLE {
-            return None;
-        }
-        Some(Arc::new(Self {
-            inner: Arc::clone(&self.inner),
-            fence: Some(Arc::new(fence::Fence::new(fence))),
-        }))
     }
 
     async fn get_tuple(&self, config: &CheckpointConfig) -> Result<Option<CheckpointTuple>> {
@@ -441,5 +426,22 @@ impl CheckpointSaver for SqliteSaver {
             tx.commit().map_err(db("committing a prune"))
         })
         .await
+    }
+}
+
+impl FencingSaver for SqliteSaver {
+    /// This saver with its checkpoint writes (puts, writes, batches) conditioned on the run's
+    /// row in the queue's `stategraph_runs` of the same file (running, held by the fence's
+    /// worker, lease not run out), checked in each write's own transaction; `None` for a
+    /// fence of another database (or a saver in memory).
+    fn fenced(&self, fence: &RunFence) -> Option<Arc<dyn CheckpointSaver>> {
+        let database = crate::pool::database_id(self.inner.config())?;
+        if fence.database != database || fence.relation != crate::runs::RUNS_TABLE {
+            return None;
+        }
+        Some(Arc::new(Self {
+            inner: Arc::clone(&self.inner),
+            fence: Some(Arc::new(fence::Fence::new(fence))),
+        }))
     }
 }
