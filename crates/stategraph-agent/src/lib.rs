@@ -26,7 +26,8 @@
 //! use schemars::JsonSchema;
 //! use serde::Deserialize;
 //! use stategraph_agent::{Tool, ToolNode, tool};
-//! use stategraph_checkpoint::{Message, ToolCall, value};
+//! use stategraph_checkpoint::value;
+//! use stategraph_messages::{Message, ToolCall};
 //!
 //! /// A city.
 //! #[derive(Deserialize, JsonSchema)]

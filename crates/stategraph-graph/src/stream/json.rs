@@ -18,7 +18,8 @@ pub fn values_json(values: &Values) -> Json {
 /// of those fields. What the Agent Server API sends for state values.
 ///
 /// ```
-/// use stategraph_checkpoint::{Message, value};
+/// use stategraph_checkpoint::value;
+/// use stategraph_messages::Message;
 /// use stategraph_graph::stream::value_json;
 /// let stored = Message::human("hi").with_id("1").to_value();
 /// assert_eq!(value_json(&stored)["content"], "hi");
@@ -52,7 +53,8 @@ pub fn value_json(value: &Value) -> Json {
 /// map). For answers that carry many states (a thread's history).
 ///
 /// ```
-/// use stategraph_checkpoint::{Message, value};
+/// use stategraph_checkpoint::value;
+/// use stategraph_messages::Message;
 /// use stategraph_graph::stream::{ValueJson, value_json};
 /// let stored = value!({"messages": [Message::human("hi").with_id("1").to_value()]});
 /// assert_eq!(
