@@ -446,14 +446,15 @@ async fn a_dropped_resumable_stream_is_resumed_after_its_last_event_id() {
     assert_eq!(settled(addr, &thread_id, &run_id).await, "success");
 }
 
-/// A store with a bug: a get of key [`PANIC_KEY`] panics.
+/// A store with faults: a get of key [`PANIC_KEY`] panics (a bug), a put under key
+/// [`FAIL_KEY`] fails.
 #[derive(Debug, Default)]
-struct PanickyStore(stategraph_store::InMemoryStore);
+struct FaultyStore(stategraph_store::InMemoryStore);
 
 const PANIC_KEY: &str = "9d5ed678-fe57-4cca-b8e4-e4f08e5e6d5c";
 
 #[async_trait::async_trait]
-impl stategraph_store::Store for PanickyStore {
+impl stategraph_store::Store for FaultyStore {
     async fn batch(
         &self,
         ops: Vec<stategraph_store::Op>,
@@ -464,6 +465,15 @@ impl stategraph_store::Store for PanickyStore {
             .any(|op| matches!(op, Op::Get(get) if get.key == PANIC_KEY))
         {
             panic!("a bug in the store");
+        }
+        if ops
+            .iter()
+            .any(|op| matches!(op, Op::Put(put) if put.key == FAIL_KEY))
+        {
+            return Err(stategraph_store::StoreError::backend(
+                "test",
+                "the disk is full",
+            ));
         }
         self.0.batch(ops).await
     }
@@ -510,7 +520,7 @@ async fn a_panicking_handler_answers_500_with_a_request_id() {
     let server = Server::builder()
         .graph("g", g.compile().unwrap())
         .checkpointer(Arc::new(InMemorySaver::new()))
-        .store(Arc::new(PanickyStore::default()))
+        .store(Arc::new(FaultyStore::default()))
         .build()
         .unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -625,4 +635,50 @@ async fn a_run_whose_task_panics_ends_in_error_and_its_thread_settles() {
     assert_eq!(again["bar"], json!(["a", "a"]), "{again}");
     let thread = call(addr, "GET", &format!("/threads/{thread_id}"), None).await;
     assert_eq!(thread["status"], "idle", "{thread}");
+}
+
+/// The key whose puts [`FaultyStore`] fails (a thread's document that cannot be written, as
+/// on a full disk).
+const FAIL_KEY: &str = "5b0c1f0e-31a4-4a53-9a52-2f6f3a0c9e11";
+
+/// A run on a new thread whose document cannot be written fails, and leaves no run behind
+/// in the queue (the document and the run are written together).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_new_thread_cannot_be_stored_leaves_no_run() {
+    use stategraph_runs::{InMemoryRunQueue, RunQuery, RunQueue};
+    let mut g = StateGraph::<DynState>::with_schema(Schema::new().last_value("foo"));
+    g.add_node("a", |_s, _c| async { Ok(Map::new()) });
+    g.add_edge(START, "a").add_edge("a", END);
+    let queue = Arc::new(InMemoryRunQueue::new());
+    let server = Server::builder()
+        .graph("g", g.compile().unwrap())
+        .checkpointer(Arc::new(InMemorySaver::new()))
+        .store(Arc::new(FaultyStore::default()))
+        .run_queue_arc(Arc::clone(&queue) as Arc<dyn RunQueue>)
+        .build()
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(server.serve(listener));
+
+    for (path, follow) in [("runs/wait", "waited"), ("runs", "background")] {
+        let body = json!({"assistant_id": "g", "input": {"foo": "x"}, "if_not_exists": "create"})
+            .to_string();
+        let mut conn = TcpStream::connect(addr).await.unwrap();
+        let req = format!(
+            "POST /threads/{FAIL_KEY}/{path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        conn.write_all(req.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut out))
+            .await
+            .unwrap()
+            .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("HTTP/1.1 500"), "{follow}: {text}");
+        let runs = queue.list(&RunQuery::thread(FAIL_KEY)).await.unwrap();
+        assert!(runs.is_empty(), "{follow}: {runs:?}");
+    }
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use stategraph_runs::{NewRun, RunRow};
+use stategraph_runs::{Deletion, Enqueued, NewRun, RunEnd, RunRow, RunStatus, ThreadEnd};
 use tokio::sync::{mpsc, oneshot};
 
 use super::plan::{Ids, Plan, Target, ThreadPlan, plan};
@@ -153,7 +153,16 @@ async fn enqueue(
         }
     };
     let (created, enqueued) = tokio::join!(create, state.runs.queue.enqueue(new));
-    let created = created?;
+    let created = match created {
+        Ok(c) => c,
+        Err(e) => {
+            // The new thread's document was not written: the run must not stay without it.
+            if let Ok(enqueued) = &enqueued {
+                withdraw(state, &plan.run_id, enqueued, worker.as_deref()).await;
+            }
+            return Err(e);
+        }
+    };
     let enqueued = match enqueued {
         Ok(e) => e,
         Err(e) => {
@@ -194,4 +203,25 @@ async fn enqueue(
         state.runs.dispatch.wake.notify_one();
     });
     Ok((claimed, Some(here)))
+}
+
+/// Removes run `run_id`, just enqueued (`enqueued`) on a new thread whose document could not
+/// be written: a run claimed for `worker` ends deleted with its thread's state, a pending one
+/// is deleted.
+async fn withdraw(state: &AppState, run_id: &str, enqueued: &Enqueued, worker: Option<&str>) {
+    let queue = state.runs.queue.as_ref();
+    let done = match (&enqueued.claimed, worker) {
+        (Some(_), Some(worker)) => queue
+            .finish(
+                RunEnd::new(run_id, worker, RunStatus::Error)
+                    .thread(ThreadEnd::Delete)
+                    .deleted(),
+            )
+            .await
+            .map(|_| ()),
+        _ => queue.delete(Deletion::Run(run_id)).await.map(|_| ()),
+    };
+    if let Err(e) = done {
+        tracing::warn!(run_id, error = %e, "a run whose thread could not be stored was not removed");
+    }
 }
