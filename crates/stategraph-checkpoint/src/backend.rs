@@ -46,7 +46,7 @@ pub use crate::blob_layout::{self, EncodedSave, LayoutWriter, WriteFailure, rest
 pub use crate::prune::{self, PrunePlan, PruneRow, PruneTarget};
 pub use crate::saver::{Expect, latest_conflict, validate_put, validate_put_writes};
 pub use crate::serializer::loads_typed_with;
-pub use crate::timeouts::{Timeouts, within};
+pub use crate::timeouts::{Timed, Timeouts, within};
 pub use crate::writes::{EncodedWrite, StoredWrite, encode_writes};
 
 use crate::checkpoint::{Checkpoint, CheckpointTuple};

@@ -154,6 +154,43 @@ fn parse_seconds(key: &str, value: &str) -> Result<Option<Duration>> {
     Ok((seconds > 0.0).then(|| Duration::from_secs_f64(seconds)))
 }
 
+/// A database client of a backend whose every operation runs within its statement limit:
+/// implement the backend's name and where its [`Timeouts`] are, and
+/// [`timed`](Self::timed) runs an operation within the limit (a limit that runs out is an
+/// [`Error::Timeout`] naming the operation and the backend).
+///
+/// ```
+/// use stategraph_checkpoint::backend::{Timed, Timeouts};
+///
+/// struct Client { timeouts: Timeouts }
+/// impl Timed for Client {
+///     const BACKEND: &'static str = "example";
+///     fn timeouts(&self) -> &Timeouts { &self.timeouts }
+/// }
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let client = Client { timeouts: Timeouts::default() };
+/// let n = client.timed("counting", async { Ok(3) }).await?;
+/// assert_eq!(n, 3);
+/// # Ok::<(), stategraph_checkpoint::Error>(()) }).unwrap();
+/// ```
+pub trait Timed: Sync {
+    /// The backend's name, for errors.
+    const BACKEND: &'static str;
+
+    /// The client's limits.
+    fn timeouts(&self) -> &Timeouts;
+
+    /// Runs `work`, the operation `operation`, within the statement limit.
+    fn timed<T: Send>(
+        &self,
+        operation: &str,
+        work: impl Future<Output = Result<T>> + Send,
+    ) -> impl Future<Output = Result<T>> + Send {
+        self.timeouts().statement(Self::BACKEND, operation, work)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use stategraph_checkpoint::backend::{Timeouts, take_url_param};
 use stategraph_checkpoint::{Error, JsonPlusSerializer, Result, Serializer};
 
+use crate::database::PostgresDatabase;
 use crate::saver::PostgresSaver;
 
 /// Builds a [`PostgresSaver`]: the connection (URL, schema, pool size, timeouts), the
@@ -38,6 +39,9 @@ pub struct PostgresConfig {
     pub(crate) prepared_statements: bool,
     pub(crate) timeouts: Timeouts,
     pub(crate) compression: BlobCompression,
+    /// The database this configuration was made from ([`PostgresDatabase::saver`]): its
+    /// pool and connection settings are used instead of the ones above.
+    pub(crate) database: Option<PostgresDatabase>,
 }
 
 /// How the server compresses the large values of the checkpoint tables: the `blob` columns of
@@ -91,17 +95,58 @@ impl PostgresConfig {
             prepared_statements: true,
             timeouts,
             compression,
+            database: None,
         })
     }
 
+    /// A saver's configuration on `database`, with the default saver settings.
+    pub(crate) fn on(database: PostgresDatabase) -> Self {
+        Self {
+            pg: tokio_postgres::Config::new(),
+            pool_size: 8,
+            schema: database.schema().map(str::to_owned),
+            serializer: Arc::new(JsonPlusSerializer::new()),
+            run_setup: true,
+            prepared_statements: database.prepared_statements(),
+            timeouts: database.timeouts(),
+            compression: BlobCompression::default(),
+            database: Some(database),
+        }
+    }
+
+    /// The database of these connection settings, opened once — one pool — to build the
+    /// saver, the store and the run queue of one database from ([`PostgresDatabase`]). No
+    /// connection is made until one is needed. A configuration already made from a database
+    /// ([`PostgresDatabase::saver`]) opens that one.
+    ///
+    /// # Errors
+    /// A pool that cannot be built from the settings.
+    pub fn open(&self) -> Result<PostgresDatabase> {
+        match &self.database {
+            Some(db) => Ok(db.clone()),
+            None => PostgresDatabase::open(self),
+        }
+    }
+
     /// Keeps LangGraph's tables in this schema (created if missing) instead of the
-    /// connection's default `search_path` (set as a startup option of every connection).
+    /// connection's default `search_path` (set as a startup option of every connection: the
+    /// schema, then `public`). A connection setting, as [`pool_size`](Self::pool_size),
+    /// [`timeouts`](Self::timeouts) and [`prepared_statements`](Self::prepared_statements)
+    /// are: a configuration made from a [`PostgresDatabase`] has that database's.
     pub fn schema(mut self, schema: impl Into<String>) -> Self {
         let schema = schema.into();
         self.pg
             .options(format!("-c search_path=\"{}\"", schema.replace('"', "")));
         self.schema = Some(schema);
         self
+    }
+
+    /// These settings with `db`'s schema (for connections of a component of `db`).
+    pub(crate) fn schema_of(self, db: &PostgresDatabase) -> Self {
+        match db.schema() {
+            Some(schema) => self.schema(schema),
+            None => self,
+        }
     }
 
     /// Connections kept in the pool (default 8).

@@ -76,23 +76,6 @@ pub(crate) async fn pooled(
     }
 }
 
-/// Which database a connection reaches, as the server itself says: the database's name and
-/// when the server started — the same through any address, alias or proxy, different on
-/// another server. Savers and run queues compare it to tell whether they share a database.
-pub(crate) async fn database_identity(
-    client: &tokio_postgres::Client,
-) -> stategraph_checkpoint::Result<String> {
-    const OP: &str = "identifying the database";
-    let row = client
-        .query_one(
-            "SELECT current_database()::text || '@' || pg_postmaster_start_time()::text",
-            &[],
-        )
-        .await
-        .map_err(db(OP))?;
-    row.try_get(0).map_err(db(OP))
-}
-
 /// Whether the driver error says the connection was gone: closed before the request was
 /// sent, or ended by the server (`FATAL`) instead of answering it.
 pub(crate) fn connection_lost(e: &tokio_postgres::Error) -> bool {

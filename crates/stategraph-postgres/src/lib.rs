@@ -51,6 +51,12 @@
 //! fractional TTLs are kept exactly; expired items are never read; `created_at` resets when an
 //! expired item is put again.
 //!
+//! All three are built from one [`PostgresDatabase`] — one connection pool — opened from a
+//! URL or from a pool you own: `PostgresDatabase::from_url(url)?` then `.saver()`,
+//! `.store()` and `.run_queue()`, each `.connect().await` (the `from_url` of each component's
+//! config opens a database of its own). A saver fences a run's checkpoint writes by the lease
+//! of a run in the queue built from the same database.
+//!
 //! [`PostgresRunQueue`] is the durable [`RunQueue`] of agent runs for several Agent Server
 //! processes on one database (stategraph's own tables `stategraph_runs` — LangGraph's run
 //! records in typed columns —, `stategraph_run_events`, `stategraph_run_threads` (what each
@@ -102,16 +108,17 @@
 )]
 
 mod config;
+mod database;
 mod error;
 mod migrate;
 mod nul;
-mod pool;
 mod runs;
 mod saver;
 mod schema;
 mod store;
 
 pub use config::{BlobCompression, PostgresConfig};
+pub use database::PostgresDatabase;
 pub use runs::{Listener, PostgresRunQueue, RunQueueConfig};
 pub use saver::PostgresSaver;
 #[doc(no_inline)]

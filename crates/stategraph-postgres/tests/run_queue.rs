@@ -289,20 +289,27 @@ async fn a_fenced_saver_writes_only_while_its_worker_holds_the_lease() {
     use stategraph_checkpoint::{
         Checkpoint, CheckpointConfig, CheckpointMetadata, CheckpointSource, ListOptions, Value,
     };
-    use stategraph_runs::{FencingSaver, RunFence};
+    use stategraph_runs::{DatabaseId, FencingSaver, RunFence};
     let schema = ScratchSchema::new("sg_fence");
-    let queue = queue_with(&schema, |c| c.lease(Duration::from_millis(400))).await;
-    let saver = stategraph_postgres::PostgresConfig::from_url(&url())
+    // The saver and the queue are built from one database handle.
+    let db = stategraph_postgres::PostgresConfig::from_url(&url())
         .unwrap()
         .schema(schema.name())
+        .pool_size(4)
+        .open()
+        .unwrap();
+    let queue = db
+        .run_queue()
+        .lease(Duration::from_millis(400))
         .connect()
         .await
         .unwrap();
+    let saver = db.saver().connect().await.unwrap();
     queue.enqueue(run("r1", "t1")).await.unwrap();
     assert_eq!(queue.claim("w1", None).await.unwrap().unwrap().attempt, 1);
     let first = saver
         .fenced(&queue.fence("r1", "w1").unwrap())
-        .expect("the saver is on the queue's database");
+        .expect("the saver is of the queue's database");
     let meta = CheckpointMetadata::new(CheckpointSource::Loop, 0);
     let at = CheckpointConfig::new("t1");
     let put = |saver: std::sync::Arc<dyn stategraph_postgres::CheckpointSaver>| {
@@ -347,9 +354,41 @@ async fn a_fenced_saver_writes_only_while_its_worker_holds_the_lease() {
     assert!(queue.finish(end).await.unwrap().ended);
     let third = saver.fenced(&queue.fence("r1", "w2").unwrap()).unwrap();
     assert!(matches!(put(third).await, Err(Error::LeaseLost { .. })));
-    // A queue on another database cannot fence this saver.
-    let elsewhere = RunFence::new("elsewhere:5432/other", "stategraph_runs", "r1", "w2");
+    // A queue of another database handle cannot fence this saver, even on the same
+    // database: only a saver and a queue built from one handle fence each other.
+    let elsewhere = RunFence::new(DatabaseId::new(), "stategraph_runs", "r1", "w2");
     assert!(saver.fenced(&elsewhere).is_none());
+    let again = queue_with(&schema, |c| c).await;
+    assert!(saver.fenced(&again.fence("r1", "w2").unwrap()).is_none());
+}
+
+/// A queue whose connections come from a pool of their own (`separate_pool`) still belongs to
+/// its database: a saver of that database takes its fences, and both see the same runs.
+#[tokio::test]
+async fn a_queue_on_a_separate_pool_fences_the_saver_of_its_database() {
+    use stategraph_runs::FencingSaver;
+    let schema = ScratchSchema::new("sg_fence_pool");
+    let db = stategraph_postgres::PostgresConfig::from_url(&url())
+        .unwrap()
+        .schema(schema.name())
+        .open()
+        .unwrap();
+    let separate = stategraph_postgres::PostgresConfig::from_url(&url())
+        .unwrap()
+        .pool_size(1);
+    let queue = db
+        .run_queue()
+        .separate_pool(separate)
+        .connect()
+        .await
+        .unwrap();
+    let saver = db.saver().connect().await.unwrap();
+    queue.enqueue(run("r1", "t1")).await.unwrap();
+    queue.claim("w1", None).await.unwrap().unwrap();
+    assert!(saver.fenced(&queue.fence("r1", "w1").unwrap()).is_some());
+    // The queue's tables are in the database's schema, not the separate pool's default.
+    let other = db.run_queue().connect().await.unwrap();
+    assert!(other.get("r1").await.unwrap().is_some());
 }
 
 /// What users write may hold U+0000 (PostgreSQL's `text` and `jsonb` cannot): a run's

@@ -69,7 +69,7 @@ use serde_json::Value as Json;
 use stategraph_checkpoint::{Error, Result};
 
 pub use end::{Finished, RunEnd, ThreadEnd, ThreadRow, ThreadState};
-pub use fence::{FencingSaver, RunFence};
+pub use fence::{DatabaseId, FencingSaver, RunFence};
 pub use memory::InMemoryRunQueue;
 pub use notify::{Notification, Notifications};
 pub use queue::{Deletion, OnceKeys, QueueStats, RunEvent, RunEvents, RunQueue};

@@ -16,7 +16,7 @@ use serde_json::json;
 use stategraph_checkpoint::{Map, value};
 use stategraph_graph::{DynState, END, Reducer, START, Schema, StateGraph};
 use stategraph_server::Server;
-use stategraph_sqlite::{SqliteRunQueue, SqliteSaver, SqliteStore};
+use stategraph_sqlite::SqliteDatabase;
 use tokio::sync::Notify;
 
 /// A server on `url` serving `gate` (START → wait for `gate` → END).
@@ -31,11 +31,12 @@ async fn server_on(url: &str, gate: Arc<Notify>) -> Server {
         }
     });
     g.add_edge(START, "wait").add_edge("wait", END);
+    let db = SqliteDatabase::from_url(url).unwrap();
     Server::builder()
         .graph("gate", g.compile().unwrap())
-        .fencing_checkpointer(Arc::new(SqliteSaver::connect(url).await.unwrap()))
-        .store(Arc::new(SqliteStore::connect(url).await.unwrap()))
-        .run_queue(SqliteRunQueue::connect(url).await.unwrap())
+        .fencing_checkpointer(Arc::new(db.saver().connect().await.unwrap()))
+        .store(Arc::new(db.store().connect().await.unwrap()))
+        .run_queue(db.run_queue().connect().await.unwrap())
         .build()
         .unwrap()
 }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use stategraph_checkpoint::{Error, JsonPlusSerializer, Result, Serializer};
 
+use crate::database::SqliteDatabase;
 use crate::saver::SqliteSaver;
 
 /// SQLite's `synchronous` setting: how often the database waits for the disk.
@@ -71,6 +72,9 @@ pub struct SqliteConfig {
     pub(crate) serializer: Arc<dyn Serializer>,
     /// Whether opening may create the file and tables and switch the file to WAL.
     pub(crate) run_setup: bool,
+    /// The database handle this configuration was made from ([`SqliteDatabase::saver`]):
+    /// its writer and connection settings are used instead of opening a database of its own.
+    pub(crate) database: Option<SqliteDatabase>,
 }
 
 impl SqliteConfig {
@@ -94,6 +98,7 @@ impl SqliteConfig {
             mmap_size: DEFAULT_MMAP_SIZE,
             serializer: Arc::new(JsonPlusSerializer::new()),
             run_setup: true,
+            database: None,
         }
     }
 
@@ -214,6 +219,17 @@ impl SqliteConfig {
     pub fn serializer(mut self, serializer: Arc<dyn Serializer>) -> Self {
         self.serializer = serializer;
         self
+    }
+
+    /// The database of these connection settings, opened once, to build the saver, the
+    /// store and the run queue of one database from ([`SqliteDatabase`]); nothing is read or
+    /// created until the first of them connects. A configuration already made from a
+    /// database ([`SqliteDatabase::saver`]) opens that one.
+    pub fn open(self) -> SqliteDatabase {
+        match self.database {
+            Some(db) => db,
+            None => SqliteDatabase::new(self),
+        }
     }
 
     /// Opens the database (on tokio's blocking pool, as every database call of the saver

@@ -3,8 +3,8 @@
 //! LangGraph (`langgraph-checkpoint-sqlite`) and stategraph can read and continue each other's
 //! threads in one database file.
 //!
-//! - WAL mode; one writer connection per database file, shared by every saver and store of
-//!   the process on that file, plus a pool of readers; all database work runs on tokio's
+//! - WAL mode; one writer connection per [`SqliteDatabase`] handle, shared by the saver, the
+//!   store and the run queue built from it, plus a pool of readers; all database work runs on tokio's
 //!   blocking pool, so async tasks never block on disk.
 //! - Group commit: concurrent writes share one transaction and one disk sync (each in a
 //!   savepoint of its own, so one write's failure rolls back only its changes); a write
@@ -34,7 +34,8 @@
 //! run queue conformance suite). Claims, ends and strategies are transactions of the file's
 //! writer (SQLite's file lock serialises the processes); notifications cross processes by
 //! Unix datagrams, without polling; a saver on the same file fences a run's checkpoint
-//! writes by its lease ([`FencingSaver::fenced`](stategraph_runs::FencingSaver::fenced)). Open one with
+//! writes by its lease ([`FencingSaver::fenced`](stategraph_runs::FencingSaver::fenced)) when
+//! both are built from one [`SqliteDatabase`]. Open one with
 //! [`SqliteRunQueue::connect`]`(url)` or [`SqliteRunQueueConfig`]. Any number of processes
 //! may open and set up one file at once, saver, store and queue alike.
 //!
@@ -64,6 +65,7 @@
 )]
 
 mod config;
+mod database;
 mod error;
 mod pool;
 mod runs;
@@ -72,6 +74,7 @@ mod schema;
 mod store;
 
 pub use config::{DEFAULT_MMAP_SIZE, SqliteConfig, Synchronous};
+pub use database::SqliteDatabase;
 pub use runs::{SqliteRunQueue, SqliteRunQueueConfig};
 pub use saver::SqliteSaver;
 #[doc(no_inline)]

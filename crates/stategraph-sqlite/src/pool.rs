@@ -2,10 +2,10 @@
 //! when first needed, and a small pool of readers (WAL lets them read while the writer
 //! writes). An in-memory database has only the writer.
 //!
-//! **One writer per file, and group commit.** Every pool of the process on one database file
-//! (the saver's and the store's) shares one writer connection: two writer connections on one
-//! file would take turns through SQLite's busy handler, which sleeps (1, 2, 5, … 100 ms)
-//! between tries. Writes from concurrent callers share transactions: a write opens a group
+//! **One writer per database handle, and group commit.** Every pool built from one
+//! [`SqliteDatabase`](crate::SqliteDatabase) (the saver's, the store's and the run queue's)
+//! shares its writer connection: two writer connections on one file would take turns through
+//! SQLite's busy handler, which sleeps (1, 2, 5, … 100 ms) between tries. Writes from concurrent callers share transactions: a write opens a group
 //! transaction (`BEGIN IMMEDIATE`) if none is open, runs in a savepoint of its own (its
 //! failure rolls back its own changes only), and then commits the group if no other write is
 //! waiting for the connection; otherwise it leaves the group open for the next writer and
@@ -15,14 +15,13 @@
 //! unchanged: what a caller was told is stored survives a crash), and a failed commit is
 //! each write's error.
 
-use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use rusqlite::Connection;
 use stategraph_checkpoint::BoxError;
+use stategraph_runs::DatabaseId;
 
 use crate::config::{Location, SqliteConfig};
 use crate::error::BACKEND;
@@ -92,8 +91,10 @@ fn roll_back(conn: &Connection) {
 
 /// The connections.
 pub(crate) struct Pool {
-    /// The writer, shared with every other pool of the process on the same file.
+    /// The writer, shared with every other pool built from the same database handle.
     writer: Arc<Writer>,
+    /// The database handle's id (a new one for a pool of its own).
+    id: DatabaseId,
     /// Idle reader connections; empty and unused for in-memory databases.
     readers: Mutex<Vec<Connection>>,
     config: SqliteConfig,
@@ -101,7 +102,7 @@ pub(crate) struct Pool {
 }
 
 /// One database's writer connection and its group transaction.
-struct Writer {
+pub(crate) struct Writer {
     state: Mutex<WriterState>,
     /// Signalled when a group transaction ends.
     ended: Condvar,
@@ -135,43 +136,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The writers of the database files this process has open, by file and `synchronous`
-/// setting (pools asking for another durability get a writer of their own).
-fn writers() -> &'static Mutex<Writers> {
-    static WRITERS: OnceLock<Mutex<Writers>> = OnceLock::new();
-    WRITERS.get_or_init(Mutex::default)
-}
-
-/// The writers, by file and `synchronous` setting.
-type Writers = HashMap<(PathBuf, &'static str), Weak<Writer>>;
-
-/// `path` as one key for every spelling of it: its directory resolved (the file itself may
-/// not exist yet).
-fn file_key(path: &std::path::Path) -> PathBuf {
-    if let Ok(p) = path.canonicalize() {
-        return p;
-    }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    match (dir.canonicalize(), path.file_name()) {
-        (Ok(d), Some(name)) => d.join(name),
-        _ => path.to_path_buf(),
-    }
-}
-
-/// How a database file is named across processes and handles (its path, resolved): what a
-/// run queue's fences name and a saver compares with its own. `None` in memory.
-pub(crate) fn database_id(config: &SqliteConfig) -> Option<String> {
-    match &config.location {
-        Location::File(path) => Some(file_key(path).to_string_lossy().into_owned()),
-        Location::Memory => None,
-    }
-}
-
 impl Writer {
-    fn new() -> Arc<Self> {
+    /// A writer, its connection opened on first use.
+    pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(WriterState::default()),
             ended: Condvar::new(),
@@ -179,23 +146,6 @@ impl Writer {
             #[cfg(test)]
             commits: AtomicUsize::new(0),
         })
-    }
-
-    /// The writer of `config`'s database: the one another pool of this process already has
-    /// on the same file, or a new one.
-    fn of(config: &SqliteConfig) -> Arc<Self> {
-        let Location::File(path) = &config.location else {
-            return Self::new();
-        };
-        let key = (file_key(path), config.synchronous.pragma());
-        let mut all = lock(writers());
-        all.retain(|_, w| w.strong_count() > 0);
-        if let Some(w) = all.get(&key).and_then(Weak::upgrade) {
-            return w;
-        }
-        let w = Self::new();
-        all.insert(key, Arc::downgrade(&w));
-        w
     }
 
     /// Takes the connection's state, counted among the arriving callers meanwhile.
@@ -279,14 +229,34 @@ impl Pool {
         }
     }
 
-    /// No connection yet; every connection opened gets `prepare` run on it.
-    pub(crate) fn new(config: SqliteConfig, prepare: Prepare) -> Self {
+    /// No connection yet; every connection opened gets `prepare` run on it. A configuration
+    /// made from a [`SqliteDatabase`](crate::SqliteDatabase) shares the database's writer and
+    /// connection settings; another has a writer of its own.
+    pub(crate) fn new(mut config: SqliteConfig, prepare: Prepare) -> Self {
+        let (writer, id) = match config.database.take() {
+            Some(db) => {
+                let settings = db.config();
+                config.location = settings.location.clone();
+                config.synchronous = settings.synchronous;
+                config.max_readers = settings.max_readers;
+                config.busy_timeout = settings.busy_timeout;
+                config.mmap_size = settings.mmap_size;
+                (db.writer(), db.id())
+            }
+            None => (Writer::new(), DatabaseId::new()),
+        };
         Self {
-            writer: Writer::of(&config),
+            writer,
+            id,
             readers: Mutex::new(Vec::new()),
             config,
             prepare,
         }
+    }
+
+    /// The id of the database handle the pool was built from.
+    pub(crate) fn id(&self) -> DatabaseId {
+        self.id
     }
 
     /// The configuration the connections are opened with.

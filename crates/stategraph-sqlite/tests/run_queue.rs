@@ -24,9 +24,8 @@ use stategraph_sqlite::{
     SqliteConfig, SqliteRunQueue, SqliteRunQueueConfig, SqliteSaver, Synchronous,
 };
 
-/// A handle on the queue in `path`; each `synchronous` level has a writer connection of its
-/// own in a process, so handles opened with different levels contend for the file as
-/// processes do.
+/// A handle on the queue in `path`, a database of its own: two handles on one file have a
+/// writer connection each and contend for the file as processes do.
 async fn open(path: PathBuf, options: QueueOptions, level: Synchronous) -> SqliteRunQueue {
     SqliteRunQueueConfig::file(path)
         .lease(options.lease)
@@ -89,24 +88,22 @@ fn lease_lost(result: stategraph_checkpoint::Result<impl std::fmt::Debug>, worke
 }
 
 /// A saver fenced by a run's lease writes while the worker holds it, and writes nothing once
-/// the lease ran out or another worker took the run over; a fence of another file, or a
-/// saver in memory, fences nothing.
+/// the lease ran out or another worker took the run over; a fence of another database handle
+/// (the same file opened again included) fences nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fenced_saver_writes_only_while_the_lease_is_held() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fence.sqlite");
     let lease = Duration::from_millis(300);
-    let queue = SqliteRunQueueConfig::file(&path)
-        .lease(lease)
-        .connect()
-        .await
-        .unwrap();
-    let saver = SqliteConfig::file(&path).connect().await.unwrap();
+    let db = SqliteConfig::file(&path).open();
+    let queue = db.run_queue().lease(lease).connect().await.unwrap();
+    let saver = db.saver().connect().await.unwrap();
     queue.enqueue(NewRun::new("r1", "t1")).await.unwrap();
     queue.claim("w1", None).await.unwrap().unwrap();
-    let fence = queue.fence("r1", "w1").expect("a file's queue fences");
+    let fence = queue.fence("r1", "w1").expect("a queue fences");
     assert_eq!(fence.relation, "stategraph_runs");
-    let fenced = saver.fenced(&fence).expect("the same file");
+    assert_eq!(fence.database, db.id());
+    let fenced = saver.fenced(&fence).expect("the same database");
 
     // Held: puts, writes and batches go through.
     let (config, cp) = checkpoint(&saver, "t1", None);
@@ -179,7 +176,7 @@ async fn fenced_saver_writes_only_while_the_lease_is_held() {
     let (after_config, after) = checkpoint(&saver, "t1", Some(late.id.as_str()));
     lease_lost(put(takeover.as_ref(), &after_config, &after).await, "w2");
 
-    // Another file's fence, a saver in memory, a queue in memory: no fence.
+    // Another file's fence, the same file opened again, a saver in memory: no fence.
     let elsewhere = SqliteRunQueueConfig::file(dir.path().join("other.sqlite"))
         .connect()
         .await
@@ -189,10 +186,32 @@ async fn fenced_saver_writes_only_while_the_lease_is_held() {
             .fenced(&elsewhere.fence("r1", "w1").unwrap())
             .is_none()
     );
+    let again = SqliteConfig::file(&path).connect().await.unwrap();
+    assert!(again.fenced(&fence).is_none(), "another handle of the file");
     let memory = SqliteSaver::connect("sqlite::memory:").await.unwrap();
     assert!(memory.fenced(&fence).is_none());
-    let in_memory = SqliteRunQueue::connect("sqlite::memory:").await.unwrap();
-    assert!(in_memory.fence("r1", "w1").is_none());
+}
+
+/// A saver and a queue built from one in-memory database share it: the saver fences by the
+/// queue's runs in the same database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_in_memory_database_fences_its_own_runs() {
+    let db = stategraph_sqlite::SqliteDatabase::from_url("sqlite::memory:").unwrap();
+    let queue = db.run_queue().connect().await.unwrap();
+    let saver = db.saver().connect().await.unwrap();
+    queue.enqueue(NewRun::new("r1", "t1")).await.unwrap();
+    queue.claim("w1", None).await.unwrap().unwrap();
+    let fenced = saver.fenced(&queue.fence("r1", "w1").unwrap()).unwrap();
+    let (config, cp) = checkpoint(&saver, "t1", None);
+    put(fenced.as_ref(), &config, &cp).await.unwrap();
+    queue
+        .finish(RunEnd::new("r1", "w1", RunStatus::Success))
+        .await
+        .unwrap();
+    let (next_config, next) = checkpoint(&saver, "t1", Some(cp.id.as_str()));
+    lease_lost(put(fenced.as_ref(), &next_config, &next).await, "w1");
+    let other = SqliteRunQueue::connect("sqlite::memory:").await.unwrap();
+    assert!(saver.fenced(&other.fence("r1", "w1").unwrap()).is_none());
 }
 
 // ---- Across processes ----

@@ -18,6 +18,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value as Json, json};
@@ -78,6 +79,11 @@ fn queue_config(url: &str, schema: &str) -> RunQueueConfig {
         .lease(Duration::from_secs(10))
 }
 
+/// The queue of a server process, on its database handle (the same lease).
+fn queue_config_on(db: &stategraph::PostgresDatabase) -> RunQueueConfig {
+    db.run_queue().lease(Duration::from_secs(10))
+}
+
 /// With a schema URL: the database URL with `options=-c search_path=SCHEMA,public`, so the
 /// saver and the store use the scratch schema.
 fn schema_url(url: &str, schema: &str) -> String {
@@ -92,15 +98,15 @@ async fn serve() {
         std::env::var(SCHEMA).unwrap(),
         std::env::var(PORT_FILE).unwrap(),
     );
-    let db = schema_url(&url, &schema);
-    let saver = stategraph::open_fencing_saver_with(&db, stategraph::OpenOptions::new())
-        .await
+    // Saver, store and queue built from one database handle (one pool; fenced writes).
+    let db = stategraph::PostgresConfig::from_url(&url)
         .unwrap()
-        .expect("a Postgres saver fences");
-    let store = stategraph::open_store(&db, StoreOptions::new())
-        .await
+        .schema(&schema)
+        .open()
         .unwrap();
-    let queue = queue_config(&url, &schema).connect().await.unwrap();
+    let saver = Arc::new(db.saver().connect().await.unwrap());
+    let store = Arc::new(db.store().connect().await.unwrap());
+    let queue = queue_config_on(&db).connect().await.unwrap();
     let mut builder = Server::builder()
         .graph("short", short_graph())
         .graph("slow", slow_graph())

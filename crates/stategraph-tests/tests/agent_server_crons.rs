@@ -10,12 +10,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value as Json, json};
 use stategraph::prelude::*;
 use stategraph::server::Server;
-use stategraph_postgres::RunQueueConfig;
 use stategraph_testkit::postgres::ScratchSchema;
 
 #[path = "common/http.rs"]
@@ -64,16 +64,16 @@ async fn cron_server_process() {
     ) else {
         panic!("run only by the cron test, with {URL} set");
     };
-    let saver = stategraph::open_fencing_saver_with(&url, stategraph::OpenOptions::new())
-        .await
-        .unwrap()
-        .expect("a saver with a run queue fences");
-    let store = stategraph::open_store(&url, StoreOptions::new())
-        .await
-        .unwrap();
-    let queue = RunQueueConfig::from_url(&url)
+    // Saver, store and queue built from one database handle (one pool; fenced writes).
+    let db = stategraph::PostgresConfig::from_url(&url)
         .unwrap()
         .schema(&schema)
+        .open()
+        .unwrap();
+    let saver = Arc::new(db.saver().connect().await.unwrap());
+    let store = Arc::new(db.store().connect().await.unwrap());
+    let queue = db
+        .run_queue()
         .lease(Duration::from_secs(2))
         .connect()
         .await

@@ -12,6 +12,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -64,19 +65,11 @@ async fn server_process_entry() {
     };
     let dir = PathBuf::from(dir);
     let db = format!("sqlite:{}", dir.join("server.sqlite").display());
-    let saver = stategraph::open_fencing_saver_with(&db, stategraph::OpenOptions::new())
-        .await
-        .unwrap()
-        .expect("a SQLite saver fences");
-    let store = stategraph::open_store(&db, StoreOptions::new())
-        .await
-        .unwrap();
-    let queue = stategraph::SqliteRunQueueConfig::from_url(&db)
-        .unwrap()
-        .lease(LEASE)
-        .connect()
-        .await
-        .unwrap();
+    // Saver, store and queue built from one database handle (one writer; fenced writes).
+    let db = stategraph::SqliteDatabase::from_url(&db).unwrap();
+    let saver = Arc::new(db.saver().connect().await.unwrap());
+    let store = Arc::new(db.store().connect().await.unwrap());
+    let queue = db.run_queue().lease(LEASE).connect().await.unwrap();
     let server = Server::builder()
         .graph("slow", graph())
         .fencing_checkpointer(saver)

@@ -136,15 +136,19 @@ async fn server_process_entry() {
     ) else {
         panic!("run only by the scale test, with {URL} set");
     };
-    let saver = stategraph::open_fencing_saver_with(&url, stategraph::OpenOptions::new())
-        .await
+    // Saver, store and queue built from one database handle (one pool; fenced writes); the
+    // queue's connections go their own way when told to (a proxy that can stall them).
+    let db = stategraph::PostgresConfig::from_url(&url)
         .unwrap()
-        .expect("a Postgres saver fences");
-    let store = stategraph::open_store(&url, StoreOptions::new())
-        .await
+        .schema(&schema)
+        .open()
         .unwrap();
-    let queue_url = std::env::var(QUEUE_URL).unwrap_or_else(|_| url.clone());
-    let mut config = queue_config(&queue_url, &schema);
+    let saver = Arc::new(db.saver().connect().await.unwrap());
+    let store = Arc::new(db.store().connect().await.unwrap());
+    let mut config = db.run_queue().lease(LEASE).max_attempts(20);
+    if let Ok(queue_url) = std::env::var(QUEUE_URL) {
+        config = config.separate_pool(stategraph::PostgresConfig::from_url(&queue_url).unwrap());
+    }
     if let Ok(ms) = std::env::var(LEASE_MS) {
         config = config.lease(Duration::from_millis(ms.parse().unwrap()));
     }

@@ -158,8 +158,8 @@ pub use stategraph_mongodb::{MongoConfig, MongoSaver};
 pub use stategraph_mysql::{MySqlConfig, MySqlSaver};
 #[cfg(feature = "postgres")]
 pub use stategraph_postgres::{
-    PostgresConfig, PostgresRunQueue, PostgresSaver, PostgresStore, PostgresStoreConfig,
-    RunQueueConfig,
+    PostgresConfig, PostgresDatabase, PostgresRunQueue, PostgresSaver, PostgresStore,
+    PostgresStoreConfig, RunQueueConfig,
 };
 #[cfg(feature = "redis")]
 pub use stategraph_redis::{RedisConfig, RedisSaver};
@@ -169,7 +169,7 @@ pub use stategraph_value::__serde_json;
 pub mod server;
 #[cfg(feature = "sqlite")]
 pub use stategraph_sqlite::{
-    SqliteConfig, SqliteRunQueue, SqliteRunQueueConfig, SqliteSaver, SqliteStore,
+    SqliteConfig, SqliteDatabase, SqliteRunQueue, SqliteRunQueueConfig, SqliteSaver, SqliteStore,
     SqliteStoreConfig, Synchronous,
 };
 

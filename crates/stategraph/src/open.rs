@@ -51,6 +51,16 @@ impl OpenOptions {
         self
     }
 
+    /// `config` with these options (the serializer; no setup for [`existing`](Self::existing)).
+    pub(crate) fn apply<C: backend::SaverConfig>(&self, config: C) -> C {
+        let config = config.serializer(Arc::clone(&self.serializer));
+        if self.existing {
+            config.without_setup()
+        } else {
+            config
+        }
+    }
+
     /// Opens only a database that exists, without creating or changing anything: no file,
     /// database or table is created and no migration runs (a SQLite file also keeps its
     /// journal mode). A missing SQLite file, MySQL database or checkpoint tables are an
@@ -131,38 +141,7 @@ async fn open_config<C: backend::SaverConfig>(
     url: &str,
     options: OpenOptions,
 ) -> Result<C::Saver, CheckpointError> {
-    let mut config = C::from_url(url)?.serializer(options.serializer);
-    if options.existing {
-        config = config.without_setup();
-    }
-    config.connect().await
-}
-
-/// [`open_saver_with`] as a checkpointer that can fence a run's writes by the run's lease
-/// ([`runs::FencingSaver`]), for an Agent Server over the run queue of the same URL
-/// ([`open_run_queue`]): `Some` for `sqlite:` and `postgres://` URLs, `None` for the others
-/// (nothing is opened then; they have no run queue to fence by).
-///
-/// # Errors
-/// What [`open_saver_with`] fails with.
-pub async fn open_fencing_saver_with(
-    url: &str,
-    options: OpenOptions,
-) -> Result<Option<Arc<dyn runs::FencingSaver>>, CheckpointError> {
-    let scheme = url.split(':').next().unwrap_or_default();
-    #[cfg(not(all(feature = "sqlite", feature = "postgres")))]
-    let _ = &options;
-    match scheme {
-        #[cfg(feature = "sqlite")]
-        "sqlite" => Ok(Some(Arc::new(
-            open_config::<SqliteConfig>(url, options).await?,
-        ))),
-        #[cfg(feature = "postgres")]
-        "postgres" | "postgresql" => Ok(Some(Arc::new(
-            open_config::<PostgresConfig>(url, options).await?,
-        ))),
-        _ => Ok(None),
-    }
+    options.apply(C::from_url(url)?).connect().await
 }
 
 /// Opens (and sets up) the run queue of an Agent Server on the database a URL names: the one

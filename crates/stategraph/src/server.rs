@@ -62,14 +62,34 @@ pub trait Database: Sized {
 
 impl Database for ServerBuilder {
     async fn database_with(self, url: &str, options: crate::OpenOptions) -> crate::Result<Self> {
+        let scheme = url.split(':').next().unwrap_or_default();
+        // SQLite and Postgres: one database handle, from which the checkpointer (fencing
+        // each run's writes by the run's lease), the store and the run queue are built.
+        #[cfg(feature = "sqlite")]
+        if scheme == "sqlite" {
+            let db = crate::SqliteDatabase::from_url(url)?;
+            let saver = options.apply(db.saver()).connect().await?;
+            let store = db.store().connect().await?;
+            let queue = db.run_queue().connect().await?;
+            return Ok(self
+                .fencing_checkpointer(std::sync::Arc::new(saver))
+                .store(std::sync::Arc::new(store))
+                .run_queue(queue));
+        }
+        #[cfg(feature = "postgres")]
+        if scheme == "postgres" || scheme == "postgresql" {
+            let db = crate::PostgresDatabase::from_url(url)?;
+            let saver = options.apply(db.saver()).connect().await?;
+            let store = db.store().connect().await?;
+            let queue = db.run_queue().connect().await?;
+            return Ok(self
+                .fencing_checkpointer(std::sync::Arc::new(saver))
+                .store(std::sync::Arc::new(store))
+                .run_queue(queue));
+        }
         let queue = crate::open_run_queue(url).await?;
         let store = crate::open_store(url, StoreOptions::new()).await?;
-        let builder = self.store(store).run_queue_arc(queue);
-        Ok(
-            match crate::open_fencing_saver_with(url, options.clone()).await? {
-                Some(saver) => builder.fencing_checkpointer(saver),
-                None => builder.checkpointer(crate::open_saver_with(url, options).await?),
-            },
-        )
+        let saver = crate::open_saver_with(url, options).await?;
+        Ok(self.store(store).run_queue_arc(queue).checkpointer(saver))
     }
 }

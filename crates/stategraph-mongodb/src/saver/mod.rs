@@ -7,6 +7,7 @@ mod pruning;
 mod read;
 mod setup;
 
+use stategraph_checkpoint::backend::Timed as _;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -153,15 +154,6 @@ impl MongoSaver {
     /// The database the saver uses.
     pub fn database(&self) -> &Database {
         &self.db
-    }
-
-    /// Runs one operation of the saver within its statement limit.
-    async fn timed<T>(
-        &self,
-        operation: &str,
-        work: impl std::future::Future<Output = Result<T>>,
-    ) -> Result<T> {
-        self.timeouts.statement(BACKEND, operation, work).await
     }
 
     /// A `find` on the checkpoints collection.
@@ -475,5 +467,13 @@ impl CheckpointSaver for MongoSaver {
             self.delta_history(config, channels),
         )
         .await
+    }
+}
+
+impl stategraph_checkpoint::backend::Timed for MongoSaver {
+    const BACKEND: &'static str = BACKEND;
+
+    fn timeouts(&self) -> &Timeouts {
+        &self.timeouts
     }
 }

@@ -4,6 +4,7 @@ mod layout;
 mod pruning;
 mod write;
 
+use stategraph_checkpoint::backend::Timed as _;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
@@ -113,15 +114,6 @@ impl MySqlSaver {
             })
         };
         self.timeouts.connect(BACKEND, &self.target, get).await
-    }
-
-    /// Runs one operation of the saver within its statement limit.
-    async fn timed<T>(
-        &self,
-        operation: &str,
-        work: impl std::future::Future<Output = Result<T>>,
-    ) -> Result<T> {
-        self.timeouts.statement(BACKEND, operation, work).await
     }
 }
 
@@ -385,5 +377,13 @@ impl CheckpointSaver for MySqlSaver {
             tx.commit().await.map_err(db("committing a prune"))
         })
         .await
+    }
+}
+
+impl stategraph_checkpoint::backend::Timed for MySqlSaver {
+    const BACKEND: &'static str = BACKEND;
+
+    fn timeouts(&self) -> &Timeouts {
+        &self.timeouts
     }
 }

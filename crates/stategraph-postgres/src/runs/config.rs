@@ -46,6 +46,9 @@ const SETUP_LOCK_SEED: i64 = 0x5354_4752_5255_4e31; // "STGRRUN1"
 #[derive(Clone, Debug)]
 pub struct RunQueueConfig {
     pg: PostgresConfig,
+    /// Connections of the queue's own, to the same database (see
+    /// [`separate_pool`](Self::separate_pool)).
+    separate: Option<PostgresConfig>,
     lease: Duration,
     max_attempts: u32,
 }
@@ -102,27 +105,40 @@ impl RunQueueConfig {
         self
     }
 
+    /// The queue's connections (its pool and its listener's) from a pool of their own, built
+    /// from `connections` — the same database, reached as they say (another address, a
+    /// pooler, other limits) — so that a run's heartbeats never wait behind checkpoint writes
+    /// for a pooled connection. The queue still belongs to the database this configuration
+    /// was made from: its schema is that database's, and the savers built from that database
+    /// take its fences (it is on you that `connections` reach the same database).
+    pub fn separate_pool(mut self, connections: PostgresConfig) -> Self {
+        self.separate = Some(connections);
+        self
+    }
+
     /// Connects and, unless [`without_setup`](Self::without_setup), creates or upgrades the
     /// queue's tables (idempotent; concurrent setups, from several processes too, take turns
     /// on an advisory lock).
     pub async fn connect(self) -> Result<PostgresRunQueue> {
-        let pg = self.pg;
-        let timeouts = pg.timeouts;
-        let pool = crate::pool::shared(&pg.pg, pg.pool_size, timeouts.idle)
-            .map_err(|e| Error::backend(BACKEND, "building the connection pool", e))?;
+        let db = self.pg.open()?;
+        let connections = match &self.separate {
+            Some(config) => config.clone().schema_of(&db).open()?,
+            None => db.clone(),
+        };
+        let timeouts = connections.timeouts();
         let mut queue = PostgresRunQueue {
-            pool,
-            pg: pg.pg.clone(),
-            target: crate::saver::describe(&pg.pg),
+            pool: connections.pool().clone(),
+            pg: connections.connect_settings().cloned(),
+            target: connections.target().to_owned(),
             timeouts,
             lease: self.lease,
             max_attempts: i32::try_from(self.max_attempts).unwrap_or(i32::MAX),
             channel: String::new(),
             relation: String::new(),
-            database: String::new(),
+            database: db.id(),
         };
-        let schema = pg.schema.clone();
-        let setup = pg.run_setup;
+        let schema = db.schema().map(str::to_owned);
+        let setup = self.pg.run_setup;
         let work = async {
             let client = queue.client().await?;
             if setup {
@@ -140,13 +156,11 @@ impl RunQueueConfig {
                 Some(schema) => schema,
                 None => current_schema(&client).await?,
             };
-            let database = crate::error::database_identity(&client).await?;
-            Ok::<_, Error>((schema, database))
+            Ok::<_, Error>(schema)
         };
-        let (schema, database) = timeouts
+        let schema = timeouts
             .statement(BACKEND, "setting up the run queue", work)
             .await?;
-        queue.database = database;
         queue.channel = channel_for(&schema);
         queue.relation = format!("\"{}\".stategraph_runs", schema.replace('"', "\"\""));
         Ok(queue)
@@ -159,6 +173,7 @@ impl From<PostgresConfig> for RunQueueConfig {
     fn from(pg: PostgresConfig) -> Self {
         Self {
             pg,
+            separate: None,
             lease: DEFAULT_LEASE,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
         }

@@ -1,6 +1,7 @@
 //! Enqueueing a run (LangGraph's multitask strategies under the thread's lock) and asking
 //! runs to stop.
 
+use stategraph_checkpoint::backend::Timed as _;
 use tokio_postgres::types::{Json as SqlJson, ToSql};
 
 use super::*;

@@ -1,6 +1,7 @@
 //! A run's stream events: appended by the lease holder, read from any sequence number.
 
 use super::*;
+use stategraph_checkpoint::backend::Timed as _;
 
 /// Events as the statements' array parameters: names, data, and how many.
 fn columns(events: &[(String, Json)]) -> (Vec<&str>, Vec<&Json>, i64) {

@@ -7,6 +7,7 @@
 //! interrupts and error, `$14` the lease in milliseconds (for the next claim), `$15` the
 //! arguments the run ran with.
 
+use stategraph_checkpoint::backend::Timed as _;
 use tokio_postgres::types::{Json as SqlJson, ToSql};
 
 use super::*;

@@ -2,6 +2,7 @@
 //! out.
 
 use super::*;
+use stategraph_checkpoint::backend::Timed as _;
 
 /// Claims the oldest claimable run (`only`: if it is that run) for `worker`.
 pub(super) async fn claim(

@@ -93,7 +93,13 @@ pub struct Listener {
 impl Listener {
     /// Connects (within the connect limit), and `LISTEN`s (within the statement limit).
     pub(super) async fn connect(queue: &PostgresRunQueue) -> Result<Self> {
-        let pg = queue.pg.clone();
+        let pg = queue.pg.clone().ok_or_else(|| {
+            Error::invalid(
+                "run queue",
+                "listening for notifications needs the connection settings of a database made \
+                 from a pool: PostgresDatabase::from_pool(pool).listen_with(config)",
+            )
+        })?;
         let target = queue.target.clone();
         let connect = async move {
             pg.connect(NoTls).await.map_err(|e| {

@@ -96,8 +96,9 @@ use sql::*;
 #[derive(Clone)]
 pub struct PostgresRunQueue {
     pool: Pool,
-    /// For the listener's dedicated connection.
-    pg: tokio_postgres::Config,
+    /// For the listener's dedicated connection (`None`: a database from a user's pool
+    /// without them).
+    pg: Option<tokio_postgres::Config>,
     /// Where it connects, password removed, for error messages.
     target: String,
     timeouts: Timeouts,
@@ -107,8 +108,8 @@ pub struct PostgresRunQueue {
     channel: String,
     /// The queue's table of runs, qualified by its schema (for fences).
     relation: String,
-    /// The database as its server identifies it (for fences).
-    database: String,
+    /// The database handle it was built from (for fences).
+    database: stategraph_runs::DatabaseId,
 }
 
 impl fmt::Debug for PostgresRunQueue {
@@ -144,15 +145,6 @@ impl PostgresRunQueue {
     /// replaced.
     async fn client(&self) -> Result<deadpool_postgres::Object> {
         crate::error::pooled(&self.pool, &self.timeouts, &self.target, "runs").await
-    }
-
-    /// Runs one operation within the statement limit.
-    async fn timed<T>(
-        &self,
-        operation: &str,
-        work: impl std::future::Future<Output = Result<T>>,
-    ) -> Result<T> {
-        self.timeouts.statement(BACKEND, operation, work).await
     }
 
     /// A listener on a connection of its own (not from the pool) for the queue's
@@ -287,13 +279,17 @@ impl RunQueue for PostgresRunQueue {
     }
 
     /// A fence on this queue's `stategraph_runs` row of the run: a
-    /// [`PostgresSaver`](crate::PostgresSaver) on the same database takes it.
+    /// [`PostgresSaver`](crate::PostgresSaver) built from the same
+    /// [`PostgresDatabase`](crate::PostgresDatabase) takes it.
     fn fence(&self, run_id: &str, worker: &str) -> Option<RunFence> {
-        Some(RunFence::new(
-            &self.database,
-            &self.relation,
-            run_id,
-            worker,
-        ))
+        Some(RunFence::new(self.database, &self.relation, run_id, worker))
+    }
+}
+
+impl stategraph_checkpoint::backend::Timed for PostgresRunQueue {
+    const BACKEND: &'static str = BACKEND;
+
+    fn timeouts(&self) -> &Timeouts {
+        &self.timeouts
     }
 }

@@ -1,5 +1,6 @@
 //! Reading runs and threads: one run, a listing, the threads' states, the queue's figures.
 
+use stategraph_checkpoint::backend::Timed as _;
 use tokio_postgres::types::ToSql;
 
 use super::*;

@@ -1,6 +1,7 @@
 //! Upkeep: keys taken once, runs and threads deleted, events purged, threads' states set.
 
 use super::*;
+use stategraph_checkpoint::backend::Timed as _;
 
 /// Takes `key` once: an insert that a unique key refuses to every later caller, in one
 /// statement; now and then (about one call in 256) keys past the retention are deleted

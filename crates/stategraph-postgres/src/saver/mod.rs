@@ -5,6 +5,7 @@ mod pruning;
 mod read;
 mod write;
 
+use stategraph_checkpoint::backend::Timed as _;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -31,7 +32,7 @@ use layout::*;
 use pruning::*;
 use stategraph_checkpoint::backend::{LayoutWriter, blob_layout};
 use stategraph_checkpoint::blob_layout::EncodedSave as Encoded;
-use stategraph_runs::{FencingSaver, RunFence};
+use stategraph_runs::{DatabaseId, FencingSaver, RunFence};
 use write::Failure;
 
 /// Stores checkpoints in PostgreSQL with LangGraph's own tables (`checkpoints`,
@@ -59,8 +60,8 @@ pub struct PostgresSaver {
     timeouts: Timeouts,
     /// The run lease its writes are conditioned on, if any ([`FencingSaver::fenced`]).
     fence: Option<Arc<write::Fence>>,
-    /// The database as its server identifies it (for fences).
-    database: String,
+    /// The database handle it was built from (for fences).
+    database: DatabaseId,
     /// How the blob columns are compressed (applied by [`setup`](Self::setup)).
     compression: crate::BlobCompression,
 }
@@ -91,19 +92,17 @@ impl PostgresSaver {
     }
 
     pub(crate) async fn connect_with(config: PostgresConfig) -> Result<Self> {
-        let pool = crate::pool::shared(&config.pg, config.pool_size, config.timeouts.idle)
-            .map_err(|e| Error::backend("postgres", "building the connection pool", e))?;
-        let target = describe(&config.pg);
+        let db = config.open()?;
         let saver = Self {
-            pool,
-            cache_statements: config.prepared_statements,
+            pool: db.pool().clone(),
+            cache_statements: db.prepared_statements(),
             serializer: config.serializer,
-            schema: config.schema,
-            target,
-            timeouts: config.timeouts,
+            schema: db.schema().map(str::to_owned),
+            target: db.target().to_owned(),
+            timeouts: db.timeouts(),
             compression: config.compression,
             fence: None,
-            database: String::new(),
+            database: db.id(),
         };
         if config.run_setup {
             saver
@@ -120,15 +119,6 @@ impl PostgresSaver {
                 .statement(BACKEND, "checking the tables", check)
                 .await?;
         }
-        let mut saver = saver;
-        let client = saver.client().await?;
-        saver.database = saver
-            .timeouts
-            .statement(BACKEND, "identifying the database", async {
-                crate::error::database_identity(&client).await
-            })
-            .await?;
-        drop(client);
         Ok(saver)
     }
 
@@ -176,15 +166,6 @@ pub(super) fn client_of(c: &deadpool_postgres::Object) -> &tokio_postgres::Clien
 }
 
 impl PostgresSaver {
-    /// Runs one operation of the saver within its statement limit.
-    async fn timed<T>(
-        &self,
-        operation: &str,
-        work: impl std::future::Future<Output = Result<T>>,
-    ) -> Result<T> {
-        self.timeouts.statement(BACKEND, operation, work).await
-    }
-
     /// Runs a read again on another connection while it finds its pooled connection closed
     /// (the server dropped it, and the driver saw that only when the read was about to be
     /// sent: nothing reached the server). Every pooled connection may have been dropped at
@@ -522,9 +503,9 @@ impl CheckpointSaver for PostgresSaver {
 impl FencingSaver for PostgresSaver {
     /// This saver with every write conditioned, in its own transaction, on the run's row of
     /// the queue's table (running, held by the fence's worker, lease not run out; locked
-    /// `FOR SHARE` until the write commits, so no takeover slips in between); `None` when the
-    /// queue is on another database (as the servers identify themselves: the same database
-    /// reached through another address or a proxy is the same).
+    /// `FOR SHARE` until the write commits, so no takeover slips in between); `None` for the
+    /// fence of a queue not built from this saver's
+    /// [`PostgresDatabase`](crate::PostgresDatabase).
     fn fenced(&self, fence: &RunFence) -> Option<Arc<dyn CheckpointSaver>> {
         if fence.database != self.database {
             return None;
@@ -532,5 +513,13 @@ impl FencingSaver for PostgresSaver {
         let mut fenced = self.clone();
         fenced.fence = Some(Arc::new(write::Fence::new(fence)));
         Some(Arc::new(fenced))
+    }
+}
+
+impl stategraph_checkpoint::backend::Timed for PostgresSaver {
+    const BACKEND: &'static str = BACKEND;
+
+    fn timeouts(&self) -> &Timeouts {
+        &self.timeouts
     }
 }

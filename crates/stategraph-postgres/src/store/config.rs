@@ -11,15 +11,6 @@ use crate::config::PostgresConfig;
 /// Default of [`PostgresStoreConfig::exact_search_limit`].
 const DEFAULT_EXACT_SEARCH_LIMIT: u64 = 10_000;
 
-/// Where the store's connections come from.
-#[derive(Clone, Debug)]
-enum Source {
-    /// A pool of its own, built from a saver's configuration.
-    Config(Box<PostgresConfig>),
-    /// A pool shared with other code; `schema` is created by the setup and named in errors.
-    Pool { pool: Pool, schema: Option<String> },
-}
-
 /// Builds a [`PostgresStore`]: the connection (a `postgres://` URL with the settings of
 /// [`PostgresConfig`], or an existing pool), semantic search, TTLs;
 /// [`connect`](Self::connect) connects and, unless [`without_setup`](Self::without_setup),
@@ -42,21 +33,25 @@ enum Source {
 /// # Ok(()) }
 /// ```
 ///
-/// A saver and a store on one database can share the connection settings:
+/// A saver and a store on one database share its pool when built from one
+/// [`PostgresDatabase`](crate::PostgresDatabase):
 ///
 /// ```no_run
-/// use stategraph_postgres::{PostgresConfig, PostgresStoreConfig};
+/// use stategraph_postgres::PostgresConfig;
 ///
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// let db = PostgresConfig::from_url("postgres://postgres@127.0.0.1:5432/test")?.schema("app");
-/// let saver = db.clone().connect().await?;
-/// let store = PostgresStoreConfig::from(db).connect().await?;
+/// let db = PostgresConfig::from_url("postgres://postgres@127.0.0.1:5432/test")?
+///     .schema("app")
+///     .open()?;
+/// let saver = db.saver().connect().await?;
+/// let store = db.store().connect().await?;
 /// # let _ = (saver, store);
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
 pub struct PostgresStoreConfig {
-    source: Source,
+    /// The connection settings, or the database they were made from.
+    pg: PostgresConfig,
     index: Option<IndexConfig>,
     ttl: TtlConfig,
     exact_search_limit: u64,
@@ -72,18 +67,16 @@ impl PostgresStoreConfig {
             .map_err(|e| StoreError::InvalidConfig(e.to_string()))
     }
 
-    /// A store on an existing pool, for example one shared with other code (the pool of
-    /// another store is [`PostgresStore::pool`]). The pool's connections' `search_path`
-    /// decides where the tables are; the setup creates the [`schema`](Self::schema) if one is
-    /// set (the connections must then have it on their `search_path`), and
-    /// [`pool_size`](Self::pool_size) does not apply.
+    /// A store on an existing pool, for example one shared with other code: shorthand for
+    /// [`PostgresDatabase::from_pool`](crate::PostgresDatabase::from_pool)`(pool).store()`.
+    /// The pool's connections' `search_path` decides where the tables are.
     pub fn from_pool(pool: Pool) -> Self {
-        Self::with_source(Source::Pool { pool, schema: None })
+        crate::PostgresDatabase::from_pool(pool).store()
     }
 
-    fn with_source(source: Source) -> Self {
+    fn with_settings(pg: PostgresConfig) -> Self {
         Self {
-            source,
+            pg,
             index: None,
             ttl: TtlConfig::default(),
             exact_search_limit: DEFAULT_EXACT_SEARCH_LIMIT,
@@ -93,23 +86,17 @@ impl PostgresStoreConfig {
 
     /// Keeps the store's tables in this schema (created by the setup if missing) instead of
     /// the connection's default `search_path`: the connections' `search_path` is that schema,
-    /// then `public` (where the `vector` extension usually lives).
+    /// then `public` (where the `vector` extension usually lives). A connection setting: not
+    /// for a configuration made from a [`PostgresDatabase`](crate::PostgresDatabase).
     pub fn schema(mut self, schema: impl Into<String>) -> Self {
-        self.source = match self.source {
-            Source::Config(config) => Source::Config(Box::new(config.schema(schema))),
-            Source::Pool { pool, .. } => Source::Pool {
-                pool,
-                schema: Some(schema.into()),
-            },
-        };
+        self.pg = self.pg.schema(schema);
         self
     }
 
-    /// Connections kept in the pool (default 8; not with [`from_pool`](Self::from_pool)).
+    /// Connections kept in the pool (default 8; a connection setting, as
+    /// [`schema`](Self::schema)).
     pub fn pool_size(mut self, n: usize) -> Self {
-        if let Source::Config(config) = self.source {
-            self.source = Source::Config(Box::new(config.pool_size(n)));
-        }
+        self.pg = self.pg.pool_size(n);
         self
     }
 
@@ -156,14 +143,14 @@ impl PostgresStoreConfig {
         if let Some(index) = &self.index {
             index.validate()?;
         }
-        let (pool, schema, target) = match self.source {
-            Source::Config(config) => own_pool(&config)?,
-            Source::Pool { pool, schema } => (pool, schema, "the pool's database".to_owned()),
-        };
+        let db = self
+            .pg
+            .open()
+            .map_err(|e| backend("opening the database", e))?;
         let store = PostgresStore {
-            pool,
-            schema,
-            target,
+            pool: db.pool().clone(),
+            schema: db.schema().map(str::to_owned),
+            target: db.target().to_owned(),
             index: self.index,
             ttl: self.ttl,
             exact_search_limit: self.exact_search_limit,
@@ -186,28 +173,7 @@ impl From<PostgresConfig> for PostgresStoreConfig {
         let setup = config.run_setup;
         Self {
             setup,
-            ..Self::with_source(Source::Config(Box::new(config)))
+            ..Self::with_settings(config)
         }
     }
-}
-
-/// The store's own pool for `config`: its connections' `search_path` is the schema (if any),
-/// then `public`. Returns the pool, the schema and where it connects (for messages).
-fn own_pool(config: &PostgresConfig) -> Result<(Pool, Option<String>, String), StoreError> {
-    let mut pg = config.pg.clone();
-    if let Some(schema) = &config.schema {
-        pg.options(format!(
-            "-c search_path=\"{}\",public",
-            schema.replace('"', "")
-        ));
-    }
-    let pool = crate::pool::shared(&pg, config.pool_size, config.timeouts.idle)
-        .map_err(|e| backend("building the connection pool", e))?;
-    let target = format!(
-        "{:?}:{:?}/{}",
-        pg.get_hosts(),
-        pg.get_ports(),
-        pg.get_dbname().unwrap_or_default()
-    );
-    Ok((pool, config.schema.clone(), target))
 }

@@ -3,6 +3,7 @@
 mod pruning;
 mod storage;
 
+use stategraph_checkpoint::backend::Timed as _;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
@@ -121,15 +122,6 @@ impl RedisSaver {
             serializer,
             timeouts,
         }
-    }
-
-    /// Runs one operation of the saver within its statement limit.
-    async fn timed<T>(
-        &self,
-        operation: &str,
-        work: impl std::future::Future<Output = Result<T>>,
-    ) -> Result<T> {
-        self.timeouts.statement(BACKEND, operation, work).await
     }
 
     pub(super) fn threads_key(&self) -> String {
@@ -404,5 +396,13 @@ impl CheckpointSaver for RedisSaver {
             prune::run(&mut Pruning(self), thread_ids, strategy).await
         })
         .await
+    }
+}
+
+impl stategraph_checkpoint::backend::Timed for RedisSaver {
+    const BACKEND: &'static str = BACKEND;
+
+    fn timeouts(&self) -> &Timeouts {
+        &self.timeouts
     }
 }

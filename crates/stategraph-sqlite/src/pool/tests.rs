@@ -164,14 +164,27 @@ fn an_announced_write_shares_the_commit_of_the_write_before_it() {
     assert_eq!(stored, 3);
 }
 
-/// Pools on one file share its writer (whatever the path's spelling), each preparing it
-/// once; another durability setting or another file has its own.
+/// Pools built from one database handle share its writer, each preparing it once; a pool of
+/// its own, even on the same file, has its own writer (as another process would).
 #[test]
-fn pools_of_one_file_share_its_writer() {
+fn pools_of_one_database_share_its_writer() {
     let dir = tempfile::tempdir().unwrap();
-    let a = pool_on(&dir.path().join("s.db"), no_preparation);
-    let b = pool_on(&dir.path().join(".").join("s.db"), other_preparation);
+    let path = dir.path().join("s.db");
+    let db = SqliteConfig::from_url(&format!("sqlite:{}", path.display()))
+        .unwrap()
+        .open();
+    let a = Pool::new(db.saver(), no_preparation);
+    let b = Pool::new(
+        db.saver().synchronous(crate::Synchronous::Off),
+        other_preparation,
+    );
     assert!(Arc::ptr_eq(&a.writer, &b.writer));
+    assert_eq!(a.id(), b.id());
+    assert_eq!(
+        b.config().synchronous,
+        crate::Synchronous::Full,
+        "the database's settings"
+    );
     a.write(|c| {
         c.execute_batch("CREATE TABLE t (x)")
             .map_err(|e| Failed(e.to_string()))
@@ -182,13 +195,7 @@ fn pools_of_one_file_share_its_writer() {
             .map_err(|e| Failed(e.to_string()))
     })
     .unwrap();
-    let config = SqliteConfig::from_url(&format!(
-        "sqlite:{}?synchronous=normal",
-        dir.path().join("s.db").display()
-    ))
-    .unwrap();
-    let c = Pool::new(config, no_preparation);
+    let c = pool_on(&path, no_preparation);
     assert!(!Arc::ptr_eq(&a.writer, &c.writer));
-    let d = pool_on(&dir.path().join("other.db"), no_preparation);
-    assert!(!Arc::ptr_eq(&a.writer, &d.writer));
+    assert_ne!(a.id(), c.id());
 }

@@ -11,7 +11,7 @@ use stategraph_runs::{DEFAULT_LEASE, DEFAULT_MAX_ATTEMPTS};
 use super::{Shared, SqliteRunQueue, no_preparation, notify, schema};
 use crate::config::{SqliteConfig, Synchronous, retry_busy};
 use crate::error::{db, join};
-use crate::pool::{Pool, database_id};
+use crate::pool::Pool;
 
 /// Builds a [`SqliteRunQueue`]: the database (a `sqlite:` URL or a path, with the connection
 /// settings of [`SqliteConfig`]), the lease a claim grants and the claims a run gets;
@@ -93,14 +93,11 @@ impl SqliteRunQueueConfig {
         })
         .await
         .map_err(join)??;
-        // Named once the file exists (a symbolic link resolved).
-        let database = database_id(pool.config());
         Ok(SqliteRunQueue {
             shared: Arc::new(Shared {
                 pool: Arc::new(pool),
                 lease: self.lease,
                 max_attempts: self.max_attempts,
-                database,
                 hub: notify::Hub::default(),
                 claims: AtomicU64::new(0),
             }),

@@ -98,8 +98,6 @@ struct Shared {
     pool: Arc<Pool>,
     lease: Duration,
     max_attempts: u32,
-    /// The file, as fences name it (`None` in memory).
-    database: Option<String>,
     hub: notify::Hub,
     /// `claim_once` calls made (for the sweeps of old keys).
     claims: AtomicU64,
@@ -363,10 +361,15 @@ impl RunQueue for SqliteRunQueue {
         notify::subscribe(&self.shared).await
     }
 
-    /// The fence of the run's row in this file's `stategraph_runs` (`None` in memory), for
-    /// a [`SqliteSaver`](crate::SqliteSaver) on the same file.
+    /// The fence of the run's row in this database's `stategraph_runs`, for a
+    /// [`SqliteSaver`](crate::SqliteSaver) built from the same
+    /// [`SqliteDatabase`](crate::SqliteDatabase).
     fn fence(&self, run_id: &str, worker: &str) -> Option<RunFence> {
-        let database = self.shared.database.as_ref()?;
-        Some(RunFence::new(database, RUNS_TABLE, run_id, worker))
+        Some(RunFence::new(
+            self.shared.pool.id(),
+            RUNS_TABLE,
+            run_id,
+            worker,
+        ))
     }
 }

@@ -95,7 +95,7 @@ pub(super) async fn subscribe(shared: &Arc<Shared>) -> Result<Notifications> {
         state.subscribers.push(sender);
         match state.listener.upgrade() {
             Some(listener) => Some(listener),
-            None if shared.database.is_some() => {
+            None if shared.pool.config().path().is_some() => {
                 let listener = Listener::start(shared)?;
                 if let Some(l) = &listener {
                     state.listener = Arc::downgrade(l);

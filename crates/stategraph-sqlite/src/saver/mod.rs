@@ -433,10 +433,9 @@ impl FencingSaver for SqliteSaver {
     /// This saver with its checkpoint writes (puts, writes, batches) conditioned on the run's
     /// row in the queue's `stategraph_runs` of the same file (running, held by the fence's
     /// worker, lease not run out), checked in each write's own transaction; `None` for a
-    /// fence of another database (or a saver in memory).
+    /// fence of a queue not built from this saver's [`SqliteDatabase`](crate::SqliteDatabase).
     fn fenced(&self, fence: &RunFence) -> Option<Arc<dyn CheckpointSaver>> {
-        let database = crate::pool::database_id(self.inner.config())?;
-        if fence.database != database || fence.relation != crate::runs::RUNS_TABLE {
+        if fence.database != self.inner.id() || fence.relation != crate::runs::RUNS_TABLE {
             return None;
         }
         Some(Arc::new(Self {
