@@ -52,6 +52,13 @@ impl OpenOptions {
     }
 
     /// `config` with these options (the serializer; no setup for [`existing`](Self::existing)).
+    #[cfg(any(
+        feature = "sqlite",
+        feature = "postgres",
+        feature = "mysql",
+        feature = "redis",
+        feature = "mongodb"
+    ))]
     pub(crate) fn apply<C: backend::SaverConfig>(&self, config: C) -> C {
         let config = config.serializer(Arc::clone(&self.serializer));
         if self.existing {

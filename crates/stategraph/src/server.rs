@@ -62,6 +62,7 @@ pub trait Database: Sized {
 
 impl Database for ServerBuilder {
     async fn database_with(self, url: &str, options: crate::OpenOptions) -> crate::Result<Self> {
+        #[cfg(any(feature = "sqlite", feature = "postgres"))]
         let scheme = url.split(':').next().unwrap_or_default();
         // SQLite and Postgres: one database handle, from which the checkpointer (fencing
         // each run's writes by the run's lease), the store and the run queue are built.
