@@ -95,18 +95,24 @@ impl PostgresDatabase {
     }
 
     /// This database with the connection settings a run queue's listener connects with (for
-    /// a database made [`from_pool`](Self::from_pool)).
+    /// a database made [`from_pool`](Self::from_pool)); they also name the database in
+    /// messages. The same database: what was built from the handle before fences with what
+    /// is built after.
     #[must_use]
     pub fn listen_with(self, connect: tokio_postgres::Config) -> Self {
         let inner = &self.inner;
-        Self::assemble(
-            inner.pool.clone(),
-            Some(connect),
-            inner.target.clone(),
-            inner.schema.clone(),
-            inner.timeouts,
-            inner.prepared_statements,
-        )
+        Self {
+            inner: Arc::new(Inner {
+                pool: inner.pool.clone(),
+                target: crate::saver::describe(&connect),
+                connect: Some(connect),
+                schema: inner.schema.clone(),
+                timeouts: inner.timeouts,
+                prepared_statements: inner.prepared_statements,
+                // The same database: what was built from it fences with what will be.
+                id: inner.id,
+            }),
+        }
     }
 
     /// The database of `config`'s connection settings: a pool of `pool_size` connections

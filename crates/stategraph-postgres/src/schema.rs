@@ -63,7 +63,11 @@ pub(crate) async fn check(client: &Client, schema: Option<&str>, target: &str) -
     let mut missing = Vec::new();
     for table in ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] {
         let row = client
-            .query_one("SELECT to_regclass($1)::text", &[&table])
+            .query_one(
+                "SELECT to_regclass(CASE WHEN $2::text IS NULL THEN quote_ident($1) \
+                 ELSE quote_ident($2) || '.' || quote_ident($1) END)::text",
+                &[&table, &schema],
+            )
             .await
             .map_err(crate::error::db("checking the checkpoint tables"))?;
         let found: Option<String> = row

@@ -186,7 +186,27 @@ async fn listeners_hear_their_own_schema_only() {
 #[tokio::test]
 async fn setup_is_idempotent_and_safe_concurrently() {
     let schema = ScratchSchema::new("sg_runs");
-    // Without setup on a fresh schema: the missing tables are named.
+    // Without setup on a fresh schema: the missing tables are named, even though the
+    // connections' search path goes on to `public`, which has them.
+    RunQueueConfig::from_url(&url())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    stategraph_postgres::PostgresSaver::connect(&url())
+        .await
+        .unwrap();
+    let err = stategraph_postgres::PostgresConfig::from_url(&url())
+        .unwrap()
+        .schema(schema.name())
+        .without_setup()
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::NotFound { what } if what.contains("checkpoints")),
+        "{err:?}"
+    );
     let err = RunQueueConfig::from_url(&url())
         .unwrap()
         .schema(schema.name())
@@ -389,6 +409,60 @@ async fn a_queue_on_a_separate_pool_fences_the_saver_of_its_database() {
     // The queue's tables are in the database's schema, not the separate pool's default.
     let other = db.run_queue().connect().await.unwrap();
     assert!(other.get("r1").await.unwrap().is_some());
+}
+
+/// A database made from a pool the user owns builds the saver and the queue on it, and they
+/// fence each other; a queue on it listens only once given the connection settings, and
+/// says so until then.
+#[tokio::test]
+async fn a_database_from_a_users_pool_builds_a_saver_and_a_queue_that_fence() {
+    use stategraph_runs::FencingSaver;
+    let schema = ScratchSchema::new("sg_user_pool");
+    // The user's pool: connections whose search_path is the scratch schema.
+    let mut settings: tokio_postgres::Config = url().parse().unwrap();
+    settings.options(format!("-c search_path={}", schema.name()));
+    let manager = deadpool_postgres::Manager::new(settings.clone(), tokio_postgres::NoTls);
+    let pool = deadpool_postgres::Pool::builder(manager)
+        .max_size(2)
+        .build()
+        .unwrap();
+    let client = pool.get().await.unwrap();
+    client
+        .batch_execute(&format!("CREATE SCHEMA {}", schema.name()))
+        .await
+        .unwrap();
+    drop(client);
+    let db = stategraph_postgres::PostgresDatabase::from_pool(pool.clone());
+    let queue = db.run_queue().connect().await.unwrap();
+    let saver = db.saver().connect().await.unwrap();
+    queue.enqueue(run("r1", "t1")).await.unwrap();
+    queue.claim("w1", None).await.unwrap().unwrap();
+    assert!(saver.fenced(&queue.fence("r1", "w1").unwrap()).is_some());
+    // The tables are where the pool's connections put them.
+    let client = pool.get().await.unwrap();
+    let row = client
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = $1 \
+             AND tablename IN ('checkpoints', 'stategraph_runs')",
+            &[&schema.name()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i64>(0), 2);
+    let err = queue.listen().await.unwrap_err();
+    assert!(err.to_string().contains("listen_with"), "{err}");
+    // With the settings, the same database listens; its saver still takes the old queue's
+    // fences.
+    let db = db.listen_with(settings);
+    let listening = db.run_queue().connect().await.unwrap();
+    let mut wake = listening.listen().await.unwrap();
+    listening.enqueue(run("r2", "t2")).await.unwrap();
+    let note = tokio::time::timeout(Duration::from_secs(10), wake.recv())
+        .await
+        .unwrap();
+    assert!(note.is_some());
+    let later = db.saver().connect().await.unwrap();
+    assert!(later.fenced(&queue.fence("r1", "w1").unwrap()).is_some());
 }
 
 /// What users write may hold U+0000 (PostgreSQL's `text` and `jsonb` cannot): a run's

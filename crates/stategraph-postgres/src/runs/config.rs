@@ -150,7 +150,7 @@ impl RunQueueConfig {
                 })
                 .await?;
             } else {
-                check_tables(&client, &queue.target).await?;
+                check_tables(&client, schema.as_deref(), &queue.target).await?;
             }
             let schema = match schema {
                 Some(schema) => schema,
@@ -191,14 +191,19 @@ async fn current_schema(client: &tokio_postgres::Client) -> Result<String> {
 
 /// Fails, naming them, if the queue's tables are missing, or if their migrations stop short
 /// of the version this queue needs (a setup of an earlier version made them).
-async fn check_tables(client: &tokio_postgres::Client, target: &str) -> Result<()> {
+async fn check_tables(
+    client: &tokio_postgres::Client,
+    schema: Option<&str>,
+    target: &str,
+) -> Result<()> {
     const OP: &str = "checking the run queue's tables";
     let rows = client
         .query(
             "SELECT t FROM unnest(ARRAY['stategraph_runs', 'stategraph_run_events', \
              'stategraph_run_threads', 'stategraph_run_migrations']) WITH ORDINALITY AS w(t, i) \
-             WHERE to_regclass(quote_ident(t)) IS NULL ORDER BY i",
-            &[],
+             WHERE to_regclass(CASE WHEN $1::text IS NULL THEN quote_ident(t) \
+             ELSE quote_ident($1) || '.' || quote_ident(t) END) IS NULL ORDER BY i",
+            &[&schema],
         )
         .await
         .map_err(db(OP))?;

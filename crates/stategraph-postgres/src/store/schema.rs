@@ -131,8 +131,9 @@ impl PostgresStore {
         let rows = client
             .query_typed(
                 "SELECT t FROM unnest($1::text[]) WITH ORDINALITY AS w(t, i) \
-                 WHERE to_regclass(quote_ident(t)) IS NULL ORDER BY i",
-                &[(&wanted, Type::TEXT_ARRAY)],
+                 WHERE to_regclass(CASE WHEN $2::text IS NULL THEN quote_ident(t) \
+                 ELSE quote_ident($2) || '.' || quote_ident(t) END) IS NULL ORDER BY i",
+                &[(&wanted, Type::TEXT_ARRAY), (&self.schema, Type::TEXT)],
             )
             .await
             .map_err(db("reading the schema"))?;

@@ -12,7 +12,9 @@ use std::time::Instant;
 use futures_util::{FutureExt, StreamExt};
 use serde_json::{Map as JsonMap, Value as Json, json};
 use stategraph_graph::{RunConfig, StreamMode};
-use stategraph_runs::{CancelAction, RunEnd, RunQueue, RunRow, RunStatus, ThreadEnd, ThreadState};
+use stategraph_runs::{
+    CancelAction, Finished, RunEnd, RunQueue, RunRow, RunStatus, ThreadEnd, ThreadState,
+};
 use tokio::sync::{mpsc, watch};
 
 use super::lease::{self, Leased};
@@ -172,29 +174,18 @@ async fn execute_traced(
         .error(error)
         .output(Some(&output))
         .kwargs(kwargs.as_ref())
-        .events(&last)
-        .thread(if claimed.temporary {
-            ThreadEnd::Delete
-        } else {
-            ThreadEnd::Settle(&settled)
-        });
+        .events(&last);
     if rolled_back {
         end = end.deleted();
     }
-    if claim_next && !state.runs.is_draining() {
-        end = end.claim_next();
-    }
-    let executed = match queue.finish(end).await {
-        Ok(done) => Executed {
+    let executed = match record_end(state, &claimed, end, &settled, claim_next).await {
+        Some(done) => Executed {
             ended: done
                 .ended
                 .then(|| ended_row(&claimed, status, error, output, kwargs)),
             next: done.next,
         },
-        Err(e) => {
-            tracing::warn!(error = %e, "the run's end could not be recorded; its lease will run out");
-            Executed::default()
-        }
+        None => Executed::default(),
     };
     if let (Some(webhook), Some(kwargs)) = (ended.webhook, &ended.kwargs) {
         let (url, payload) = webhook.payload(&claimed, status, kwargs);
@@ -244,26 +235,46 @@ async fn fail(
     let before = thread_before(queue, &claimed.thread_id).await;
     let settled = thread_state(RunStatus::Error, None, before.as_ref(), &outcome, None);
     let output = outcome.to_wait_json();
-    let mut end = RunEnd::new(&claimed.run_id, worker, RunStatus::Error)
+    let end = RunEnd::new(&claimed.run_id, worker, RunStatus::Error)
         .error(Some(error))
-        .output(Some(&output))
-        .thread(if claimed.temporary {
-            ThreadEnd::Delete
-        } else {
-            ThreadEnd::Settle(&settled)
-        });
-    if claim_next && !state.runs.is_draining() {
-        end = end.claim_next();
-    }
+        .output(Some(&output));
     run_ended(RunStatus::Error, Some(error), started);
-    match queue.finish(end).await {
-        Ok(done) => Executed {
+    match record_end(state, claimed, end, &settled, claim_next).await {
+        Some(done) => Executed {
             ended: done
                 .ended
                 .then(|| ended_row(claimed, RunStatus::Error, Some(error), output, None)),
             next: done.next,
         },
-        Err(_) => Executed::default(),
+        None => Executed::default(),
+    }
+}
+
+/// Records the end of `claimed` with the queue, its thread settled as `settled` (deleted for
+/// a temporary run's thread), and the worker's next claim asked for unless the process
+/// drains: whether it ended the run, and the worker's next run. `None` (logged) when the end
+/// cannot be recorded: the run is left to its lease, which runs out.
+async fn record_end<'a>(
+    state: &AppState,
+    claimed: &'a RunRow,
+    end: RunEnd<'a>,
+    settled: &'a ThreadState,
+    claim_next: bool,
+) -> Option<Finished> {
+    let mut end = end.thread(if claimed.temporary {
+        ThreadEnd::Delete
+    } else {
+        ThreadEnd::Settle(settled)
+    });
+    if claim_next && !state.runs.is_draining() {
+        end = end.claim_next();
+    }
+    match state.runs.queue.finish(end).await {
+        Ok(done) => Some(done),
+        Err(e) => {
+            tracing::warn!(error = %e, "the run's end could not be recorded; its lease will run out");
+            None
+        }
     }
 }
 
