@@ -56,6 +56,8 @@ pub struct MongoConfig {
     serializer: Arc<dyn Serializer>,
     timeouts: Timeouts,
     setup: bool,
+    /// A client of the user's ([`from_client`](Self::from_client)), used instead of the URL.
+    client: Option<mongodb::Client>,
 }
 
 impl MongoConfig {
@@ -107,7 +109,25 @@ impl MongoConfig {
             serializer: Arc::new(JsonPlusSerializer::new()),
             timeouts,
             setup: true,
+            client: None,
         })
+    }
+
+    /// A saver on a client you own (its connection pool shared with your other uses of it),
+    /// in database `database`; the other settings are the defaults, as
+    /// [`from_url`](Self::from_url) gives them. The client's own options (timeouts, pool
+    /// size) stay as you set them; [`timeouts`](Self::timeouts) still bound each operation.
+    pub fn from_client(client: mongodb::Client, database: impl Into<String>) -> Self {
+        Self {
+            url: "the client's deployment".to_owned(),
+            database: database.into(),
+            collections: Collections::default(),
+            ttl: None,
+            serializer: Arc::new(JsonPlusSerializer::new()),
+            timeouts: Timeouts::default(),
+            setup: true,
+            client: Some(client),
+        }
     }
 
     /// The database (default: the URL's, else `checkpointing_db`).
@@ -186,22 +206,10 @@ impl MongoConfig {
     /// unique indexes and the TTL indexes.
     pub async fn connect(self) -> Result<MongoSaver> {
         let target = redact_url(&self.url);
-        let mut options = self
-            .timeouts
-            .connect(BACKEND, &target, async {
-                ClientOptions::parse(self.url.as_str())
-                    .await
-                    .map_err(|e| Error::invalid("database URL", format!("`{target}`: {e}")))
-            })
-            .await?;
-        options.connect_timeout = self.timeouts.connect.or(options.connect_timeout);
-        options.server_selection_timeout =
-            self.timeouts.connect.or(options.server_selection_timeout);
-        options.max_idle_time = self.timeouts.idle.or(options.max_idle_time);
-        if options.app_name.is_none() {
-            options.app_name = Some("stategraph".to_owned());
-        }
-        let client = mongodb::Client::with_options(options).map_err(db("cannot connect"))?;
+        let client = match &self.client {
+            Some(client) => client.clone(),
+            None => self.client_of_url(&target).await?,
+        };
         let database = client.database(&self.database);
         self.timeouts
             .connect(BACKEND, &target, async {
@@ -226,6 +234,28 @@ impl MongoConfig {
             saver.check_existing().await?;
         }
         Ok(saver)
+    }
+}
+
+impl MongoConfig {
+    /// A client of the URL's deployment, with the timeouts applied to its options.
+    async fn client_of_url(&self, target: &str) -> Result<mongodb::Client> {
+        let mut options = self
+            .timeouts
+            .connect(BACKEND, target, async {
+                ClientOptions::parse(self.url.as_str())
+                    .await
+                    .map_err(|e| Error::invalid("database URL", format!("`{target}`: {e}")))
+            })
+            .await?;
+        options.connect_timeout = self.timeouts.connect.or(options.connect_timeout);
+        options.server_selection_timeout =
+            self.timeouts.connect.or(options.server_selection_timeout);
+        options.max_idle_time = self.timeouts.idle.or(options.max_idle_time);
+        if options.app_name.is_none() {
+            options.app_name = Some("stategraph".to_owned());
+        }
+        mongodb::Client::with_options(options).map_err(db("cannot connect"))
     }
 }
 

@@ -33,6 +33,8 @@ pub struct MySqlConfig {
     pub(crate) serializer: Arc<dyn Serializer>,
     pub(crate) timeouts: Timeouts,
     pub(crate) run_setup: bool,
+    /// A pool of the user's ([`from_pool`](Self::from_pool)), used instead of the URL.
+    pub(crate) pool: Option<mysql_async::Pool>,
 }
 
 impl MySqlConfig {
@@ -54,7 +56,22 @@ impl MySqlConfig {
             serializer: Arc::new(JsonPlusSerializer::new()),
             timeouts,
             run_setup: true,
+            pool: None,
         })
+    }
+
+    /// A saver on a connection pool you own (shared with your other uses of it), whose
+    /// connections select the database to keep the tables in; the other settings are the
+    /// defaults, as [`from_url`](Self::from_url) gives them. The setup creates the tables,
+    /// not the database.
+    pub fn from_pool(pool: mysql_async::Pool) -> Self {
+        Self {
+            opts: mysql_async::OptsBuilder::default().into(),
+            serializer: Arc::new(JsonPlusSerializer::new()),
+            timeouts: Timeouts::default(),
+            run_setup: true,
+            pool: Some(pool),
+        }
     }
 
     /// Uses database `name` instead of the URL's.
@@ -90,7 +107,7 @@ impl MySqlConfig {
     /// Connects; unless [`without_setup`](Self::without_setup), creates the database and the
     /// tables if they are missing.
     pub async fn connect(self) -> Result<MySqlSaver> {
-        if let (Some(db), true) = (self.opts.db_name(), self.run_setup) {
+        if let (Some(db), true, None) = (self.opts.db_name(), self.run_setup, &self.pool) {
             // Create the database first, from a connection that does not select it.
             let server: mysql_async::Opts = mysql_async::OptsBuilder::from_opts(self.opts.clone())
                 .db_name(None::<String>)

@@ -45,6 +45,9 @@ pub struct RedisConfig {
     ttl: Option<Duration>,
     serializer: Arc<dyn Serializer>,
     timeouts: Timeouts,
+    /// A connection of the user's ([`from_connection`](Self::from_connection)), used instead
+    /// of the URL.
+    connection: Option<redis::aio::MultiplexedConnection>,
 }
 
 impl RedisConfig {
@@ -69,7 +72,22 @@ impl RedisConfig {
             ttl,
             serializer: Arc::new(JsonPlusSerializer::new()),
             timeouts,
+            connection: None,
         })
+    }
+
+    /// A saver on a multiplexed connection you own (shared with your other uses of it: it
+    /// is cloned, not reopened); the other settings are the defaults, as
+    /// [`from_url`](Self::from_url) gives them.
+    pub fn from_connection(connection: redis::aio::MultiplexedConnection) -> Self {
+        Self {
+            url: "the connection's server".to_owned(),
+            prefix: "stategraph".to_owned(),
+            ttl: None,
+            serializer: Arc::new(JsonPlusSerializer::new()),
+            timeouts: Timeouts::default(),
+            connection: Some(connection),
+        }
     }
 
     /// The key prefix (every key is `{prefix}:…`).
@@ -118,6 +136,23 @@ impl RedisConfig {
 
     /// Connects (one multiplexed connection; nothing is written until the first save).
     pub async fn connect(self) -> Result<RedisSaver> {
+        let conn = match &self.connection {
+            Some(conn) => conn.clone(),
+            None => self.open().await?,
+        };
+        Ok(RedisSaver::new(
+            conn,
+            self.prefix,
+            self.ttl,
+            self.serializer,
+            self.timeouts,
+        ))
+    }
+}
+
+impl RedisConfig {
+    /// A multiplexed connection to the URL's server.
+    async fn open(&self) -> Result<redis::aio::MultiplexedConnection> {
         let client = redis::Client::open(self.url.as_str())
             .map_err(|e| Error::invalid("database URL", format!("not a Redis URL: {e}")))?;
         // Each operation of the saver runs within the statement limit (see `RedisSaver`), so
@@ -132,14 +167,7 @@ impl RedisConfig {
                 .await
                 .map_err(db("cannot connect to Redis"))
         };
-        let conn = self.timeouts.connect(BACKEND, &target, connecting).await?;
-        Ok(RedisSaver::new(
-            conn,
-            self.prefix,
-            self.ttl,
-            self.serializer,
-            self.timeouts,
-        ))
+        self.timeouts.connect(BACKEND, &target, connecting).await
     }
 }
 

@@ -69,19 +69,25 @@ impl MySqlSaver {
     }
 
     pub(crate) async fn connect_with(config: MySqlConfig) -> Result<Self> {
-        let opts = &config.opts;
-        let target = format!(
-            "{}:{}/{}",
-            opts.ip_or_hostname(),
-            opts.tcp_port(),
-            opts.db_name().unwrap_or_default()
-        );
-        // Pooled connections idle for longer than the limit are closed, not reused.
-        let opts = mysql_async::OptsBuilder::from_opts(config.opts.clone())
-            .conn_ttl(config.timeouts.idle)
-            .into();
+        let (pool, target) = match &config.pool {
+            Some(pool) => (pool.clone(), "the pool's database".to_owned()),
+            None => {
+                let opts = &config.opts;
+                let target = format!(
+                    "{}:{}/{}",
+                    opts.ip_or_hostname(),
+                    opts.tcp_port(),
+                    opts.db_name().unwrap_or_default()
+                );
+                // Pooled connections idle for longer than the limit are closed, not reused.
+                let opts = mysql_async::OptsBuilder::from_opts(config.opts.clone())
+                    .conn_ttl(config.timeouts.idle)
+                    .into();
+                (Pool::new::<mysql_async::Opts>(opts), target)
+            }
+        };
         let saver = Self {
-            pool: Pool::new::<mysql_async::Opts>(opts),
+            pool,
             serializer: config.serializer,
             timeouts: config.timeouts,
             target,
