@@ -1,6 +1,6 @@
-//! Setting up a schema, shared by the saver and the store: creating the schema, taking turns
-//! with concurrent setups, and running numbered migrations recorded the way Python's
-//! `setup()` records them.
+//! Setting up a schema, shared by the saver, the store and the run queue: creating the
+//! schema, taking turns with concurrent setups, running numbered migrations recorded the way
+//! Python's `setup()` records them, and finding the tables a setup would have made.
 
 use std::future::Future;
 
@@ -25,6 +25,25 @@ impl From<SetupFailure> for stategraph_checkpoint::Error {
     fn from(f: SetupFailure) -> Self {
         Self::backend(BACKEND, f.context, f.source)
     }
+}
+
+/// Which of `tables` are missing, in their order: in `schema` when one is set (not along the
+/// connection's search path, which goes on to `public`), else along the search path. One
+/// round trip.
+pub(crate) async fn missing_tables(
+    client: &Client,
+    schema: Option<&str>,
+    tables: &[&str],
+) -> Result<Vec<String>, tokio_postgres::Error> {
+    let rows = client
+        .query_typed(
+            "SELECT t FROM unnest($1::text[]) WITH ORDINALITY AS w(t, i) \
+             WHERE to_regclass(CASE WHEN $2::text IS NULL THEN quote_ident(t) \
+             ELSE quote_ident($2) || '.' || quote_ident(t) END) IS NULL ORDER BY i",
+            &[(&tables, Type::TEXT_ARRAY), (&schema, Type::TEXT)],
+        )
+        .await?;
+    rows.iter().map(|r| r.try_get(0)).collect()
 }
 
 /// Creates `schema` if it is missing. Two setups creating it at the same moment can see a

@@ -60,23 +60,13 @@ const SETUP_LOCK_SEED: i64 = 0x5354_4752_4150_4831; // "STGRAPH1"
 /// Checks, without changing anything, that the checkpoint tables exist where the saver looks
 /// (its schema, else the search path); missing ones are an `Error::NotFound` naming them.
 pub(crate) async fn check(client: &Client, schema: Option<&str>, target: &str) -> Result<()> {
-    let mut missing = Vec::new();
-    for table in ["checkpoints", "checkpoint_blobs", "checkpoint_writes"] {
-        let row = client
-            .query_one(
-                "SELECT to_regclass(CASE WHEN $2::text IS NULL THEN quote_ident($1) \
-                 ELSE quote_ident($2) || '.' || quote_ident($1) END)::text",
-                &[&table, &schema],
-            )
-            .await
-            .map_err(crate::error::db("checking the checkpoint tables"))?;
-        let found: Option<String> = row
-            .try_get(0)
-            .map_err(crate::error::db("checking the checkpoint tables"))?;
-        if found.is_none() {
-            missing.push(table);
-        }
-    }
+    let missing = crate::migrate::missing_tables(
+        client,
+        schema,
+        &["checkpoints", "checkpoint_blobs", "checkpoint_writes"],
+    )
+    .await
+    .map_err(crate::error::db("checking the checkpoint tables"))?;
     if missing.is_empty() {
         return Ok(());
     }

@@ -232,18 +232,19 @@ impl Pool {
     /// No connection yet; every connection opened gets `prepare` run on it. A configuration
     /// made from a [`SqliteDatabase`](crate::SqliteDatabase) shares the database's writer and
     /// connection settings; another has a writer of its own.
-    pub(crate) fn new(mut config: SqliteConfig, prepare: Prepare) -> Self {
-        let (writer, id) = match config.database.take() {
-            Some(db) => {
-                let settings = db.config();
-                config.location = settings.location.clone();
-                config.synchronous = settings.synchronous;
-                config.max_readers = settings.max_readers;
-                config.busy_timeout = settings.busy_timeout;
-                config.mmap_size = settings.mmap_size;
-                (db.writer(), db.id())
-            }
-            None => (Writer::new(), DatabaseId::new()),
+    pub(crate) fn new(config: SqliteConfig, prepare: Prepare) -> Self {
+        let (config, writer, id) = match config.database {
+            // The database's connection settings; the component's own serializer and setup.
+            Some(db) => (
+                SqliteConfig {
+                    serializer: config.serializer,
+                    run_setup: config.run_setup,
+                    ..db.config().clone()
+                },
+                db.writer(),
+                db.id(),
+            ),
+            None => (config, Writer::new(), DatabaseId::new()),
         };
         Self {
             writer,

@@ -11,7 +11,7 @@ use super::listen::channel_for;
 use super::migrations::{LATEST, MIGRATIONS};
 use crate::config::PostgresConfig;
 use crate::error::{BACKEND, db};
-use crate::migrate::{create_schema, run_migrations, with_setup_lock};
+use crate::migrate::{create_schema, missing_tables, run_migrations, with_setup_lock};
 
 /// Default of [`RunQueueConfig::lease`].
 const DEFAULT_LEASE: Duration = Duration::from_secs(30);
@@ -197,21 +197,18 @@ async fn check_tables(
     target: &str,
 ) -> Result<()> {
     const OP: &str = "checking the run queue's tables";
-    let rows = client
-        .query(
-            "SELECT t FROM unnest(ARRAY['stategraph_runs', 'stategraph_run_events', \
-             'stategraph_run_threads', 'stategraph_run_migrations']) WITH ORDINALITY AS w(t, i) \
-             WHERE to_regclass(CASE WHEN $1::text IS NULL THEN quote_ident(t) \
-             ELSE quote_ident($1) || '.' || quote_ident(t) END) IS NULL ORDER BY i",
-            &[&schema],
-        )
-        .await
-        .map_err(db(OP))?;
-    let missing = rows
-        .iter()
-        .map(|r| r.try_get::<_, String>(0))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(db(OP))?;
+    let missing = missing_tables(
+        client,
+        schema,
+        &[
+            "stategraph_runs",
+            "stategraph_run_events",
+            "stategraph_run_threads",
+            "stategraph_run_migrations",
+        ],
+    )
+    .await
+    .map_err(db(OP))?;
     if !missing.iter().any(|t| t == "stategraph_run_migrations") {
         let row = client
             .query_one(

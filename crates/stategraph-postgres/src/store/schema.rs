@@ -2,7 +2,6 @@
 //! and the check that a store connected without setup finds them.
 
 use stategraph_store::StoreError;
-use tokio_postgres::types::Type;
 
 use super::PostgresStore;
 use super::sql::{backend, col, db};
@@ -128,16 +127,9 @@ impl PostgresStore {
             wanted.extend(["store_vectors", "vector_migrations"]);
         }
         let client = self.client().await?;
-        let rows = client
-            .query_typed(
-                "SELECT t FROM unnest($1::text[]) WITH ORDINALITY AS w(t, i) \
-                 WHERE to_regclass(CASE WHEN $2::text IS NULL THEN quote_ident(t) \
-                 ELSE quote_ident($2) || '.' || quote_ident(t) END) IS NULL ORDER BY i",
-                &[(&wanted, Type::TEXT_ARRAY), (&self.schema, Type::TEXT)],
-            )
+        let missing = crate::migrate::missing_tables(&client, self.schema.as_deref(), &wanted)
             .await
             .map_err(db("reading the schema"))?;
-        let missing: Vec<String> = rows.iter().map(|r| col(r, 0)).collect::<Result<_, _>>()?;
         if missing.is_empty() {
             return Ok(());
         }
