@@ -187,6 +187,22 @@ impl Checkpoint {
         (r.done() && has_id).then_some(cp)
     }
 
+    /// A copy of this checkpoint without its channel values (what a listing with
+    /// [`skip_values`](crate::ListOptions::skip_values) returns), the values not copied.
+    pub fn without_values(&self) -> Self {
+        Checkpoint {
+            v: self.v,
+            id: self.id.clone(),
+            ts: self.ts.clone(),
+            channel_values: BTreeMap::new(),
+            channel_versions: self.channel_versions.clone(),
+            versions_seen: self.versions_seen.clone(),
+            updated_channels: self.updated_channels.clone(),
+            pending_sends: self.pending_sends.clone(),
+            extra: self.extra.clone(),
+        }
+    }
+
     /// A checkpoint with nothing read into it yet: what a stored one's missing keys default
     /// to.
     fn unread() -> Self {
@@ -432,14 +448,20 @@ pub fn checkpoint_without_values(bytes: &[u8]) -> Option<Vec<u8>> {
 
 /// A checkpoint as a saver returns it: where it is, what it holds, its metadata, its parent,
 /// and the writes stored against it.
+///
+/// The checkpoint and its metadata are shared (`Arc`): a saver that keeps them in memory
+/// hands out the stored ones without copying, and every snapshot, listing and run made from
+/// the tuple shares them too. Read through them as through references; to change a
+/// checkpoint, take your own copy (`Arc::unwrap_or_clone`, `Arc::make_mut`), which is free
+/// when nothing else holds it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CheckpointTuple {
     /// The address of this checkpoint (with `checkpoint_id` set).
     pub config: CheckpointConfig,
     /// The checkpoint, channel values fully reassembled.
-    pub checkpoint: Checkpoint,
+    pub checkpoint: Arc<Checkpoint>,
     /// Its metadata.
-    pub metadata: CheckpointMetadata,
+    pub metadata: Arc<CheckpointMetadata>,
     /// The parent checkpoint's address, or `None` for the first checkpoint.
     pub parent_config: Option<CheckpointConfig>,
     /// Writes stored against this checkpoint, in LangGraph's order (task path, task id, idx).
@@ -455,8 +477,8 @@ impl CheckpointTuple {
         ns: impl Into<String>,
         id: impl Into<CheckpointId>,
         parent: Option<CheckpointId>,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
+        checkpoint: impl Into<Arc<Checkpoint>>,
+        metadata: impl Into<Arc<CheckpointMetadata>>,
         mut pending_writes: Vec<PendingWrite>,
     ) -> Self {
         let config = CheckpointConfig::new(thread).with_ns(ns);
@@ -466,8 +488,8 @@ impl CheckpointTuple {
         crate::writes::sort_writes(&mut pending_writes);
         Self {
             config: config.with_checkpoint_id(id),
-            checkpoint,
-            metadata,
+            checkpoint: checkpoint.into(),
+            metadata: metadata.into(),
             parent_config,
             pending_writes,
         }

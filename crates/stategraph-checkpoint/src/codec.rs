@@ -237,15 +237,13 @@ impl SaverLayer for Codecs {
     }
 
     fn load_tuple(&self, mut t: CheckpointTuple) -> Result<CheckpointTuple> {
+        let id = t.checkpoint.id.clone();
         let location = |channel: &str| {
-            Location::checkpoint(
-                &t.config.thread_id,
-                &t.config.checkpoint_ns,
-                &t.checkpoint.id,
-            )
-            .channel(channel.to_owned())
+            Location::checkpoint(&t.config.thread_id, &t.config.checkpoint_ns, &id)
+                .channel(channel.to_owned())
         };
-        let mut values = std::mem::take(&mut t.checkpoint.channel_values);
+        let checkpoint = std::sync::Arc::make_mut(&mut t.checkpoint);
+        let mut values = std::mem::take(&mut checkpoint.channel_values);
         for (channel, value) in values.iter_mut() {
             *value = self
                 .decode_value(std::mem::take(value))
@@ -257,7 +255,7 @@ impl SaverLayer for Codecs {
                 .decode_value(std::mem::take(&mut w.value))
                 .map_err(|e| Error::serialization(location(&w.channel).part("write"), e))?;
         }
-        t.checkpoint.channel_values = values;
+        checkpoint.channel_values = values;
         t.pending_writes = writes;
         Ok(t)
     }

@@ -47,7 +47,7 @@ impl PruneRow {
         Self {
             checkpoint_ns: t.config.checkpoint_ns.clone(),
             checkpoint_id: t.checkpoint.id.clone(),
-            metadata: t.metadata.clone(),
+            metadata: crate::CheckpointMetadata::clone(&t.metadata),
             parent: t
                 .parent_config
                 .as_ref()

@@ -327,7 +327,10 @@ pub trait CheckpointSaver: Send + Sync + fmt::Debug {
 
     /// The checkpoint `config` addresses, without metadata and writes.
     async fn get(&self, config: &CheckpointConfig) -> Result<Option<Checkpoint>> {
-        Ok(self.get_tuple(config).await?.map(|t| t.checkpoint))
+        Ok(self
+            .get_tuple(config)
+            .await?
+            .map(|t| std::sync::Arc::unwrap_or_clone(t.checkpoint)))
     }
 
     /// The [`Error::Unsupported`] for `operation` on this saver.

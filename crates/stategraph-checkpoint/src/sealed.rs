@@ -127,7 +127,11 @@ impl SaverLayer for SealedMetadata {
     }
 
     fn load_tuple(&self, mut t: CheckpointTuple) -> Result<CheckpointTuple> {
-        let Some(sealed) = t.metadata.extra.remove(SEALED_KEY) else {
+        if !t.metadata.extra.contains_key(SEALED_KEY) {
+            return Ok(t);
+        }
+        let metadata = std::sync::Arc::make_mut(&mut t.metadata);
+        let Some(sealed) = metadata.extra.remove(SEALED_KEY) else {
             return Ok(t);
         };
         let location = Location::checkpoint(
@@ -155,7 +159,7 @@ impl SaverLayer for SealedMetadata {
             .map_err(|e| Error::serialization(location.clone(), e))?;
         let keys: serde_json::Map<String, Json> =
             serde_json::from_slice(&plain).map_err(|e| bad(&e.to_string()))?;
-        t.metadata.extra.extend(keys);
+        metadata.extra.extend(keys);
         Ok(t)
     }
 

@@ -235,8 +235,7 @@ on_every_backend!(on [sqlite, postgres]: store_puts_gets_searches_and_deletes);
 /// rewriting the record without them, blob rows (Postgres, MariaDB) by deleting them.
 async fn lose_values(db: &Db, t: &CheckpointTuple) {
     let parent = t.parent_config.clone().unwrap();
-    let mut bare = t.checkpoint.clone();
-    bare.channel_values.clear();
+    let bare = t.checkpoint.without_values();
     db.saver
         .put(
             &parent,
@@ -253,7 +252,8 @@ async fn lose_values(db: &Db, t: &CheckpointTuple) {
         .unwrap()
         .unwrap()
         .checkpoint
-        .channel_versions;
+        .channel_versions
+        .clone();
     // The blob rows of the versions this checkpoint introduced.
     let own: Vec<(String, String)> = t
         .checkpoint
@@ -626,7 +626,8 @@ async fn repair_restores_deleted_values(db: Db) {
                 .unwrap()
                 .checkpoint
                 .channel_values
-                .into_keys()
+                .keys()
+                .cloned()
                 .collect::<Vec<String>>()
         };
         let lost = stored_keys().await;

@@ -73,7 +73,7 @@ async fn chain(saver: Arc<dyn CheckpointSaver>, thread: &str, runs: usize) -> Ve
         .await
         .unwrap()
         .into_iter()
-        .map(|t| t.checkpoint.id.into_string())
+        .map(|t| t.checkpoint.id.to_string())
         .collect();
     ids.reverse();
     ids
@@ -329,7 +329,7 @@ async fn strict_msgpack_refuses_classes_outside_the_allowlist() {
         .await
         .unwrap()
         .unwrap();
-    let mut cp = latest.checkpoint.clone();
+    let mut cp = (*latest.checkpoint).clone();
     cp.id = stategraph::CheckpointId::for_step(2);
     let thing = Ext::python(
         ExtCode::ConstructorKwArgs,

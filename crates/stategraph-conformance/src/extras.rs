@@ -188,8 +188,8 @@ pub async fn put_preserves_checkpoint_fields(saver: &dyn CheckpointSaver) {
         .await
         .unwrap();
     let got = must_get(saver, &c).await;
-    assert_eq!(got.checkpoint, cp);
-    assert_eq!(got.metadata, meta);
+    assert_eq!(*got.checkpoint, cp);
+    assert_eq!(*got.metadata, meta);
     cp.updated_channels = None;
     cp.id = CheckpointId::for_step(4);
     let c2 = saver

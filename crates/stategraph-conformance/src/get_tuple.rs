@@ -11,7 +11,10 @@ pub async fn get_tuple_latest_when_no_checkpoint_id(saver: &dyn CheckpointSaver)
     let t = thread();
     let configs = chain(saver, &t, "", 3).await;
     let latest = must_get(saver, &config(&t)).await;
-    assert_eq!(Some(latest.checkpoint.id), configs[2].checkpoint_id);
+    assert_eq!(
+        Some(&latest.checkpoint.id),
+        configs[2].checkpoint_id.as_ref()
+    );
     assert_eq!(latest.metadata.step, Some(2));
 }
 
@@ -19,7 +22,10 @@ pub async fn get_tuple_specific_checkpoint_id(saver: &dyn CheckpointSaver) {
     let t = thread();
     let configs = chain(saver, &t, "", 3).await;
     let first = must_get(saver, &configs[0]).await;
-    assert_eq!(Some(first.checkpoint.id), configs[0].checkpoint_id);
+    assert_eq!(
+        Some(&first.checkpoint.id),
+        configs[0].checkpoint_id.as_ref()
+    );
 }
 
 pub async fn get_tuple_config_structure(saver: &dyn CheckpointSaver) {

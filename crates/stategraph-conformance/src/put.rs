@@ -223,7 +223,7 @@ pub async fn put_preserves_versions_seen_values(saver: &dyn CheckpointSaver) {
         .insert("node1", versions_of(&[("a", 1), ("b", 2)]));
     cp.versions_seen.insert("node2", versions_of(&[("c", 3)]));
     let got = put(saver, &config(&t), &cp, &metadata(Loop, 0)).await;
-    let seen = must_get(saver, &got).await.checkpoint.versions_seen;
+    let seen = must_get(saver, &got).await.checkpoint.versions_seen.clone();
     assert_eq!(seen["node1"]["a"].counter(), 1);
     assert_eq!(seen["node1"]["b"].counter(), 2);
     assert_eq!(seen["node2"]["c"].counter(), 3);

@@ -27,6 +27,8 @@ pub(crate) struct PregelNode<S: State> {
     /// Its trigger channels, sorted when the graph compiles; every pull task of the node
     /// shares them.
     pub(crate) triggers: Arc<[String]>,
+    /// The path of its pull tasks, `(__pregel_pull, name)`, shared by all of them.
+    pub(crate) pull_path: Arc<[String]>,
     pub(crate) run: Option<NodeFn<S>>,
     /// Set for subgraph nodes: reads the subgraph's state for
     /// `get_state_with_subgraphs`.
@@ -167,6 +169,7 @@ impl<S: State> CompiledGraph<S> {
             .map(|n| NodeTriggers {
                 name: &n.name,
                 triggers: &n.triggers,
+                pull_path: &n.pull_path,
             })
             .collect();
         let trigger_to_nodes = step::trigger_map(&triggers);
@@ -284,6 +287,7 @@ impl<S: State> CompiledGraph<S> {
             .map(|n| NodeTriggers {
                 name: &n.name,
                 triggers: &n.triggers,
+                pull_path: &n.pull_path,
             })
             .collect()
     }

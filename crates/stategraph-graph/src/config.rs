@@ -305,8 +305,9 @@ pub struct PregelTask {
     pub id: String,
     /// Node name.
     pub name: String,
-    /// Task path, e.g. `("__pregel_pull", "node_a")`.
-    pub path: Vec<String>,
+    /// Task path, e.g. `("__pregel_pull", "node_a")` (a pull task's is shared with every
+    /// other task of its node).
+    pub path: std::sync::Arc<[String]>,
     /// The error the task failed with, if it did.
     pub error: Option<String>,
     /// The task's writes, mapped to state keys, if it finished.
@@ -327,8 +328,9 @@ pub struct StateSnapshot {
     pub next: Vec<String>,
     /// The checkpoint's address.
     pub config: Option<CheckpointConfig>,
-    /// Its metadata.
-    pub metadata: Option<CheckpointMetadata>,
+    /// Its metadata (shared with the checkpoint's tuple: reading a history copies no
+    /// metadata).
+    pub metadata: Option<std::sync::Arc<CheckpointMetadata>>,
     /// When it was written.
     pub created_at: Option<String>,
     /// Its parent's address.
@@ -358,7 +360,7 @@ impl StateSnapshot {
                 .collect::<serde_json::Map<_, _>>(),
             "next": self.next,
             "config": self.config.as_ref().map(CheckpointConfig::to_json),
-            "metadata": self.metadata.as_ref().map(CheckpointMetadata::to_json),
+            "metadata": self.metadata.as_deref().map(CheckpointMetadata::to_json),
             "created_at": self.created_at,
             "parent_config": self.parent_config.as_ref().map(CheckpointConfig::to_json),
             "tasks": self.tasks.iter().map(|t| {

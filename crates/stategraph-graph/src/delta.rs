@@ -10,6 +10,7 @@
 //! LangGraph does. A snapshot is never wrong, only bigger.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde_json::{Value as Json, json};
 use stategraph_checkpoint::{
@@ -216,9 +217,10 @@ impl<S: State> CompiledGraph<S> {
         }
         // Values this graph's own last run on the thread ended with need no walk.
         let (thread, ns) = (&tuple.config.thread_id, &tuple.config.checkpoint_ns);
-        let id = &tuple.checkpoint.id;
-        let values = &mut tuple.checkpoint.channel_values;
-        missing.retain(|k| match self.head.rebuilt(thread, ns, id, k) {
+        let checkpoint = Arc::make_mut(&mut tuple.checkpoint);
+        let id = checkpoint.id.clone();
+        let values = &mut checkpoint.channel_values;
+        missing.retain(|k| match self.head.rebuilt(thread, ns, &id, k) {
             Some(v) => {
                 values.insert(k.clone(), v);
                 false
@@ -240,7 +242,9 @@ impl<S: State> CompiledGraph<S> {
                 channel.update(&name, vec![w.value])?;
             }
             if let Some(v) = channel.get() {
-                tuple.checkpoint.channel_values.insert(name, v);
+                Arc::make_mut(&mut tuple.checkpoint)
+                    .channel_values
+                    .insert(name, v);
             }
         }
         Ok(())
@@ -294,10 +298,10 @@ impl<S: State> CompiledGraph<S> {
     ) -> Result<(), GraphError> {
         let mut head = raw.clone();
         self.hydrate(saver, &mut head).await?;
-        let mut checkpoint = raw.checkpoint.clone();
+        let mut checkpoint = Checkpoint::clone(&raw.checkpoint);
         let mut versions = ChannelVersions::new();
         // The values hydrate put back are exactly the ones the record leaves out.
-        for (name, value) in head.checkpoint.channel_values {
+        for (name, value) in Arc::unwrap_or_clone(head.checkpoint).channel_values {
             if raw.checkpoint.channel_values.contains_key(&name) {
                 continue;
             }
@@ -308,7 +312,7 @@ impl<S: State> CompiledGraph<S> {
                     .insert(name, crate::channel::snapshot_of(&value));
             }
         }
-        let mut metadata = raw.metadata.clone();
+        let mut metadata = CheckpointMetadata::clone(&raw.metadata);
         set_counters(&mut metadata, &Counters::new());
         let parent = raw.parent_config.clone().unwrap_or_else(|| {
             stategraph_checkpoint::CheckpointConfig::new(raw.config.thread_id.clone())

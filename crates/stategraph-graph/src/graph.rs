@@ -376,6 +376,7 @@ impl<S: State> StateGraph<S> {
             pregel.push(PregelNode {
                 name: name.clone(),
                 triggers: vec![branch_channel(name)].into(),
+                pull_path: crate::step::pull_path(name),
                 run: Some(Arc::clone(f)),
                 subgraph: view.clone(),
                 retry: self
@@ -429,6 +430,7 @@ impl<S: State> StateGraph<S> {
             PregelNode {
                 name: START.to_owned(),
                 triggers: vec![START.to_owned()].into(),
+                pull_path: crate::step::pull_path(START),
                 run: None,
                 subgraph: None,
                 retry: None,

@@ -119,7 +119,7 @@ impl<S: State> CompiledGraph<S> {
         // The parent's delta channels are rebuilt from their history; the target is compared
         // as stored, so what it lacks shows.
         self.hydrate(saver.as_ref(), &mut parent).await?;
-        let mut checkpoint = parent.checkpoint.clone();
+        let mut checkpoint = (*parent.checkpoint).clone();
         let mut channels = channels_from_checkpoint(&self.channel_specs, &checkpoint);
         let source = target.metadata.source;
         if source != Some(CheckpointSource::Fork) {
@@ -165,7 +165,7 @@ impl<S: State> CompiledGraph<S> {
                     None => tasks.push(Task {
                         id: w.task_id.clone(),
                         name: w.task_id.clone(),
-                        path: vec![w.task_path.clone()],
+                        path: vec![w.task_path.clone()].into(),
                         triggers: if updates {
                             vec![INTERRUPT.to_owned()].into()
                         } else {
@@ -224,7 +224,7 @@ impl<S: State> CompiledGraph<S> {
             return Ok(plan.target.config.clone());
         }
         let saver = self.saver()?;
-        let mut checkpoint = plan.target.checkpoint.clone();
+        let mut checkpoint = (*plan.target.checkpoint).clone();
         let mut versions = stategraph_checkpoint::ChannelVersions::new();
         for (name, value) in plan.restored() {
             checkpoint

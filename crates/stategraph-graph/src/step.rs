@@ -181,7 +181,8 @@ pub(crate) fn task_path_str(path: &[String]) -> String {
 pub(crate) struct Task {
     pub(crate) id: String,
     pub(crate) name: String,
-    pub(crate) path: Vec<String>,
+    /// Its path (a pull task's is its node's, shared with it).
+    pub(crate) path: Arc<[String]>,
     /// The channels that triggered it (a pull task's are its node's, shared with it).
     pub(crate) triggers: Arc<[String]>,
     pub(crate) writes: Vec<(String, Value)>,
@@ -199,6 +200,13 @@ impl Task {
 pub(crate) struct NodeTriggers<'a> {
     pub(crate) name: &'a str,
     pub(crate) triggers: &'a Arc<[String]>,
+    /// The path of its pull tasks ([`pull_path`]).
+    pub(crate) pull_path: &'a Arc<[String]>,
+}
+
+/// The path of node `name`'s pull tasks: `(__pregel_pull, name)`.
+pub(crate) fn pull_path(name: &str) -> Arc<[String]> {
+    vec![PULL.to_owned(), name.to_owned()].into()
 }
 
 /// Whether `version` is newer than what a node has seen (missing: the null version).
@@ -271,7 +279,7 @@ pub(crate) fn prepare_pull_tasks(
         tasks.push(Task {
             id,
             name: node.name.to_owned(),
-            path: vec![PULL.to_owned(), node.name.to_owned()],
+            path: Arc::clone(node.pull_path),
             triggers,
             writes: Vec::new(),
             input: None,
@@ -330,7 +338,7 @@ pub(crate) fn prepare_push_tasks(
         tasks.push(Task {
             id,
             name: node,
-            path: vec![PUSH.to_owned(), format!("{idx:010}"), format!("{:010}", 0)],
+            path: vec![PUSH.to_owned(), format!("{idx:010}"), format!("{:010}", 0)].into(),
             triggers: vec![PUSH.to_owned()].into(),
             writes: Vec::new(),
             input: Some(arg),

@@ -229,7 +229,7 @@ impl<S: State> CompiledGraph<S> {
             });
         }
         let step = t.metadata.step.unwrap_or(-1) + 1;
-        let mut copy = t.checkpoint.clone();
+        let mut copy = (*t.checkpoint).clone();
         create_checkpoint(&mut copy, ValuesFrom::Base, step, None, &BTreeSet::new());
         copy.updated_channels = None;
         let mut metadata = CheckpointMetadata::new(CheckpointSource::Fork, step);
@@ -265,7 +265,10 @@ impl<S: State> CompiledGraph<S> {
             checkpoint_id: None,
             ..config.clone()
         };
-        Ok(saver.get_tuple(&latest).await?.map(|t| t.checkpoint.id))
+        Ok(saver
+            .get_tuple(&latest)
+            .await?
+            .map(|t| t.checkpoint.id.clone()))
     }
 
     /// LangGraph's default `as_node`: the only node; `__start__` on a thread no node has run

@@ -61,7 +61,7 @@ impl Serialize for ThreadState<'_> {
         m.serialize_entry("tasks", &Each(&s.tasks, Task))?;
         m.serialize_entry(
             "metadata",
-            &s.metadata.as_ref().map(CheckpointMetadata::to_json),
+            &s.metadata.as_deref().map(CheckpointMetadata::to_json),
         )?;
         m.serialize_entry("created_at", &s.created_at)?;
         m.serialize_entry("checkpoint", &s.config.as_ref().map(checkpoint_json))?;

@@ -41,7 +41,7 @@ async fn stored_values(saver: &Arc<InMemorySaver>, thread: &str) -> Vec<Value> {
     tuples.reverse();
     tuples
         .into_iter()
-        .map(|t| Value::Map(t.checkpoint.channel_values.into_iter().collect()))
+        .map(|t| Value::Map(t.checkpoint.channel_values.clone().into_iter().collect()))
         .collect()
 }
 

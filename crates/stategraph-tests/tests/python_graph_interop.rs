@@ -165,7 +165,7 @@ async fn all_namespaces(saver: &dyn CheckpointSaver, thread: &str) -> Vec<Json> 
         .iter()
         .map(|t| {
             let ns = t.config.checkpoint_ns.split(':').next().unwrap_or_default().to_owned();
-            let mut meta = t.metadata.clone();
+            let mut meta = (*t.metadata).clone();
             let parents = meta.parents.take().unwrap_or_default();
             json!({
                 "ns": ns,

@@ -55,8 +55,7 @@ async fn lost_values_come_back_through_the_graphs_reducers() {
         .await
         .unwrap()
         .unwrap();
-    let mut bare = latest.checkpoint.clone();
-    bare.channel_values.clear();
+    let bare = latest.checkpoint.without_values();
     saver
         .put(
             latest.parent_config.as_ref().unwrap(),

@@ -107,7 +107,7 @@ async fn run() -> stategraph::Result<()> {
         println!("thread {thread} on {url}");
         println!(
             "latest: {}",
-            Value::Map(t.checkpoint.channel_values.into_iter().collect())
+            Value::Map(t.checkpoint.channel_values.clone().into_iter().collect())
         );
     }
     println!("history, newest first:");

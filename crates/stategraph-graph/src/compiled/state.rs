@@ -150,7 +150,7 @@ impl<S: State> CompiledGraph<S> {
         let input = Task {
             id: NULL_TASK_ID.to_owned(),
             name: INPUT.to_owned(),
-            path: Vec::new(),
+            path: Arc::from([]),
             triggers: Vec::new().into(),
             writes,
             input: None,
@@ -186,6 +186,8 @@ impl<S: State> CompiledGraph<S> {
             parent_config,
             pending_writes,
         } = saved;
+        // The checkpoint is shared with the saver (and the other snapshots of a listing):
+        // it is copied only if writes must be applied to it.
         let mut channels = channels_from_checkpoint(&self.channel_specs, &checkpoint);
         let step = metadata.step.unwrap_or(-1) + 1;
         let mut tasks = prepare_next_tasks(
@@ -198,7 +200,14 @@ impl<S: State> CompiledGraph<S> {
         );
         // Writes without a task (resume answers, a command's update and routing) show in
         // the values; the tasks are the checkpoint's own, as LangGraph reports them.
-        self.apply_null_writes(None, &mut checkpoint, &mut channels, &pending_writes)?;
+        if pending_writes.iter().any(|w| w.task_id == NULL_TASK_ID) {
+            self.apply_null_writes(
+                None,
+                Arc::make_mut(&mut checkpoint),
+                &mut channels,
+                &pending_writes,
+            )?;
+        }
         // The writes are the snapshot's own: moved into it, not copied.
         let mut outcomes = task_outcomes(pending_writes);
         if live {
@@ -210,7 +219,7 @@ impl<S: State> CompiledGraph<S> {
             let done: Vec<&Task> = tasks.iter().filter(|t| !t.writes.is_empty()).collect();
             if !done.is_empty() {
                 apply_writes(
-                    &mut checkpoint,
+                    Arc::make_mut(&mut checkpoint),
                     &mut channels,
                     &done,
                     None,
@@ -264,7 +273,7 @@ impl<S: State> CompiledGraph<S> {
             next,
             config: Some(config),
             metadata: Some(metadata),
-            created_at: Some(checkpoint.ts),
+            created_at: Some(checkpoint.ts.clone()),
             parent_config,
             interrupts: snapshot_tasks
                 .iter()

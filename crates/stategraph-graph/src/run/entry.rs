@@ -423,7 +423,7 @@ impl<S: State> CompiledGraph<S> {
                         s.get_tuple(&latest_config),
                     )
                     .await?
-                    .map(|t| t.checkpoint.id)
+                    .map(|t| t.checkpoint.id.clone())
                 };
                 (saved, cc, latest)
             }
@@ -437,23 +437,23 @@ impl<S: State> CompiledGraph<S> {
             .as_ref()
             .map(|t| crate::delta::counters_of(&t.metadata))
             .unwrap_or_default();
-        let (checkpoint, step, checkpoint_config, pending_writes, previous_versions) = match saved {
+        let (previous_versions, step, checkpoint_config, pending_writes, checkpoint) = match saved {
             Some(t) => (
-                t.checkpoint.clone(),
+                t.checkpoint.channel_versions.clone(),
                 t.metadata.step.unwrap_or(-1) + 1,
                 t.config,
                 t.pending_writes,
-                t.checkpoint.channel_versions,
+                Arc::unwrap_or_clone(t.checkpoint),
             ),
             None => (
-                Checkpoint::empty(),
+                ChannelVersions::new(),
                 -1,
                 CheckpointConfig {
                     checkpoint_id: None,
                     ..checkpoint_config
                 },
                 Vec::new(),
-                ChannelVersions::new(),
+                Checkpoint::empty(),
             ),
         };
         let delta_loaded_writes = self.delta_channels_in(&pending_writes);

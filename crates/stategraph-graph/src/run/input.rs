@@ -25,7 +25,7 @@ impl<S: State> Run<'_, S> {
         let input_task = Task {
             id: String::new(),
             name: INPUT.to_owned(),
-            path: Vec::new(),
+            path: Arc::from([]),
             triggers: Vec::new().into(),
             writes: vec![(START.to_owned(), Value::Map(input))],
             input: None,
@@ -116,7 +116,7 @@ impl<S: State> Run<'_, S> {
             let task = Task {
                 id: String::new(),
                 name: INPUT.to_owned(),
-                path: Vec::new(),
+                path: Arc::from([]),
                 triggers: Vec::new().into(),
                 writes: null_writes,
                 input: None,

@@ -204,6 +204,7 @@ impl<S: State> Run<'_, S> {
                         .map(|n| NodeTriggers {
                             name: &n.name,
                             triggers: &n.triggers,
+                            pull_path: &n.pull_path,
                         })
                         .collect();
                     let graph = self.graph;

@@ -32,7 +32,7 @@ impl<S: State> CompiledGraph<S> {
         }
         let (mut checkpoint, step, parent, parents) = match &saved {
             Some(t) => (
-                t.checkpoint.clone(),
+                (*t.checkpoint).clone(),
                 t.metadata.step.unwrap_or(-1),
                 t.config.clone(),
                 t.metadata.parents.clone().unwrap_or_default(),
@@ -145,7 +145,7 @@ impl<S: State> CompiledGraph<S> {
             tasks.push(Task {
                 id: task_id,
                 name: as_node,
-                path: vec![INTERRUPT.to_owned(), format!("{i:010}")],
+                path: vec![INTERRUPT.to_owned(), format!("{i:010}")].into(),
                 triggers: vec![INTERRUPT.to_owned()].into(),
                 writes,
                 input: None,

@@ -262,7 +262,9 @@ impl CheckpointSaver for MongoSaver {
             let mut tuples = self.list_tuples(options).await?;
             if options.skip_values {
                 for t in &mut tuples {
-                    t.checkpoint.channel_values.clear();
+                    std::sync::Arc::make_mut(&mut t.checkpoint)
+                        .channel_values
+                        .clear();
                 }
             }
             Ok(tuples)

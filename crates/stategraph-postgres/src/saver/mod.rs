@@ -229,7 +229,7 @@ impl PostgresSaver {
         .await?;
         let mut walk = DeltaWalk::new(channels);
         for t in chain {
-            let values = t.checkpoint.channel_values;
+            let values = &t.checkpoint.channel_values;
             if !walk.visit(&t.checkpoint.id, t.pending_writes, |ch| {
                 values.get(ch).cloned()
             }) {

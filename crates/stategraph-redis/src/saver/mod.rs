@@ -206,7 +206,9 @@ impl CheckpointSaver for RedisSaver {
                     && t.metadata.matches(&options.filter)
                 {
                     if options.skip_values {
-                        t.checkpoint.channel_values.clear();
+                        std::sync::Arc::make_mut(&mut t.checkpoint)
+                            .channel_values
+                            .clear();
                     }
                     out.push(t);
                 }

@@ -1,8 +1,8 @@
 //! `InMemorySaver`: checkpoints in process memory, laid out like LangGraph's.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -17,8 +17,14 @@ use crate::saver::{
     Capabilities, CheckpointSaver, Expect, ListOptions, PruneStrategy, validate_put,
     validate_put_writes,
 };
-use crate::version::{ChannelVersion, ChannelVersions};
+use crate::version::ChannelVersions;
 use crate::writes::{PendingWrite, all_special, write_idx};
+
+mod blobs;
+#[cfg(test)]
+mod tests;
+
+use blobs::{VersionBlobs, version_key};
 use stategraph_value::Value;
 
 /// Keeps checkpoints in memory, for tests and short-lived programs.
@@ -27,6 +33,12 @@ use stategraph_value::Value;
 /// and each channel value is stored once per (thread, namespace, channel, version), written
 /// only when the version is in `new_versions`. So it behaves exactly like the database savers,
 /// including what happens when `new_versions` is incomplete.
+///
+/// A read assembles a checkpoint with its values once and keeps it: later reads of the same
+/// checkpoint (a history listed again, a state polled) share it instead of assembling a copy
+/// ([`CheckpointTuple`] holds it behind an `Arc`). A kept checkpoint is dropped when a value
+/// it was assembled from is stored again, so what a read returns never differs from a fresh
+/// assembly; one with a channel whose value was not stored is never kept.
 ///
 /// ```
 /// # use stategraph_checkpoint::*;
@@ -59,44 +71,13 @@ type IdWrites = BTreeMap<String, TaskWrites>;
 type NsBlobs = BTreeMap<String, ChannelBlobs>;
 /// channel → version (as text) → value.
 type ChannelBlobs = BTreeMap<Arc<str>, VersionBlobs>;
-/// version (as text) → value: hashed, as a listing looks up every channel's version of every
-/// checkpoint, and a long thread's channel has hundreds of versions sharing long prefixes
-/// (a tree compared them digit by digit, a dozen times a lookup).
-type VersionBlobs = HashMap<Arc<str>, Option<Value>, BuildHasherDefault<VersionHasher>>;
-
-/// A multiply-and-rotate hash over eight bytes at a time (the Fx hash), for version texts:
-/// they come from the program's own checkpoints, in one process, so a keyed hash's
-/// resistance to chosen collisions buys nothing here, and it would cost more than the lookup.
-#[derive(Default, Clone, Copy)]
-struct VersionHasher(u64);
-
-impl VersionHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-impl Hasher for VersionHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut words = bytes.chunks_exact(8);
-        for word in &mut words {
-            self.add(u64::from_le_bytes(word.try_into().unwrap_or_default()));
-        }
-        for &b in words.remainder() {
-            self.add(u64::from(b));
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// The values and writes of one (thread, namespace), looked up once for all its checkpoints.
+/// The values and writes of one (thread, namespace), looked up once for all its checkpoints,
+/// and the [`Inner::epoch`] they are read at.
 #[derive(Clone, Copy)]
 struct Scope<'a> {
     blobs: Option<&'a ChannelBlobs>,
     writes: Option<&'a IdWrites>,
+    epoch: u64,
 }
 
 /// Nested maps keyed by text, so that a lookup borrows the caller's strings instead of
@@ -109,22 +90,21 @@ struct Inner {
     writes: HashMap<String, NsWrites>,
     /// thread → namespace → channel → version → value.
     blobs: HashMap<String, NsBlobs>,
-}
-
-/// `version` as a stored key: a string version's text is shared, not copied.
-fn version_key(version: &ChannelVersion) -> Arc<str> {
-    match version {
-        ChannelVersion::Str(s) => Arc::clone(s),
-        other => other.to_string().into(),
-    }
+    /// Counts the values stored again under a (channel, version) that already had one: a
+    /// checkpoint assembled at an older epoch may hold the value replaced, and is assembled
+    /// again. (Storing a value again is rare: a repaired or re-put checkpoint.)
+    epoch: u64,
 }
 
 #[derive(Debug, Clone)]
 struct Stored {
     /// The checkpoint without channel values.
     checkpoint: Checkpoint,
-    metadata: CheckpointMetadata,
+    metadata: Arc<CheckpointMetadata>,
     parent: Option<CheckpointId>,
+    /// The checkpoint with its values, as the first read at an epoch assembled it (only read
+    /// and written under the saver's lock).
+    assembled: RefCell<Option<(u64, Arc<Checkpoint>)>>,
 }
 
 impl InMemorySaver {
@@ -158,15 +138,21 @@ impl Inner {
                 .or_default()
                 .entry(ns.clone())
                 .or_default();
+            let mut replaced = false;
             for (channel, version) in new_versions {
                 let versions = match blobs.get_mut(channel) {
                     Some(v) => v,
                     None => blobs.entry(channel.into()).or_default(),
                 };
-                versions.insert(
-                    version_key(version),
-                    checkpoint.channel_values.get(channel).cloned(),
-                );
+                replaced |= versions
+                    .insert(
+                        version_key(version),
+                        checkpoint.channel_values.get(channel).cloned(),
+                    )
+                    .is_some();
+            }
+            if replaced {
+                inner.epoch += 1;
             }
         }
         // Everything but the values, which live in `blobs` (copying them only to drop them
@@ -192,8 +178,9 @@ impl Inner {
                 checkpoint.id.clone(),
                 Stored {
                     checkpoint: bare,
-                    metadata: metadata.clone(),
+                    metadata: Arc::new(metadata.clone()),
                     parent: config.checkpoint_id.clone(),
+                    assembled: RefCell::new(None),
                 },
             );
         CheckpointConfig::new(thread.clone())
@@ -203,37 +190,24 @@ impl Inner {
 
     fn scope(&self, thread: &str, ns: &str) -> Scope<'_> {
         Scope {
+            epoch: self.epoch,
             blobs: self.blobs.get(thread).and_then(|nss| nss.get(ns)),
             writes: self.writes.get(thread).and_then(|nss| nss.get(ns)),
         }
     }
 
     fn tuple(&self, thread: &str, ns: &str, id: &CheckpointId, stored: &Stored) -> CheckpointTuple {
-        Self::tuple_in(self.scope(thread, ns), thread, ns, id, stored)
+        Self::tuple_in(self.scope(thread, ns), (thread, ns, id), stored, true)
     }
 
     /// The tuple of checkpoint `id` of (`thread`, `ns`), whose values and writes are in
-    /// `scope`.
+    /// `scope` (without its values when `values` is false).
     fn tuple_in(
         scope: Scope<'_>,
-        thread: &str,
-        ns: &str,
-        id: &CheckpointId,
+        (thread, ns, id): (&str, &str, &CheckpointId),
         stored: &Stored,
+        values: bool,
     ) -> CheckpointTuple {
-        let mut checkpoint = stored.checkpoint.clone();
-        if let Some(blobs) = scope.blobs {
-            for (channel, version) in &stored.checkpoint.channel_versions {
-                if let Some(Some(v)) = blobs
-                    .get(channel)
-                    .and_then(|versions| versions.get(&*version.text()))
-                {
-                    checkpoint
-                        .channel_values
-                        .insert(channel.to_owned(), v.clone());
-                }
-            }
-        }
         let pending_writes: Vec<PendingWrite> = scope
             .writes
             .and_then(|ids| ids.get(id.as_str()))
@@ -244,10 +218,46 @@ impl Inner {
             ns,
             id.clone(),
             stored.parent.clone(),
-            checkpoint,
-            stored.metadata.clone(),
+            if values {
+                Self::assembled(scope, stored)
+            } else {
+                Arc::new(stored.checkpoint.clone())
+            },
+            Arc::clone(&stored.metadata),
             pending_writes,
         )
+    }
+
+    /// `stored` with its values, kept for the next read when every channel's value was
+    /// found (see [`InMemorySaver`]).
+    fn assembled(scope: Scope<'_>, stored: &Stored) -> Arc<Checkpoint> {
+        if let Some((epoch, checkpoint)) = &*stored.assembled.borrow()
+            && *epoch == scope.epoch
+        {
+            return Arc::clone(checkpoint);
+        }
+        let mut checkpoint = stored.checkpoint.clone();
+        let mut complete = true;
+        for (channel, version) in &stored.checkpoint.channel_versions {
+            match scope
+                .blobs
+                .and_then(|b| b.get(channel))
+                .and_then(|versions| versions.get(&*version.text()))
+            {
+                Some(Some(v)) => {
+                    checkpoint
+                        .channel_values
+                        .insert(channel.to_owned(), v.clone());
+                }
+                Some(None) => {}
+                None => complete = false,
+            }
+        }
+        let checkpoint = Arc::new(checkpoint);
+        if complete {
+            *stored.assembled.borrow_mut() = Some((scope.epoch, Arc::clone(&checkpoint)));
+        }
+        checkpoint
     }
 
     fn remove_checkpoint(&mut self, thread: &str, ns: &str, id: &str) {
@@ -313,7 +323,7 @@ impl PruneTarget for Inner {
                 cps.iter().map(|(id, s)| PruneRow {
                     checkpoint_ns: ns.clone(),
                     checkpoint_id: id.clone(),
-                    metadata: s.metadata.clone(),
+                    metadata: CheckpointMetadata::clone(&s.metadata),
                     parent: s.parent.clone(),
                 })
             })
@@ -417,11 +427,7 @@ impl CheckpointSaver for InMemorySaver {
                         here
                     }
                 };
-                let mut tuple = Inner::tuple_in(here, t, ns, id, s);
-                if options.skip_values {
-                    tuple.checkpoint.channel_values.clear();
-                }
-                tuple
+                Inner::tuple_in(here, (t, ns, id), s, !options.skip_values)
             })
             .collect())
     }
