@@ -170,18 +170,29 @@ pub trait Workload: Send + Sync {
     ) -> Result<Measurement, BenchError>;
 }
 
-/// Times `runs` calls of `f` after one untimed warm-up call.
-pub async fn repeat<F, Fut>(runs: usize, mut f: F) -> Result<Vec<f64>, BenchError>
+/// Times `runs` calls of `f` after one untimed warm-up call (see [`timed_runs`]).
+pub async fn repeat<T, F, Fut>(runs: usize, mut f: F) -> Result<Vec<f64>, BenchError>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<(), BenchError>>,
+    Fut: std::future::Future<Output = Result<T, BenchError>>,
 {
     f().await?;
+    timed_runs(runs, f).await
+}
+
+/// Times `runs` calls of `f`. What a call returns is dropped after its clock stops, as the
+/// Python harness frees a call's result outside its timed region.
+pub async fn timed_runs<T, F, Fut>(runs: usize, mut f: F) -> Result<Vec<f64>, BenchError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, BenchError>>,
+{
     let mut samples = Vec::with_capacity(runs);
     for _ in 0..runs {
         let t = Instant::now();
-        f().await?;
+        let out = f().await?;
         samples.push(t.elapsed().as_secs_f64() * 1e3);
+        drop(out);
     }
     Ok(samples)
 }

@@ -19,7 +19,7 @@
 //! cp.channel_versions.insert("messages", saver.get_next_version(None));
 //! let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);
 //! let at = saver.put(&CheckpointConfig::new("t1"), &cp, &meta, &cp.channel_versions).await?;
-//! assert_eq!(saver.get_tuple(&at).await?.map(|t| t.checkpoint), Some(cp));
+//! assert_eq!(saver.get_tuple(&at).await?.map(|t| t.checkpoint).as_deref(), Some(&cp));
 //! # Ok(()) }
 //! ```
 //!

@@ -54,7 +54,7 @@
 //! let meta = CheckpointMetadata::new(CheckpointSource::Input, -1);
 //! let config = saver.put(&CheckpointConfig::new("t1"), &cp, &meta, &cp.channel_versions).await?;
 //! let back = saver.get_tuple(&config).await?.expect("stored");
-//! assert_eq!(back.checkpoint, cp);
+//! assert_eq!(*back.checkpoint, cp);
 //! # std::fs::remove_dir_all(&dir).unwrap();
 //! # Ok::<(), Error>(()) }).unwrap();
 //! ```
