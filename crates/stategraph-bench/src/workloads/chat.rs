@@ -7,7 +7,9 @@ use serde_json::json;
 use stategraph::{CompiledGraph, END, RunConfig, START, StateGraph};
 
 use super::{attach, expect_count, failed, fresh_config, letters, unexpected};
-use crate::{Backend, BenchError, Measurement, Params, Spec, Unit, Workload, median, ms, repeat};
+use crate::{
+    Backend, BenchError, Measurement, Params, Spec, Unit, Workload, median, ms, repeat, timed_runs,
+};
 
 #[derive(stategraph::State, Clone, Debug, Default)]
 struct Chat {
@@ -133,14 +135,16 @@ impl Workload for History {
         for t in 0..n {
             turn(&graph, &config, t, true).await?;
         }
+        // No warm-up listing (as on the Python side); each listing is dropped after its clock
+        // stops, as Python frees its list outside the timed region.
         let listed = AtomicUsize::new(0);
-        let samples = repeat(runs, || async {
+        let samples = timed_runs(runs, || async {
             let history = graph
                 .get_state_history(&config, Default::default())
                 .await
                 .map_err(failed("history"))?;
             listed.store(history.len(), Ordering::Relaxed);
-            Ok(())
+            Ok(history)
         })
         .await?;
         let listed = listed.into_inner();
