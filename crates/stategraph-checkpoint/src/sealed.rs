@@ -127,11 +127,7 @@ impl SaverLayer for SealedMetadata {
     }
 
     fn load_tuple(&self, mut t: CheckpointTuple) -> Result<CheckpointTuple> {
-        if !t.metadata.extra.contains_key(SEALED_KEY) {
-            return Ok(t);
-        }
-        let metadata = std::sync::Arc::make_mut(&mut t.metadata);
-        let Some(sealed) = metadata.extra.remove(SEALED_KEY) else {
+        let Some(sealed) = t.metadata.extra.get(SEALED_KEY) else {
             return Ok(t);
         };
         let location = Location::checkpoint(
@@ -159,6 +155,9 @@ impl SaverLayer for SealedMetadata {
             .map_err(|e| Error::serialization(location.clone(), e))?;
         let keys: serde_json::Map<String, Json> =
             serde_json::from_slice(&plain).map_err(|e| bad(&e.to_string()))?;
+        // Only now is the metadata copied (if a saver's read shares it) and changed.
+        let metadata = std::sync::Arc::make_mut(&mut t.metadata);
+        metadata.extra.remove(SEALED_KEY);
         metadata.extra.extend(keys);
         Ok(t)
     }

@@ -157,17 +157,7 @@ impl Inner {
         }
         // Everything but the values, which live in `blobs` (copying them only to drop them
         // was most of a put's cost).
-        let bare = Checkpoint {
-            v: checkpoint.v,
-            id: checkpoint.id.clone(),
-            ts: checkpoint.ts.clone(),
-            channel_values: BTreeMap::new(),
-            channel_versions: checkpoint.channel_versions.clone(),
-            versions_seen: checkpoint.versions_seen.clone(),
-            updated_channels: checkpoint.updated_channels.clone(),
-            pending_sends: checkpoint.pending_sends.clone(),
-            extra: checkpoint.extra.clone(),
-        };
+        let bare = checkpoint.without_values();
         inner
             .storage
             .entry(thread.clone())
