@@ -35,6 +35,9 @@ pub(crate) struct PregelNode<S: State> {
     pub(crate) subgraph: Option<Arc<dyn SubgraphView>>,
     /// How the node is retried when it fails.
     pub(crate) retry: Option<crate::retry::RetryPolicy>,
+    /// An entrypoint: reads what the run wrote to `__start__` (and `__previous__`), and
+    /// returns one value (its `__end__` write).
+    pub(crate) entrypoint: bool,
 }
 
 /// Reads a subgraph's state, whatever its state type.
@@ -304,6 +307,14 @@ impl<S: State> CompiledGraph<S> {
     }
 
     /// The state keys' current values.
+    /// Whether node `name` is an entrypoint.
+    pub(crate) fn is_entrypoint(&self, name: &str) -> bool {
+        self.node_index
+            .get(name)
+            .and_then(|&i| self.nodes.get(i))
+            .is_some_and(|n| n.entrypoint)
+    }
+
     pub(crate) fn read_values(&self, channels: &Channels) -> Values {
         // Inserted one by one: collecting would buffer and sort them first.
         let mut values = Values::new();

@@ -225,7 +225,7 @@ impl<S: State> StateGraph<S> {
                     .as_ref()
                     .and_then(|e| e.nested(&ctx.checkpoint_ns));
                 if !existing {
-                    setup.input = Some(input);
+                    setup.input = Some(stategraph_checkpoint::Value::Map(input));
                 }
                 let result = sub.run_with(config, setup).await;
                 let out = match result {
@@ -384,6 +384,7 @@ impl<S: State> StateGraph<S> {
                     .iter()
                     .find(|(n, _)| n == name)
                     .map(|(_, p)| p.clone()),
+                entrypoint: false,
             });
         }
         for (from, to) in &self.edges {
@@ -434,6 +435,7 @@ impl<S: State> StateGraph<S> {
                 run: None,
                 subgraph: None,
                 retry: None,
+                entrypoint: false,
             },
         );
         Ok(CompiledGraph::new(

@@ -101,6 +101,8 @@ pub(crate) struct Scratchpad {
     pub(crate) resume: Vec<Value>,
     /// Interrupts asked so far in this execution.
     pub(crate) counter: usize,
+    /// Tasks called so far in this execution (a call's id derives from its position).
+    pub(crate) calls: usize,
     /// Where answers not yet consumed come from.
     pub(crate) source: ResumeSource,
     /// `__resume__` writes made while running.

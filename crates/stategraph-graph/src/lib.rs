@@ -34,11 +34,13 @@
     warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
 )]
 
+mod call;
 mod channel;
 mod compiled;
 mod config;
 mod delta;
 mod error;
+pub mod functional;
 mod graph;
 mod head;
 pub mod inspect;

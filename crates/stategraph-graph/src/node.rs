@@ -163,6 +163,12 @@ pub struct NodeContext {
     pub(crate) resume: crate::interrupt::ResumeSource,
     /// The graph's cross-thread store, inherited by subgraphs.
     pub(crate) store: Option<Arc<dyn stategraph_store::Store>>,
+    /// How this task calls tasks (`None` outside a run).
+    pub(crate) caller: Option<crate::call::Caller>,
+    /// An entrypoint's input (what the run wrote to `__start__`).
+    pub(crate) input: Option<stategraph_checkpoint::Value>,
+    /// An entrypoint's `previous`: the value its last run on the thread saved.
+    pub(crate) previous: Option<stategraph_checkpoint::Value>,
 }
 
 impl NodeContext {

@@ -189,6 +189,14 @@ pub enum UpdatesEvent {
     },
     /// A step stopped on these interrupts (`{"__interrupt__": [...]}`).
     Interrupt(Vec<Interrupt>),
+    /// A task called with [`Task::call`](crate::functional::Task::call) returned `value`,
+    /// or an entrypoint returned it to its caller (`{"name": value}`).
+    Returned {
+        /// The task or entrypoint.
+        node: String,
+        /// What it returned.
+        value: Value,
+    },
 }
 
 impl UpdatesEvent {
@@ -200,6 +208,7 @@ impl UpdatesEvent {
             UpdatesEvent::Interrupt(list) => {
                 json!({ "__interrupt__": list.iter().map(Interrupt::to_json).collect::<Vec<_>>() })
             }
+            UpdatesEvent::Returned { node, value } => json!({ node.as_str(): value_json(value) }),
         }
     }
 }

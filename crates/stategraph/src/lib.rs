@@ -143,6 +143,9 @@ pub use stategraph_embed as embed;
 pub use stategraph_graph as graph;
 /// The state trait `#[derive(State)]` implements.
 pub use stategraph_graph::State;
+/// The Functional API: durable workflows as async functions ([`functional::entrypoint`])
+/// calling saved units of work ([`functional::task`]).
+pub use stategraph_graph::functional;
 /// Streaming a run: [`StreamEvent`] and the payload types of its variants.
 pub use stategraph_graph::stream;
 pub use stategraph_graph::{

@@ -24,7 +24,8 @@ mod stream;
 
 /// How a run starts: its input (or a resume), where it saves, and who is listening.
 pub(crate) struct RunSetup {
-    pub(crate) input: Option<Map>,
+    /// What the run writes to `__start__`: a graph's input map, an entrypoint's value.
+    pub(crate) input: Option<Value>,
     pub(crate) resume: Option<ResumeInput>,
     /// A command's routing and update writes (with `resume`, the run's command input).
     pub(crate) command: CommandWrites,
@@ -151,7 +152,7 @@ impl<S: State> CompiledGraph<S> {
             Some(update) => {
                 let writes = S::input_writes(update)?;
                 self.check_state_writes(&writes)?;
-                Some(writes.into_iter().collect())
+                Some(Value::Map(writes.into_iter().collect()))
             }
             None => None,
         };
@@ -255,7 +256,7 @@ impl<S: State> CompiledGraph<S> {
     }
 
     /// A command's writes, checked: state keys for the update, known nodes for `goto`.
-    fn command_setup<U>(
+    pub(crate) fn command_setup<U>(
         &self,
         command: RunCommand<U>,
         writes_of: impl Fn(U) -> Result<Vec<(String, Value)>, GraphError>,
@@ -522,6 +523,7 @@ impl<S: State> CompiledGraph<S> {
             },
             parent_command: None,
             complete: false,
+            calls: Vec::new(),
         })
     }
 }

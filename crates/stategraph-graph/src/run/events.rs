@@ -5,6 +5,8 @@ use stategraph_checkpoint::{Map, Value, channels as reserved};
 use stategraph_messages::Message;
 
 use super::Run;
+use crate::call::RETURN;
+use crate::graph::END;
 use crate::state::{State, Values};
 use crate::step::Task;
 use crate::stream::{
@@ -51,17 +53,29 @@ impl<S: State> Run<'_, S> {
         };
         let result: Values = writes
             .iter()
-            .filter(|(k, _)| self.graph.schema.contains(k))
+            .filter(|(k, _)| self.graph.schema.contains(k) || k == RETURN)
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let error = writes
             .iter()
             .find(|(c, _)| c == reserved::ERROR)
             .map(|(_, v)| v.clone());
+        // A called task reports what it returned; an entrypoint what it returns to the
+        // caller (its `__end__` write), as LangGraph's single-channel output does.
+        let returned = writes
+            .iter()
+            .find(|(c, _)| c == RETURN || (c == END && self.graph.is_entrypoint(&task.name)))
+            .map(|(_, v)| v.clone());
         e.emit(StreamMode::Updates, || {
-            StreamEvent::Updates(UpdatesEvent::Node {
-                node: task.name.clone(),
-                update: (!result.is_empty()).then(|| result.clone()),
+            StreamEvent::Updates(match returned {
+                Some(value) => UpdatesEvent::Returned {
+                    node: task.name.clone(),
+                    value,
+                },
+                None => UpdatesEvent::Node {
+                    node: task.name.clone(),
+                    update: (!result.is_empty()).then(|| result.clone()),
+                },
             })
         });
         if e.wants(StreamMode::Messages) {

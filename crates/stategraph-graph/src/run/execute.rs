@@ -8,9 +8,10 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use super::Run;
+use crate::call::{CallEvent, CallScope, Caller, RETURN};
 use crate::error::{GraphError, NodeError};
 use crate::graph::START;
-use crate::interrupt::{Scratchpad, interrupt_id};
+use crate::interrupt::Scratchpad;
 use crate::node::{NodeContext, NodeOutput};
 use crate::state::{State, Values};
 use crate::step::Task;
@@ -62,7 +63,8 @@ fn panicked(payload: Option<Box<dyn std::any::Any + Send>>) -> NodeError {
 }
 
 impl<S: State> Run<'_, S> {
-    /// Runs every task without writes concurrently; saves each task's writes as it finishes.
+    /// Runs every task without writes concurrently; saves each task's writes as it finishes,
+    /// and the writes of the tasks they call (kept in `self.calls`).
     pub(super) async fn execute(&mut self, tasks: &mut [Task]) -> Result<(), GraphError> {
         let values = Arc::new(self.graph.read_values(&self.channels));
         // What a subgraph started by a task of this step records as its parents.
@@ -71,6 +73,9 @@ impl<S: State> Run<'_, S> {
             child_parents.insert(self.checkpoint_config.checkpoint_ns.clone(), id.to_string());
         }
         let child_parents = Arc::new(child_parents);
+        self.calls.clear();
+        let (call_events, mut calls) = tokio::sync::mpsc::unbounded_channel();
+        let scope = Arc::new(self.call_scope(&child_parents, call_events));
         let mut state: Option<Arc<S>> = None;
         let mut set: JoinSet<TaskOutcome<S>> = JoinSet::new();
         let mut spawned: std::collections::HashMap<tokio::task::Id, usize> =
@@ -88,12 +93,12 @@ impl<S: State> Run<'_, S> {
                     .await?;
                 continue;
             }
-            let Some((run, retry)) = self
+            let Some((run, retry, entry)) = self
                 .graph
                 .nodes
                 .iter()
                 .find(|n| n.name == task.name)
-                .and_then(|n| Some((n.run.clone()?, n.retry.clone())))
+                .and_then(|n| Some((n.run.clone()?, n.retry.clone(), n.entrypoint)))
             else {
                 continue;
             };
@@ -118,6 +123,14 @@ impl<S: State> Run<'_, S> {
             };
             let pad = Arc::new(std::sync::Mutex::new(self.scratchpad(task, &task_ns)));
             *pad_slot = Some(Arc::clone(&pad));
+            // An entrypoint reads what the run wrote to `__start__`, and the value its last
+            // run saved.
+            let channel = |name: &str| self.channels.get(name).and_then(|c| c.get());
+            let (input, previous) = if entry {
+                (channel(START), channel(crate::functional::PREVIOUS))
+            } else {
+                (None, None)
+            };
             let ctx = NodeContext {
                 scratch: pad,
                 resume: self.env.resume.clone(),
@@ -136,6 +149,12 @@ impl<S: State> Run<'_, S> {
                 message_metadata,
                 stop: self.stop,
                 store: self.env.store.clone(),
+                caller: Some(Caller {
+                    scope: Arc::clone(&scope),
+                    path: Arc::clone(&task.path),
+                }),
+                input,
+                previous,
             };
             if let Some(e) = &self.stream.emitter {
                 e.task_start(self.step, || TaskStart {
@@ -155,9 +174,10 @@ impl<S: State> Run<'_, S> {
                             tracing::info!(attempt, error = %e, "retry");
                             tokio::time::sleep(policy.delay(attempt)).await;
                             attempt += 1;
-                            // A new attempt starts with a fresh interrupt count.
+                            // A new attempt starts with fresh interrupt and call counts.
                             let mut pad = ctx.scratch.lock().unwrap_or_else(|e| e.into_inner());
                             pad.counter = 0;
+                            pad.calls = 0;
                             pad.writes.clear();
                         }
                         (Err(e), _) if e.signal.is_none() => {
@@ -183,26 +203,43 @@ impl<S: State> Run<'_, S> {
                 }
             }
         }
+        // The step's calls end when the last context that can call is gone.
+        drop(scope);
         for (i, output) in done {
             self.finish_output(tasks, &pads, i, output, &mut first_error)
                 .await?;
             self.stream_room().await;
         }
-        if !set.is_empty() {
+        let mut running_calls = 0usize;
+        while let Ok(event) = calls.try_recv() {
+            self.on_call(event, &mut running_calls).await?;
+        }
+        if !set.is_empty() || running_calls > 0 {
             // The run waits for nodes: write the queued saves meanwhile.
             self.hand_over_saves().await?;
         }
-        while let Some(joined) = set.join_next_with_id().await {
-            let (i, output) = match joined {
-                Ok((_, outcome)) => outcome,
-                Err(e) => {
-                    let i = spawned.get(&e.id()).copied().unwrap_or_default();
-                    (i, Err(panicked(e.is_panic().then(|| e.into_panic()))))
+        while !set.is_empty() || running_calls > 0 {
+            tokio::select! {
+                biased;
+                Some(event) = calls.recv() => self.on_call(event, &mut running_calls).await?,
+                Some(joined) = set.join_next_with_id(), if !set.is_empty() => {
+                    let (i, output) = match joined {
+                        Ok((_, outcome)) => outcome,
+                        Err(e) => {
+                            let i = spawned.get(&e.id()).copied().unwrap_or_default();
+                            (i, Err(panicked(e.is_panic().then(|| e.into_panic()))))
+                        }
+                    };
+                    self.finish_output(tasks, &pads, i, output, &mut first_error)
+                        .await?;
+                    self.stream_room().await;
+                    // What the node called before it finished is accounted for first.
+                    while let Ok(event) = calls.try_recv() {
+                        self.on_call(event, &mut running_calls).await?;
+                    }
                 }
-            };
-            self.finish_output(tasks, &pads, i, output, &mut first_error)
-                .await?;
-            self.stream_room().await;
+                else => break,
+            }
         }
         match first_error {
             Some(e) => Err(e),
@@ -210,6 +247,76 @@ impl<S: State> Run<'_, S> {
         }
     }
 
+    /// What the step's calls share: the checkpoint they belong to, and what is saved on it.
+    fn call_scope(
+        &self,
+        parents: &Arc<std::collections::BTreeMap<String, String>>,
+        events: tokio::sync::mpsc::UnboundedSender<CallEvent>,
+    ) -> CallScope {
+        let mut returns = std::collections::HashMap::new();
+        let mut answers = std::collections::HashMap::new();
+        for w in &self.pending_writes {
+            if w.channel == RETURN {
+                returns.insert(w.task_id.clone(), w.value.clone());
+            } else if w.channel == reserved::RESUME {
+                answers.insert(w.task_id.clone(), resume_list(&w.value));
+            }
+        }
+        CallScope {
+            checkpoint_id: self.checkpoint.id.clone(),
+            step: self.step,
+            stop: self.stop,
+            config: Arc::clone(&self.config),
+            saver: self.saver.clone(),
+            store: self.env.store.clone(),
+            parents: Arc::clone(parents),
+            emitter: self.stream.emitter.clone(),
+            returns: std::sync::Mutex::new(returns),
+            answers,
+            resume: self.env.resume.clone(),
+            events,
+        }
+    }
+
+    /// Records what a call told the step: a replayed or finished call is one of its tasks
+    /// (a finished one's writes are saved first, then its caller sees the result).
+    async fn on_call(&mut self, event: CallEvent, running: &mut usize) -> Result<(), GraphError> {
+        match event {
+            CallEvent::Replayed(task) => self.calls.push(task),
+            CallEvent::Started { task, input } => {
+                *running += 1;
+                if let Some(e) = &self.stream.emitter {
+                    e.task_start(self.step, || TaskStart {
+                        id: task.id.clone(),
+                        name: task.name.clone(),
+                        input: [("input".to_owned(), input)].into_iter().collect(),
+                        triggers: task.triggers.to_vec(),
+                    });
+                }
+            }
+            CallEvent::Finished {
+                mut task,
+                outcome,
+                resume_writes,
+                saved,
+            } => {
+                *running = running.saturating_sub(1);
+                let writes = crate::call::call_writes(&outcome, resume_writes);
+                self.save_writes(&task, &writes).await?;
+                // Its caller waits on it: under `async` durability the writes go to the
+                // background writer now, not when the step ends.
+                self.hand_over_saves().await?;
+                if outcome.is_ok() {
+                    self.announce_result(&task, &writes);
+                }
+                task.writes = writes;
+                self.calls.push(task);
+                // The caller may have stopped waiting: nothing to tell then.
+                let _ = saved.send(());
+            }
+        }
+        Ok(())
+    }
     /// The typed state of `values`, built from the last one where nothing holds on to it
     /// (its nodes finished), converting only what changed.
     pub(super) fn typed_state(&mut self, values: &Arc<Values>) -> Result<S, GraphError> {
@@ -228,28 +335,20 @@ impl<S: State> Run<'_, S> {
     /// A task's interrupt bookkeeping: the answers it already has, plus one by id if the
     /// caller gave it.
     fn scratchpad(&self, task: &Task, task_ns: &str) -> Scratchpad {
-        let mut resume: Vec<Value> = self
+        let answers = self
             .pending_writes
             .iter()
             .find(|w| w.task_id == task.id && w.channel == reserved::RESUME)
-            .map(|w| match &w.value {
-                Value::List(l) => l.to_vec(),
-                other => vec![other.clone()],
-            })
+            .map(|w| resume_list(&w.value))
             .unwrap_or_default();
-        if let Some(map) = &self.env.resume.by_id {
-            let next = interrupt_id(task_ns, resume.len());
-            let first = interrupt_id(task_ns, 0);
-            if let Some(v) = map.get(&next).or_else(|| map.get(&first)) {
-                resume.push(v.clone());
-            }
-        }
-        Scratchpad {
-            ns: task_ns.to_owned(),
-            resume,
-            counter: 0,
-            source: self.env.resume.clone(),
-            writes: Vec::new(),
-        }
+        crate::call::scratchpad(task_ns, answers, &self.env.resume)
+    }
+}
+
+/// A saved `__resume__` write's answers, in order.
+fn resume_list(value: &Value) -> Vec<Value> {
+    match value {
+        Value::List(l) => l.to_vec(),
+        other => vec![other.clone()],
     }
 }

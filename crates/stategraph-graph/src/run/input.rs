@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use stategraph_checkpoint::{
-    CheckpointConfig, CheckpointSource, Map, PendingWrite, Value, channels as reserved,
+    CheckpointConfig, CheckpointSource, PendingWrite, Value, channels as reserved,
 };
 
 use crate::trace::Op;
@@ -20,14 +20,14 @@ use crate::stream::{Raw, StreamMode};
 impl<S: State> Run<'_, S> {
     /// New input: discard the tasks pending on the loaded checkpoint, write the input to
     /// `__start__`, save the `input` checkpoint.
-    pub(super) async fn first_input(&mut self, input: Map) -> Result<(), GraphError> {
+    pub(super) async fn first_input(&mut self, input: Value) -> Result<(), GraphError> {
         let discard = self.next_tasks();
         let input_task = Task {
             id: String::new(),
             name: INPUT.to_owned(),
             path: Arc::from([]),
             triggers: Vec::new().into(),
-            writes: vec![(START.to_owned(), Value::Map(input))],
+            writes: vec![(START.to_owned(), input)],
             input: None,
         };
         let mut all: Vec<&Task> = discard.iter().collect();

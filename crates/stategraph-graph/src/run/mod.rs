@@ -105,6 +105,8 @@ struct Run<'g, S: State> {
     parent_command: Option<Box<crate::error::ParentCommand>>,
     /// The run stopped because no task was left to run (not on an interrupt or error).
     complete: bool,
+    /// The tasks the current step's tasks called (replayed or run), applied with them.
+    calls: Vec<Task>,
 }
 
 /// What the run's tasks are given besides the state.
@@ -271,7 +273,8 @@ impl<S: State> Run<'_, S> {
             if let Ok(mut null) = self.env.resume.null.lock() {
                 null.take();
             }
-            let refs: Vec<&Task> = tasks.iter().collect();
+            let calls = std::mem::take(&mut self.calls);
+            let refs: Vec<&Task> = tasks.iter().chain(calls.iter()).collect();
             let updated = self.apply(&refs)?;
             if let Some(e) = &self.stream.emitter
                 && updated.iter().any(|c| self.graph.schema.contains(c))

@@ -37,7 +37,7 @@ impl<S: State> CompiledGraph<S> {
             Ok(input) => input,
             Err(e) => return RunStream::failed(e),
         };
-        self.stream_with(config, modes, |setup| setup.input = Some(input))
+        self.stream_with(config, modes, |setup| setup.input = Some(Value::Map(input)))
     }
 
     /// [`stream`](Self::stream) with LangGraph's raw input: a map of state keys to values,
@@ -71,7 +71,7 @@ impl<S: State> CompiledGraph<S> {
             Ok(input) => input,
             Err(e) => return RunStream::failed(e),
         };
-        self.stream_with(config, modes, |setup| setup.input = Some(input))
+        self.stream_with(config, modes, |setup| setup.input = Some(Value::Map(input)))
     }
 
     /// [`resume`](Self::resume), streaming events as [`stream`](Self::stream) does.
@@ -101,7 +101,7 @@ impl<S: State> CompiledGraph<S> {
         self.stream_setup(config, modes, setup)
     }
 
-    pub(super) fn stream_setup(
+    pub(crate) fn stream_setup(
         &self,
         config: RunConfig,
         modes: &[StreamMode],

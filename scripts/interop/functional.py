@@ -1,0 +1,235 @@
+"""Functional API workflows (`@entrypoint`, `@task`) in Python LangGraph, on a SQLite file or
+a Postgres database, for stategraph's differential tests.
+
+Usage: python functional.py DB WORKFLOW THREAD ACTION...
+
+DB is a SQLite file path or a postgres:// URL. WORKFLOW (stategraph's test builds the same
+ones, with the same names):
+- `seq`: `wf(n) = double(add_one(n))`, the two tasks awaited one after the other;
+- `par`: `wf(n)` calls `double(i)` for i in 0..n, all started before any is awaited; sum;
+- `retry`: `wf(n) = flaky(n)`, where `flaky` fails its first try (a RetryPolicy of two
+  tries retries it) and returns n + 100;
+- `hitl`: `a = double(n)`; `answer = interrupt({"question": "approve?", "a": a})`;
+  `b = add_one(a)`; returns {"a": a, "answer": answer, "b": b};
+- `prev`: returns `entrypoint.final(value=previous, save=(previous or 0) + n)`;
+- `node`: a StateGraph whose node `work` calls `double(x)` and writes `y`.
+Every task appends its name to the file FUNC_LOG names, if set (the side effects a test
+counts).
+
+ACTIONS, in order: `run:JSON` (invoke with that input), `resume:JSON` (invoke with
+Command(resume=JSON)), `stream:JSON` / `stream_resume:JSON` (the same, printing the
+`updates` stream under `streams`), `dump` (print the thread's checkpoints and writes,
+normalized, under `dump`).
+"""
+
+import json
+import os
+import sqlite3
+import sys
+from typing import Any
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.func import entrypoint, task
+from langgraph.graph import START, StateGraph
+from langgraph.types import Command, RetryPolicy, interrupt
+from typing_extensions import TypedDict
+
+
+def log(name):
+    path = os.environ.get("FUNC_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(name + "\n")
+
+
+@task
+def add_one(x: int) -> int:
+    log("add_one")
+    return x + 1
+
+
+@task
+def double(x: int) -> int:
+    log("double")
+    return x * 2
+
+
+FLAKY_TRIES = {"n": 0}
+
+
+@task(retry_policy=RetryPolicy(max_attempts=2, initial_interval=0.01, jitter=False))
+def flaky(x: int) -> int:
+    log("flaky")
+    FLAKY_TRIES["n"] += 1
+    if FLAKY_TRIES["n"] == 1:
+        raise ConnectionError("first try fails")
+    return x + 100
+
+
+class Node(TypedDict):
+    x: int
+    y: int
+
+
+def build(name, saver):
+    if name == "seq":
+
+        @entrypoint(checkpointer=saver)
+        def wf(n: int) -> int:
+            return double(add_one(n).result()).result()
+
+    elif name == "par":
+
+        @entrypoint(checkpointer=saver)
+        def wf(n: int) -> int:
+            futures = [double(i) for i in range(n)]
+            return sum(f.result() for f in futures)
+
+    elif name == "retry":
+
+        @entrypoint(checkpointer=saver)
+        def wf(n: int) -> int:
+            return flaky(n).result()
+
+    elif name == "hitl":
+
+        @entrypoint(checkpointer=saver)
+        def wf(n: int) -> dict:
+            a = double(n).result()
+            answer = interrupt({"question": "approve?", "a": a})
+            b = add_one(a).result()
+            return {"a": a, "answer": answer, "b": b}
+
+    elif name == "prev":
+
+        @entrypoint(checkpointer=saver)
+        def wf(n: int, *, previous: Any = None) -> entrypoint.final[Any, int]:
+            return entrypoint.final(value=previous, save=(previous or 0) + n)
+
+    elif name == "node":
+
+        def work(s: Node):
+            return {"y": double(s["x"]).result()}
+
+        g = StateGraph(Node)
+        g.add_node("work", work)
+        g.add_edge(START, "work")
+        return g.compile(checkpointer=saver)
+    else:
+        raise SystemExit(f"unknown workflow {name}")
+    return wf
+
+
+def version(v):
+    """A channel version's counter (the random fraction differs between runs)."""
+    return int(str(v).split(".")[0]) if isinstance(v, str) else v
+
+
+def dump(saver, conn, thread, is_pg):
+    """The thread's checkpoints, newest first, with ids and task ids replaced by ordinals."""
+    config = {"configurable": {"thread_id": thread}}
+    tuples = list(saver.list(config))
+    cp_ids = {t.config["configurable"]["checkpoint_id"]: f"cp{i}" for i, t in enumerate(tuples)}
+    task_ids = {}
+
+    def tid(t):
+        if t == "00000000-0000-0000-0000-000000000000":
+            return "null"
+        return task_ids.setdefault(t, f"task{len(task_ids)}")
+
+    out = []
+    for t in reversed(tuples):
+        c = t.checkpoint
+        cid = t.config["configurable"]["checkpoint_id"]
+        if is_pg:
+            with conn.cursor() as cur:
+                cur.execute(
+                    "select task_id, idx, channel, task_path from checkpoint_writes "
+                    "where thread_id = %s and checkpoint_ns = '' and checkpoint_id = %s",
+                    (thread, cid),
+                )
+                rows = [(r["task_id"], r["idx"], r["channel"], r["task_path"]) for r in cur.fetchall()]
+        else:
+            rows = conn.execute(
+                "select task_id, idx, channel, task_path from writes "
+                "where thread_id = ? and checkpoint_ns = '' and checkpoint_id = ?",
+                (thread, cid),
+            ).fetchall()
+        value_of = {(w[0], w[1]): w[2] for w in t.pending_writes}
+        writes = [
+            [tid(task_id), idx, channel, path, jsonable(value_of.get((task_id, channel)))]
+            for task_id, idx, channel, path in sorted(rows, key=lambda r: (r[3], r[1], r[2]))
+        ]
+        out.append(
+            {
+                "id": cp_ids[cid],
+                "parent": cp_ids.get((t.parent_config or {}).get("configurable", {}).get("checkpoint_id")),
+                "metadata": jsonable(t.metadata),
+                "channel_values": jsonable(c["channel_values"]),
+                "channel_versions": {k: version(v) for k, v in c["channel_versions"].items()},
+                "versions_seen": {
+                    n: {k: version(v) for k, v in seen.items()} for n, seen in c["versions_seen"].items()
+                },
+                "writes": writes,
+            }
+        )
+    return out
+
+
+INTERRUPT_IDS = {}
+
+
+def jsonable(v):
+    """JSON of a value, with interrupt ids (hashes of checkpoint-derived task ids) replaced
+    by ordinals."""
+    if isinstance(v, dict):
+        return {k: jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x) for x in v]
+    if hasattr(v, "value") and hasattr(v, "id") and type(v).__name__ == "Interrupt":
+        return {"value": jsonable(v.value), "id": INTERRUPT_IDS.setdefault(v.id, f"i{len(INTERRUPT_IDS)}")}
+    if isinstance(v, BaseException):
+        return repr(v)
+    return v
+
+
+def main(db, name, thread, actions):
+    is_pg = db.startswith(("postgres://", "postgresql://"))
+    if is_pg:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg import Connection
+        from psycopg.rows import dict_row
+
+        conn = Connection.connect(db, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        saver = PostgresSaver(conn)
+        saver.setup()
+    else:
+        conn = sqlite3.connect(db, check_same_thread=False)
+        saver = SqliteSaver(conn)
+    wf = build(name, saver)
+    config = {"configurable": {"thread_id": thread}}
+    out = {"streams": []}
+    for action in actions:
+        verb, _, arg = action.partition(":")
+        value = json.loads(arg) if arg else None
+        if verb == "run":
+            wf.invoke(value, config)
+        elif verb == "resume":
+            wf.invoke(Command(resume=value), config)
+        elif verb == "stream":
+            out["streams"].append([jsonable(p) for p in wf.stream(value, config, stream_mode="updates")])
+        elif verb == "stream_resume":
+            parts = wf.stream(Command(resume=value), config, stream_mode="updates")
+            out["streams"].append([jsonable(p) for p in parts])
+        elif verb == "dump":
+            out["dump"] = dump(saver, conn, thread, is_pg)
+        else:
+            raise SystemExit(f"unknown action {action}")
+    conn.close()
+    json.dump(out, sys.stdout, ensure_ascii=False)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 5:
+        sys.exit(__doc__)
+    main(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:])
