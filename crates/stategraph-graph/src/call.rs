@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use stategraph_checkpoint::{Value, channels as reserved};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::config::RunConfig;
 use crate::error::NodeError;
@@ -68,7 +68,54 @@ pub(crate) struct CallScope {
     /// Saved answers to interrupts (`__resume__` writes), by task id.
     pub(crate) answers: HashMap<String, Vec<Value>>,
     pub(crate) resume: ResumeSource,
-    pub(crate) events: mpsc::UnboundedSender<CallEvent>,
+    /// What the calls told the run and it has not read yet (nothing is allocated for a step
+    /// whose tasks call nothing).
+    pub(crate) events: std::sync::Mutex<Vec<CallEvent>>,
+    /// Wakes the run when an event is queued.
+    pub(crate) queued: tokio::sync::Notify,
+    /// Set when the step is over: later calls fail, their results would not be saved.
+    pub(crate) closed: std::sync::atomic::AtomicBool,
+}
+
+impl CallScope {
+    /// Queues `event` for the run; `false` (the event dropped) when the step is over.
+    fn send(&self, event: CallEvent) -> bool {
+        {
+            let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
+            if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+                return false;
+            }
+            events.push(event);
+        }
+        self.queued.notify_one();
+        true
+    }
+
+    /// The events queued so far, oldest first.
+    pub(crate) fn take(&self) -> Vec<CallEvent> {
+        std::mem::take(&mut *self.events.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Ends the step: no call is accepted after this, and the callers of calls it did not
+    /// record learn that their results were not saved.
+    fn close(&self) {
+        let unread = {
+            let mut events = self.events.lock().unwrap_or_else(|e| e.into_inner());
+            self.closed
+                .store(true, std::sync::atomic::Ordering::Release);
+            std::mem::take(&mut *events)
+        };
+        drop(unread);
+    }
+}
+
+/// Closes a step's [`CallScope`] when the step ends, however it ends.
+pub(crate) struct Closing(pub(crate) Arc<CallScope>);
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        self.0.close();
+    }
 }
 
 /// A task's side of calling: the step's scope and the task's own path.
@@ -207,7 +254,7 @@ pub(crate) fn call(
     if let Some(value) = saved {
         task.writes = vec![(RETURN.to_owned(), value.clone())];
         // A closed channel means the step is over; the saved value is still the answer.
-        let _ = scope.events.send(CallEvent::Replayed(task));
+        scope.send(CallEvent::Replayed(task));
         return CallFuture::Ready(Some(Ok(value)));
     }
     let ns = format!("{task_ns}:{}", task.id);
@@ -239,19 +286,15 @@ pub(crate) fn call(
         input: None,
         previous: None,
     };
-    if scope
-        .events
-        .send(CallEvent::Started {
-            task: task.clone(),
-            input: input.clone(),
-        })
-        .is_err()
-    {
+    if !scope.send(CallEvent::Started {
+        task: task.clone(),
+        input: input.clone(),
+    }) {
         return CallFuture::Ready(Some(Err(NodeError::new(format!(
             "task `{name}` was called after its step ended"
         )))));
     }
-    let events = scope.events.clone();
+    let events = Arc::clone(scope);
     let f = Arc::clone(f);
     let retry = retry.cloned();
     CallFuture::Running(tokio::spawn(async move {
@@ -285,7 +328,7 @@ pub(crate) fn call(
             resume_writes,
             saved,
         });
-        if sent.is_err() || is_saved.await.is_err() {
+        if !sent || is_saved.await.is_err() {
             return Err(NodeError::new(format!(
                 "the run ended before task `{}`'s result was saved",
                 child.node

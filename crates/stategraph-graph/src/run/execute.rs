@@ -74,8 +74,8 @@ impl<S: State> Run<'_, S> {
         }
         let child_parents = Arc::new(child_parents);
         self.calls.clear();
-        let (call_events, mut calls) = tokio::sync::mpsc::unbounded_channel();
-        let scope = Arc::new(self.call_scope(&child_parents, call_events));
+        let scope = Arc::new(self.call_scope(&child_parents));
+        let _closing = crate::call::Closing(Arc::clone(&scope));
         let mut state: Option<Arc<S>> = None;
         let mut set: JoinSet<TaskOutcome<S>> = JoinSet::new();
         let mut spawned: std::collections::HashMap<tokio::task::Id, usize> =
@@ -203,15 +203,13 @@ impl<S: State> Run<'_, S> {
                 }
             }
         }
-        // The step's calls end when the last context that can call is gone.
-        drop(scope);
         for (i, output) in done {
             self.finish_output(tasks, &pads, i, output, &mut first_error)
                 .await?;
             self.stream_room().await;
         }
         let mut running_calls = 0usize;
-        while let Ok(event) = calls.try_recv() {
+        for event in scope.take() {
             self.on_call(event, &mut running_calls).await?;
         }
         if !set.is_empty() || running_calls > 0 {
@@ -221,7 +219,11 @@ impl<S: State> Run<'_, S> {
         while !set.is_empty() || running_calls > 0 {
             tokio::select! {
                 biased;
-                Some(event) = calls.recv() => self.on_call(event, &mut running_calls).await?,
+                () = scope.queued.notified() => {
+                    for event in scope.take() {
+                        self.on_call(event, &mut running_calls).await?;
+                    }
+                }
                 Some(joined) = set.join_next_with_id(), if !set.is_empty() => {
                     let (i, output) = match joined {
                         Ok((_, outcome)) => outcome,
@@ -234,11 +236,10 @@ impl<S: State> Run<'_, S> {
                         .await?;
                     self.stream_room().await;
                     // What the node called before it finished is accounted for first.
-                    while let Ok(event) = calls.try_recv() {
+                    for event in scope.take() {
                         self.on_call(event, &mut running_calls).await?;
                     }
                 }
-                else => break,
             }
         }
         match first_error {
@@ -248,11 +249,7 @@ impl<S: State> Run<'_, S> {
     }
 
     /// What the step's calls share: the checkpoint they belong to, and what is saved on it.
-    fn call_scope(
-        &self,
-        parents: &Arc<std::collections::BTreeMap<String, String>>,
-        events: tokio::sync::mpsc::UnboundedSender<CallEvent>,
-    ) -> CallScope {
+    fn call_scope(&self, parents: &Arc<std::collections::BTreeMap<String, String>>) -> CallScope {
         let mut returns = std::collections::HashMap::new();
         let mut answers = std::collections::HashMap::new();
         for w in &self.pending_writes {
@@ -274,7 +271,9 @@ impl<S: State> Run<'_, S> {
             returns: std::sync::Mutex::new(returns),
             answers,
             resume: self.env.resume.clone(),
-            events,
+            events: std::sync::Mutex::new(Vec::new()),
+            queued: tokio::sync::Notify::new(),
+            closed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
