@@ -67,6 +67,7 @@ WORKLOADS = {
     "wide_state_15x600": Workload(600, 5, "ms_per_invoke"),
     "react_agent_100x": Workload(100, 5, "ms_per_invoke"),
     "fanout_to_subgraph_100x": Workload(100, 5, "ms_per_invoke"),
+    "functional_50": Workload(50, 10, "ms_per_invoke"),
 }
 
 
@@ -168,6 +169,13 @@ def invoke_setup(name: str, n: int, saver) -> tuple[Any, Callable[[], Any], Opti
             assert sorted(jokes) == sorted(f"Joke about {s}{suffix}" for s in subjects), "jokes"
 
         return graph, lambda: {"subjects": list(subjects)}, check
+    if name == "functional_50":
+        graph = wl.build_functional(saver)
+
+        def check(out):
+            assert out == [f"result {i}" for i in range(n)], "functional results"
+
+        return graph, lambda: n, check
     raise AssertionError(name)
 
 

@@ -368,3 +368,19 @@ def build_fanout_to_subgraph() -> StateGraph:
     builder.add_conditional_edges(START, continue_to_jokes)
     builder.add_edge("generate_joke", END)
     return builder
+
+
+def build_functional(saver):
+    """functional_50: an entrypoint starting one `work` task per item, then joining them."""
+    from langgraph.func import entrypoint, task
+
+    @task
+    def work(i: int) -> str:
+        return f"result {i}"
+
+    @entrypoint(checkpointer=saver)
+    def wf(n: int) -> list:
+        futures = [work(i) for i in range(n)]
+        return [f.result() for f in futures]
+
+    return wf

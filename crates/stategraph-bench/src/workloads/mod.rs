@@ -9,6 +9,7 @@ use crate::{Backend, BenchError, Workload};
 
 mod basic;
 mod chat;
+mod functional;
 mod react;
 mod subgraph;
 mod wide;
@@ -23,6 +24,7 @@ pub const NAMES: &[&str] = &[
     "wide_state_15x600",
     "react_agent_100x",
     "fanout_to_subgraph_100x",
+    "functional_50",
     "commit_floor",
 ];
 
@@ -37,6 +39,7 @@ pub fn by_name(name: &str) -> Result<Box<dyn Workload>, BenchError> {
         "wide_state_15x600" => Box::new(wide::WideState),
         "react_agent_100x" => Box::new(react::ReactAgent),
         "fanout_to_subgraph_100x" => Box::new(subgraph::FanoutToSubgraph),
+        "functional_50" => Box::new(functional::Functional),
         "commit_floor" => Box::new(crate::floor::CommitFloor),
         other => return Err(BenchError::UnknownWorkload(other.to_owned())),
     })
