@@ -1,7 +1,9 @@
 //! The graph engine of stategraph: [`StateGraph`] to declare nodes and edges over a state of
 //! channels, and [`CompiledGraph`] to run it as Pregel super-steps, checkpointing every step
 //! into a thread exactly as LangGraph does (same channels, versions, task ids, checkpoints and
-//! pending writes), so that Python LangGraph can read and continue the same threads.
+//! pending writes), so that Python LangGraph can read and continue the same threads. The
+//! [`functional`] module is LangGraph's other way to write a workflow: plain async functions
+//! (an entrypoint) calling durable units of work (tasks) whose results are saved.
 //!
 //! ```
 //! use std::sync::Arc;
