@@ -12,7 +12,9 @@ ones, with the same names):
 - `hitl`: `a = double(n)`; `answer = interrupt({"question": "approve?", "a": a})`;
   `b = add_one(a)`; returns {"a": a, "answer": answer, "b": b};
 - `prev`: returns `entrypoint.final(value=previous, save=(previous or 0) + n)`;
-- `node`: a StateGraph whose node `work` calls `double(x)` and writes `y`.
+- `node`: a StateGraph whose node `work` calls `double(x)` and writes `y`;
+- `task_hitl`: `wf(n) = ask(n)`, where the task `ask` calls `interrupt({"q": n})` and
+  returns the answer.
 Every task appends its name to the file FUNC_LOG names, if set (the side effects a test
 counts).
 
@@ -66,6 +68,12 @@ def flaky(x: int) -> int:
     return x + 100
 
 
+@task
+def ask(x: int):
+    log("ask")
+    return interrupt({"q": x})
+
+
 class Node(TypedDict):
     x: int
     y: int
@@ -105,6 +113,12 @@ def build(name, saver):
         @entrypoint(checkpointer=saver)
         def wf(n: int, *, previous: Any = None) -> entrypoint.final[Any, int]:
             return entrypoint.final(value=previous, save=(previous or 0) + n)
+
+    elif name == "task_hitl":
+
+        @entrypoint(checkpointer=saver)
+        def wf(n: int):
+            return ask(n).result()
 
     elif name == "node":
 

@@ -68,6 +68,15 @@ fn flow(name: &str, saver: Arc<dyn CheckpointSaver>, log: &Log) -> Flow {
         jitter: false,
         ..RetryPolicy::default()
     });
+    // A task that asks a human (its body runs again when resumed, and gets the answer).
+    let ask = {
+        let log = Arc::clone(log);
+        task("ask", move |x: i64, ctx: NodeContext| {
+            log.lock().unwrap().push("ask".to_owned());
+            let answer = ctx.interrupt(value!({"q": x}));
+            async move { Ok(answer?.to_json()) }
+        })
+    };
     let wf: Entrypoint<Json, Json> = match name {
         "seq" => entrypoint("wf", move |n: Json, ctx| {
             let (add_one, double) = (add_one.clone(), double.clone());
@@ -100,6 +109,9 @@ fn flow(name: &str, saver: Arc<dyn CheckpointSaver>, log: &Log) -> Flow {
                 let b: i64 = add_one.call(&ctx, a).await?;
                 Ok(json!({"a": a, "answer": answer.to_json(), "b": b}))
             }
+        }),
+        "task_hitl" => entrypoint("wf", move |n: Json, ctx| {
+            ask.call(&ctx, n.as_i64().unwrap())
         }),
         "prev" => entrypoint_final("wf", |n: Json, ctx| async move {
             let previous: Option<i64> = ctx.previous()?;
@@ -296,6 +308,7 @@ const CASES: &[(&str, &[&str])] = &[
     ("hitl", &["stream:3", "stream_resume:\"yes\""]),
     ("prev", &["stream:1", "stream:2", "stream:3"]),
     ("node", &["stream:{\"x\": 3}"]),
+    ("task_hitl", &["stream:3", "stream_resume:\"yes\""]),
 ];
 
 async fn differential(saver: Arc<dyn CheckpointSaver>, db: &str) {

@@ -188,12 +188,21 @@ impl<S: State> Run<'_, S> {
             .filter(|w| !is_control(&w.channel))
             .map(|w| w.task_id.as_str())
             .collect();
-        self.pending_writes
+        // A task called from a node stores its interrupt, and the caller it stopped stores
+        // the same one again: one question, asked once.
+        let mut ids: Vec<String> = Vec::new();
+        for w in self
+            .pending_writes
             .iter()
             .filter(|w| w.channel == reserved::INTERRUPT && !finished.contains(w.task_id.as_str()))
-            .flat_map(|w| Interrupt::all_from(&w.value))
-            .map(|i| i.id)
-            .collect()
+        {
+            for i in Interrupt::all_from(&w.value) {
+                if !ids.contains(&i.id) {
+                    ids.push(i.id);
+                }
+            }
+        }
+        ids
     }
 
     /// Whether replaying the addressed checkpoint writes a `fork` first: unless it is the
