@@ -177,12 +177,7 @@ impl Future for CallFuture {
                 Poll::Pending => Poll::Pending,
                 Poll::Ready(Ok(r)) => Poll::Ready(r),
                 Poll::Ready(Err(e)) if e.is_panic() => {
-                    let payload = e.into_panic();
-                    let what = payload
-                        .downcast_ref::<&str>()
-                        .map(|s| (*s).to_owned())
-                        .or_else(|| payload.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "no message".to_owned());
+                    let what = crate::run::panic_message(&*e.into_panic());
                     Poll::Ready(Err(NodeError::new(format!("the task panicked: {what}"))))
                 }
                 Poll::Ready(Err(_)) => Poll::Ready(Err(NodeError::new("the task was cancelled"))),
@@ -306,10 +301,7 @@ pub(crate) fn call(
                     tracing::info!(attempt, error = %e, task = child.node.as_str(), "retry");
                     tokio::time::sleep(policy.delay(attempt)).await;
                     attempt += 1;
-                    let mut pad = pad.lock().unwrap_or_else(|e| e.into_inner());
-                    pad.counter = 0;
-                    pad.calls = 0;
-                    pad.writes.clear();
+                    pad.lock().unwrap_or_else(|e| e.into_inner()).restart();
                 }
                 _ => break result,
             }

@@ -306,7 +306,6 @@ impl<S: State> CompiledGraph<S> {
             .ok_or(GraphError::MissingThreadId)
     }
 
-    /// The state keys' current values.
     /// Whether node `name` is an entrypoint.
     pub(crate) fn is_entrypoint(&self, name: &str) -> bool {
         self.node_index
@@ -315,6 +314,7 @@ impl<S: State> CompiledGraph<S> {
             .is_some_and(|n| n.entrypoint)
     }
 
+    /// The state keys' current values.
     pub(crate) fn read_values(&self, channels: &Channels) -> Values {
         // Inserted one by one: collecting would buffer and sort them first.
         let mut values = Values::new();

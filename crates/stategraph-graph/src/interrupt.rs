@@ -114,6 +114,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Scratchpad {
+    /// A new try of the task: it asks its interrupts and makes its calls from the first
+    /// again (answers already given stay).
+    pub(crate) fn restart(&mut self) {
+        self.counter = 0;
+        self.calls = 0;
+        self.writes.clear();
+    }
+
     /// LangGraph's `interrupt()`: the answer for this interrupt if there is one, else the
     /// interrupt to raise.
     pub(crate) fn interrupt(pad: &Mutex<Scratchpad>, value: Value) -> Result<Value, Interrupt> {

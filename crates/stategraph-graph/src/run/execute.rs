@@ -46,18 +46,19 @@ fn poll_once<S: State>(i: usize, task: &mut TaskFuture<S>) -> Option<TaskOutcome
     }
 }
 
+/// What a panic said (its `&str` or `String` payload).
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_owned())
+}
+
 /// The error of a node that panicked (or whose task was cancelled).
 fn panicked(payload: Option<Box<dyn std::any::Any + Send>>) -> NodeError {
-    let what = payload
-        .as_ref()
-        .and_then(|p| {
-            p.downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-        })
-        .unwrap_or_else(|| "no message".to_owned());
     match payload {
-        Some(_) => NodeError::new(format!("the node panicked: {what}")),
+        Some(p) => NodeError::new(format!("the node panicked: {}", panic_message(&*p))),
         None => NodeError::new("the node's task was cancelled"),
     }
 }
@@ -121,7 +122,12 @@ impl<S: State> Run<'_, S> {
                 }
                 _ => None,
             };
-            let pad = Arc::new(std::sync::Mutex::new(self.scratchpad(task, &task_ns)));
+            let answers = scope.answers.get(&task.id).cloned().unwrap_or_default();
+            let pad = Arc::new(std::sync::Mutex::new(crate::call::scratchpad(
+                &task_ns,
+                answers,
+                &self.env.resume,
+            )));
             *pad_slot = Some(Arc::clone(&pad));
             // An entrypoint reads what the run wrote to `__start__`, and the value its last
             // run saved.
@@ -174,11 +180,10 @@ impl<S: State> Run<'_, S> {
                             tracing::info!(attempt, error = %e, "retry");
                             tokio::time::sleep(policy.delay(attempt)).await;
                             attempt += 1;
-                            // A new attempt starts with fresh interrupt and call counts.
-                            let mut pad = ctx.scratch.lock().unwrap_or_else(|e| e.into_inner());
-                            pad.counter = 0;
-                            pad.calls = 0;
-                            pad.writes.clear();
+                            ctx.scratch
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .restart();
                         }
                         (Err(e), _) if e.signal.is_none() => {
                             crate::trace::record_error(e);
@@ -256,7 +261,10 @@ impl<S: State> Run<'_, S> {
             if w.channel == RETURN {
                 returns.insert(w.task_id.clone(), w.value.clone());
             } else if w.channel == reserved::RESUME {
-                answers.insert(w.task_id.clone(), resume_list(&w.value));
+                // A task's first `__resume__` write holds its answers.
+                answers
+                    .entry(w.task_id.clone())
+                    .or_insert_with(|| resume_list(&w.value));
             }
         }
         CallScope {
@@ -329,18 +337,6 @@ impl<S: State> Run<'_, S> {
             None => S::from_values(values)?,
         };
         Ok(s)
-    }
-
-    /// A task's interrupt bookkeeping: the answers it already has, plus one by id if the
-    /// caller gave it.
-    fn scratchpad(&self, task: &Task, task_ns: &str) -> Scratchpad {
-        let answers = self
-            .pending_writes
-            .iter()
-            .find(|w| w.task_id == task.id && w.channel == reserved::RESUME)
-            .map(|w| resume_list(&w.value))
-            .unwrap_or_default();
-        crate::call::scratchpad(task_ns, answers, &self.env.resume)
     }
 }
 

@@ -29,6 +29,7 @@ use stategraph_checkpoint::{
 use stategraph_store::Store;
 
 pub(crate) use self::entry::{CommandWrites, ResumeInput, RunOutcome, RunSetup};
+pub(crate) use self::execute::panic_message;
 use self::save::BackgroundWriter;
 use crate::compiled::CompiledGraph;
 use crate::config::{Durability, RunConfig};
