@@ -10,10 +10,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
+
+use common::child::{journal, result_of};
 
 use stategraph::functional::{Entrypoint, Outcome, entrypoint, task};
 use stategraph::prelude::*;
@@ -24,17 +28,6 @@ const DIR: &str = "STATEGRAPH_FUNC_DIR";
 const THREAD: &str = "STATEGRAPH_FUNC_THREAD";
 const DURABILITY: &str = "STATEGRAPH_FUNC_DURABILITY";
 const ITEMS: u32 = 10;
-
-/// Appends `line` to the side-effect journal (one line per task execution, any process).
-fn journal(dir: &Path, line: &str) {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("journal"))
-        .unwrap();
-    writeln!(f, "{line}").unwrap();
-}
 
 /// How often each item's task ran on `thread`.
 fn runs(dir: &Path, thread: &str) -> BTreeMap<u32, usize> {
@@ -107,37 +100,15 @@ async fn child_entry() {
 }
 
 fn spawn_child(role: &str, dir: &Path, thread: &str, durability: &str) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "child_entry",
-            "--ignored",
-            "--exact",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(ROLE, role)
-        .env(DIR, dir)
-        .env(THREAD, thread)
-        .env(DURABILITY, durability)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn result_of(child: Child) -> String {
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    stdout
-        .lines()
-        .find_map(|l| l.split_once("RESULT ").map(|(_, r)| r.to_owned()))
-        .unwrap_or_else(|| {
-            panic!(
-                "the child printed no result:\n{stdout}\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })
+    common::child::spawn_entry(
+        "child_entry",
+        &[
+            (ROLE, role.as_ref()),
+            (DIR, dir.as_os_str()),
+            (THREAD, thread.as_ref()),
+            (DURABILITY, durability.as_ref()),
+        ],
+    )
 }
 
 /// The items whose result is saved on `thread` (a `__return__` write of `i * i`).

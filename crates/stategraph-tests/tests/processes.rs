@@ -8,10 +8,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use common::child::{journal, result_of};
 
 use stategraph::prelude::*;
 use stategraph::{CheckpointSaver, Durability};
@@ -23,17 +27,6 @@ const DIR: &str = "STATEGRAPH_TEST_DIR";
 struct Log {
     #[reducer(append)]
     log: Vec<String>,
-}
-
-/// Appends `line` to the execution journal (one line per node execution, any process).
-fn journal(dir: &Path, line: &str) {
-    use std::io::Write;
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("journal"))
-        .unwrap();
-    writeln!(f, "{line}").unwrap();
 }
 
 fn wait_for(path: &Path, timeout: Duration) {
@@ -139,36 +132,10 @@ async fn child_process_entry() {
 }
 
 fn spawn_child(role: &str, dir: &Path) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "child_process_entry",
-            "--ignored",
-            "--exact",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(ROLE, role)
-        .env(DIR, dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn result_of(child: Child) -> String {
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    stdout
-        .lines()
-        .find_map(|l| l.split_once("RESULT ").map(|(_, r)| r.trim()))
-        .map(str::to_owned)
-        .unwrap_or_else(|| {
-            panic!(
-                "child printed no result:\n{stdout}\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })
+    common::child::spawn_entry(
+        "child_process_entry",
+        &[(ROLE, role.as_ref()), (DIR, dir.as_os_str())],
+    )
 }
 
 fn journal_counts(dir: &Path) -> std::collections::BTreeMap<String, usize> {

@@ -6,6 +6,8 @@
 
 use std::sync::Arc;
 
+pub(crate) mod child;
+
 #[cfg(feature = "server")]
 pub(crate) mod reference;
 #[cfg(feature = "server")]
