@@ -314,6 +314,17 @@ impl<S: State> CompiledGraph<S> {
             .is_some_and(|n| n.entrypoint)
     }
 
+    /// The one channel whose value is the graph's output as-is, when it has one: `__end__`
+    /// for an entrypoint ([`crate::functional`]), whose state, `values` stream and output
+    /// are the value it returned (LangGraph's `stream_channels_asis`); `None` for a graph,
+    /// whose output is the map of its state keys.
+    pub fn output_channel(&self) -> Option<&'static str> {
+        self.nodes
+            .iter()
+            .any(|n| n.entrypoint)
+            .then_some(crate::graph::END)
+    }
+
     /// The state keys' current values.
     pub(crate) fn read_values(&self, channels: &Channels) -> Values {
         // Inserted one by one: collecting would buffer and sort them first.

@@ -112,6 +112,20 @@ impl Default for RunConfig {
     }
 }
 
+/// Config keys LangGraph keeps out of checkpoint metadata and out of the metadata a task
+/// reports: the checkpoint's address and the task's own fields (its `EXCLUDED_METADATA_KEYS`).
+pub(crate) const EXCLUDED_METADATA: [&str; 9] = [
+    "thread_id",
+    "checkpoint_id",
+    "checkpoint_ns",
+    "checkpoint_map",
+    "langgraph_step",
+    "langgraph_node",
+    "langgraph_triggers",
+    "langgraph_path",
+    "langgraph_checkpoint_ns",
+];
+
 impl RunConfig {
     /// A config for `thread_id`.
     pub fn thread(thread_id: impl Into<String>) -> Self {
@@ -219,17 +233,6 @@ impl RunConfig {
 
     /// LangGraph's `get_checkpoint_metadata`: config keys merged into checkpoint metadata.
     pub(crate) fn merge_into_metadata(&self, metadata: &mut CheckpointMetadata) {
-        const EXCLUDED: [&str; 9] = [
-            "thread_id",
-            "checkpoint_id",
-            "checkpoint_ns",
-            "checkpoint_map",
-            "langgraph_step",
-            "langgraph_node",
-            "langgraph_triggers",
-            "langgraph_path",
-            "langgraph_checkpoint_ns",
-        ];
         let taken = ["source", "step", "parents"];
         for (k, v) in &self.checkpoint_metadata {
             if !taken.contains(&k.as_str()) && k != "writes" && !metadata.extra.contains_key(k) {
@@ -240,7 +243,7 @@ impl RunConfig {
             if taken.contains(&k.as_str())
                 || metadata.extra.contains_key(k)
                 || k.starts_with("__")
-                || EXCLUDED.contains(&k.as_str())
+                || EXCLUDED_METADATA.contains(&k.as_str())
             {
                 continue;
             }

@@ -240,6 +240,14 @@ impl<I, O> std::fmt::Debug for Entrypoint<I, O> {
     }
 }
 
+impl<I, O> From<Entrypoint<I, O>> for CompiledGraph<DynState> {
+    /// The graph the workflow runs (see [`Entrypoint::graph`]), e.g. to serve it where
+    /// graphs are served.
+    fn from(workflow: Entrypoint<I, O>) -> Self {
+        workflow.graph
+    }
+}
+
 /// An entrypoint named `name` running `body`; what it returns is also what its next run on
 /// the thread sees as [`previous`](NodeContext::previous). Name it as the Python function
 /// it shares threads with.

@@ -149,7 +149,7 @@ impl<S> StreamEvent<S> {
     /// or `[message, metadata]` for a message.
     pub fn to_json(&self) -> Json {
         match self {
-            StreamEvent::Values(v) => values_json(&v.values),
+            StreamEvent::Values(v) => v.to_json(),
             StreamEvent::Updates(u) => u.to_json(),
             StreamEvent::Custom(v) => v.to_json(),
             StreamEvent::Messages(m) => m.to_json(),
@@ -161,12 +161,37 @@ impl<S> StreamEvent<S> {
     }
 }
 
-/// The state after a super-step: its values, readable as the typed state.
+/// The state after a super-step: its values, readable as the typed state. Also sent when a
+/// task stops on interrupts, with those interrupts (as LangGraph 1.2's `values` mode does).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ValuesEvent<S> {
     /// The state's values, by key.
     pub values: Values,
+    /// The interrupts a task just stopped on (empty after a super-step).
+    pub interrupts: Vec<Interrupt>,
+    /// The one channel that is the graph's output as-is (an entrypoint's), if so.
+    output: Option<&'static str>,
     state: PhantomData<fn() -> S>,
+}
+
+impl<S> ValuesEvent<S> {
+    /// The payload as LangGraph streams it: the state's values (for an entrypoint, the
+    /// value it returned, `null` before it returned one), with `__interrupt__` listing the
+    /// interrupts when there are — for an entrypoint, the interrupts alone.
+    pub fn to_json(&self) -> Json {
+        let interrupts = || Json::Array(self.interrupts.iter().map(Interrupt::to_json).collect());
+        match (self.output, self.interrupts.is_empty()) {
+            (_, true) => output_json(&self.values, self.output),
+            (Some(_), false) => json!({ "__interrupt__": interrupts() }),
+            (None, false) => {
+                let mut out = values_json(&self.values);
+                if let Json::Object(o) = &mut out {
+                    o.insert("__interrupt__".into(), interrupts());
+                }
+                out
+            }
+        }
+    }
 }
 
 impl<S: State> ValuesEvent<S> {
@@ -245,15 +270,33 @@ pub enum TaskEvent {
 impl TaskEvent {
     fn to_json(&self) -> Json {
         match self {
-            TaskEvent::Start(t) => json!({
-                "id": t.id, "name": t.name, "input": values_json(&t.input), "triggers": t.triggers,
-            }),
+            TaskEvent::Start(t) => {
+                let mut out = json!({
+                    "id": t.id, "name": t.name, "input": value_json(&t.input), "triggers": t.triggers,
+                });
+                if !t.metadata.is_empty()
+                    && let Some(o) = out.as_object_mut()
+                {
+                    o.insert(
+                        "metadata".into(),
+                        value_json(&Value::Map(t.metadata.clone())),
+                    );
+                }
+                out
+            }
             TaskEvent::Result(t) => json!({
                 "id": t.id,
                 "name": t.name,
                 "error": t.error.as_ref().map_or(Json::Null, Value::to_json),
                 "result": values_json(&t.result),
-                "interrupts": t.interrupts.iter().map(Interrupt::to_json).collect::<Vec<_>>(),
+                // Each as Python's `asdict(Interrupt)`: all its fields.
+                "interrupts": t.interrupts.iter().map(|i| {
+                    let mut out = i.to_json();
+                    if let Some(o) = out.as_object_mut() {
+                        o.insert("response_schema".into(), Json::Null);
+                    }
+                    out
+                }).collect::<Vec<_>>(),
             }),
         }
     }
@@ -266,10 +309,15 @@ pub struct TaskStart {
     pub id: String,
     /// The node.
     pub name: String,
-    /// What the node is given (the state, or a `Send`'s argument).
-    pub input: Values,
+    /// What the node is given, as LangGraph reports it: the state (a map of its keys), a
+    /// `Send`'s argument, an entrypoint's argument, or — for a called task — its arguments
+    /// as Python's `(args, kwargs)`: `[[input], {}]`.
+    pub input: Value,
     /// The channels that triggered it.
     pub triggers: Vec<String>,
+    /// The run's metadata (the run config's `metadata`), without the keys its other fields
+    /// repeat; empty when there is none, and then left out of its JSON, as LangGraph does.
+    pub metadata: Map,
 }
 
 /// A task that finished.

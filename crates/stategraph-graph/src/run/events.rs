@@ -6,6 +6,7 @@ use stategraph_messages::Message;
 
 use super::Run;
 use crate::call::RETURN;
+use crate::config::EXCLUDED_METADATA;
 use crate::graph::END;
 use crate::state::{State, Values};
 use crate::step::Task;
@@ -185,6 +186,33 @@ impl<S: State> Run<'_, S> {
         );
         metadata.insert("langgraph_checkpoint_ns", ns);
         metadata.insert("checkpoint_ns", ns);
+        metadata
+    }
+
+    /// The metadata a `tasks` / `debug` stream reports with a task's start, as LangGraph
+    /// does: the run config's `metadata`, with the `configurable` ids LangGraph propagates
+    /// into it (`run_id`, `assistant_id`, `graph_id`, `task_id`, when set and not already
+    /// there), but for the keys that repeat the task's own fields and namespace
+    /// (`thread_id`, `checkpoint_ns`, `langgraph_step`, …).
+    pub(super) fn task_start_metadata(&self) -> Map {
+        const PROPAGATED: [&str; 4] = ["task_id", "run_id", "assistant_id", "graph_id"];
+        let mut metadata = Map::new();
+        for (k, v) in &self.config.metadata {
+            if !EXCLUDED_METADATA.contains(&k.as_str()) {
+                metadata.insert(k.as_str(), Value::from(v.clone()));
+            }
+        }
+        for k in PROPAGATED {
+            let set = |v: &&serde_json::Value| {
+                !matches!(v, serde_json::Value::Null | serde_json::Value::Bool(false))
+                    && v.as_str() != Some("")
+            };
+            if !self.config.metadata.contains_key(k)
+                && let Some(v) = self.config.configurable.get(k).filter(set)
+            {
+                metadata.insert(k, Value::from(v.clone()));
+            }
+        }
         metadata
     }
 

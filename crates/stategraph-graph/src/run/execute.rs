@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use stategraph_checkpoint::{Value, channels as reserved};
+use stategraph_checkpoint::{Map, Value, channels as reserved};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
@@ -166,8 +166,18 @@ impl<S: State> Run<'_, S> {
                 e.task_start(self.step, || TaskStart {
                     id: task.id.clone(),
                     name: task.name.clone(),
-                    input: (*ctx.values).clone(),
+                    input: match &ctx.input {
+                        // An entrypoint is given its argument.
+                        Some(input) => input.clone(),
+                        None => Value::Map(
+                            ctx.values
+                                .iter()
+                                .map(|(k, v)| (k.clone(), v.clone()))
+                                .collect(),
+                        ),
+                    },
                     triggers: task.triggers.to_vec(),
+                    metadata: self.task_start_metadata(),
                 });
             }
             let span = crate::trace::task_span(&task.name, &task.id, &task.triggers, self.step);
@@ -296,8 +306,11 @@ impl<S: State> Run<'_, S> {
                     e.task_start(self.step, || TaskStart {
                         id: task.id.clone(),
                         name: task.name.clone(),
-                        input: [("input".to_owned(), input)].into_iter().collect(),
+                        input: Value::List(
+                            vec![Value::List(vec![input].into()), Value::Map(Map::new())].into(),
+                        ),
                         triggers: task.triggers.to_vec(),
+                        metadata: self.task_start_metadata(),
                     });
                 }
             }

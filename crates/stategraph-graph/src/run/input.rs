@@ -133,7 +133,10 @@ impl<S: State> Run<'_, S> {
         // A resumed run streams the state it resumes from, as LangGraph does.
         if let Some(e) = &self.stream.emitter {
             let values = self.graph.read_values(&self.channels);
-            e.emit(StreamMode::Values, || Raw::values(values));
+            let output = self.graph.output_channel();
+            e.emit(StreamMode::Values, || {
+                Raw::values(values, output, Vec::new())
+            });
         }
         Ok(())
     }

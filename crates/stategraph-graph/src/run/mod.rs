@@ -281,7 +281,10 @@ impl<S: State> Run<'_, S> {
                 && updated.iter().any(|c| self.graph.schema.contains(c))
             {
                 let values = self.graph.read_values(&self.channels);
-                e.emit(StreamMode::Values, || Raw::values(values));
+                let output = self.graph.output_channel();
+                e.emit(StreamMode::Values, || {
+                    Raw::values(values, output, Vec::new())
+                });
             }
             self.updated_channels = Some(updated);
             self.pending_writes.clear();

@@ -10,9 +10,9 @@ use crate::error::{GraphError, NodeError, Signal};
 use crate::graph::START;
 use crate::interrupt::{Interrupt, Scratchpad};
 use crate::node::NodeOutput;
-use crate::state::State;
+use crate::state::{State, Values};
 use crate::step::Task;
-use crate::stream::{StreamEvent, StreamMode, UpdatesEvent};
+use crate::stream::{Raw, StreamEvent, StreamMode, TaskResult, UpdatesEvent};
 
 /// Turns a parent-addressed `Command` into the error that carries it out of the subgraph.
 fn parent_command<S: State>(c: crate::node::Command<S::Update>) -> Result<NodeError, NodeError> {
@@ -143,6 +143,18 @@ impl<S: State> Run<'_, S> {
                 if let Some(em) = &self.stream.emitter {
                     em.emit(StreamMode::Updates, || {
                         StreamEvent::Updates(UpdatesEvent::Interrupt(interrupts.clone()))
+                    });
+                    // The state as it stands, with the interrupts (LangGraph 1.2).
+                    em.emit(StreamMode::Values, || {
+                        let values = self.graph.read_values(&self.channels);
+                        Raw::values(values, self.graph.output_channel(), interrupts.clone())
+                    });
+                    em.task_result(self.step, || TaskResult {
+                        id: task.id.clone(),
+                        name: task.name.clone(),
+                        error: None,
+                        result: Values::new(),
+                        interrupts: interrupts.clone(),
                     });
                 }
                 self.interrupts.extend(interrupts);

@@ -136,3 +136,31 @@ impl serde::Serialize for ValuesJson<'_> {
         serializer.collect_map(self.0.iter().map(|(k, v)| (k, ValueJson(v))))
     }
 }
+
+/// A graph's output as JSON: the map of its state values, or — for a graph whose output is
+/// one channel as-is, an entrypoint's (`output` = [`CompiledGraph::output_channel`]) — that
+/// channel's value, `null` while it has none (LangGraph's `stream_channels_asis`).
+///
+/// [`CompiledGraph::output_channel`]: crate::CompiledGraph::output_channel
+pub fn output_json(values: &Values, output: Option<&str>) -> Json {
+    match output {
+        None => values_json(values),
+        Some(channel) => values.get(channel).map_or(Json::Null, value_json),
+    }
+}
+
+/// A graph's output as [`output_json`] renders it, written straight into a serializer.
+#[derive(Clone, Copy, Debug)]
+pub struct OutputJson<'a>(pub &'a Values, pub Option<&'a str>);
+
+impl serde::Serialize for OutputJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.1 {
+            None => ValuesJson(self.0).serialize(serializer),
+            Some(channel) => match self.0.get(channel) {
+                Some(v) => ValueJson(v).serialize(serializer),
+                None => serializer.serialize_unit(),
+            },
+        }
+    }
+}

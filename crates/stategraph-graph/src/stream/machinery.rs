@@ -6,10 +6,19 @@ use super::*;
 pub(crate) type Raw = StreamEvent<()>;
 
 impl Raw {
-    /// Raw values as the values of state `S`.
-    pub(crate) fn values(values: Values) -> Self {
+    /// The values of a graph whose output is `output` ([`CompiledGraph::output_channel`]),
+    /// with the interrupts a task just stopped on, if any.
+    ///
+    /// [`CompiledGraph::output_channel`]: crate::CompiledGraph::output_channel
+    pub(crate) fn values(
+        values: Values,
+        output: Option<&'static str>,
+        interrupts: Vec<Interrupt>,
+    ) -> Self {
         StreamEvent::Values(ValuesEvent {
             values,
+            interrupts,
+            output,
             state: PhantomData,
         })
     }
@@ -18,6 +27,8 @@ impl Raw {
         match self {
             StreamEvent::Values(v) => StreamEvent::Values(ValuesEvent {
                 values: v.values,
+                interrupts: v.interrupts,
+                output: v.output,
                 state: PhantomData,
             }),
             StreamEvent::Updates(u) => StreamEvent::Updates(u),

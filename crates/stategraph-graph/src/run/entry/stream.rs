@@ -74,6 +74,29 @@ impl<S: State> CompiledGraph<S> {
         self.stream_with(config, modes, |setup| setup.input = Some(Value::Map(input)))
     }
 
+    /// [`stream`](Self::stream) with input of any shape, as a client sends it (the Agent
+    /// Server's run `input`): an entrypoint's argument, any value
+    /// ([`crate::functional::Entrypoint::stream`] untyped); a graph's map of state keys, as
+    /// [`stream_values`](Self::stream_values) takes it (anything but a map fails the stream
+    /// with [`GraphError::InvalidArgument`] naming `input`).
+    pub fn stream_input(
+        &self,
+        input: Value,
+        config: RunConfig,
+        modes: &[StreamMode],
+    ) -> RunStream<S> {
+        if self.output_channel().is_some() {
+            return self.stream_with(config, modes, |setup| setup.input = Some(input));
+        }
+        match input {
+            Value::Map(map) => self.stream_values(map, config, modes),
+            other => RunStream::failed(GraphError::InvalidArgument {
+                what: "input".into(),
+                message: format!("a graph takes a map of state keys, got {}", other.kind()),
+            }),
+        }
+    }
+
     /// [`resume`](Self::resume), streaming events as [`stream`](Self::stream) does.
     pub fn stream_resume(
         &self,
