@@ -19,6 +19,13 @@ message `sent` (answer "yes") or `dropped` (id `ai-<n>`).
 
 `nested`: START -> sub -> after -> END over `log` (operator.add), where `sub` is a compiled
 subgraph inner_a -> inner_b; each node adds its name to `log`.
+
+`workflow`: an entrypoint (the Functional API) of `{"topics": [...]}`. It drafts every topic
+in parallel (task `draft`: `"draft about <topic>"`), asks
+`interrupt({"question": "publish?", "drafts": <the drafts>})`, and on `"yes"` polishes each
+draft (task `polish`: upper case) and returns `{"published": <polished>, "count": n}`, saving
+`n` (1 + the count saved by the thread's previous run); on any other answer it returns
+`{"published": [], "count": <previous count>}` and saves the previous count.
 """
 
 import asyncio
@@ -28,6 +35,7 @@ from typing import Annotated
 from typing_extensions import TypedDict
 
 from langchain_core.messages import AIMessage
+from langgraph.func import entrypoint, task
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Send, interrupt
@@ -138,3 +146,24 @@ nested_builder.add_edge(START, "sub")
 nested_builder.add_edge("sub", "after")
 nested_builder.add_edge("after", END)
 nested = nested_builder.compile()
+
+
+@task
+def draft(topic: str) -> str:
+    return f"draft about {topic}"
+
+
+@task
+def polish(text: str) -> str:
+    return text.upper()
+
+
+@entrypoint()
+def workflow(request: dict, *, previous: int | None = None):
+    drafts = [f.result() for f in [draft(t) for t in request["topics"]]]
+    answer = interrupt({"question": "publish?", "drafts": drafts})
+    count = previous or 0
+    if answer != "yes":
+        return entrypoint.final(value={"published": [], "count": count}, save=count)
+    published = [f.result() for f in [polish(d) for d in drafts]]
+    return entrypoint.final(value={"published": published, "count": count + 1}, save=count + 1)

@@ -108,6 +108,29 @@ impl ServerBuilder {
         self
     }
 
+    /// Serves the Functional API workflow `workflow` as graph `graph_id`, with a default
+    /// assistant of the same name, as LangGraph's server serves an `@entrypoint`: a run's
+    /// `input` is the workflow's argument (any JSON value), and its thread's values, its
+    /// `values` stream and its `runs/wait` answer are what the workflow returned (`null`
+    /// before it returned); `command.resume` answers its interrupts.
+    ///
+    /// ```
+    /// use stategraph_graph::functional::entrypoint;
+    /// use stategraph_graph::NodeError;
+    /// let greet = entrypoint("greet", |name: String, _ctx| async move {
+    ///     Ok::<_, NodeError>(format!("hello, {name}"))
+    /// });
+    /// let server = stategraph_server::Server::builder().entrypoint("greet", greet);
+    /// # drop(server);
+    /// ```
+    pub fn entrypoint<I, O>(
+        self,
+        graph_id: impl Into<String>,
+        workflow: stategraph_graph::functional::Entrypoint<I, O>,
+    ) -> Self {
+        self.graph(graph_id, CompiledGraph::from(workflow))
+    }
+
     /// The checkpointer every graph saves its threads with. A run's checkpoint writes are
     /// not conditioned on its lease (fencing) unless the checkpointer is given with
     /// [`fencing_checkpointer`](Self::fencing_checkpointer).

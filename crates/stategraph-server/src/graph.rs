@@ -15,8 +15,8 @@ use stategraph_graph::{
 
 /// How a run starts.
 pub(crate) enum RunStart {
-    /// New input (a map of state keys).
-    Input(Map),
+    /// New input: a graph's map of state keys, an entrypoint's argument.
+    Input(Json),
     /// A command: answers to pending interrupts, an update, routing.
     Command(RunCommand<Map>),
     /// No input: carry on from the checkpoint.
@@ -36,6 +36,19 @@ fn event_data<S>(e: &StreamEvent<S>) -> Json {
                 .map(crate::wire::interrupt_output)
                 .collect::<Vec<_>>()
         }),
+        StreamEvent::Values(v) if !v.interrupts.is_empty() => {
+            let mut out = v.to_json();
+            if let Some(o) = out.as_object_mut() {
+                o.insert(
+                    "__interrupt__".into(),
+                    v.interrupts
+                        .iter()
+                        .map(crate::wire::interrupt_output)
+                        .collect(),
+                );
+            }
+            out
+        }
         StreamEvent::Subgraph(sub) => event_data(&sub.event),
         other => other.to_json(),
     }
@@ -107,6 +120,10 @@ pub(crate) trait ServedGraph: Send + Sync {
 
     fn topology(&self) -> Topology;
 
+    /// The one channel that is the graph's output as-is (an entrypoint's), if so
+    /// ([`CompiledGraph::output_channel`]): its state values render as that channel's value.
+    fn output_channel(&self) -> Option<&'static str>;
+
     /// Resolves once the runs dropped on `thread_id` have committed their queued saves.
     fn wait_for_saves<'a>(&'a self, thread_id: &'a str) -> BoxFuture<'a, ()>;
 
@@ -129,7 +146,7 @@ impl<S: State> ServedGraph for CompiledGraph<S> {
         modes: &[StreamMode],
     ) -> Box<dyn ServedRun> {
         Box::new(Served(match start {
-            RunStart::Input(input) => self.stream_values(input, config, modes),
+            RunStart::Input(input) => self.stream_input(input.into(), config, modes),
             RunStart::Command(command) => self.stream_command_values(command, config, modes),
             RunStart::Continue => self.stream_continue(config, modes),
         }))
@@ -166,6 +183,10 @@ impl<S: State> ServedGraph for CompiledGraph<S> {
 
     fn topology(&self) -> Topology {
         CompiledGraph::topology(self)
+    }
+
+    fn output_channel(&self) -> Option<&'static str> {
+        CompiledGraph::output_channel(self)
     }
 
     fn wait_for_saves<'a>(&'a self, thread_id: &'a str) -> BoxFuture<'a, ()> {

@@ -6,8 +6,8 @@
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Value as Json, json};
 use stategraph_checkpoint::{CheckpointConfig, CheckpointMetadata, Map, Value};
-pub(crate) use stategraph_graph::stream::values_json;
-use stategraph_graph::stream::{ValueJson, ValuesJson};
+pub(crate) use stategraph_graph::stream::output_json;
+use stategraph_graph::stream::{OutputJson, ValueJson};
 use stategraph_graph::{Interrupt, PregelTask, StateSnapshot};
 
 use crate::error::ApiError;
@@ -48,17 +48,18 @@ pub(crate) fn interrupt_output(i: &Interrupt) -> Json {
 }
 
 /// A snapshot as the API's `ThreadState`, written straight into the answer (values are not
-/// built as JSON trees first: a history of many states is mostly their values).
-pub(crate) struct ThreadState<'a>(pub(crate) &'a StateSnapshot);
+/// built as JSON trees first: a history of many states is mostly their values), of a graph
+/// whose output is `.1` ([`ServedGraph::output_channel`](crate::graph::ServedGraph::output_channel)).
+pub(crate) struct ThreadState<'a>(pub(crate) &'a StateSnapshot, pub(crate) Option<&'a str>);
 
 impl Serialize for ThreadState<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let s = self.0;
+        let (s, output) = (self.0, self.1);
         let id = |c: &Option<CheckpointConfig>| c.as_ref().and_then(|c| c.checkpoint_id.clone());
         let mut m = serializer.serialize_map(Some(10))?;
-        m.serialize_entry("values", &ValuesJson(&s.values))?;
+        m.serialize_entry("values", &OutputJson(&s.values, output))?;
         m.serialize_entry("next", &s.next)?;
-        m.serialize_entry("tasks", &Each(&s.tasks, Task))?;
+        m.serialize_entry("tasks", &Tasks(&s.tasks, output))?;
         m.serialize_entry(
             "metadata",
             &s.metadata.as_deref().map(CheckpointMetadata::to_json),
@@ -76,18 +77,28 @@ impl Serialize for ThreadState<'_> {
     }
 }
 
-/// Snapshots answered as the API's `ThreadState`s (a thread's history, its state).
-pub(crate) struct ThreadStates<T>(pub(crate) T);
+/// Snapshots answered as the API's `ThreadState`s (a thread's history, its state), of a
+/// graph whose output is `.1`.
+pub(crate) struct ThreadStates<T>(pub(crate) T, pub(crate) Option<&'static str>);
 
 impl Serialize for ThreadStates<Vec<StateSnapshot>> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.iter().map(ThreadState))
+        serializer.collect_seq(self.0.iter().map(|s| ThreadState(s, self.1)))
     }
 }
 
 impl Serialize for ThreadStates<StateSnapshot> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        ThreadState(&self.0).serialize(serializer)
+        ThreadState(&self.0, self.1).serialize(serializer)
+    }
+}
+
+/// A snapshot's tasks, each as the API's `ThreadTask`.
+struct Tasks<'a>(&'a [PregelTask], Option<&'a str>);
+
+impl Serialize for Tasks<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|t| Task(t, self.1)))
     }
 }
 
@@ -100,12 +111,13 @@ impl<'a, T, F: Serialize> Serialize for Each<'a, T, F> {
     }
 }
 
-/// A task of a snapshot as the API's `ThreadTask`.
-struct Task<'a>(&'a PregelTask);
+/// A task of a snapshot as the API's `ThreadTask` (its result rendered as the graph's
+/// output, `.1`).
+struct Task<'a>(&'a PregelTask, Option<&'a str>);
 
 impl Serialize for Task<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let t = self.0;
+        let (t, output) = (self.0, self.1);
         let mut m = serializer.serialize_map(Some(8))?;
         m.serialize_entry("id", &t.id)?;
         m.serialize_entry("name", &t.name)?;
@@ -113,8 +125,8 @@ impl Serialize for Task<'_> {
         m.serialize_entry("error", &t.error)?;
         m.serialize_entry("interrupts", &Each(&t.interrupts, InterruptJson))?;
         m.serialize_entry("checkpoint", &())?;
-        m.serialize_entry("state", &t.state.as_deref().map(ThreadState))?;
-        m.serialize_entry("result", &t.result.as_ref().map(ValuesJson))?;
+        m.serialize_entry("state", &t.state.as_deref().map(|s| ThreadState(s, None)))?;
+        m.serialize_entry("result", &t.result.as_ref().map(|r| OutputJson(r, output)))?;
         m.end()
     }
 }

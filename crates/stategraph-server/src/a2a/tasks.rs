@@ -221,7 +221,7 @@ pub(super) async fn run_messages(
         async move {
             let found = graph.history(config, options).await?;
             Ok::<_, stategraph_graph::GraphError>(found.first().map(|s| {
-                crate::wire::values_json(&s.values)
+                crate::wire::output_json(&s.values, graph.output_channel())
                     .get("messages")
                     .and_then(Json::as_array)
                     .cloned()
@@ -486,7 +486,7 @@ async fn end_interrupt(state: &AppState, task: &Task) -> Result<(), crate::error
     };
     let settled = ThreadState::new(
         status,
-        crate::wire::values_json(&snapshot.values),
+        crate::wire::output_json(&snapshot.values, graph.output_channel()),
         interrupts,
     );
     let queue = &state.runs.queue;

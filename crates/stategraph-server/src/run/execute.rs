@@ -508,7 +508,9 @@ impl Execution<'_> {
         // A run that completed left its thread with its final values and nothing to do:
         // what it would be read back as.
         let completed = if error.is_none() && stopped.is_none() {
-            stream.completed().map(Left::completed)
+            stream
+                .completed()
+                .map(|values| Left::completed(values, graph.output_channel()))
         } else {
             None
         };
@@ -547,7 +549,7 @@ impl Execution<'_> {
                 .get_state(&RunConfig::thread(&claimed.thread_id), false)
                 .await
                 .ok()
-                .map(|s| Left::of(&s)),
+                .map(|s| Left::of(&s, graph.output_channel())),
         };
         let outcome = Outcome {
             values,

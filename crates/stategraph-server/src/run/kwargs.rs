@@ -10,13 +10,12 @@ use crate::error::ApiError;
 use crate::graph::RunStart;
 use crate::records::Object;
 use crate::request::{LANGGRAPH_VERSION, node_list, run_command, stream_modes};
-use crate::wire::input_map;
 
 /// A run's `kwargs`, with LangGraph's field names and order.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub(crate) struct RunKwargs {
-    /// New input (a map of state keys), or `null`.
+    /// New input (a graph's map of state keys, an entrypoint's argument), or `null`.
     pub(crate) input: Json,
     /// A command (`resume`, `update`, `goto`), or `null`.
     pub(crate) command: Json,
@@ -94,7 +93,7 @@ impl RunKwargs {
         }
         match &self.input {
             Json::Null => Ok(RunStart::Continue),
-            v => Ok(RunStart::Input(input_map(v.clone(), "input")?)),
+            v => Ok(RunStart::Input(v.clone())),
         }
     }
 

@@ -6,7 +6,7 @@ use stategraph_graph::{StateSnapshot, Values};
 use stategraph_runs::{CancelAction, RunStatus, ThreadState, ThreadStatus};
 
 use super::{Cancel, Outcome};
-use crate::wire::{thread_interrupts, values_json};
+use crate::wire::{output_json, thread_interrupts};
 
 /// How a run left its thread: what the thread's state and the run's outcome say of it.
 pub(super) struct Left {
@@ -21,10 +21,11 @@ pub(super) struct Left {
 }
 
 impl Left {
-    /// The thread as its latest state says.
-    pub(super) fn of(s: &StateSnapshot) -> Self {
+    /// The thread as its latest state says, of a graph whose output is `output`
+    /// ([`ServedGraph::output_channel`](crate::graph::ServedGraph::output_channel)).
+    pub(super) fn of(s: &StateSnapshot, output: Option<&str>) -> Self {
         Self {
-            values: values_json(&s.values),
+            values: output_json(&s.values, output),
             thread_interrupts: thread_interrupts(s),
             interrupts: s
                 .interrupts
@@ -37,9 +38,9 @@ impl Left {
 
     /// The thread a completed run left: its final values, nothing next, no interrupts (the
     /// state it would be read back as, without the read).
-    pub(super) fn completed(values: &Values) -> Self {
+    pub(super) fn completed(values: &Values, output: Option<&str>) -> Self {
         Self {
-            values: values_json(values),
+            values: output_json(values, output),
             thread_interrupts: Json::Object(JsonMap::new()),
             interrupts: Vec::new(),
             waiting: false,

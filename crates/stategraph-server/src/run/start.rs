@@ -13,6 +13,7 @@ use super::{Outcome, api_error, execute::execute, follow, workers};
 use crate::app::AppState;
 use crate::assistants;
 use crate::error::ApiError;
+use crate::graph::RunStart;
 use crate::records::{AssistantRecord, RunRecord, ThreadDoc};
 use crate::request::RunBody;
 use crate::stream_event::StreamEvent;
@@ -79,14 +80,22 @@ pub(crate) async fn start(
         Target::Stateless => (state.records.get(&assistant_key).await?, None),
     };
     let assistant = assistants::found(assistant)?;
-    if !state.graphs.contains_key(&assistant.graph_id) {
+    let Some(graph) = state.graphs.get(&assistant.graph_id) else {
         return Err(ApiError::not_found(format!(
             "Graph \"{}\" not found",
             assistant.graph_id
         )));
-    }
+    };
     state.webhooks.check(body.webhook.as_ref()).await?;
     let plan = plan(&assistant, target, stored, &body, Ids::new())?;
+    // An entrypoint takes any argument; a graph, a map of state keys.
+    if let (RunStart::Input(input), None) = (plan.kwargs.start()?, graph.output_channel())
+        && !input.is_object()
+    {
+        return Err(ApiError::invalid(format!(
+            "input must be an object of state keys, got {input}"
+        )));
+    }
     workers::spawn(&state);
     // Taken before the run exists: nothing it does is missed.
     let bell = (follow != Follow::Background).then(|| state.runs.dispatch.watch_run(&plan.run_id));

@@ -153,6 +153,55 @@ pub(crate) fn nested_graph() -> CompiledGraph<DynState> {
     outer.compile().unwrap()
 }
 
+/// What `workflow` takes: the topics to write about.
+#[derive(serde::Deserialize, serde::Serialize)]
+pub(crate) struct Topics {
+    topics: Vec<String>,
+}
+
+/// The Functional API workflow `workflow`: drafts each topic in parallel (task `draft`),
+/// asks `interrupt({"question": "publish?", "drafts": …})`, and on `"yes"` polishes each
+/// draft (task `polish`, upper case) and returns `{"published", "count"}`, saving `count`
+/// (1 + the thread's previous count); on any other answer returns no drafts and the
+/// previous count, which it saves again.
+pub(crate) fn workflow() -> stategraph::functional::Entrypoint<Topics, serde_json::Value> {
+    use stategraph::functional::{Final, entrypoint_final, task};
+    let draft = task("draft", |topic: String, _ctx| async move {
+        Ok::<_, NodeError>(format!("draft about {topic}"))
+    });
+    let polish = task("polish", |text: String, _ctx| async move {
+        Ok::<_, NodeError>(text.to_uppercase())
+    });
+    entrypoint_final("workflow", move |request: Topics, ctx| {
+        let drafting: Vec<_> = request
+            .topics
+            .into_iter()
+            .map(|t| draft.call(&ctx, t))
+            .collect();
+        let polish = polish.clone();
+        async move {
+            let mut drafts = Vec::new();
+            for d in drafting {
+                drafts.push(d.await?);
+            }
+            let answer =
+                ctx.interrupt(value!({"question": "publish?", "drafts": drafts.clone()}))?;
+            let count: i64 = ctx.previous()?.unwrap_or(0);
+            if answer.as_str() != Some("yes") {
+                let value = serde_json::json!({"published": [], "count": count});
+                return Ok(Final::new(value, count));
+            }
+            let polishing: Vec<_> = drafts.into_iter().map(|d| polish.call(&ctx, d)).collect();
+            let mut published = Vec::new();
+            for p in polishing {
+                published.push(p.await?);
+            }
+            let value = serde_json::json!({"published": published, "count": count + 1});
+            Ok(Final::new(value, count + 1))
+        }
+    })
+}
+
 /// The seed graph served as `seed` on a fresh SQLite file (checkpoints and the server's
 /// records), listening on a free loopback port: its base URL, the serving task (abort it to
 /// stop) and the directory to keep alive.
@@ -167,6 +216,7 @@ pub(crate) async fn serve_seed() -> (
             .graph("fanout", fanout_graph())
             .graph("slow", slow_graph())
             .graph("nested", nested_graph())
+            .entrypoint("workflow", workflow())
     })
     .await
 }

@@ -37,6 +37,9 @@ pub(crate) async fn graph(
         .get(graph_id)
         .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
     let topology = graph.topology();
+    if graph.output_channel().is_some() {
+        return Ok(Json(entrypoint_drawing(&topology)));
+    }
     let nodes: Vec<Json_> = topology
         .nodes
         .iter()
@@ -69,6 +72,26 @@ pub(crate) async fn graph(
         })
         .collect();
     Ok(Json(json!({ "nodes": nodes, "edges": edges })))
+}
+
+/// An entrypoint's drawing, as LangGraph draws the graph of a Functional API workflow (from
+/// its channels: `__start__` triggers it, and what it returns may end it).
+fn entrypoint_drawing(topology: &stategraph_graph::Topology) -> Json_ {
+    let names = topology.nodes.iter().filter(|n| *n != START && *n != END);
+    let mut nodes: Vec<Json_> = names
+        .clone()
+        .map(|n| json!({ "id": n, "type": "runnable", "data": { "name": n } }))
+        .collect();
+    nodes.extend([json!({ "id": START }), json!({ "id": END })]);
+    let edges: Vec<Json_> = names
+        .flat_map(|n| {
+            [
+                json!({ "source": START, "target": n }),
+                json!({ "source": n, "target": END, "conditional": true }),
+            ]
+        })
+        .collect();
+    json!({ "nodes": nodes, "edges": edges })
 }
 
 /// A JSON Schema object with these keys, their types unknown (`{}`).

@@ -37,7 +37,7 @@ pub(super) async fn state_at(
         ns.clone_into(&mut config.checkpoint_ns);
     }
     let snapshot = graph.get_state(&config, subgraphs).await?;
-    Ok(ThreadStates(snapshot))
+    Ok(ThreadStates(snapshot, graph.output_channel()))
 }
 
 /// `GET /threads/{thread_id}/state`.
@@ -236,7 +236,7 @@ pub(crate) async fn update_state(
     };
     let settled = ThreadState::new(
         status,
-        crate::wire::values_json(&snapshot.values),
+        crate::wire::output_json(&snapshot.values, graph.output_channel()),
         crate::wire::thread_interrupts(&snapshot),
     );
     let set = state
@@ -354,5 +354,8 @@ pub(super) async fn list_history(
     if let Some(id) = at {
         config = config.with_checkpoint_id(id);
     }
-    Ok(ThreadStates(graph.history(&config, options).await?))
+    Ok(ThreadStates(
+        graph.history(&config, options).await?,
+        graph.output_channel(),
+    ))
 }
