@@ -132,10 +132,9 @@ impl<S: State> Run<'_, S> {
         }
         // A resumed run streams the state it resumes from, as LangGraph does.
         if let Some(e) = &self.stream.emitter {
-            let values = self.graph.read_values(&self.channels);
-            let output = self.graph.output_channel();
             e.emit(StreamMode::Values, || {
-                Raw::values(values, output, Vec::new())
+                let values = self.graph.read_values(&self.channels);
+                Raw::values(values, self.graph.output_channel(), Vec::new())
             });
         }
         Ok(())

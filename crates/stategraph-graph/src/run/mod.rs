@@ -280,10 +280,9 @@ impl<S: State> Run<'_, S> {
             if let Some(e) = &self.stream.emitter
                 && updated.iter().any(|c| self.graph.schema.contains(c))
             {
-                let values = self.graph.read_values(&self.channels);
-                let output = self.graph.output_channel();
                 e.emit(StreamMode::Values, || {
-                    Raw::values(values, output, Vec::new())
+                    let values = self.graph.read_values(&self.channels);
+                    Raw::values(values, self.graph.output_channel(), Vec::new())
                 });
             }
             self.updated_channels = Some(updated);
