@@ -46,7 +46,18 @@ def norm(value):
 
 
 def events(parts):
-    return norm([{"event": p.event, "data": p.data} for p in parts])
+    """The events, normalized; tasks running in parallel report their updates in the order
+    they finish (on either server), so each run of consecutive task updates is sorted."""
+    out = norm([{"event": p.event, "data": p.data} for p in parts])
+    task_update = lambda e: e["event"] == "updates" and "__interrupt__" not in e["data"]
+    i = 0
+    while i < len(out):
+        j = i
+        while j < len(out) and task_update(out[j]):
+            j += 1
+        out[i:j] = sorted(out[i:j], key=lambda e: json.dumps(e, sort_keys=True))
+        i = max(j, i + 1)
+    return out
 
 
 def snapshot(state):
