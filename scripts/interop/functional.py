@@ -9,6 +9,10 @@ ones, with the same names):
 - `par`: `wf(n)` calls `double(i)` for i in 0..n, all started before any is awaited; sum;
 - `retry`: `wf(n) = flaky(n)`, where `flaky` fails its first try (a RetryPolicy of two
   tries retries it) and returns n + 100;
+- `retry_list`: `wf(n) = stubborn(n)`, where `stubborn` raises ConnectionError on its first
+  two tries and returns n * 3; its policies are a list: one for ValueError only (five
+  tries), then one with LangGraph's default filter and three tries, which is the one that
+  applies;
 - `hitl`: `a = double(n)`; `answer = interrupt({"question": "approve?", "a": a})`;
   `b = add_one(a)`; returns {"a": a, "answer": answer, "b": b};
 - `prev`: returns `entrypoint.final(value=previous, save=(previous or 0) + n)`;
@@ -68,6 +72,23 @@ def flaky(x: int) -> int:
     return x + 100
 
 
+STUBBORN_TRIES = {"n": 0}
+
+
+@task(
+    retry_policy=[
+        RetryPolicy(retry_on=ValueError, max_attempts=5, initial_interval=0.01, jitter=False),
+        RetryPolicy(max_attempts=3, initial_interval=0.01, jitter=False),
+    ]
+)
+def stubborn(x: int) -> int:
+    log("stubborn")
+    STUBBORN_TRIES["n"] += 1
+    if STUBBORN_TRIES["n"] < 3:
+        raise ConnectionError("not yet")
+    return x * 3
+
+
 @task
 def ask(x: int):
     log("ask")
@@ -98,6 +119,12 @@ def build(name, saver):
         @entrypoint(checkpointer=saver)
         def wf(n: int) -> int:
             return flaky(n).result()
+
+    elif name == "retry_list":
+
+        @entrypoint(checkpointer=saver)
+        def wf(n: int) -> int:
+            return stubborn(n).result()
 
     elif name == "hitl":
 

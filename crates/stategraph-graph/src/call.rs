@@ -18,7 +18,7 @@ use crate::config::RunConfig;
 use crate::error::NodeError;
 use crate::interrupt::{ResumeSource, Scratchpad, interrupt_id};
 use crate::node::NodeContext;
-use crate::retry::RetryPolicy;
+use crate::retry::RetryPolicies;
 use crate::step::{PUSH, Task, task_id, task_path_str};
 
 /// The channel a call's result is written to.
@@ -193,7 +193,7 @@ pub(crate) fn call(
     name: &str,
     input: Value,
     f: &TaskFn,
-    retry: Option<&RetryPolicy>,
+    retry: Option<&RetryPolicies>,
 ) -> CallFuture {
     let Some(caller) = &ctx.caller else {
         return CallFuture::Ready(Some(Err(NodeError::new(format!(
@@ -296,10 +296,11 @@ pub(crate) fn call(
         let mut attempt = 1;
         let outcome = loop {
             let result = f(input.clone(), child.clone()).await;
-            match (&result, &retry) {
-                (Err(e), Some(policy)) if policy.retries(attempt, e) => {
+            let wait = crate::retry::wait_after(retry.as_ref(), attempt, &result);
+            match (&result, wait) {
+                (Err(e), Some(wait)) => {
                     tracing::info!(attempt, error = %e, task = child.node.as_str(), "retry");
-                    tokio::time::sleep(policy.delay(attempt)).await;
+                    tokio::time::sleep(wait).await;
                     attempt += 1;
                     pad.lock().unwrap_or_else(|e| e.into_inner()).restart();
                 }

@@ -34,7 +34,7 @@ pub(crate) struct PregelNode<S: State> {
     /// `get_state_with_subgraphs`.
     pub(crate) subgraph: Option<Arc<dyn SubgraphView>>,
     /// How the node is retried when it fails.
-    pub(crate) retry: Option<crate::retry::RetryPolicy>,
+    pub(crate) retry: Option<crate::retry::RetryPolicies>,
     /// An entrypoint: reads what the run wrote to `__start__` (and `__previous__`), and
     /// returns one value (its `__end__` write).
     pub(crate) entrypoint: bool,

@@ -54,7 +54,7 @@ use crate::error::{GraphError, NodeError};
 use crate::graph::{END, START};
 use crate::interrupt::{Interrupt, Resume};
 use crate::node::{NodeContext, NodeFn, NodeOutput, RunCommand};
-use crate::retry::RetryPolicy;
+use crate::retry::RetryPolicies;
 use crate::run::RunSetup;
 use crate::state::{DynState, Schema, from_value, to_value};
 use crate::stream::{RunStream, StreamMode};
@@ -66,7 +66,7 @@ pub const PREVIOUS: &str = "__previous__";
 pub struct Task<I, O> {
     name: Arc<str>,
     body: TaskFn,
-    retry: Option<RetryPolicy>,
+    retry: Option<RetryPolicies>,
     types: PhantomData<fn(I) -> O>,
 }
 
@@ -119,9 +119,10 @@ where
 }
 
 impl<I: Serialize, O: DeserializeOwned> Task<I, O> {
-    /// The same task, retried by `policy` when it fails.
-    pub fn with_retry(mut self, policy: RetryPolicy) -> Self {
-        self.retry = Some(policy);
+    /// The same task, retried by `policies` when it fails (one
+    /// [`RetryPolicy`](crate::RetryPolicy) or a list: see [`RetryPolicies`]).
+    pub fn with_retry(mut self, policies: impl Into<RetryPolicies>) -> Self {
+        self.retry = Some(policies.into());
         self
     }
 
@@ -357,11 +358,13 @@ impl<I: Serialize, O: DeserializeOwned> Entrypoint<I, O> {
         self
     }
 
-    /// The same entrypoint, retried by `policy` when its body fails.
-    pub fn with_retry(mut self, policy: RetryPolicy) -> Self {
+    /// The same entrypoint, retried by `policies` when its body fails (one
+    /// [`RetryPolicy`](crate::RetryPolicy) or a list: see [`RetryPolicies`]).
+    pub fn with_retry(mut self, policies: impl Into<RetryPolicies>) -> Self {
+        let policies = policies.into();
         if let Some(nodes) = Arc::get_mut(&mut self.graph.nodes) {
             for n in nodes {
-                n.retry = Some(policy.clone());
+                n.retry = Some(policies.clone());
             }
         }
         self

@@ -114,7 +114,7 @@ pub struct StateGraph<S: State> {
     /// Where each node's `Command`s may route (LangGraph's `destinations=`).
     destinations: Vec<(String, Vec<String>)>,
     /// Retry policies by node.
-    retries: Vec<(String, crate::retry::RetryPolicy)>,
+    retries: Vec<(String, crate::retry::RetryPolicies)>,
     /// Store every append-style reducer key as deltas, with this snapshot frequency.
     delta_storage: Option<u32>,
 }
@@ -155,16 +155,18 @@ impl<S: State> StateGraph<S> {
         self
     }
 
-    /// Retries `node` according to `policy` when it fails (the failure is recorded only once
-    /// the last attempt fails).
+    /// Retries `node` according to `policies` when it fails — one
+    /// [`RetryPolicy`](crate::RetryPolicy), or a list of them where the first that applies
+    /// to the error decides ([`RetryPolicies`](crate::RetryPolicies), LangGraph's
+    /// `retry_policy=`). The failure is recorded only once the last try fails.
     pub fn set_retry(
         &mut self,
         node: impl Into<String>,
-        policy: crate::retry::RetryPolicy,
+        policies: impl Into<crate::retry::RetryPolicies>,
     ) -> &mut Self {
         let node = node.into();
         self.retries.retain(|(n, _)| *n != node);
-        self.retries.push((node, policy));
+        self.retries.push((node, policies.into()));
         self
     }
 

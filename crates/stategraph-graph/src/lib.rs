@@ -72,7 +72,7 @@ pub use interrupt::{Interrupt, Resume};
 pub use messages::REMOVE_ALL_MESSAGES;
 pub use node::{Command, Goto, NodeContext, NodeFuture, NodeOutput, RunCommand, Send};
 pub use repair::{ChannelRepair, RepairPlan};
-pub use retry::{RetryOn, RetryPolicy};
+pub use retry::{RetryOn, RetryPolicies, RetryPolicy, default_retry_on};
 #[doc(hidden)]
 pub use state::__schema;
 pub use state::{DynState, Schema, State, Values, from_value, to_value};

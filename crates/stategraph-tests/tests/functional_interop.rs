@@ -68,6 +68,34 @@ fn flow(name: &str, saver: Arc<dyn CheckpointSaver>, log: &Log) -> Flow {
         jitter: false,
         ..RetryPolicy::default()
     });
+    // Two policies: the first applies to ValueErrors only; the second, with the default
+    // filter (which retries a ConnectionError) and three tries, decides.
+    let tries = Arc::new(Mutex::new(0));
+    let stubborn = logged(log, "stubborn", move |x: i64| {
+        let mut n = tries.lock().unwrap();
+        *n += 1;
+        if *n < 3 {
+            return Err(NodeError::from_repr("ConnectionError('not yet')"));
+        }
+        Ok(x * 3)
+    })
+    .with_retry([
+        RetryPolicy {
+            max_attempts: 5,
+            initial_interval: std::time::Duration::from_millis(10),
+            jitter: false,
+            retry_on: Some(Arc::new(|e: &NodeError| {
+                e.message.starts_with("ValueError(")
+            })),
+            ..RetryPolicy::default()
+        },
+        RetryPolicy {
+            max_attempts: 3,
+            initial_interval: std::time::Duration::from_millis(10),
+            jitter: false,
+            ..RetryPolicy::default()
+        },
+    ]);
     // A task that asks a human (its body runs again when resumed, and gets the answer).
     let ask = {
         let log = Arc::clone(log);
@@ -99,6 +127,10 @@ fn flow(name: &str, saver: Arc<dyn CheckpointSaver>, log: &Log) -> Flow {
         }),
         "retry" => entrypoint("wf", move |n: Json, ctx| {
             let call = flaky.call(&ctx, n.as_i64().unwrap());
+            async move { Ok(json!(call.await?)) }
+        }),
+        "retry_list" => entrypoint("wf", move |n: Json, ctx| {
+            let call = stubborn.call(&ctx, n.as_i64().unwrap());
             async move { Ok(json!(call.await?)) }
         }),
         "hitl" => entrypoint("wf", move |n: Json, ctx| {
@@ -305,6 +337,7 @@ const CASES: &[(&str, &[&str])] = &[
     ("seq", &["stream:3"]),
     ("par", &["stream:4"]),
     ("retry", &["stream:5"]),
+    ("retry_list", &["stream:5"]),
     ("hitl", &["stream:3", "stream_resume:\"yes\""]),
     ("prev", &["stream:1", "stream:2", "stream:3"]),
     ("node", &["stream:{\"x\": 3}"]),

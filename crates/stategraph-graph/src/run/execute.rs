@@ -185,10 +185,11 @@ impl<S: State> Run<'_, S> {
                 let mut attempt = 1;
                 loop {
                     let result = run(Arc::clone(&s), ctx.clone()).await;
-                    match (&result, &retry) {
-                        (Err(e), Some(policy)) if policy.retries(attempt, e) => {
+                    let wait = crate::retry::wait_after(retry.as_ref(), attempt, &result);
+                    match (&result, wait) {
+                        (Err(e), Some(wait)) => {
                             tracing::info!(attempt, error = %e, "retry");
-                            tokio::time::sleep(policy.delay(attempt)).await;
+                            tokio::time::sleep(wait).await;
                             attempt += 1;
                             ctx.scratch
                                 .lock()
