@@ -9,7 +9,9 @@ URL (langgraph-checkpoint-mongodb's MongoDBSaver, collections `checkpoints` and
 GRAPH: `seed` (START → node_a → node_b → END, foo last value, bar list with operator.add),
 `route` (START → decide → left|right by a conditional edge on `go_left`, then END), `sends`
 (a conditional edge from START sends one `Send("worker", {"item": i})` per item; workers
-append `item * 10` to `done`) or `command` (START → router, which returns
+append `item * 10` to `done`) or `overwrite` (START → a, b in parallel → c over `log`
+(operator.add): a and c append their names, b writes `Overwrite(["b"])`) or `command`
+(START → router, which returns
 `Command(update={"log": ["router"]}, goto="right")`) or `dchat` (START → reply over `messages: Annotated[list, DeltaChannel(concat,
 snapshot_frequency=DELTA_K)]`, DELTA_K from the environment, default 10: stategraph's
 `delta_storage` chat in its delta-storage tests) or `sub` (START → sub → after, where
@@ -44,7 +46,7 @@ from typing import Annotated
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, Send, interrupt
+from langgraph.types import Command, Overwrite, Send, interrupt
 from typing_extensions import TypedDict
 
 
@@ -172,6 +174,16 @@ def build(name, saver):
         g.add_node("ask", ask)
         g.add_edge(START, "ask")
         return g.compile(checkpointer=saver), {"log": [], "go_left": True}
+    if name == "overwrite":
+        g = StateGraph(Route)
+        g.add_node("a", lambda s: {"log": ["a"]})
+        g.add_node("b", lambda s: {"log": Overwrite(["b"])})
+        g.add_node("c", lambda s: {"log": ["c"]})
+        g.add_edge(START, "a")
+        g.add_edge(START, "b")
+        g.add_edge("a", "c")
+        g.add_edge("b", "c")
+        return g.compile(checkpointer=saver), {"log": [], "go_left": False}
     if name == "command":
         g = StateGraph(Route)
         g.add_node("router", lambda s: Command(update={"log": ["router"]}, goto="right"))

@@ -297,15 +297,27 @@ impl Channel {
                 if values.is_empty() {
                     return Ok(false);
                 }
-                let mut iter = values.into_iter();
-                let mut acc = match value.take() {
-                    Some(v) => v,
-                    None => iter.next().unwrap_or_default(),
-                };
-                for v in iter {
-                    acc = reducer.apply(acc, v).map_err(&invalid)?;
+                // An `Overwrite` replaces what the reducer made so far; writes after it
+                // are dropped; a second one is refused (LangGraph's `BinaryOperatorAggregate`).
+                let mut acc = value.take();
+                let mut overwritten = false;
+                for v in values {
+                    if let Some(replacement) = crate::overwrite::Overwrite::of(&v) {
+                        if overwritten {
+                            return Err(invalid(
+                                "can receive only one Overwrite value per super-step".to_owned(),
+                            ));
+                        }
+                        acc = Some(replacement);
+                        overwritten = true;
+                    } else if !overwritten {
+                        acc = Some(match acc {
+                            Some(a) => reducer.apply(a, v).map_err(&invalid)?,
+                            None => v,
+                        });
+                    }
                 }
-                *value = Some(acc);
+                *value = acc;
                 Ok(true)
             }
             Channel::Ephemeral { value, guard } => {

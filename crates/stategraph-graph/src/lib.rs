@@ -49,6 +49,7 @@ pub mod inspect;
 mod interrupt;
 mod messages;
 mod node;
+mod overwrite;
 mod repair;
 mod retry;
 mod run;
@@ -71,6 +72,7 @@ pub use graph::{ConditionalEdges, END, PathMapEntry, START, StateGraph};
 pub use interrupt::{Interrupt, Resume};
 pub use messages::REMOVE_ALL_MESSAGES;
 pub use node::{Command, Goto, NodeContext, NodeFuture, NodeOutput, RunCommand, Send};
+pub use overwrite::Overwrite;
 pub use repair::{ChannelRepair, RepairPlan};
 pub use retry::{RetryOn, RetryPolicies, RetryPolicy, default_retry_on};
 #[doc(hidden)]

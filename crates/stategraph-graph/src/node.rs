@@ -18,7 +18,8 @@ pub enum NodeOutput<U> {
     Empty,
     /// An update plus where to go next.
     Command(Command<U>),
-    /// Raw channel writes (used by subgraph nodes).
+    /// Raw channel writes: a subgraph's or an entrypoint's, or what a typed update cannot
+    /// say, such as an [`Overwrite`](crate::Overwrite) of a reducer key.
     Writes(Vec<(String, stategraph_checkpoint::Value)>),
 }
 

@@ -101,6 +101,28 @@ fn command_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Route> {
     g.compile().unwrap().with_checkpointer(saver)
 }
 
+/// START → a, b in parallel → c: a and c append their names to `log`, b overwrites it.
+fn overwrite_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Route> {
+    let mut g = StateGraph::<Route>::new();
+    for n in ["a", "c"] {
+        g.add_node(n, move |_s, _c| async move {
+            Ok(RouteUpdate::default().log([n]))
+        });
+    }
+    g.add_node("b", |_s, _c| async {
+        let reset = stategraph::graph::Overwrite::new(vec![Value::from("b")]);
+        Ok(NodeOutput::<RouteUpdate>::Writes(vec![(
+            "log".to_owned(),
+            reset.into(),
+        )]))
+    });
+    g.add_edge(START, "a")
+        .add_edge(START, "b")
+        .add_edge("a", "c")
+        .add_edge("b", "c");
+    g.compile().unwrap().with_checkpointer(saver)
+}
+
 fn sub_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Route> {
     let mut inner = StateGraph::<Route>::new();
     for (n, log) in [("one", "sub-one"), ("two", "sub-two")] {
@@ -438,6 +460,21 @@ async fn command_threads_are_shared_with_python() {
     check(
         "command",
         command_graph,
+        || {
+            RouteUpdate::default()
+                .log(Vec::<String>::new())
+                .go_left(false)
+        },
+        8,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn overwrite_threads_are_shared_with_python() {
+    check(
+        "overwrite",
+        overwrite_graph,
         || {
             RouteUpdate::default()
                 .log(Vec::<String>::new())

@@ -151,9 +151,9 @@ pub use stategraph_graph::stream;
 pub use stategraph_graph::{
     AsNode, ChannelRepair, ChannelSpec, Command, CompiledGraph, ConditionalEdges, Durability,
     DynState, END, GraphError, HistoryOptions, Interrupt, NodeContext, NodeError, NodeOutput,
-    PathMapEntry, PregelTask, Reducer, RepairPlan, Resume, RetryPolicies, RetryPolicy, RunCommand,
-    RunConfig, RunStream, START, Schema, StateGraph, StateSnapshot, StateUpdate, StreamEvent,
-    StreamMode, UpdatesEvent, Values,
+    Overwrite, PathMapEntry, PregelTask, Reducer, RepairPlan, Resume, RetryPolicies, RetryPolicy,
+    RunCommand, RunConfig, RunStream, START, Schema, StateGraph, StateSnapshot, StateUpdate,
+    StreamEvent, StreamMode, UpdatesEvent, Values,
 };
 #[cfg(feature = "mongodb")]
 pub use stategraph_mongodb::{MongoConfig, MongoSaver};
