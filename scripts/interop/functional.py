@@ -24,7 +24,7 @@ counts).
 
 ACTIONS, in order: `run:JSON` (invoke with that input), `resume:JSON` (invoke with
 Command(resume=JSON)), `stream:JSON` / `stream_resume:JSON` (the same, printing the
-`updates` stream under `streams`), `dump` (print the thread's checkpoints and writes,
+`updates` and `values` streams under `streams`, each part `[mode, chunk]`), `dump` (print the thread's checkpoints and writes,
 normalized, under `dump`).
 """
 
@@ -220,6 +220,10 @@ def dump(saver, conn, thread, is_pg):
 INTERRUPT_IDS = {}
 
 
+# The stream modes `stream:` and `stream_resume:` print, each part as `[mode, chunk]`.
+MODES = ["updates", "values"]
+
+
 def jsonable(v):
     """JSON of a value, with interrupt ids (hashes of checkpoint-derived task ids) replaced
     by ordinals."""
@@ -258,9 +262,10 @@ def main(db, name, thread, actions):
         elif verb == "resume":
             wf.invoke(Command(resume=value), config)
         elif verb == "stream":
-            out["streams"].append([jsonable(p) for p in wf.stream(value, config, stream_mode="updates")])
+            parts = wf.stream(value, config, stream_mode=MODES)
+            out["streams"].append([jsonable(p) for p in parts])
         elif verb == "stream_resume":
-            parts = wf.stream(Command(resume=value), config, stream_mode="updates")
+            parts = wf.stream(Command(resume=value), config, stream_mode=MODES)
             out["streams"].append([jsonable(p) for p in parts])
         elif verb == "dump":
             out["dump"] = dump(saver, conn, thread, is_pg)

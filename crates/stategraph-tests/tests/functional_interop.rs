@@ -172,7 +172,12 @@ fn normalized(parts: Vec<Json>) -> Vec<Json> {
     parts
         .into_iter()
         .map(|mut p| {
-            if let Some(list) = p.get_mut("__interrupt__").and_then(Json::as_array_mut) {
+            // `[mode, chunk]`: the interrupts are in the chunk.
+            if let Some(list) = p
+                .get_mut(1)
+                .and_then(|chunk| chunk.get_mut("__interrupt__"))
+                .and_then(Json::as_array_mut)
+            {
                 for i in list {
                     let id = i["id"].as_str().unwrap().to_owned();
                     let n = ids.iter().position(|x| *x == id).unwrap_or_else(|| {
@@ -201,22 +206,22 @@ fn in_any_order(streams: Vec<Vec<Json>>) -> Vec<Vec<Json>> {
         .collect()
 }
 
-/// Runs `actions` (as `functional.py` spells them) on `thread`; the `updates` streams.
+/// Runs `actions` (as `functional.py` spells them) on `thread`; the `updates` and `values` streams, each part `[mode, chunk]`.
 async fn ours(flow: &Flow, thread: &str, actions: &[&str]) -> Vec<Vec<Json>> {
     let mut streams = Vec::new();
     for action in actions {
         let (verb, arg) = action.split_once(':').unwrap();
         let arg: Json = serde_json::from_str(arg).unwrap();
         let config = RunConfig::thread(thread);
-        let modes = [StreamMode::Updates];
+        let modes = [StreamMode::Updates, StreamMode::Values];
         let mut stream = match (flow, verb) {
             (Flow::Entry(wf), "stream") => wf
                 .stream(arg, config, &modes)
-                .map(|e| e.map(|e| e.to_json()))
+                .map(|e| e.map(|e| json!([e.mode().as_str(), e.to_json()])))
                 .boxed(),
             (Flow::Entry(wf), "stream_resume") => wf
                 .stream_resume(Resume::Value(Value::from(arg)), config, &modes)
-                .map(|e| e.map(|e| e.to_json()))
+                .map(|e| e.map(|e| json!([e.mode().as_str(), e.to_json()])))
                 .boxed(),
             (Flow::Graph(g), "stream") => {
                 let Json::Object(m) = arg else {
@@ -224,7 +229,7 @@ async fn ours(flow: &Flow, thread: &str, actions: &[&str]) -> Vec<Vec<Json>> {
                 };
                 let input = m.into_iter().map(|(k, v)| (k, Value::from(v))).collect();
                 g.stream_values(input, config, &modes)
-                    .map(|e| e.map(|e| e.to_json()))
+                    .map(|e| e.map(|e| json!([e.mode().as_str(), e.to_json()])))
                     .boxed()
             }
             _ => panic!("no action {action}"),
