@@ -60,6 +60,18 @@ impl Interrupt {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({"value": crate::stream::value_json(&self.value), "id": self.id})
     }
+
+    /// The interrupt with all the fields of LangGraph's `Interrupt` object —
+    /// `{"value", "id", "response_schema"}` (never set here: `null`) — as Python's
+    /// `asdict(interrupt)` and LangGraph's server render it (a `tasks` stream's results, a
+    /// run's output).
+    pub fn to_object_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "value": crate::stream::value_json(&self.value),
+            "id": self.id,
+            "response_schema": null,
+        })
+    }
 }
 
 /// LangGraph's interrupt id: xxh3-128 hex of the task namespace, with `|n` appended once the

@@ -289,14 +289,7 @@ impl TaskEvent {
                 "name": t.name,
                 "error": t.error.as_ref().map_or(Json::Null, Value::to_json),
                 "result": values_json(&t.result),
-                // Each as Python's `asdict(Interrupt)`: all its fields.
-                "interrupts": t.interrupts.iter().map(|i| {
-                    let mut out = i.to_json();
-                    if let Some(o) = out.as_object_mut() {
-                        o.insert("response_schema".into(), Json::Null);
-                    }
-                    out
-                }).collect::<Vec<_>>(),
+                "interrupts": t.interrupts.iter().map(Interrupt::to_object_json).collect::<Vec<_>>(),
             }),
         }
     }

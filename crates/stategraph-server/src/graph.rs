@@ -9,8 +9,8 @@ use std::task::{Context, Poll};
 
 use stategraph_checkpoint::{CheckpointConfig, CheckpointSaver, Map};
 use stategraph_graph::{
-    AsNode, CompiledGraph, GraphError, HistoryOptions, RunCommand, RunConfig, RunStream, State,
-    StateSnapshot, StreamEvent, StreamMode, Topology, UpdatesEvent, Values,
+    AsNode, CompiledGraph, GraphError, HistoryOptions, Interrupt, RunCommand, RunConfig, RunStream,
+    State, StateSnapshot, StreamEvent, StreamMode, Topology, UpdatesEvent, Values,
 };
 
 /// How a run starts.
@@ -33,7 +33,7 @@ fn event_data<S>(e: &StreamEvent<S>) -> Json {
         StreamEvent::Updates(UpdatesEvent::Interrupt(list)) => serde_json::json!({
             "__interrupt__": list
                 .iter()
-                .map(crate::wire::interrupt_output)
+                .map(Interrupt::to_object_json)
                 .collect::<Vec<_>>()
         }),
         StreamEvent::Values(v) if !v.interrupts.is_empty() => {
@@ -41,10 +41,7 @@ fn event_data<S>(e: &StreamEvent<S>) -> Json {
             if let Some(o) = out.as_object_mut() {
                 o.insert(
                     "__interrupt__".into(),
-                    v.interrupts
-                        .iter()
-                        .map(crate::wire::interrupt_output)
-                        .collect(),
+                    v.interrupts.iter().map(Interrupt::to_object_json).collect(),
                 );
             }
             out

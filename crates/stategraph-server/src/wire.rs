@@ -37,16 +37,6 @@ fn interrupts_json(interrupts: &[Interrupt]) -> Json {
     Json::Array(interrupts.iter().map(Interrupt::to_json).collect())
 }
 
-/// An interrupt as a run's output carries it: LangGraph's `Interrupt` object with all its
-/// fields (`response_schema` is never set here).
-pub(crate) fn interrupt_output(i: &Interrupt) -> Json {
-    let mut out = i.to_json();
-    if let Some(o) = out.as_object_mut() {
-        o.insert("response_schema".into(), Json::Null);
-    }
-    out
-}
-
 /// A snapshot as the API's `ThreadState`, written straight into the answer (values are not
 /// built as JSON trees first: a history of many states is mostly their values), of a graph
 /// whose output is `.1` ([`ServedGraph::output_channel`](crate::graph::ServedGraph::output_channel)).

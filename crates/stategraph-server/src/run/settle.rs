@@ -2,7 +2,7 @@
 //! LangGraph's server records them.
 
 use serde_json::{Map as JsonMap, Value as Json, json};
-use stategraph_graph::{StateSnapshot, Values};
+use stategraph_graph::{Interrupt, StateSnapshot, Values};
 use stategraph_runs::{CancelAction, RunStatus, ThreadState, ThreadStatus};
 
 use super::{Cancel, Outcome};
@@ -27,11 +27,7 @@ impl Left {
         Self {
             values: output_json(&s.values, output),
             thread_interrupts: thread_interrupts(s),
-            interrupts: s
-                .interrupts
-                .iter()
-                .map(crate::wire::interrupt_output)
-                .collect(),
+            interrupts: s.interrupts.iter().map(Interrupt::to_object_json).collect(),
             waiting: !s.next.is_empty() || !s.interrupts.is_empty(),
         }
     }
