@@ -91,10 +91,16 @@ impl RunKwargs {
         if !self.command.is_null() {
             return Ok(RunStart::Command(run_command(&self.command)?));
         }
-        match &self.input {
-            Json::Null => Ok(RunStart::Continue),
-            v => Ok(RunStart::Input(v.clone())),
-        }
+        Ok(match self.new_input() {
+            Some(v) => RunStart::Input(v.clone()),
+            None => RunStart::Continue,
+        })
+    }
+
+    /// The new input it starts with ([`RunStart::Input`]), read in place: none when it
+    /// starts with a command or goes on from the checkpoint.
+    pub(crate) fn new_input(&self) -> Option<&Json> {
+        (self.command.is_null() && !self.input.is_null()).then_some(&self.input)
     }
 
     /// The engine's stream modes and the names as given.

@@ -13,7 +13,6 @@ use super::{Outcome, api_error, execute::execute, follow, workers};
 use crate::app::AppState;
 use crate::assistants;
 use crate::error::ApiError;
-use crate::graph::RunStart;
 use crate::records::{AssistantRecord, RunRecord, ThreadDoc};
 use crate::request::RunBody;
 use crate::stream_event::StreamEvent;
@@ -89,7 +88,7 @@ pub(crate) async fn start(
     state.webhooks.check(body.webhook.as_ref()).await?;
     let plan = plan(&assistant, target, stored, &body, Ids::new())?;
     // An entrypoint takes any argument; a graph, a map of state keys.
-    if let (RunStart::Input(input), None) = (plan.kwargs.start()?, graph.output_channel())
+    if let (Some(input), None) = (plan.kwargs.new_input(), graph.output_channel())
         && !input.is_object()
     {
         return Err(ApiError::invalid(format!(
