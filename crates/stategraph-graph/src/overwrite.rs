@@ -61,22 +61,26 @@ impl Overwrite {
         ))
     }
 
-    /// The value `v` overwrites with, if `v` is an overwrite in any of its forms.
+    /// The value `v` overwrites with, if `v` is an overwrite in any of its forms. Called on
+    /// every write to a reducer channel: other values are told apart without copying them
+    /// or decoding a stored object past its class name.
     pub fn of(v: &Value) -> Option<Value> {
-        let data = match v {
-            Value::Ext(e) => {
+        match v {
+            Value::Ext(e) if e.py_class() == Some("Overwrite") => {
                 let object = e.py_object().ok().flatten()?;
-                if (object.module.as_str(), object.class.as_str())
-                    != ("langgraph.types", "Overwrite")
-                {
+                if object.module != "langgraph.types" {
                     return None;
                 }
-                object.data
+                object.data.as_map().and_then(Self::of_map)
             }
-            Value::Map(_) => v.clone(),
-            _ => return None,
-        };
-        let m = data.as_map()?;
+            Value::Map(m) => Self::of_map(m),
+            _ => None,
+        }
+    }
+
+    /// The value a map form overwrites with: `{"__overwrite__": v}` or
+    /// `{"type": "__overwrite__", "value": v}` (also the object's own fields).
+    fn of_map(m: &Map) -> Option<Value> {
         if m.len() == 1
             && let Some(inner) = m.get(TAG)
         {
