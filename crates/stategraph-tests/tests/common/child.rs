@@ -6,18 +6,24 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
+/// This test binary, to run its ignored test `entry` alone (a child process's role).
+pub(crate) fn entry_command(entry: &str) -> Command {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command.args([
+        entry,
+        "--ignored",
+        "--exact",
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ]);
+    command
+}
+
 /// Re-runs this test binary on the ignored test `entry` alone, with `env` set, its output
 /// piped (for [`result_of`]).
 pub(crate) fn spawn_entry(entry: &str, env: &[(&str, &OsStr)]) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            entry,
-            "--ignored",
-            "--exact",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
+    entry_command(entry)
         .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -7,6 +7,10 @@ use std::time::{Duration, Instant};
 
 use stategraph::server::Server;
 
+#[path = "child.rs"]
+#[allow(dead_code, reason = "only its command is used here")]
+mod child;
+
 /// Kills the child on drop, so a failure leaves no server behind.
 pub(crate) struct Killed(pub(crate) Child);
 
@@ -59,15 +63,7 @@ pub(crate) fn spawn_announced(mut command: Command, port_file: &Path) -> (Killed
     reason = "the scale-out bench starts its servers through an env variable"
 )]
 pub(crate) fn spawn_entry(entry: &str, env: &[(&str, &str)], port_file: &Path) -> (Killed, u16) {
-    let mut command = Command::new(std::env::current_exe().unwrap());
-    command.args([
-        entry,
-        "--ignored",
-        "--exact",
-        "--nocapture",
-        "--test-threads",
-        "1",
-    ]);
+    let mut command = child::entry_command(entry);
     for (k, v) in env {
         command.env(k, v);
     }
