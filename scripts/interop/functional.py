@@ -18,7 +18,12 @@ ones, with the same names):
 - `prev`: returns `entrypoint.final(value=previous, save=(previous or 0) + n)`;
 - `node`: a StateGraph whose node `work` calls `double(x)` and writes `y`;
 - `task_hitl`: `wf(n) = ask(n)`, where the task `ask` calls `interrupt({"q": n})` and
-  returns the answer.
+  returns the answer;
+- `timeout`: a StateGraph whose async node `slow` (timeout 0.2 s, two tries 10 ms apart)
+  sleeps 5 s on its first try, so that it is cancelled and retried, then writes `y = 2x`;
+- `task_timeout`: `wf(n) = sleepy(n)`, where the async task `sleepy` (timeout 0.2 s, two
+  tries) sleeps 5 s on its first try and returns n + 1.
+The two timeout workflows run on LangGraph's async savers (timeouts need async nodes).
 Every task appends its name to the file FUNC_LOG names, if set (the side effects a test
 counts).
 
@@ -28,6 +33,7 @@ Command(resume=JSON)), `stream:JSON` / `stream_resume:JSON` (the same, printing 
 normalized, under `dump`).
 """
 
+import asyncio
 import json
 import os
 import sqlite3
@@ -89,6 +95,30 @@ def stubborn(x: int) -> int:
     return x * 3
 
 
+QUICK = RetryPolicy(max_attempts=2, initial_interval=0.01, jitter=False)
+SLOW_TRIES = {"n": 0}
+
+
+async def slow(s):
+    log("slow")
+    SLOW_TRIES["n"] += 1
+    if SLOW_TRIES["n"] == 1:
+        await asyncio.sleep(5)
+    return {"y": s["x"] * 2}
+
+
+@task(timeout=0.2, retry_policy=QUICK)
+async def sleepy(x: int) -> int:
+    log("sleepy")
+    SLOW_TRIES["n"] += 1
+    if SLOW_TRIES["n"] == 1:
+        await asyncio.sleep(5)
+    return x + 1
+
+
+ASYNC_FLOWS = {"timeout", "task_timeout"}
+
+
 @task
 def ask(x: int):
     log("ask")
@@ -147,6 +177,17 @@ def build(name, saver):
         def wf(n: int):
             return ask(n).result()
 
+    elif name == "task_timeout":
+
+        @entrypoint(checkpointer=saver)
+        async def wf(n: int) -> int:
+            return await sleepy(n)
+
+    elif name == "timeout":
+        g = StateGraph(Node)
+        g.add_node("slow", slow, timeout=0.2, retry_policy=QUICK)
+        g.add_edge(START, "slow")
+        return g.compile(checkpointer=saver)
     elif name == "node":
 
         def work(s: Node):
@@ -238,8 +279,34 @@ def jsonable(v):
     return v
 
 
+async def run_async(db, name, thread, actions, is_pg, out):
+    """`actions` of an async workflow, on LangGraph's async saver of the same database."""
+    if is_pg:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver as Saver
+    else:
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver as Saver
+    async with Saver.from_conn_string(db) as saver:
+        wf = build(name, saver)
+        config = {"configurable": {"thread_id": thread}}
+        for action in actions:
+            verb, _, arg = action.partition(":")
+            value = json.loads(arg) if arg else None
+            if verb == "run":
+                await wf.ainvoke(value, config)
+            elif verb == "stream":
+                parts = [p async for p in wf.astream(value, config, stream_mode=MODES)]
+                out["streams"].append([jsonable(p) for p in parts])
+            else:
+                raise SystemExit(f"unknown action {action} for {name}")
+
+
 def main(db, name, thread, actions):
     is_pg = db.startswith(("postgres://", "postgresql://"))
+    out = {"streams": []}
+    if name in ASYNC_FLOWS:
+        running = [a for a in actions if a != "dump"]
+        asyncio.run(run_async(db, name, thread, running, is_pg, out))
+        actions = [a for a in actions if a == "dump"]
     if is_pg:
         from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg import Connection
@@ -253,7 +320,6 @@ def main(db, name, thread, actions):
         saver = SqliteSaver(conn)
     wf = build(name, saver)
     config = {"configurable": {"thread_id": thread}}
-    out = {"streams": []}
     for action in actions:
         verb, _, arg = action.partition(":")
         value = json.loads(arg) if arg else None

@@ -9,7 +9,10 @@ URL (langgraph-checkpoint-mongodb's MongoDBSaver, collections `checkpoints` and
 GRAPH: `seed` (START → node_a → node_b → END, foo last value, bar list with operator.add),
 `route` (START → decide → left|right by a conditional edge on `go_left`, then END), `sends`
 (a conditional edge from START sends one `Send("worker", {"item": i})` per item; workers
-append `item * 10` to `done`) or `overwrite` (START → a, b in parallel → c over `log`
+append `item * 10` to `done`) or `defer` / `defer_join` (START → a → b → b2 and a → c,
+then b2 and c into `d`, added with `defer=True`: by two edges, or by one join edge) or
+`steps` (START → count, looping while the managed value `remaining: RemainingSteps` is
+above 10002 (the default limit allows 10006 at the first step); `count` logs `remaining:last`, `last` being `IsLastStep`) or `overwrite` (START → a, b in parallel → c over `log`
 (operator.add): a and c append their names, b writes `Overwrite(["b"])`) or `command`
 (START → router, which returns
 `Command(update={"log": ["router"]}, goto="right")`) or `dchat` (START → reply over `messages: Annotated[list, DeltaChannel(concat,
@@ -46,6 +49,7 @@ from typing import Annotated
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
+from langgraph.managed import IsLastStep, RemainingSteps
 from langgraph.types import Command, Overwrite, Send, interrupt
 from typing_extensions import TypedDict
 
@@ -58,6 +62,12 @@ class Seed(TypedDict):
 class Route(TypedDict):
     log: Annotated[list[str], operator.add]
     go_left: bool
+
+
+class Steps(TypedDict):
+    log: Annotated[list[str], operator.add]
+    remaining: RemainingSteps
+    last: IsLastStep
 
 
 class Work(TypedDict, total=False):
@@ -183,6 +193,27 @@ def build(name, saver):
         g.add_edge(START, "b")
         g.add_edge("a", "c")
         g.add_edge("b", "c")
+        return g.compile(checkpointer=saver), {"log": [], "go_left": False}
+    if name == "steps":
+        g = StateGraph(Steps)
+        g.add_node("count", lambda s: {"log": [f"{s['remaining']}:{s['last']}"]})
+        g.add_edge(START, "count")
+        g.add_conditional_edges("count", lambda s: "count" if s["remaining"] > 10002 else END)
+        return g.compile(checkpointer=saver), {"log": []}
+    if name in ("defer", "defer_join"):
+        g = StateGraph(Route)
+        for n in ["a", "b", "b2", "c", "d"]:
+            g.add_node(n, (lambda n: lambda s: {"log": [n]})(n), defer=n == "d")
+        g.add_edge(START, "a")
+        g.add_edge("a", "b")
+        g.add_edge("a", "c")
+        g.add_edge("b", "b2")
+        if name == "defer":
+            g.add_edge("b2", "d")
+            g.add_edge("c", "d")
+        else:
+            g.add_edge(["b2", "c"], "d")
+        g.add_edge("d", END)
         return g.compile(checkpointer=saver), {"log": [], "go_left": False}
     if name == "command":
         g = StateGraph(Route)

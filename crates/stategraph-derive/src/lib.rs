@@ -22,7 +22,10 @@
 //! `add_messages` (LangGraph's id-based message merge), or `custom = path::to::fn` for any
 //! `fn(T, T) -> T`. Adding `delta` (`#[reducer(add_messages, delta)]`, or `delta = 50` for
 //! a snapshot every 50 updates instead of 100) stores the field as LangGraph's
-//! `DeltaChannel`: checkpoints keep only what changed. Field types must implement `serde::Serialize`, `DeserializeOwned` and
+//! `DeltaChannel`: checkpoints keep only what changed. `#[managed(remaining_steps)]` (an
+//! integer field) and `#[managed(is_last_step)]` (a boolean) are LangGraph's managed values
+//! `RemainingSteps` and `IsLastStep`: the engine fills them in for each step, nodes never
+//! write them (the update type has no such field), and they are never stored. Field types must implement `serde::Serialize`, `DeserializeOwned` and
 //! `Default` (a key without a value reads as the default). The generated code refers to the
 //! `stategraph` crate.
 
@@ -37,7 +40,7 @@ use quote::{format_ident, quote};
 use syn::{Data, DeriveInput, Fields, Ident, Path, parse_macro_input, spanned::Spanned};
 
 /// Derives `stategraph::State` for a struct with named fields. See the crate docs.
-#[proc_macro_derive(State, attributes(reducer))]
+#[proc_macro_derive(State, attributes(reducer, managed))]
 pub fn derive_state(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     match expand(&input) {
@@ -50,6 +53,30 @@ enum ReducerKind {
     LastValue,
     Builtin(Ident),
     Custom(Path),
+}
+
+/// The field's managed kind (`#[managed(remaining_steps)]`, `#[managed(is_last_step)]`), if any.
+fn managed_of(field: &syn::Field) -> syn::Result<Option<Ident>> {
+    let mut kind = None;
+    for attr in &field.attrs {
+        if !attr.path().is_ident("managed") {
+            continue;
+        }
+        attr.parse_nested_meta(|meta| {
+            let variant = match meta.path.get_ident().map(Ident::to_string).as_deref() {
+                Some("remaining_steps") => "RemainingSteps",
+                Some("is_last_step") => "IsLastStep",
+                _ => {
+                    return Err(meta.error(
+                        "unknown managed value (expected remaining_steps or is_last_step)",
+                    ));
+                }
+            };
+            kind = Some(Ident::new(variant, Span::call_site()));
+            Ok(())
+        })?;
+    }
+    Ok(kind)
 }
 
 /// The field's reducer, and its snapshot frequency when it is stored as deltas.
@@ -153,6 +180,7 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
         let ty = &field.ty;
         let key = ident.to_string();
         let key_lit = syn::LitStr::new(&key, Span::call_site());
+        let managed = managed_of(field)?;
         let (kind, delta) = reducer_of(field)?;
         let reducer = match kind {
             ReducerKind::LastValue => None,
@@ -167,10 +195,19 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
                 })
             }),
         };
-        let spec = match (reducer, delta) {
-            (None, _) => quote!(schema = schema.last_value(#key_lit);),
-            (Some(r), None) => quote!(schema = schema.reducer(#key_lit, #r);),
-            (Some(r), Some(n)) => quote!(schema = schema.delta(#key_lit, #r, #n);),
+        let spec = match (&managed, reducer, delta) {
+            (Some(m), None, _) => {
+                quote!(schema = schema.managed(#key_lit, #krate::graph::Managed::#m);)
+            }
+            (Some(_), Some(_), _) => {
+                return Err(syn::Error::new(
+                    field.span(),
+                    "a managed value is computed, not written: it takes no reducer",
+                ));
+            }
+            (None, None, _) => quote!(schema = schema.last_value(#key_lit);),
+            (None, Some(r), None) => quote!(schema = schema.reducer(#key_lit, #r);),
+            (None, Some(r), Some(n)) => quote!(schema = schema.delta(#key_lit, #r, #n);),
         };
         schema.push(spec);
         touched.push(quote!(&self.#ident,));
@@ -189,6 +226,10 @@ fn expand(input: &DeriveInput) -> syn::Result<Tokens> {
                 None => ::core::default::Default::default(),
             },
         });
+        if managed.is_some() {
+            // Computed by the engine for each step: nothing to write.
+            continue;
+        }
         writes.push(quote! {
             if let Some(v) = update.#ident {
                 writes.push((#key_lit.to_owned(), #krate::graph::write_field(v)?));

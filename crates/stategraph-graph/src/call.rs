@@ -14,11 +14,11 @@ use std::task::{Context, Poll};
 use stategraph_checkpoint::{Value, channels as reserved};
 use tokio::sync::oneshot;
 
+use crate::attempts::Attempts;
 use crate::config::RunConfig;
 use crate::error::NodeError;
 use crate::interrupt::{ResumeSource, Scratchpad, interrupt_id};
 use crate::node::NodeContext;
-use crate::retry::RetryPolicies;
 use crate::step::{PUSH, Task, task_id, task_path_str};
 
 /// The channel a call's result is written to.
@@ -186,15 +186,17 @@ impl Future for CallFuture {
     }
 }
 
-/// Calls task `name` (body `f`, retried by `retry`) with `input` from the task `ctx` runs:
-/// answered from its saved result if it has one, else started at once as its own task.
+/// Calls task `name` (body `f`, tried as `attempts` say) with `input` from the task `ctx`
+/// runs: answered from its saved result if it has one, else started at once as its own task.
 pub(crate) fn call(
     ctx: &NodeContext,
     name: &str,
     input: Value,
     f: &TaskFn,
-    retry: Option<&RetryPolicies>,
+    attempts: &Attempts,
 ) -> CallFuture {
+    // Calling a task is progress for the caller's idle timeout.
+    ctx.progressed();
     let Some(caller) = &ctx.caller else {
         return CallFuture::Ready(Some(Err(NodeError::new(format!(
             "task `{name}` was called outside a running graph or entrypoint"
@@ -280,6 +282,7 @@ pub(crate) fn call(
         }),
         input: None,
         previous: None,
+        progress: None,
     };
     if !scope.send(CallEvent::Started {
         task: task.clone(),
@@ -291,22 +294,19 @@ pub(crate) fn call(
     }
     let events = Arc::clone(scope);
     let f = Arc::clone(f);
-    let retry = retry.cloned();
+    let attempts = attempts.clone();
     CallFuture::Running(tokio::spawn(async move {
-        let mut attempt = 1;
-        let outcome = loop {
-            let result = f(input.clone(), child.clone()).await;
-            let wait = crate::retry::wait_after(retry.as_ref(), attempt, &result);
-            match (&result, wait) {
-                (Err(e), Some(wait)) => {
-                    tracing::info!(attempt, error = %e, task = child.node.as_str(), "retry");
-                    tokio::time::sleep(wait).await;
-                    attempt += 1;
-                    pad.lock().unwrap_or_else(|e| e.into_inner()).restart();
-                }
-                _ => break result,
-            }
-        };
+        let outcome = attempts
+            .run(
+                &child.node,
+                |progress| {
+                    let mut child = child.clone();
+                    child.progress = progress;
+                    f(input.clone(), child)
+                },
+                || pad.lock().unwrap_or_else(|e| e.into_inner()).restart(),
+            )
+            .await;
         let resume_writes =
             std::mem::take(&mut pad.lock().unwrap_or_else(|e| e.into_inner()).writes);
         let (saved, is_saved) = oneshot::channel();

@@ -141,6 +141,12 @@ pub enum ChannelSpec {
     },
     /// Waits until every named source has written (a join edge).
     NamedBarrier(BTreeSet<String>),
+    /// The edge channel of a deferred node (LangGraph's `LastValueAfterFinish`): keeps the
+    /// last value written, and makes it available only when the run would otherwise end.
+    LastValueAfterFinish,
+    /// A join edge into a deferred node (LangGraph's `NamedBarrierValueAfterFinish`): once
+    /// every named source has written, available only when the run would otherwise end.
+    NamedBarrierAfterFinish(BTreeSet<String>),
 }
 
 impl ChannelSpec {
@@ -176,6 +182,82 @@ impl ChannelSpec {
                 names: names.clone(),
                 seen: stored.map(names_of).unwrap_or_default(),
             },
+            // Stored as the pair `(value, finished)`.
+            ChannelSpec::LastValueAfterFinish => {
+                let (value, finished) = stored.map(finished_pair).unwrap_or_default();
+                Channel::AfterFinish { value, finished }
+            }
+            ChannelSpec::NamedBarrierAfterFinish(names) => {
+                let (seen, finished) = stored.map(finished_pair).unwrap_or_default();
+                Channel::BarrierAfterFinish {
+                    names: names.clone(),
+                    seen: seen.map(names_of).unwrap_or_default(),
+                    finished,
+                }
+            }
+        }
+    }
+}
+
+/// A stored `(value, finished)` pair, as LangGraph's after-finish channels checkpoint it; a
+/// bare value counts as not finished.
+fn finished_pair(stored: Value) -> (Option<Value>, bool) {
+    match stored {
+        Value::List(l) if l.len() == 2 => {
+            let mut items = l.into_iter();
+            let value = items.next();
+            let finished = matches!(items.next(), Some(Value::Bool(true)));
+            (value, finished)
+        }
+        other => (Some(other), false),
+    }
+}
+
+impl ChannelSpec {
+    /// What [`create`](Self::create)`(stored)` would hold available, read off the stored
+    /// value in place: the value a node would read, `None` if the channel is not available.
+    /// A snapshot of a checkpoint that no writes apply to reads its values and finds its next
+    /// tasks this way, without restoring every channel.
+    pub(crate) fn stored_value(&self, stored: Option<&Value>) -> Option<Value> {
+        match self {
+            ChannelSpec::LastValue | ChannelSpec::Ephemeral { .. } => stored.cloned(),
+            ChannelSpec::Reducer(r) | ChannelSpec::Delta { reducer: r, .. } => stored
+                .map(|v| unwrap_snapshot(v.clone()))
+                .or_else(|| r.default.clone()),
+            ChannelSpec::Topic { .. } => match stored {
+                Some(Value::List(l)) => (!l.is_empty()).then(|| Value::List(l.clone())),
+                Some(other) => Some(Value::List(List::from(vec![other.clone()]))),
+                None => None,
+            },
+            ChannelSpec::NamedBarrier(_)
+            | ChannelSpec::LastValueAfterFinish
+            | ChannelSpec::NamedBarrierAfterFinish(_) => {
+                let channel = self.create(stored.cloned());
+                if channel.is_available() {
+                    channel.get()
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    /// Whether [`create`](Self::create)`(stored)` would be available (see
+    /// [`stored_value`](Self::stored_value)), without copying the value.
+    pub(crate) fn stored_available(&self, stored: Option<&Value>) -> bool {
+        match self {
+            ChannelSpec::LastValue | ChannelSpec::Ephemeral { .. } => stored.is_some(),
+            ChannelSpec::Reducer(r) | ChannelSpec::Delta { reducer: r, .. } => {
+                stored.is_some() || r.default.is_some()
+            }
+            ChannelSpec::Topic { .. } => match stored {
+                Some(Value::List(l)) => !l.is_empty(),
+                Some(_) => true,
+                None => false,
+            },
+            ChannelSpec::NamedBarrier(_)
+            | ChannelSpec::LastValueAfterFinish
+            | ChannelSpec::NamedBarrierAfterFinish(_) => self.stored_value(stored).is_some(),
         }
     }
 }
@@ -250,6 +332,15 @@ pub(crate) enum Channel {
         names: BTreeSet<String>,
         seen: BTreeSet<String>,
     },
+    AfterFinish {
+        value: Option<Value>,
+        finished: bool,
+    },
+    BarrierAfterFinish {
+        names: BTreeSet<String>,
+        seen: BTreeSet<String>,
+        finished: bool,
+    },
 }
 
 impl Channel {
@@ -262,6 +353,12 @@ impl Channel {
                 (!values.is_empty()).then(|| Value::List(values.clone()))
             }
             Channel::Barrier { names, seen } => (names == seen).then_some(Value::Null),
+            Channel::AfterFinish { value, finished } => value.clone().filter(|_| *finished),
+            Channel::BarrierAfterFinish {
+                names,
+                seen,
+                finished,
+            } => (*finished && names == seen).then_some(Value::Null),
         }
     }
 
@@ -272,6 +369,12 @@ impl Channel {
             Channel::Reducer { value, .. } => value.is_some(),
             Channel::Topic { values, .. } => !values.is_empty(),
             Channel::Barrier { names, seen } => names == seen,
+            Channel::AfterFinish { value, finished } => *finished && value.is_some(),
+            Channel::BarrierAfterFinish {
+                names,
+                seen,
+                finished,
+            } => *finished && names == seen,
         }
     }
 
@@ -351,7 +454,7 @@ impl Channel {
                 }
                 Ok(changed)
             }
-            Channel::Barrier { names, seen } => {
+            Channel::Barrier { names, seen } | Channel::BarrierAfterFinish { names, seen, .. } => {
                 let mut changed = false;
                 for v in values {
                     let Some(n) = v.as_str() else {
@@ -364,6 +467,15 @@ impl Channel {
                 }
                 Ok(changed)
             }
+            // Any number of writes a step: the last counts, and waits for the run's end.
+            Channel::AfterFinish { value, finished } => match values.into_iter().last() {
+                None => Ok(false),
+                Some(last) => {
+                    *value = Some(last);
+                    *finished = false;
+                    Ok(true)
+                }
+            },
         }
     }
 
@@ -372,6 +484,41 @@ impl Channel {
         match self {
             Channel::Barrier { names, seen } if names == seen => {
                 seen.clear();
+                true
+            }
+            Channel::AfterFinish { value, finished } if *finished => {
+                *finished = false;
+                *value = None;
+                true
+            }
+            Channel::BarrierAfterFinish {
+                names,
+                seen,
+                finished,
+            } if *finished && names == seen => {
+                *finished = false;
+                seen.clear();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Told that the run would end after this step (no channel that triggers a node was
+    /// updated): an after-finish channel holding its value makes it available. Returns
+    /// whether that changed the channel (LangGraph's `finish()`).
+    pub(crate) fn finish(&mut self) -> bool {
+        match self {
+            Channel::AfterFinish { value, finished } if !*finished && value.is_some() => {
+                *finished = true;
+                true
+            }
+            Channel::BarrierAfterFinish {
+                names,
+                seen,
+                finished,
+            } if !*finished && names == seen => {
+                *finished = true;
                 true
             }
             _ => false,
@@ -391,12 +538,26 @@ impl Channel {
             Channel::Reducer { delta: true, .. } => None,
             Channel::Reducer { value, .. } => value.clone(),
             Channel::Topic { values, .. } => Some(Value::List(values.clone())),
-            Channel::Barrier { seen, .. } => Some(Value::Ext(Ext::python(
-                ExtCode::ConstructorSingleArg,
-                "builtins",
-                "set",
-                Value::List(seen.iter().map(|s| Value::from(s.as_str())).collect()),
-            ))),
+            Channel::Barrier { seen, .. } => Some(set_of(seen)),
+            Channel::AfterFinish { value, finished } => value
+                .clone()
+                .map(|v| Value::List(List::from(vec![v, Value::Bool(*finished)]))),
+            Channel::BarrierAfterFinish { seen, finished, .. } => {
+                Some(Value::List(List::from(vec![
+                    set_of(seen),
+                    Value::Bool(*finished),
+                ])))
+            }
         }
     }
+}
+
+/// Names stored as a Python `set`.
+fn set_of(names: &BTreeSet<String>) -> Value {
+    Value::Ext(Ext::python(
+        ExtCode::ConstructorSingleArg,
+        "builtins",
+        "set",
+        Value::List(names.iter().map(|s| Value::from(s.as_str())).collect()),
+    ))
 }

@@ -15,7 +15,7 @@ use crate::graph::{Branch, END, START, branch_channel};
 use crate::node::{Goto, NodeFn, send_value};
 use crate::state::{Schema, State, Values};
 use crate::step::{
-    self, Channels, INPUT, NodeTriggers, Task, apply_writes, channels_from_checkpoint,
+    self, Channels, INPUT, NodeTriggers, Stored, Task, apply_writes, channels_from_checkpoint,
     prepare_next_tasks,
 };
 
@@ -33,8 +33,8 @@ pub(crate) struct PregelNode<S: State> {
     /// Set for subgraph nodes: reads the subgraph's state for
     /// `get_state_with_subgraphs`.
     pub(crate) subgraph: Option<Arc<dyn SubgraphView>>,
-    /// How the node is retried when it fails.
-    pub(crate) retry: Option<crate::retry::RetryPolicies>,
+    /// How the node is tried: its retry and timeout policies.
+    pub(crate) attempts: crate::attempts::Attempts,
     /// An entrypoint: reads what the run wrote to `__start__` (and `__previous__`), and
     /// returns one value (its `__end__` write).
     pub(crate) entrypoint: bool,
@@ -184,12 +184,15 @@ impl<S: State> CompiledGraph<S> {
             .collect();
         Self {
             schema: Arc::new(schema),
-            channel_specs: Arc::new(
-                channel_specs
+            // Sorted by name: restoring channels appends in order, and stored reads search.
+            channel_specs: Arc::new({
+                let mut specs: Vec<(Arc<str>, ChannelSpec)> = channel_specs
                     .into_iter()
                     .map(|(k, spec)| (Arc::from(k), spec))
-                    .collect(),
-            ),
+                    .collect();
+                specs.sort_by(|a, b| a.0.cmp(&b.0));
+                specs
+            }),
             nodes: Arc::new(nodes),
             edges: Arc::new(edges),
             checkpointer: None,
@@ -326,15 +329,11 @@ impl<S: State> CompiledGraph<S> {
     }
 
     /// The state keys' current values.
-    pub(crate) fn read_values(&self, channels: &Channels) -> Values {
+    pub(crate) fn read_values(&self, channels: &impl step::ChannelRead) -> Values {
         // Inserted one by one: collecting would buffer and sort them first.
         let mut values = Values::new();
         for k in self.schema.keys() {
-            if let Some(v) = channels
-                .get(k)
-                .filter(|c| c.is_available())
-                .and_then(|c| c.get())
-            {
+            if let Some(v) = channels.value(k) {
                 values.insert(k.to_owned(), v);
             }
         }
@@ -348,6 +347,7 @@ impl<S: State> CompiledGraph<S> {
         node: &str,
         channels: &Channels,
         own: &[(String, Value)],
+        step_and_stop: Option<(i64, i64)>,
     ) -> Result<Vec<(String, Value)>, NodeError> {
         let Some(edges) = self.edges.get(node) else {
             return Ok(Vec::new());
@@ -374,7 +374,11 @@ impl<S: State> CompiledGraph<S> {
                 c.update(ch, vals).map_err(NodeError::from)?;
             }
         }
-        let state = S::from_values(&self.read_values(&fresh)).map_err(NodeError::from)?;
+        let mut values = self.read_values(&fresh);
+        if let Some((step, stop)) = step_and_stop {
+            self.schema.add_managed(&mut values, step, stop);
+        }
+        let state = S::from_values(&values).map_err(NodeError::from)?;
         for branch in &edges.branches {
             let routes = (branch.path)(&state)?;
             out.extend(self.goto_writes(node, routes, branch.path_map.as_ref())?);

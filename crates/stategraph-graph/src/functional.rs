@@ -46,6 +46,7 @@ use serde::de::DeserializeOwned;
 use stategraph_checkpoint::{CheckpointSaver, Map, Value};
 use stategraph_store::Store;
 
+use crate::attempts::Attempts;
 use crate::call::{CallFuture, TaskFn};
 use crate::channel::ChannelSpec;
 use crate::compiled::{CompiledGraph, PregelNode};
@@ -66,7 +67,7 @@ pub const PREVIOUS: &str = "__previous__";
 pub struct Task<I, O> {
     name: Arc<str>,
     body: TaskFn,
-    retry: Option<RetryPolicies>,
+    attempts: Attempts,
     types: PhantomData<fn(I) -> O>,
 }
 
@@ -75,7 +76,7 @@ impl<I, O> Clone for Task<I, O> {
         Self {
             name: Arc::clone(&self.name),
             body: Arc::clone(&self.body),
-            retry: self.retry.clone(),
+            attempts: self.attempts.clone(),
             types: PhantomData,
         }
     }
@@ -85,7 +86,7 @@ impl<I, O> std::fmt::Debug for Task<I, O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Task")
             .field("name", &self.name)
-            .field("retry", &self.retry)
+            .field("attempts", &self.attempts)
             .finish_non_exhaustive()
     }
 }
@@ -113,7 +114,7 @@ where
     Task {
         name,
         body,
-        retry: None,
+        attempts: Attempts::default(),
         types: PhantomData,
     }
 }
@@ -122,7 +123,16 @@ impl<I: Serialize, O: DeserializeOwned> Task<I, O> {
     /// The same task, retried by `policies` when it fails (one
     /// [`RetryPolicy`](crate::RetryPolicy) or a list: see [`RetryPolicies`]).
     pub fn with_retry(mut self, policies: impl Into<RetryPolicies>) -> Self {
-        self.retry = Some(policies.into());
+        self.attempts.retry = Some(policies.into());
+        self
+    }
+
+    /// The same task, each try limited by `policy` (LangGraph's `@task(timeout=)`): a
+    /// [`TimeoutPolicy`](crate::TimeoutPolicy), or a [`Duration`](std::time::Duration) as a
+    /// run timeout. A try that runs out fails with a
+    /// [`NodeTimeoutError`](crate::NodeTimeoutError), retried by the task's retry policy.
+    pub fn with_timeout(mut self, policy: impl Into<crate::timeout::TimeoutPolicy>) -> Self {
+        self.attempts.timeout = Some(policy.into());
         self
     }
 
@@ -137,7 +147,7 @@ impl<I: Serialize, O: DeserializeOwned> Task<I, O> {
     /// a workflow that runs again must make the same calls in the same order.
     pub fn call(&self, ctx: &NodeContext, input: I) -> TaskFuture<O> {
         let inner = match to_value(&input) {
-            Ok(v) => crate::call::call(ctx, &self.name, v, &self.body, self.retry.as_ref()),
+            Ok(v) => crate::call::call(ctx, &self.name, v, &self.body, &self.attempts),
             Err(e) => CallFuture::Ready(Some(Err(e.into()))),
         };
         TaskFuture {
@@ -324,7 +334,7 @@ where
         pull_path: crate::step::pull_path(&name),
         run: Some(run),
         subgraph: None,
-        retry: None,
+        attempts: Attempts::default(),
         entrypoint: true,
     };
     let channels = vec![
@@ -364,7 +374,19 @@ impl<I: Serialize, O: DeserializeOwned> Entrypoint<I, O> {
         let policies = policies.into();
         if let Some(nodes) = Arc::get_mut(&mut self.graph.nodes) {
             for n in nodes {
-                n.retry = Some(policies.clone());
+                n.attempts.retry = Some(policies.clone());
+            }
+        }
+        self
+    }
+
+    /// The same entrypoint, each try of its body limited by `policy` (LangGraph's
+    /// `@entrypoint(timeout=)`; see [`Task::with_timeout`]).
+    pub fn with_timeout(mut self, policy: impl Into<crate::timeout::TimeoutPolicy>) -> Self {
+        let policy = policy.into();
+        if let Some(nodes) = Arc::get_mut(&mut self.graph.nodes) {
+            for n in nodes {
+                n.attempts.timeout = Some(policy.clone());
             }
         }
         self

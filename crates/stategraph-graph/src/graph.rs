@@ -115,6 +115,12 @@ pub struct StateGraph<S: State> {
     destinations: Vec<(String, Vec<String>)>,
     /// Retry policies by node.
     retries: Vec<(String, crate::retry::RetryPolicies)>,
+    /// Timeout policies by node.
+    timeouts: Vec<(String, crate::timeout::TimeoutPolicy)>,
+    /// What nodes without their own policies get.
+    defaults: NodeDefaults,
+    /// Nodes that wait for the run's end (LangGraph's `defer=True`).
+    deferred: BTreeSet<String>,
     /// Store every append-style reducer key as deltas, with this snapshot frequency.
     delta_storage: Option<u32>,
 }
@@ -141,33 +147,11 @@ impl<S: State> StateGraph<S> {
             branches: Vec::new(),
             destinations: Vec::new(),
             retries: Vec::new(),
+            timeouts: Vec::new(),
+            defaults: NodeDefaults::default(),
+            deferred: BTreeSet::new(),
             delta_storage: None,
         }
-    }
-
-    /// Stores every key whose reducer appends ([`crate::Reducer::append`],
-    /// [`crate::Reducer::add_messages`]) as deltas, with a full snapshot every
-    /// `snapshot_frequency` updates — LangGraph's `DeltaChannel`, so a conversation costs
-    /// storage in proportion to what it adds, not to its length times its turns. Keys declared
-    /// as deltas already keep their own frequency.
-    pub fn delta_storage(&mut self, snapshot_frequency: u32) -> &mut Self {
-        self.delta_storage = Some(snapshot_frequency);
-        self
-    }
-
-    /// Retries `node` according to `policies` when it fails — one
-    /// [`RetryPolicy`](crate::RetryPolicy), or a list of them where the first that applies
-    /// to the error decides ([`RetryPolicies`](crate::RetryPolicies), LangGraph's
-    /// `retry_policy=`). The failure is recorded only once the last try fails.
-    pub fn set_retry(
-        &mut self,
-        node: impl Into<String>,
-        policies: impl Into<crate::retry::RetryPolicies>,
-    ) -> &mut Self {
-        let node = node.into();
-        self.retries.retain(|(n, _)| *n != node);
-        self.retries.push((node, policies.into()));
-        self
     }
 
     /// Adds a node: an async function of the shared state snapshot and the node context,
@@ -373,7 +357,11 @@ impl<S: State> StateGraph<S> {
         for (name, f, view) in &self.nodes {
             channels.push((
                 branch_channel(name),
-                ChannelSpec::Ephemeral { guard: false },
+                if self.deferred.contains(name) {
+                    ChannelSpec::LastValueAfterFinish
+                } else {
+                    ChannelSpec::Ephemeral { guard: false }
+                },
             ));
             pregel.push(PregelNode {
                 name: name.clone(),
@@ -381,11 +369,20 @@ impl<S: State> StateGraph<S> {
                 pull_path: crate::step::pull_path(name),
                 run: Some(Arc::clone(f)),
                 subgraph: view.clone(),
-                retry: self
-                    .retries
-                    .iter()
-                    .find(|(n, _)| n == name)
-                    .map(|(_, p)| p.clone()),
+                attempts: crate::attempts::Attempts {
+                    retry: self
+                        .retries
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, p)| p.clone())
+                        .or_else(|| self.defaults.retry.clone()),
+                    timeout: self
+                        .timeouts
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, p)| p.clone())
+                        .or_else(|| self.defaults.timeout.clone()),
+                },
                 entrypoint: false,
             });
         }
@@ -400,9 +397,14 @@ impl<S: State> StateGraph<S> {
         }
         for (from, to) in &self.joins {
             let channel = format!("join:{}:{to}", from.join("+"));
+            let names = from.iter().cloned().collect();
             channels.push((
                 channel.clone(),
-                ChannelSpec::NamedBarrier(from.iter().cloned().collect()),
+                if self.deferred.contains(to) {
+                    ChannelSpec::NamedBarrierAfterFinish(names)
+                } else {
+                    ChannelSpec::NamedBarrier(names)
+                },
             ));
             if let Some(node) = pregel.iter_mut().find(|n| n.name == *to) {
                 let mut triggers = node.triggers.to_vec();
@@ -436,7 +438,7 @@ impl<S: State> StateGraph<S> {
                 pull_path: crate::step::pull_path(START),
                 run: None,
                 subgraph: None,
-                retry: None,
+                attempts: crate::attempts::Attempts::default(),
                 entrypoint: false,
             },
         );
@@ -499,6 +501,16 @@ impl<S: State> StateGraph<S> {
             .find(|(n, _)| !known.contains(n.as_str()))
         {
             return invalid(format!("retry policy for unknown node `{n}`"));
+        }
+        if let Some((n, _)) = self
+            .timeouts
+            .iter()
+            .find(|(n, _)| !known.contains(n.as_str()))
+        {
+            return invalid(format!("timeout policy for unknown node `{n}`"));
+        }
+        if let Some(n) = self.deferred.iter().find(|n| !known.contains(n.as_str())) {
+            return invalid(format!("`set_defer` names unknown node `{n}`"));
         }
         for (from, to) in &self.destinations {
             if !known.contains(from.as_str()) {
@@ -574,6 +586,9 @@ impl<S: State> StateGraph<S> {
 }
 
 /// The trigger channel of a node.
+mod options;
+pub use options::NodeDefaults;
+
 pub(crate) fn branch_channel(node: &str) -> String {
     format!("branch:to:{node}")
 }

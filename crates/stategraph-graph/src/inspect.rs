@@ -13,7 +13,10 @@
 //! writes (the latest state of an interrupted or failed step), state keys merge by a default
 //! rule for this case — lists concatenate, maps merge, anything else takes the last
 //! write. Conditional edges are invisible until they fire (their targets still have trigger
-//! channels, so `next` is right for checkpoints that recorded the route).
+//! channels, so `next` is right for checkpoints that recorded the route). A deferred node
+//! (`defer=True`) is recognised only while the checkpoint holds its pending edge (stored as
+//! a `[value, finished]` pair); read from a checkpoint where it does not, the node counts as
+//! an ordinary one, and earlier snapshots may list it in `next` a step early.
 
 use std::collections::BTreeSet;
 
@@ -104,5 +107,71 @@ pub fn reader_graph(checkpoint: &Checkpoint) -> Result<CompiledGraph<DynState>, 
     for (sources, node) in joins {
         graph.add_join(sources, node);
     }
+    // LangGraph's after-finish channels (deferred nodes) store `[value, finished]`.
+    for (ch, v) in &checkpoint.channel_values {
+        let deferred = match ch.strip_prefix(BRANCH) {
+            Some(node) => Some(node),
+            None => ch
+                .strip_prefix(JOIN)
+                .and_then(|rest| rest.rsplit_once(':'))
+                .map(|(_, n)| n),
+        };
+        if let (Some(node), Value::List(pair)) = (deferred, v)
+            && pair.len() == 2
+            && matches!(pair.get(1), Some(Value::Bool(_)))
+        {
+            graph.set_defer(node);
+        }
+    }
     graph.compile()
+}
+
+#[cfg(test)]
+mod tests {
+    use stategraph_checkpoint::{ChannelVersion, List};
+
+    use super::*;
+    use crate::channel::ChannelSpec;
+
+    /// A branch or join channel stored as `[value, finished]` marks its node deferred.
+    #[test]
+    fn pending_edges_of_deferred_nodes_are_recognised() {
+        let mut checkpoint = Checkpoint::empty();
+        let pair = |v: Value| Value::List(List::from(vec![v, Value::Bool(false)]));
+        for (ch, v) in [
+            ("log", Value::List(List::new())),
+            ("branch:to:d", pair(Value::Null)),
+            ("branch:to:a", Value::Null),
+            ("join:a+b:e", pair(Value::List(List::new()))),
+        ] {
+            checkpoint.channel_values.insert(ch.to_owned(), v);
+            checkpoint
+                .channel_versions
+                .insert(ch, ChannelVersion::Int(1));
+        }
+        let graph = reader_graph(&checkpoint).unwrap();
+        let spec = |name: &str| {
+            graph
+                .channel_specs
+                .iter()
+                .find(|(k, _)| &**k == name)
+                .map(|(_, s)| s.clone())
+        };
+        assert!(matches!(
+            spec("branch:to:d"),
+            Some(ChannelSpec::LastValueAfterFinish)
+        ));
+        assert!(matches!(
+            spec("branch:to:e"),
+            Some(ChannelSpec::LastValueAfterFinish)
+        ));
+        assert!(matches!(
+            spec("join:a+b:e"),
+            Some(ChannelSpec::NamedBarrierAfterFinish(_))
+        ));
+        assert!(matches!(
+            spec("branch:to:a"),
+            Some(ChannelSpec::Ephemeral { .. })
+        ));
+    }
 }

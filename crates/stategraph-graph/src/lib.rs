@@ -36,6 +36,7 @@
     warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
 )]
 
+mod attempts;
 mod call;
 mod channel;
 mod compiled;
@@ -56,6 +57,7 @@ mod run;
 mod state;
 mod step;
 pub mod stream;
+mod timeout;
 mod topology;
 mod trace;
 mod trace_store;
@@ -68,7 +70,7 @@ pub use config::{
     StateSnapshot,
 };
 pub use error::{GraphError, NodeError, NodeErrorSource};
-pub use graph::{ConditionalEdges, END, PathMapEntry, START, StateGraph};
+pub use graph::{ConditionalEdges, END, NodeDefaults, PathMapEntry, START, StateGraph};
 pub use interrupt::{Interrupt, Resume};
 pub use messages::REMOVE_ALL_MESSAGES;
 pub use node::{Command, Goto, NodeContext, NodeFuture, NodeOutput, RunCommand, Send};
@@ -77,7 +79,7 @@ pub use repair::{ChannelRepair, RepairPlan};
 pub use retry::{RetryOn, RetryPolicies, RetryPolicy, default_retry_on};
 #[doc(hidden)]
 pub use state::__schema;
-pub use state::{DynState, Schema, State, Values, from_value, to_value};
+pub use state::{DynState, Managed, Schema, State, Values, from_value, to_value};
 #[doc(hidden)]
 pub use state::{read_field, reuse_field, reuse_vec_field, write_field};
 pub use stream::{
@@ -85,5 +87,6 @@ pub use stream::{
     StreamEvent, StreamMode, SubgraphEvent, TaskEvent, TaskResult, TaskStart, UpdatesEvent,
     ValuesEvent,
 };
+pub use timeout::{NodeTimeoutError, RefreshOn, TimeoutKind, TimeoutPolicy};
 pub use topology::{DrawnEdge, Topology};
 pub use update::{AsNode, StateUpdate};

@@ -170,6 +170,8 @@ pub struct NodeContext {
     pub(crate) input: Option<stategraph_checkpoint::Value>,
     /// An entrypoint's `previous`: the value its last run on the thread saved.
     pub(crate) previous: Option<stategraph_checkpoint::Value>,
+    /// The progress clock of this try's idle timeout, if it has one.
+    pub(crate) progress: Option<Arc<crate::timeout::Progress>>,
 }
 
 impl NodeContext {
@@ -204,10 +206,29 @@ impl NodeContext {
         self.config.configurable.get(key)
     }
 
+    /// Tells the node's idle timeout it is making progress (LangGraph's
+    /// `runtime.heartbeat()`): work that streams nothing and calls no task beats now and then
+    /// so that a [`TimeoutPolicy`](crate::TimeoutPolicy)'s `idle_timeout` does not cancel it.
+    /// The run timeout is never pushed back. A no-op without an idle timeout.
+    pub fn heartbeat(&self) {
+        if let Some(p) = &self.progress {
+            p.heartbeat();
+        }
+    }
+
+    /// Progress the node made on its own (stream output, a task call), which pushes back an
+    /// idle timeout refreshed by [`RefreshOn::Auto`](crate::RefreshOn::Auto).
+    pub(crate) fn progressed(&self) {
+        if let Some(p) = &self.progress {
+            p.progressed();
+        }
+    }
+
     /// Sends `value` to the `custom` stream mode (a no-op when nobody streams it). When the
     /// stream's reader is [`STREAM_CAPACITY`](crate::stream::STREAM_CAPACITY) events behind,
     /// this waits for it.
     pub async fn write_custom(&self, value: impl Into<stategraph_checkpoint::Value>) {
+        self.progressed();
         if let Some(e) = &self.emitter {
             let value = value.into();
             e.emit(crate::stream::StreamMode::Custom, move || {
@@ -251,6 +272,7 @@ impl NodeContext {
         chunk: stategraph_messages::AiMessageChunk,
         metadata: &stategraph_checkpoint::Map,
     ) {
+        self.progressed();
         let (Some(e), Some(task_metadata)) = (&self.emitter, &self.message_metadata) else {
             return;
         };

@@ -13,10 +13,36 @@ use crate::error::GraphError;
 /// The state channels' current values, by key (keys without a value are absent).
 pub type Values = BTreeMap<String, Value>;
 
-/// The state schema: one channel per key, in declaration order.
+/// The state schema: one channel per key, in declaration order, and the managed keys the
+/// engine computes for each step instead of storing.
 #[derive(Clone, Debug, Default)]
 pub struct Schema {
     pub(crate) keys: Vec<(String, ChannelSpec)>,
+    pub(crate) managed: Vec<(String, Managed)>,
+}
+
+/// A state key the engine computes for each step instead of storing (LangGraph's managed
+/// values): nodes and conditional edges read it like any key; it is never written, stored,
+/// or part of the graph's values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Managed {
+    /// How many more steps the run may take before it hits its recursion limit, counting the
+    /// current one (LangGraph's `RemainingSteps`; an integer).
+    RemainingSteps,
+    /// Whether the current step is the last the recursion limit allows (LangGraph's
+    /// `IsLastStep`; a boolean).
+    IsLastStep,
+}
+
+impl Managed {
+    /// Its value in step `step` of a run that fails past step `stop - 1`.
+    pub(crate) fn value(self, step: i64, stop: i64) -> Value {
+        match self {
+            Managed::RemainingSteps => Value::Int(stop - step),
+            Managed::IsLastStep => Value::Bool(step == stop - 1),
+        }
+    }
 }
 
 impl Schema {
@@ -45,8 +71,27 @@ impl Schema {
     pub fn key(mut self, key: impl Into<String>, spec: ChannelSpec) -> Self {
         let key = key.into();
         self.keys.retain(|(k, _)| *k != key);
+        self.managed.retain(|(k, _)| *k != key);
         self.keys.push((key, spec));
         self
+    }
+
+    /// Adds a managed key (`#[managed(remaining_steps)]` on a derived state's field): the
+    /// engine hands nodes and conditional edges its value for the step.
+    pub fn managed(mut self, key: impl Into<String>, kind: Managed) -> Self {
+        let key = key.into();
+        self.keys.retain(|(k, _)| *k != key);
+        self.managed.retain(|(k, _)| *k != key);
+        self.managed.push((key, kind));
+        self
+    }
+
+    /// Adds the managed keys' values for step `step` (of a run stopping at `stop`) to
+    /// `values`.
+    pub(crate) fn add_managed(&self, values: &mut Values, step: i64, stop: i64) {
+        for (k, kind) in &self.managed {
+            values.insert(k.clone(), kind.value(step, stop));
+        }
     }
 
     /// The keys in declaration order.

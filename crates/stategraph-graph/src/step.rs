@@ -12,6 +12,9 @@ use stategraph_checkpoint::{
 use crate::channel::{Channel, ChannelSpec};
 use crate::error::GraphError;
 
+mod view;
+pub(crate) use view::{ChannelRead, Stored};
+
 /// Live channels by name, sorted (shared names: restoring a checkpoint's channels copies no
 /// text). A sorted vector, not a tree: a graph has a handful of channels, restored for every
 /// step and every snapshot, and one allocation holds them all.
@@ -230,7 +233,7 @@ fn is_newer(version: Option<&ChannelVersion>, seen: Option<&ChannelVersion>) -> 
 /// nodes subscribed to the last step's updated channels.
 pub(crate) fn prepare_pull_tasks(
     checkpoint: &Checkpoint,
-    channels: &Channels,
+    channels: &impl ChannelRead,
     nodes: &[NodeTriggers<'_>],
     step: i64,
     ns: &str,
@@ -245,7 +248,7 @@ pub(crate) fn prepare_pull_tasks(
     let mut consider = |node: &NodeTriggers<'_>| {
         let seen = checkpoint.versions_seen.get(node.name);
         let fired = node.triggers.iter().any(|ch| {
-            channels.get(ch.as_str()).is_some_and(Channel::is_available)
+            channels.is_available(ch)
                 && match seen {
                     None => true,
                     Some(seen) => is_newer(checkpoint.channel_versions.get(ch), seen.get(ch)),
@@ -304,16 +307,12 @@ pub(crate) const PUSH: &str = "__pregel_push";
 /// exist.
 pub(crate) fn prepare_push_tasks(
     checkpoint: &Checkpoint,
-    channels: &Channels,
+    channels: &impl ChannelRead,
     is_node: &dyn Fn(&str) -> bool,
     step: i64,
     ns: &str,
 ) -> Vec<Task> {
-    let Some(Value::List(packets)) = channels
-        .get(reserved::TASKS)
-        .filter(|c| c.is_available())
-        .and_then(Channel::get)
-    else {
+    let Some(Value::List(packets)) = channels.value(reserved::TASKS) else {
         return Vec::new();
     };
     let step_str = step.to_string();
@@ -350,7 +349,7 @@ pub(crate) fn prepare_push_tasks(
 /// PUSH tasks, then PULL tasks: everything that runs in `step`.
 pub(crate) fn prepare_next_tasks(
     checkpoint: &Checkpoint,
-    channels: &Channels,
+    channels: &impl ChannelRead,
     nodes: &[NodeTriggers<'_>],
     step: i64,
     ns: &str,
@@ -462,9 +461,18 @@ pub(crate) fn apply_writes(
             }
         }
     }
-    // `finish()` is a no-op for every channel kind this engine creates (LangGraph uses it for
-    // deferred nodes); `trigger_channels` marks where that check would go.
-    let _ = trigger_channels;
+    // Nothing would run next (no channel that triggers a node moved): the run is about to
+    // end, so the channels of deferred nodes release what they hold.
+    if bump_step && updated.is_disjoint(trigger_channels) {
+        for (ch, c) in channels.iter_mut() {
+            if c.finish() {
+                bump(&mut checkpoint.channel_versions, ch);
+                if c.is_available() {
+                    updated.insert(ch.to_string());
+                }
+            }
+        }
+    }
     Ok(updated)
 }
 

@@ -96,6 +96,28 @@ fn flow(name: &str, saver: Arc<dyn CheckpointSaver>, log: &Log) -> Flow {
             ..RetryPolicy::default()
         },
     ]);
+    // A task whose first try outlives its 200 ms run timeout; the retry (a second try)
+    // returns at once.
+    let tries = Arc::new(Mutex::new(0));
+    let sleepy = {
+        let log = Arc::clone(log);
+        task("sleepy", move |x: i64, _ctx| {
+            log.lock().unwrap().push("sleepy".to_owned());
+            let first = {
+                let mut n = tries.lock().unwrap();
+                *n += 1;
+                *n == 1
+            };
+            async move {
+                if first {
+                    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                }
+                Ok(x + 1)
+            }
+        })
+        .with_timeout(std::time::Duration::from_millis(200))
+        .with_retry(quick_retry(2))
+    };
     // A task that asks a human (its body runs again when resumed, and gets the answer).
     let ask = {
         let log = Arc::clone(log);
@@ -127,6 +149,10 @@ fn flow(name: &str, saver: Arc<dyn CheckpointSaver>, log: &Log) -> Flow {
         }),
         "retry" => entrypoint("wf", move |n: Json, ctx| {
             let call = flaky.call(&ctx, n.as_i64().unwrap());
+            async move { Ok(json!(call.await?)) }
+        }),
+        "task_timeout" => entrypoint("wf", move |n: Json, ctx| {
+            let call = sleepy.call(&ctx, n.as_i64().unwrap());
             async move { Ok(json!(call.await?)) }
         }),
         "retry_list" => entrypoint("wf", move |n: Json, ctx| {
@@ -161,9 +187,44 @@ fn flow(name: &str, saver: Arc<dyn CheckpointSaver>, log: &Log) -> Flow {
             g.add_edge(START, "work");
             return Flow::Graph(g.compile().unwrap().with_checkpointer(saver));
         }
+        "timeout" => {
+            // The node's first try outlives its 200 ms run timeout and is cancelled; the
+            // retry returns at once.
+            let mut g = StateGraph::<NodeState>::new();
+            let log = Arc::clone(log);
+            let tries = Arc::new(Mutex::new(0));
+            g.add_node("slow", move |s, _ctx| {
+                log.lock().unwrap().push("slow".to_owned());
+                let first = {
+                    let mut n = tries.lock().unwrap();
+                    *n += 1;
+                    *n == 1
+                };
+                async move {
+                    if first {
+                        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                    }
+                    Ok(NodeStateUpdate::default().y(s.x * 2))
+                }
+            });
+            g.add_edge(START, "slow")
+                .set_timeout("slow", std::time::Duration::from_millis(200))
+                .set_retry("slow", quick_retry(2));
+            return Flow::Graph(g.compile().unwrap().with_checkpointer(saver));
+        }
         other => panic!("no workflow {other}"),
     };
     Flow::Entry(wf.with_checkpointer(saver))
+}
+
+/// `max_attempts` tries, 10 ms apart, without jitter.
+fn quick_retry(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts,
+        initial_interval: std::time::Duration::from_millis(10),
+        jitter: false,
+        ..RetryPolicy::default()
+    }
 }
 
 /// Stream parts as JSON, interrupt ids replaced by ordinals (they hash checkpoint ids).
@@ -346,6 +407,8 @@ const CASES: &[(&str, &[&str])] = &[
     ("hitl", &["stream:3", "stream_resume:\"yes\""]),
     ("prev", &["stream:1", "stream:2", "stream:3"]),
     ("node", &["stream:{\"x\": 3}"]),
+    ("timeout", &["stream:{\"x\": 3}"]),
+    ("task_timeout", &["stream:4"]),
     ("task_hitl", &["stream:3", "stream_resume:\"yes\""]),
 ];
 

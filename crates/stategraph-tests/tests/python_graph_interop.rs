@@ -123,6 +123,60 @@ fn overwrite_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Route> {
     g.compile().unwrap().with_checkpointer(saver)
 }
 
+/// LangGraph's managed values as fields: computed for each step, never stored.
+#[derive(State, Clone, Debug, Default)]
+struct Steps {
+    #[reducer(append)]
+    log: Vec<String>,
+    #[managed(remaining_steps)]
+    remaining: i64,
+    #[managed(is_last_step)]
+    last: bool,
+}
+
+/// START → count, looping while `remaining` is above 10002 (the default recursion limit
+/// leaves 10006 at the first step; the conditional edge reads it too);
+/// `count` logs `remaining:last` as Python spells it.
+fn steps_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Steps> {
+    let mut g = StateGraph::<Steps>::new();
+    g.add_node("count", |s: Arc<Steps>, _c| async move {
+        let last = if s.last { "True" } else { "False" };
+        Ok(StepsUpdate::default().log([format!("{}:{last}", s.remaining)]))
+    });
+    g.add_edge(START, "count");
+    g.add_conditional_edges("count", |s: &Steps| {
+        Ok(vec![if s.remaining > 10_002 {
+            "count".into()
+        } else {
+            END.into()
+        }])
+    });
+    g.compile().unwrap().with_checkpointer(saver)
+}
+
+/// START → a → b → b2 and a → c; b2 and c lead to `d`, deferred: by two edges, or (`join`)
+/// by one join edge. `d` runs once, after the longer branch.
+fn defer_graph(saver: Arc<dyn CheckpointSaver>, join: bool) -> CompiledGraph<Route> {
+    let mut g = StateGraph::<Route>::new();
+    for n in ["a", "b", "b2", "c", "d"] {
+        g.add_node(n, move |_s, _c| async move {
+            Ok(RouteUpdate::default().log([n]))
+        });
+    }
+    g.add_edge(START, "a")
+        .add_edge("a", "b")
+        .add_edge("a", "c")
+        .add_edge("b", "b2")
+        .add_edge("d", END)
+        .set_defer("d");
+    if join {
+        g.add_join(["b2", "c"], "d");
+    } else {
+        g.add_edge("b2", "d").add_edge("c", "d");
+    }
+    g.compile().unwrap().with_checkpointer(saver)
+}
+
 fn sub_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<Route> {
     let mut inner = StateGraph::<Route>::new();
     for (n, log) in [("one", "sub-one"), ("two", "sub-two")] {
@@ -313,6 +367,36 @@ async fn check_on<S: stategraph::State>(
     input: impl Fn() -> S::Update,
     history_len_after_two_runs: usize,
 ) {
+    let (ours_after, ours_py) = shared_both_ways(
+        backend,
+        graph_name,
+        build,
+        input,
+        history_len_after_two_runs,
+    )
+    .await;
+    // Without the graph's code, a reader graph inferred from the checkpoints gives the same
+    // history, on our thread and on Python's — except that it cannot know which keys are
+    // aggregates, whose empty value (`[]`) the real graph shows before the first write.
+    for (thread, expected) in [("rust", &ours_after), ("py", &ours_py)] {
+        assert_eq!(
+            read_without_the_graph(&backend.saver, thread).await,
+            without_unwritten_aggregates(expected),
+            "{graph_name}: {thread}"
+        );
+    }
+}
+
+/// Two runs of the graph on each of two threads, taking turns with Python: each side reads
+/// exactly what the other wrote, and Python's own run has the same shape. The histories of
+/// our thread (after Python continued it) and of Python's (after we continued it).
+async fn shared_both_ways<S: stategraph::State>(
+    backend: &Backend,
+    graph_name: &str,
+    build: impl Fn(Arc<dyn CheckpointSaver>) -> CompiledGraph<S>,
+    input: impl Fn() -> S::Update,
+    history_len_after_two_runs: usize,
+) -> (Vec<Json>, Vec<Json>) {
     let db = backend.python_db.clone();
     let py = |db: &str, graph: &str, thread: &str, actions: &[&str]| {
         py_with_key(backend.aes_key, db, graph, thread, actions)
@@ -368,17 +452,7 @@ async fn check_on<S: stategraph::State>(
         shape(&ours_after),
         "both threads went through the same steps"
     );
-
-    // Without the graph's code, a reader graph inferred from the checkpoints gives the same
-    // history, on our thread and on Python's — except that it cannot know which keys are
-    // aggregates, whose empty value (`[]`) the real graph shows before the first write.
-    for (thread, expected) in [("rust", &ours_after), ("py", &ours_py)] {
-        assert_eq!(
-            read_without_the_graph(&backend.saver, thread).await,
-            without_unwritten_aggregates(expected),
-            "{graph_name}: {thread}"
-        );
-    }
+    (ours_after, ours_py)
 }
 
 /// `history` with the empty lists that unwritten aggregate channels show removed.
@@ -483,6 +557,106 @@ async fn overwrite_threads_are_shared_with_python() {
         8,
     )
     .await;
+}
+
+/// `RemainingSteps` and `IsLastStep` read by a node and a conditional edge: the same loop,
+/// the same history, threads shared both ways.
+#[tokio::test]
+async fn managed_value_threads_are_shared_with_python() {
+    let backend = sqlite_backend().await;
+    check_on(
+        &backend,
+        "steps",
+        steps_graph,
+        || StepsUpdate::default().log(Vec::<String>::new()),
+        14,
+    )
+    .await;
+    let graph = steps_graph(Arc::clone(&backend.saver));
+    let state = graph.get_state(&RunConfig::thread("rust")).await.unwrap();
+    let one_run = [
+        "10006:False",
+        "10005:False",
+        "10004:False",
+        "10003:False",
+        "10002:False",
+    ];
+    assert_eq!(
+        state.values["log"].to_json(),
+        json!([one_run, one_run].concat()),
+        "the managed values are not stored, and each run counts from its own limit"
+    );
+    assert!(!state.values.contains_key("remaining") && !state.values.contains_key("last"));
+}
+
+/// A deferred node after branches of uneven length, by edges and by a join: the same
+/// history as Python's, read and continued both ways, and the same stored channels
+/// (LangGraph's after-finish channels) step by step.
+#[tokio::test]
+async fn deferred_node_threads_are_shared_with_python() {
+    for (name, join) in [("defer", false), ("defer_join", true)] {
+        let backend = sqlite_backend().await;
+        // Not read by a reader graph: it sees a deferred node only in a checkpoint holding
+        // its pending edge, which a finished thread's last checkpoint does not.
+        shared_both_ways(
+            &backend,
+            name,
+            |saver| defer_graph(saver, join),
+            || {
+                RouteUpdate::default()
+                    .log(Vec::<String>::new())
+                    .go_left(false)
+            },
+            12,
+        )
+        .await;
+        let graph = defer_graph(Arc::clone(&backend.saver), join);
+        let state = graph.get_state(&RunConfig::thread("rust")).await.unwrap();
+        let log: Vec<Json> = ["a", "b", "c", "b2", "d"]
+            .iter()
+            .map(|n| json!(n))
+            .collect();
+        assert_eq!(
+            state.values["log"].to_json(),
+            Json::Array([log.clone(), log].concat()),
+            "{name}: `d` ran once a run, after `b2`"
+        );
+        // Python stores a join channel's set of sources as the live set, which later steps
+        // of the run grow before a background save encodes it: its intermediate checkpoints
+        // show sources that wrote only later (seen: `{b2, c}` stored for the step where only
+        // `c` had written). The join's stored channels are therefore not compared.
+        if join {
+            continue;
+        }
+        // A node's edge writes are in Python in the order of a set of edges (by string
+        // hashes, different in each process): compared as sets, without their indexes.
+        let unordered = |checkpoints: Vec<Json>| {
+            checkpoints
+                .into_iter()
+                .map(|mut c| {
+                    if let Some(writes) = c["writes"].as_array_mut() {
+                        for w in writes.iter_mut() {
+                            w[1] = json!(null);
+                        }
+                        writes.sort_by_key(Json::to_string);
+                    }
+                    c
+                })
+                .collect::<Vec<_>>()
+        };
+        let (py, rust) = (
+            unordered(all_namespaces(backend.saver.as_ref(), "py").await),
+            unordered(all_namespaces(backend.saver.as_ref(), "rust").await),
+        );
+        assert_eq!(py.len(), rust.len(), "{name}");
+        for (i, (p, r)) in py.iter().zip(&rust).enumerate() {
+            assert_eq!(
+                p.to_string(),
+                r.to_string(),
+                "{name}: checkpoint {i}, newest first"
+            );
+        }
+    }
 }
 
 #[tokio::test]

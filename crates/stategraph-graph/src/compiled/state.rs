@@ -187,24 +187,27 @@ impl<S: State> CompiledGraph<S> {
             pending_writes,
         } = saved;
         // The checkpoint is shared with the saver (and the other snapshots of a listing):
-        // it is copied only if writes must be applied to it.
-        let mut channels = channels_from_checkpoint(&self.channel_specs, &checkpoint);
+        // it is copied only if writes must be applied to it. Its tasks and values are read
+        // off its stored values in place; channels are restored only to apply writes.
         let step = metadata.step.unwrap_or(-1) + 1;
         let mut tasks = prepare_next_tasks(
             &checkpoint,
-            &channels,
+            &Stored::new(&self.channel_specs, &checkpoint),
             triggers,
             step,
             &config.checkpoint_ns,
             None,
         );
+        let mut channels: Option<Channels> = None;
         // Writes without a task (resume answers, a command's update and routing) show in
         // the values; the tasks are the checkpoint's own, as LangGraph reports them.
         if pending_writes.iter().any(|w| w.task_id == NULL_TASK_ID) {
+            let restored =
+                channels.insert(channels_from_checkpoint(&self.channel_specs, &checkpoint));
             self.apply_null_writes(
                 None,
                 Arc::make_mut(&mut checkpoint),
-                &mut channels,
+                restored,
                 &pending_writes,
             )?;
         }
@@ -218,9 +221,12 @@ impl<S: State> CompiledGraph<S> {
             }
             let done: Vec<&Task> = tasks.iter().filter(|t| !t.writes.is_empty()).collect();
             if !done.is_empty() {
+                let restored = channels.get_or_insert_with(|| {
+                    channels_from_checkpoint(&self.channel_specs, &checkpoint)
+                });
                 apply_writes(
                     Arc::make_mut(&mut checkpoint),
-                    &mut channels,
+                    restored,
                     &done,
                     None,
                     &self.trigger_channels,
@@ -269,7 +275,10 @@ impl<S: State> CompiledGraph<S> {
             })
             .collect();
         Ok(StateSnapshot {
-            values: self.read_values(&channels),
+            values: match &channels {
+                Some(restored) => self.read_values(restored),
+                None => self.read_values(&Stored::new(&self.channel_specs, &checkpoint)),
+            },
             next,
             config: Some(config),
             metadata: Some(metadata),

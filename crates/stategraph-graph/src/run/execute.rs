@@ -67,7 +67,12 @@ impl<S: State> Run<'_, S> {
     /// Runs every task without writes concurrently; saves each task's writes as it finishes,
     /// and the writes of the tasks they call (kept in `self.calls`).
     pub(super) async fn execute(&mut self, tasks: &mut [Task]) -> Result<(), GraphError> {
-        let values = Arc::new(self.graph.read_values(&self.channels));
+        let mut values = self.graph.read_values(&self.channels);
+        // Managed keys (`RemainingSteps`, `IsLastStep`) are the step's to read, not stored.
+        self.graph
+            .schema
+            .add_managed(&mut values, self.step, self.stop);
+        let values = Arc::new(values);
         // What a subgraph started by a task of this step records as its parents.
         let mut child_parents = self.env.parents.clone();
         if let Some(id) = &self.checkpoint_config.checkpoint_id {
@@ -94,12 +99,12 @@ impl<S: State> Run<'_, S> {
                     .await?;
                 continue;
             }
-            let Some((run, retry, entry)) = self
+            let Some((run, attempts, entry)) = self
                 .graph
                 .nodes
                 .iter()
                 .find(|n| n.name == task.name)
-                .and_then(|n| Some((n.run.clone()?, n.retry.clone(), n.entrypoint)))
+                .and_then(|n| Some((n.run.clone()?, n.attempts.clone(), n.entrypoint)))
             else {
                 continue;
             };
@@ -161,6 +166,7 @@ impl<S: State> Run<'_, S> {
                 }),
                 input,
                 previous,
+                progress: None,
             };
             if let Some(e) = &self.stream.emitter {
                 e.task_start(self.step, || TaskStart {
@@ -182,27 +188,28 @@ impl<S: State> Run<'_, S> {
             }
             let span = crate::trace::task_span(&task.name, &task.id, &task.triggers, self.step);
             let attempts = async move {
-                let mut attempt = 1;
-                loop {
-                    let result = run(Arc::clone(&s), ctx.clone()).await;
-                    let wait = crate::retry::wait_after(retry.as_ref(), attempt, &result);
-                    match (&result, wait) {
-                        (Err(e), Some(wait)) => {
-                            tracing::info!(attempt, error = %e, "retry");
-                            tokio::time::sleep(wait).await;
-                            attempt += 1;
+                let result = attempts
+                    .run(
+                        &ctx.node,
+                        |progress| {
+                            let mut ctx = ctx.clone();
+                            ctx.progress = progress;
+                            run(Arc::clone(&s), ctx)
+                        },
+                        || {
                             ctx.scratch
                                 .lock()
                                 .unwrap_or_else(|e| e.into_inner())
                                 .restart();
-                        }
-                        (Err(e), _) if e.signal.is_none() => {
-                            crate::trace::record_error(e);
-                            return (i, result);
-                        }
-                        _ => return (i, result),
-                    }
+                        },
+                    )
+                    .await;
+                if let Err(e) = &result
+                    && e.signal.is_none()
+                {
+                    crate::trace::record_error(e);
                 }
+                (i, result)
             };
             let mut attempt_task: TaskFuture<S> = if span.is_disabled() {
                 Box::pin(attempts)

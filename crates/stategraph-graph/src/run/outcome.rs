@@ -73,7 +73,9 @@ impl<S: State> Run<'_, S> {
                 }
             }
         }
-        let edges = self.graph.edge_writes(START, &self.channels, &writes)?;
+        let edges =
+            self.graph
+                .edge_writes(START, &self.channels, &writes, Some((self.step, self.stop)))?;
         writes.extend(edges);
         Ok(writes)
     }
@@ -94,7 +96,12 @@ impl<S: State> Run<'_, S> {
                     .filter(|(k, _)| self.graph.schema.contains(k))
                     .cloned()
                     .collect();
-                w.extend(self.graph.edge_writes(node, &self.channels, &own)?);
+                w.extend(self.graph.edge_writes(
+                    node,
+                    &self.channels,
+                    &own,
+                    Some((self.step, self.stop)),
+                )?);
                 return Ok(w);
             }
             NodeOutput::Command(c) if c.parent => return Err(parent_command::<S>(c)?),
@@ -108,7 +115,12 @@ impl<S: State> Run<'_, S> {
             .map_err(NodeError::from)?;
         let own = writes.clone();
         writes.extend(self.graph.goto_writes(node, goto, None)?);
-        writes.extend(self.graph.edge_writes(node, &self.channels, &own)?);
+        writes.extend(self.graph.edge_writes(
+            node,
+            &self.channels,
+            &own,
+            Some((self.step, self.stop)),
+        )?);
         Ok(writes)
     }
 

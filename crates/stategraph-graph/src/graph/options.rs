@@ -1,0 +1,150 @@
+//! What a graph is told beyond its nodes and edges: each node's policies (retries,
+//! timeouts, deferral), the defaults every node gets, and how its keys are stored.
+
+use super::StateGraph;
+use crate::retry::RetryPolicies;
+use crate::state::State;
+use crate::timeout::TimeoutPolicy;
+
+impl<S: State> StateGraph<S> {
+    /// Stores every key whose reducer appends ([`crate::Reducer::append`],
+    /// [`crate::Reducer::add_messages`]) as deltas, with a full snapshot every
+    /// `snapshot_frequency` updates — LangGraph's `DeltaChannel`, so a conversation costs
+    /// storage in proportion to what it adds, not to its length times its turns. Keys declared
+    /// as deltas already keep their own frequency.
+    pub fn delta_storage(&mut self, snapshot_frequency: u32) -> &mut Self {
+        self.delta_storage = Some(snapshot_frequency);
+        self
+    }
+
+    /// Retries `node` according to `policies` when it fails — one
+    /// [`RetryPolicy`](crate::RetryPolicy), or a list of them where the first that applies
+    /// to the error decides ([`RetryPolicies`], LangGraph's `retry_policy=`). The failure is
+    /// recorded only once the last try fails.
+    pub fn set_retry(
+        &mut self,
+        node: impl Into<String>,
+        policies: impl Into<RetryPolicies>,
+    ) -> &mut Self {
+        let node = node.into();
+        self.retries.retain(|(n, _)| *n != node);
+        self.retries.push((node, policies.into()));
+        self
+    }
+
+    /// Limits how long each try of `node` may take (LangGraph's `add_node(..., timeout=)`):
+    /// a [`TimeoutPolicy`], or a [`Duration`](std::time::Duration) as a run timeout. A try
+    /// that runs out is cancelled — none of its writes are kept — and fails with a
+    /// [`NodeTimeoutError`](crate::NodeTimeoutError), which the node's retry policy (and
+    /// LangGraph's default filter) retries.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stategraph_checkpoint::Map;
+    /// use stategraph_graph::{DynState, NodeTimeoutError, RunConfig, START, Schema, StateGraph};
+    ///
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let mut g = StateGraph::<DynState>::with_schema(Schema::new().last_value("x"));
+    /// g.add_node("slow", |_s, _ctx| async {
+    ///     tokio::time::sleep(Duration::from_secs(5)).await;
+    ///     Ok(Map::new())
+    /// });
+    /// g.add_edge(START, "slow").set_timeout("slow", Duration::from_millis(50));
+    /// let err = g.compile()?.invoke(Map::new(), RunConfig::default()).await.unwrap_err();
+    /// assert!(err.to_string().contains("exceeded its run timeout of 0.050s"), "{err}");
+    /// # Ok::<(), stategraph_graph::GraphError>(()) }).unwrap();
+    /// ```
+    pub fn set_timeout(
+        &mut self,
+        node: impl Into<String>,
+        policy: impl Into<TimeoutPolicy>,
+    ) -> &mut Self {
+        let node = node.into();
+        self.timeouts.retain(|(n, _)| *n != node);
+        self.timeouts.push((node, policy.into()));
+        self
+    }
+
+    /// Policies for every node of this graph that does not set its own (LangGraph's
+    /// `set_node_defaults`); a field set here replaces an earlier default. Subgraphs do not
+    /// inherit them.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use stategraph_graph::{DynState, NodeDefaults, RetryPolicy, Schema, StateGraph};
+    ///
+    /// let mut g = StateGraph::<DynState>::with_schema(Schema::new().last_value("x"));
+    /// g.set_node_defaults(
+    ///     NodeDefaults::new()
+    ///         .retry(RetryPolicy::default())
+    ///         .timeout(Duration::from_secs(30)),
+    /// );
+    /// ```
+    pub fn set_node_defaults(&mut self, defaults: NodeDefaults) -> &mut Self {
+        let NodeDefaults { retry, timeout } = defaults;
+        if retry.is_some() {
+            self.defaults.retry = retry;
+        }
+        if timeout.is_some() {
+            self.defaults.timeout = timeout;
+        }
+        self
+    }
+
+    /// Defers `node` until the run is about to end (LangGraph's `add_node(..., defer=True)`):
+    /// triggered by its edges as usual, it runs only once no other node would run — the
+    /// join of branches of uneven length runs once, after the longest. Its edge and join
+    /// channels are LangGraph's after-finish channels, stored as Python stores them.
+    ///
+    /// ```
+    /// use stategraph_checkpoint::{Map, value};
+    /// use stategraph_graph::{DynState, END, Reducer, RunConfig, START, Schema, StateGraph};
+    ///
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let mut g = StateGraph::<DynState>::with_schema(Schema::new().reducer("log", Reducer::append()));
+    /// for n in ["a", "b", "b2", "c", "join"] {
+    ///     g.add_node(n, move |_s, _ctx| async move { Ok(Map::from_iter([("log", value!([n]))])) });
+    /// }
+    /// g.add_edge(START, "a").add_edge("a", "b").add_edge("a", "c").add_edge("b", "b2");
+    /// g.add_edge("b2", "join").add_edge("c", "join").add_edge("join", END);
+    /// g.set_defer("join");
+    /// let out = g.compile()?.invoke(Map::new(), RunConfig::default()).await?;
+    /// // Without `set_defer`, `join` would run twice: after `c`, and again after `b2`.
+    /// assert_eq!(out["log"], value!(["a", "b", "c", "b2", "join"]));
+    /// # Ok::<(), stategraph_graph::GraphError>(()) }).unwrap();
+    /// ```
+    pub fn set_defer(&mut self, node: impl Into<String>) -> &mut Self {
+        self.deferred.insert(node.into());
+        self
+    }
+}
+
+/// Policies every node of a graph gets unless it sets its own
+/// ([`StateGraph::set_node_defaults`], LangGraph's `set_node_defaults`).
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct NodeDefaults {
+    /// The retry policies of nodes without [`StateGraph::set_retry`].
+    pub retry: Option<RetryPolicies>,
+    /// The timeout of nodes without [`StateGraph::set_timeout`].
+    pub timeout: Option<TimeoutPolicy>,
+}
+
+impl NodeDefaults {
+    /// No defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Retry nodes by `policies` by default.
+    pub fn retry(mut self, policies: impl Into<RetryPolicies>) -> Self {
+        self.retry = Some(policies.into());
+        self
+    }
+
+    /// Time nodes out by `policy` by default.
+    pub fn timeout(mut self, policy: impl Into<TimeoutPolicy>) -> Self {
+        self.timeout = Some(policy.into());
+        self
+    }
+}
