@@ -16,6 +16,14 @@ pub(crate) struct Attempts {
 }
 
 impl Attempts {
+    /// These policies, with `defaults` where a node set none of its own.
+    pub(crate) fn or(self, defaults: &crate::graph::NodeDefaults) -> Self {
+        Self {
+            retry: self.retry.or_else(|| defaults.retry.clone()),
+            timeout: self.timeout.or_else(|| defaults.timeout.clone()),
+        }
+    }
+
     /// Runs `once` until it succeeds, fails for good or signals (an interrupt): each try
     /// under the timeout (handed a fresh progress clock if it has an idle limit), a failed
     /// one tried again as the retry policies say, after their wait and `restart`.

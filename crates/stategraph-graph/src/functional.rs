@@ -370,23 +370,23 @@ impl<I: Serialize, O: DeserializeOwned> Entrypoint<I, O> {
 
     /// The same entrypoint, retried by `policies` when its body fails (one
     /// [`RetryPolicy`](crate::RetryPolicy) or a list: see [`RetryPolicies`]).
-    pub fn with_retry(mut self, policies: impl Into<RetryPolicies>) -> Self {
+    pub fn with_retry(self, policies: impl Into<RetryPolicies>) -> Self {
         let policies = policies.into();
-        if let Some(nodes) = Arc::get_mut(&mut self.graph.nodes) {
-            for n in nodes {
-                n.attempts.retry = Some(policies.clone());
-            }
-        }
-        self
+        self.with_attempts(|a| a.retry = Some(policies.clone()))
     }
 
     /// The same entrypoint, each try of its body limited by `policy` (LangGraph's
     /// `@entrypoint(timeout=)`; see [`Task::with_timeout`]).
-    pub fn with_timeout(mut self, policy: impl Into<crate::timeout::TimeoutPolicy>) -> Self {
+    pub fn with_timeout(self, policy: impl Into<crate::timeout::TimeoutPolicy>) -> Self {
         let policy = policy.into();
+        self.with_attempts(|a| a.timeout = Some(policy.clone()))
+    }
+
+    /// The same entrypoint, its body's policies changed by `change`.
+    fn with_attempts(mut self, change: impl Fn(&mut Attempts)) -> Self {
         if let Some(nodes) = Arc::get_mut(&mut self.graph.nodes) {
             for n in nodes {
-                n.attempts.timeout = Some(policy.clone());
+                change(&mut n.attempts);
             }
         }
         self

@@ -113,10 +113,8 @@ pub struct StateGraph<S: State> {
     branches: Vec<(String, Branch<S>)>,
     /// Where each node's `Command`s may route (LangGraph's `destinations=`).
     destinations: Vec<(String, Vec<String>)>,
-    /// Retry policies by node.
-    retries: Vec<(String, crate::retry::RetryPolicies)>,
-    /// Timeout policies by node.
-    timeouts: Vec<(String, crate::timeout::TimeoutPolicy)>,
+    /// Each node's own retry and timeout policies.
+    policies: BTreeMap<String, crate::attempts::Attempts>,
     /// What nodes without their own policies get.
     defaults: NodeDefaults,
     /// Nodes that wait for the run's end (LangGraph's `defer=True`).
@@ -146,8 +144,7 @@ impl<S: State> StateGraph<S> {
             joins: Vec::new(),
             branches: Vec::new(),
             destinations: Vec::new(),
-            retries: Vec::new(),
-            timeouts: Vec::new(),
+            policies: BTreeMap::new(),
             defaults: NodeDefaults::default(),
             deferred: BTreeSet::new(),
             delta_storage: None,
@@ -369,20 +366,12 @@ impl<S: State> StateGraph<S> {
                 pull_path: crate::step::pull_path(name),
                 run: Some(Arc::clone(f)),
                 subgraph: view.clone(),
-                attempts: crate::attempts::Attempts {
-                    retry: self
-                        .retries
-                        .iter()
-                        .find(|(n, _)| n == name)
-                        .map(|(_, p)| p.clone())
-                        .or_else(|| self.defaults.retry.clone()),
-                    timeout: self
-                        .timeouts
-                        .iter()
-                        .find(|(n, _)| n == name)
-                        .map(|(_, p)| p.clone())
-                        .or_else(|| self.defaults.timeout.clone()),
-                },
+                attempts: self
+                    .policies
+                    .get(name)
+                    .cloned()
+                    .unwrap_or_default()
+                    .or(&self.defaults),
                 entrypoint: false,
             });
         }
@@ -495,19 +484,17 @@ impl<S: State> StateGraph<S> {
                 return invalid(format!("join edge: unknown target node `{to}`"));
             }
         }
-        if let Some((n, _)) = self
-            .retries
+        if let Some((n, p)) = self
+            .policies
             .iter()
             .find(|(n, _)| !known.contains(n.as_str()))
         {
-            return invalid(format!("retry policy for unknown node `{n}`"));
-        }
-        if let Some((n, _)) = self
-            .timeouts
-            .iter()
-            .find(|(n, _)| !known.contains(n.as_str()))
-        {
-            return invalid(format!("timeout policy for unknown node `{n}`"));
+            let what = if p.retry.is_some() {
+                "retry"
+            } else {
+                "timeout"
+            };
+            return invalid(format!("{what} policy for unknown node `{n}`"));
         }
         if let Some(n) = self.deferred.iter().find(|n| !known.contains(n.as_str())) {
             return invalid(format!("`set_defer` names unknown node `{n}`"));
@@ -585,10 +572,10 @@ impl<S: State> StateGraph<S> {
     }
 }
 
-/// The trigger channel of a node.
 mod options;
 pub use options::NodeDefaults;
 
+/// The trigger channel of a node.
 pub(crate) fn branch_channel(node: &str) -> String {
     format!("branch:to:{node}")
 }

@@ -26,9 +26,7 @@ impl<S: State> StateGraph<S> {
         node: impl Into<String>,
         policies: impl Into<RetryPolicies>,
     ) -> &mut Self {
-        let node = node.into();
-        self.retries.retain(|(n, _)| *n != node);
-        self.retries.push((node, policies.into()));
+        self.policies.entry(node.into()).or_default().retry = Some(policies.into());
         self
     }
 
@@ -59,9 +57,7 @@ impl<S: State> StateGraph<S> {
         node: impl Into<String>,
         policy: impl Into<TimeoutPolicy>,
     ) -> &mut Self {
-        let node = node.into();
-        self.timeouts.retain(|(n, _)| *n != node);
-        self.timeouts.push((node, policy.into()));
+        self.policies.entry(node.into()).or_default().timeout = Some(policy.into());
         self
     }
 
