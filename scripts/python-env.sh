@@ -21,6 +21,7 @@ REQUIREMENTS=(
   "psycopg[binary]==3.2.10"
   "pycryptodome==3.23.0"
   "pymongo==4.20.1"
+  "redis==6.4.0"
 )
 STAMP="$VENV/.stategraph-requirements"
 WANT="$(printf '%s\n' "${REQUIREMENTS[@]}")"

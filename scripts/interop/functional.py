@@ -22,29 +22,49 @@ ones, with the same names):
 - `timeout`: a StateGraph whose async node `slow` (timeout 0.2 s, two tries 10 ms apart)
   sleeps 5 s on its first try, so that it is cancelled and retried, then writes `y = 2x`;
 - `task_timeout`: `wf(n) = sleepy(n)`, where the async task `sleepy` (timeout 0.2 s, two
-  tries) sleeps 5 s on its first try and returns n + 1.
+  tries) sleeps 5 s on its first try and returns n + 1;
+- `cache`: a StateGraph whose node `expensive` writes `y = 2x`, cached by `x` (key
+  `str(x)`, TTL 600 s) in the cache FUNC_CACHE names: a SQLite file path (`SqliteCache`) or
+  a redis:// URL (`RedisCache`, under the prefix FUNC_CACHE_PREFIX);
+- `task_cache`: `wf(n) = costly(n)`, where the task `costly` returns n * 10, cached the same
+  way (key `str(n)`) in the entrypoint's cache;
+- `pair`: a StateGraph START → a, b (in parallel) over `done` (operator.add); `b` raises
+  ConnectionError on its first run (counted in FUNC_LOG), so the step fails after `a`
+  finished, and continuing the thread runs only `b`.
 The two timeout workflows run on LangGraph's async savers (timeouts need async nodes).
 Every task appends its name to the file FUNC_LOG names, if set (the side effects a test
 counts).
 
 ACTIONS, in order: `run:JSON` (invoke with that input), `resume:JSON` (invoke with
 Command(resume=JSON)), `stream:JSON` / `stream_resume:JSON` (the same, printing the
-`updates` and `values` streams under `streams`, each part `[mode, chunk]`), `dump` (print the thread's checkpoints and writes,
-normalized, under `dump`).
+`updates` and `values` streams under `streams`, each part `[mode, chunk]`; a run that fails
+ends its parts with `["error", repr]`), `stream_continue` (the same, continuing the thread:
+`stream(None)`), `dump` (print the thread's checkpoints and writes, normalized, under
+`dump`).
 """
 
 import asyncio
 import json
+import operator
 import os
 import sqlite3
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.func import entrypoint, task
 from langgraph.graph import START, StateGraph
-from langgraph.types import Command, RetryPolicy, interrupt
+from langgraph.types import CachePolicy, Command, RetryPolicy, interrupt
 from typing_extensions import TypedDict
+
+
+def ran():
+    """The names logged so far."""
+    path = os.environ.get("FUNC_LOG")
+    if not path or not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return f.read().split()
 
 
 def log(name):
@@ -119,10 +139,51 @@ async def sleepy(x: int) -> int:
 ASYNC_FLOWS = {"timeout", "task_timeout"}
 
 
+def expensive(s):
+    log("expensive")
+    return {"y": s["x"] * 2}
+
+
+@task(cache_policy=CachePolicy(key_func=lambda x: str(x), ttl=600))
+def costly(x: int) -> int:
+    log("costly")
+    return x * 10
+
+
+def node_cache():
+    """The cache FUNC_CACHE names (none without it: `dump` needs none)."""
+    where = os.environ.get("FUNC_CACHE")
+    if not where:
+        return None
+    if where.startswith("redis://"):
+        import redis
+        from langgraph.cache.redis import RedisCache
+
+        return RedisCache(redis.Redis.from_url(where), prefix=os.environ["FUNC_CACHE_PREFIX"])
+    from langgraph.cache.sqlite import SqliteCache
+
+    return SqliteCache(path=where)
+
+
 @task
 def ask(x: int):
     log("ask")
     return interrupt({"q": x})
+
+
+class Pair(TypedDict):
+    done: Annotated[list[str], operator.add]
+
+
+def pair_node(name):
+    def run(s):
+        first = name not in ran()
+        log(name)
+        if name == "b" and first:
+            raise ConnectionError("flaky upstream")
+        return {"done": [name]}
+
+    return run
 
 
 class Node(TypedDict):
@@ -188,6 +249,23 @@ def build(name, saver):
         g.add_node("slow", slow, timeout=0.2, retry_policy=QUICK)
         g.add_edge(START, "slow")
         return g.compile(checkpointer=saver)
+    elif name == "pair":
+        g = StateGraph(Pair)
+        for n in ["a", "b"]:
+            g.add_node(n, pair_node(n))
+            g.add_edge(START, n)
+        return g.compile(checkpointer=saver)
+    elif name == "task_cache":
+
+        @entrypoint(checkpointer=saver, cache=node_cache())
+        def wf(n: int) -> int:
+            return costly(n).result()
+
+    elif name == "cache":
+        g = StateGraph(Node)
+        g.add_node("expensive", expensive, cache_policy=CachePolicy(key_func=lambda s: str(s["x"]), ttl=600))
+        g.add_edge(START, "expensive")
+        return g.compile(checkpointer=saver, cache=node_cache())
     elif name == "node":
 
         def work(s: Node):
@@ -327,12 +405,15 @@ def main(db, name, thread, actions):
             wf.invoke(value, config)
         elif verb == "resume":
             wf.invoke(Command(resume=value), config)
-        elif verb == "stream":
-            parts = wf.stream(value, config, stream_mode=MODES)
-            out["streams"].append([jsonable(p) for p in parts])
-        elif verb == "stream_resume":
-            parts = wf.stream(Command(resume=value), config, stream_mode=MODES)
-            out["streams"].append([jsonable(p) for p in parts])
+        elif verb in ("stream", "stream_resume", "stream_continue"):
+            arg = {"stream": value, "stream_resume": Command(resume=value), "stream_continue": None}[verb]
+            parts = []
+            try:
+                for p in wf.stream(arg, config, stream_mode=MODES):
+                    parts.append(jsonable(p))
+            except Exception as e:
+                parts.append(["error", repr(e)])
+            out["streams"].append(parts)
         elif verb == "dump":
             out["dump"] = dump(saver, conn, thread, is_pg)
         else:

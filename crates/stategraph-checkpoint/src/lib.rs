@@ -51,6 +51,7 @@
 
 pub mod backend;
 pub mod blob_layout;
+pub mod cache;
 mod checkpoint;
 mod checkpoint_id;
 pub mod codec;

@@ -1,6 +1,6 @@
 //! The shared conformance suites of stategraph, for backends' tests: one for every
 //! [`CheckpointSaver`] (this module), one for every `Store` ([`store`]), one for every run queue
-//! ([`runs`]). Each behaviour is specified once, here, as one `pub async fn`; a backend runs a
+//! ([`runs`]), one for every node cache ([`cache`]). Each behaviour is specified once, here, as one `pub async fn`; a backend runs a
 //! whole suite with one macro line.
 //!
 //! The checkpointer suite follows LangGraph's checkpoint conformance spec (`langgraph-checkpoint-conformance`), plus a
@@ -52,6 +52,7 @@ macro_rules! require {
     };
 }
 
+pub mod cache;
 mod copy_thread;
 mod delete_for_runs;
 mod delete_thread;

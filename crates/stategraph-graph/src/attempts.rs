@@ -1,5 +1,5 @@
-//! How a node, a task or an entrypoint is tried: its retry and timeout policies, and the one
-//! loop that runs its tries under them.
+//! How a node, a task or an entrypoint is tried: its retry, timeout and cache policies, and
+//! the one loop that runs its tries under them.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -8,11 +8,13 @@ use crate::error::NodeError;
 use crate::retry::{RetryPolicies, wait_after};
 use crate::timeout::{Progress, TimeoutPolicy};
 
-/// A node's (or task's) retry and timeout policies.
+/// A node's (or task's) retry, timeout and cache policies.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Attempts {
     pub(crate) retry: Option<RetryPolicies>,
     pub(crate) timeout: Option<TimeoutPolicy>,
+    /// Whether (and how) its results are cached; the engine looks them up before the tries.
+    pub(crate) cache: Option<crate::cache::CachePolicy>,
 }
 
 impl Attempts {
@@ -21,6 +23,7 @@ impl Attempts {
         Self {
             retry: self.retry.or_else(|| defaults.retry.clone()),
             timeout: self.timeout.or_else(|| defaults.timeout.clone()),
+            cache: self.cache.or_else(|| defaults.cache.clone()),
         }
     }
 

@@ -11,6 +11,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use stategraph_checkpoint::cache::{Cache, CacheEntry};
 use stategraph_checkpoint::{Value, channels as reserved};
 use tokio::sync::oneshot;
 
@@ -49,6 +50,8 @@ pub(crate) enum CallEvent {
         /// `__resume__` writes of interrupts the task had answered.
         resume_writes: Vec<(String, Value)>,
         saved: oneshot::Sender<()>,
+        /// The result came from the node cache: nothing ran.
+        cached: bool,
     },
 }
 
@@ -60,6 +63,8 @@ pub(crate) struct CallScope {
     pub(crate) config: Arc<RunConfig>,
     pub(crate) saver: Option<Arc<dyn stategraph_checkpoint::CheckpointSaver>>,
     pub(crate) store: Option<Arc<dyn stategraph_store::Store>>,
+    /// The node cache of the graph (or entrypoint) the step belongs to.
+    pub(crate) cache: Option<Arc<dyn Cache>>,
     pub(crate) parents: Arc<std::collections::BTreeMap<String, String>>,
     pub(crate) emitter: Option<crate::stream::Emitter>,
     /// Saved results (`__return__` writes of the step's checkpoint, and of calls finished
@@ -186,15 +191,25 @@ impl Future for CallFuture {
     }
 }
 
-/// Calls task `name` (body `f`, tried as `attempts` say) with `input` from the task `ctx`
-/// runs: answered from its saved result if it has one, else started at once as its own task.
-pub(crate) fn call(
-    ctx: &NodeContext,
-    name: &str,
-    input: Value,
-    f: &TaskFn,
-    attempts: &Attempts,
-) -> CallFuture {
+/// A called task: its name, its body, the Rust path of its function (its identifier in cache
+/// entries) and how it is tried and cached.
+pub(crate) struct Callee<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) body: &'a TaskFn,
+    pub(crate) function: &'static str,
+    pub(crate) attempts: &'a Attempts,
+}
+
+/// Calls `callee` with `input` from the task `ctx` runs: answered from its saved result if it
+/// has one, else started at once as its own task (which first looks the input up in the node
+/// cache, if the task has a cache policy).
+pub(crate) fn call(ctx: &NodeContext, callee: Callee<'_>, input: Value) -> CallFuture {
+    let Callee {
+        name,
+        body: f,
+        function,
+        attempts,
+    } = callee;
     // Calling a task is progress for the caller's idle timeout.
     ctx.progressed();
     let Some(caller) = &ctx.caller else {
@@ -295,7 +310,36 @@ pub(crate) fn call(
     let events = Arc::clone(scope);
     let f = Arc::clone(f);
     let attempts = attempts.clone();
+    // LangGraph's entry of a task: namespace `(__pregel_ns_writes, identifier)`, keyed by
+    // the argument.
+    let cached = match (&scope.cache, &attempts.cache) {
+        (Some(cache), Some(policy)) => Some((
+            Arc::clone(cache),
+            policy.cache_key(function, None, &input),
+            policy.ttl_value(),
+        )),
+        _ => None,
+    };
     CallFuture::Running(tokio::spawn(async move {
+        if let Some((cache, key, _)) = &cached
+            && let Some(value) = cached_return(cache.as_ref(), key).await
+        {
+            let (saved, is_saved) = oneshot::channel();
+            let sent = events.send(CallEvent::Finished {
+                task,
+                outcome: Ok(value.clone()),
+                resume_writes: Vec::new(),
+                saved,
+                cached: true,
+            });
+            if !sent || is_saved.await.is_err() {
+                return Err(NodeError::new(format!(
+                    "the run ended before task `{}`'s result was taken",
+                    child.node
+                )));
+            }
+            return Ok(value);
+        }
         let outcome = attempts
             .run(
                 &child.node,
@@ -320,6 +364,7 @@ pub(crate) fn call(
             outcome: copy,
             resume_writes,
             saved,
+            cached: false,
         });
         if !sent || is_saved.await.is_err() {
             return Err(NodeError::new(format!(
@@ -331,8 +376,37 @@ pub(crate) fn call(
             let mut returns = c.scope.returns.lock().unwrap_or_else(|e| e.into_inner());
             returns.insert(id, v.clone());
         }
+        if let (Ok(v), Some((cache, key, ttl))) = (&outcome, cached) {
+            let writes = [(RETURN.to_owned(), v.clone())];
+            let entry = CacheEntry::new(key, crate::cache::writes_value(&writes), ttl);
+            if let Err(e) = cache.set(vec![entry]).await {
+                tracing::warn!(error = %e, task = %child.node, "the node cache could not be written");
+                metrics::counter!("stategraph_cache_errors_total", "op" => "set").increment(1);
+            }
+        }
         outcome
     }))
+}
+
+/// The result a cached call returned, if the cache holds one (a cache that cannot be read is
+/// a miss, logged).
+async fn cached_return(
+    cache: &dyn Cache,
+    key: &stategraph_checkpoint::cache::CacheKey,
+) -> Option<Value> {
+    let found = match cache.get(std::slice::from_ref(key)).await {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!(error = %e, "the node cache could not be read; running the task");
+            metrics::counter!("stategraph_cache_errors_total", "op" => "get").increment(1);
+            return None;
+        }
+    };
+    let (_, value) = found.into_iter().next()?;
+    let writes = crate::cache::writes_from_value(&value)?;
+    let value = writes.into_iter().find(|(c, _)| c == RETURN)?.1;
+    metrics::counter!("stategraph_cache_hits_total").increment(1);
+    Some(value)
 }
 
 /// The writes a finished call leaves: its result, its interrupts or its error.

@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::trace::{self, Op};
+use stategraph_checkpoint::cache::Cache;
 use stategraph_checkpoint::{CheckpointSaver, CheckpointTuple, Map, NULL_TASK_ID, Value, channels};
 use stategraph_store::Store;
 
@@ -33,8 +34,10 @@ pub(crate) struct PregelNode<S: State> {
     /// Set for subgraph nodes: reads the subgraph's state for
     /// `get_state_with_subgraphs`.
     pub(crate) subgraph: Option<Arc<dyn SubgraphView>>,
-    /// How the node is tried: its retry and timeout policies.
+    /// How the node is tried and cached: its retry, timeout and cache policies.
     pub(crate) attempts: crate::attempts::Attempts,
+    /// The Rust path of its function's type (its identifier in cache entries).
+    pub(crate) function: &'static str,
     /// An entrypoint: reads what the run wrote to `__start__` (and `__previous__`), and
     /// returns one value (its `__end__` write).
     pub(crate) entrypoint: bool,
@@ -100,6 +103,8 @@ pub struct CompiledGraph<S: State> {
     pub(crate) edges: Arc<HashMap<String, Edges<S>>>,
     pub(crate) checkpointer: Option<Arc<dyn CheckpointSaver>>,
     pub(crate) store: Option<Arc<dyn Store>>,
+    /// Where nodes with a cache policy keep their results.
+    pub(crate) cache: Option<Arc<dyn Cache>>,
     pub(crate) trigger_channels: Arc<BTreeSet<String>>,
     pub(crate) trigger_to_nodes: Arc<HashMap<String, Vec<String>>>,
     /// Node name → its index in `nodes`.
@@ -129,6 +134,7 @@ impl<S: State> Clone for CompiledGraph<S> {
             edges: Arc::clone(&self.edges),
             checkpointer: self.checkpointer.clone(),
             store: self.store.clone(),
+            cache: self.cache.clone(),
             trigger_channels: Arc::clone(&self.trigger_channels),
             trigger_to_nodes: Arc::clone(&self.trigger_to_nodes),
             node_index: Arc::clone(&self.node_index),
@@ -197,6 +203,7 @@ impl<S: State> CompiledGraph<S> {
             edges: Arc::new(edges),
             checkpointer: None,
             store: None,
+            cache: None,
             trigger_channels: Arc::new(trigger_channels),
             trigger_to_nodes: Arc::new(trigger_to_nodes),
             node_index: Arc::new(node_index),
@@ -275,6 +282,48 @@ impl<S: State> CompiledGraph<S> {
         // Every call its nodes make is a span (`store.get`, `store.search`, …).
         self.store = Some(Arc::new(crate::trace_store::TracedStore::new(store)));
         self
+    }
+
+    /// Attaches a node cache (LangGraph's `compile(cache=…)`): nodes with a cache policy
+    /// ([`StateGraph::set_cache`](crate::StateGraph::set_cache)) take their writes from it
+    /// when their input was seen before, in any thread. [`InMemoryCache`] lives with the
+    /// process; `stategraph-sqlite` and `stategraph-redis` have caches that outlive it and that
+    /// Python LangGraph shares.
+    ///
+    /// [`InMemoryCache`]: stategraph_checkpoint::cache::InMemoryCache
+    pub fn with_cache(mut self, cache: Arc<dyn Cache>) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
+    /// The node cache, if one is attached.
+    pub fn cache(&self) -> Option<&Arc<dyn Cache>> {
+        self.cache.as_ref()
+    }
+
+    /// Deletes the cached results of `nodes` (all nodes when `None`), as LangGraph's
+    /// `clear_cache` does: every entry of each node's namespace, whatever its input.
+    ///
+    /// # Errors
+    /// [`GraphError::InvalidGraph`] without a cache; the cache's own error otherwise.
+    pub async fn clear_cache(&self, nodes: Option<&[&str]>) -> Result<(), GraphError> {
+        let Some(cache) = &self.cache else {
+            return Err(GraphError::InvalidGraph(
+                "no cache is set for this graph, so there is no cache to clear".to_owned(),
+            ));
+        };
+        let namespaces: Vec<Vec<String>> = self
+            .nodes
+            .iter()
+            .filter(|n| n.run.is_some())
+            .filter(|n| nodes.is_none_or(|names| names.contains(&n.name.as_str())))
+            .map(|n| {
+                let policy = n.attempts.cache.clone().unwrap_or_default();
+                policy.namespace(n.function, Some(&n.name))
+            })
+            .collect();
+        cache.clear(Some(&namespaces)).await?;
+        Ok(())
     }
 
     /// The store, if one is attached.

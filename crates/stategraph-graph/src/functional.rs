@@ -67,6 +67,8 @@ pub const PREVIOUS: &str = "__previous__";
 pub struct Task<I, O> {
     name: Arc<str>,
     body: TaskFn,
+    /// The Rust path of the body's type: the task's identifier in cache entries.
+    function: &'static str,
     attempts: Attempts,
     types: PhantomData<fn(I) -> O>,
 }
@@ -76,6 +78,7 @@ impl<I, O> Clone for Task<I, O> {
         Self {
             name: Arc::clone(&self.name),
             body: Arc::clone(&self.body),
+            function: self.function,
             attempts: self.attempts.clone(),
             types: PhantomData,
         }
@@ -114,6 +117,7 @@ where
     Task {
         name,
         body,
+        function: std::any::type_name::<F>(),
         attempts: Attempts::default(),
         types: PhantomData,
     }
@@ -136,6 +140,18 @@ impl<I: Serialize, O: DeserializeOwned> Task<I, O> {
         self
     }
 
+    /// The same task, its results cached by `policy` (LangGraph's `@task(cache_policy=)`):
+    /// when the graph or entrypoint that calls it has a cache, a call whose argument keys to
+    /// a live entry returns the cached result without running (and nothing is saved for it in
+    /// the thread); a call that runs and succeeds leaves its result there. The key function
+    /// sees the argument. Its entries' namespace is `(__pregel_ns_writes, identifier)`, the
+    /// identifier being the body's Rust path unless the policy names one
+    /// ([`CachePolicy::identifier`](crate::CachePolicy::identifier)).
+    pub fn with_cache(mut self, policy: crate::cache::CachePolicy) -> Self {
+        self.attempts.cache = Some(policy);
+        self
+    }
+
     /// The task's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -147,7 +163,16 @@ impl<I: Serialize, O: DeserializeOwned> Task<I, O> {
     /// a workflow that runs again must make the same calls in the same order.
     pub fn call(&self, ctx: &NodeContext, input: I) -> TaskFuture<O> {
         let inner = match to_value(&input) {
-            Ok(v) => crate::call::call(ctx, &self.name, v, &self.body, &self.attempts),
+            Ok(v) => crate::call::call(
+                ctx,
+                crate::call::Callee {
+                    name: &self.name,
+                    body: &self.body,
+                    function: self.function,
+                    attempts: &self.attempts,
+                },
+                v,
+            ),
             Err(e) => CallFuture::Ready(Some(Err(e.into()))),
         };
         TaskFuture {
@@ -336,6 +361,7 @@ where
         subgraph: None,
         attempts: Attempts::default(),
         entrypoint: true,
+        function: std::any::type_name::<F>(),
     };
     let channels = vec![
         (START.to_owned(), ChannelSpec::Ephemeral { guard: true }),
@@ -365,6 +391,13 @@ impl<I: Serialize, O: DeserializeOwned> Entrypoint<I, O> {
     /// ([`NodeContext::store`]).
     pub fn with_store(mut self, store: Arc<dyn Store>) -> Self {
         self.graph = self.graph.with_store(store);
+        self
+    }
+
+    /// The same entrypoint, with a node cache for the tasks it calls that have a cache
+    /// policy ([`Task::with_cache`]; LangGraph's `@entrypoint(cache=)`).
+    pub fn with_cache(mut self, cache: Arc<dyn stategraph_checkpoint::cache::Cache>) -> Self {
+        self.graph = self.graph.with_cache(cache);
         self
     }
 

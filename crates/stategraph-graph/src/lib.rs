@@ -37,6 +37,7 @@
 )]
 
 mod attempts;
+mod cache;
 mod call;
 mod channel;
 mod compiled;
@@ -63,6 +64,7 @@ mod trace;
 mod trace_store;
 mod update;
 
+pub use cache::{CACHE_NS_WRITES, CachePolicy, default_key};
 pub use channel::{ChannelSpec, Reducer, ReducerFn};
 pub use compiled::{CompiledGraph, DEFAULT_STATE_CACHE};
 pub use config::{

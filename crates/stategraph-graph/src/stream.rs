@@ -211,6 +211,9 @@ pub enum UpdatesEvent {
         node: String,
         /// The state keys it wrote.
         update: Option<Values>,
+        /// Its writes came from the node cache (or were saved by an earlier try of the
+        /// step): `{"__metadata__": {"cached": true}}` in LangGraph's output.
+        cached: bool,
     },
     /// A step stopped on these interrupts (`{"__interrupt__": [...]}`).
     Interrupt(Vec<Interrupt>),
@@ -221,19 +224,40 @@ pub enum UpdatesEvent {
         node: String,
         /// What it returned.
         value: Value,
+        /// It came from the node cache.
+        cached: bool,
     },
 }
 
 impl UpdatesEvent {
     fn to_json(&self) -> Json {
         match self {
-            UpdatesEvent::Node { node, update } => {
-                json!({ node.as_str(): update.as_ref().map_or(Json::Null, values_json) })
+            UpdatesEvent::Node {
+                node,
+                update,
+                cached,
+            } => {
+                let update = update.as_ref().map_or(Json::Null, values_json);
+                if *cached {
+                    json!({ node.as_str(): update, "__metadata__": {"cached": true} })
+                } else {
+                    json!({ node.as_str(): update })
+                }
             }
             UpdatesEvent::Interrupt(list) => {
                 json!({ "__interrupt__": list.iter().map(Interrupt::to_json).collect::<Vec<_>>() })
             }
-            UpdatesEvent::Returned { node, value } => json!({ node.as_str(): value_json(value) }),
+            UpdatesEvent::Returned {
+                node,
+                value,
+                cached,
+            } => {
+                if *cached {
+                    json!({ node.as_str(): value_json(value), "__metadata__": {"cached": true} })
+                } else {
+                    json!({ node.as_str(): value_json(value) })
+                }
+            }
         }
     }
 }

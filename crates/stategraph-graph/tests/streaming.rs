@@ -126,7 +126,7 @@ async fn all_modes_in_langgraph_order() {
         (start.name.as_str(), start.triggers.as_slice()),
         ("node_a", &["branch:to:node_a".to_owned()][..])
     );
-    let StreamEvent::Updates(UpdatesEvent::Node { node, update }) = &parts[8] else {
+    let StreamEvent::Updates(UpdatesEvent::Node { node, update, .. }) = &parts[8] else {
         panic!("not an update: {:?}", parts[8]);
     };
     assert_eq!(node, "node_a");

@@ -129,6 +129,11 @@ impl RedisConfig {
         &self.prefix
     }
 
+    /// The connect and statement limits.
+    pub(crate) fn timeouts_value(&self) -> Timeouts {
+        self.timeouts
+    }
+
     /// The thread TTL (`None`: threads never expire).
     pub fn thread_ttl(&self) -> Option<Duration> {
         self.ttl
@@ -152,7 +157,7 @@ impl RedisConfig {
 
 impl RedisConfig {
     /// A multiplexed connection to the URL's server.
-    async fn open(&self) -> Result<redis::aio::MultiplexedConnection> {
+    pub(crate) async fn open(&self) -> Result<redis::aio::MultiplexedConnection> {
         let client = redis::Client::open(self.url.as_str())
             .map_err(|e| Error::invalid("database URL", format!("not a Redis URL: {e}")))?;
         // Each operation of the saver runs within the statement limit (see `RedisSaver`), so

@@ -24,16 +24,22 @@
 //!
 //! (Needs a running server, so the example is compiled, not run; the conformance suite runs
 //! against a real server.)
+//!
+//! [`RedisCache`] is a node cache (`CompiledGraph::with_cache` in `stategraph-graph`) on the
+//! keys and values of LangGraph's `RedisCache`, so Python and Rust graphs share cached node
+//! results.
 
 #![cfg_attr(
     not(test),
     warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
 )]
 
+mod cache;
 mod config;
 mod error;
 mod saver;
 
+pub use cache::{DEFAULT_CACHE_PREFIX, RedisCache};
 pub use config::RedisConfig;
 pub use saver::RedisSaver;
 #[doc(no_inline)]

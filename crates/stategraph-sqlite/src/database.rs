@@ -102,6 +102,12 @@ impl SqliteDatabase {
         SqliteRunQueueConfig::from(self.saver())
     }
 
+    /// A node cache in this database ([`SqliteCache`](crate::SqliteCache)), its table created
+    /// if missing.
+    pub async fn cache(&self) -> stategraph_checkpoint::Result<crate::SqliteCache> {
+        crate::SqliteCache::open(self.saver()).await
+    }
+
     /// This handle's id, which the fences of its run queue name.
     pub fn id(&self) -> DatabaseId {
         self.inner.id

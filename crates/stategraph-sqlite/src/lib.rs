@@ -39,6 +39,9 @@
 //! [`SqliteRunQueue::connect`]`(url)` or [`SqliteRunQueueConfig`]. Any number of processes
 //! may open and set up one file at once, saver, store and queue alike.
 //!
+//! And it has [`SqliteCache`], a node cache on the table of LangGraph's `SqliteCache`, so
+//! cached node results are shared with Python graphs and outlive the process.
+//!
 //! ```
 //! use stategraph_checkpoint::*;
 //! use stategraph_sqlite::SqliteSaver;
@@ -64,6 +67,7 @@
     warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
 )]
 
+mod cache;
 mod config;
 mod database;
 mod error;
@@ -73,6 +77,7 @@ mod saver;
 mod schema;
 mod store;
 
+pub use cache::SqliteCache;
 pub use config::{DEFAULT_MMAP_SIZE, SqliteConfig, Synchronous};
 pub use database::SqliteDatabase;
 pub use runs::{SqliteRunQueue, SqliteRunQueueConfig};

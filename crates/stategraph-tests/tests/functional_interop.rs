@@ -18,7 +18,7 @@ use futures_util::StreamExt;
 use serde_json::{Value as Json, json};
 use stategraph::functional::{Entrypoint, Final, entrypoint, entrypoint_final, task};
 use stategraph::prelude::*;
-use stategraph::{CheckpointSaver, RetryPolicy};
+use stategraph::{Cache, CachePolicy, CheckpointSaver, RedisCache, RetryPolicy, SqliteCache};
 
 /// The tasks that ran, in order (the side effects the tests count).
 type Log = Arc<Mutex<Vec<String>>>;
@@ -29,10 +29,41 @@ struct NodeState {
     y: i64,
 }
 
+#[derive(State, Clone, Debug, Default)]
+struct PairState {
+    #[reducer(append)]
+    done: Vec<String>,
+}
+
 /// A workflow of `functional.py`, built in Rust.
 enum Flow {
     Entry(Entrypoint<Json, Json>),
     Graph(CompiledGraph<NodeState>),
+    Pair(CompiledGraph<PairState>),
+}
+
+/// `functional.py`'s `pair` graph: START → a, b; `b` fails on its first run.
+fn pair_graph(saver: Arc<dyn CheckpointSaver>, log: &Log) -> Flow {
+    let mut g = StateGraph::<PairState>::new();
+    for name in ["a", "b"] {
+        let log = Arc::clone(log);
+        g.add_node(name, move |_s, _ctx| {
+            let first = {
+                let mut log = log.lock().unwrap();
+                let first = !log.iter().any(|n| n == name);
+                log.push(name.to_owned());
+                first
+            };
+            async move {
+                if name == "b" && first {
+                    return Err(NodeError::from_repr("ConnectionError('flaky upstream')"));
+                }
+                Ok(PairStateUpdate::default().done([name]))
+            }
+        });
+        g.add_edge(START, name);
+    }
+    Flow::Pair(g.compile().unwrap().with_checkpointer(saver))
 }
 
 fn logged<I, O, F>(log: &Log, name: &'static str, f: F) -> stategraph::functional::Task<I, O>
@@ -178,6 +209,7 @@ fn flow(name: &str, saver: Arc<dyn CheckpointSaver>, log: &Log) -> Flow {
                 previous.unwrap_or(0) + n.as_i64().unwrap(),
             ))
         }),
+        "pair" => return pair_graph(saver, log),
         "node" => {
             let mut g = StateGraph::<NodeState>::new();
             g.add_node("work", move |s, ctx| {
@@ -254,11 +286,16 @@ fn normalized(parts: Vec<Json>) -> Vec<Json> {
 }
 
 /// Streams with the parts before each one's last sorted: tasks running in parallel report in
-/// the order they finish, on either side; the workflow's own result comes last.
+/// the order they finish, on either side; the workflow's own result comes last. A run that
+/// failed is its error alone: what Python streamed before the error depends on which of its
+/// threads finished first.
 fn in_any_order(streams: Vec<Vec<Json>>) -> Vec<Vec<Json>> {
     streams
         .into_iter()
         .map(|mut parts| {
+            if let Some(error) = parts.last().filter(|p| p[0] == "error") {
+                return vec![error.clone()];
+            }
             let last = parts.pop();
             parts.sort_by_key(Json::to_string);
             parts.extend(last);
@@ -293,11 +330,26 @@ async fn ours(flow: &Flow, thread: &str, actions: &[&str]) -> Vec<Vec<Json>> {
                     .map(|e| e.map(|e| json!([e.mode().as_str(), e.to_json()])))
                     .boxed()
             }
+            (Flow::Pair(g), "stream") => g
+                .stream_values(Default::default(), config, &modes)
+                .map(|e| e.map(|e| json!([e.mode().as_str(), e.to_json()])))
+                .boxed(),
+            (Flow::Pair(g), "stream_continue") => g
+                .stream_continue(config, &modes)
+                .map(|e| e.map(|e| json!([e.mode().as_str(), e.to_json()])))
+                .boxed(),
             _ => panic!("no action {action}"),
         };
         let mut parts = Vec::new();
         while let Some(part) = stream.next().await {
-            parts.push(part.unwrap());
+            match part {
+                Ok(part) => parts.push(part),
+                // A failed run ends its parts with the error, as `functional.py` prints it.
+                Err(GraphError::NodeFailed { message, .. }) => {
+                    parts.push(json!(["error", message]));
+                }
+                Err(e) => panic!("{action}: {e}"),
+            }
         }
         streams.push(normalized(parts));
     }
@@ -306,12 +358,25 @@ async fn ours(flow: &Flow, thread: &str, actions: &[&str]) -> Vec<Vec<Json>> {
 
 /// `functional.py DB WORKFLOW THREAD ACTIONS…`, its log of tasks run into `log`.
 fn python(db: &str, workflow: &str, thread: &str, actions: &[&str], log: &Log) -> Json {
+    python_env(db, workflow, thread, actions, log, &[])
+}
+
+/// [`python`] with more environment variables (`FUNC_CACHE`, …).
+fn python_env(
+    db: &str,
+    workflow: &str,
+    thread: &str,
+    actions: &[&str],
+    log: &Log,
+    env: &[(&str, &str)],
+) -> Json {
     let file = tempfile::NamedTempFile::new().unwrap();
     let out = std::process::Command::new(stategraph_testkit::python::python_interpreter())
         .arg(stategraph_testkit::python::repo_root().join("scripts/interop/functional.py"))
         .args([db, workflow, thread])
         .args(actions)
         .env("FUNC_LOG", file.path())
+        .envs(env.iter().copied())
         .output()
         .expect("running functional.py");
     assert!(
@@ -410,6 +475,8 @@ const CASES: &[(&str, &[&str])] = &[
     ("timeout", &["stream:{\"x\": 3}"]),
     ("task_timeout", &["stream:4"]),
     ("task_hitl", &["stream:3", "stream_resume:\"yes\""]),
+    // The continued step streams `a`'s saved update again, marked cached (LangGraph 1.2).
+    ("pair", &["stream:{}", "stream_continue:null"]),
 ];
 
 async fn differential(saver: Arc<dyn CheckpointSaver>, db: &str) {
@@ -438,6 +505,194 @@ async fn differential(saver: Arc<dyn CheckpointSaver>, db: &str) {
     )
     .await;
     assert!(ran.is_empty());
+}
+
+/// `functional.py`'s `cache` graph in Rust: `expensive` writes `y = 2x`, cached by `x` under
+/// Python's identifier of the function, for 600 s.
+fn cache_graph(saver: Arc<dyn CheckpointSaver>, cache: Arc<dyn Cache>, log: &Log) -> Flow {
+    let mut g = StateGraph::<NodeState>::new();
+    let log = Arc::clone(log);
+    g.add_node("expensive", move |s, _ctx| {
+        log.lock().unwrap().push("expensive".to_owned());
+        async move { Ok(NodeStateUpdate::default().y(s.x * 2)) }
+    });
+    let by_x = |input: &Value| {
+        let x = input
+            .as_map()
+            .and_then(|m| m.get("x"))
+            .and_then(Value::as_i64);
+        x.unwrap_or_default().to_string()
+    };
+    g.add_edge(START, "expensive").set_cache(
+        "expensive",
+        CachePolicy::new()
+            .key(by_x)
+            .ttl(std::time::Duration::from_secs(600))
+            .identifier("__main__.expensive"),
+    );
+    let graph = g.compile().unwrap().with_checkpointer(saver);
+    Flow::Graph(graph.with_cache(cache))
+}
+
+/// `functional.py`'s `task_cache` workflow in Rust: `wf(n) = costly(n)`, the task cached by
+/// its argument under Python's identifier of its function, for 600 s.
+fn task_cache_flow(saver: Arc<dyn CheckpointSaver>, cache: Arc<dyn Cache>, log: &Log) -> Flow {
+    let costly = logged(log, "costly", |x: i64| Ok(x * 10)).with_cache(
+        CachePolicy::new()
+            .key(|n: &Value| n.as_i64().unwrap_or_default().to_string())
+            .ttl(std::time::Duration::from_secs(600))
+            .identifier("__main__.costly"),
+    );
+    let wf = entrypoint("wf", move |n: Json, ctx| {
+        let call = costly.call(&ctx, n.as_i64().unwrap());
+        async move { Ok(json!(call.await?)) }
+    });
+    Flow::Entry(wf.with_checkpointer(saver).with_cache(cache))
+}
+
+/// A cached node (`cache`) or task (`task_cache`) and what runs it.
+struct Cached {
+    workflow: &'static str,
+    /// The name it logs when it runs.
+    runs: &'static str,
+    /// The action running the workflow on input `x`.
+    action: fn(i64) -> String,
+    build: BuildCached,
+}
+
+/// Builds a cached workflow on a saver and a cache, logging what runs.
+type BuildCached = fn(Arc<dyn CheckpointSaver>, Arc<dyn Cache>, &Log) -> Flow;
+
+const CACHED: [Cached; 2] = [
+    Cached {
+        workflow: "cache",
+        runs: "expensive",
+        action: |x| format!("stream:{{\"x\": {x}}}"),
+        build: cache_graph,
+    },
+    Cached {
+        workflow: "task_cache",
+        runs: "costly",
+        action: |x| format!("stream:{x}"),
+        build: task_cache_flow,
+    },
+];
+
+/// One node cache shared by the two sides, each process (each Rust graph) opening it anew:
+/// an entry either side wrote is hit by the other and by itself after a restart, with the
+/// same stream (the update marked cached), the same checkpoints and nothing run.
+async fn cache_is_shared_with_python(
+    saver: Arc<dyn CheckpointSaver>,
+    db: &str,
+    env: &[(&str, &str)],
+    open: impl AsyncFn() -> Arc<dyn Cache>,
+) {
+    for c in CACHED {
+        let wf = c.workflow;
+        let thread = |t: &str| format!("{wf}-{t}");
+        let rust = async |t: &str, x: i64, log: &Log| {
+            let flow = (c.build)(Arc::clone(&saver), open().await, log);
+            ours(&flow, &thread(t), &[&(c.action)(x)]).await
+        };
+        let py = |t: &str, x: i64, log: &Log| -> Vec<Vec<Json>> {
+            let out = python_env(db, wf, &thread(t), &[&(c.action)(x)], log, env);
+            serde_json::from_value(out["streams"].clone()).unwrap()
+        };
+        let same_checkpoints = |a: &str, b: &str| {
+            assert_eq!(
+                dump(db, wf, &thread(a)),
+                dump(db, wf, &thread(b)),
+                "{wf}: {a} and {b} differ"
+            );
+        };
+        // Python fills the entry of 3; Rust takes it, and so does Python after a restart.
+        let py_log = Log::default();
+        py("py-fills", 3, &py_log);
+        assert_eq!(*py_log.lock().unwrap(), [c.runs]);
+        let rs_log = Log::default();
+        let rs = rust("rs-takes", 3, &rs_log).await;
+        assert!(
+            rs_log.lock().unwrap().is_empty(),
+            "{wf}: Rust ran what Python cached"
+        );
+        let marked = |s: &[Vec<Json>]| {
+            s[0].iter()
+                .any(|p| p[1]["__metadata__"] == json!({"cached": true}))
+        };
+        assert!(marked(&rs), "{wf}: {rs:?}");
+        let py_log = Log::default();
+        let py_streams = py("py-takes", 3, &py_log);
+        assert!(
+            py_log.lock().unwrap().is_empty(),
+            "{wf}: Python ran it again"
+        );
+        assert_eq!(rs, py_streams, "{wf}: a cache hit streams differently");
+        same_checkpoints("rs-takes", "py-takes");
+        // Rust fills the entry of 5; Python takes it, and so does Rust after a restart.
+        let rs_log = Log::default();
+        rust("rs-fills", 5, &rs_log).await;
+        assert_eq!(*rs_log.lock().unwrap(), [c.runs]);
+        let py_log = Log::default();
+        let py_streams = py("py-takes-5", 5, &py_log);
+        assert!(
+            py_log.lock().unwrap().is_empty(),
+            "{wf}: Python ran what Rust cached"
+        );
+        let rs = rust("rs-takes-5", 5, &rs_log).await;
+        assert_eq!(*rs_log.lock().unwrap(), [c.runs], "{wf}: Rust ran it again");
+        assert_eq!(rs, py_streams);
+        same_checkpoints("rs-takes-5", "py-takes-5");
+        // A miss on both sides (7, the cache cleared before each) streams and saves alike.
+        let (py_log, rs_log) = (Log::default(), Log::default());
+        open().await.clear(None).await.unwrap();
+        let py_streams = py("py-7", 7, &py_log);
+        open().await.clear(None).await.unwrap();
+        let rs = rust("rs-7", 7, &rs_log).await;
+        assert_eq!(*py_log.lock().unwrap(), [c.runs]);
+        assert_eq!(*rs_log.lock().unwrap(), [c.runs]);
+        assert!(!marked(&rs));
+        assert_eq!(rs, py_streams);
+        same_checkpoints("rs-7", "py-7");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_cache_is_shared_with_python_in_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("functional.sqlite");
+    let saver: Arc<dyn CheckpointSaver> =
+        Arc::new(SqliteConfig::file(&db).connect().await.unwrap());
+    let cache_file = dir.path().join("cache.sqlite").display().to_string();
+    let url = format!("sqlite:{cache_file}");
+    cache_is_shared_with_python(
+        saver,
+        &db.display().to_string(),
+        &[("FUNC_CACHE", &cache_file)],
+        async || -> Arc<dyn Cache> {
+            let cache: Arc<dyn Cache> = Arc::new(SqliteCache::connect(&url).await.unwrap());
+            cache
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_cache_is_shared_with_python_in_redis() {
+    let (saver, _guard, db) = common::postgres_with_url(None).await;
+    let prefix = stategraph_testkit::redis::ScratchPrefix::new("sg_node_cache");
+    let cache_prefix = format!("{}:", prefix.name());
+    let url = stategraph_testkit::redis::url();
+    cache_is_shared_with_python(
+        saver,
+        &db,
+        &[("FUNC_CACHE", &url), ("FUNC_CACHE_PREFIX", &cache_prefix)],
+        async || -> Arc<dyn Cache> {
+            let cache = RedisCache::connect(&url).await.unwrap();
+            let cache: Arc<dyn Cache> = Arc::new(cache.prefix(cache_prefix.clone()));
+            cache
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -132,6 +132,7 @@ pub mod backend {
 /// streaming), tools, the tool node and LangGraph's prebuilt ReAct agent.
 #[cfg(feature = "agent")]
 pub use stategraph_agent as agent;
+pub use stategraph_checkpoint::cache::{Cache, InMemoryCache};
 /// `#[derive(State)]`: one channel per field, per-field reducers, a generated update type.
 pub use stategraph_derive::State;
 /// Text embeddings for the memory store (features `minilm`, `openai`).
@@ -149,12 +150,12 @@ pub use stategraph_graph::functional;
 /// Streaming a run: [`StreamEvent`] and the payload types of its variants.
 pub use stategraph_graph::stream;
 pub use stategraph_graph::{
-    AsNode, ChannelRepair, ChannelSpec, Command, CompiledGraph, ConditionalEdges, Durability,
-    DynState, END, GraphError, HistoryOptions, Interrupt, Managed, NodeContext, NodeDefaults,
-    NodeError, NodeOutput, NodeTimeoutError, Overwrite, PathMapEntry, PregelTask, Reducer,
-    RefreshOn, RepairPlan, Resume, RetryPolicies, RetryPolicy, RunCommand, RunConfig, RunStream,
-    START, Schema, StateGraph, StateSnapshot, StateUpdate, StreamEvent, StreamMode, TimeoutPolicy,
-    UpdatesEvent, Values,
+    AsNode, CachePolicy, ChannelRepair, ChannelSpec, Command, CompiledGraph, ConditionalEdges,
+    Durability, DynState, END, GraphError, HistoryOptions, Interrupt, Managed, NodeContext,
+    NodeDefaults, NodeError, NodeOutput, NodeTimeoutError, Overwrite, PathMapEntry, PregelTask,
+    Reducer, RefreshOn, RepairPlan, Resume, RetryPolicies, RetryPolicy, RunCommand, RunConfig,
+    RunStream, START, Schema, StateGraph, StateSnapshot, StateUpdate, StreamEvent, StreamMode,
+    TimeoutPolicy, UpdatesEvent, Values,
 };
 #[cfg(feature = "mongodb")]
 pub use stategraph_mongodb::{MongoConfig, MongoSaver};
@@ -166,15 +167,15 @@ pub use stategraph_postgres::{
     PostgresStoreConfig, RunQueueConfig,
 };
 #[cfg(feature = "redis")]
-pub use stategraph_redis::{RedisConfig, RedisSaver};
+pub use stategraph_redis::{RedisCache, RedisConfig, RedisSaver};
 #[doc(hidden)]
 pub use stategraph_value::__serde_json;
 #[cfg(feature = "server")]
 pub mod server;
 #[cfg(feature = "sqlite")]
 pub use stategraph_sqlite::{
-    SqliteConfig, SqliteDatabase, SqliteRunQueue, SqliteRunQueueConfig, SqliteSaver, SqliteStore,
-    SqliteStoreConfig, Synchronous,
+    SqliteCache, SqliteConfig, SqliteDatabase, SqliteRunQueue, SqliteRunQueueConfig, SqliteSaver,
+    SqliteStore, SqliteStoreConfig, Synchronous,
 };
 
 /// The names most programs need, in one import.

@@ -1,7 +1,8 @@
 //! What a graph is told beyond its nodes and edges: each node's policies (retries,
-//! timeouts, deferral), the defaults every node gets, and how its keys are stored.
+//! timeouts, caching, deferral), the defaults every node gets, and how its keys are stored.
 
 use super::StateGraph;
+use crate::cache::CachePolicy;
 use crate::retry::RetryPolicies;
 use crate::state::State;
 use crate::timeout::TimeoutPolicy;
@@ -77,13 +78,55 @@ impl<S: State> StateGraph<S> {
     /// );
     /// ```
     pub fn set_node_defaults(&mut self, defaults: NodeDefaults) -> &mut Self {
-        let NodeDefaults { retry, timeout } = defaults;
+        let NodeDefaults {
+            retry,
+            timeout,
+            cache,
+        } = defaults;
         if retry.is_some() {
             self.defaults.retry = retry;
         }
         if timeout.is_some() {
             self.defaults.timeout = timeout;
         }
+        if cache.is_some() {
+            self.defaults.cache = cache;
+        }
+        self
+    }
+
+    /// Caches `node`'s results by `policy` (LangGraph's `add_node(..., cache_policy=)`): when
+    /// the graph has a cache ([`CompiledGraph::with_cache`](crate::CompiledGraph::with_cache)),
+    /// a task of the node whose input keys to a live entry takes the entry's writes instead of
+    /// running, and a task that runs and succeeds leaves its writes there. Without a cache the
+    /// policy does nothing.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use stategraph_checkpoint::{Map, cache::InMemoryCache, value};
+    /// use stategraph_graph::{CachePolicy, DynState, RunConfig, START, Schema, StateGraph};
+    ///
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let runs = Arc::new(AtomicUsize::new(0));
+    /// let mut g = StateGraph::<DynState>::with_schema(Schema::new().last_value("x").last_value("y"));
+    /// let counter = Arc::clone(&runs);
+    /// g.add_node("double", move |s, _ctx| {
+    ///     counter.fetch_add(1, Ordering::SeqCst);
+    ///     let x = s.get("x").and_then(|x| x.as_i64()).unwrap_or_default();
+    ///     async move { Ok(Map::from_iter([("y", value!(x * 2))])) }
+    /// });
+    /// g.add_edge(START, "double").set_cache("double", CachePolicy::new());
+    /// let graph = g.compile()?.with_cache(Arc::new(InMemoryCache::new()));
+    /// for _ in 0..3 {
+    ///     let out = graph.invoke(Map::from_iter([("x", value!(21))]), RunConfig::default()).await?;
+    ///     assert_eq!(out["y"], value!(42));
+    /// }
+    /// assert_eq!(runs.load(Ordering::SeqCst), 1, "the second and third runs hit the cache");
+    /// # Ok::<(), stategraph_graph::GraphError>(()) }).unwrap();
+    /// ```
+    pub fn set_cache(&mut self, node: impl Into<String>, policy: CachePolicy) -> &mut Self {
+        self.policies.entry(node.into()).or_default().cache = Some(policy);
         self
     }
 
@@ -124,6 +167,8 @@ pub struct NodeDefaults {
     pub retry: Option<RetryPolicies>,
     /// The timeout of nodes without [`StateGraph::set_timeout`].
     pub timeout: Option<TimeoutPolicy>,
+    /// The cache policy of nodes without [`StateGraph::set_cache`].
+    pub cache: Option<CachePolicy>,
 }
 
 impl NodeDefaults {
@@ -141,6 +186,12 @@ impl NodeDefaults {
     /// Time nodes out by `policy` by default.
     pub fn timeout(mut self, policy: impl Into<TimeoutPolicy>) -> Self {
         self.timeout = Some(policy.into());
+        self
+    }
+
+    /// Cache nodes by `policy` by default.
+    pub fn cache(mut self, policy: CachePolicy) -> Self {
+        self.cache = Some(policy);
         self
     }
 }

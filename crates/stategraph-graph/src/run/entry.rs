@@ -524,6 +524,7 @@ impl<S: State> CompiledGraph<S> {
             parent_command: None,
             complete: false,
             calls: Vec::new(),
+            cache_keys: Default::default(),
         })
     }
 }

@@ -67,19 +67,24 @@ impl<S: State> Run<'_, S> {
             .iter()
             .find(|(c, _)| c == RETURN || (c == END && self.graph.is_entrypoint(&task.name)))
             .map(|(_, v)| v.clone());
-        e.emit(StreamMode::Updates, || {
+        // A failed task has no update to report (LangGraph leaves it out of `updates`); its
+        // `tasks` result carries the error.
+        let failed = writes.first().is_some_and(|(c, _)| c == reserved::ERROR);
+        e.emit_if(!failed, StreamMode::Updates, || {
             StreamEvent::Updates(match returned {
                 Some(value) => UpdatesEvent::Returned {
                     node: task.name.clone(),
                     value,
+                    cached: false,
                 },
                 None => UpdatesEvent::Node {
                     node: task.name.clone(),
                     update: (!result.is_empty()).then(|| result.clone()),
+                    cached: false,
                 },
             })
         });
-        if e.wants(StreamMode::Messages) {
+        if !failed && e.wants(StreamMode::Messages) {
             self.announce_messages(task, &result);
         }
         if let Some(e) = &self.stream.emitter {

@@ -292,6 +292,7 @@ impl<S: State> Run<'_, S> {
             config: Arc::clone(&self.config),
             saver: self.saver.clone(),
             store: self.env.store.clone(),
+            cache: self.graph.cache.clone(),
             parents: Arc::clone(parents),
             emitter: self.stream.emitter.clone(),
             returns: std::sync::Mutex::new(returns),
@@ -327,6 +328,7 @@ impl<S: State> Run<'_, S> {
                 outcome,
                 resume_writes,
                 saved,
+                cached,
             } => {
                 *running = running.saturating_sub(1);
                 let writes = crate::call::call_writes(&outcome, resume_writes);
@@ -334,7 +336,10 @@ impl<S: State> Run<'_, S> {
                 // Its caller waits on it: under `async` durability the writes go to the
                 // background writer now, not when the step ends.
                 self.hand_over_saves().await?;
-                if outcome.is_ok() {
+                if cached {
+                    // From the node cache: announced as such.
+                    self.announce_cached(&task, &writes);
+                } else if outcome.is_ok() {
                     self.announce_result(&task, &writes);
                 }
                 task.writes = writes;

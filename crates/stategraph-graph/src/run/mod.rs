@@ -3,12 +3,14 @@
 //! `Run` is the mutable state of one run; its methods are split by concern:
 //! - `entry`: the public entry points, and where a run starts (its loaded checkpoint);
 //! - `input`: applying the run's input, or resuming (answers to interrupts, replays);
+//! - `cached`: tasks whose writes come from the node cache, and filling it;
 //! - `execute`: running a step's tasks, concurrently;
 //! - `outcome`: what a task's node returned, as channel writes, recorded and saved;
 //! - `save`: creating and saving checkpoints and writes, by durability mode;
 //! - `exit`: ending a run (waiting for saves, the `exit`-durability final save);
 //! - `events`: stream events of checkpoints and task results.
 
+mod cached;
 mod entry;
 mod events;
 mod execute;
@@ -108,6 +110,8 @@ struct Run<'g, S: State> {
     complete: bool,
     /// The tasks the current step's tasks called (replayed or run), applied with them.
     calls: Vec<Task>,
+    /// The cache entries the current step's tasks fill when they succeed.
+    cache_keys: cached::CacheKeys,
 }
 
 /// What the run's tasks are given besides the state.
@@ -243,6 +247,14 @@ impl<S: State> Run<'_, S> {
                 .filter(|t| !t.writes.is_empty())
                 .map(|t| t.id.clone())
                 .collect();
+            // As LangGraph 1.2, the writes a task saved on an earlier try of the step are
+            // streamed again, marked cached.
+            for task in tasks.iter().filter(|t| reused.contains(&t.id)) {
+                self.announce_cached(task, &task.writes);
+            }
+            if self.graph.cache.is_some() {
+                self.match_cached(&mut tasks).await?;
+            }
             let before = self
                 .config
                 .interrupt_before

@@ -132,8 +132,13 @@ impl<S: State> Run<'_, S> {
         resume_writes: Vec<(String, Value)>,
         first_error: &mut Option<GraphError>,
     ) -> Result<(), GraphError> {
+        // What a task with a cache key leaves in the cache once it succeeded: its own writes.
+        let mut cacheable = None;
         let writes = match result {
             Ok(w) => {
+                if self.cache_keys.contains_key(&task.id) {
+                    cacheable = Some(w.clone());
+                }
                 // A task that finished with nothing but control writes is marked as done.
                 let mut all = resume_writes;
                 if w.is_empty() {
@@ -200,6 +205,9 @@ impl<S: State> Run<'_, S> {
             }
         };
         self.save_writes(task, &writes).await?;
+        if let Some(w) = cacheable {
+            self.cache_result(task, &w).await;
+        }
         if task.name != START {
             self.announce_result(task, &writes);
         }

@@ -1,0 +1,149 @@
+//! Checking a declared graph before it compiles: names, edges, policies and reachability,
+//! each mistake an [`InvalidGraph`](GraphError::InvalidGraph) error naming what is wrong.
+
+use std::collections::BTreeSet;
+
+use super::{END, START, StateGraph};
+use crate::error::GraphError;
+use crate::state::State;
+
+impl<S: State> StateGraph<S> {
+    /// Checks the declared graph: `names` are its nodes in order, `known` the same as a set.
+    pub(super) fn validate(
+        &self,
+        names: &[&str],
+        known: &BTreeSet<&str>,
+    ) -> Result<(), GraphError> {
+        let invalid = |m: String| Err(GraphError::InvalidGraph(m));
+        let mut seen = BTreeSet::new();
+        for n in names {
+            if *n == START || *n == END {
+                return invalid(format!("`{n}` is reserved and cannot be a node name"));
+            }
+            if n.is_empty() || n.contains([':', '|']) {
+                return invalid(format!(
+                    "node name `{n}` must be non-empty and contain neither `:` nor `|` \
+                     (they separate checkpoint namespaces)"
+                ));
+            }
+            if self.schema.contains(n) {
+                return invalid(format!(
+                    "`{n}` is already a state key; node names must differ"
+                ));
+            }
+            if !seen.insert(*n) {
+                return invalid(format!("node `{n}` is added twice"));
+            }
+        }
+        let is_source = |s: &str| s == START || known.contains(s);
+        let is_target = |t: &str| t == END || known.contains(t);
+        for (from, to) in &self.edges {
+            if !is_source(from) {
+                return invalid(format!("edge {from} → {to}: unknown source node `{from}`"));
+            }
+            if !is_target(to) {
+                return invalid(format!("edge {from} → {to}: unknown target node `{to}`"));
+            }
+            if to == START {
+                return invalid(format!("edge {from} → {START}: START cannot be a target"));
+            }
+        }
+        for (from, to) in &self.joins {
+            for f in from {
+                if !known.contains(f.as_str()) {
+                    return invalid(format!("join into `{to}`: unknown source node `{f}`"));
+                }
+            }
+            if !known.contains(to.as_str()) {
+                return invalid(format!("join edge: unknown target node `{to}`"));
+            }
+        }
+        if let Some((n, p)) = self
+            .policies
+            .iter()
+            .find(|(n, _)| !known.contains(n.as_str()))
+        {
+            let what = if p.retry.is_some() {
+                "retry"
+            } else if p.timeout.is_some() {
+                "timeout"
+            } else {
+                "cache"
+            };
+            return invalid(format!("{what} policy for unknown node `{n}`"));
+        }
+        if let Some(n) = self.deferred.iter().find(|n| !known.contains(n.as_str())) {
+            return invalid(format!("`set_defer` names unknown node `{n}`"));
+        }
+        for (from, to) in &self.destinations {
+            if !known.contains(from.as_str()) {
+                return invalid(format!("destinations of unknown node `{from}`"));
+            }
+            if let Some(t) = to.iter().find(|t| !is_target(t)) {
+                return invalid(format!("node `{from}` declares unknown destination `{t}`"));
+            }
+        }
+        for (from, branch) in &self.branches {
+            if !is_source(from) {
+                return invalid(format!("conditional edge from unknown node `{from}`"));
+            }
+            for target in branch.path_map.iter().flat_map(|m| m.values()) {
+                if !is_target(target) {
+                    return invalid(format!(
+                        "conditional edge from `{from}`: unknown target node `{target}`"
+                    ));
+                }
+            }
+        }
+        // Entry point and reachability.
+        let mut reach: BTreeSet<&str> = BTreeSet::new();
+        let mut frontier = vec![START];
+        while let Some(n) = frontier.pop() {
+            let mut next: Vec<&str> = Vec::new();
+            next.extend(
+                self.edges
+                    .iter()
+                    .filter(|(f, _)| f == n)
+                    .map(|(_, t)| t.as_str()),
+            );
+            next.extend(
+                self.joins
+                    .iter()
+                    .filter(|(f, _)| f.iter().any(|x| x == n))
+                    .map(|(_, t)| t.as_str()),
+            );
+            for (f, to) in &self.destinations {
+                if f == n {
+                    next.extend(to.iter().map(String::as_str));
+                }
+            }
+            for (f, b) in &self.branches {
+                if f == n {
+                    match &b.path_map {
+                        Some(m) => next.extend(m.values().map(String::as_str)),
+                        // Without a path map any node may be chosen.
+                        None => next.extend(names.iter().copied()),
+                    }
+                }
+            }
+            for t in next {
+                if t != END && reach.insert(t) {
+                    frontier.push(t);
+                }
+            }
+        }
+        let has_entry = self.edges.iter().any(|(f, _)| f == START)
+            || self.branches.iter().any(|(f, _)| f == START);
+        if !has_entry {
+            return invalid(format!(
+                "the graph has no entry point: add an edge from START (`{START}`) to a node"
+            ));
+        }
+        if let Some(n) = names.iter().find(|n| !reach.contains(**n)) {
+            return invalid(format!(
+                "node `{n}` can never run: no edge from START leads to it"
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,140 @@
+//! Node caching in a run: before a step runs, its tasks whose node has a cache policy look
+//! their input up in the graph's cache; a hit's writes become the task's (it does not run),
+//! a miss runs and, once it succeeds, leaves its writes there.
+//!
+//! As in LangGraph 1.2, cached writes are saved as the task's writes on the checkpoint (so a
+//! resumed step does not look them up again), and a cache that fails to answer never fails
+//! the run: a failed read is a miss and a failed write is dropped, each logged.
+
+use std::time::Duration;
+
+use stategraph_checkpoint::Value;
+use stategraph_checkpoint::cache::{CacheEntry, CacheKey};
+
+use super::Run;
+use crate::cache::{input_map, writes_from_value, writes_value};
+use crate::error::GraphError;
+use crate::state::State;
+use crate::step::Task;
+use crate::stream::{StreamEvent, StreamMode, UpdatesEvent};
+
+/// The cache entries this step's tasks fill once they succeed: task id → entry key and TTL.
+pub(super) type CacheKeys = std::collections::HashMap<String, (CacheKey, Option<Duration>)>;
+
+impl<S: State> Run<'_, S> {
+    /// Gives every task of `tasks` that has no writes yet and whose input is cached the cached
+    /// writes, saved as its writes and announced on the `updates` stream as cached;
+    /// remembers the keys of the others with a cache policy, for
+    /// [`cache_result`](Self::cache_result).
+    pub(super) async fn match_cached(&mut self, tasks: &mut [Task]) -> Result<(), GraphError> {
+        self.cache_keys.clear();
+        let Some(cache) = self.graph.cache.clone() else {
+            return Ok(());
+        };
+        let mut state_input: Option<Value> = None;
+        let mut asked: Vec<(usize, CacheKey)> = Vec::new();
+        for (i, task) in tasks.iter().enumerate() {
+            if !task.writes.is_empty() {
+                continue;
+            }
+            let Some(node) = self
+                .graph
+                .node_index
+                .get(&task.name)
+                .and_then(|&n| self.graph.nodes.get(n))
+            else {
+                continue;
+            };
+            let Some(policy) = &node.attempts.cache else {
+                continue;
+            };
+            let input = match &task.input {
+                // A `Send`'s task is keyed by its argument.
+                Some(arg) => arg.clone(),
+                None => state_input
+                    .get_or_insert_with(|| {
+                        let mut values = self.graph.read_values(&self.channels);
+                        self.graph
+                            .schema
+                            .add_managed(&mut values, self.step, self.stop);
+                        input_map(&values)
+                    })
+                    .clone(),
+            };
+            let key = policy.cache_key(node.function, Some(&task.name), &input);
+            self.cache_keys
+                .insert(task.id.clone(), (key.clone(), policy.ttl_value()));
+            asked.push((i, key));
+        }
+        if asked.is_empty() {
+            return Ok(());
+        }
+        let keys: Vec<CacheKey> = asked.iter().map(|(_, k)| k.clone()).collect();
+        let found = match cache.get(&keys).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(error = %e, "the node cache could not be read; running the nodes");
+                metrics::counter!("stategraph_cache_errors_total", "op" => "get").increment(1);
+                return Ok(());
+            }
+        };
+        for (key, value) in found {
+            let Some(writes) = writes_from_value(&value) else {
+                tracing::warn!(namespace = ?key.ns, key = %key.key, "a cache entry is not a list of writes; running the node");
+                continue;
+            };
+            for (i, _) in asked.iter().filter(|(_, k)| *k == key) {
+                let Some(task) = tasks.get_mut(*i) else {
+                    continue;
+                };
+                self.cache_keys.remove(&task.id);
+                metrics::counter!("stategraph_cache_hits_total").increment(1);
+                self.save_writes(task, &writes).await?;
+                self.announce_cached(task, &writes);
+                task.writes = writes.clone();
+            }
+        }
+        Ok(())
+    }
+
+    /// Announces a task (or call) whose writes came from the cache, or from an earlier try of
+    /// the step: its `updates` event, marked cached.
+    pub(super) fn announce_cached(&self, task: &Task, writes: &[(String, Value)]) {
+        let Some(e) = &self.stream.emitter else {
+            return;
+        };
+        let returned = writes.iter().find(|(c, _)| c == crate::call::RETURN);
+        let update: crate::state::Values = writes
+            .iter()
+            .filter(|(k, _)| self.graph.schema.contains(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        e.emit(StreamMode::Updates, || {
+            StreamEvent::Updates(match returned {
+                Some((_, value)) => UpdatesEvent::Returned {
+                    node: task.name.clone(),
+                    value: value.clone(),
+                    cached: true,
+                },
+                None => UpdatesEvent::Node {
+                    node: task.name.clone(),
+                    update: (!update.is_empty()).then_some(update),
+                    cached: true,
+                },
+            })
+        });
+    }
+
+    /// Leaves the writes of `task`, which just succeeded, in the cache, if it has a cache key.
+    pub(super) async fn cache_result(&mut self, task: &Task, writes: &[(String, Value)]) {
+        let (Some(cache), Some((key, ttl))) = (&self.graph.cache, self.cache_keys.remove(&task.id))
+        else {
+            return;
+        };
+        let entry = CacheEntry::new(key, writes_value(writes), ttl);
+        if let Err(e) = cache.set(vec![entry]).await {
+            tracing::warn!(error = %e, node = %task.name, "the node cache could not be written");
+            metrics::counter!("stategraph_cache_errors_total", "op" => "set").increment(1);
+        }
+    }
+}
