@@ -28,6 +28,8 @@ ones, with the same names):
   a redis:// URL (`RedisCache`, under the prefix FUNC_CACHE_PREFIX);
 - `task_cache`: `wf(n) = costly(n)`, where the task `costly` returns n * 10, cached the same
   way (key `str(n)`) in the entrypoint's cache;
+- `ask`: a StateGraph whose node `ask` calls `interrupt({"x": x})` and writes the answer to
+  `y`;
 - `pair`: a StateGraph START → a, b (in parallel) over `done` (operator.add); `b` raises
   ConnectionError on its first run (counted in FUNC_LOG), so the step fails after `a`
   finished, and continuing the thread runs only `b`.
@@ -39,8 +41,11 @@ ACTIONS, in order: `run:JSON` (invoke with that input), `resume:JSON` (invoke wi
 Command(resume=JSON)), `stream:JSON` / `stream_resume:JSON` (the same, printing the
 `updates` and `values` streams under `streams`, each part `[mode, chunk]`; a run that fails
 ends its parts with `["error", repr]`), `stream_continue` (the same, continuing the thread:
-`stream(None)`), `dump` (print the thread's checkpoints and writes, normalized, under
-`dump`).
+`stream(None)`), `invoke_v2:JSON` / `resume_v2:JSON` (invoke with `version="v2"`, printing
+the `GraphOutput`'s value and interrupts under `outputs`), `stream_v2:JSON` /
+`stream_resume_v2:JSON` (the `updates` and `values` streams with `version="v2"`: each part a
+`{type, ns, data(, interrupts)}` dict), `dump` (print the thread's checkpoints and writes,
+normalized, under `dump`).
 """
 
 import asyncio
@@ -249,6 +254,15 @@ def build(name, saver):
         g.add_node("slow", slow, timeout=0.2, retry_policy=QUICK)
         g.add_edge(START, "slow")
         return g.compile(checkpointer=saver)
+    elif name == "ask":
+
+        def ask_node(s: Node):
+            return {"y": interrupt({"x": s["x"]})}
+
+        g = StateGraph(Node)
+        g.add_node("ask", ask_node)
+        g.add_edge(START, "ask")
+        return g.compile(checkpointer=saver)
     elif name == "pair":
         g = StateGraph(Pair)
         for n in ["a", "b"]:
@@ -380,7 +394,7 @@ async def run_async(db, name, thread, actions, is_pg, out):
 
 def main(db, name, thread, actions):
     is_pg = db.startswith(("postgres://", "postgresql://"))
-    out = {"streams": []}
+    out = {"streams": [], "outputs": []}
     if name in ASYNC_FLOWS:
         running = [a for a in actions if a != "dump"]
         asyncio.run(run_async(db, name, thread, running, is_pg, out))
@@ -414,6 +428,14 @@ def main(db, name, thread, actions):
             except Exception as e:
                 parts.append(["error", repr(e)])
             out["streams"].append(parts)
+        elif verb in ("invoke_v2", "resume_v2"):
+            arg = value if verb == "invoke_v2" else Command(resume=value)
+            o = wf.invoke(arg, config, version="v2")
+            out["outputs"].append({"value": jsonable(o.value), "interrupts": jsonable(list(o.interrupts))})
+        elif verb in ("stream_v2", "stream_resume_v2"):
+            arg = value if verb == "stream_v2" else Command(resume=value)
+            parts = wf.stream(arg, config, stream_mode=MODES, version="v2")
+            out["streams"].append([jsonable(p) for p in parts])
         elif verb == "dump":
             out["dump"] = dump(saver, conn, thread, is_pg)
         else:

@@ -79,6 +79,7 @@ pub use node::{Command, Goto, NodeContext, NodeFuture, NodeOutput, RunCommand, S
 pub use overwrite::Overwrite;
 pub use repair::{ChannelRepair, RepairPlan};
 pub use retry::{RetryOn, RetryPolicies, RetryPolicy, default_retry_on};
+pub use run::GraphOutput;
 #[doc(hidden)]
 pub use state::__schema;
 pub use state::{DynState, Managed, Schema, State, Values, from_value, to_value};

@@ -145,6 +145,25 @@ impl<S> StreamEvent<S> {
         }
     }
 
+    /// The event as LangGraph's version 2 stream part (`stream(..., version="v2")`):
+    /// `{"type": mode, "ns": [...], "data": payload}`, a `values` part's interrupts moved out
+    /// of its data into `"interrupts"`.
+    pub fn to_part_json(&self) -> Json {
+        let mut data = self.to_json();
+        let mut part = serde_json::Map::new();
+        part.insert("type".into(), json!(self.mode().as_str()));
+        part.insert("ns".into(), json!(self.namespace()));
+        if self.mode() == StreamMode::Values {
+            let interrupts = match &mut data {
+                Json::Object(o) => o.remove("__interrupt__"),
+                _ => None,
+            };
+            part.insert("interrupts".into(), interrupts.unwrap_or_else(|| json!([])));
+        }
+        part.insert("data".into(), data);
+        Json::Object(part)
+    }
+
     /// The payload as LangGraph streams it, e.g. `{"node_a": {"foo": "a"}}` for an update
     /// or `[message, metadata]` for a message.
     pub fn to_json(&self) -> Json {

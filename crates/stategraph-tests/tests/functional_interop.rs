@@ -18,7 +18,9 @@ use futures_util::StreamExt;
 use serde_json::{Value as Json, json};
 use stategraph::functional::{Entrypoint, Final, entrypoint, entrypoint_final, task};
 use stategraph::prelude::*;
-use stategraph::{Cache, CachePolicy, CheckpointSaver, RedisCache, RetryPolicy, SqliteCache};
+use stategraph::{
+    Cache, CachePolicy, CheckpointSaver, Interrupt, RedisCache, RetryPolicy, SqliteCache,
+};
 
 /// The tasks that ran, in order (the side effects the tests count).
 type Log = Arc<Mutex<Vec<String>>>;
@@ -693,6 +695,121 @@ async fn node_cache_is_shared_with_python_in_redis() {
         },
     )
     .await;
+}
+
+/// `functional.py`'s `ask` graph: `ask` interrupts with `{"x": x}` and writes the answer to
+/// `y`.
+fn ask_graph(saver: Arc<dyn CheckpointSaver>) -> CompiledGraph<DynState> {
+    let mut g = StateGraph::<DynState>::with_schema(Schema::new().last_value("x").last_value("y"));
+    g.add_node("ask", |s, ctx| {
+        let x = s.get("x").cloned().unwrap_or_default();
+        async move {
+            let answer = ctx.interrupt(Value::Map(stategraph::Map::from_iter([("x", x)])))?;
+            Ok(stategraph::Map::from_iter([("y", answer)]))
+        }
+    });
+    g.add_edge(START, "ask");
+    g.compile().unwrap().with_checkpointer(saver)
+}
+
+/// Interrupt ids (hashes of checkpoint-derived task ids) replaced by ordinals, at any depth:
+/// every `{"value", "id"}` object is an interrupt.
+fn interrupt_ordinals(v: &mut Json, ids: &mut Vec<String>) {
+    match v {
+        Json::Object(o) => {
+            if o.len() == 2
+                && o.contains_key("value")
+                && let Some(id) = o.get("id").and_then(Json::as_str).map(str::to_owned)
+            {
+                let n = ids.iter().position(|x| *x == id).unwrap_or_else(|| {
+                    ids.push(id);
+                    ids.len() - 1
+                });
+                o.insert("id".into(), json!(format!("i{n}")));
+            }
+            o.values_mut().for_each(|x| interrupt_ordinals(x, ids));
+        }
+        Json::Array(a) => a.iter_mut().for_each(|x| interrupt_ordinals(x, ids)),
+        _ => {}
+    }
+}
+
+/// LangGraph's version 2 output on both sides: `invoke(..., version="v2")`'s value and
+/// interrupts, and `stream(..., version="v2")`'s typed parts, the values parts carrying the
+/// interrupts; then the same checkpoints.
+async fn v2_output_matches_python(saver: Arc<dyn CheckpointSaver>, db: &str) {
+    let graph = ask_graph(saver);
+    let input = || stategraph::Map::from_iter([("x", value!(3))]);
+    // invoke
+    let mut ids = Vec::new();
+    let py = python(
+        db,
+        "ask",
+        "ask-v2-py",
+        &["invoke_v2:{\"x\": 3}", "resume_v2:7"],
+        &Log::default(),
+    );
+    let config = RunConfig::thread("ask-v2-rs");
+    let mut outputs = Vec::new();
+    for out in [
+        graph.invoke_output(input(), config.clone()).await.unwrap(),
+        graph
+            .command_output(RunCommand::resume(Resume::Value(value!(7))), config)
+            .await
+            .unwrap(),
+    ] {
+        let mut out = json!({
+            "value": Value::Map(out.value.0.iter().map(|(k, v)| (Value::from(k.as_str()), v.clone())).collect()).to_json(),
+            "interrupts": out.interrupts.iter().map(Interrupt::to_json).collect::<Vec<_>>(),
+        });
+        interrupt_ordinals(&mut out, &mut ids);
+        outputs.push(out);
+    }
+    assert_eq!(
+        json!(outputs),
+        py["outputs"],
+        "invoke(version=\"v2\") differs"
+    );
+    // stream
+    let py = python(
+        db,
+        "ask",
+        "ask-v2s-py",
+        &["stream_v2:{\"x\": 3}", "stream_resume_v2:7"],
+        &Log::default(),
+    );
+    let config = RunConfig::thread("ask-v2s-rs");
+    let modes = [StreamMode::Updates, StreamMode::Values];
+    let mut ids = Vec::new();
+    let mut streams = Vec::new();
+    for mut stream in [
+        graph.stream(input(), config.clone(), &modes),
+        graph.stream_command(RunCommand::resume(Resume::Value(value!(7))), config, &modes),
+    ] {
+        let mut parts = Vec::new();
+        while let Some(e) = stream.next().await {
+            let mut part = e.unwrap().to_part_json();
+            interrupt_ordinals(&mut part, &mut ids);
+            parts.push(part);
+        }
+        streams.push(parts);
+    }
+    assert_eq!(
+        json!(streams),
+        py["streams"],
+        "stream(version=\"v2\") differs"
+    );
+    assert_eq!(dump(db, "ask", "ask-v2-rs"), dump(db, "ask", "ask-v2-py"));
+    assert_eq!(dump(db, "ask", "ask-v2s-rs"), dump(db, "ask", "ask-v2s-py"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v2_output_matches_python_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("v2.sqlite");
+    let saver: Arc<dyn CheckpointSaver> =
+        Arc::new(SqliteConfig::file(&db).connect().await.unwrap());
+    v2_output_matches_python(saver, &db.display().to_string()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,7 +20,10 @@ use crate::state::{State, Values};
 use crate::step::channels_from_checkpoint;
 use crate::stream::{Emitter, RunStream, StreamMode};
 
+mod output;
 mod stream;
+
+pub use output::GraphOutput;
 
 /// How a run starts: its input (or a resume), where it saves, and who is listening.
 pub(crate) struct RunSetup {

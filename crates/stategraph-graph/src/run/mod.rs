@@ -30,6 +30,7 @@ use stategraph_checkpoint::{
 };
 use stategraph_store::Store;
 
+pub use self::entry::GraphOutput;
 pub(crate) use self::entry::{CommandWrites, ResumeInput, RunOutcome, RunSetup};
 pub(crate) use self::execute::panic_message;
 use self::save::BackgroundWriter;
