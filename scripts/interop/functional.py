@@ -30,6 +30,8 @@ ones, with the same names):
   way (key `str(n)`) in the entrypoint's cache;
 - `ask`: a StateGraph whose node `ask` calls `interrupt({"x": x})` and writes the answer to
   `y`;
+- `io`: a StateGraph over `question`, `notes`, `answer` with `input_schema` {question} and
+  `output_schema` {answer}: `think` writes `notes`, then `reply` writes `answer`;
 - `pair`: a StateGraph START → a, b (in parallel) over `done` (operator.add); `b` raises
   ConnectionError on its first run (counted in FUNC_LOG), so the step fails after `a`
   finished, and continuing the thread runs only `b`.
@@ -41,7 +43,7 @@ ACTIONS, in order: `run:JSON` (invoke with that input), `resume:JSON` (invoke wi
 Command(resume=JSON)), `stream:JSON` / `stream_resume:JSON` (the same, printing the
 `updates` and `values` streams under `streams`, each part `[mode, chunk]`; a run that fails
 ends its parts with `["error", repr]`), `stream_continue` (the same, continuing the thread:
-`stream(None)`), `invoke_v2:JSON` / `resume_v2:JSON` (invoke with `version="v2"`, printing
+`stream(None)`), `invoke:JSON` (invoke, printing the output under `outputs`), `invoke_v2:JSON` / `resume_v2:JSON` (invoke with `version="v2"`, printing
 the `GraphOutput`'s value and interrupts under `outputs`), `stream_v2:JSON` /
 `stream_resume_v2:JSON` (the `updates` and `values` streams with `version="v2"`: each part a
 `{type, ns, data(, interrupts)}` dict), `dump` (print the thread's checkpoints and writes,
@@ -191,6 +193,20 @@ def pair_node(name):
     return run
 
 
+class IoIn(TypedDict):
+    question: str
+
+
+class IoOut(TypedDict):
+    answer: str
+
+
+class IoAll(TypedDict):
+    question: str
+    notes: str
+    answer: str
+
+
 class Node(TypedDict):
     x: int
     y: int
@@ -263,11 +279,20 @@ def build(name, saver):
         g.add_node("ask", ask_node)
         g.add_edge(START, "ask")
         return g.compile(checkpointer=saver)
+    elif name == "io":
+        g = StateGraph(IoAll, input_schema=IoIn, output_schema=IoOut)
+        g.add_node("think", lambda s: {"notes": "thought about " + s["question"]})
+        g.add_node("reply", lambda s: {"answer": s["notes"].upper()})
+        g.add_edge(START, "think")
+        g.add_edge("think", "reply")
+        return g.compile(checkpointer=saver)
     elif name == "pair":
         g = StateGraph(Pair)
         for n in ["a", "b"]:
             g.add_node(n, pair_node(n))
-            g.add_edge(START, n)
+        # One branch to both: two plain edges' writes are ordered by a set, which differs
+        # between processes.
+        g.add_conditional_edges(START, lambda s: ["a", "b"], ["a", "b"])
         return g.compile(checkpointer=saver)
     elif name == "task_cache":
 
@@ -428,6 +453,8 @@ def main(db, name, thread, actions):
             except Exception as e:
                 parts.append(["error", repr(e)])
             out["streams"].append(parts)
+        elif verb == "invoke":
+            out["outputs"].append(jsonable(wf.invoke(value, config)))
         elif verb in ("invoke_v2", "resume_v2"):
             arg = value if verb == "invoke_v2" else Command(resume=value)
             o = wf.invoke(arg, config, version="v2")

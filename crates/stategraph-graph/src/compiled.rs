@@ -105,6 +105,8 @@ pub struct CompiledGraph<S: State> {
     pub(crate) store: Option<Arc<dyn Store>>,
     /// Where nodes with a cache policy keep their results.
     pub(crate) cache: Option<Arc<dyn Cache>>,
+    /// The graph's input and output schemas, when not its whole state.
+    pub(crate) io: Arc<crate::graph::InputOutput>,
     pub(crate) trigger_channels: Arc<BTreeSet<String>>,
     pub(crate) trigger_to_nodes: Arc<HashMap<String, Vec<String>>>,
     /// Node name → its index in `nodes`.
@@ -135,6 +137,7 @@ impl<S: State> Clone for CompiledGraph<S> {
             checkpointer: self.checkpointer.clone(),
             store: self.store.clone(),
             cache: self.cache.clone(),
+            io: Arc::clone(&self.io),
             trigger_channels: Arc::clone(&self.trigger_channels),
             trigger_to_nodes: Arc::clone(&self.trigger_to_nodes),
             node_index: Arc::clone(&self.node_index),
@@ -204,6 +207,7 @@ impl<S: State> CompiledGraph<S> {
             checkpointer: None,
             store: None,
             cache: None,
+            io: Arc::default(),
             trigger_channels: Arc::new(trigger_channels),
             trigger_to_nodes: Arc::new(trigger_to_nodes),
             node_index: Arc::new(node_index),
@@ -296,6 +300,16 @@ impl<S: State> CompiledGraph<S> {
         self
     }
 
+    /// The graph's input schema (LangGraph's `input_schema`), if it narrows the state.
+    pub fn input_schema(&self) -> Option<&crate::graph::IoSchema> {
+        self.io.input.as_ref()
+    }
+
+    /// The graph's output schema (LangGraph's `output_schema`), if it narrows the state.
+    pub fn output_schema(&self) -> Option<&crate::graph::IoSchema> {
+        self.io.output.as_ref()
+    }
+
     /// The node cache, if one is attached.
     pub fn cache(&self) -> Option<&Arc<dyn Cache>> {
         self.cache.as_ref()
@@ -378,6 +392,23 @@ impl<S: State> CompiledGraph<S> {
     }
 
     /// The state keys' current values.
+    /// Whether `key` is part of the graph's output (its output schema, else its state): the
+    /// keys `invoke_values` returns. (Streams show the whole state, as LangGraph's do.)
+    pub(crate) fn is_output(&self, key: &str) -> bool {
+        match &self.io.output {
+            Some(o) => o.keys.iter().any(|k| k == key),
+            None => self.schema.contains(key),
+        }
+    }
+
+    /// Whether the graph's input takes `key` (its input schema, else its state).
+    pub(crate) fn is_input(&self, key: &str) -> bool {
+        match &self.io.input {
+            Some(i) => i.keys.iter().any(|k| k == key),
+            None => true,
+        }
+    }
+
     pub(crate) fn read_values(&self, channels: &impl step::ChannelRead) -> Values {
         // Inserted one by one: collecting would buffer and sort them first.
         let mut values = Values::new();

@@ -128,6 +128,8 @@ pub struct StateGraph<S: State> {
     deferred: BTreeSet<String>,
     /// Store every append-style reducer key as deltas, with this snapshot frequency.
     delta_storage: Option<u32>,
+    /// The input and output schemas, where not the whole state.
+    io: InputOutput,
 }
 
 impl<S: State> Default for StateGraph<S> {
@@ -155,6 +157,7 @@ impl<S: State> StateGraph<S> {
             defaults: NodeDefaults::default(),
             deferred: BTreeSet::new(),
             delta_storage: None,
+            io: InputOutput::default(),
         }
     }
 
@@ -456,18 +459,16 @@ impl<S: State> StateGraph<S> {
                 function: "",
             },
         );
-        Ok(CompiledGraph::new(
-            self.schema.clone(),
-            channels,
-            pregel,
-            edges,
-        ))
+        let mut graph = CompiledGraph::new(self.schema.clone(), channels, pregel, edges);
+        graph.io = Arc::new(self.io.clone());
+        Ok(graph)
     }
 }
 
 mod options;
 mod validate;
-pub use options::NodeDefaults;
+pub(crate) use options::InputOutput;
+pub use options::{IoSchema, NodeDefaults};
 
 /// The trigger channel of a node.
 pub(crate) fn branch_channel(node: &str) -> String {

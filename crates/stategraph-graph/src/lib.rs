@@ -72,7 +72,7 @@ pub use config::{
     StateSnapshot,
 };
 pub use error::{GraphError, NodeError, NodeErrorSource};
-pub use graph::{ConditionalEdges, END, NodeDefaults, PathMapEntry, START, StateGraph};
+pub use graph::{ConditionalEdges, END, IoSchema, NodeDefaults, PathMapEntry, START, StateGraph};
 pub use interrupt::{Interrupt, Resume};
 pub use messages::REMOVE_ALL_MESSAGES;
 pub use node::{Command, Goto, NodeContext, NodeFuture, NodeOutput, RunCommand, Send};

@@ -132,6 +132,11 @@ pub(crate) trait ServedGraph: Send + Sync {
     /// The state type's JSON Schema, when it has one ([`State::json_schema`]).
     fn json_schema(&self) -> Option<Json>;
 
+    /// The graph's input and output schemas where they narrow its state
+    /// ([`CompiledGraph::input_schema`], [`CompiledGraph::output_schema`]): each its JSON
+    /// Schema, or its keys.
+    fn io_schemas(&self) -> [Option<(Vec<String>, Option<Json>)>; 2];
+
     fn subgraph_nodes(&self) -> Vec<(String, Vec<String>)>;
 }
 
@@ -200,6 +205,11 @@ impl<S: State> ServedGraph for CompiledGraph<S> {
 
     fn json_schema(&self) -> Option<Json> {
         S::json_schema()
+    }
+
+    fn io_schemas(&self) -> [Option<(Vec<String>, Option<Json>)>; 2] {
+        [self.input_schema(), self.output_schema()]
+            .map(|io| io.map(|io| (io.key_names().to_vec(), io.json_schema().cloned())))
     }
 
     fn subgraph_nodes(&self) -> Vec<(String, Vec<String>)> {

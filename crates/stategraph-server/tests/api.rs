@@ -10,7 +10,7 @@ use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use serde_json::{Value as Json, json};
 use stategraph_checkpoint::{CheckpointSaver, InMemorySaver, ListOptions, Map, value};
-use stategraph_graph::{DynState, END, NodeError, Reducer, START, Schema, StateGraph};
+use stategraph_graph::{DynState, END, IoSchema, NodeError, Reducer, START, Schema, StateGraph};
 use stategraph_server::{NAMESPACE_ROOT, Server};
 use stategraph_store::{InMemoryStore, Store};
 use tower::ServiceExt;
@@ -1272,6 +1272,38 @@ async fn assistant_updates_make_versions() {
     )
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// A graph's input and output schemas are its assistant's: their keys (or their JSON Schema),
+/// the state schema staying the whole state.
+#[tokio::test]
+async fn assistant_schemas_follow_input_and_output_schemas() {
+    let schema = Schema::new()
+        .last_value("question")
+        .last_value("notes")
+        .last_value("answer");
+    let mut g = StateGraph::<DynState>::with_schema(schema);
+    g.add_node("reply", |_s, _c| async { Ok(Map::new()) });
+    g.add_edge(START, "reply")
+        .set_input_schema(IoSchema::keys(["question"]))
+        .set_output_schema(IoSchema::keys(["answer"]));
+    let app = Server::builder()
+        .graph("io", g.compile().unwrap())
+        .checkpointer(Arc::new(InMemorySaver::new()))
+        .build()
+        .unwrap()
+        .router();
+    let uri = format!("/assistants/{}/schemas", assistant_of("io"));
+    let (status, s) = json_call(&app, Method::GET, &uri, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let object = |keys: &[&str]| {
+        let properties: serde_json::Map<String, Json> =
+            keys.iter().map(|k| ((*k).to_owned(), json!({}))).collect();
+        json!({"type": "object", "properties": properties})
+    };
+    assert_eq!(s["input_schema"], object(&["question"]));
+    assert_eq!(s["output_schema"], object(&["answer"]));
+    assert_eq!(s["state_schema"], object(&["question", "notes", "answer"]));
 }
 
 #[tokio::test]

@@ -151,11 +151,11 @@ pub use stategraph_graph::functional;
 pub use stategraph_graph::stream;
 pub use stategraph_graph::{
     AsNode, CachePolicy, ChannelRepair, ChannelSpec, Command, CompiledGraph, ConditionalEdges,
-    Durability, DynState, END, GraphError, HistoryOptions, Interrupt, Managed, NodeContext,
-    NodeDefaults, NodeError, NodeOutput, NodeTimeoutError, Overwrite, PathMapEntry, PregelTask,
-    Reducer, RefreshOn, RepairPlan, Resume, RetryPolicies, RetryPolicy, RunCommand, RunConfig,
-    RunStream, START, Schema, StateGraph, StateSnapshot, StateUpdate, StreamEvent, StreamMode,
-    TimeoutPolicy, UpdatesEvent, Values,
+    Durability, DynState, END, GraphError, GraphOutput, HistoryOptions, Interrupt, IoSchema,
+    Managed, NodeContext, NodeDefaults, NodeError, NodeOutput, NodeTimeoutError, Overwrite,
+    PathMapEntry, PregelTask, Reducer, RefreshOn, RepairPlan, Resume, RetryPolicies, RetryPolicy,
+    RunCommand, RunConfig, RunStream, START, Schema, StateGraph, StateSnapshot, StateUpdate,
+    StreamEvent, StreamMode, TimeoutPolicy, UpdatesEvent, Values,
 };
 #[cfg(feature = "mongodb")]
 pub use stategraph_mongodb::{MongoConfig, MongoSaver};

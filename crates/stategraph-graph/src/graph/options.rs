@@ -130,6 +130,43 @@ impl<S: State> StateGraph<S> {
         self
     }
 
+    /// Narrows what the graph takes as input to `schema`'s keys (LangGraph's
+    /// `StateGraph(State, input_schema=…)`): an input's other keys are dropped, as LangGraph
+    /// drops them. Its keys must be state keys.
+    pub fn set_input_schema(&mut self, schema: IoSchema) -> &mut Self {
+        self.io.input = Some(schema);
+        self
+    }
+
+    /// Narrows what the graph gives back to `schema`'s keys (LangGraph's `output_schema=`):
+    /// `invoke_values` (and the final values of a stream) hold only these keys; the state
+    /// itself, its snapshots, the streamed `values` and `updates` (as LangGraph's `stream`
+    /// shows them) and the typed [`invoke`](crate::CompiledGraph::invoke) keep every key. Its
+    /// keys must be state keys.
+    ///
+    /// ```
+    /// use stategraph_checkpoint::{Map, value};
+    /// use stategraph_graph::{DynState, IoSchema, RunConfig, START, Schema, StateGraph};
+    ///
+    /// # tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
+    /// let schema = Schema::new().last_value("question").last_value("notes").last_value("answer");
+    /// let mut g = StateGraph::<DynState>::with_schema(schema);
+    /// g.add_node("reply", |_s, _ctx| async {
+    ///     Ok(Map::from_iter([("notes", value!("thought hard")), ("answer", value!(42))]))
+    /// });
+    /// g.add_edge(START, "reply");
+    /// g.set_input_schema(IoSchema::keys(["question"]));
+    /// g.set_output_schema(IoSchema::keys(["answer"]));
+    /// let input = Map::from_iter([("question", value!("?")), ("notes", value!("ignored"))]);
+    /// let out = g.compile()?.invoke_values(input, RunConfig::default()).await?;
+    /// assert_eq!(out.keys().collect::<Vec<_>>(), ["answer"]);
+    /// # Ok::<(), stategraph_graph::GraphError>(()) }).unwrap();
+    /// ```
+    pub fn set_output_schema(&mut self, schema: IoSchema) -> &mut Self {
+        self.io.output = Some(schema);
+        self
+    }
+
     /// Defers `node` until the run is about to end (LangGraph's `add_node(..., defer=True)`):
     /// triggered by its edges as usual, it runs only once no other node would run — the
     /// join of branches of uneven length runs once, after the longest. Its edge and join
@@ -156,6 +193,54 @@ impl<S: State> StateGraph<S> {
         self.deferred.insert(node.into());
         self
     }
+}
+
+/// An input or output schema of a graph (LangGraph's `input_schema=` / `output_schema=`): the
+/// state keys it has, and its JSON Schema when known (served as the assistant's schema).
+#[derive(Clone, Debug, PartialEq)]
+pub struct IoSchema {
+    pub(crate) keys: Vec<String>,
+    pub(crate) json_schema: Option<serde_json::Value>,
+}
+
+impl IoSchema {
+    /// The keys of state type `T` (a `#[derive(State)]` struct naming a subset of the
+    /// graph's keys), with `T`'s JSON Schema when it derives `schemars::JsonSchema`.
+    pub fn of<T: State>() -> Self {
+        Self {
+            keys: T::schema().keys().map(str::to_owned).collect(),
+            json_schema: T::json_schema(),
+        }
+    }
+
+    /// These keys, their types unknown.
+    pub fn keys<I, K>(keys: I) -> Self
+    where
+        I: IntoIterator<Item = K>,
+        K: Into<String>,
+    {
+        Self {
+            keys: keys.into_iter().map(Into::into).collect(),
+            json_schema: None,
+        }
+    }
+
+    /// The schema's keys.
+    pub fn key_names(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// Its JSON Schema, if known.
+    pub fn json_schema(&self) -> Option<&serde_json::Value> {
+        self.json_schema.as_ref()
+    }
+}
+
+/// A graph's input and output schemas, where they are not its whole state.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct InputOutput {
+    pub(crate) input: Option<IoSchema>,
+    pub(crate) output: Option<IoSchema>,
 }
 
 /// Policies every node of a graph gets unless it sets its own

@@ -144,6 +144,36 @@ impl<S: State> StateGraph<S> {
                 "node `{n}` can never run: no edge from START leads to it"
             ));
         }
+        for (what, schema) in [("input", &self.io.input), ("output", &self.io.output)] {
+            let mut keys = schema.iter().flat_map(|s| s.keys.iter());
+            if let Some(k) = keys.find(|k| !self.schema.contains(k)) {
+                return invalid(format!(
+                    "the {what} schema's key `{k}` is not a key of the graph's state"
+                ));
+            }
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{DynState, GraphError, IoSchema, START, Schema, StateGraph};
+
+    #[test]
+    fn io_schema_keys_must_be_state_keys() {
+        let mut g = StateGraph::<DynState>::with_schema(Schema::new().last_value("a"));
+        g.add_node("n", |_s, _c| async {
+            Ok(stategraph_checkpoint::Map::new())
+        });
+        g.add_edge(START, "n")
+            .set_output_schema(IoSchema::keys(["a", "b"]));
+        let Err(GraphError::InvalidGraph(message)) = g.compile() else {
+            panic!("compiled with an unknown output key")
+        };
+        assert_eq!(
+            message,
+            "the output schema's key `b` is not a key of the graph's state"
+        );
     }
 }

@@ -92,9 +92,10 @@ pub(crate) struct RunOutcome<S> {
 }
 
 impl<S> RunOutcome<S> {
-    /// The values, plus `__interrupt__` when the run stopped on interrupts (as LangGraph's
-    /// invoke output has it).
-    pub(crate) fn into_values(mut self) -> Values {
+    /// The values of the keys `keep` keeps (the graph's output), plus `__interrupt__` when
+    /// the run stopped on interrupts (as LangGraph's invoke output has it).
+    pub(crate) fn into_values(mut self, keep: impl Fn(&str) -> bool) -> Values {
+        self.values.retain(|k, _| keep(k));
         if !self.interrupts.is_empty() {
             self.values.insert(
                 reserved::INTERRUPT.to_owned(),
@@ -139,7 +140,10 @@ impl<S: State> CompiledGraph<S> {
     ) -> Result<Values, GraphError> {
         let mut setup = self.input_setup(Some(input))?;
         setup.typed_output = false;
-        Ok(self.run_with(config, setup).await?.into_values())
+        Ok(self
+            .run_with(config, setup)
+            .await?
+            .into_values(|k| self.is_output(k)))
     }
 
     /// [`continue_run`](Self::continue_run), returning LangGraph's output as
@@ -147,7 +151,10 @@ impl<S: State> CompiledGraph<S> {
     pub async fn continue_values(&self, config: RunConfig) -> Result<Values, GraphError> {
         let mut setup = self.input_setup(None)?;
         setup.typed_output = false;
-        Ok(self.run_with(config, setup).await?.into_values())
+        Ok(self
+            .run_with(config, setup)
+            .await?
+            .into_values(|k| self.is_output(k)))
     }
 
     fn input_setup(&self, input: Option<S::Update>) -> Result<RunSetup, GraphError> {
@@ -222,7 +229,10 @@ impl<S: State> CompiledGraph<S> {
         config: RunConfig,
     ) -> Result<Values, GraphError> {
         let setup = self.command_setup(command, Self::typed_writes)?;
-        Ok(self.run_with(config, setup).await?.into_values())
+        Ok(self
+            .run_with(config, setup)
+            .await?
+            .into_values(|k| self.is_output(k)))
     }
 
     /// [`invoke_command`](Self::invoke_command), streaming events as

@@ -68,7 +68,10 @@ impl<S: State> Run<'_, S> {
         let mut writes = Vec::new();
         if let Some(Value::Map(input)) = self.channels.get(START).and_then(|c| c.get()) {
             for (k, v) in input {
-                if let Value::Str(k) = k {
+                // An input schema narrows what the input writes (LangGraph drops the rest).
+                if let Value::Str(k) = k
+                    && self.graph.is_input(&k)
+                {
                     writes.push((k.to_string(), v));
                 }
             }

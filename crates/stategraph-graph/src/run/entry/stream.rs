@@ -137,7 +137,7 @@ impl<S: State> CompiledGraph<S> {
                 let outcome = graph.run_with(config, setup).await?;
                 let complete = outcome.complete;
                 Ok(crate::stream::RunEnd {
-                    values: outcome.into_values(),
+                    values: outcome.into_values(|k| graph.is_output(k)),
                     complete,
                 })
             })

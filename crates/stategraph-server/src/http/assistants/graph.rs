@@ -100,11 +100,20 @@ pub(super) fn object_schema(keys: &[String]) -> Json_ {
     json!({ "type": "object", "properties": properties })
 }
 
-/// The schemas of `graph` under LangGraph's keys: its state type's JSON Schema (for input,
-/// output and state: a graph takes and gives its whole state) when the type has one, else
-/// an object of its channels, their types unknown.
+/// The schemas of `graph` under LangGraph's keys: its state type's JSON Schema when the type
+/// has one, else an object of its channels, their types unknown; for input and output, the
+/// graph's input and output schemas where it has them (each its JSON Schema, else an object
+/// of its keys), else the state's.
 pub(super) fn schemas_of(graph: &dyn ServedGraph) -> Json_ {
-    schemas_json(state_schema(graph))
+    let state = state_schema(graph);
+    let mut out = schemas_json(state);
+    let [input, output] = graph.io_schemas();
+    for (key, io) in [("input_schema", input), ("output_schema", output)] {
+        if let (Some((keys, json)), Json_::Object(o)) = (io, &mut out) {
+            o.insert(key.into(), json.unwrap_or_else(|| object_schema(&keys)));
+        }
+    }
+    out
 }
 
 /// The JSON Schema of `graph`'s state: its type's own when it has one, else an object of its
