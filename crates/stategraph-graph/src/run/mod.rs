@@ -248,14 +248,6 @@ impl<S: State> Run<'_, S> {
                 .filter(|t| !t.writes.is_empty())
                 .map(|t| t.id.clone())
                 .collect();
-            // As LangGraph 1.2, the writes a task saved on an earlier try of the step are
-            // streamed again, marked cached.
-            for task in tasks.iter().filter(|t| reused.contains(&t.id)) {
-                self.announce_cached(task, &task.writes);
-            }
-            if self.graph.cache.is_some() {
-                self.match_cached(&mut tasks).await?;
-            }
             let before = self
                 .config
                 .interrupt_before
@@ -263,6 +255,17 @@ impl<S: State> Run<'_, S> {
                 .unwrap_or(&self.graph.interrupt_before);
             if should_interrupt(&self.checkpoint, before, &tasks) {
                 return Ok(());
+            }
+            // As LangGraph 1.2 (once past `interrupt_before`), the writes a task saved on an
+            // earlier try of the step are streamed again, marked cached; then the node cache
+            // answers the tasks it can.
+            if !reused.is_empty() {
+                for task in tasks.iter().filter(|t| reused.contains(&t.id)) {
+                    self.announce_cached(task, &task.writes);
+                }
+            }
+            if self.graph.cache.is_some() {
+                self.match_cached(&mut tasks).await?;
             }
             // The step's span covers its awaits (its tasks, its save); without a subscriber
             // they are awaited as they are.
