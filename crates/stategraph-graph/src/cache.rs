@@ -15,7 +15,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use stategraph_checkpoint::cache::CacheKey;
+use stategraph_checkpoint::cache::{Cache, CacheEntry, CacheKey};
 use stategraph_checkpoint::{Map, Value};
 use stategraph_value::{Ext, ExtCode};
 
@@ -196,7 +196,51 @@ pub(crate) fn writes_from_value(value: &Value) -> Option<Vec<(String, Value)>> {
         .collect()
 }
 
-/// A node's input as its cache key function sees it: the values it reads, as a map.
+/// The writes `cache` holds under each of `keys` that it has: a cache that cannot be read
+/// answers nothing (logged and counted), and an entry that is not a list of writes is left
+/// out (logged), so the tasks run.
+pub(crate) async fn cached_writes(
+    cache: &dyn Cache,
+    keys: &[CacheKey],
+) -> Vec<(CacheKey, Vec<(String, Value)>)> {
+    let found = match cache.get(keys).await {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!(error = %e, "the node cache could not be read; running the tasks");
+            metrics::counter!("stategraph_cache_errors_total", "op" => "get").increment(1);
+            return Vec::new();
+        }
+    };
+    found
+        .into_iter()
+        .filter_map(|(key, value)| match writes_from_value(&value) {
+            Some(writes) => Some((key, writes)),
+            None => {
+                tracing::warn!(namespace = ?key.ns, key = %key.key, "a cache entry is not a list of writes; running the task");
+                None
+            }
+        })
+        .collect()
+}
+
+/// Leaves task `name`'s `writes` in `cache` under `key` for `ttl`; a failure is logged and
+/// counted, never the run's.
+pub(crate) async fn keep_writes(
+    cache: &dyn Cache,
+    key: CacheKey,
+    ttl: Option<Duration>,
+    writes: &[(String, Value)],
+    name: &str,
+) {
+    let entry = CacheEntry::new(key, writes_value(writes), ttl);
+    if let Err(e) = cache.set(vec![entry]).await {
+        tracing::warn!(error = %e, task = name, "the node cache could not be written");
+        metrics::counter!("stategraph_cache_errors_total", "op" => "set").increment(1);
+    }
+}
+
+/// A node's input as its cache key function (and the `tasks` stream) sees it: the values it
+/// reads, as a map.
 pub(crate) fn input_map(values: &crate::state::Values) -> Value {
     Value::Map(
         values

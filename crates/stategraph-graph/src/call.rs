@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use stategraph_checkpoint::cache::{Cache, CacheEntry};
+use stategraph_checkpoint::cache::Cache;
 use stategraph_checkpoint::{Value, channels as reserved};
 use tokio::sync::oneshot;
 
@@ -378,32 +378,19 @@ pub(crate) fn call(ctx: &NodeContext, callee: Callee<'_>, input: Value) -> CallF
         }
         if let (Ok(v), Some((cache, key, ttl))) = (&outcome, cached) {
             let writes = [(RETURN.to_owned(), v.clone())];
-            let entry = CacheEntry::new(key, crate::cache::writes_value(&writes), ttl);
-            if let Err(e) = cache.set(vec![entry]).await {
-                tracing::warn!(error = %e, task = %child.node, "the node cache could not be written");
-                metrics::counter!("stategraph_cache_errors_total", "op" => "set").increment(1);
-            }
+            crate::cache::keep_writes(cache.as_ref(), key, ttl, &writes, &child.node).await;
         }
         outcome
     }))
 }
 
-/// The result a cached call returned, if the cache holds one (a cache that cannot be read is
-/// a miss, logged).
+/// The result a cached call returned, if the cache holds one.
 async fn cached_return(
     cache: &dyn Cache,
     key: &stategraph_checkpoint::cache::CacheKey,
 ) -> Option<Value> {
-    let found = match cache.get(std::slice::from_ref(key)).await {
-        Ok(found) => found,
-        Err(e) => {
-            tracing::warn!(error = %e, "the node cache could not be read; running the task");
-            metrics::counter!("stategraph_cache_errors_total", "op" => "get").increment(1);
-            return None;
-        }
-    };
-    let (_, value) = found.into_iter().next()?;
-    let writes = crate::cache::writes_from_value(&value)?;
+    let found = crate::cache::cached_writes(cache, std::slice::from_ref(key)).await;
+    let (_, writes) = found.into_iter().next()?;
     let value = writes.into_iter().find(|(c, _)| c == RETURN)?.1;
     metrics::counter!("stategraph_cache_hits_total").increment(1);
     Some(value)

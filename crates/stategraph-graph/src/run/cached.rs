@@ -9,10 +9,10 @@
 use std::time::Duration;
 
 use stategraph_checkpoint::Value;
-use stategraph_checkpoint::cache::{CacheEntry, CacheKey};
+use stategraph_checkpoint::cache::CacheKey;
 
 use super::Run;
-use crate::cache::{input_map, writes_from_value, writes_value};
+use crate::cache::{cached_writes, input_map, keep_writes};
 use crate::error::GraphError;
 use crate::state::State;
 use crate::step::Task;
@@ -70,19 +70,7 @@ impl<S: State> Run<'_, S> {
             return Ok(());
         }
         let keys: Vec<CacheKey> = asked.iter().map(|(_, k)| k.clone()).collect();
-        let found = match cache.get(&keys).await {
-            Ok(found) => found,
-            Err(e) => {
-                tracing::warn!(error = %e, "the node cache could not be read; running the nodes");
-                metrics::counter!("stategraph_cache_errors_total", "op" => "get").increment(1);
-                return Ok(());
-            }
-        };
-        for (key, value) in found {
-            let Some(writes) = writes_from_value(&value) else {
-                tracing::warn!(namespace = ?key.ns, key = %key.key, "a cache entry is not a list of writes; running the node");
-                continue;
-            };
+        for (key, writes) in cached_writes(cache.as_ref(), &keys).await {
             for (i, _) in asked.iter().filter(|(_, k)| *k == key) {
                 let Some(task) = tasks.get_mut(*i) else {
                     continue;
@@ -131,10 +119,6 @@ impl<S: State> Run<'_, S> {
         else {
             return;
         };
-        let entry = CacheEntry::new(key, writes_value(writes), ttl);
-        if let Err(e) = cache.set(vec![entry]).await {
-            tracing::warn!(error = %e, node = %task.name, "the node cache could not be written");
-            metrics::counter!("stategraph_cache_errors_total", "op" => "set").increment(1);
-        }
+        keep_writes(cache.as_ref(), key, ttl, writes, &task.name).await;
     }
 }

@@ -70,20 +70,22 @@ impl<S: State> Run<'_, S> {
         // A failed task has no update to report (LangGraph leaves it out of `updates`); its
         // `tasks` result carries the error.
         let failed = writes.first().is_some_and(|(c, _)| c == reserved::ERROR);
-        e.emit_if(!failed, StreamMode::Updates, || {
-            StreamEvent::Updates(match returned {
-                Some(value) => UpdatesEvent::Returned {
-                    node: task.name.clone(),
-                    value,
-                    cached: false,
-                },
-                None => UpdatesEvent::Node {
-                    node: task.name.clone(),
-                    update: (!result.is_empty()).then(|| result.clone()),
-                    cached: false,
-                },
-            })
-        });
+        if !failed {
+            e.emit(StreamMode::Updates, || {
+                StreamEvent::Updates(match returned {
+                    Some(value) => UpdatesEvent::Returned {
+                        node: task.name.clone(),
+                        value,
+                        cached: false,
+                    },
+                    None => UpdatesEvent::Node {
+                        node: task.name.clone(),
+                        update: (!result.is_empty()).then(|| result.clone()),
+                        cached: false,
+                    },
+                })
+            });
+        }
         if !failed && e.wants(StreamMode::Messages) {
             self.announce_messages(task, &result);
         }

@@ -175,12 +175,7 @@ impl<S: State> Run<'_, S> {
                     input: match &ctx.input {
                         // An entrypoint is given its argument.
                         Some(input) => input.clone(),
-                        None => Value::Map(
-                            ctx.values
-                                .iter()
-                                .map(|(k, v)| (k.clone(), v.clone()))
-                                .collect(),
-                        ),
+                        None => crate::cache::input_map(&ctx.values),
                     },
                     triggers: task.triggers.to_vec(),
                     metadata: self.task_start_metadata(),

@@ -100,13 +100,6 @@ impl Emitter {
         }
     }
 
-    /// [`emit`](Self::emit) when `cond` holds.
-    pub(crate) fn emit_if(&self, cond: bool, mode: StreamMode, event: impl FnOnce() -> Raw) {
-        if cond {
-            self.emit(mode, event);
-        }
-    }
-
     /// The emitter for a subgraph run in namespace `checkpoint_ns`, if subgraph events are
     /// streamed.
     pub(crate) fn nested(&self, checkpoint_ns: &str) -> Option<Emitter> {
