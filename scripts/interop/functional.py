@@ -35,6 +35,10 @@ ones, with the same names):
 - `pair`: a StateGraph START → a, b (in parallel) over `done` (operator.add); `b` raises
   ConnectionError on its first run (counted in FUNC_LOG), so the step fails after `a`
   finished, and continuing the thread runs only `b`.
+- `handled` / `handled_flaky`: a StateGraph START → a, b (in parallel) over `done`, where `a`
+  raises ValueError and has an error handler that writes `handled a` and goes to `fallback`;
+  in `handled_flaky` the handler raises ConnectionError on its first run, so the run fails
+  and continuing it runs the handler again (never `a`).
 The two timeout workflows run on LangGraph's async savers (timeouts need async nodes).
 Every task appends its name to the file FUNC_LOG names, if set (the side effects a test
 counts).
@@ -59,6 +63,7 @@ import sys
 from typing import Annotated, Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.errors import NodeError
 from langgraph.func import entrypoint, task
 from langgraph.graph import START, StateGraph
 from langgraph.types import CachePolicy, Command, RetryPolicy, interrupt
@@ -193,6 +198,30 @@ def pair_node(name):
     return run
 
 
+def plain(name):
+    def run(s):
+        log(name)
+        return {"done": [name]}
+
+    return run
+
+
+def broken(s):
+    log("a")
+    raise ValueError("a broke")
+
+
+def handler_of(flaky):
+    def handler(s: Pair, error: NodeError):
+        first = "handler" not in ran()
+        log("handler")
+        if flaky and first:
+            raise ConnectionError("handler flaked")
+        return Command(update={"done": [f"handled {error.node}"]}, goto="fallback")
+
+    return handler
+
+
 class IoIn(TypedDict):
     question: str
 
@@ -292,6 +321,13 @@ def build(name, saver):
             g.add_node(n, pair_node(n))
         # One branch to both: two plain edges' writes are ordered by a set, which differs
         # between processes.
+        g.add_conditional_edges(START, lambda s: ["a", "b"], ["a", "b"])
+        return g.compile(checkpointer=saver)
+    elif name in ("handled", "handled_flaky"):
+        g = StateGraph(Pair)
+        g.add_node("a", broken, error_handler=handler_of(name == "handled_flaky"))
+        g.add_node("b", plain("b"))
+        g.add_node("fallback", plain("fallback"))
         g.add_conditional_edges(START, lambda s: ["a", "b"], ["a", "b"])
         return g.compile(checkpointer=saver)
     elif name == "task_cache":

@@ -298,6 +298,7 @@ pub(crate) fn call(ctx: &NodeContext, callee: Callee<'_>, input: Value) -> CallF
         input: None,
         previous: None,
         progress: None,
+        failure: None,
     };
     if !scope.send(CallEvent::Started {
         task: task.clone(),

@@ -41,6 +41,8 @@ pub(crate) struct PregelNode<S: State> {
     /// An entrypoint: reads what the run wrote to `__start__` (and `__previous__`), and
     /// returns one value (its `__end__` write).
     pub(crate) entrypoint: bool,
+    /// The error handler node its failures go to, if any.
+    pub(crate) error_handler: Option<String>,
 }
 
 /// Reads a subgraph's state, whatever its state type.

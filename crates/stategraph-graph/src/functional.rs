@@ -361,6 +361,7 @@ where
         subgraph: None,
         attempts: Attempts::default(),
         entrypoint: true,
+        error_handler: None,
         function: std::any::type_name::<F>(),
     };
     let channels = vec![

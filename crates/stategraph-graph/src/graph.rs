@@ -130,6 +130,10 @@ pub struct StateGraph<S: State> {
     delta_storage: Option<u32>,
     /// The input and output schemas, where not the whole state.
     io: InputOutput,
+    /// Each node's own error handler: (the node, the handler node).
+    handlers: Vec<(String, NodeDecl<S>)>,
+    /// The handler of nodes without their own.
+    default_handler: Option<NodeDecl<S>>,
 }
 
 impl<S: State> Default for StateGraph<S> {
@@ -158,6 +162,8 @@ impl<S: State> StateGraph<S> {
             deferred: BTreeSet::new(),
             delta_storage: None,
             io: InputOutput::default(),
+            handlers: Vec::new(),
+            default_handler: None,
         }
     }
 
@@ -354,7 +360,9 @@ impl<S: State> StateGraph<S> {
 
     /// Validates the graph and builds its channels and Pregel nodes.
     pub fn compile(&self) -> Result<CompiledGraph<S>, GraphError> {
-        let names: Vec<&str> = self.nodes.iter().map(|n| n.name.as_str()).collect();
+        // Error handlers are nodes too (edges may leave them), run only for failures.
+        let decls: Vec<&NodeDecl<S>> = self.nodes.iter().chain(self.handler_decls()).collect();
+        let names: Vec<&str> = decls.iter().map(|n| n.name.as_str()).collect();
         let known: BTreeSet<&str> = names.iter().copied().collect();
         self.validate(&names, &known)?;
 
@@ -371,13 +379,23 @@ impl<S: State> StateGraph<S> {
         channels.push((START.to_owned(), ChannelSpec::Ephemeral { guard: true }));
         let mut pregel: Vec<PregelNode<S>> = Vec::new();
         let mut edges: HashMap<String, Edges<S>> = HashMap::new();
+        // Handlers get the defaults' retries and timeouts, never their cache.
+        let handler_defaults = NodeDefaults {
+            cache: None,
+            ..self.defaults.clone()
+        };
         for NodeDecl {
             name,
             run: f,
             view,
             function,
-        } in &self.nodes
+        } in decls
         {
+            let defaults = if self.is_handler(name) {
+                &handler_defaults
+            } else {
+                &self.defaults
+            };
             channels.push((
                 branch_channel(name),
                 if self.deferred.contains(name) {
@@ -397,9 +415,10 @@ impl<S: State> StateGraph<S> {
                     .get(name)
                     .cloned()
                     .unwrap_or_default()
-                    .or(&self.defaults),
+                    .or(defaults),
                 entrypoint: false,
                 function,
+                error_handler: self.handler_of(name).map(str::to_owned),
             });
         }
         for (from, to) in &self.edges {
@@ -457,6 +476,7 @@ impl<S: State> StateGraph<S> {
                 attempts: crate::attempts::Attempts::default(),
                 entrypoint: false,
                 function: "",
+                error_handler: None,
             },
         );
         let mut graph = CompiledGraph::new(self.schema.clone(), channels, pregel, edges);
@@ -465,6 +485,7 @@ impl<S: State> StateGraph<S> {
     }
 }
 
+mod handlers;
 mod options;
 mod validate;
 pub(crate) use options::InputOutput;

@@ -46,6 +46,7 @@ mod delta;
 mod error;
 pub mod functional;
 mod graph;
+mod handler;
 mod head;
 pub mod inspect;
 mod interrupt;
@@ -73,6 +74,7 @@ pub use config::{
 };
 pub use error::{GraphError, NodeError, NodeErrorSource};
 pub use graph::{ConditionalEdges, END, IoSchema, NodeDefaults, PathMapEntry, START, StateGraph};
+pub use handler::{DEFAULT_ERROR_HANDLER, NodeFailure, error_handler_node};
 pub use interrupt::{Interrupt, Resume};
 pub use messages::REMOVE_ALL_MESSAGES;
 pub use node::{Command, Goto, NodeContext, NodeFuture, NodeOutput, RunCommand, Send};

@@ -172,6 +172,8 @@ pub struct NodeContext {
     pub(crate) previous: Option<stategraph_checkpoint::Value>,
     /// The progress clock of this try's idle timeout, if it has one.
     pub(crate) progress: Option<Arc<crate::timeout::Progress>>,
+    /// In an error handler, the failure it handles.
+    pub(crate) failure: Option<Arc<crate::handler::NodeFailure>>,
 }
 
 impl NodeContext {

@@ -76,6 +76,51 @@ fn pair_graph(saver: Arc<dyn CheckpointSaver>, log: &Log) -> Flow {
     Flow::Pair(g.compile().unwrap().with_checkpointer(saver))
 }
 
+/// `functional.py`'s `handled` graph: START → a, b; `a` fails and its error handler writes
+/// `handled a` and goes to `fallback`; `flaky`: the handler fails its first run.
+fn handled_graph(saver: Arc<dyn CheckpointSaver>, log: &Log, flaky: bool) -> Flow {
+    let mut g = StateGraph::<PairState>::new();
+    for name in ["a", "b", "fallback"] {
+        let log = Arc::clone(log);
+        g.add_node(name, move |_s, _ctx| {
+            log.lock().unwrap().push(name.to_owned());
+            async move {
+                if name == "a" {
+                    return Err(NodeError::from_repr("ValueError('a broke')"));
+                }
+                Ok(PairStateUpdate::default().done([name]))
+            }
+        });
+    }
+    g.add_conditional_edges(START, |_s| {
+        Ok(vec![
+            stategraph::graph::Goto::Node("a".into()),
+            stategraph::graph::Goto::Node("b".into()),
+        ])
+    });
+    let log = Arc::clone(log);
+    g.set_error_handler("a", move |_s, ctx| {
+        let first = {
+            let mut log = log.lock().unwrap();
+            let first = !log.iter().any(|n| n == "handler");
+            log.push("handler".to_owned());
+            first
+        };
+        let failure = ctx.node_failure().cloned().unwrap();
+        async move {
+            if flaky && first {
+                return Err(NodeError::from_repr("ConnectionError('handler flaked')"));
+            }
+            Ok(NodeOutput::Command(Command::update_and_goto(
+                PairStateUpdate::default().done([format!("handled {}", failure.node)]),
+                ["fallback"],
+            )))
+        }
+    });
+    g.add_destinations(stategraph::graph::error_handler_node("a"), ["fallback"]);
+    Flow::Pair(g.compile().unwrap().with_checkpointer(saver))
+}
+
 fn logged<I, O, F>(log: &Log, name: &'static str, f: F) -> stategraph::functional::Task<I, O>
 where
     I: serde::de::DeserializeOwned + serde::Serialize + std::marker::Send + 'static,
@@ -220,6 +265,8 @@ fn flow(name: &str, saver: Arc<dyn CheckpointSaver>, log: &Log) -> Flow {
             ))
         }),
         "pair" => return pair_graph(saver, log),
+        "handled" => return handled_graph(saver, log, false),
+        "handled_flaky" => return handled_graph(saver, log, true),
         "node" => {
             let mut g = StateGraph::<NodeState>::new();
             g.add_node("work", move |s, ctx| {
@@ -390,6 +437,10 @@ fn python_env(
     env: &[(&str, &str)],
 ) -> Json {
     let file = tempfile::NamedTempFile::new().unwrap();
+    // Python's nodes see what ran before, on either side (a flaky node fails only once).
+    let before: Vec<String> = log.lock().unwrap().clone();
+    let seed: String = before.iter().map(|n| format!("{n}\n")).collect();
+    std::fs::write(file.path(), seed).unwrap();
     let out = std::process::Command::new(stategraph_testkit::python::python_interpreter())
         .arg(stategraph_testkit::python::repo_root().join("scripts/interop/functional.py"))
         .args([db, workflow, thread])
@@ -404,7 +455,9 @@ fn python_env(
         String::from_utf8_lossy(&out.stderr)
     );
     let ran = std::fs::read_to_string(file.path()).unwrap();
-    log.lock().unwrap().extend(ran.lines().map(str::to_owned));
+    log.lock()
+        .unwrap()
+        .extend(ran.lines().skip(before.len()).map(str::to_owned));
     serde_json::from_slice(&out.stdout).expect("functional.py printed no JSON")
 }
 
@@ -502,6 +555,10 @@ const CASES: &[(&str, &[&str])] = &[
     ("task_hitl", &["stream:3", "stream_resume:\"yes\""]),
     // The continued step streams `a`'s saved update again, marked cached (LangGraph 1.2).
     ("pair", &["stream:{}", "stream_continue:null"]),
+    // `a` fails and is handed to its error handler, which routes to `fallback`.
+    ("handled", &["stream:{}"]),
+    // The handler fails: continuing the thread runs it again, not `a`.
+    ("handled_flaky", &["stream:{}", "stream_continue:null"]),
 ];
 
 async fn differential(saver: Arc<dyn CheckpointSaver>, db: &str) {
@@ -520,6 +577,24 @@ async fn differential(saver: Arc<dyn CheckpointSaver>, db: &str) {
         )
         .await;
         assert_eq!(ran, ["double", "add_one"], "rust first: {rust_first}");
+    }
+    // A handled failure whose handler failed, continued by the other side: the handler runs
+    // again there, the failed node never does.
+    for rust_first in [true, false] {
+        let mut ran = taking_turns(
+            Arc::clone(&saver),
+            db,
+            "handled_flaky",
+            &["stream:{}", "stream_continue:null"],
+            rust_first,
+        )
+        .await;
+        ran.sort();
+        assert_eq!(
+            ran,
+            ["a", "b", "fallback", "handler", "handler"],
+            "rust first: {rust_first}"
+        );
     }
     let ran = taking_turns(
         Arc::clone(&saver),

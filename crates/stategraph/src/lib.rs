@@ -152,10 +152,10 @@ pub use stategraph_graph::stream;
 pub use stategraph_graph::{
     AsNode, CachePolicy, ChannelRepair, ChannelSpec, Command, CompiledGraph, ConditionalEdges,
     Durability, DynState, END, GraphError, GraphOutput, HistoryOptions, Interrupt, IoSchema,
-    Managed, NodeContext, NodeDefaults, NodeError, NodeOutput, NodeTimeoutError, Overwrite,
-    PathMapEntry, PregelTask, Reducer, RefreshOn, RepairPlan, Resume, RetryPolicies, RetryPolicy,
-    RunCommand, RunConfig, RunStream, START, Schema, StateGraph, StateSnapshot, StateUpdate,
-    StreamEvent, StreamMode, TimeoutPolicy, UpdatesEvent, Values,
+    Managed, NodeContext, NodeDefaults, NodeError, NodeFailure, NodeOutput, NodeTimeoutError,
+    Overwrite, PathMapEntry, PregelTask, Reducer, RefreshOn, RepairPlan, Resume, RetryPolicies,
+    RetryPolicy, RunCommand, RunConfig, RunStream, START, Schema, StateGraph, StateSnapshot,
+    StateUpdate, StreamEvent, StreamMode, TimeoutPolicy, UpdatesEvent, Values, error_handler_node,
 };
 #[cfg(feature = "mongodb")]
 pub use stategraph_mongodb::{MongoConfig, MongoSaver};

@@ -323,7 +323,7 @@ fn task_outcomes(
             o.error = Some(w.value.as_str().unwrap_or_default().to_owned());
         } else if w.channel == channels::INTERRUPT {
             o.raised = Some(crate::interrupt::Interrupt::all_from(&w.value));
-        } else if w.channel != channels::RESUME {
+        } else if w.channel != channels::RESUME && w.channel != channels::ERROR_SOURCE_NODE {
             o.written
                 .get_or_insert_with(Vec::new)
                 .push((w.channel, w.value));

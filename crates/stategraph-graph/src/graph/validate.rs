@@ -15,6 +15,25 @@ impl<S: State> StateGraph<S> {
         known: &BTreeSet<&str>,
     ) -> Result<(), GraphError> {
         let invalid = |m: String| Err(GraphError::InvalidGraph(m));
+        for (node, handler) in &self.handlers {
+            if !self.nodes.iter().any(|n| n.name == *node) {
+                return invalid(format!("error handler for unknown node `{node}`"));
+            }
+            if self.nodes.iter().any(|n| n.name == handler.name) {
+                return invalid(format!(
+                    "node name `{}` is taken by the error handler of `{node}`",
+                    handler.name
+                ));
+            }
+        }
+        if let Some(d) = &self.default_handler
+            && self.nodes.iter().any(|n| n.name == d.name)
+        {
+            return invalid(format!(
+                "node name `{}` is taken by the default error handler",
+                d.name
+            ));
+        }
         let mut seen = BTreeSet::new();
         for n in names {
             if *n == START || *n == END {
@@ -100,6 +119,10 @@ impl<S: State> StateGraph<S> {
         let mut frontier = vec![START];
         while let Some(n) = frontier.pop() {
             let mut next: Vec<&str> = Vec::new();
+            // A node's failures lead to its error handler.
+            if n != START {
+                next.extend(self.handler_of(n));
+            }
             next.extend(
                 self.edges
                     .iter()

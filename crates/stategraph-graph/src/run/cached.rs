@@ -91,6 +91,13 @@ impl<S: State> Run<'_, S> {
         let Some(e) = &self.stream.emitter else {
             return;
         };
+        // A failed task kept its error (handed to its handler): it has no update.
+        if writes
+            .first()
+            .is_some_and(|(c, _)| c == stategraph_checkpoint::channels::ERROR)
+        {
+            return;
+        }
         let returned = writes.iter().find(|(c, _)| c == crate::call::RETURN);
         let update: crate::state::Values = writes
             .iter()

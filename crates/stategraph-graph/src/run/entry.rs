@@ -538,6 +538,7 @@ impl<S: State> CompiledGraph<S> {
             complete: false,
             calls: Vec::new(),
             cache_keys: Default::default(),
+            handlers: Default::default(),
         })
     }
 }

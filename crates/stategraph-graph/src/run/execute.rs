@@ -63,16 +63,35 @@ fn panicked(payload: Option<Box<dyn std::any::Any + Send>>) -> NodeError {
     }
 }
 
+/// A step's tasks as they run: what they share, and where each one is.
+struct Running<S: State> {
+    /// The step's state values (with its managed keys).
+    values: Arc<Values>,
+    /// The typed state, built when the first task that reads it starts.
+    state: Option<Arc<S>>,
+    /// What a subgraph started by a task of this step records as its parents.
+    child_parents: Arc<std::collections::BTreeMap<String, String>>,
+    /// What the step's task calls share.
+    scope: Arc<CallScope>,
+    /// Each task's interrupt bookkeeping, by task index.
+    pads: Vec<Option<Arc<std::sync::Mutex<Scratchpad>>>>,
+    /// The tasks that wait, each on its own tokio task.
+    set: JoinSet<TaskOutcome<S>>,
+    spawned: std::collections::HashMap<tokio::task::Id, usize>,
+    /// Tasks finished and not yet recorded.
+    done: Vec<TaskOutcome<S>>,
+}
+
 impl<S: State> Run<'_, S> {
     /// Runs every task without writes concurrently; saves each task's writes as it finishes,
-    /// and the writes of the tasks they call (kept in `self.calls`).
-    pub(super) async fn execute(&mut self, tasks: &mut [Task]) -> Result<(), GraphError> {
+    /// and the writes of the tasks they call (kept in `self.calls`). A task that fails and
+    /// has an error handler adds the handler's task to `tasks`, run in the same step.
+    pub(super) async fn execute(&mut self, tasks: &mut Vec<Task>) -> Result<(), GraphError> {
         let mut values = self.graph.read_values(&self.channels);
         // Managed keys (`RemainingSteps`, `IsLastStep`) are the step's to read, not stored.
         self.graph
             .schema
             .add_managed(&mut values, self.step, self.stop);
-        let values = Arc::new(values);
         // What a subgraph started by a task of this step records as its parents.
         let mut child_parents = self.env.parents.clone();
         if let Some(id) = &self.checkpoint_config.checkpoint_id {
@@ -82,14 +101,21 @@ impl<S: State> Run<'_, S> {
         self.calls.clear();
         let scope = Arc::new(self.call_scope(&child_parents));
         let _closing = crate::call::Closing(Arc::clone(&scope));
-        let mut state: Option<Arc<S>> = None;
-        let mut set: JoinSet<TaskOutcome<S>> = JoinSet::new();
-        let mut spawned: std::collections::HashMap<tokio::task::Id, usize> =
-            std::collections::HashMap::new();
-        let mut done: Vec<TaskOutcome<S>> = Vec::new();
+        let mut step = Running {
+            values: Arc::new(values),
+            state: None,
+            child_parents,
+            scope: Arc::clone(&scope),
+            pads: vec![None; tasks.len()],
+            set: JoinSet::new(),
+            spawned: std::collections::HashMap::new(),
+            done: Vec::new(),
+        };
         let mut first_error: Option<GraphError> = None;
-        let mut pads: Vec<Option<Arc<std::sync::Mutex<Scratchpad>>>> = vec![None; tasks.len()];
-        for ((i, task), pad_slot) in tasks.iter_mut().enumerate().zip(pads.iter_mut()) {
+        for i in 0..tasks.len() {
+            let Some(task) = tasks.get_mut(i) else {
+                continue;
+            };
             if !task.writes.is_empty() {
                 continue;
             }
@@ -99,142 +125,19 @@ impl<S: State> Run<'_, S> {
                     .await?;
                 continue;
             }
-            let Some((run, attempts, entry)) = self
-                .graph
-                .nodes
-                .iter()
-                .find(|n| n.name == task.name)
-                .and_then(|n| Some((n.run.clone()?, n.attempts.clone(), n.entrypoint)))
-            else {
-                continue;
-            };
-            let s = match (&task.input, &state) {
-                // A `Send`'s task reads its own argument, not the graph state.
-                (Some(arg), _) => Arc::new(S::from_values(&arg_values(arg))?),
-                (None, Some(s)) => Arc::clone(s),
-                (None, None) => {
-                    let s = Arc::new(self.typed_state(&values)?);
-                    state = Some(Arc::clone(&s));
-                    self.env.typed = Some((Arc::clone(&s), Arc::clone(&values)));
-                    s
-                }
-            };
-            let task_ns = self.task_ns(task);
-            let message_metadata = match &self.stream.emitter {
-                Some(e) if e.wants(crate::stream::StreamMode::Messages) => {
-                    self.seed_seen_messages();
-                    Some(Arc::new(self.message_metadata(task, &task_ns)))
-                }
-                _ => None,
-            };
-            let answers = scope.answers.get(&task.id).cloned().unwrap_or_default();
-            let pad = Arc::new(std::sync::Mutex::new(crate::call::scratchpad(
-                &task_ns,
-                answers,
-                &self.env.resume,
-            )));
-            *pad_slot = Some(Arc::clone(&pad));
-            // An entrypoint reads what the run wrote to `__start__`, and the value its last
-            // run saved.
-            let channel = |name: &str| self.channels.get(name).and_then(|c| c.get());
-            let (input, previous) = if entry {
-                (channel(START), channel(crate::functional::PREVIOUS))
-            } else {
-                (None, None)
-            };
-            let ctx = NodeContext {
-                scratch: pad,
-                resume: self.env.resume.clone(),
-                node: task.name.clone(),
-                task_id: task.id.clone(),
-                step: self.step,
-                config: Arc::clone(&self.config),
-                values: match &task.input {
-                    Some(arg) => Arc::new(arg_values(arg)),
-                    None => Arc::clone(&values),
-                },
-                saver: self.saver.clone(),
-                checkpoint_ns: task_ns,
-                parents: Arc::clone(&child_parents),
-                emitter: self.stream.emitter.clone(),
-                message_metadata,
-                stop: self.stop,
-                store: self.env.store.clone(),
-                caller: Some(Caller {
-                    scope: Arc::clone(&scope),
-                    path: Arc::clone(&task.path),
-                }),
-                input,
-                previous,
-                progress: None,
-            };
-            if let Some(e) = &self.stream.emitter {
-                e.task_start(self.step, || TaskStart {
-                    id: task.id.clone(),
-                    name: task.name.clone(),
-                    input: match &ctx.input {
-                        // An entrypoint is given its argument.
-                        Some(input) => input.clone(),
-                        None => crate::cache::input_map(&ctx.values),
-                    },
-                    triggers: task.triggers.to_vec(),
-                    metadata: self.task_start_metadata(),
-                });
-            }
-            let span = crate::trace::task_span(&task.name, &task.id, &task.triggers, self.step);
-            let attempts = async move {
-                let result = attempts
-                    .run(
-                        &ctx.node,
-                        |progress| {
-                            let mut ctx = ctx.clone();
-                            ctx.progress = progress;
-                            run(Arc::clone(&s), ctx)
-                        },
-                        || {
-                            ctx.scratch
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .restart();
-                        },
-                    )
-                    .await;
-                if let Err(e) = &result
-                    && e.signal.is_none()
-                {
-                    crate::trace::record_error(e);
-                }
-                (i, result)
-            };
-            let mut attempt_task: TaskFuture<S> = if span.is_disabled() {
-                Box::pin(attempts)
-            } else {
-                Box::pin(attempts.instrument(span))
-            };
-            // A node that finishes without waiting (most do) finishes right here; one that
-            // waits goes on as its own task, next to the others of the step.
-            match poll_once::<S>(i, &mut attempt_task) {
-                Some(outcome) => done.push(outcome),
-                None => {
-                    let handle = set.spawn(attempt_task);
-                    spawned.insert(handle.id(), i);
-                }
-            }
+            let task = &*task;
+            self.start_task(&mut step, i, task)?;
         }
-        for (i, output) in done {
-            self.finish_output(tasks, &pads, i, output, &mut first_error)
-                .await?;
-            self.stream_room().await;
-        }
+        self.settle(tasks, &mut step, &mut first_error).await?;
         let mut running_calls = 0usize;
         for event in scope.take() {
             self.on_call(event, &mut running_calls).await?;
         }
-        if !set.is_empty() || running_calls > 0 {
+        if !step.set.is_empty() || running_calls > 0 {
             // The run waits for nodes: write the queued saves meanwhile.
             self.hand_over_saves().await?;
         }
-        while !set.is_empty() || running_calls > 0 {
+        while !step.set.is_empty() || running_calls > 0 {
             tokio::select! {
                 biased;
                 () = scope.queued.notified() => {
@@ -242,17 +145,16 @@ impl<S: State> Run<'_, S> {
                         self.on_call(event, &mut running_calls).await?;
                     }
                 }
-                Some(joined) = set.join_next_with_id(), if !set.is_empty() => {
-                    let (i, output) = match joined {
+                Some(joined) = step.set.join_next_with_id(), if !step.set.is_empty() => {
+                    let outcome = match joined {
                         Ok((_, outcome)) => outcome,
                         Err(e) => {
-                            let i = spawned.get(&e.id()).copied().unwrap_or_default();
+                            let i = step.spawned.get(&e.id()).copied().unwrap_or_default();
                             (i, Err(panicked(e.is_panic().then(|| e.into_panic()))))
                         }
                     };
-                    self.finish_output(tasks, &pads, i, output, &mut first_error)
-                        .await?;
-                    self.stream_room().await;
+                    step.done.push(outcome);
+                    self.settle(tasks, &mut step, &mut first_error).await?;
                     // What the node called before it finished is accounted for first.
                     for event in scope.take() {
                         self.on_call(event, &mut running_calls).await?;
@@ -264,6 +166,177 @@ impl<S: State> Run<'_, S> {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// Records the tasks that finished; the handlers of those that failed join the step
+    /// (and are recorded too if they finish at once).
+    async fn settle(
+        &mut self,
+        tasks: &mut Vec<Task>,
+        step: &mut Running<S>,
+        first_error: &mut Option<GraphError>,
+    ) -> Result<(), GraphError> {
+        while !step.done.is_empty() {
+            for (i, output) in std::mem::take(&mut step.done) {
+                self.finish_output(tasks, &step.pads, i, output, first_error)
+                    .await?;
+                self.stream_room().await;
+            }
+            for handler in std::mem::take(&mut self.handlers.queued) {
+                tasks.push(handler);
+                step.pads.push(None);
+                let i = tasks.len() - 1;
+                if let Some(task) = tasks.get(i) {
+                    self.start_task(step, i, task)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts task `i`: runs its node with its retries, in place if it finishes without
+    /// waiting (its outcome goes to `step.done`), otherwise as a tokio task of its own.
+    fn start_task(
+        &mut self,
+        step: &mut Running<S>,
+        i: usize,
+        task: &Task,
+    ) -> Result<(), GraphError> {
+        let Some((run, attempts, entry)) = self
+            .graph
+            .nodes
+            .iter()
+            .find(|n| n.name == task.name)
+            .and_then(|n| Some((n.run.clone()?, n.attempts.clone(), n.entrypoint)))
+        else {
+            return Ok(());
+        };
+        let s = match (&task.input, &step.state) {
+            // A `Send`'s task reads its own argument, not the graph state.
+            (Some(arg), _) => Arc::new(S::from_values(&arg_values(arg))?),
+            (None, Some(s)) => Arc::clone(s),
+            (None, None) => {
+                let s = Arc::new(self.typed_state(&step.values)?);
+                step.state = Some(Arc::clone(&s));
+                self.env.typed = Some((Arc::clone(&s), Arc::clone(&step.values)));
+                s
+            }
+        };
+        let task_ns = self.ns_of(task);
+        let failure = self.failure_of(task);
+        let message_metadata = match &self.stream.emitter {
+            Some(e) if e.wants(crate::stream::StreamMode::Messages) => {
+                self.seed_seen_messages();
+                Some(Arc::new(self.message_metadata(task, &task_ns)))
+            }
+            _ => None,
+        };
+        let answers = step
+            .scope
+            .answers
+            .get(&task.id)
+            .cloned()
+            .unwrap_or_default();
+        let pad = Arc::new(std::sync::Mutex::new(crate::call::scratchpad(
+            &task_ns,
+            answers,
+            &self.env.resume,
+        )));
+        if let Some(slot) = step.pads.get_mut(i) {
+            *slot = Some(Arc::clone(&pad));
+        }
+        // An entrypoint reads what the run wrote to `__start__`, and the value its last
+        // run saved.
+        let channel = |name: &str| self.channels.get(name).and_then(|c| c.get());
+        let (input, previous) = if entry {
+            (channel(START), channel(crate::functional::PREVIOUS))
+        } else {
+            (None, None)
+        };
+        // A handler task is not announced as starting (LangGraph schedules it unannounced).
+        let announce = failure.is_none();
+        let ctx = NodeContext {
+            scratch: pad,
+            resume: self.env.resume.clone(),
+            node: task.name.clone(),
+            task_id: task.id.clone(),
+            step: self.step,
+            config: Arc::clone(&self.config),
+            values: match &task.input {
+                Some(arg) => Arc::new(arg_values(arg)),
+                None => Arc::clone(&step.values),
+            },
+            saver: self.saver.clone(),
+            checkpoint_ns: task_ns,
+            parents: Arc::clone(&step.child_parents),
+            emitter: self.stream.emitter.clone(),
+            message_metadata,
+            stop: self.stop,
+            store: self.env.store.clone(),
+            caller: Some(Caller {
+                scope: Arc::clone(&step.scope),
+                path: Arc::clone(&task.path),
+            }),
+            input,
+            previous,
+            progress: None,
+            failure,
+        };
+        if let Some(e) = &self.stream.emitter
+            && announce
+        {
+            e.task_start(self.step, || TaskStart {
+                id: task.id.clone(),
+                name: task.name.clone(),
+                input: match &ctx.input {
+                    // An entrypoint is given its argument.
+                    Some(input) => input.clone(),
+                    None => crate::cache::input_map(&ctx.values),
+                },
+                triggers: task.triggers.to_vec(),
+                metadata: self.task_start_metadata(),
+            });
+        }
+        let span = crate::trace::task_span(&task.name, &task.id, &task.triggers, self.step);
+        let attempts = async move {
+            let result = attempts
+                .run(
+                    &ctx.node,
+                    |progress| {
+                        let mut ctx = ctx.clone();
+                        ctx.progress = progress;
+                        run(Arc::clone(&s), ctx)
+                    },
+                    || {
+                        ctx.scratch
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .restart();
+                    },
+                )
+                .await;
+            if let Err(e) = &result
+                && e.signal.is_none()
+            {
+                crate::trace::record_error(e);
+            }
+            (i, result)
+        };
+        let mut attempt_task: TaskFuture<S> = if span.is_disabled() {
+            Box::pin(attempts)
+        } else {
+            Box::pin(attempts.instrument(span))
+        };
+        // A node that finishes without waiting (most do) finishes right here; one that
+        // waits goes on as its own task, next to the others of the step.
+        match poll_once::<S>(i, &mut attempt_task) {
+            Some(outcome) => step.done.push(outcome),
+            None => {
+                let handle = step.set.spawn(attempt_task);
+                step.spawned.insert(handle.id(), i);
+            }
+        }
+        Ok(())
     }
 
     /// What the step's calls share: the checkpoint they belong to, and what is saved on it.

@@ -6,6 +6,7 @@
 //! - `cached`: tasks whose writes come from the node cache, and filling it;
 //! - `execute`: running a step's tasks, concurrently;
 //! - `outcome`: what a task's node returned, as channel writes, recorded and saved;
+//! - `handlers`: failed tasks handed to their error handlers;
 //! - `save`: creating and saving checkpoints and writes, by durability mode;
 //! - `exit`: ending a run (waiting for saves, the `exit`-durability final save);
 //! - `events`: stream events of checkpoints and task results.
@@ -15,6 +16,7 @@ mod entry;
 mod events;
 mod execute;
 mod exit;
+mod handlers;
 mod input;
 mod outcome;
 mod save;
@@ -113,6 +115,8 @@ struct Run<'g, S: State> {
     calls: Vec<Task>,
     /// The cache entries the current step's tasks fill when they succeed.
     cache_keys: cached::CacheKeys,
+    /// The current step's error handlers.
+    handlers: handlers::Handlers,
 }
 
 /// What the run's tasks are given besides the state.
@@ -241,7 +245,11 @@ impl<S: State> Run<'_, S> {
                 self.complete = true;
                 return Ok(());
             }
+            self.handlers.of.clear();
             self.reuse_finished_writes(&mut tasks);
+            if !self.pending_writes.is_empty() {
+                self.resume_error_handlers(&mut tasks);
+            }
             // Writes reused from the loaded checkpoint are stored on it already.
             let reused: BTreeSet<String> = tasks
                 .iter()

@@ -196,7 +196,11 @@ impl<S: State> Run<'_, S> {
                 return Ok(());
             }
             Err(mut e) => {
-                if first_error.is_none() {
+                // A node with an error handler hands its failure over: the handler joins the
+                // step, and the failure is recorded as handled (LangGraph's
+                // `__error_source_node__`), not as the run's.
+                let handled = task.name != START && self.hand_to_handler(task, &e.message);
+                if !handled && first_error.is_none() {
                     *first_error = Some(GraphError::NodeFailed {
                         node: task.name.clone(),
                         task_id: task.id.clone(),
@@ -204,7 +208,14 @@ impl<S: State> Run<'_, S> {
                         source: e.source.take(),
                     });
                 }
-                vec![(reserved::ERROR.to_owned(), Value::from(e.message))]
+                let mut writes = vec![(reserved::ERROR.to_owned(), Value::from(e.message))];
+                if handled {
+                    writes.push((
+                        reserved::ERROR_SOURCE_NODE.to_owned(),
+                        Value::from(task.name.clone()),
+                    ));
+                }
+                writes
             }
         };
         self.save_writes(task, &writes).await?;
