@@ -39,6 +39,13 @@ ones, with the same names):
   raises ValueError and has an error handler that writes `handled a` and goes to `fallback`;
   in `handled_flaky` the handler raises ConnectionError on its first run, so the run fails
   and continuing it runs the handler again (never `a`).
+- `sub_task` / `sub_thread` / `sub_off`: a StateGraph over `n`, `total` whose node `child`
+  is a subgraph over `n`, `seen` (operator.add), `total`, compiled with `checkpointer=None`
+  / `True` / `False`; its node `remember` appends `n` to `seen` and writes `total` as their
+  sum (so a per-thread subgraph remembers earlier runs);
+- `sub_call`: a StateGraph whose node `outer` invokes a subgraph over `n`, `total` inside
+  its code; the subgraph's node `ask` interrupts with `{"n": n}` and writes the answer to
+  `total`.
 The two timeout workflows run on LangGraph's async savers (timeouts need async nodes).
 Every task appends its name to the file FUNC_LOG names, if set (the side effects a test
 counts).
@@ -222,6 +229,40 @@ def handler_of(flaky):
     return handler
 
 
+class Outer(TypedDict):
+    n: int
+    total: int
+
+
+class Inner(TypedDict):
+    n: int
+    seen: Annotated[list[int], operator.add]
+    total: int
+
+
+def remember(s: Inner):
+    log("remember")
+    return {"seen": [s["n"]], "total": sum(s.get("seen") or []) + s["n"]}
+
+
+def inner_graph(checkpointer):
+    g = StateGraph(Inner)
+    g.add_node("remember", remember)
+    g.add_edge(START, "remember")
+    return g.compile(checkpointer=checkpointer)
+
+
+def asker():
+    def ask_inner(s: Outer):
+        log("ask")
+        return {"total": interrupt({"n": s["n"]})}
+
+    g = StateGraph(Outer)
+    g.add_node("ask", ask_inner)
+    g.add_edge(START, "ask")
+    return g.compile()
+
+
 class IoIn(TypedDict):
     question: str
 
@@ -330,6 +371,23 @@ def build(name, saver):
         g.add_node("fallback", plain("fallback"))
         g.add_conditional_edges(START, lambda s: ["a", "b"], ["a", "b"])
         return g.compile(checkpointer=saver)
+    elif name in ("sub_task", "sub_thread", "sub_off"):
+        mode = {"sub_task": None, "sub_thread": True, "sub_off": False}[name]
+        g = StateGraph(Outer)
+        g.add_node("child", inner_graph(mode))
+        g.add_edge(START, "child")
+        return g.compile(checkpointer=saver)
+    elif name == "sub_call":
+        inner = asker()
+
+        def outer(s: Outer):
+            log("outer")
+            return {"total": inner.invoke({"n": s["n"]})["total"]}
+
+        g = StateGraph(Outer)
+        g.add_node("outer", outer)
+        g.add_edge(START, "outer")
+        return g.compile(checkpointer=saver)
     elif name == "task_cache":
 
         @entrypoint(checkpointer=saver, cache=node_cache())
@@ -372,23 +430,30 @@ def dump(saver, conn, thread, is_pg):
             return "null"
         return task_ids.setdefault(t, f"task{len(task_ids)}")
 
+    def ns_of(ns):
+        """A namespace with its task ids replaced by ordinals."""
+        return "|".join(
+            ":".join([p.split(":")[0]] + [tid(x) for x in p.split(":")[1:]]) for p in ns.split("|")
+        ) if ns else ""
+
     out = []
     for t in reversed(tuples):
         c = t.checkpoint
         cid = t.config["configurable"]["checkpoint_id"]
+        ns = t.config["configurable"]["checkpoint_ns"]
         if is_pg:
             with conn.cursor() as cur:
                 cur.execute(
                     "select task_id, idx, channel, task_path from checkpoint_writes "
-                    "where thread_id = %s and checkpoint_ns = '' and checkpoint_id = %s",
-                    (thread, cid),
+                    "where thread_id = %s and checkpoint_ns = %s and checkpoint_id = %s",
+                    (thread, ns, cid),
                 )
                 rows = [(r["task_id"], r["idx"], r["channel"], r["task_path"]) for r in cur.fetchall()]
         else:
             rows = conn.execute(
                 "select task_id, idx, channel, task_path from writes "
-                "where thread_id = ? and checkpoint_ns = '' and checkpoint_id = ?",
-                (thread, cid),
+                "where thread_id = ? and checkpoint_ns = ? and checkpoint_id = ?",
+                (thread, ns, cid),
             ).fetchall()
         value_of = {(w[0], w[1]): w[2] for w in t.pending_writes}
         writes = [
@@ -398,8 +463,11 @@ def dump(saver, conn, thread, is_pg):
         out.append(
             {
                 "id": cp_ids[cid],
+                "ns": ns_of(ns),
                 "parent": cp_ids.get((t.parent_config or {}).get("configurable", {}).get("checkpoint_id")),
-                "metadata": jsonable(t.metadata),
+                "metadata": jsonable(
+                    {**t.metadata, "parents": {k: cp_ids.get(v, v) for k, v in (t.metadata.get("parents") or {}).items()}}
+                ),
                 "channel_values": jsonable(c["channel_values"]),
                 "channel_versions": {k: version(v) for k, v in c["channel_versions"].items()},
                 "versions_seen": {

@@ -80,6 +80,8 @@ pub(crate) struct CallScope {
     pub(crate) queued: tokio::sync::Notify,
     /// Set when the step is over: later calls fail, their results would not be saved.
     pub(crate) closed: std::sync::atomic::AtomicBool,
+    /// Whether the run is resuming (see `NodeContext::resuming`).
+    pub(crate) resuming: bool,
 }
 
 impl CallScope {
@@ -299,6 +301,7 @@ pub(crate) fn call(ctx: &NodeContext, callee: Callee<'_>, input: Value) -> CallF
         previous: None,
         progress: None,
         failure: None,
+        resuming: scope.resuming,
     };
     if !scope.send(CallEvent::Started {
         task: task.clone(),

@@ -20,7 +20,10 @@ use crate::step::{
     prepare_next_tasks,
 };
 
+mod nested;
 mod state;
+
+pub use nested::SubgraphPersistence;
 
 /// A node of the compiled graph: a user node, or the built-in `__start__` (`run: None`).
 pub(crate) struct PregelNode<S: State> {
@@ -67,7 +70,10 @@ impl<S: State> SubgraphView for CompiledGraph<S> {
     ) -> std::pin::Pin<
         Box<dyn std::future::Future<Output = Result<StateSnapshot, GraphError>> + Send + 'a>,
     > {
-        Box::pin(async move { self.state_with(&saver, &config, true).await })
+        Box::pin(async move {
+            let config = nested::view_config(self.persistence, config);
+            self.state_with(&saver, &config, true).await
+        })
     }
 
     fn keys(&self) -> Vec<String> {
@@ -121,6 +127,8 @@ pub struct CompiledGraph<S: State> {
     pub(crate) run_locks: RunLocks,
     /// What this graph's runs ended on, per thread (see [`with_state_cache`](Self::with_state_cache)).
     pub(crate) head: Arc<crate::head::HeadCache<S>>,
+    /// How it keeps checkpoints when run inside another graph's task.
+    pub(crate) persistence: SubgraphPersistence,
 }
 
 /// Threads whose last checkpoint a graph remembers by default.
@@ -147,6 +155,7 @@ impl<S: State> Clone for CompiledGraph<S> {
             interrupt_after: Arc::clone(&self.interrupt_after),
             run_locks: Arc::clone(&self.run_locks),
             head: Arc::clone(&self.head),
+            persistence: self.persistence,
         }
     }
 }
@@ -217,6 +226,7 @@ impl<S: State> CompiledGraph<S> {
             interrupt_after: Arc::from([]),
             run_locks: Arc::default(),
             head: Arc::new(crate::head::HeadCache::new(DEFAULT_STATE_CACHE)),
+            persistence: SubgraphPersistence::default(),
         }
     }
 

@@ -188,6 +188,8 @@ impl<S: State> StateGraph<S> {
     /// on the parent's state (the keys the two states share), checkpointing into the parent's
     /// thread under its own namespace `node:task_id` (with `parents` metadata pointing at the
     /// parent's checkpoint), and its final values for the shared keys become the node's update.
+    /// [`CompiledGraph::with_subgraph_persistence`] makes it keep one history per thread
+    /// instead (under `node`), or none.
     pub fn add_subgraph<S2: State>(
         &mut self,
         name: impl Into<String>,
@@ -205,33 +207,7 @@ impl<S: State> StateGraph<S> {
                     .keys()
                     .filter_map(|k| ctx.values.get(k).map(|v| (k.to_owned(), v.clone())))
                     .collect();
-                let mut config = (*ctx.config).clone();
-                config.checkpoint_ns = ctx.checkpoint_ns.clone();
-                config.checkpoint_id = None;
-                let saver = sub.checkpointer.clone().or_else(|| ctx.saver.clone());
-                // A subgraph that already has a checkpoint in this task's namespace was
-                // interrupted (or failed) there: it resumes instead of starting over.
-                let existing = match (&saver, &config.thread_id) {
-                    (Some(s), Some(t)) => s
-                        .get_tuple(&config.checkpoint_config(t))
-                        .await
-                        .map_err(|e| NodeError::from(GraphError::from(e)))?
-                        .is_some(),
-                    _ => false,
-                };
-                let mut setup = crate::run::RunSetup::new(saver);
-                setup.parents = (*ctx.parents).clone();
-                setup.resume = Some(crate::run::ResumeInput::Inherited(ctx.resume.clone()));
-                setup.store = ctx.store.clone();
-                setup.subgraph = true;
-                setup.emitter = ctx
-                    .emitter
-                    .as_ref()
-                    .and_then(|e| e.nested(&ctx.checkpoint_ns));
-                if !existing {
-                    setup.input = Some(stategraph_checkpoint::Value::Map(input));
-                }
-                let result = sub.run_with(config, setup).await;
+                let result = sub.run_in(&ctx, input).await;
                 let out = match result {
                     Ok(outcome) if !outcome.interrupts.is_empty() => {
                         return Err(NodeError::interrupted(outcome.interrupts));
@@ -264,7 +240,7 @@ impl<S: State> StateGraph<S> {
                         }
                         return Ok(NodeOutput::Writes(writes));
                     }
-                    Err(e) => return Err(NodeError::from(e)),
+                    Err(e) => return Err(e),
                 };
                 let writes = sub
                     .schema

@@ -67,7 +67,7 @@ mod update;
 
 pub use cache::{CACHE_NS_WRITES, CachePolicy, default_key};
 pub use channel::{ChannelSpec, Reducer, ReducerFn};
-pub use compiled::{CompiledGraph, DEFAULT_STATE_CACHE};
+pub use compiled::{CompiledGraph, DEFAULT_STATE_CACHE, SubgraphPersistence};
 pub use config::{
     Context, DEFAULT_RECURSION_LIMIT, Durability, HistoryOptions, PregelTask, RunConfig,
     StateSnapshot,

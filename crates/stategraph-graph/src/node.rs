@@ -174,6 +174,8 @@ pub struct NodeContext {
     pub(crate) progress: Option<Arc<crate::timeout::Progress>>,
     /// In an error handler, the failure it handles.
     pub(crate) failure: Option<Arc<crate::handler::NodeFailure>>,
+    /// Whether the run is resuming (a subgraph run here continues its checkpoint).
+    pub(crate) resuming: bool,
 }
 
 impl NodeContext {

@@ -19,7 +19,8 @@ use serde_json::{Value as Json, json};
 use stategraph::functional::{Entrypoint, Final, entrypoint, entrypoint_final, task};
 use stategraph::prelude::*;
 use stategraph::{
-    Cache, CachePolicy, CheckpointSaver, Interrupt, IoSchema, RedisCache, RetryPolicy, SqliteCache,
+    Cache, CachePolicy, CheckpointSaver, Interrupt, IoSchema, Map, RedisCache, RetryPolicy,
+    SqliteCache,
 };
 
 /// The tasks that ran, in order (the side effects the tests count).
@@ -119,6 +120,77 @@ fn handled_graph(saver: Arc<dyn CheckpointSaver>, log: &Log, flaky: bool) -> Flo
     });
     g.add_destinations(stategraph::graph::error_handler_node("a"), ["fallback"]);
     Flow::Pair(g.compile().unwrap().with_checkpointer(saver))
+}
+
+/// `functional.py`'s subgraph workflows: `sub_task` / `sub_thread` / `sub_off` (a subgraph
+/// node kept per invocation, per thread, or not at all), `sub_call` (a subgraph invoked in a
+/// node's code, interrupting).
+fn subgraph_flow(name: &str, saver: Arc<dyn CheckpointSaver>, log: &Log) -> Flow {
+    use stategraph::graph::SubgraphPersistence;
+    let outer_schema = || Schema::new().last_value("n").last_value("total");
+    let int = |s: &DynState, k: &str| s.get(k).and_then(Value::as_i64).unwrap_or_default();
+    let mut g = StateGraph::<DynState>::with_schema(outer_schema());
+    if name == "sub_call" {
+        let mut inner = StateGraph::<DynState>::with_schema(outer_schema());
+        let inner_log = Arc::clone(log);
+        inner.add_node("ask", move |s, ctx| {
+            inner_log.lock().unwrap().push("ask".to_owned());
+            let answer = ctx.interrupt(value!({"n": int(&s, "n")}));
+            async move { Ok(Map::from_iter([("total", answer?)])) }
+        });
+        inner.add_edge(START, "ask");
+        let inner = inner.compile().unwrap();
+        let log = Arc::clone(log);
+        g.add_node("outer", move |s, ctx| {
+            log.lock().unwrap().push("outer".to_owned());
+            let inner = inner.clone();
+            let n = int(&s, "n");
+            async move {
+                let out = inner
+                    .invoke_in(&ctx, Map::from_iter([("n", value!(n))]))
+                    .await?;
+                Ok(Map::from_iter([("total", out["total"].clone())]))
+            }
+        });
+        g.add_edge(START, "outer");
+    } else {
+        let mut inner = StateGraph::<DynState>::with_schema(
+            Schema::new()
+                .last_value("n")
+                .reducer("seen", stategraph::Reducer::append())
+                .last_value("total"),
+        );
+        let log = Arc::clone(log);
+        inner.add_node("remember", move |s, _ctx| {
+            log.lock().unwrap().push("remember".to_owned());
+            let n = int(&s, "n");
+            let seen: i64 = match s.get("seen") {
+                Some(Value::List(l)) => l.iter().filter_map(Value::as_i64).sum(),
+                _ => 0,
+            };
+            async move {
+                Ok(Map::from_iter([
+                    ("seen", value!([n])),
+                    ("total", value!(seen + n)),
+                ]))
+            }
+        });
+        inner.add_edge(START, "remember");
+        let persistence = match name {
+            "sub_thread" => SubgraphPersistence::PerThread,
+            "sub_off" => SubgraphPersistence::Off,
+            _ => SubgraphPersistence::PerInvocation,
+        };
+        g.add_subgraph(
+            "child",
+            inner
+                .compile()
+                .unwrap()
+                .with_subgraph_persistence(persistence),
+        );
+        g.add_edge(START, "child");
+    }
+    Flow::Dyn(g.compile().unwrap().with_checkpointer(saver))
 }
 
 fn logged<I, O, F>(log: &Log, name: &'static str, f: F) -> stategraph::functional::Task<I, O>
@@ -266,6 +338,9 @@ fn flow(name: &str, saver: Arc<dyn CheckpointSaver>, log: &Log) -> Flow {
         }),
         "pair" => return pair_graph(saver, log),
         "handled" => return handled_graph(saver, log, false),
+        "sub_task" | "sub_thread" | "sub_off" | "sub_call" => {
+            return subgraph_flow(name, saver, log);
+        }
         "handled_flaky" => return handled_graph(saver, log, true),
         "node" => {
             let mut g = StateGraph::<NodeState>::new();
@@ -396,6 +471,10 @@ async fn ours(flow: &Flow, thread: &str, actions: &[&str]) -> Vec<Vec<Json>> {
                     .map(|e| e.map(|e| json!([e.mode().as_str(), e.to_json()])))
                     .boxed()
             }
+            (Flow::Dyn(g), "stream_resume") => g
+                .stream_resume(Resume::Value(Value::from(arg)), config, &modes)
+                .map(|e| e.map(|e| json!([e.mode().as_str(), e.to_json()])))
+                .boxed(),
             (Flow::Pair(g), "stream") => g
                 .stream_values(Default::default(), config, &modes)
                 .map(|e| e.map(|e| json!([e.mode().as_str(), e.to_json()])))
@@ -559,6 +638,13 @@ const CASES: &[(&str, &[&str])] = &[
     ("handled", &["stream:{}"]),
     // The handler fails: continuing the thread runs it again, not `a`.
     ("handled_flaky", &["stream:{}", "stream_continue:null"]),
+    // A subgraph node kept per invocation, per thread (it remembers the first run in the
+    // second), or not at all.
+    ("sub_task", &["stream:{\"n\": 1}", "stream:{\"n\": 2}"]),
+    ("sub_thread", &["stream:{\"n\": 1}", "stream:{\"n\": 2}"]),
+    ("sub_off", &["stream:{\"n\": 1}", "stream:{\"n\": 2}"]),
+    // A subgraph invoked in a node's code interrupts; the answer resumes it.
+    ("sub_call", &["stream:{\"n\": 4}", "stream_resume:7"]),
 ];
 
 async fn differential(saver: Arc<dyn CheckpointSaver>, db: &str) {

@@ -42,6 +42,9 @@ pub(crate) struct RunSetup {
     /// The run is a subgraph's, inside its parent's task: commands for the parent graph end
     /// it as its result.
     pub(crate) subgraph: bool,
+    /// A subgraph's: whether the run containing it is resuming (else: whether this run has
+    /// no input).
+    pub(crate) resuming: Option<bool>,
 }
 
 impl RunSetup {
@@ -56,6 +59,7 @@ impl RunSetup {
             store: None,
             typed_output: false,
             subgraph: false,
+            resuming: None,
         }
     }
 }
@@ -365,6 +369,7 @@ impl<S: State> CompiledGraph<S> {
         run.save.turn = queued;
         run.stream.emitter = setup.emitter;
         run.env.store = self.store.clone().or(setup.store);
+        run.env.resuming = setup.resuming.unwrap_or(setup.input.is_none());
         match setup.input {
             Some(input) => run.first_input(input).await?,
             None => run.first_resume(setup.resume, setup.command).await?,
@@ -509,6 +514,7 @@ impl<S: State> CompiledGraph<S> {
                 store: None,
                 resume: ResumeSource::default(),
                 typed,
+                resuming: false,
             },
             save: SaveState {
                 previous_versions,

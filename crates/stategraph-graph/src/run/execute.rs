@@ -281,6 +281,7 @@ impl<S: State> Run<'_, S> {
             previous,
             progress: None,
             failure,
+            resuming: self.env.resuming,
         };
         if let Some(e) = &self.stream.emitter
             && announce
@@ -369,6 +370,7 @@ impl<S: State> Run<'_, S> {
             events: std::sync::Mutex::new(Vec::new()),
             queued: tokio::sync::Notify::new(),
             closed: std::sync::atomic::AtomicBool::new(false),
+            resuming: self.env.resuming,
         }
     }
 

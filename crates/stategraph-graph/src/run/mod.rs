@@ -130,6 +130,9 @@ struct TaskEnv<S: State> {
     /// The typed state nodes last read, with the values it was built from: the next one is
     /// built from it, converting only what changed.
     typed: Option<crate::head::TypedState<S>>,
+    /// Whether the run continues its thread (no new input: a resume, a command, a retry of
+    /// a failed step); subgraphs with a checkpoint then continue theirs.
+    resuming: bool,
 }
 
 /// Saving as the run goes (`sync` and `async` durability).
