@@ -54,7 +54,8 @@ ACTIONS, in order: `run:JSON` (invoke with that input), `resume:JSON` (invoke wi
 Command(resume=JSON)), `stream:JSON` / `stream_resume:JSON` (the same, printing the
 `updates` and `values` streams under `streams`, each part `[mode, chunk]`; a run that fails
 ends its parts with `["error", repr]`), `stream_continue` (the same, continuing the thread:
-`stream(None)`), `invoke:JSON` (invoke, printing the output under `outputs`), `invoke_v2:JSON` / `resume_v2:JSON` (invoke with `version="v2"`, printing
+`stream(None)`), `tasks:JSON` / `tasks_continue` (the `tasks` stream of a run or of
+continuing the thread, each part `["start", name]` or `["result", name, failed]`), `invoke:JSON` (invoke, printing the output under `outputs`), `invoke_v2:JSON` / `resume_v2:JSON` (invoke with `version="v2"`, printing
 the `GraphOutput`'s value and interrupts under `outputs`), `stream_v2:JSON` /
 `stream_resume_v2:JSON` (the `updates` and `values` streams with `version="v2"`: each part a
 `{type, ns, data(, interrupts)}` dict), `dump` (print the thread's checkpoints and writes,
@@ -554,6 +555,17 @@ def main(db, name, thread, actions):
             try:
                 for p in wf.stream(arg, config, stream_mode=MODES):
                     parts.append(jsonable(p))
+            except Exception as e:
+                parts.append(["error", repr(e)])
+            out["streams"].append(parts)
+        elif verb in ("tasks", "tasks_continue"):
+            parts = []
+            try:
+                for p in wf.stream(value if verb == "tasks" else None, config, stream_mode="tasks"):
+                    if "input" in p:
+                        parts.append(["start", p["name"]])
+                    else:
+                        parts.append(["result", p["name"], p["error"] is not None])
             except Exception as e:
                 parts.append(["error", repr(e)])
             out["streams"].append(parts)

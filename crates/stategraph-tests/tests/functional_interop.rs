@@ -483,6 +483,27 @@ async fn ours(flow: &Flow, thread: &str, actions: &[&str]) -> Vec<Vec<Json>> {
                 .stream_continue(config, &modes)
                 .map(|e| e.map(|e| json!([e.mode().as_str(), e.to_json()])))
                 .boxed(),
+            (Flow::Pair(g), "tasks" | "tasks_continue") => {
+                let tasks = [StreamMode::Tasks];
+                let stream = if verb == "tasks" {
+                    g.stream_values(Default::default(), config, &tasks)
+                } else {
+                    g.stream_continue(config, &tasks)
+                };
+                stream
+                    .map(|e| {
+                        e.map(|e| match e {
+                            StreamEvent::Tasks(stategraph::stream::TaskEvent::Start(t)) => {
+                                json!(["start", t.name])
+                            }
+                            StreamEvent::Tasks(stategraph::stream::TaskEvent::Result(r)) => {
+                                json!(["result", r.name, r.error.is_some()])
+                            }
+                            other => panic!("not a tasks event: {other:?}"),
+                        })
+                    })
+                    .boxed()
+            }
             _ => panic!("no action {action}"),
         };
         let mut parts = Vec::new();
@@ -554,8 +575,17 @@ fn dump(db: &str, workflow: &str, thread: &str) -> Json {
 
 /// A workflow run by both sides on one database: same streams, same checkpoints, same tasks
 /// run.
-async fn same_on_both(saver: Arc<dyn CheckpointSaver>, db: &str, workflow: &str, actions: &[&str]) {
-    let (py_thread, rs_thread) = (format!("{workflow}-py"), format!("{workflow}-rs"));
+async fn same_on_both(
+    saver: Arc<dyn CheckpointSaver>,
+    db: &str,
+    case: usize,
+    workflow: &str,
+    actions: &[&str],
+) {
+    let (py_thread, rs_thread) = (
+        format!("{workflow}-{case}-py"),
+        format!("{workflow}-{case}-rs"),
+    );
     let py_log = Log::default();
     let py = python(db, workflow, &py_thread, actions, &py_log);
     let rs_log = Log::default();
@@ -638,6 +668,11 @@ const CASES: &[(&str, &[&str])] = &[
     ("handled", &["stream:{}"]),
     // The handler fails: continuing the thread runs it again, not `a`.
     ("handled_flaky", &["stream:{}", "stream_continue:null"]),
+    // A continued step announces every task (LangGraph's tick), also those whose writes are
+    // reused and a handler scheduled again; a handler scheduled while the step runs is not.
+    ("pair", &["tasks:{}", "tasks_continue:null"]),
+    ("handled", &["tasks:{}"]),
+    ("handled_flaky", &["tasks:{}", "tasks_continue:null"]),
     // A subgraph node kept per invocation, per thread (it remembers the first run in the
     // second), or not at all.
     ("sub_task", &["stream:{\"n\": 1}", "stream:{\"n\": 2}"]),
@@ -648,8 +683,8 @@ const CASES: &[(&str, &[&str])] = &[
 ];
 
 async fn differential(saver: Arc<dyn CheckpointSaver>, db: &str) {
-    for (workflow, actions) in CASES {
-        same_on_both(Arc::clone(&saver), db, workflow, actions).await;
+    for (case, (workflow, actions)) in CASES.iter().enumerate() {
+        same_on_both(Arc::clone(&saver), db, case, workflow, actions).await;
     }
     // An interrupted workflow resumed by the other side: the task that finished before the
     // interrupt does not run again; the one after it runs once.

@@ -7,11 +7,11 @@ use stategraph_messages::Message;
 use super::Run;
 use crate::call::RETURN;
 use crate::config::EXCLUDED_METADATA;
-use crate::graph::END;
+use crate::graph::{END, START};
 use crate::state::{State, Values};
 use crate::step::Task;
 use crate::stream::{
-    CheckpointEvent, MessageEvent, StreamEvent, StreamMode, TaskResult, UpdatesEvent,
+    CheckpointEvent, MessageEvent, StreamEvent, StreamMode, TaskResult, TaskStart, UpdatesEvent,
 };
 
 /// The LangChain messages in a written value: the value itself, or the items of a list.
@@ -45,6 +45,50 @@ impl<S: State> Run<'_, S> {
                 .map(|t| (t.id.clone(), t.name.clone()))
                 .collect(),
         });
+    }
+
+    /// Emits the `tasks`/`debug` start event of each task of the step (LangGraph's
+    /// `map_debug_tasks` over the step's tasks), those whose writes are reused or cached
+    /// included; not the hidden `__start__`. Error handlers scheduled while the step runs
+    /// are not announced, as in LangGraph.
+    pub(super) fn announce_task_starts(&self, tasks: &[Task]) {
+        let Some(e) = &self.stream.emitter else {
+            return;
+        };
+        if !e.wants(StreamMode::Tasks) && !e.wants(StreamMode::Debug) {
+            return;
+        }
+        let mut values = self.graph.read_values(&self.channels);
+        self.graph
+            .schema
+            .add_managed(&mut values, self.step, self.stop);
+        let state = crate::cache::input_map(&values);
+        for task in tasks.iter().filter(|t| t.name != START) {
+            e.task_start(self.step, || TaskStart {
+                id: task.id.clone(),
+                name: task.name.clone(),
+                input: self.task_input(task, &state),
+                triggers: task.triggers.to_vec(),
+                metadata: self.task_start_metadata(),
+            });
+        }
+    }
+
+    /// What a task is given, as its start event shows it: an entrypoint's argument, a
+    /// `Send`'s argument, or the step's `state`.
+    fn task_input(&self, task: &Task, state: &Value) -> Value {
+        if self.graph.is_entrypoint(&task.name) {
+            return self
+                .channels
+                .get(START)
+                .and_then(|c| c.get())
+                .unwrap_or(Value::Null);
+        }
+        match &task.input {
+            Some(Value::Map(arg)) => Value::Map(arg.clone()),
+            Some(_) => Value::Map(Map::new()),
+            None => state.clone(),
+        }
     }
 
     /// Emits a finished task's `updates`, `messages` and `tasks`/`debug` result events.

@@ -253,8 +253,6 @@ impl<S: State> Run<'_, S> {
         } else {
             (None, None)
         };
-        // A handler task is not announced as starting (LangGraph schedules it unannounced).
-        let announce = failure.is_none();
         let ctx = NodeContext {
             scratch: pad,
             resume: self.env.resume.clone(),
@@ -283,21 +281,6 @@ impl<S: State> Run<'_, S> {
             failure,
             resuming: self.env.resuming,
         };
-        if let Some(e) = &self.stream.emitter
-            && announce
-        {
-            e.task_start(self.step, || TaskStart {
-                id: task.id.clone(),
-                name: task.name.clone(),
-                input: match &ctx.input {
-                    // An entrypoint is given its argument.
-                    Some(input) => input.clone(),
-                    None => crate::cache::input_map(&ctx.values),
-                },
-                triggers: task.triggers.to_vec(),
-                metadata: self.task_start_metadata(),
-            });
-        }
         let span = crate::trace::task_span(&task.name, &task.id, &task.triggers, self.step);
         let attempts = async move {
             let result = attempts

@@ -267,9 +267,10 @@ impl<S: State> Run<'_, S> {
             if should_interrupt(&self.checkpoint, before, &tasks) {
                 return Ok(());
             }
-            // As LangGraph 1.2 (once past `interrupt_before`), the writes a task saved on an
-            // earlier try of the step are streamed again, marked cached; then the node cache
-            // answers the tasks it can.
+            // As LangGraph 1.2 (once past `interrupt_before`), every task of the step is
+            // announced; the writes a task saved on an earlier try of the step are streamed
+            // again, marked cached; then the node cache answers the tasks it can.
+            self.announce_task_starts(&tasks);
             if !reused.is_empty() {
                 for task in tasks.iter().filter(|t| reused.contains(&t.id)) {
                     self.announce_cached(task, &task.writes);
