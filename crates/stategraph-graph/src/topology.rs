@@ -6,6 +6,8 @@ use crate::compiled::CompiledGraph;
 use crate::graph::{END, START};
 use crate::state::State;
 
+mod mermaid;
+
 /// An edge of a graph's drawing.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct DrawnEdge {
@@ -15,6 +17,9 @@ pub struct DrawnEdge {
     pub target: String,
     /// A conditional edge: taken when the routing function returns its target.
     pub conditional: bool,
+    /// What the edge is labelled with: the path-map key that leads to its target, where the
+    /// key is not the target's name (LangGraph's edge `data`).
+    pub label: Option<String>,
 }
 
 /// What [`CompiledGraph::topology`] returns: nodes and edges.
@@ -84,8 +89,10 @@ impl<S: State> CompiledGraph<S> {
             for branch in &out.branches {
                 match &branch.path_map {
                     Some(map) => {
-                        for target in map.values() {
-                            edges.insert(edge(source, target, true));
+                        for (key, target) in map {
+                            let mut e = edge(source, target, true);
+                            e.label = (key != target).then(|| key.clone());
+                            edges.insert(e);
                         }
                     }
                     None => {
@@ -114,6 +121,7 @@ fn edge(source: &str, target: &str, conditional: bool) -> DrawnEdge {
         source: source.to_owned(),
         target: target.to_owned(),
         conditional,
+        label: None,
     }
 }
 

@@ -1,0 +1,246 @@
+//! A [`Topology`] as Mermaid flowchart text, written exactly as LangChain's
+//! `Graph.draw_mermaid()` writes it (frontmatter, node shapes, edge arrows and labels,
+//! subgraph blocks for `parent:child` node names, class definitions), so that a drawing
+//! compares equal to Python's and renders with the Mermaid CLI or any Markdown viewer.
+
+use super::{DrawnEdge, Topology};
+
+/// Node names that start and end with one of these are wrapped in `<p>` (Markdown would
+/// read them as emphasis).
+const MARKDOWN_SPECIAL: [char; 3] = ['*', '_', '`'];
+/// Edge labels are broken into lines of this many words.
+const WRAP_WORDS: usize = 9;
+
+/// `label` as a Mermaid node id: letters, digits, `_` and `-` kept, every other character
+/// as a backslash and its lowercase hex code point (unique, and always valid).
+fn safe_id(label: &str) -> String {
+    let mut out = String::with_capacity(label.len());
+    for c in label.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+            out.push(c);
+        } else {
+            out.push_str(&format!("\\{:x}", u32::from(c)));
+        }
+    }
+    out
+}
+
+/// The nodes of one subgraph block (or of the top level), in order.
+type Group<'a> = Vec<&'a str>;
+
+/// Adds `item` to `key`'s entry of an insertion-ordered list (a new entry goes last).
+fn push_to<T: Clone>(list: &mut Vec<(String, Vec<T>)>, key: &str, item: T) {
+    match list.iter_mut().find(|(k, _)| k == key) {
+        Some((_, items)) => items.push(item),
+        None => list.push((key.to_owned(), vec![item])),
+    }
+}
+
+struct Writer<'a> {
+    out: String,
+    first: Option<&'a str>,
+    last: Option<&'a str>,
+    subgraph_nodes: Vec<(String, Group<'a>)>,
+    edge_groups: Vec<(String, Vec<&'a DrawnEdge>)>,
+    seen: Vec<String>,
+}
+
+impl<'a> Writer<'a> {
+    fn node(&mut self, id: &str) {
+        let name = id.rsplit(':').next().unwrap_or(id);
+        let label = if name.starts_with(MARKDOWN_SPECIAL) && name.ends_with(MARKDOWN_SPECIAL) {
+            format!("<p>{name}</p>")
+        } else {
+            name.to_owned()
+        };
+        let safe = safe_id(id);
+        let line = if Some(id) == self.first {
+            format!("\t{safe}([{label}]):::first\n")
+        } else if Some(id) == self.last {
+            format!("\t{safe}([{label}]):::last\n")
+        } else {
+            format!("\t{safe}({label})\n")
+        };
+        self.out.push_str(&line);
+    }
+
+    fn edge(&mut self, e: &DrawnEdge) {
+        let arrow = match &e.label {
+            Some(data) => {
+                let words: Vec<&str> = data.split_whitespace().collect();
+                let data = if words.len() > WRAP_WORDS {
+                    words
+                        .chunks(WRAP_WORDS)
+                        .map(|c| c.join(" "))
+                        .collect::<Vec<_>>()
+                        .join("&nbsp<br>&nbsp")
+                } else {
+                    data.clone()
+                };
+                if e.conditional {
+                    format!(" -. &nbsp;{data}&nbsp; .-> ")
+                } else {
+                    format!(" -- &nbsp;{data}&nbsp; --> ")
+                }
+            }
+            None if e.conditional => " -.-> ".to_owned(),
+            None => " --> ".to_owned(),
+        };
+        let line = format!("\t{}{arrow}{};\n", safe_id(&e.source), safe_id(&e.target));
+        self.out.push_str(&line);
+    }
+
+    /// One block: its nodes and edges, then the blocks nested one level below it.
+    fn block(&mut self, edges: &[&'a DrawnEdge], prefix: &str) {
+        let self_loop = edges.len() == 1 && edges.first().is_some_and(|e| e.source == e.target);
+        let opens = !prefix.is_empty() && !self_loop;
+        if opens {
+            let name = prefix.rsplit(':').next().unwrap_or(prefix).to_owned();
+            self.out.push_str(&format!("\tsubgraph {name}\n"));
+            self.seen.push(name);
+            let nodes = self
+                .subgraph_nodes
+                .iter()
+                .find(|(p, _)| p == prefix)
+                .map(|(_, n)| n.clone())
+                .unwrap_or_default();
+            for id in nodes {
+                self.node(id);
+            }
+        }
+        for e in edges {
+            self.edge(e);
+        }
+        let nested: Vec<(String, Vec<&'a DrawnEdge>)> = self
+            .edge_groups
+            .iter()
+            .filter(|(p, _)| {
+                let Some(rest) = p.strip_prefix(&format!("{prefix}:")) else {
+                    return false;
+                };
+                p != prefix && !rest.contains(':')
+            })
+            .cloned()
+            .collect();
+        for (p, edges) in nested {
+            self.block(&edges, &p);
+        }
+        if opens {
+            self.out.push_str("\tend\n");
+        }
+    }
+}
+
+impl Topology {
+    /// The graph as Mermaid flowchart text, as LangChain's `Graph.draw_mermaid()` writes it
+    /// with its defaults (styles on, linear curves, edge labels wrapped every nine words):
+    /// `__start__` and `__end__` drawn as the first and last node, conditional edges dotted,
+    /// nodes named `parent:child` inside a `subgraph parent` block.
+    ///
+    /// ```
+    /// use stategraph_checkpoint::Map;
+    /// use stategraph_graph::{DynState, END, START, Schema, StateGraph};
+    /// let mut g = StateGraph::<DynState>::with_schema(Schema::new().last_value("x"));
+    /// g.add_node("a", |_s, _c| async { Ok(Map::new()) });
+    /// g.add_edge(START, "a").add_edge("a", END);
+    /// let text = g.compile().unwrap().topology().draw_mermaid();
+    /// assert!(text.contains("\t__start__ --> a;\n"));
+    /// assert!(text.contains("\t__end__([<p>__end__</p>]):::last\n"));
+    /// ```
+    pub fn draw_mermaid(&self) -> String {
+        let targets: Vec<&str> = self.edges.iter().map(|e| e.target.as_str()).collect();
+        let sources: Vec<&str> = self.edges.iter().map(|e| e.source.as_str()).collect();
+        fn only(found: Vec<&String>) -> Option<&str> {
+            match found.as_slice() {
+                [one] => Some(one.as_str()),
+                _ => None,
+            }
+        }
+        let first = only(
+            self.nodes
+                .iter()
+                .filter(|n| !targets.contains(&n.as_str()))
+                .collect(),
+        );
+        let last = only(
+            self.nodes
+                .iter()
+                .filter(|n| !sources.contains(&n.as_str()))
+                .collect(),
+        );
+        let mut w = Writer {
+            out: String::from("---\nconfig:\n  flowchart:\n    curve: linear\n---\ngraph TD;\n"),
+            first,
+            last,
+            subgraph_nodes: Vec::new(),
+            edge_groups: Vec::new(),
+            seen: Vec::new(),
+        };
+        let mut regular: Group<'_> = Vec::new();
+        for id in &self.nodes {
+            match id.rsplit_once(':') {
+                Some((prefix, _)) => push_to(&mut w.subgraph_nodes, prefix, id.as_str()),
+                None => regular.push(id.as_str()),
+            }
+        }
+        for id in regular {
+            w.node(id);
+        }
+        for e in &self.edges {
+            // The segments the two ends share position by position (LangChain's grouping).
+            let common: Vec<&str> = e
+                .source
+                .split(':')
+                .zip(e.target.split(':'))
+                .filter(|(s, t)| s == t)
+                .map(|(s, _)| s)
+                .collect();
+            push_to(&mut w.edge_groups, &common.join(":"), e);
+        }
+        let top: Vec<&DrawnEdge> = w
+            .edge_groups
+            .iter()
+            .find(|(p, _)| p.is_empty())
+            .map(|(_, e)| e.clone())
+            .unwrap_or_default();
+        w.block(&top, "");
+        let outer: Vec<(String, Vec<&DrawnEdge>)> = w
+            .edge_groups
+            .iter()
+            .filter(|(p, _)| !p.is_empty() && !p.contains(':'))
+            .cloned()
+            .collect();
+        for (prefix, edges) in outer {
+            w.block(&edges, &prefix);
+            w.seen.push(prefix);
+        }
+        let empty: Vec<(String, Group<'_>)> = w
+            .subgraph_nodes
+            .iter()
+            .filter(|(p, _)| !p.contains(':') && !w.seen.contains(p))
+            .cloned()
+            .collect();
+        for (prefix, nodes) in empty {
+            w.out.push_str(&format!("\tsubgraph {prefix}\n"));
+            for id in nodes {
+                w.node(id);
+            }
+            w.out.push_str("\tend\n");
+            w.seen.push(prefix);
+        }
+        w.out
+            .push_str("\tclassDef default fill:#f2f0ff,line-height:1.2\n");
+        w.out.push_str("\tclassDef first fill-opacity:0\n");
+        w.out.push_str("\tclassDef last fill:#bfb6fc\n");
+        w.out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ids_keep_only_safe_characters() {
+        assert_eq!(super::safe_id("a-b_c9"), "a-b_c9");
+        assert_eq!(super::safe_id("sub:x y"), "sub\\3ax\\20y");
+    }
+}

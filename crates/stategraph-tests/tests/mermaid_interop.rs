@@ -1,0 +1,121 @@
+//! Mermaid drawings written by stategraph equal LangChain's `Graph.draw_mermaid()` for the
+//! same nodes and edges: shapes, arrows, labels (wrapped), ids of names with special
+//! characters, and subgraph blocks (nested, empty, with a self-loop). The Python side is
+//! `scripts/interop/mermaid.py`; needs the pinned Python environment (`scripts/python-env.sh`)
+//! and fails, never skips, without it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write as _;
+
+use serde_json::{Value as Json, json};
+use stategraph::graph::{DrawnEdge, Topology};
+
+fn drawing(nodes: &[&str], edges: &[(&str, &str, bool, Option<&str>)]) -> Topology {
+    Topology {
+        nodes: nodes.iter().map(|n| (*n).to_owned()).collect(),
+        edges: edges
+            .iter()
+            .map(|(s, t, c, l)| DrawnEdge {
+                source: (*s).to_owned(),
+                target: (*t).to_owned(),
+                conditional: *c,
+                label: l.map(str::to_owned),
+            })
+            .collect(),
+    }
+}
+
+/// LangChain's drawings of `drawings`.
+fn python(drawings: &[Topology]) -> Vec<String> {
+    let input: Vec<Json> = drawings
+        .iter()
+        .map(|d| {
+            json!({
+                "nodes": d.nodes,
+                "edges": d.edges.iter().map(|e| json!([e.source, e.target, e.conditional, e.label])).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let mut child = std::process::Command::new(stategraph_testkit::python::python_interpreter())
+        .arg(stategraph_testkit::python::repo_root().join("scripts/interop/mermaid.py"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running mermaid.py");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(serde_json::to_string(&input).unwrap().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "mermaid.py failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("mermaid.py printed no JSON")
+}
+
+#[test]
+fn mermaid_text_equals_langchains() {
+    let long = "one two three four five six seven eight nine ten eleven twelve";
+    let drawings = [
+        // Conditional edges, with and without labels; a long label wraps.
+        drawing(
+            &["__start__", "check", "fix", "done", "__end__"],
+            &[
+                ("__start__", "check", false, None),
+                ("check", "fix", true, Some("retry")),
+                ("check", "done", true, None),
+                ("fix", "check", false, Some(long)),
+                ("done", "__end__", false, None),
+            ],
+        ),
+        // A subgraph (names `parent:child`), one nested in it, and a node whose name needs
+        // escaping in ids and a Markdown-looking one.
+        drawing(
+            &[
+                "__start__",
+                "plan",
+                "sub:a",
+                "sub:inner:x",
+                "sub:inner:y",
+                "sub:b",
+                "has space",
+                "*bold*",
+                "__end__",
+            ],
+            &[
+                ("__start__", "plan", false, None),
+                ("plan", "sub:a", false, None),
+                ("sub:a", "sub:inner:x", false, None),
+                ("sub:inner:x", "sub:inner:y", true, Some("go")),
+                ("sub:inner:y", "sub:b", false, None),
+                ("sub:b", "has space", false, None),
+                ("has space", "*bold*", true, None),
+                ("*bold*", "__end__", false, None),
+            ],
+        ),
+        // A subgraph with no edges inside it, and one whose only edge is a self-loop.
+        drawing(
+            &["__start__", "solo:only", "loop:me", "__end__"],
+            &[
+                ("__start__", "solo:only", false, None),
+                ("solo:only", "loop:me", false, None),
+                ("loop:me", "loop:me", true, None),
+                ("loop:me", "__end__", false, None),
+            ],
+        ),
+        // No single first or last node.
+        drawing(&["a", "b"], &[]),
+    ];
+    let ours: Vec<String> = drawings.iter().map(Topology::draw_mermaid).collect();
+    let theirs = python(&drawings);
+    for (i, (o, t)) in ours.iter().zip(&theirs).enumerate() {
+        assert_eq!(o, t, "drawing {i} differs");
+    }
+    assert_eq!(ours.len(), theirs.len());
+}
