@@ -23,12 +23,17 @@ pub struct DrawnEdge {
 }
 
 /// What [`CompiledGraph::topology`] returns: nodes and edges.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Topology {
     /// `__start__`, the nodes in the order they were added, then `__end__`.
     pub nodes: Vec<String>,
-    /// The edges, sorted.
+    /// The edges: those the graph declares, sorted, then those to `__end__` from nodes that
+    /// lead nowhere (LangGraph's order).
     pub edges: Vec<DrawnEdge>,
+    /// What a drawing notes on a node, in order (LangGraph's node metadata): `defer = True`
+    /// for a deferred node, `__interrupt = before` (`after`, `before,after`) for a
+    /// breakpoint.
+    pub metadata: std::collections::BTreeMap<String, Vec<(String, String)>>,
 }
 
 impl<S: State> CompiledGraph<S> {
@@ -69,10 +74,11 @@ impl<S: State> CompiledGraph<S> {
             .filter(|n| *n != START)
             .collect();
         let mut edges = BTreeSet::new();
+        let mut termini: BTreeSet<&str> = BTreeSet::new();
         for source in std::iter::once(START).chain(user.iter().copied()) {
             let Some(out) = self.edges.get(source) else {
                 if source != START {
-                    edges.insert(edge(source, END, false));
+                    termini.insert(source);
                 }
                 continue;
             };
@@ -103,16 +109,52 @@ impl<S: State> CompiledGraph<S> {
                 }
             }
             if out.writes.is_empty() && out.branches.is_empty() && source != START {
-                edges.insert(edge(source, END, false));
+                termini.insert(source);
             }
         }
         let mut nodes = vec![START.to_owned()];
         nodes.extend(user.iter().map(|n| (*n).to_owned()));
         nodes.push(END.to_owned());
+        let mut edges: Vec<DrawnEdge> = edges.into_iter().collect();
+        edges.extend(termini.into_iter().map(|t| edge(t, END, false)));
         Topology {
             nodes,
-            edges: edges.into_iter().collect(),
+            edges,
+            metadata: self.drawn_metadata(&user),
         }
+    }
+
+    /// What a drawing notes on each of `nodes`: deferral, then breakpoints.
+    fn drawn_metadata(
+        &self,
+        nodes: &[&str],
+    ) -> std::collections::BTreeMap<String, Vec<(String, String)>> {
+        let mut metadata = std::collections::BTreeMap::new();
+        for n in nodes {
+            let mut lines = Vec::new();
+            let channel = crate::graph::branch_channel(n);
+            let deferred = self.channel_specs.iter().any(|(c, spec)| {
+                **c == *channel && matches!(spec, crate::channel::ChannelSpec::LastValueAfterFinish)
+            });
+            if deferred {
+                lines.push(("defer".to_owned(), "True".to_owned()));
+            }
+            let before = self.interrupt_before.iter().any(|b| b == n);
+            let after = self.interrupt_after.iter().any(|a| a == n);
+            let interrupt = match (before, after) {
+                (true, true) => Some("before,after"),
+                (true, false) => Some("before"),
+                (false, true) => Some("after"),
+                (false, false) => None,
+            };
+            if let Some(i) = interrupt {
+                lines.push(("__interrupt".to_owned(), i.to_owned()));
+            }
+            if !lines.is_empty() {
+                metadata.insert((*n).to_owned(), lines);
+            }
+        }
+        metadata
     }
 }
 

@@ -23,6 +23,7 @@ fn drawing(nodes: &[&str], edges: &[(&str, &str, bool, Option<&str>)]) -> Topolo
                 label: l.map(str::to_owned),
             })
             .collect(),
+        ..Topology::default()
     }
 }
 
@@ -34,6 +35,7 @@ fn python(drawings: &[Topology]) -> Vec<String> {
             json!({
                 "nodes": d.nodes,
                 "edges": d.edges.iter().map(|e| json!([e.source, e.target, e.conditional, e.label])).collect::<Vec<_>>(),
+                "metadata": d.metadata,
             })
         })
         .collect();
@@ -111,6 +113,24 @@ fn mermaid_text_equals_langchains() {
         ),
         // No single first or last node.
         drawing(&["a", "b"], &[]),
+        // Notes on nodes, escaped.
+        {
+            let mut d = drawing(
+                &["__start__", "a", "__end__"],
+                &[
+                    ("__start__", "a", false, None),
+                    ("a", "__end__", false, None),
+                ],
+            );
+            d.metadata.insert(
+                "a".into(),
+                vec![
+                    ("defer".into(), "True".into()),
+                    ("note".into(), "<x> [1] #2".into()),
+                ],
+            );
+            d
+        },
     ];
     let ours: Vec<String> = drawings.iter().map(Topology::draw_mermaid).collect();
     let theirs = python(&drawings);
@@ -118,4 +138,64 @@ fn mermaid_text_equals_langchains() {
         assert_eq!(o, t, "drawing {i} differs");
     }
     assert_eq!(ours.len(), theirs.len());
+}
+
+/// LangGraph's `get_graph().draw_mermaid()` of `mermaid.py graphs`.
+fn python_graphs() -> serde_json::Map<String, Json> {
+    let out = std::process::Command::new(stategraph_testkit::python::python_interpreter())
+        .arg(stategraph_testkit::python::repo_root().join("scripts/interop/mermaid.py"))
+        .arg("graphs")
+        .output()
+        .expect("running mermaid.py");
+    assert!(
+        out.status.success(),
+        "mermaid.py failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("mermaid.py printed no JSON")
+}
+
+#[test]
+fn compiled_graphs_draw_as_langgraph_draws_them() {
+    use stategraph::{DynState, END, Map, START, Schema, StateGraph};
+    let schema = || {
+        Schema::new()
+            .last_value("n")
+            .reducer("log", stategraph::Reducer::append())
+    };
+    let mut g = StateGraph::<DynState>::with_schema(schema());
+    for n in ["check", "fix", "report"] {
+        g.add_node(n, |_s, _c| async { Ok(Map::new()) });
+    }
+    g.add_edge(START, "check");
+    g.add_conditional_edges("check", |_s| Ok(vec!["done".into()]))
+        .path_map([("retry", "fix"), ("done", "report"), ("stop", END)]);
+    g.add_edge("fix", "check");
+    let branches = g.compile().unwrap();
+
+    let mut g = StateGraph::<DynState>::with_schema(schema());
+    for n in ["plan", "work", "join"] {
+        g.add_node(n, |_s, _c| async { Ok(Map::new()) });
+    }
+    g.add_edge(START, "plan");
+    g.add_conditional_edges("plan", |_s| {
+        Ok(vec![stategraph::graph::Goto::Send(
+            stategraph::graph::Send::new("work", Map::new()),
+        )])
+    })
+    .path_map(["work"]);
+    g.add_edge("work", "join").set_defer("join");
+    let send_defer = g.compile().unwrap().with_interrupt_before(["work"]);
+
+    let theirs = python_graphs();
+    for (name, ours) in [
+        ("branches", branches.topology().draw_mermaid()),
+        ("send_defer", send_defer.topology().draw_mermaid()),
+    ] {
+        assert_eq!(
+            Some(&json!(ours)),
+            theirs.get(name),
+            "{name} is drawn differently"
+        );
+    }
 }

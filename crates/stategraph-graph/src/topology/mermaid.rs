@@ -36,8 +36,32 @@ fn push_to<T: Clone>(list: &mut Vec<(String, Vec<T>)>, key: &str, item: T) {
     }
 }
 
+/// A metadata line as a Mermaid label shows it: `#` and the characters Mermaid reads as
+/// syntax written as entities.
+fn escape_label(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '#' => out.push_str("#35;"),
+            '[' => out.push_str("#91;"),
+            ']' => out.push_str("#93;"),
+            '(' => out.push_str("#40;"),
+            ')' => out.push_str("#41;"),
+            '{' => out.push_str("#123;"),
+            '}' => out.push_str("#125;"),
+            '"' => out.push_str("#quot;"),
+            '<' => out.push_str("#60;"),
+            '>' => out.push_str("#62;"),
+            '|' => out.push_str("#124;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 struct Writer<'a> {
     out: String,
+    metadata: &'a std::collections::BTreeMap<String, Vec<(String, String)>>,
     first: Option<&'a str>,
     last: Option<&'a str>,
     subgraph_nodes: Vec<(String, Group<'a>)>,
@@ -48,11 +72,18 @@ struct Writer<'a> {
 impl<'a> Writer<'a> {
     fn node(&mut self, id: &str) {
         let name = id.rsplit(':').next().unwrap_or(id);
-        let label = if name.starts_with(MARKDOWN_SPECIAL) && name.ends_with(MARKDOWN_SPECIAL) {
+        let mut label = if name.starts_with(MARKDOWN_SPECIAL) && name.ends_with(MARKDOWN_SPECIAL) {
             format!("<p>{name}</p>")
         } else {
             name.to_owned()
         };
+        if let Some(lines) = self.metadata.get(id).filter(|l| !l.is_empty()) {
+            let lines: Vec<String> = lines
+                .iter()
+                .map(|(k, v)| escape_label(&format!("{k} = {v}")))
+                .collect();
+            label = format!("{label}<hr/><small><em>{}</em></small>", lines.join("\n"));
+        }
         let safe = safe_id(id);
         let line = if Some(id) == self.first {
             format!("\t{safe}([{label}]):::first\n")
@@ -170,6 +201,7 @@ impl Topology {
         );
         let mut w = Writer {
             out: String::from("---\nconfig:\n  flowchart:\n    curve: linear\n---\ngraph TD;\n"),
+            metadata: &self.metadata,
             first,
             last,
             subgraph_nodes: Vec::new(),
