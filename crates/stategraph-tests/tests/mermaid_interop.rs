@@ -27,6 +27,31 @@ fn drawing(nodes: &[&str], edges: &[(&str, &str, bool, Option<&str>)]) -> Topolo
     }
 }
 
+/// `mermaid.py ARGS` fed `stdin`: the JSON it prints.
+fn mermaid_py(args: &[&str], stdin: &str) -> Json {
+    let mut child = std::process::Command::new(stategraph_testkit::python::python_interpreter())
+        .arg(stategraph_testkit::python::repo_root().join("scripts/interop/mermaid.py"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("running mermaid.py");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "mermaid.py failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("mermaid.py printed no JSON")
+}
+
 /// LangChain's drawings of `drawings`.
 fn python(drawings: &[Topology]) -> Vec<String> {
     let input: Vec<Json> = drawings
@@ -39,26 +64,7 @@ fn python(drawings: &[Topology]) -> Vec<String> {
             })
         })
         .collect();
-    let mut child = std::process::Command::new(stategraph_testkit::python::python_interpreter())
-        .arg(stategraph_testkit::python::repo_root().join("scripts/interop/mermaid.py"))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("running mermaid.py");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(serde_json::to_string(&input).unwrap().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "mermaid.py failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("mermaid.py printed no JSON")
+    serde_json::from_value(mermaid_py(&[], &serde_json::to_string(&input).unwrap())).unwrap()
 }
 
 #[test]
@@ -142,17 +148,7 @@ fn mermaid_text_equals_langchains() {
 
 /// LangGraph's `get_graph().draw_mermaid()` of `mermaid.py graphs`.
 fn python_graphs() -> serde_json::Map<String, Json> {
-    let out = std::process::Command::new(stategraph_testkit::python::python_interpreter())
-        .arg(stategraph_testkit::python::repo_root().join("scripts/interop/mermaid.py"))
-        .arg("graphs")
-        .output()
-        .expect("running mermaid.py");
-    assert!(
-        out.status.success(),
-        "mermaid.py failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("mermaid.py printed no JSON")
+    serde_json::from_value(mermaid_py(&["graphs"], "")).unwrap()
 }
 
 #[test]
