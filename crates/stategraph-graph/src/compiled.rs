@@ -71,7 +71,9 @@ impl<S: State> SubgraphView for CompiledGraph<S> {
         Box<dyn std::future::Future<Output = Result<StateSnapshot, GraphError>> + Send + 'a>,
     > {
         Box::pin(async move {
-            let config = nested::view_config(self.persistence, config);
+            // A per-thread subgraph's state is where it stores it, not under the task.
+            let mut config = config;
+            config.checkpoint_ns = self.nested_ns(&config.checkpoint_ns);
             self.state_with(&saver, &config, true).await
         })
     }

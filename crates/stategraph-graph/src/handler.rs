@@ -48,15 +48,14 @@ impl NodeFailure {
             error: error.into(),
         }
     }
+}
 
-    /// The failure as a saved `__error__` write holds it (both sides save the error's
-    /// `repr` as a string).
-    pub(crate) fn from_write(node: &str, error: &Value) -> Self {
-        let error = match error {
-            Value::Str(s) => s.to_string(),
-            other => format!("{other:?}"),
-        };
-        Self::new(node, error)
+/// An error as a saved `__error__` write holds it (both sides save the error's `repr` as a
+/// string).
+pub(crate) fn error_text(error: &Value) -> String {
+    match error {
+        Value::Str(s) => s.to_string(),
+        other => format!("{other:?}"),
     }
 }
 

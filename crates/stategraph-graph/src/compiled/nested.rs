@@ -7,7 +7,7 @@
 use stategraph_checkpoint::Map;
 
 use super::CompiledGraph;
-use crate::error::{GraphError, NodeError};
+use crate::error::NodeError;
 use crate::node::NodeContext;
 use crate::run::{ResumeInput, RunOutcome, RunSetup};
 use crate::state::{State, Values};
@@ -125,18 +125,6 @@ impl<S: State> CompiledGraph<S> {
             SubgraphPersistence::Off => None,
             _ => self.checkpointer.clone().or_else(|| ctx.saver.clone()),
         };
-        // A subgraph with a checkpoint in its namespace continues from it when the run that
-        // contains it is resuming (LangGraph's `CONFIG_KEY_RESUMING`): it was interrupted (or
-        // failed) there. Otherwise its input is applied afresh (on top of that state, for a
-        // per-thread subgraph).
-        let existing = match (&saver, &config.thread_id) {
-            (Some(s), Some(t)) if ctx.resuming => s
-                .get_tuple(&config.checkpoint_config(t))
-                .await
-                .map_err(|e| NodeError::from(GraphError::from(e)))?
-                .is_some(),
-            _ => false,
-        };
         let mut setup = RunSetup::new(saver);
         setup.parents = (*ctx.parents).clone();
         setup.resume = Some(ResumeInput::Inherited(ctx.resume.clone()));
@@ -147,22 +135,14 @@ impl<S: State> CompiledGraph<S> {
             .emitter
             .as_ref()
             .and_then(|e| e.nested(&config.checkpoint_ns));
-        if !existing {
-            setup.input = Some(stategraph_checkpoint::Value::Map(input));
-        }
+        setup.input = Some(stategraph_checkpoint::Value::Map(input));
+        // A subgraph with a checkpoint in its namespace continues from it when the run that
+        // contains it is resuming (LangGraph's `CONFIG_KEY_RESUMING`): it was interrupted (or
+        // failed) there. Otherwise its input is applied afresh (on top of that state, for a
+        // per-thread subgraph).
+        setup.continue_saved = ctx.resuming;
         self.run_with(config, setup).await.map_err(NodeError::from)
     }
-}
-
-/// The subgraph views read a per-thread subgraph where it stores its state.
-pub(crate) fn view_config(
-    persistence: SubgraphPersistence,
-    mut config: crate::config::RunConfig,
-) -> crate::config::RunConfig {
-    if persistence == SubgraphPersistence::PerThread {
-        config.checkpoint_ns = without_task_ids(&config.checkpoint_ns);
-    }
-    config
 }
 
 #[cfg(test)]

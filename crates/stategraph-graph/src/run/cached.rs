@@ -26,7 +26,12 @@ impl<S: State> Run<'_, S> {
     /// writes, saved as its writes and announced on the `updates` stream as cached;
     /// remembers the keys of the others with a cache policy, for
     /// [`cache_result`](Self::cache_result).
-    pub(super) async fn match_cached(&mut self, tasks: &mut [Task]) -> Result<(), GraphError> {
+    /// `values` are the step's (what its tasks read).
+    pub(super) async fn match_cached(
+        &mut self,
+        tasks: &mut [Task],
+        values: &crate::state::Values,
+    ) -> Result<(), GraphError> {
         self.cache_keys.clear();
         let Some(cache) = self.graph.cache.clone() else {
             return Ok(());
@@ -51,15 +56,7 @@ impl<S: State> Run<'_, S> {
             let input = match &task.input {
                 // A `Send`'s task is keyed by its argument.
                 Some(arg) => arg.clone(),
-                None => state_input
-                    .get_or_insert_with(|| {
-                        let mut values = self.graph.read_values(&self.channels);
-                        self.graph
-                            .schema
-                            .add_managed(&mut values, self.step, self.stop);
-                        input_map(&values)
-                    })
-                    .clone(),
+                None => state_input.get_or_insert_with(|| input_map(values)).clone(),
             };
             let key = policy.cache_key(node.function, Some(&task.name), &input);
             self.cache_keys

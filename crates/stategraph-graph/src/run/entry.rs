@@ -45,6 +45,9 @@ pub(crate) struct RunSetup {
     /// A subgraph's: whether the run containing it is resuming (else: whether this run has
     /// no input).
     pub(crate) resuming: Option<bool>,
+    /// Continue the checkpoint the run loads, if there is one, instead of applying `input`
+    /// (a subgraph in a resuming run: it was interrupted, or failed, there).
+    pub(crate) continue_saved: bool,
 }
 
 impl RunSetup {
@@ -60,6 +63,7 @@ impl RunSetup {
             typed_output: false,
             subgraph: false,
             resuming: None,
+            continue_saved: false,
         }
     }
 }
@@ -370,9 +374,10 @@ impl<S: State> CompiledGraph<S> {
         run.stream.emitter = setup.emitter;
         run.env.store = self.store.clone().or(setup.store);
         run.env.resuming = setup.resuming.unwrap_or(setup.input.is_none());
+        let continues = setup.continue_saved && run.checkpoint_config.checkpoint_id.is_some();
         match setup.input {
-            Some(input) => run.first_input(input).await?,
-            None => run.first_resume(setup.resume, setup.command).await?,
+            Some(input) if !continues => run.first_input(input).await?,
+            _ => run.first_resume(setup.resume, setup.command).await?,
         }
         let result = run.run_loop().await;
         let stopped_early = result.is_err() || !run.interrupts.is_empty();

@@ -51,18 +51,14 @@ impl<S: State> Run<'_, S> {
     /// `map_debug_tasks` over the step's tasks), those whose writes are reused or cached
     /// included; not the hidden `__start__`. Error handlers scheduled while the step runs
     /// are not announced, as in LangGraph.
-    pub(super) fn announce_task_starts(&self, tasks: &[Task]) {
+    pub(super) fn announce_task_starts(&self, tasks: &[Task], values: &Values) {
         let Some(e) = &self.stream.emitter else {
             return;
         };
         if !e.wants(StreamMode::Tasks) && !e.wants(StreamMode::Debug) {
             return;
         }
-        let mut values = self.graph.read_values(&self.channels);
-        self.graph
-            .schema
-            .add_managed(&mut values, self.step, self.stop);
-        let state = crate::cache::input_map(&values);
+        let state = crate::cache::input_map(values);
         for task in tasks.iter().filter(|t| t.name != START) {
             e.task_start(self.step, || TaskStart {
                 id: task.id.clone(),

@@ -86,12 +86,11 @@ impl<S: State> Run<'_, S> {
     /// Runs every task without writes concurrently; saves each task's writes as it finishes,
     /// and the writes of the tasks they call (kept in `self.calls`). A task that fails and
     /// has an error handler adds the handler's task to `tasks`, run in the same step.
-    pub(super) async fn execute(&mut self, tasks: &mut Vec<Task>) -> Result<(), GraphError> {
-        let mut values = self.graph.read_values(&self.channels);
-        // Managed keys (`RemainingSteps`, `IsLastStep`) are the step's to read, not stored.
-        self.graph
-            .schema
-            .add_managed(&mut values, self.step, self.stop);
+    pub(super) async fn execute(
+        &mut self,
+        tasks: &mut Vec<Task>,
+        values: Arc<Values>,
+    ) -> Result<(), GraphError> {
         // What a subgraph started by a task of this step records as its parents.
         let mut child_parents = self.env.parents.clone();
         if let Some(id) = &self.checkpoint_config.checkpoint_id {
@@ -102,7 +101,7 @@ impl<S: State> Run<'_, S> {
         let scope = Arc::new(self.call_scope(&child_parents));
         let _closing = crate::call::Closing(Arc::clone(&scope));
         let mut step = Running {
-            values: Arc::new(values),
+            values,
             state: None,
             child_parents,
             scope: Arc::clone(&scope),
@@ -166,6 +165,16 @@ impl<S: State> Run<'_, S> {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// What the step's tasks read: the state's values, with the managed keys
+    /// (`RemainingSteps`, `IsLastStep`), which are the step's to read, not stored.
+    pub(super) fn step_values(&self) -> Values {
+        let mut values = self.graph.read_values(&self.channels);
+        self.graph
+            .schema
+            .add_managed(&mut values, self.step, self.stop);
+        values
     }
 
     /// Records the tasks that finished; the handlers of those that failed join the step

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use stategraph_checkpoint::{Value, channels as reserved};
 
 use super::Run;
-use crate::handler::{NodeFailure, handler_task};
+use crate::handler::{NodeFailure, error_text, handler_task};
 use crate::state::State;
 use crate::step::Task;
 
@@ -87,10 +87,10 @@ impl<S: State> Run<'_, S> {
             if self.error_handler_of(&task.name).is_none() {
                 continue;
             }
-            let failure = NodeFailure::from_write(&task.name, &error);
+            let text = error_text(&error);
             task.writes = vec![(reserved::ERROR.to_owned(), error)];
             let task = task.clone();
-            self.hand_to_handler(&task, &failure.error);
+            self.hand_to_handler(&task, &text);
         }
         tasks.append(&mut self.handlers.queued);
     }

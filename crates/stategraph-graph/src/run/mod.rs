@@ -270,23 +270,26 @@ impl<S: State> Run<'_, S> {
             // As LangGraph 1.2 (once past `interrupt_before`), every task of the step is
             // announced; the writes a task saved on an earlier try of the step are streamed
             // again, marked cached; then the node cache answers the tasks it can.
-            self.announce_task_starts(&tasks);
+            let values = Arc::new(self.step_values());
+            self.announce_task_starts(&tasks, &values);
             if !reused.is_empty() {
                 for task in tasks.iter().filter(|t| reused.contains(&t.id)) {
                     self.announce_cached(task, &task.writes);
                 }
             }
             if self.graph.cache.is_some() {
-                self.match_cached(&mut tasks).await?;
+                self.match_cached(&mut tasks, &values).await?;
             }
             // The step's span covers its awaits (its tasks, its save); without a subscriber
             // they are awaited as they are.
             let span = crate::trace::step_span(self.step, tasks.len());
             let started = std::time::Instant::now();
             if span.is_disabled() {
-                self.execute(&mut tasks).await?;
+                self.execute(&mut tasks, values).await?;
             } else {
-                self.execute(&mut tasks).instrument(span.clone()).await?;
+                self.execute(&mut tasks, values)
+                    .instrument(span.clone())
+                    .await?;
             }
             if !self.interrupts.is_empty() {
                 // The step stops here; its finished tasks' writes are saved, and the thread

@@ -258,7 +258,6 @@ impl Topology {
                 w.node(id);
             }
             w.out.push_str("\tend\n");
-            w.seen.push(prefix);
         }
         w.out
             .push_str("\tclassDef default fill:#f2f0ff,line-height:1.2\n");
