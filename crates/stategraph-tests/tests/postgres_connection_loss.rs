@@ -94,11 +94,40 @@ async fn connection_terminated_mid_run() {
     for t in saver.list(&ListOptions::thread("loss")).await.unwrap() {
         assert!(t.checkpoint.channel_versions.keys().all(|k| !k.is_empty()));
     }
-    // A failed run is resumed even when `next` is empty: as in LangGraph, a checkpoint whose
-    // tasks all stored their writes shows them applied and no `next`, though the checkpoint
-    // after them was never saved.
-    if failed || !g.get_state(&config).await.unwrap().next.is_empty() {
-        g.continue_values(config.clone()).await.unwrap();
+    // Checkpoints are saved in the background while the next step runs (LangGraph's
+    // `durability="async"`), so the killed connection may have been writing the input's own
+    // checkpoint: the failed run then stored nothing, and the caller sends its input again.
+    // Otherwise a failed run is resumed even when `next` is empty: as in LangGraph, a
+    // checkpoint whose tasks all stored their writes shows them applied and no `next`, though
+    // the checkpoint after them was never saved. The pool's other connection was killed too
+    // and may not know it yet, so that attempt may itself lose its connection, typed; the
+    // caller tries again.
+    let mut failed = failed;
+    for attempt in 1..=3 {
+        let stored = saver
+            .get_tuple(&stategraph::CheckpointConfig::new("loss"))
+            .await
+            .unwrap()
+            .is_some();
+        let outcome = if !stored {
+            assert!(failed, "a run that succeeded stored its checkpoints");
+            g.invoke_values(LogUpdate::default(), config.clone())
+                .await
+                .map(drop)
+        } else if failed || !g.get_state(&config).await.unwrap().next.is_empty() {
+            g.continue_values(config.clone()).await.map(drop)
+        } else {
+            Ok(())
+        };
+        match outcome {
+            Ok(()) => break,
+            Err(GraphError::Checkpoint(stategraph::CheckpointError::ConnectionLost { .. }))
+                if attempt < 3 =>
+            {
+                failed = true;
+            }
+            Err(other) => panic!("recovering (attempt {attempt}): {other:?}"),
+        }
     }
     let state = g.get_state(&config).await.unwrap();
     assert!(state.next.is_empty());
