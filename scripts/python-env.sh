@@ -16,6 +16,7 @@ REQUIREMENTS=(
   "langgraph-sdk==0.4.14"
   "mcp==2.3.0"
   "a2a-sdk==1.3.0"
+  "grandalf==0.8"
   "langchain-core==1.7.2"
   "ormsgpack==1.13.1"
   "psycopg[binary]==3.2.10"

@@ -88,6 +88,10 @@ step prometheus "Needs apt (Debian's prometheus package); rerun scripts/promethe
   scripts/prometheus.sh install
 export STATEGRAPH_TEST_PROMETHEUS="$STEP_OUT"
 
+# The Mermaid CLI (npm, pinned) on Debian's headless Chromium, which renders drawings to PNG.
+step mermaid "Needs apt (Debian's chromium package), Node.js 18+ with npm and the npm registry; rerun scripts/mermaid-cli.sh install alone." \
+  scripts/mermaid-cli.sh install
+
 echo "test.sh: set-up done in $SECONDS s:" >&2
 printf '  %s\n' "${TIMES[@]}" >&2
 

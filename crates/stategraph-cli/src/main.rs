@@ -1,7 +1,7 @@
 //! `stategraph`: inspect, audit and operate the threads of a stategraph or LangGraph database
 //! from the shell.
 //!
-//! Every command takes `--db URL` (`sqlite:PATH`, `postgres://…`, `mysql://…`,
+//! Every command but `graph` takes `--db URL` (`sqlite:PATH`, `postgres://…`, `mysql://…`,
 //! `redis://…[?prefix=P]`; or `$STATEGRAPH_DB`) and prints a table, or JSON with `--json`
 //! (snapshots with LangGraph's field names). Threads need not have been written by a program
 //! at hand: snapshots come from a reader graph inferred from the checkpoints
@@ -31,6 +31,7 @@ use stategraph::{
 
 mod audit;
 mod diff;
+mod graph;
 mod ops;
 mod read;
 mod serve;
@@ -49,9 +50,10 @@ mod tree;
     stategraph --db sqlite:app.sqlite diff --thread 1 1ef…a 1ef…b\n  \
     stategraph --db sqlite:app.sqlite repair --thread 1 --checkpoint 1ef… --apply\n  \
     stategraph --db sqlite:app.sqlite store search --ns user-1.memories --query \"food\" --embed minilm\n  \
-    stategraph --db sqlite:app.sqlite serve --port 2024\n\n\
+    stategraph --db sqlite:app.sqlite serve --port 2024\n  \
+    stategraph graph my-assistant --url http://localhost:2024 --xray all\n\n\
     Environment: STATEGRAPH_DB (the database), LANGGRAPH_AES_KEY (read and write encrypted \
-    threads), STATEGRAPH_API_KEY (serve's --api-key), STATEGRAPH_WEBHOOKS_ALLOW_PRIVATE (serve's \
+    threads), STATEGRAPH_API_KEY (serve's and graph's --api-key), STATEGRAPH_WEBHOOKS_ALLOW_PRIVATE (serve's \
     --allow-private-webhooks), N_JOBS_PER_WORKER (serve's --workers), RUST_LOG (the log filter), \
     OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES (serve: export \
     traces over OTLP), NO_COLOR.")]
@@ -258,6 +260,13 @@ enum Command {
     /// The cross-thread memory store: put, get, search, delete, namespaces.
     #[command(subcommand)]
     Store(store::StoreCommand),
+    /// A graph's drawing as Mermaid text (--json: LangGraph's drawing JSON), as LangGraph's
+    /// `get_graph(xray=...).draw_mermaid()` writes it: one `serve` serves (seed, sleep), or
+    /// an assistant of any Agent Server, stategraph's or LangGraph's (--url). Needs no
+    /// database.
+    ///
+    /// Example: stategraph graph my-assistant --url http://localhost:2024 --xray all
+    Graph(graph::GraphArgs),
     /// Serve LangGraph's Agent Server HTTP API (what `langgraph-sdk` and its UIs call) over
     /// the database, until stopped: its threads, runs and store, with two example graphs,
     /// each also an assistant of its name: `seed` (`foo` last value, `bar` appended; node_a →
@@ -352,6 +361,10 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<(), Failure> {
+    if let Command::Graph(args) = cli.command {
+        println!("{}", graph::run(args, cli.json).await?);
+        return Ok(());
+    }
     let url = cli
         .db
         .clone()
@@ -496,7 +509,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             ns,
             apply,
         } => ops::repair(saver, &thread, &ns, checkpoint, apply, cli.json).await?,
-        Command::Store(_) | Command::Serve { .. } => unreachable!("handled above"),
+        Command::Store(_) | Command::Serve { .. } | Command::Graph(_) => {
+            unreachable!("handled above")
+        }
     };
     println!("{out}");
     Ok(())

@@ -73,6 +73,17 @@ fn sleep_graph() -> Result<stategraph::CompiledGraph<DynState>, Failure> {
     g.compile().map_err(fail)
 }
 
+/// The graph `serve` serves as `name`.
+pub(crate) fn served_graph(name: &str) -> Result<stategraph::CompiledGraph<DynState>, Failure> {
+    match name {
+        "seed" => seed_graph(),
+        "sleep" => sleep_graph(),
+        other => Err(format!(
+            "`serve` serves no graph `{other}` (it serves seed and sleep; pass --url to ask a server)"
+        )),
+    }
+}
+
 /// Serves until the process is stopped.
 pub(crate) async fn run(url: &str, options: OpenOptions, args: ServeArgs) -> Result<(), Failure> {
     // The checkpointer, store and run queue of the database: every process serving it shares

@@ -1208,3 +1208,61 @@ fn serve_answers_the_agent_server_api_over_the_database() {
     let state: Json = serde_json::from_str(&stdout).unwrap();
     assert_eq!(state["values"], json!({"foo": "b", "bar": ["a", "b"]}));
 }
+
+#[test]
+fn graph_draws_a_served_graph_and_an_assistant_of_a_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite:{}", dir.path().join("drawn.sqlite").display());
+    let server = served::Served::start(&db, &["--api-key", "k3y"]);
+    let url = format!("http://{}", server.addr);
+    // Drawn here, as `serve` serves it.
+    let (code, local, stderr) = cli(&db, &["graph", "seed"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(local.starts_with("---\nconfig:\n  flowchart:\n    curve: linear\n---\ngraph TD;\n"));
+    for line in [
+        "\t__start__([<p>__start__</p>]):::first\n",
+        "\t__start__ --> node_a;\n",
+        "\tnode_a --> node_b;\n",
+        "\tnode_b --> __end__;\n",
+    ] {
+        assert!(local.contains(line), "{line:?} is missing from {local}");
+    }
+    // Asked of the server (the graph id stands for its default assistant): the same drawing.
+    let (code, remote, stderr) = cli(&db, &["graph", "seed", "--url", &url, "--api-key", "k3y"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(remote, local);
+    let remote = cli_json(
+        &db,
+        &[
+            "graph",
+            "sleep",
+            "--url",
+            &url,
+            "--api-key",
+            "k3y",
+            "--json",
+        ],
+    );
+    assert_eq!(remote, cli_json(&db, &["graph", "sleep", "--json"]));
+    assert_eq!(remote["nodes"][1]["id"], "sleep");
+    // Failures name what failed.
+    let (code, _, stderr) = cli(&db, &["graph", "seed", "--url", &url, "--api-key", "wrong"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("answered 403"), "{stderr}");
+    let (code, _, stderr) = cli(&db, &["graph", "nope", "--url", &url, "--api-key", "k3y"]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("answered 422 Unprocessable Entity: Invalid assistant ID: must be a UUID"),
+        "{stderr}"
+    );
+    let unknown = "00000000-0000-4000-8000-000000000000";
+    let (code, _, stderr) = cli(&db, &["graph", unknown, "--url", &url, "--api-key", "k3y"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("answered 404"), "{stderr}");
+    let (code, _, stderr) = cli(&db, &["graph", "nope"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("no graph `nope`"), "{stderr}");
+    let (code, _, stderr) = cli(&db, &["graph", "seed", "--xray", "deep"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("neither `all` nor a depth"), "{stderr}");
+}

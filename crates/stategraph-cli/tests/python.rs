@@ -128,3 +128,64 @@ async fn encrypted_postgres_threads_written_by_python() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("thread `seed`"), "{err}");
 }
+
+/// `graph --url` asking the reference Agent Server (`langgraph dev`, installed by
+/// `scripts/reference-server.sh install`) for its `nested` graph draws exactly what Python's
+/// `get_graph(xray=...).draw_mermaid()` draws for that graph, with and without xray.
+#[test]
+fn graph_draws_a_python_servers_assistant_as_python_draws_it() {
+    let root = stategraph_testkit::python::repo_root();
+    let script = root.join("scripts/reference-server.sh");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let started = Command::new(&script)
+        .args(["start", &port.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        started.status.success(),
+        "the reference server did not start (install it with `scripts/reference-server.sh \
+         install`; scripts/test.sh does): {}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+    let pid = String::from_utf8(started.stdout).unwrap().trim().to_owned();
+    let url = format!("http://127.0.0.1:{port}");
+    let drawn = |xray: Option<&str>| {
+        let mut args = vec!["graph", "nested", "--url", url.as_str()];
+        args.extend(xray.map(|x| ["--xray", x]).into_iter().flatten());
+        let (code, out, err) = cli(None, "memory:", &args);
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    let (plain, xray) = (drawn(None), drawn(Some("all")));
+    let _ = Command::new(&script).args(["stop", &pid]).status();
+
+    // Python's own drawings of the graph the server serves.
+    let venv = std::env::var("STATEGRAPH_REF_VENV").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/stategraph/ref-venv",
+            std::env::var("HOME").unwrap()
+        )
+    });
+    let program = "import json, sys; sys.path.insert(0, sys.argv[1]); import graphs; \
+                   print(json.dumps([graphs.nested.get_graph(xray=x).draw_mermaid() \
+                   for x in (False, True)]))";
+    let out = Command::new(format!("{venv}/bin/python"))
+        .args(["-c", program])
+        .arg(root.join("bench/agent-server/reference"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let python: Vec<String> = serde_json::from_slice(&out.stdout).unwrap();
+    // The binary prints the text and a newline.
+    assert_eq!(plain, format!("{}\n", python[0]));
+    assert_eq!(xray, format!("{}\n", python[1]));
+    assert!(xray.contains("\tsubgraph sub\n"));
+}

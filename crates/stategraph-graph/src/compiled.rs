@@ -60,6 +60,9 @@ pub(crate) trait SubgraphView: Send + Sync {
 
     /// The subgraph's state keys.
     fn keys(&self) -> Vec<String>;
+
+    /// The subgraph's drawing.
+    fn drawing(&self, xray: crate::topology::Xray) -> crate::topology::Topology;
 }
 
 impl<S: State> SubgraphView for CompiledGraph<S> {
@@ -80,6 +83,10 @@ impl<S: State> SubgraphView for CompiledGraph<S> {
 
     fn keys(&self) -> Vec<String> {
         self.state_keys()
+    }
+
+    fn drawing(&self, xray: crate::topology::Xray) -> crate::topology::Topology {
+        CompiledGraph::drawing(self, xray)
     }
 }
 
@@ -131,6 +138,8 @@ pub struct CompiledGraph<S: State> {
     pub(crate) head: Arc<crate::head::HeadCache<S>>,
     /// How it keeps checkpoints when run inside another graph's task.
     pub(crate) persistence: SubgraphPersistence,
+    /// What drawing it needs beyond its nodes and edges.
+    pub(crate) drawn: Arc<crate::topology::Declared>,
 }
 
 /// Threads whose last checkpoint a graph remembers by default.
@@ -158,6 +167,7 @@ impl<S: State> Clone for CompiledGraph<S> {
             run_locks: Arc::clone(&self.run_locks),
             head: Arc::clone(&self.head),
             persistence: self.persistence,
+            drawn: Arc::clone(&self.drawn),
         }
     }
 }
@@ -229,6 +239,7 @@ impl<S: State> CompiledGraph<S> {
             run_locks: Arc::default(),
             head: Arc::new(crate::head::HeadCache::new(DEFAULT_STATE_CACHE)),
             persistence: SubgraphPersistence::default(),
+            drawn: Arc::default(),
         }
     }
 

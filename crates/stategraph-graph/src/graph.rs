@@ -118,8 +118,9 @@ pub struct StateGraph<S: State> {
     edges: Vec<(String, String)>,
     joins: Vec<(Vec<String>, String)>,
     branches: Vec<(String, Branch<S>)>,
-    /// Where each node's `Command`s may route (LangGraph's `destinations=`).
-    destinations: Vec<(String, Vec<String>)>,
+    /// Where each node's `Command`s may route (LangGraph's `destinations=`), each target
+    /// with the label its drawn edge carries.
+    destinations: crate::topology::Destinations,
     /// Each node's own retry and timeout policies.
     policies: BTreeMap<String, crate::attempts::Attempts>,
     /// What nodes without their own policies get.
@@ -267,15 +268,39 @@ impl<S: State> StateGraph<S> {
     }
 
     /// Declares the nodes a node's [`Command`](crate::Command)s may route to (LangGraph's
-    /// `destinations=`). Only validation uses it: without it, a node reached only through
-    /// commands would be reported as one that can never run.
+    /// `destinations=`, or a `Command[Literal[...]]` return type): validation counts them as
+    /// reachable, and drawings show them as conditional edges. Routing itself is up to the
+    /// commands.
     pub fn add_destinations<I, T>(&mut self, node: impl Into<String>, to: I) -> &mut Self
     where
         I: IntoIterator<Item = T>,
         T: Into<String>,
     {
-        self.destinations
-            .push((node.into(), to.into_iter().map(Into::into).collect()));
+        self.destinations.push((
+            node.into(),
+            to.into_iter().map(|t| (t.into(), None)).collect(),
+        ));
+        self
+    }
+
+    /// [`add_destinations`](Self::add_destinations) with a label for each drawn edge
+    /// (LangGraph's `destinations={"node": "label"}`).
+    pub fn add_labelled_destinations<I, T, L>(
+        &mut self,
+        node: impl Into<String>,
+        to: I,
+    ) -> &mut Self
+    where
+        I: IntoIterator<Item = (T, L)>,
+        T: Into<String>,
+        L: Into<String>,
+    {
+        self.destinations.push((
+            node.into(),
+            to.into_iter()
+                .map(|(t, l)| (t.into(), Some(l.into())))
+                .collect(),
+        ));
         self
     }
 
@@ -457,6 +482,7 @@ impl<S: State> StateGraph<S> {
         );
         let mut graph = CompiledGraph::new(self.schema.clone(), channels, pregel, edges);
         graph.io = Arc::new(self.io.clone());
+        graph.drawn = Arc::new(self.declared_for_drawing());
         Ok(graph)
     }
 }

@@ -93,5 +93,5 @@ pub use stream::{
     ValuesEvent,
 };
 pub use timeout::{NodeTimeoutError, RefreshOn, TimeoutKind, TimeoutPolicy};
-pub use topology::{DrawnEdge, Topology};
+pub use topology::{DrawAsciiError, DrawingJsonError, DrawnEdge, NodeNotes, Topology, Xray};
 pub use update::{AsNode, StateUpdate};

@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use stategraph_checkpoint::{CheckpointConfig, CheckpointSaver, Map};
 use stategraph_graph::{
     AsNode, CompiledGraph, GraphError, HistoryOptions, Interrupt, RunCommand, RunConfig, RunStream,
-    State, StateSnapshot, StreamEvent, StreamMode, Topology, UpdatesEvent, Values,
+    State, StateSnapshot, StreamEvent, StreamMode, Topology, UpdatesEvent, Values, Xray,
 };
 
 /// How a run starts.
@@ -115,7 +115,8 @@ pub(crate) trait ServedGraph: Send + Sync {
         as_node: AsNode,
     ) -> BoxFuture<'a, Result<CheckpointConfig, GraphError>>;
 
-    fn topology(&self) -> Topology;
+    /// Its drawing, subgraphs drawn in as deep as `xray` says.
+    fn drawing(&self, xray: Xray) -> Topology;
 
     /// The one channel that is the graph's output as-is (an entrypoint's), if so
     /// ([`CompiledGraph::output_channel`]): its state values render as that channel's value.
@@ -183,8 +184,8 @@ impl<S: State> ServedGraph for CompiledGraph<S> {
         Box::pin(self.update_state_values(config, values, as_node))
     }
 
-    fn topology(&self) -> Topology {
-        CompiledGraph::topology(self)
+    fn drawing(&self, xray: Xray) -> Topology {
+        CompiledGraph::drawing(self, xray)
     }
 
     fn output_channel(&self) -> Option<&'static str> {

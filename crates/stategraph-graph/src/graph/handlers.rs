@@ -80,6 +80,23 @@ impl<S: State> StateGraph<S> {
         self.handler_decls().any(|d| d.name == node)
     }
 
+    /// What a drawing of the compiled graph needs: the nodes in LangGraph's order (a
+    /// node's own handler just before it, the default handler last) and the destinations.
+    pub(super) fn declared_for_drawing(&self) -> crate::topology::Declared {
+        let mut order = Vec::new();
+        for n in &self.nodes {
+            if let Some((_, handler)) = self.handlers.iter().find(|(of, _)| *of == n.name) {
+                order.push(handler.name.clone());
+            }
+            order.push(n.name.clone());
+        }
+        order.extend(self.default_handler.iter().map(|d| d.name.clone()));
+        crate::topology::Declared {
+            order,
+            destinations: self.destinations.clone(),
+        }
+    }
+
     /// The handler nodes' declarations: each node's own, then the default.
     pub(super) fn handler_decls(&self) -> impl Iterator<Item = &NodeDecl<S>> {
         self.handlers

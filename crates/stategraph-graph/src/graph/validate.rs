@@ -98,7 +98,7 @@ impl<S: State> StateGraph<S> {
             if !known.contains(from.as_str()) {
                 return invalid(format!("destinations of unknown node `{from}`"));
             }
-            if let Some(t) = to.iter().find(|t| !is_target(t)) {
+            if let Some((t, _)) = to.iter().find(|(t, _)| !is_target(t)) {
                 return invalid(format!("node `{from}` declares unknown destination `{t}`"));
             }
         }
@@ -137,7 +137,7 @@ impl<S: State> StateGraph<S> {
             );
             for (f, to) in &self.destinations {
                 if f == n {
-                    next.extend(to.iter().map(String::as_str));
+                    next.extend(to.iter().map(|(t, _)| t.as_str()));
                 }
             }
             for (f, b) in &self.branches {

@@ -59,9 +59,56 @@ fn escape_label(text: &str) -> String {
     out
 }
 
+/// A note's value as LangChain writes it into a node's label: a scalar as Python's `str()`
+/// shows it (`True`, `1.0`), a list of scalars joined by `, `; anything else (null, a map, a
+/// nested list) leaves the note out.
+fn note_value(value: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Bool(true) => Some("True".to_owned()),
+        Value::Bool(false) => Some("False".to_owned()),
+        Value::Number(n) => Some(py_number(n)),
+        Value::Array(items) => items
+            .iter()
+            .map(|i| match i {
+                Value::Array(_) | Value::Object(_) | Value::Null => None,
+                scalar => note_value(scalar),
+            })
+            .collect::<Option<Vec<String>>>()
+            .map(|items| items.join(", ")),
+        Value::Null | Value::Object(_) => None,
+    }
+}
+
+/// A JSON number as Python's `str()` shows it: integers as they are, floats in Python's
+/// shortest form (`1.0`, `0.1`, `1e+16`, `1.5e-05`).
+fn py_number(n: &serde_json::Number) -> String {
+    if n.is_i64() || n.is_u64() {
+        return n.to_string();
+    }
+    let f = n.as_f64().unwrap_or_default();
+    let magnitude = f.abs();
+    if f != 0.0 && !(1e-4..1e16).contains(&magnitude) {
+        // Rust writes `1.5e-5`; Python `1.5e-05`.
+        let text = format!("{f:e}");
+        let (mantissa, exponent) = text.split_once('e').unwrap_or((&text, "0"));
+        let (sign, digits) = match exponent.strip_prefix('-') {
+            Some(d) => ('-', d),
+            None => ('+', exponent),
+        };
+        return format!("{mantissa}e{sign}{digits:0>2}");
+    }
+    if f.fract() == 0.0 {
+        format!("{f:.1}")
+    } else {
+        format!("{f}")
+    }
+}
+
 struct Writer<'a> {
     out: String,
-    metadata: &'a std::collections::BTreeMap<String, Vec<(String, String)>>,
+    metadata: &'a std::collections::BTreeMap<String, super::NodeNotes>,
     first: Option<&'a str>,
     last: Option<&'a str>,
     subgraph_nodes: Vec<(String, Group<'a>)>,
@@ -77,11 +124,14 @@ impl<'a> Writer<'a> {
         } else {
             name.to_owned()
         };
-        if let Some(lines) = self.metadata.get(id).filter(|l| !l.is_empty()) {
-            let lines: Vec<String> = lines
-                .iter()
-                .map(|(k, v)| escape_label(&format!("{k} = {v}")))
-                .collect();
+        let lines: Vec<String> = self
+            .metadata
+            .get(id)
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some(escape_label(&format!("{k} = {}", note_value(v)?))))
+            .collect();
+        if !lines.is_empty() {
             label = format!("{label}<hr/><small><em>{}</em></small>", lines.join("\n"));
         }
         let safe = safe_id(id);
@@ -269,6 +319,21 @@ impl Topology {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn notes_read_as_langchain_writes_them() {
+        use serde_json::json;
+        let note = |v| super::note_value(&v);
+        assert_eq!(note(json!(true)).as_deref(), Some("True"));
+        assert_eq!(note(json!("before")).as_deref(), Some("before"));
+        assert_eq!(note(json!(["a", 2, 1.0])).as_deref(), Some("a, 2, 1.0"));
+        assert_eq!(note(json!(1.5e-5)).as_deref(), Some("1.5e-05"));
+        assert_eq!(note(json!(2e16)).as_deref(), Some("2e+16"));
+        assert_eq!(note(json!(0.1)).as_deref(), Some("0.1"));
+        assert_eq!(note(json!(null)), None);
+        assert_eq!(note(json!([["nested"]])), None);
+        assert_eq!(note(json!({"k": 1})), None);
+    }
+
     #[test]
     fn ids_keep_only_safe_characters() {
         assert_eq!(super::safe_id("a-b_c9"), "a-b_c9");

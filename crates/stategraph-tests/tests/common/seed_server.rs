@@ -111,7 +111,8 @@ pub(crate) fn fanout_graph() -> CompiledGraph<DynState> {
             .iter()
             .map(|i| Send::new("worker", Map::from_iter([("item", i.clone())])).into())
             .collect())
-    });
+    })
+    .path_map(["worker"]);
     g.add_edge("worker", END);
     g.compile().unwrap()
 }

@@ -1,21 +1,26 @@
 //! An assistant's graph as the API shows it: its drawing, its schemas and its subgraphs.
 
+use stategraph_graph::Xray;
+
 use super::*;
 
 impl GraphQuery {
-    /// Checks `xray` as LangGraph's server reads it: absent or empty, `true`/`True`,
+    /// Reads `xray` as LangGraph's server reads it: absent or empty, `true`/`True`,
     /// `false`/`False`, or an integer above 0 (a depth); anything else is 422.
-    pub(super) fn check(&self) -> Result<(), ApiError> {
+    pub(super) fn xray(&self) -> Result<Xray, ApiError> {
         match self.xray.as_deref() {
-            None | Some("" | "true" | "True" | "false" | "False") => Ok(()),
-            Some(depth) if depth.trim().parse::<i64>().is_ok_and(|d| d > 0) => Ok(()),
-            Some(_) => Err(ApiError::invalid("Invalid xray value")),
+            None | Some("" | "false" | "False") => Ok(Xray::Off),
+            Some("true" | "True") => Ok(Xray::All),
+            Some(depth) => match depth.trim().parse::<i64>() {
+                Ok(d) if d > 0 => Ok(Xray::Depth(u32::try_from(d).unwrap_or(u32::MAX))),
+                _ => Err(ApiError::invalid("Invalid xray value")),
+            },
         }
     }
 }
 
 /// `GET /assistants/{assistant_id}/graph`: the graph's nodes and edges, in LangGraph's
-/// drawing JSON (`xray` is checked; subgraphs are not drawn into their parent).
+/// drawing JSON, its subgraphs drawn in as deep as `xray` says.
 #[utoipa::path(
     get,
     path = "/assistants/{assistant_id}/graph",
@@ -29,49 +34,18 @@ pub(crate) async fn graph(
     GraphOrAssistant(id): GraphOrAssistant,
     Query(query): Query<GraphQuery>,
 ) -> Result<Json<Json_>, ApiError> {
-    query.check()?;
     let assistant = assistant(&state, &id).await?;
+    let xray = query.xray()?;
     let graph_id = assistant.graph_id.as_str();
     let graph = state
         .graphs
         .get(graph_id)
         .ok_or_else(|| ApiError::not_found(format!("Graph \"{graph_id}\" not found")))?;
-    let topology = graph.topology();
+    let drawing = graph.drawing(xray);
     if graph.output_channel().is_some() {
-        return Ok(Json(entrypoint_drawing(&topology)));
+        return Ok(Json(entrypoint_drawing(&drawing)));
     }
-    let nodes: Vec<Json_> = topology
-        .nodes
-        .iter()
-        .map(|n| {
-            if n == START || n == END {
-                json!({ "id": n, "type": "schema", "data": n })
-            } else {
-                json!({
-                    "id": n,
-                    "type": "runnable",
-                    "data": {
-                        "id": ["langgraph", "_internal", "_runnable", "RunnableCallable"],
-                        "name": n,
-                    },
-                })
-            }
-        })
-        .collect();
-    let edges: Vec<Json_> = topology
-        .edges
-        .iter()
-        .map(|e| {
-            let mut edge = json!({ "source": e.source, "target": e.target });
-            if e.conditional
-                && let Some(o) = edge.as_object_mut()
-            {
-                o.insert("conditional".into(), Json_::Bool(true));
-            }
-            edge
-        })
-        .collect();
-    Ok(Json(json!({ "nodes": nodes, "edges": edges })))
+    Ok(Json(drawing.to_json()))
 }
 
 /// An entrypoint's drawing, as LangGraph draws the graph of a Functional API workflow (from
