@@ -225,20 +225,14 @@ impl<S: State> CompiledGraph<S> {
                 }
             }
         }
-        let kept: Vec<&DrawnEdge> = declared
+        let mut edges: Vec<DrawnEdge> = declared
             .iter()
             .filter(|e| reached.contains(e.source.as_str()))
+            .cloned()
             .collect();
-        // One edge per pair of nodes: the first in order.
-        let mut edges: Vec<DrawnEdge> = Vec::new();
-        for e in kept {
-            if !edges
-                .iter()
-                .any(|d| d.source == e.source && d.target == e.target)
-            {
-                edges.push(e.clone());
-            }
-        }
+        // One edge per pair of nodes: the first in order (sorted, a pair's edges are
+        // neighbours).
+        edges.dedup_by(|later, kept| later.source == kept.source && later.target == kept.target);
         // Nodes led to that lead nowhere end the graph.
         let sources: BTreeSet<&str> = edges.iter().map(|e| e.source.as_str()).collect();
         let termini: BTreeSet<String> = edges
@@ -289,6 +283,12 @@ impl<S: State> CompiledGraph<S> {
         }
         metadata
     }
+}
+
+/// The name a node id shows: its last `:`-separated segment (`sub:a` is `a` inside
+/// subgraph `sub`).
+fn node_name(id: &str) -> &str {
+    id.rsplit(':').next().unwrap_or(id)
 }
 
 fn edge(source: &str, target: &str, conditional: bool, label: Option<String>) -> DrawnEdge {

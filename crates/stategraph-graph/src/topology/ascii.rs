@@ -157,7 +157,7 @@ impl Topology {
         let labels: Vec<String> = self
             .nodes
             .iter()
-            .map(|id| format!(" {} ", id.rsplit(':').next().unwrap_or(id)))
+            .map(|id| format!(" {} ", super::node_name(id)))
             .collect();
         let boxes: Vec<(f64, f64)> = labels
             .iter()

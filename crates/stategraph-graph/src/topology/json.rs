@@ -24,11 +24,6 @@ fn wrong(at: impl Into<String>, problem: &str) -> DrawingJsonError {
     }
 }
 
-/// The name a node id shows: its last `:`-separated segment.
-fn name_of(id: &str) -> &str {
-    id.rsplit(':').next().unwrap_or(id)
-}
-
 impl Topology {
     /// The drawing as the Agent Server returns it (LangChain's `Graph.to_json()` without the
     /// Python class ids): `{"nodes": [...], "edges": [...]}`. A node is
@@ -51,7 +46,7 @@ impl Topology {
             .nodes
             .iter()
             .map(|id| {
-                if name_of(id) == END {
+                if super::node_name(id) == END {
                     return json!({ "id": id });
                 }
                 let mut node = json!({ "id": id, "type": "runnable", "data": { "name": id } });

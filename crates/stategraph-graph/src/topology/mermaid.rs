@@ -109,8 +109,8 @@ fn py_number(n: &serde_json::Number) -> String {
 struct Writer<'a> {
     out: String,
     metadata: &'a std::collections::BTreeMap<String, super::NodeNotes>,
-    first: Option<&'a str>,
-    last: Option<&'a str>,
+    first: Option<String>,
+    last: Option<String>,
     subgraph_nodes: Vec<(String, Group<'a>)>,
     edge_groups: Vec<(String, Vec<&'a DrawnEdge>)>,
     seen: Vec<String>,
@@ -118,7 +118,7 @@ struct Writer<'a> {
 
 impl<'a> Writer<'a> {
     fn node(&mut self, id: &str) {
-        let name = id.rsplit(':').next().unwrap_or(id);
+        let name = super::node_name(id);
         let mut label = if name.starts_with(MARKDOWN_SPECIAL) && name.ends_with(MARKDOWN_SPECIAL) {
             format!("<p>{name}</p>")
         } else {
@@ -135,9 +135,9 @@ impl<'a> Writer<'a> {
             label = format!("{label}<hr/><small><em>{}</em></small>", lines.join("\n"));
         }
         let safe = safe_id(id);
-        let line = if Some(id) == self.first {
+        let line = if self.first.as_deref() == Some(id) {
             format!("\t{safe}([{label}]):::first\n")
-        } else if Some(id) == self.last {
+        } else if self.last.as_deref() == Some(id) {
             format!("\t{safe}([{label}]):::last\n")
         } else {
             format!("\t{safe}({label})\n")
@@ -176,7 +176,7 @@ impl<'a> Writer<'a> {
         let self_loop = edges.len() == 1 && edges.first().is_some_and(|e| e.source == e.target);
         let opens = !prefix.is_empty() && !self_loop;
         if opens {
-            let name = prefix.rsplit(':').next().unwrap_or(prefix).to_owned();
+            let name = super::node_name(prefix).to_owned();
             self.out.push_str(&format!("\tsubgraph {name}\n"));
             self.seen.push(name);
             let nodes = self
@@ -229,31 +229,11 @@ impl Topology {
     /// assert!(text.contains("\t__end__([<p>__end__</p>]):::last\n"));
     /// ```
     pub fn draw_mermaid(&self) -> String {
-        let targets: Vec<&str> = self.edges.iter().map(|e| e.target.as_str()).collect();
-        let sources: Vec<&str> = self.edges.iter().map(|e| e.source.as_str()).collect();
-        fn only(found: Vec<&String>) -> Option<&str> {
-            match found.as_slice() {
-                [one] => Some(one.as_str()),
-                _ => None,
-            }
-        }
-        let first = only(
-            self.nodes
-                .iter()
-                .filter(|n| !targets.contains(&n.as_str()))
-                .collect(),
-        );
-        let last = only(
-            self.nodes
-                .iter()
-                .filter(|n| !sources.contains(&n.as_str()))
-                .collect(),
-        );
         let mut w = Writer {
             out: String::from("---\nconfig:\n  flowchart:\n    curve: linear\n---\ngraph TD;\n"),
             metadata: &self.metadata,
-            first,
-            last,
+            first: self.first_node(None),
+            last: self.last_node(None),
             subgraph_nodes: Vec::new(),
             edge_groups: Vec::new(),
             seen: Vec::new(),

@@ -84,25 +84,6 @@ pub(super) struct Layout {
     conflicts: Vec<(usize, usize)>,
 }
 
-/// Where a vertex's edges lead, read with the edges' current orientation.
-fn incoming(vs: &[Vertex], es: &[Edge], v: usize) -> Vec<usize> {
-    vs[v]
-        .edges
-        .iter()
-        .filter(|&&e| es[e].v.1 == v)
-        .map(|&e| es[e].v.0)
-        .collect()
-}
-
-fn outgoing(vs: &[Vertex], es: &[Edge], v: usize) -> Vec<usize> {
-    vs[v]
-        .edges
-        .iter()
-        .filter(|&&e| es[e].v.0 == v)
-        .map(|&e| es[e].v.1)
-        .collect()
-}
-
 impl Layout {
     /// Lays out the first connected component of the graph of `boxes` (width, height) and
     /// `edges`; `xspace` is the gap between boxes of a layer, `yspace` between layers.
@@ -161,12 +142,22 @@ impl Layout {
         layout
     }
 
-    fn incoming(&self, v: usize) -> Vec<usize> {
-        incoming(&self.vs, &self.es, v)
+    /// `v`'s edges that lead into it (`into`) or out of it, as currently oriented.
+    fn edges_at(&self, v: usize, into: bool) -> impl Iterator<Item = usize> + '_ {
+        self.vs[v].edges.iter().copied().filter(move |&e| {
+            let (tail, head) = self.es[e].v;
+            if into { head == v } else { tail == v }
+        })
     }
 
+    /// The vertices `v`'s edges come from.
+    fn incoming(&self, v: usize) -> Vec<usize> {
+        self.edges_at(v, true).map(|e| self.es[e].v.0).collect()
+    }
+
+    /// The vertices `v`'s edges lead to.
     fn outgoing(&self, v: usize) -> Vec<usize> {
-        outgoing(&self.vs, &self.es, v)
+        self.edges_at(v, false).map(|e| self.es[e].v.1).collect()
     }
 
     /// Reverses (or restores) the feedback edges.
@@ -256,12 +247,7 @@ impl Layout {
         *next += 1;
         stack.push(v);
         on_path[v] = true;
-        let out: Vec<usize> = self.vs[v]
-            .edges
-            .iter()
-            .copied()
-            .filter(|&e| self.es[e].v.0 == v)
-            .collect();
+        let out: Vec<usize> = self.edges_at(v, false).collect();
         for e in out {
             let w = self.es[e].v.1;
             if index[w] == 0 {
@@ -308,17 +294,11 @@ impl Layout {
             let mut wave: Vec<usize> = Vec::new();
             for v in unranked {
                 self.set_rank(v);
-                for &e in &self.vs[v].edges {
-                    if self.es[e].v.0 == v {
-                        scanned[e] = true;
-                    }
+                for e in self.edges_at(v, false) {
+                    scanned[e] = true;
                 }
                 for x in self.outgoing(v) {
-                    let ready = self.vs[x]
-                        .edges
-                        .iter()
-                        .filter(|&&e| self.es[e].v.1 == x)
-                        .all(|&e| scanned[e]);
+                    let ready = self.edges_at(x, true).all(|e| scanned[e]);
                     if ready && !wave.contains(&x) {
                         wave.push(x);
                     }

@@ -3,39 +3,41 @@
 //! subgraph's own nodes, named `node:child`, and the parent's edges to and from it lead to
 //! the subgraph's first and from its last node.
 
-use super::Topology;
+use super::{DrawnEdge, Topology};
 
 impl Topology {
     /// The one node no edge leads to (ignoring `exclude` and the edges leaving it), if
-    /// exactly one.
-    fn first_node(&self, exclude: Option<&str>) -> Option<String> {
-        let targets: Vec<&str> = self
-            .edges
-            .iter()
-            .filter(|e| Some(e.source.as_str()) != exclude)
-            .map(|e| e.target.as_str())
-            .collect();
-        only(
-            self.nodes
-                .iter()
-                .filter(|n| Some(n.as_str()) != exclude && !targets.contains(&n.as_str())),
-        )
+    /// exactly one (LangChain's `first_node`; a drawing's origin).
+    pub(super) fn first_node(&self, exclude: Option<&str>) -> Option<String> {
+        self.only_end(exclude, |e| (&e.source, &e.target))
     }
 
     /// The one node no edge leaves (ignoring `exclude` and the edges reaching it), if
-    /// exactly one.
-    fn last_node(&self, exclude: Option<&str>) -> Option<String> {
-        let sources: Vec<&str> = self
+    /// exactly one (LangChain's `last_node`; a drawing's destination).
+    pub(super) fn last_node(&self, exclude: Option<&str>) -> Option<String> {
+        self.only_end(exclude, |e| (&e.target, &e.source))
+    }
+
+    /// The one node (but `exclude`) no edge reaches, an edge's ends read by `ends` as
+    /// (from, to) and edges from `exclude` ignored; `None` unless exactly one.
+    fn only_end(
+        &self,
+        exclude: Option<&str>,
+        ends: impl Fn(&DrawnEdge) -> (&String, &String),
+    ) -> Option<String> {
+        let reached: Vec<&str> = self
             .edges
             .iter()
-            .filter(|e| Some(e.target.as_str()) != exclude)
-            .map(|e| e.source.as_str())
+            .map(&ends)
+            .filter(|(from, _)| Some(from.as_str()) != exclude)
+            .map(|(_, to)| to.as_str())
             .collect();
-        only(
-            self.nodes
-                .iter()
-                .filter(|n| Some(n.as_str()) != exclude && !sources.contains(&n.as_str())),
-        )
+        let mut found = self
+            .nodes
+            .iter()
+            .filter(|n| Some(n.as_str()) != exclude && !reached.contains(&n.as_str()));
+        let one = found.next()?;
+        found.next().is_none().then(|| one.clone())
     }
 
     /// Drops `id` and every edge touching it.
@@ -110,10 +112,4 @@ impl Topology {
             }
         }
     }
-}
-
-/// The one item of `found`, if exactly one.
-fn only<'a>(mut found: impl Iterator<Item = &'a String>) -> Option<String> {
-    let one = found.next()?;
-    found.next().is_none().then(|| one.clone())
 }
