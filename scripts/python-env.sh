@@ -18,6 +18,8 @@ REQUIREMENTS=(
   "a2a-sdk==1.3.0"
   "grandalf==0.8"
   "langchain-core==1.7.2"
+  "langchain-openai==1.7.3"
+  "openai==3.57.0"
   "ormsgpack==1.13.1"
   "psycopg[binary]==3.2.10"
   "pycryptodome==3.23.0"

@@ -6,6 +6,7 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use stategraph_checkpoint::{Map, Value};
 use stategraph_graph::NodeContext;
+use stategraph_graph::stream::{RunKind, RunTree};
 use stategraph_messages::{AiMessageChunk, Message};
 use tracing::Instrument;
 
@@ -100,6 +101,11 @@ pub trait ChatModel: Send + Sync + std::fmt::Debug {
     fn metadata(&self) -> Map {
         Map::new()
     }
+
+    /// Its name in a run's events (LangChain's class name, e.g. `ChatOpenAI`).
+    fn name(&self) -> &str {
+        "ChatModel"
+    }
 }
 
 /// Calling a model from inside a graph node.
@@ -111,8 +117,26 @@ pub trait ChatModelExt: ChatModel {
     /// otherwise the model is invoked. Either way the whole AI message is returned, and the
     /// run does not stream it a second time when the node returns it.
     async fn call(&self, request: &ChatRequest, ctx: &NodeContext) -> Result<Message> {
-        let span = llm_span(self, request, ctx.streams_messages());
-        let answer = answer(self, request, ctx).instrument(span.clone()).await;
+        self.call_in(request, ctx, ctx.run_tree(), None).await
+    }
+
+    /// [`call`](Self::call), the model's run reported under `tree` tagged `tag` (a run
+    /// the node started, such as a `RunnableSequence` of a prompt and the model) rather
+    /// than under the node's own run. When the run streams
+    /// [`StreamMode::Events`](stategraph_graph::StreamMode::Events), the answer is streamed
+    /// and each piece is an `on_chat_model_stream` event.
+    async fn call_in(
+        &self,
+        request: &ChatRequest,
+        ctx: &NodeContext,
+        tree: &RunTree,
+        tag: Option<&str>,
+    ) -> Result<Message> {
+        let streamed = ctx.streams_messages() || tree.is_on();
+        let span = llm_span(self, request, streamed);
+        let answer = answer(self, request, ctx, tree, tag)
+            .instrument(span.clone())
+            .await;
         match &answer {
             Ok(message) => record_usage(&span, message),
             Err(e) if !span.is_disabled() => {
@@ -130,11 +154,24 @@ async fn answer<M: ChatModel + ?Sized>(
     model: &M,
     request: &ChatRequest,
     ctx: &NodeContext,
+    tree: &RunTree,
+    tag: Option<&str>,
 ) -> Result<Message> {
-    if !ctx.streams_messages() {
+    if !ctx.streams_messages() && !tree.is_on() {
         return model.invoke(request).await;
     }
     let metadata = model.metadata();
+    let run = {
+        let mut run_metadata = metadata.clone();
+        run_metadata.insert("ls_integration", "langchain_chat_model");
+        tree.child(RunKind::ChatModel, model.name(), tag, &run_metadata, || {
+            let messages = request.messages.iter().map(Message::to_value);
+            Value::Map(Map::from_iter([(
+                "messages",
+                Value::List(std::iter::once(Value::List(messages.collect())).collect()),
+            )]))
+        })
+    };
     let started = std::time::Instant::now();
     let mut pieces = model.stream(request).await?;
     let mut whole: Option<AiMessageChunk> = None;
@@ -145,6 +182,7 @@ async fn answer<M: ChatModel + ?Sized>(
             tracing::Span::current().record("llm.time_to_first_token_ms", ms);
             tracing::info!(time_to_first_token_ms = ms, "first token");
         }
+        run.stream(|| Message::AiChunk(piece.clone()).to_value());
         ctx.send_message_chunk(piece.clone(), &metadata).await;
         match &mut whole {
             Some(w) => w.merge(piece)?,
@@ -156,7 +194,9 @@ async fn answer<M: ChatModel + ?Sized>(
         path: "stream".into(),
         message: "the model's stream ended without any piece".into(),
     })?;
-    Ok(whole.into_message())
+    let whole = whole.into_message();
+    run.end(|| whole.to_value());
+    Ok(whole)
 }
 
 /// The span of a model call: OpenInference's `LLM` kind and OpenTelemetry's GenAI
@@ -239,5 +279,9 @@ impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
 
     fn metadata(&self) -> Map {
         (**self).metadata()
+    }
+
+    fn name(&self) -> &str {
+        (**self).name()
     }
 }

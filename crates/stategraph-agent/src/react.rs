@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use stategraph_checkpoint::{CheckpointSaver, Map, Value};
+use stategraph_graph::stream::RunKind;
 use stategraph_graph::{
     CompiledGraph, END, Goto, GraphError, NodeContext, NodeError, START, Send, StateGraph,
 };
@@ -258,6 +259,7 @@ impl ReactAgent {
             .add_conditional_edges("agent", move |s: &MessagesState| {
                 Ok(should_continue(s, version))
             })
+            .name("should_continue")
             .path_map([("tools", "tools"), (END, END)]);
         if direct.is_empty() {
             graph.add_edge("tools", "agent");
@@ -266,6 +268,7 @@ impl ReactAgent {
                 .add_conditional_edges("tools", move |s: &MessagesState| {
                     Ok(vec![Goto::from(route_tool_responses(&s.messages, &direct))])
                 })
+                .name("route_tool_responses")
                 .path_map([("agent", "agent"), (END, END)]);
         }
         graph
@@ -305,13 +308,38 @@ impl CallModel {
         state: &MessagesState,
         ctx: &NodeContext,
     ) -> Result<MessagesUpdate, NodeError> {
+        // The runs LangGraph's agent reports: its callable `call_model`, and in it the
+        // `RunnableSequence` of the prompt (`Prompt`) and the model.
+        let input = || state_value(state);
+        let call_model = ctx.run_tree().step("call_model", Some("seq:step:1"), input);
+        // LangGraph's `call_model` hands the model its node's config: the sequence runs in
+        // the task, beside `call_model`, not in it.
+        let sequence = ctx.run_tree().child(
+            RunKind::Chain,
+            "RunnableSequence",
+            Some("seq:step:1"),
+            &Map::new(),
+            input,
+        );
+        let prompt = sequence.tree().child(
+            RunKind::Chain,
+            "Prompt",
+            Some("seq:step:1"),
+            &Map::new(),
+            input,
+        );
         validate_chat_history(&state.messages)?;
         let messages = match &self.prompt {
             Some(p) => p.apply(&state.messages),
             None => state.messages.clone(),
         };
+        prompt.end(|| Value::List(messages.iter().map(Message::to_value).collect()));
         let request = ChatRequest::new(messages).tools(self.specs.iter().cloned());
-        let mut reply = self.model.call(&request, ctx).await?;
+        let mut reply = self
+            .model
+            .call_in(&request, ctx, &sequence.tree(), Some("seq:step:2"))
+            .await?;
+        sequence.end(|| reply.to_value());
         if let Message::Ai { fields, .. } = &mut reply {
             fields.name.clone_from(&self.name);
         }
@@ -325,6 +353,12 @@ impl CallModel {
             }
             reply = sorry;
         }
+        call_model.end(|| {
+            Value::Map(Map::from_iter([(
+                "messages",
+                Value::List(std::iter::once(reply.to_value()).collect()),
+            )]))
+        });
         Ok(MessagesUpdate::messages([reply]))
     }
 
@@ -337,6 +371,14 @@ impl CallModel {
         let all_direct = tool_calls.iter().all(|c| self.direct.contains(&c.name));
         (remaining < 1 && all_direct) || (remaining < 2 && !tool_calls.is_empty())
     }
+}
+
+/// The agent's state as its runs' input: `{"messages": [...]}`.
+fn state_value(state: &MessagesState) -> Value {
+    Value::Map(Map::from_iter([(
+        "messages",
+        Value::List(state.messages.iter().map(Message::to_value).collect()),
+    )]))
 }
 
 /// Every tool call of an AI message needs a tool message answering it before the model is

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use tracing::Instrument;
 
 use futures_util::future::join_all;
-use stategraph_checkpoint::Value;
+use stategraph_checkpoint::{Map, Value};
+use stategraph_graph::stream::{ChildRun, RunKind};
 use stategraph_graph::{END, NodeContext, NodeError, NodeFuture, NodeOutput, State};
 use stategraph_messages::{Message, MessageFields, ToolCall};
 
@@ -126,11 +127,27 @@ impl ToolNode {
         calls: &[ToolCall],
         node: Option<&NodeContext>,
     ) -> Result<Vec<Message>, Error> {
-        let answers = join_all(calls.iter().map(|c| self.run_one(c, node))).await;
+        self.run_tagged(calls, node, None).await
+    }
+
+    /// [`run`](Self::run), each tool's run in the node's run tree tagged `tag` (the node's
+    /// own step: `seq:step:1`, as LangGraph runs a `ToolNode` as a node).
+    async fn run_tagged(
+        &self,
+        calls: &[ToolCall],
+        node: Option<&NodeContext>,
+        tag: Option<&str>,
+    ) -> Result<Vec<Message>, Error> {
+        let answers = join_all(calls.iter().map(|c| self.run_one(c, node, tag))).await;
         answers.into_iter().collect()
     }
 
-    async fn run_one(&self, call: &ToolCall, node: Option<&NodeContext>) -> Result<Message, Error> {
+    async fn run_one(
+        &self,
+        call: &ToolCall,
+        node: Option<&NodeContext>,
+        tag: Option<&str>,
+    ) -> Result<Message, Error> {
         let id = call.id.clone().unwrap_or_default();
         let Some(tool) = self.tools.get(&call.name) else {
             let text = format!(
@@ -145,6 +162,13 @@ impl ToolNode {
                 "error",
             ));
         };
+        // `on_tool_start` / `on_tool_end` in the run's events, its arguments as input.
+        let run = node.map_or_else(ChildRun::off, |n| {
+            n.run_tree()
+                .child(RunKind::Tool, &call.name, tag, &Map::new(), || {
+                    call.args.clone()
+                })
+        });
         let ctx = ToolContext::new(id.clone(), node.cloned());
         // OpenInference's `TOOL` span; the arguments' size, not the arguments.
         let span = tracing::info_span!(
@@ -171,7 +195,11 @@ impl ToolNode {
             span.record("error", tracing::field::display(e));
         }
         match called {
-            Ok(out) => Ok(tool_message(out, &call.name, &id, "success")),
+            Ok(out) => {
+                let message = tool_message(out, &call.name, &id, "success");
+                run.end(|| message.to_value());
+                Ok(message)
+            }
             Err(e) => match self.error_output(&e) {
                 Some(out) => Ok(tool_message(out, &call.name, &id, "error")),
                 None => Err(e),
@@ -254,7 +282,7 @@ impl ToolNode {
             Box::pin(async move {
                 let calls = this.calls_in(ctx.input_values()).map_err(NodeError::from)?;
                 let answers = this
-                    .run(&calls, Some(&ctx))
+                    .run_tagged(&calls, Some(&ctx), Some("seq:step:1"))
                     .await
                     .map_err(NodeError::from)?;
                 let list = Value::from(answers.iter().map(Message::to_value).collect::<Vec<_>>());

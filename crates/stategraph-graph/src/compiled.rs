@@ -140,6 +140,8 @@ pub struct CompiledGraph<S: State> {
     pub(crate) persistence: SubgraphPersistence,
     /// What drawing it needs beyond its nodes and edges.
     pub(crate) drawn: Arc<crate::topology::Declared>,
+    /// Its name in its runs' events (`None`: `LangGraph`).
+    pub(crate) name: Option<Arc<str>>,
 }
 
 /// Threads whose last checkpoint a graph remembers by default.
@@ -168,6 +170,7 @@ impl<S: State> Clone for CompiledGraph<S> {
             head: Arc::clone(&self.head),
             persistence: self.persistence,
             drawn: Arc::clone(&self.drawn),
+            name: self.name.clone(),
         }
     }
 }
@@ -240,7 +243,21 @@ impl<S: State> CompiledGraph<S> {
             head: Arc::new(crate::head::HeadCache::new(DEFAULT_STATE_CACHE)),
             persistence: SubgraphPersistence::default(),
             drawn: Arc::default(),
+            name: None,
         }
+    }
+
+    /// The same graph, named `name` in its runs' events (LangGraph's
+    /// `compile(name=...)`; the default is `LangGraph`).
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(Arc::from(name.into()));
+        self
+    }
+
+    /// Its name in its runs' events: `LangGraph` unless [`with_name`](Self::with_name)
+    /// named it.
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or("LangGraph")
     }
 
     /// The lock runs on `thread` take when they ask to queue.
@@ -453,6 +470,7 @@ impl<S: State> CompiledGraph<S> {
         channels: &Channels,
         own: &[(String, Value)],
         step_and_stop: Option<(i64, i64)>,
+        runs: &crate::stream::RunTree,
     ) -> Result<Vec<(String, Value)>, NodeError> {
         let Some(edges) = self.edges.get(node) else {
             return Ok(Vec::new());
@@ -484,9 +502,13 @@ impl<S: State> CompiledGraph<S> {
             self.schema.add_managed(&mut values, step, stop);
         }
         let state = S::from_values(&values).map_err(NodeError::from)?;
-        for branch in &edges.branches {
+        for (k, branch) in edges.branches.iter().enumerate() {
+            let run = crate::stream::run_tree::branch_run(runs, branch.name.as_deref(), k, &values);
             let routes = (branch.path)(&state)?;
-            out.extend(self.goto_writes(node, routes, branch.path_map.as_ref())?);
+            let names = crate::stream::run_tree::route_names(&routes);
+            let writes = self.goto_writes(node, routes, branch.path_map.as_ref())?;
+            run.end(|| crate::stream::run_tree::routes_value(names, &writes));
+            out.extend(writes);
         }
         Ok(out)
     }

@@ -90,6 +90,13 @@ pub struct RunConfig {
     ///
     /// [`StreamEvent::Subgraph`]: crate::StreamEvent::Subgraph
     pub subgraph_events: bool,
+    /// Tags of the run: every runnable's [`RunEvent`](crate::stream::RunEvent) carries
+    /// them after its own (LangChain's inheritable `tags`).
+    pub tags: Vec<String>,
+    /// The name of the graph's run in its [`RunEvent`](crate::stream::RunEvent)s
+    /// (LangChain's `run_name`; default: the graph's
+    /// [`name`](crate::CompiledGraph::name)).
+    pub run_name: Option<String>,
 }
 
 impl Default for RunConfig {
@@ -108,6 +115,8 @@ impl Default for RunConfig {
             queue: false,
             durability: Durability::default(),
             subgraph_events: false,
+            tags: Vec::new(),
+            run_name: None,
         }
     }
 }
@@ -133,6 +142,12 @@ impl RunConfig {
             thread_id: Some(thread_id.into()),
             ..Self::default()
         }
+    }
+
+    /// The same config with `tags` (see [`tags`](RunConfig::tags)).
+    pub fn with_tags(mut self, tags: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.tags = tags.into_iter().map(Into::into).collect();
+        self
     }
 
     /// Streams subgraph events too (see [`subgraph_events`](RunConfig::subgraph_events)).

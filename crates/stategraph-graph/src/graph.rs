@@ -19,6 +19,8 @@ pub const END: &str = "__end__";
 pub(crate) struct Branch<S: State> {
     pub(crate) path: BranchFn<S>,
     pub(crate) path_map: Option<BTreeMap<String, String>>,
+    /// The routing function's name in the run's events (`None`: `Unnamed`).
+    pub(crate) name: Option<Arc<str>>,
 }
 
 impl<S: State> Clone for Branch<S> {
@@ -26,6 +28,7 @@ impl<S: State> Clone for Branch<S> {
         Self {
             path: Arc::clone(&self.path),
             path_map: self.path_map.clone(),
+            name: self.name.clone(),
         }
     }
 }
@@ -53,6 +56,18 @@ impl<'g, S: State> ConditionalEdges<'g, S> {
             branch.path_map = Some(map);
         }
         self.graph
+    }
+}
+
+impl<S: State> ConditionalEdges<'_, S> {
+    /// Names the routing function, as its run is named in
+    /// [`StreamMode::Events`](crate::StreamMode::Events) (Python names it after the
+    /// function, e.g. `should_continue`; unnamed, it is `Unnamed`, as a Python lambda's).
+    pub fn name(self, name: impl Into<String>) -> Self {
+        if let Some((_, branch)) = self.graph.branches.get_mut(self.index) {
+            branch.name = Some(Arc::from(name.into()));
+        }
+        self
     }
 }
 
@@ -353,6 +368,7 @@ impl<S: State> StateGraph<S> {
             Branch {
                 path: Arc::new(path),
                 path_map: None,
+                name: None,
             },
         ));
         let index = self.branches.len() - 1;

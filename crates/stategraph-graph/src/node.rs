@@ -176,6 +176,8 @@ pub struct NodeContext {
     pub(crate) failure: Option<Arc<crate::handler::NodeFailure>>,
     /// Whether the run is resuming (a subgraph run here continues its checkpoint).
     pub(crate) resuming: bool,
+    /// This task's place in the run tree ([`StreamMode::Events`](crate::StreamMode::Events)).
+    pub(crate) runs: crate::stream::RunTree,
 }
 
 impl NodeContext {
@@ -257,6 +259,27 @@ impl NodeContext {
     /// this one (LangGraph's `RemainingSteps` managed value): 1 means this is the last.
     pub fn remaining_steps(&self) -> i64 {
         self.stop - self.step
+    }
+
+    /// Where the runnables this node invokes report their runs (LangChain's callbacks): a
+    /// model's `on_chat_model_*` events, a tool's `on_tool_*`, a chain of the node's own.
+    /// Off (reporting nothing, building nothing) unless the run streams
+    /// [`StreamMode::Events`](crate::StreamMode::Events).
+    ///
+    /// ```
+    /// # use stategraph_graph::{NodeContext, stream::RunKind};
+    /// # use stategraph_checkpoint::{Map, Value};
+    /// fn lookup(ctx: &NodeContext, key: &str) -> String {
+    ///     let run = ctx
+    ///         .run_tree()
+    ///         .child(RunKind::Retriever, "lookup", None, &Map::new(), || Value::from(key));
+    ///     let found = format!("the value of {key}");
+    ///     run.end(|| Value::from(found.as_str()));
+    ///     found
+    /// }
+    /// ```
+    pub fn run_tree(&self) -> &crate::stream::RunTree {
+        &self.runs
     }
 
     /// Whether the run streams the `messages` mode, so that a model called here should

@@ -25,8 +25,10 @@ use crate::state::{State, Values};
 
 mod json;
 mod machinery;
+pub mod run_tree;
 pub use json::*;
 pub use machinery::*;
+pub use run_tree::{ChildRun, RunEvent, RunKind, RunPhase, RunTree};
 
 /// How many events may wait unread before the run waits for the reader.
 pub const STREAM_CAPACITY: usize = 256;
@@ -51,6 +53,9 @@ pub enum StreamMode {
     /// LangChain messages that nodes return in their updates, each with the metadata of the
     /// task that produced it (`langgraph_node`, `langgraph_step`, …), once per message id.
     Messages,
+    /// LangChain's `astream_events` (v2) events of the run and of every runnable inside it
+    /// (LangGraph's `astream_events`; the Agent Server's `events` mode): see [`run_tree`].
+    Events,
 }
 
 impl StreamMode {
@@ -64,6 +69,7 @@ impl StreamMode {
             StreamMode::Debug => "debug",
             StreamMode::Custom => "custom",
             StreamMode::Messages => "messages",
+            StreamMode::Events => "events",
         }
     }
 
@@ -78,6 +84,7 @@ impl StreamMode {
             "debug" => StreamMode::Debug,
             "custom" => StreamMode::Custom,
             "messages" | "messages-tuple" => StreamMode::Messages,
+            "events" => StreamMode::Events,
             _ => return None,
         })
     }
@@ -105,6 +112,9 @@ pub enum StreamEvent<S> {
     Checkpoints(CheckpointEvent),
     /// A checkpoint or task event, with its step and time.
     Debug(DebugEvent),
+    /// A runnable started, streamed or ended (subgraphs' runnables included, never wrapped
+    /// in [`StreamEvent::Subgraph`]: their `parent_ids` say where they ran).
+    Events(RunEvent),
     /// An event of a subgraph's run, streamed when the run config asks for subgraph events
     /// ([`RunConfig::with_subgraph_events`](crate::RunConfig::with_subgraph_events); LangGraph's
     /// `stream(subgraphs=True)`).
@@ -132,6 +142,7 @@ impl<S> StreamEvent<S> {
             StreamEvent::Tasks(_) => StreamMode::Tasks,
             StreamEvent::Checkpoints(_) => StreamMode::Checkpoints,
             StreamEvent::Debug(_) => StreamMode::Debug,
+            StreamEvent::Events(_) => StreamMode::Events,
             StreamEvent::Subgraph(e) => e.event.mode(),
         }
     }
@@ -175,6 +186,7 @@ impl<S> StreamEvent<S> {
             StreamEvent::Tasks(t) => t.to_json(),
             StreamEvent::Checkpoints(c) => c.to_json(),
             StreamEvent::Debug(d) => d.to_json(),
+            StreamEvent::Events(e) => e.to_json(),
             StreamEvent::Subgraph(e) => e.event.to_json(),
         }
     }
@@ -249,6 +261,39 @@ pub enum UpdatesEvent {
 }
 
 impl UpdatesEvent {
+    /// The payload as a value (`{node: update}`, messages kept typed): the chunk the
+    /// graph's run streams in [`StreamMode::Events`].
+    pub(crate) fn to_value(&self) -> Value {
+        let (key, value, cached) = match self {
+            UpdatesEvent::Node {
+                node,
+                update,
+                cached,
+            } => {
+                let update = update.as_ref().map_or(Value::Null, |u| {
+                    Value::Map(u.iter().map(|(k, v)| (k.as_str(), v.clone())).collect())
+                });
+                (node.as_str(), update, *cached)
+            }
+            UpdatesEvent::Interrupt(list) => (
+                "__interrupt__",
+                Value::List(list.iter().map(Interrupt::to_value).collect()),
+                false,
+            ),
+            UpdatesEvent::Returned {
+                node,
+                value,
+                cached,
+            } => (node.as_str(), value.clone(), *cached),
+        };
+        let mut out = Map::from_iter([(key, value)]);
+        if cached {
+            let note = Map::from_iter([("cached", Value::Bool(true))]);
+            out.insert("__metadata__", Value::Map(note));
+        }
+        Value::Map(out)
+    }
+
     fn to_json(&self) -> Json {
         match self {
             UpdatesEvent::Node {

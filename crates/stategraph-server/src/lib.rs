@@ -93,7 +93,6 @@ mod app;
 mod assistants;
 mod crons;
 mod error;
-mod events;
 mod graph;
 mod http;
 mod input;

@@ -7,7 +7,6 @@ use stategraph_graph::{Durability, Goto, Resume, RunCommand, Send, StreamMode};
 use stategraph_runs::Multitask;
 
 use crate::error::ApiError;
-use crate::events::EVENTS;
 use crate::records::Object;
 use crate::run_options::{IfNotExists, OnCompletion, OnDisconnect};
 use crate::wire::input_map;
@@ -89,12 +88,11 @@ pub(crate) fn node_list(v: Option<&Json_>, what: &str) -> Result<Option<Vec<Stri
 }
 
 /// The stream modes a run's body asks for: the engine's modes, and the names as given (which
-/// tell `messages-tuple` from `messages`, and name `events`, which the server renders from
-/// the engine's `debug` events).
+/// tell `messages-tuple` from `messages`).
 pub(crate) fn stream_modes(v: Option<&Json_>) -> Result<(Vec<StreamMode>, Vec<String>), ApiError> {
     let names = node_list(v, "stream_mode")?.unwrap_or_else(|| vec!["values".into()]);
     let mut modes = Vec::new();
-    for n in names.iter().filter(|n| *n != EVENTS) {
+    for n in &names {
         modes.push(StreamMode::from_name(n).ok_or_else(|| {
             ApiError::invalid(format!(
                 "unknown stream_mode `{n}` (known: values, messages, messages-tuple, tasks, \

@@ -447,9 +447,11 @@ async fn stream_mode_events_streams_the_graph_and_its_tasks() {
         ("on_chain_start", "node_a"),
         ("on_chain_stream", "node_a"),
         ("on_chain_end", "node_a"),
+        ("on_chain_stream", "seed"),
         ("on_chain_start", "node_b"),
         ("on_chain_stream", "node_b"),
         ("on_chain_end", "node_b"),
+        ("on_chain_stream", "seed"),
         ("on_chain_end", "seed"),
     ]
     .map(|(e, n)| (e.to_owned(), n.to_owned()));
@@ -463,9 +465,20 @@ async fn stream_mode_events_streams_the_graph_and_its_tasks() {
         json!({"foo": "a", "bar": ["a"]})
     );
     assert_eq!(
-        events[7]["data"]["output"],
+        events[4]["data"]["chunk"],
+        json!({"node_a": {"foo": "a", "bar": ["a"]}})
+    );
+    assert_eq!(
+        events[9]["data"]["output"],
         json!({"foo": "b", "bar": ["a", "b"]})
     );
+    // The graph's run is the server's run.
+    let run_id = text
+        .split("\n\n")
+        .find_map(|b| b.strip_prefix("event: metadata\ndata: "))
+        .map(|d| serde_json::from_str::<Json>(d).unwrap()["run_id"].clone())
+        .unwrap();
+    assert_eq!(events[0]["run_id"], run_id);
     // Only the modes asked for: no `values` events.
     assert!(!text.contains("event: values"), "{text}");
 }

@@ -11,7 +11,7 @@ mod wire;
 use std::sync::Arc;
 use std::time::Duration;
 
-use stategraph_checkpoint::Map;
+use stategraph_checkpoint::{Map, Value};
 use stategraph_messages::Message;
 
 use crate::error::{Error, Result};
@@ -245,12 +245,18 @@ impl ChatModel for ChatOpenAi {
         m.insert("ls_provider", "openai");
         m.insert("ls_model_name", c.model.as_str());
         m.insert("ls_model_type", "chat");
-        if let Some(t) = c.temperature {
-            m.insert("ls_temperature", t);
-        }
+        // Set even when unset (`None`), as LangChain's `ls_params`.
+        m.insert(
+            "ls_temperature",
+            c.temperature.map_or(Value::Null, Value::from),
+        );
         if let Some(n) = c.max_tokens {
             m.insert("ls_max_tokens", i64::from(n));
         }
         m
+    }
+
+    fn name(&self) -> &str {
+        "ChatOpenAI"
     }
 }

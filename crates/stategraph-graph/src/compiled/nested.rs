@@ -136,6 +136,7 @@ impl<S: State> CompiledGraph<S> {
             .as_ref()
             .and_then(|e| e.nested(&config.checkpoint_ns));
         setup.input = Some(stategraph_checkpoint::Value::Map(input));
+        setup.parent_run = ctx.runs.clone();
         // A subgraph with a checkpoint in its namespace continues from it when the run that
         // contains it is resuming (LangGraph's `CONFIG_KEY_RESUMING`): it was interrupted (or
         // failed) there. Otherwise its input is applied afresh (on top of that state, for a

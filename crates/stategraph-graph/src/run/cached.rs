@@ -16,7 +16,7 @@ use crate::cache::{cached_writes, input_map, keep_writes};
 use crate::error::GraphError;
 use crate::state::State;
 use crate::step::Task;
-use crate::stream::{StreamEvent, StreamMode, UpdatesEvent};
+use crate::stream::UpdatesEvent;
 
 /// The cache entries this step's tasks fill once they succeed: task id → entry key and TTL.
 pub(super) type CacheKeys = std::collections::HashMap<String, (CacheKey, Option<Duration>)>;
@@ -85,9 +85,9 @@ impl<S: State> Run<'_, S> {
     /// Announces a task (or call) whose writes came from the cache, or from an earlier try of
     /// the step: its `updates` event, marked cached.
     pub(super) fn announce_cached(&self, task: &Task, writes: &[(String, Value)]) {
-        let Some(e) = &self.stream.emitter else {
+        if self.stream.emitter.is_none() {
             return;
-        };
+        }
         // A failed task kept its error (handed to its handler): it has no update.
         if writes
             .first()
@@ -101,19 +101,17 @@ impl<S: State> Run<'_, S> {
             .filter(|(k, _)| self.graph.schema.contains(k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        e.emit(StreamMode::Updates, || {
-            StreamEvent::Updates(match returned {
-                Some((_, value)) => UpdatesEvent::Returned {
-                    node: task.name.clone(),
-                    value: value.clone(),
-                    cached: true,
-                },
-                None => UpdatesEvent::Node {
-                    node: task.name.clone(),
-                    update: (!update.is_empty()).then_some(update),
-                    cached: true,
-                },
-            })
+        self.emit_update(|| match returned {
+            Some((_, value)) => UpdatesEvent::Returned {
+                node: task.name.clone(),
+                value: value.clone(),
+                cached: true,
+            },
+            None => UpdatesEvent::Node {
+                node: task.name.clone(),
+                update: (!update.is_empty()).then_some(update),
+                cached: true,
+            },
         });
     }
 

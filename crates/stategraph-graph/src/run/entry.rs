@@ -48,6 +48,8 @@ pub(crate) struct RunSetup {
     /// Continue the checkpoint the run loads, if there is one, instead of applying `input`
     /// (a subgraph in a resuming run: it was interrupted, or failed, there).
     pub(crate) continue_saved: bool,
+    /// The run tree of the task a subgraph runs in (off at the root).
+    pub(crate) parent_run: crate::stream::RunTree,
 }
 
 impl RunSetup {
@@ -64,6 +66,7 @@ impl RunSetup {
             subgraph: false,
             resuming: None,
             continue_saved: false,
+            parent_run: crate::stream::RunTree::off(),
         }
     }
 }
@@ -362,15 +365,19 @@ impl<S: State> CompiledGraph<S> {
     async fn run_traced(
         &self,
         config: RunConfig,
-        setup: RunSetup,
+        mut setup: RunSetup,
     ) -> Result<RunOutcome<S>, GraphError> {
         let queued = match (&config.thread_id, config.queue && setup.parents.is_empty()) {
             (Some(thread), true) => Some(Arc::new(self.run_lock(thread).lock_owned().await)),
             _ => None,
         };
         let setup_typed = setup.typed_output;
-        let mut run = self.start(config, setup.saver, setup.parents).await?;
+        let parents = std::mem::take(&mut setup.parents);
+        let mut run = self.start(config, setup.saver.clone(), parents).await?;
         run.save.turn = queued;
+        if let Some(e) = &setup.emitter {
+            run.stream.graph_run = run.graph_run(e, &setup);
+        }
         run.stream.emitter = setup.emitter;
         run.env.store = self.store.clone().or(setup.store);
         run.env.resuming = setup.resuming.unwrap_or(setup.input.is_none());
@@ -405,6 +412,14 @@ impl<S: State> CompiledGraph<S> {
             None
         };
         run.remember_head();
+        std::mem::take(&mut run.stream.graph_run).end_graph(|| {
+            Value::Map(
+                values
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.clone()))
+                    .collect(),
+            )
+        });
         Ok(RunOutcome {
             values: Arc::unwrap_or_clone(values),
             interrupts: std::mem::take(&mut run.interrupts),
@@ -544,6 +559,8 @@ impl<S: State> CompiledGraph<S> {
                 emitter: None,
                 messages_seeded: false,
                 unannounced: None,
+                graph_run: crate::stream::ChildRun::off(),
+                task_runs: std::collections::HashMap::new(),
             },
             parent_command: None,
             complete: false,

@@ -11,7 +11,8 @@ use crate::graph::{END, START};
 use crate::state::{State, Values};
 use crate::step::Task;
 use crate::stream::{
-    CheckpointEvent, MessageEvent, StreamEvent, StreamMode, TaskResult, TaskStart, UpdatesEvent,
+    CheckpointEvent, ChildRun, MessageEvent, RunTree, StreamEvent, StreamMode, TaskResult,
+    TaskStart, UpdatesEvent,
 };
 
 /// The LangChain messages in a written value: the value itself, or the items of a list.
@@ -25,6 +26,39 @@ fn messages_in(value: &Value) -> Vec<Message> {
             .collect(),
         _ => Vec::new(),
     }
+}
+
+/// A task's path as LangGraph's metadata shows it: a `Send`'s task as `(PUSH, index,
+/// False)` (its index a number, `False`: not a call); other paths as they are.
+fn path_value(path: &[String]) -> Value {
+    match path {
+        [push, index, _] if push == crate::step::PUSH => {
+            let index = index
+                .parse::<i64>()
+                .map_or_else(|_| Value::from(index.as_str()), Value::from);
+            Value::List(
+                [Value::from(push.as_str()), index, Value::Bool(false)]
+                    .into_iter()
+                    .collect(),
+            )
+        }
+        _ => Value::List(path.iter().map(|p| Value::from(p.as_str())).collect()),
+    }
+}
+
+/// `events` mode: a task's `run` ended with `update` (`None`: it wrote no state key); or,
+/// with `ended` false, it stopped on an interrupt or failed and reports nothing more.
+pub(super) fn end_run(run: Option<ChildRun>, update: Option<&Values>, ended: bool) {
+    let Some(run) = run.filter(|_| ended) else {
+        return;
+    };
+    let output = || {
+        update.map_or(Value::Null, |u| {
+            Value::Map(u.iter().map(|(k, v)| (k.as_str(), v.clone())).collect())
+        })
+    };
+    run.stream(output);
+    run.end(output);
 }
 
 impl<S: State> Run<'_, S> {
@@ -110,20 +144,23 @@ impl<S: State> Run<'_, S> {
         // A failed task has no update to report (LangGraph leaves it out of `updates`); its
         // `tasks` result carries the error.
         let failed = writes.first().is_some_and(|(c, _)| c == reserved::ERROR);
+        end_run(
+            self.stream.task_runs.remove(&task.id),
+            (!failed && !result.is_empty()).then_some(&result),
+            !failed,
+        );
         if !failed {
-            e.emit(StreamMode::Updates, || {
-                StreamEvent::Updates(match returned {
-                    Some(value) => UpdatesEvent::Returned {
-                        node: task.name.clone(),
-                        value,
-                        cached: false,
-                    },
-                    None => UpdatesEvent::Node {
-                        node: task.name.clone(),
-                        update: (!result.is_empty()).then(|| result.clone()),
-                        cached: false,
-                    },
-                })
+            self.emit_update(|| match returned {
+                Some(value) => UpdatesEvent::Returned {
+                    node: task.name.clone(),
+                    value,
+                    cached: false,
+                },
+                None => UpdatesEvent::Node {
+                    node: task.name.clone(),
+                    update: (!result.is_empty()).then(|| result.clone()),
+                    cached: false,
+                },
             });
         }
         if !failed && e.wants(StreamMode::Messages) {
@@ -185,17 +222,14 @@ impl<S: State> Run<'_, S> {
         }
     }
 
-    /// The metadata of `task`'s messages (in namespace `ns`), as LangGraph's: the run's
-    /// metadata, its configurable keys with plain values (`thread_id`, a server's `run_id`),
-    /// `langgraph_step`, `langgraph_node`, `langgraph_triggers`, `langgraph_path`,
-    /// `langgraph_checkpoint_ns` and `checkpoint_ns`.
-    pub(super) fn message_metadata(&self, task: &Task, ns: &str) -> Map {
+    /// The metadata every runnable of the run carries, as LangChain's `ensure_config` makes
+    /// it: the run's metadata, then its configurable keys with plain values (not private
+    /// `__` ones, not `api_key`; `thread_id`, a server's `run_id`).
+    fn run_metadata(&self) -> Map {
         let mut metadata = Map::new();
         for (k, v) in &self.config.metadata {
             metadata.insert(k.as_str(), Value::from(v.clone()));
         }
-        // As LangChain's `ensure_config`: the configurable keys with plain values (not
-        // private `__` ones, not `api_key`) join the metadata.
         let plain = self.config.configurable.iter().filter(|(k, v)| {
             !k.starts_with("__")
                 && k.as_str() != "api_key"
@@ -216,6 +250,22 @@ impl<S: State> Run<'_, S> {
         {
             metadata.insert("thread_id", thread.as_str());
         }
+        metadata
+    }
+
+    /// The metadata of `task`'s messages (in namespace `ns`), as LangGraph's: the
+    /// [run's](Self::run_metadata), `langgraph_step`, `langgraph_node`,
+    /// `langgraph_triggers`, `langgraph_path`, `langgraph_checkpoint_ns` and
+    /// `checkpoint_ns`.
+    pub(super) fn message_metadata(&self, task: &Task, ns: &str) -> Map {
+        let mut metadata = self.task_metadata(task, ns);
+        metadata.insert("checkpoint_ns", ns);
+        metadata
+    }
+
+    /// The run's metadata and the task's `langgraph_*` keys.
+    fn task_metadata(&self, task: &Task, ns: &str) -> Map {
+        let mut metadata = self.run_metadata();
         metadata.insert("langgraph_step", self.step);
         metadata.insert("langgraph_node", task.name.as_str());
         metadata.insert(
@@ -227,13 +277,87 @@ impl<S: State> Run<'_, S> {
                     .collect(),
             ),
         );
-        metadata.insert(
-            "langgraph_path",
-            Value::List(task.path.iter().map(|p| Value::from(p.as_str())).collect()),
-        );
+        metadata.insert("langgraph_path", path_value(&task.path));
         metadata.insert("langgraph_checkpoint_ns", ns);
-        metadata.insert("checkpoint_ns", ns);
         metadata
+    }
+
+    /// `events` mode: the run of this graph (under its parent task's, for a subgraph), its
+    /// start reported.
+    pub(super) fn graph_run(
+        &self,
+        emitter: &crate::stream::Emitter,
+        setup: &super::entry::RunSetup,
+    ) -> ChildRun {
+        if !emitter.wants(StreamMode::Events) {
+            return ChildRun::off();
+        }
+        let mut metadata = self.run_metadata();
+        metadata.insert("ls_integration", "langgraph");
+        // The root run takes the config's name and id (a server's run), as LangChain's.
+        let root = !setup.parent_run.is_on();
+        let name = match &self.config.run_name {
+            Some(name) if root => name.as_str(),
+            _ => self.graph.name(),
+        };
+        let run_id = root
+            .then(|| self.config.configurable.get("run_id"))
+            .flatten()
+            .and_then(serde_json::Value::as_str);
+        RunTree::graph(
+            emitter,
+            &setup.parent_run,
+            (name, run_id),
+            &self.config.tags,
+            metadata,
+            setup.input.clone().unwrap_or(Value::Null),
+        )
+    }
+
+    /// `events` mode: reports that `task` starts (given `values` as the step's state), and
+    /// returns the tree its node's runnables report under.
+    pub(super) fn start_task_run(&mut self, task: &Task, ns: &str, values: &Values) -> RunTree {
+        let graph = self.stream.graph_run.tree();
+        if !graph.is_on() {
+            return RunTree::off();
+        }
+        let mut metadata = self.task_metadata(task, ns);
+        metadata.insert("ls_integration", "langgraph");
+        let configured = Map::from_iter([("checkpoint_ns", ns)]);
+        // What the node is given: the state with its managed values, or a `Send`'s argument.
+        let input = || {
+            let mut values = values.clone();
+            self.graph
+                .schema
+                .add_managed(&mut values, self.step, self.stop);
+            self.task_input(task, &crate::cache::input_map(&values))
+        };
+        let run = graph.task(&task.name, self.step, metadata, configured, input);
+        let tree = run.tree();
+        self.stream.task_runs.insert(task.id.clone(), run);
+        tree
+    }
+
+    /// `events` mode: the run tree of `task`, if it runs.
+    pub(super) fn task_tree(&self, task_id: &str) -> RunTree {
+        self.stream
+            .task_runs
+            .get(task_id)
+            .map_or_else(RunTree::off, ChildRun::tree)
+    }
+
+    /// Emits an `updates` event, which the graph's run also streams in `events` mode.
+    pub(super) fn emit_update(&self, event: impl FnOnce() -> UpdatesEvent) {
+        let Some(e) = &self.stream.emitter else {
+            return;
+        };
+        let graph = &self.stream.graph_run;
+        if !e.wants(StreamMode::Updates) && !graph.tree().is_on() {
+            return;
+        }
+        let event = event();
+        graph.stream(|| event.to_value());
+        e.emit(StreamMode::Updates, || StreamEvent::Updates(event));
     }
 
     /// The metadata a `tasks` / `debug` stream reports with a task's start, as LangGraph

@@ -232,6 +232,7 @@ impl<S: State> Run<'_, S> {
             }
         };
         let task_ns = self.ns_of(task);
+        let runs = self.start_task_run(task, &task_ns, &step.values);
         let failure = self.failure_of(task);
         let message_metadata = match &self.stream.emitter {
             Some(e) if e.wants(crate::stream::StreamMode::Messages) => {
@@ -289,6 +290,7 @@ impl<S: State> Run<'_, S> {
             progress: None,
             failure,
             resuming: self.env.resuming,
+            runs,
         };
         let span = crate::trace::task_span(&task.name, &task.id, &task.triggers, self.step);
         let attempts = async move {

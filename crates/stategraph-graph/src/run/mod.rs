@@ -183,6 +183,10 @@ struct StreamState {
     messages_seeded: bool,
     /// The checkpoint saved last, not yet announced on the stream, and its parent.
     unannounced: Option<Option<CheckpointConfig>>,
+    /// `events` mode: the graph's run.
+    graph_run: crate::stream::ChildRun,
+    /// `events` mode: the runs of the tasks started and not finished, by task id.
+    task_runs: std::collections::HashMap<String, crate::stream::ChildRun>,
 }
 
 impl<S: State> Run<'_, S> {

@@ -12,7 +12,7 @@ use crate::interrupt::{Interrupt, Scratchpad};
 use crate::node::NodeOutput;
 use crate::state::{State, Values};
 use crate::step::Task;
-use crate::stream::{Raw, StreamEvent, StreamMode, TaskResult, UpdatesEvent};
+use crate::stream::{Raw, StreamMode, TaskResult, UpdatesEvent};
 
 /// Turns a parent-addressed `Command` into the error that carries it out of the subgraph.
 fn parent_command<S: State>(c: crate::node::Command<S::Update>) -> Result<NodeError, NodeError> {
@@ -53,7 +53,8 @@ impl<S: State> Run<'_, S> {
         let Some(task) = tasks.get_mut(i) else {
             return Ok(());
         };
-        let result = output.and_then(|o| self.node_writes(&task.name, o));
+        let runs = self.task_tree(&task.id);
+        let result = output.and_then(|o| self.node_writes(&task.name, o, &runs));
         let resume_writes = pads
             .get(i)
             .and_then(Option::as_ref)
@@ -76,9 +77,13 @@ impl<S: State> Run<'_, S> {
                 }
             }
         }
-        let edges =
-            self.graph
-                .edge_writes(START, &self.channels, &writes, Some((self.step, self.stop)))?;
+        let edges = self.graph.edge_writes(
+            START,
+            &self.channels,
+            &writes,
+            Some((self.step, self.stop)),
+            &crate::stream::RunTree::off(),
+        )?;
         writes.extend(edges);
         Ok(writes)
     }
@@ -88,6 +93,7 @@ impl<S: State> Run<'_, S> {
         &self,
         node: &str,
         output: NodeOutput<S::Update>,
+        runs: &crate::stream::RunTree,
     ) -> Result<Vec<(String, Value)>, NodeError> {
         let (mut writes, goto) = match output {
             NodeOutput::Update(u) => (S::into_writes(u).map_err(NodeError::from)?, Vec::new()),
@@ -104,6 +110,7 @@ impl<S: State> Run<'_, S> {
                     &self.channels,
                     &own,
                     Some((self.step, self.stop)),
+                    runs,
                 )?);
                 return Ok(w);
             }
@@ -123,6 +130,7 @@ impl<S: State> Run<'_, S> {
             &self.channels,
             &own,
             Some((self.step, self.stop)),
+            runs,
         )?);
         Ok(writes)
     }
@@ -160,10 +168,9 @@ impl<S: State> Run<'_, S> {
                 )];
                 writes.extend(resume_writes);
                 self.save_writes(task, &writes).await?;
+                self.stream.task_runs.remove(&task.id);
+                self.emit_update(|| UpdatesEvent::Interrupt(interrupts.clone()));
                 if let Some(em) = &self.stream.emitter {
-                    em.emit(StreamMode::Updates, || {
-                        StreamEvent::Updates(UpdatesEvent::Interrupt(interrupts.clone()))
-                    });
                     // The state as it stands, with the interrupts (LangGraph 1.2).
                     em.emit(StreamMode::Values, || {
                         let values = self.graph.read_values(&self.channels);
@@ -196,6 +203,7 @@ impl<S: State> Run<'_, S> {
                 return Ok(());
             }
             Err(mut e) => {
+                self.stream.task_runs.remove(&task.id);
                 // A node with an error handler hands its failure over: the handler joins the
                 // step, and the failure is recorded as handled (LangGraph's
                 // `__error_source_node__`), not as the run's.

@@ -37,6 +37,7 @@ impl Raw {
             StreamEvent::Tasks(t) => StreamEvent::Tasks(t),
             StreamEvent::Checkpoints(c) => StreamEvent::Checkpoints(c),
             StreamEvent::Debug(d) => StreamEvent::Debug(d),
+            StreamEvent::Events(e) => StreamEvent::Events(e),
             StreamEvent::Subgraph(e) => StreamEvent::Subgraph(e),
         }
     }
@@ -102,17 +103,28 @@ impl Emitter {
 
     /// The emitter for a subgraph run in namespace `checkpoint_ns`, if subgraph events are
     /// streamed.
+    /// The emitter for a subgraph run in namespace `checkpoint_ns`: every mode if subgraph
+    /// events are streamed, else only [`StreamMode::Events`] if that is (a subgraph's
+    /// runnables are part of the run's events either way).
     pub(crate) fn nested(&self, checkpoint_ns: &str) -> Option<Emitter> {
-        self.subgraphs.then(|| Emitter {
-            modes: self.modes.clone(),
+        let modes = if self.subgraphs {
+            self.modes.clone()
+        } else if self.wants(StreamMode::Events) {
+            BTreeSet::from([StreamMode::Events])
+        } else {
+            return None;
+        };
+        Some(Emitter {
+            modes,
             shared: Arc::clone(&self.shared),
             namespace: checkpoint_ns.split('|').map(str::to_owned).collect(),
-            subgraphs: true,
+            subgraphs: self.subgraphs,
         })
     }
 
     fn push(&self, event: Raw) {
-        let event = if self.namespace.is_empty() {
+        // A runnable's event says where it ran by its `parent_ids`; it is never wrapped.
+        let event = if self.namespace.is_empty() || matches!(event, StreamEvent::Events(_)) {
             event
         } else {
             StreamEvent::Subgraph(SubgraphEvent {

@@ -127,7 +127,13 @@ impl<S: State> CompiledGraph<S> {
             let mut writes = update.values.unwrap_or_default();
             self.check_state_writes(&writes)?;
             let edges = self
-                .edge_writes(&as_node, &channels, &writes, None)
+                .edge_writes(
+                    &as_node,
+                    &channels,
+                    &writes,
+                    None,
+                    &crate::stream::RunTree::off(),
+                )
                 .map_err(|e| GraphError::NodeFailed {
                     node: as_node.clone(),
                     task_id: String::new(),

@@ -2,7 +2,6 @@
 //! field names.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value as Json;
 use stategraph_runs::{Multitask, RunRow, RunStatus};
 
 use super::{Object, iso};
@@ -53,19 +52,5 @@ impl RunRecord {
     /// Whether it is pending or running.
     pub(crate) fn in_flight(&self) -> bool {
         !self.status.is_final()
-    }
-
-    /// Object `pointer` of its `kwargs` (e.g. `/config/configurable`), or an empty one.
-    pub(crate) fn kwargs_object(&self, pointer: &str) -> Object {
-        let (first, rest) = match pointer.trim_start_matches('/').split_once('/') {
-            Some((f, r)) => (f, Some(r)),
-            None => (pointer.trim_start_matches('/'), None),
-        };
-        let found = self.kwargs.get(first);
-        let found = match rest {
-            Some(r) => found.and_then(|v| v.pointer(&format!("/{r}"))),
-            None => found,
-        };
-        found.and_then(Json::as_object).cloned().unwrap_or_default()
     }
 }

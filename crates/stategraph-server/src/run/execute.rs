@@ -467,10 +467,7 @@ impl Execution<'_> {
             run.kwargs = k;
         }
         let mut wanted = Wanted::new(&modes, &mode_names);
-        for (name, data) in wanted.begin(&run) {
-            publish(&name, data);
-        }
-        let engine_modes = engine_modes(&modes, &mode_names);
+        let engine_modes = engine_modes(&modes);
         let mut stream = graph.stream(start, config, &engine_modes);
         let mut values = Json::Object(JsonMap::new());
         let mut error = None;
@@ -526,11 +523,6 @@ impl Execution<'_> {
                 kwargs: Some(kwargs),
                 webhook: None,
             });
-        }
-        if error.is_none() && stopped.is_none() {
-            for (name, data) in wanted.end(&values) {
-                publish(&name, data);
-            }
         }
         if let Some(Stop::Cancel(c)) = &stopped
             && c.action == CancelAction::Rollback

@@ -150,6 +150,19 @@ impl RunKwargs {
             .checkpoint_metadata
             .insert("thread_id".into(), Json::from(thread_id));
         config.subgraph_events = self.subgraphs;
+        // The `events` mode: the run's tags, and the graph's run named after the graph.
+        config.tags = match self.config.get("tags") {
+            Some(Json::Array(tags)) => tags
+                .iter()
+                .filter_map(|t| t.as_str().map(str::to_owned))
+                .collect(),
+            _ => Vec::new(),
+        };
+        config.run_name = self
+            .configurable()
+            .get("graph_id")
+            .and_then(Json::as_str)
+            .map(str::to_owned);
         config.durability = match self.durability.as_str() {
             "" => Durability::Async,
             name => serde_json::from_value(Json::from(name)).map_err(|_| {
