@@ -505,9 +505,12 @@ impl<S: State> CompiledGraph<S> {
         for (k, branch) in edges.branches.iter().enumerate() {
             let run = crate::stream::run_tree::branch_run(runs, branch.name.as_deref(), k, &values);
             let routes = (branch.path)(&state)?;
-            let names = crate::stream::run_tree::route_names(&routes);
+            // Only when reported (nothing is built otherwise).
+            let names = run
+                .is_on()
+                .then(|| crate::stream::run_tree::route_names(&routes));
             let writes = self.goto_writes(node, routes, branch.path_map.as_ref())?;
-            run.end(|| crate::stream::run_tree::routes_value(names, &writes));
+            run.end(|| crate::stream::run_tree::routes_value(names.unwrap_or_default(), &writes));
             out.extend(writes);
         }
         Ok(out)

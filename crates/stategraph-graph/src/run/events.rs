@@ -352,7 +352,7 @@ impl<S: State> Run<'_, S> {
             return;
         };
         let graph = &self.stream.graph_run;
-        if !e.wants(StreamMode::Updates) && !graph.tree().is_on() {
+        if !e.wants(StreamMode::Updates) && !graph.is_on() {
             return;
         }
         let event = event();

@@ -377,6 +377,11 @@ impl ChildRun {
         Self(None)
     }
 
+    /// Whether it reports anything (the run streams [`StreamMode::Events`]).
+    pub fn is_on(&self) -> bool {
+        self.0.is_some()
+    }
+
     /// Where runs inside this one start.
     pub fn tree(&self) -> RunTree {
         self.0
@@ -439,6 +444,9 @@ pub(crate) fn branch_run(
     k: usize,
     values: &crate::state::Values,
 ) -> ChildRun {
+    if !runs.is_on() {
+        return ChildRun::off();
+    }
     runs.step(
         name.unwrap_or("Unnamed"),
         Some(&format!("seq:step:{}", k + 3)),
