@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/stategraph/target}"
 
-for features in "" sqlite postgres mysql redis mongodb agent mcp; do
+for features in "" sqlite postgres mysql redis mongodb agent mcp client; do
     args=(-p stategraph --no-default-features)
     [ -n "$features" ] && args+=(--features "$features")
     echo "== stategraph --no-default-features ${features:+--features $features}"

@@ -2,6 +2,7 @@
 //! graph `serve` serves, or of an assistant of any Agent Server (stategraph's or LangGraph's)
 //! fetched from its `GET /assistants/{id}/graph`.
 
+use stategraph::client::Client;
 use stategraph::graph::{Topology, Xray};
 
 use crate::{Failure, fail};
@@ -56,33 +57,9 @@ async fn fetch(
     api_key: Option<&str>,
     xray: Xray,
 ) -> Result<Topology, Failure> {
-    let base = url.trim_end_matches('/');
-    let mut request = reqwest::Client::new().get(format!("{base}/assistants/{assistant}/graph"));
-    match xray {
-        Xray::Off | Xray::Depth(0) => {}
-        Xray::Depth(n) => request = request.query(&[("xray", n.to_string())]),
-        Xray::All => request = request.query(&[("xray", "true")]),
-    }
+    let mut client = Client::new(url).map_err(fail)?;
     if let Some(key) = api_key {
-        request = request.header("x-api-key", key);
+        client = client.api_key(key);
     }
-    let response = request
-        .send()
-        .await
-        .map_err(|e| format!("asking {base} for the graph: {}", fail(e)))?;
-    let status = response.status();
-    let body = response
-        .text()
-        .await
-        .map_err(|e| format!("reading {base}'s answer: {}", fail(e)))?;
-    if !status.is_success() {
-        let detail = serde_json::from_str::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|j| j.get("detail").and_then(|d| d.as_str()).map(str::to_owned))
-            .unwrap_or(body);
-        return Err(format!("{base} answered {status}: {detail}"));
-    }
-    let json: serde_json::Value = serde_json::from_str(&body)
-        .map_err(|e| format!("{base} answered with something other than JSON: {e}"))?;
-    Topology::from_json(&json).map_err(|e| format!("{base}'s answer is {}", fail(e)))
+    client.assistant_graph(assistant, xray).await.map_err(fail)
 }

@@ -137,9 +137,25 @@ impl Scratchpad {
     /// LangGraph's `interrupt()`: the answer for this interrupt if there is one, else the
     /// interrupt to raise.
     pub(crate) fn interrupt(pad: &Mutex<Scratchpad>, value: Value) -> Result<Value, Interrupt> {
+        Self::interrupt_as(pad, value, None)
+    }
+
+    /// [`interrupt`](Self::interrupt), the interrupt carrying `id` if given (one raised
+    /// elsewhere, e.g. by a remote graph): a resume map answers it by that id.
+    pub(crate) fn interrupt_as(
+        pad: &Mutex<Scratchpad>,
+        value: Value,
+        id: Option<String>,
+    ) -> Result<Value, Interrupt> {
         let mut sp = lock(pad);
         let idx = sp.counter;
         sp.counter += 1;
+        if let Some(id) = &id
+            && sp.resume.len() <= idx
+            && let Some(v) = sp.source.by_id.as_ref().and_then(|m| m.get(id)).cloned()
+        {
+            sp.resume.push(v);
+        }
         // The answers up to this interrupt's, which is their last.
         if let Some(answered) = sp.resume.get(..=idx).map(<[Value]>::to_vec)
             && let Some(v) = answered.last().cloned()
@@ -157,7 +173,7 @@ impl Scratchpad {
         }
         Err(Interrupt {
             value,
-            id: interrupt_id(&sp.ns, sp.resume.len()),
+            id: id.unwrap_or_else(|| interrupt_id(&sp.ns, sp.resume.len())),
         })
     }
 }

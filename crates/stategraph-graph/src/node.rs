@@ -193,6 +193,30 @@ impl NodeContext {
             .map_err(|i| NodeError::interrupted(vec![i]))
     }
 
+    /// [`interrupt`](Self::interrupt) with an interrupt raised elsewhere, keeping its `id`
+    /// (a remote graph's, which its own server made): the run stops on it as it is, and a
+    /// [`Resume::ById`](crate::Resume::ById) naming that id answers it, as does a single
+    /// [`Resume::Value`](crate::Resume::Value).
+    pub fn interrupt_with_id(
+        &self,
+        value: impl Into<stategraph_checkpoint::Value>,
+        id: impl Into<String>,
+    ) -> Result<stategraph_checkpoint::Value, NodeError> {
+        crate::interrupt::Scratchpad::interrupt_as(&self.scratch, value.into(), Some(id.into()))
+            .map_err(|i| NodeError::interrupted(vec![i]))
+    }
+
+    /// The thread the run is on, if any.
+    pub fn thread_id(&self) -> Option<&str> {
+        self.config.thread_id.as_deref()
+    }
+
+    /// Whether the run resumes the thread (answers interrupts, or continues after a
+    /// failure) rather than starting on new input.
+    pub fn is_resuming(&self) -> bool {
+        self.resuming
+    }
+
     /// The run's typed context, if one of type `C` was given with
     /// [`RunConfig::with_context`].
     pub fn context<C: std::any::Any + std::marker::Send + Sync>(&self) -> Option<&C> {

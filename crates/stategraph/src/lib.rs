@@ -133,6 +133,8 @@ pub mod backend {
 #[cfg(feature = "agent")]
 pub use stategraph_agent as agent;
 pub use stategraph_checkpoint::cache::{Cache, InMemoryCache};
+#[cfg(feature = "client")]
+pub use stategraph_client as client;
 /// `#[derive(State)]`: one channel per field, per-field reducers, a generated update type.
 pub use stategraph_derive::State;
 /// Text embeddings for the memory store (features `minilm`, `openai`).
