@@ -40,6 +40,7 @@
 
 mod client;
 mod error;
+mod forward;
 mod remote;
 mod sse;
 mod types;

@@ -7,7 +7,7 @@ use futures_util::StreamExt;
 use serde_json::{Map as JsonMap, Value as Json, json};
 use stategraph_checkpoint::Value;
 use stategraph_graph::stream::values_json;
-use stategraph_graph::{NodeContext, NodeError, NodeFuture, NodeOutput, State};
+use stategraph_graph::{NodeContext, NodeError, NodeFuture, NodeOutput, State, StreamMode};
 
 use crate::client::{Client, RunEvents};
 use crate::error::{ClientError, Result};
@@ -98,7 +98,7 @@ impl RemoteGraph {
     /// Runs on `input` to its end: the last values, and the interrupts it stopped on.
     pub async fn invoke(&self, input: Json, thread_id: Option<&str>) -> Result<RemoteOutput> {
         let run = self.request(Some(input), None, &["values", "updates"]);
-        collect(self.client.stream_run(thread_id, &run)).await
+        collect(self.client.stream_run(thread_id, &run), None).await
     }
 
     /// Answers the interrupt thread `thread_id` waits on with `answer` (or, given a map
@@ -109,7 +109,7 @@ impl RemoteGraph {
             Some(json!({ "resume": answer })),
             &["values", "updates"],
         );
-        collect(self.client.stream_run(Some(thread_id), &run)).await
+        collect(self.client.stream_run(Some(thread_id), &run), None).await
     }
 
     /// The latest state of its thread `thread_id`.
@@ -178,9 +178,27 @@ impl RemoteGraph {
             Some(_) => None,
             None => Some(values_json(ctx.input_values())),
         };
+        // The local run's subgraph events: the remote's are passed on (with subgraphs').
+        let forward: Vec<StreamMode> = ctx
+            .subgraph_modes()
+            .into_iter()
+            .filter(|m| crate::forward::FORWARDED.contains(m))
+            .collect();
+        let mut modes = vec!["values", "updates"];
+        for m in &forward {
+            let name = match m {
+                StreamMode::Messages => "messages-tuple",
+                other => other.as_str(),
+            };
+            if !modes.contains(&name) {
+                modes.push(name);
+            }
+        }
         loop {
-            let run = self.request(input.take(), command.take(), &["values", "updates"]);
-            let out = collect(self.client.stream_run(thread.as_deref(), &run))
+            let mut run = self.request(input.take(), command.take(), &modes);
+            run.stream_subgraphs = !forward.is_empty();
+            let events = self.client.stream_run(thread.as_deref(), &run);
+            let out = collect(events, Some((ctx, &forward)))
                 .await
                 .map_err(failed)?;
             if out.interrupts.is_empty() {
@@ -219,11 +237,20 @@ fn failed(e: ClientError) -> NodeError {
 }
 
 /// Reads a run's events to the end: its last `values` and the interrupts its `updates`
-/// reported.
-async fn collect(mut events: RunEvents) -> Result<RemoteOutput> {
+/// reported; each event of the `forward` modes is passed on to the node's run as a
+/// subgraph event.
+async fn collect(
+    mut events: RunEvents,
+    forward: Option<(&NodeContext, &[StreamMode])>,
+) -> Result<RemoteOutput> {
     let mut out = RemoteOutput::default();
     while let Some(part) = events.next().await {
         let part: StreamPart = part?;
+        if let Some((ctx, modes)) = forward
+            && let Some(event) = crate::forward::event(&part, modes)
+        {
+            ctx.send_subgraph_event(&part.namespace(), event).await;
+        }
         if !part.namespace().is_empty() {
             continue;
         }

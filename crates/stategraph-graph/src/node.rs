@@ -206,6 +206,42 @@ impl NodeContext {
             .map_err(|i| NodeError::interrupted(vec![i]))
     }
 
+    /// The modes in which the run streams its subgraphs' events
+    /// ([`RunConfig::with_subgraph_events`](crate::RunConfig::with_subgraph_events)): what a
+    /// node running a graph of its own elsewhere (a remote graph) should pass on with
+    /// [`send_subgraph_event`](Self::send_subgraph_event). Empty when subgraph events are
+    /// not streamed.
+    pub fn subgraph_modes(&self) -> Vec<crate::stream::StreamMode> {
+        match &self.emitter {
+            Some(e) if e.streams_subgraphs() => e.modes().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Passes on an event of a graph this node runs elsewhere (a remote graph's, read from
+    /// its server's stream) as a subgraph event of this task: its namespace is this task's
+    /// (`node:task_id`) followed by `namespace`, the event's own inside that graph. Dropped
+    /// unless [`subgraph_modes`](Self::subgraph_modes) has its mode; waits when the
+    /// stream's reader is behind.
+    pub async fn send_subgraph_event(
+        &self,
+        namespace: &[&str],
+        event: crate::stream::StreamEvent<crate::state::DynState>,
+    ) {
+        self.progressed();
+        let Some(e) = &self.emitter else {
+            return;
+        };
+        let full: Vec<String> = self
+            .checkpoint_ns
+            .split('|')
+            .chain(namespace.iter().copied())
+            .map(str::to_owned)
+            .collect();
+        e.emit_nested(full, event);
+        e.room().await;
+    }
+
     /// The thread the run is on, if any.
     pub fn thread_id(&self) -> Option<&str> {
         self.config.thread_id.as_deref()

@@ -206,6 +206,17 @@ pub struct ValuesEvent<S> {
 }
 
 impl<S> ValuesEvent<S> {
+    /// The state's `values`, with the `interrupts` a task just stopped on (none after a
+    /// super-step): e.g. an event of a remote graph, read from its server's stream.
+    pub fn new(values: Values, interrupts: Vec<Interrupt>) -> Self {
+        Self {
+            values,
+            interrupts,
+            output: None,
+            state: PhantomData,
+        }
+    }
+
     /// The payload as LangGraph streams it: the state's values (for an entrypoint, the
     /// value it returned, `null` before it returned one), with `__interrupt__` listing the
     /// interrupts when there are — for an entrypoint, the interrupts alone.

@@ -97,6 +97,32 @@ async fn scenario(url: &str) -> Json {
     };
     let local_messages = stategraph::stream::values_json(&done.values)["messages"].clone();
 
+    // A local run streaming its subgraphs' events sees the remote graph's, under the node's
+    // namespace (`remote:<task id>`, shown without the id).
+    let mut streamed = StateGraph::<DynState>::with_schema(
+        Schema::new()
+            .last_value("foo")
+            .reducer("bar", Reducer::append()),
+    );
+    streamed.add_node("remote", seed.node::<DynState>());
+    streamed.add_edge(START, "remote").add_edge("remote", END);
+    let streamed = streamed.compile().unwrap();
+    let mut stream = streamed.stream_values(
+        Map::from_iter([("foo", value!("")), ("bar", value!([]))]),
+        RunConfig::default().with_subgraph_events(),
+        &[StreamMode::Updates],
+    );
+    let mut forwarded = Vec::new();
+    while let Some(event) = stream.next().await {
+        let event = event.unwrap();
+        let ns: Vec<&str> = event
+            .namespace()
+            .iter()
+            .map(|n| n.split(':').next().unwrap())
+            .collect();
+        forwarded.push(json!([ns, event.to_json()]));
+    }
+
     // A run that fails on the server is a typed error naming it.
     let missing = RemoteGraph::new("no-such-graph", client)
         .invoke(json!({}), None)
@@ -120,6 +146,7 @@ async fn scenario(url: &str) -> Json {
         "remote_messages": texts(&remote_done.values["messages"]),
         "remote_next_after": remote_done.next,
         "missing": missing,
+        "forwarded": forwarded,
     })
 }
 
@@ -154,4 +181,12 @@ async fn remote_graph_drives_the_reference_server_and_ours_alike() {
     );
     assert_eq!(ours["remote_messages"], ours["local_messages"]);
     assert_eq!(ours["local_next_after"], json!([]));
+    assert_eq!(
+        ours["forwarded"],
+        json!([
+            [["remote"], {"node_a": {"foo": "a", "bar": ["a"]}}],
+            [["remote"], {"node_b": {"foo": "b", "bar": ["b"]}}],
+            [[], {"remote": {"foo": "b", "bar": ["a", "b"]}}],
+        ])
+    );
 }

@@ -1,6 +1,7 @@
 //! The stream machinery: the bounded queue between a run and its reader, the emitter a run\nwrites through, and [`RunStream`], what a caller reads.
 
 use super::*;
+use crate::state::DynState;
 
 /// An event as the engine emits it, before it is typed for the stream's state.
 pub(crate) type Raw = StreamEvent<()>;
@@ -85,6 +86,31 @@ impl Emitter {
         self.modes.contains(&mode)
     }
 
+    /// Whether subgraph runs stream their events too.
+    pub(crate) fn streams_subgraphs(&self) -> bool {
+        self.subgraphs
+    }
+
+    /// The modes streamed.
+    pub(crate) fn modes(&self) -> impl Iterator<Item = StreamMode> + '_ {
+        self.modes.iter().copied()
+    }
+
+    /// Queues `event` of a subgraph run in namespace `namespace` (whole, outermost first),
+    /// if subgraph events and its mode are streamed.
+    pub(crate) fn emit_nested(&self, namespace: Vec<String>, event: StreamEvent<DynState>) {
+        if !self.subgraphs || !self.wants(event.mode()) {
+            return;
+        }
+        self.enqueue(match event {
+            StreamEvent::Events(e) => StreamEvent::Events(e),
+            other => StreamEvent::Subgraph(SubgraphEvent {
+                namespace,
+                event: Box::new(other),
+            }),
+        });
+    }
+
     /// Records a message id as shown; whether it was new.
     pub(crate) fn mark_seen(&self, id: &str) -> bool {
         let mut seen = self.shared.seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -132,6 +158,11 @@ impl Emitter {
                 event: Box::new(event.typed()),
             })
         };
+        self.enqueue(event);
+    }
+
+    /// Queues `event` for the reader (dropped if the reader left) and wakes it.
+    fn enqueue(&self, event: Raw) {
         let reader = {
             let mut q = self.shared.lock();
             if q.closed {
