@@ -32,6 +32,14 @@ impl Wanted {
             ("messages", Some(crate::messages::Rendering::Accumulated)) => {
                 out.extend(self.accumulated.events(&data));
             }
+            // The graph's own chunks are the other modes' business: the reference sends
+            // none of them as `events`.
+            ("events", _)
+                if data.get("event").and_then(Json_::as_str) == Some("on_chain_stream")
+                    && data
+                        .get("parent_ids")
+                        .and_then(Json_::as_array)
+                        .is_some_and(Vec::is_empty) => {}
             _ => out.push((name, data)),
         }
         out

@@ -142,19 +142,7 @@ async fn react_agent_events_equal_pythons_astream_events_v2() {
     let theirs = theirs.as_array().unwrap();
 
     let (ours, theirs) = (normalized(&ours), normalized(theirs));
-    let differ: Vec<String> = ours
-        .iter()
-        .zip(&theirs)
-        .enumerate()
-        .filter(|(_, (o, t))| o != t)
-        .map(|(i, (o, t))| format!("event {i}:\n ours:   {o}\n theirs: {t}"))
-        .collect();
-    assert!(differ.is_empty(), "{}", differ.join("\n"));
-    assert_eq!(
-        ours.len(),
-        theirs.len(),
-        "ours: {ours:#?}\ntheirs: {theirs:#?}"
-    );
+    common::assert_same_events(&ours, &theirs);
     // The run went as scripted: the tool was called, and the answer streamed.
     let names: Vec<&str> = ours.iter().map(|e| e["event"].as_str().unwrap()).collect();
     assert!(names.contains(&"on_tool_end"), "{names:?}");

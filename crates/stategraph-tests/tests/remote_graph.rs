@@ -190,3 +190,75 @@ async fn remote_graph_drives_the_reference_server_and_ours_alike() {
         ])
     );
 }
+
+/// What the reference server's metadata says of its deployment (stategraph's has none of it).
+const DEPLOYMENT: [&str; 4] = [
+    "langgraph_api_version",
+    "langgraph_plan",
+    "langgraph_host",
+    "langgraph_api_url",
+];
+
+/// The `events` stream of a run of `graph` on `input` on the server at `url`: event, name,
+/// nesting, tags, metadata (ids as `<id>`) and data, run ids as positions.
+async fn events_of(url: &str, graph: &str, input: Json) -> Vec<Json> {
+    let client = Client::new(url).unwrap();
+    let run = stategraph::client::RunRequest::input(graph, input).stream_modes(["events"]);
+    let mut events = client.stream_run(None, &run);
+    let mut runs: Vec<String> = Vec::new();
+    let mut out = Vec::new();
+    while let Some(part) = events.next().await {
+        let part = part.unwrap();
+        if part.mode() != "events" {
+            continue;
+        }
+        let e = part.data;
+        let id = e["run_id"].as_str().unwrap().to_owned();
+        if !runs.contains(&id) {
+            runs.push(id);
+        }
+        let parents: Vec<usize> = e["parent_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                runs.iter()
+                    .position(|r| Some(r.as_str()) == p.as_str())
+                    .unwrap()
+            })
+            .collect();
+        let metadata: serde_json::Map<String, Json> = e["metadata"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| !DEPLOYMENT.contains(&k.as_str()))
+            .map(|(k, v)| {
+                let v = match k.as_str() {
+                    "run_id" | "thread_id" => json!("<id>"),
+                    "langgraph_checkpoint_ns" => json!(v.as_str().unwrap().split(':').next()),
+                    _ => v.clone(),
+                };
+                (k.clone(), v)
+            })
+            .collect();
+        out.push(json!({
+            "event": e["event"], "name": e["name"], "parents": parents, "tags": e["tags"],
+            "metadata": metadata, "data": e["data"],
+        }));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_events_stream_mode_is_the_reference_servers() {
+    let input = json!({"foo": "", "bar": []});
+    let reference = tokio::task::spawn_blocking(|| Reference::start(&[]))
+        .await
+        .unwrap();
+    let theirs = events_of(&reference.url(), "seed", input.clone()).await;
+    drop(reference);
+    let (base, serving, _dir) = serve_seed().await;
+    let ours = events_of(&base, "seed", input).await;
+    serving.abort();
+    common::assert_same_events(&ours, &theirs);
+}

@@ -222,27 +222,26 @@ impl<S: State> Run<'_, S> {
         }
     }
 
-    /// The metadata every runnable of the run carries, as LangChain's `ensure_config` makes
-    /// it: the run's metadata, then its configurable keys with plain values (not private
-    /// `__` ones, not `api_key`; `thread_id`, a server's `run_id`).
+    /// The metadata every runnable of the run carries, as LangGraph's `ensure_config` makes
+    /// it: the run's metadata, then the configurable ids it propagates (`task_id`,
+    /// `run_id`, `assistant_id`, `graph_id`; when set and not already there), and the
+    /// thread's id.
     fn run_metadata(&self) -> Map {
+        const PROPAGATED: [&str; 4] = ["task_id", "run_id", "assistant_id", "graph_id"];
         let mut metadata = Map::new();
         for (k, v) in &self.config.metadata {
             metadata.insert(k.as_str(), Value::from(v.clone()));
         }
-        let plain = self.config.configurable.iter().filter(|(k, v)| {
-            !k.starts_with("__")
-                && k.as_str() != "api_key"
-                && matches!(
-                    v,
-                    serde_json::Value::String(_)
-                        | serde_json::Value::Number(_)
-                        | serde_json::Value::Bool(_)
-                )
-        });
-        for (k, v) in plain {
-            if metadata.get(k).is_none() {
-                metadata.insert(k.as_str(), Value::from(v.clone()));
+        for k in PROPAGATED {
+            let set = |v: &&serde_json::Value| {
+                !matches!(v, serde_json::Value::Null | serde_json::Value::Bool(false))
+                    && v.as_str() != Some("")
+                    && v.as_i64() != Some(0)
+            };
+            if metadata.get(k).is_none()
+                && let Some(v) = self.config.configurable.get(k).filter(set)
+            {
+                metadata.insert(k, Value::from(v.clone()));
             }
         }
         if let Some(thread) = &self.config.thread_id

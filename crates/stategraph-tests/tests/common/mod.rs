@@ -86,3 +86,21 @@ macro_rules! on_every_saver {
 /// use the macro.
 pub(crate) type Saver = Arc<dyn CheckpointSaver>;
 pub(crate) mod chat;
+
+/// Asserts two event lists equal, naming each event that differs (both sides shown), then
+/// their lengths.
+pub(crate) fn assert_same_events(ours: &[serde_json::Value], theirs: &[serde_json::Value]) {
+    let differ: Vec<String> = ours
+        .iter()
+        .zip(theirs)
+        .enumerate()
+        .filter(|(_, (o, t))| o != t)
+        .map(|(i, (o, t))| format!("event {i}:\n ours:   {o}\n theirs: {t}"))
+        .collect();
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+    assert_eq!(
+        ours.len(),
+        theirs.len(),
+        "ours: {ours:#?}\ntheirs: {theirs:#?}"
+    );
+}
