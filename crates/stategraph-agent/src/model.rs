@@ -160,11 +160,11 @@ async fn answer<M: ChatModel + ?Sized>(
     if !ctx.streams_messages() && !tree.is_on() {
         return model.invoke(request).await;
     }
-    let metadata = model.metadata();
+    // The model's run metadata, as LangChain's: its integration, provider, model, ….
+    let mut metadata = model.metadata();
+    metadata.insert("ls_integration", "langchain_chat_model");
     let run = {
-        let mut run_metadata = metadata.clone();
-        run_metadata.insert("ls_integration", "langchain_chat_model");
-        tree.child(RunKind::ChatModel, model.name(), tag, &run_metadata, || {
+        tree.child(RunKind::ChatModel, model.name(), tag, &metadata, || {
             let messages = request.messages.iter().map(Message::to_value);
             Value::Map(Map::from_iter([(
                 "messages",

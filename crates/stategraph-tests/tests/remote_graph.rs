@@ -227,26 +227,65 @@ async fn events_of(url: &str, graph: &str, input: Json) -> Vec<Json> {
                     .unwrap()
             })
             .collect();
-        let metadata: serde_json::Map<String, Json> = e["metadata"]
-            .as_object()
-            .unwrap()
-            .iter()
-            .filter(|(k, _)| !DEPLOYMENT.contains(&k.as_str()))
-            .map(|(k, v)| {
-                let v = match k.as_str() {
-                    "run_id" | "thread_id" => json!("<id>"),
-                    "langgraph_checkpoint_ns" => json!(v.as_str().unwrap().split(':').next()),
-                    _ => v.clone(),
-                };
-                (k.clone(), v)
-            })
-            .collect();
         out.push(json!({
             "event": e["event"], "name": e["name"], "parents": parents, "tags": e["tags"],
-            "metadata": metadata, "data": e["data"],
+            "metadata": comparable(&e["metadata"]), "data": e["data"],
         }));
     }
     out
+}
+
+/// Metadata as compared: without the reference's deployment keys, ids as `<id>`,
+/// namespaces without task ids.
+fn comparable(metadata: &Json) -> Json {
+    metadata
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| !DEPLOYMENT.contains(&k.as_str()))
+        .map(|(k, v)| {
+            let v = match k.as_str() {
+                "run_id" | "thread_id" => json!("<id>"),
+                "langgraph_checkpoint_ns" | "checkpoint_ns" => {
+                    json!(v.as_str().unwrap().split(':').next())
+                }
+                _ => v.clone(),
+            };
+            (k.clone(), v)
+        })
+        .collect()
+}
+
+/// The `messages-tuple` stream of a run of `graph` on `input` on the server at `url`: each
+/// message's type and text, with its metadata as compared.
+async fn messages_of(url: &str, graph: &str, input: Json) -> Vec<Json> {
+    let client = Client::new(url).unwrap();
+    let run = stategraph::client::RunRequest::input(graph, input).stream_modes(["messages-tuple"]);
+    let mut events = client.stream_run(None, &run);
+    let mut out = Vec::new();
+    while let Some(part) = events.next().await {
+        let part = part.unwrap();
+        if part.mode() == "messages" {
+            let (m, metadata) = (&part.data[0], &part.data[1]);
+            out.push(json!([m["type"], m["content"], comparable(metadata)]));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_messages_stream_mode_is_the_reference_servers() {
+    let input = json!({"messages": [{"type": "human", "content": "hi", "id": "h1"}]});
+    let reference = tokio::task::spawn_blocking(|| Reference::start(&[]))
+        .await
+        .unwrap();
+    let theirs = messages_of(&reference.url(), "chat", input.clone()).await;
+    drop(reference);
+    let (base, serving, _dir) = serve_seed().await;
+    let ours = messages_of(&base, "chat", input).await;
+    serving.abort();
+    common::assert_same_events(&ours, &theirs);
+    assert_eq!(ours[0][1], "echo: hi");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -189,7 +189,10 @@ impl<S: State> Run<'_, S> {
         let Some(e) = &self.stream.emitter else {
             return;
         };
-        let metadata = self.message_metadata(task, &self.task_ns(task));
+        // A returned message carries its task's metadata, as LangGraph's handler reads it
+        // from the task's run (no `checkpoint_ns`: that is added by what the node invokes).
+        let mut metadata = self.task_metadata(task, &self.task_ns(task));
+        metadata.insert("ls_integration", "langgraph");
         for message in returned {
             // A message without an id is shown with a new one, as LangGraph does.
             let message = match &message.fields().id {
@@ -252,10 +255,10 @@ impl<S: State> Run<'_, S> {
         metadata
     }
 
-    /// The metadata of `task`'s messages (in namespace `ns`), as LangGraph's: the
-    /// [run's](Self::run_metadata), `langgraph_step`, `langgraph_node`,
-    /// `langgraph_triggers`, `langgraph_path`, `langgraph_checkpoint_ns` and
-    /// `checkpoint_ns`.
+    /// The metadata of the model tokens `task` (in namespace `ns`) streams, as LangGraph's:
+    /// the [run's](Self::run_metadata), `langgraph_step`, `langgraph_node`,
+    /// `langgraph_triggers`, `langgraph_path`, `langgraph_checkpoint_ns` and `checkpoint_ns`
+    /// (the model adds its own: `ls_integration`, `ls_provider`, …).
     pub(super) fn message_metadata(&self, task: &Task, ns: &str) -> Map {
         let mut metadata = self.task_metadata(task, ns);
         metadata.insert("checkpoint_ns", ns);
