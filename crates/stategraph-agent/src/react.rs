@@ -310,7 +310,12 @@ impl CallModel {
     ) -> Result<MessagesUpdate, NodeError> {
         // The runs LangGraph's agent reports: its callable `call_model`, and in it the
         // `RunnableSequence` of the prompt (`Prompt`) and the model.
-        let input = || state_value(state);
+        // The state as their input, made once when reported.
+        let state_in = ctx
+            .run_tree()
+            .is_on()
+            .then(|| messages_value(&state.messages));
+        let input = || state_in.clone().unwrap_or(Value::Null);
         let call_model = ctx.run_tree().step("call_model", Some("seq:step:1"), input);
         // LangGraph's `call_model` hands the model its node's config: the sequence runs in
         // the task, beside `call_model`, not in it.
@@ -353,12 +358,7 @@ impl CallModel {
             }
             reply = sorry;
         }
-        call_model.end(|| {
-            Value::Map(Map::from_iter([(
-                "messages",
-                Value::List(std::iter::once(reply.to_value()).collect()),
-            )]))
-        });
+        call_model.end(|| messages_value(std::slice::from_ref(&reply)));
         Ok(MessagesUpdate::messages([reply]))
     }
 
@@ -373,11 +373,11 @@ impl CallModel {
     }
 }
 
-/// The agent's state as its runs' input: `{"messages": [...]}`.
-fn state_value(state: &MessagesState) -> Value {
+/// `{"messages": [...]}`: the agent's state (or update) with `messages`.
+fn messages_value(messages: &[Message]) -> Value {
     Value::Map(Map::from_iter([(
         "messages",
-        Value::List(state.messages.iter().map(Message::to_value).collect()),
+        Value::List(messages.iter().map(Message::to_value).collect()),
     )]))
 }
 
@@ -423,14 +423,7 @@ fn should_continue(s: &MessagesState, version: AgentVersion) -> Vec<Goto<Message
     match version {
         AgentVersion::V1 => vec![Goto::from("tools")],
         AgentVersion::V2 => {
-            let state = {
-                let mut m = Map::new();
-                m.insert(
-                    "messages",
-                    Value::from(s.messages.iter().map(Message::to_value).collect::<Vec<_>>()),
-                );
-                Value::Map(m)
-            };
+            let state = messages_value(&s.messages);
             calls
                 .iter()
                 .map(|c| {

@@ -199,22 +199,11 @@ impl Client {
         request: reqwest::RequestBuilder,
     ) -> Result<T> {
         let url = self.url_of(path);
-        let connect = |e: reqwest::Error| ClientError::Connect {
-            method,
-            url: url.clone(),
-            message: crate::sse::chain(&e),
-        };
-        let response = request.send().await.map_err(connect)?;
-        let status = response.status();
-        let body = response.bytes().await.map_err(connect)?;
-        if !status.is_success() {
-            return Err(ClientError::Status {
-                method,
-                url,
-                status: status.as_u16(),
-                detail: crate::sse::detail(&body),
-            });
-        }
+        let response = crate::sse::checked(method, &url, request).await?;
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| crate::sse::connect_error(method, &url, &e))?;
         serde_json::from_slice(&body).map_err(|e| {
             let at = format!("line {} column {}", e.line(), e.column());
             self.decode(path, &at, e)

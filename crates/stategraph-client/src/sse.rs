@@ -31,26 +31,47 @@ pub(crate) fn detail(body: &[u8]) -> String {
         .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned())
 }
 
+/// A request that could not be sent or answered (`method` `url`), with its causes.
+pub(crate) fn connect_error(method: &'static str, url: &str, e: &reqwest::Error) -> ClientError {
+    ClientError::Connect {
+        method,
+        url: url.to_owned(),
+        message: chain(e),
+    }
+}
+
+/// Sends `request` (`method` `url`): its response when the status is a success, else
+/// [`ClientError::Status`] with the server's `detail`.
+pub(crate) async fn checked(
+    method: &'static str,
+    url: &str,
+    request: reqwest::RequestBuilder,
+) -> Result<reqwest::Response, ClientError> {
+    let response = request
+        .send()
+        .await
+        .map_err(|e| connect_error(method, url, &e))?;
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let body = response
+        .bytes()
+        .await
+        .map_err(|e| connect_error(method, url, &e))?;
+    Err(ClientError::Status {
+        method,
+        url: url.to_owned(),
+        status: status.as_u16(),
+        detail: detail(&body),
+    })
+}
+
 /// The events of the run `request` starts (at `url`); its `error` event, an error status
 /// or a broken connection end the stream with an error.
 pub(crate) fn events(request: reqwest::RequestBuilder, url: String) -> RunEvents {
     let start = async move {
-        let connect = |e: reqwest::Error| ClientError::Connect {
-            method: "POST",
-            url: url.clone(),
-            message: chain(&e),
-        };
-        let response = request.send().await.map_err(connect)?;
-        let status = response.status();
-        if !status.is_success() {
-            let body = response.bytes().await.map_err(connect)?;
-            return Err(ClientError::Status {
-                method: "POST",
-                url: url.clone(),
-                status: status.as_u16(),
-                detail: detail(&body),
-            });
-        }
+        let response = checked("POST", &url, request).await?;
         Ok((response, url))
     };
     futures_util::stream::once(start)

@@ -281,9 +281,7 @@ impl UpdatesEvent {
                 update,
                 cached,
             } => {
-                let update = update.as_ref().map_or(Value::Null, |u| {
-                    Value::Map(u.iter().map(|(k, v)| (k.as_str(), v.clone())).collect())
-                });
+                let update = update.as_ref().map_or(Value::Null, crate::cache::input_map);
                 (node.as_str(), update, *cached)
             }
             UpdatesEvent::Interrupt(list) => (

@@ -412,14 +412,7 @@ impl<S: State> CompiledGraph<S> {
             None
         };
         run.remember_head();
-        std::mem::take(&mut run.stream.graph_run).end_graph(|| {
-            Value::Map(
-                values
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.clone()))
-                    .collect(),
-            )
-        });
+        std::mem::take(&mut run.stream.graph_run).end_graph(|| crate::cache::input_map(&values));
         Ok(RunOutcome {
             values: Arc::unwrap_or_clone(values),
             interrupts: std::mem::take(&mut run.interrupts),

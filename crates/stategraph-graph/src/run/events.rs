@@ -46,17 +46,9 @@ fn path_value(path: &[String]) -> Value {
     }
 }
 
-/// `events` mode: a task's `run` ended with `update` (`None`: it wrote no state key); or,
-/// with `ended` false, it stopped on an interrupt or failed and reports nothing more.
-pub(super) fn end_run(run: Option<ChildRun>, update: Option<&Values>, ended: bool) {
-    let Some(run) = run.filter(|_| ended) else {
-        return;
-    };
-    let output = || {
-        update.map_or(Value::Null, |u| {
-            Value::Map(u.iter().map(|(k, v)| (k.as_str(), v.clone())).collect())
-        })
-    };
+/// `events` mode: a task's `run` ended with `update` (`None`: it wrote no state key).
+fn end_run(run: ChildRun, update: Option<&Values>) {
+    let output = || update.map_or(Value::Null, crate::cache::input_map);
     run.stream(output);
     run.end(output);
 }
@@ -144,11 +136,11 @@ impl<S: State> Run<'_, S> {
         // A failed task has no update to report (LangGraph leaves it out of `updates`); its
         // `tasks` result carries the error.
         let failed = writes.first().is_some_and(|(c, _)| c == reserved::ERROR);
-        end_run(
-            self.stream.task_runs.remove(&task.id),
-            (!failed && !result.is_empty()).then_some(&result),
-            !failed,
-        );
+        // A failed task's run reports nothing more, as in LangGraph.
+        let run = self.stream.task_runs.remove(&task.id);
+        if let Some(run) = run.filter(|_| !failed) {
+            end_run(run, (!result.is_empty()).then_some(&result));
+        }
         if !failed {
             self.emit_update(|| match returned {
                 Some(value) => UpdatesEvent::Returned {
@@ -230,21 +222,13 @@ impl<S: State> Run<'_, S> {
     /// `run_id`, `assistant_id`, `graph_id`; when set and not already there), and the
     /// thread's id.
     fn run_metadata(&self) -> Map {
-        const PROPAGATED: [&str; 4] = ["task_id", "run_id", "assistant_id", "graph_id"];
         let mut metadata = Map::new();
         for (k, v) in &self.config.metadata {
             metadata.insert(k.as_str(), Value::from(v.clone()));
         }
-        for k in PROPAGATED {
-            let set = |v: &&serde_json::Value| {
-                !matches!(v, serde_json::Value::Null | serde_json::Value::Bool(false))
-                    && v.as_str() != Some("")
-                    && v.as_i64() != Some(0)
-            };
-            if metadata.get(k).is_none()
-                && let Some(v) = self.config.configurable.get(k).filter(set)
-            {
-                metadata.insert(k, Value::from(v.clone()));
+        for (k, v) in self.propagated_ids() {
+            if metadata.get(k).is_none() {
+                metadata.insert(k, v);
             }
         }
         if let Some(thread) = &self.config.thread_id
@@ -368,25 +352,32 @@ impl<S: State> Run<'_, S> {
     /// there), but for the keys that repeat the task's own fields and namespace
     /// (`thread_id`, `checkpoint_ns`, `langgraph_step`, …).
     pub(super) fn task_start_metadata(&self) -> Map {
-        const PROPAGATED: [&str; 4] = ["task_id", "run_id", "assistant_id", "graph_id"];
         let mut metadata = Map::new();
         for (k, v) in &self.config.metadata {
             if !EXCLUDED_METADATA.contains(&k.as_str()) {
                 metadata.insert(k.as_str(), Value::from(v.clone()));
             }
         }
-        for k in PROPAGATED {
-            let set = |v: &&serde_json::Value| {
-                !matches!(v, serde_json::Value::Null | serde_json::Value::Bool(false))
-                    && v.as_str() != Some("")
-            };
-            if !self.config.metadata.contains_key(k)
-                && let Some(v) = self.config.configurable.get(k).filter(set)
-            {
-                metadata.insert(k, Value::from(v.clone()));
+        for (k, v) in self.propagated_ids() {
+            if !self.config.metadata.contains_key(k) {
+                metadata.insert(k, v);
             }
         }
         metadata
+    }
+
+    /// The `configurable` ids LangGraph's `ensure_config` propagates into metadata (its
+    /// `_PROPAGATE_TO_METADATA`, but for the checkpoint's own address), those set: Python's
+    /// `if value`, so not `null`, `false`, `""` or `0`.
+    fn propagated_ids(&self) -> impl Iterator<Item = (&'static str, Value)> + '_ {
+        const PROPAGATED: [&str; 4] = ["task_id", "run_id", "assistant_id", "graph_id"];
+        PROPAGATED.into_iter().filter_map(|k| {
+            let v = self.config.configurable.get(k)?;
+            let unset = matches!(v, serde_json::Value::Null | serde_json::Value::Bool(false))
+                || v.as_str() == Some("")
+                || v.as_i64() == Some(0);
+            (!unset).then(|| (k, Value::from(v.clone())))
+        })
     }
 
     /// The namespace `task` runs in (and a subgraph it starts checkpoints under):

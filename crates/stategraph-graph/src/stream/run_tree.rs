@@ -156,7 +156,8 @@ pub struct RunTree(Option<Arc<Place>>);
 #[derive(Debug)]
 struct Place {
     emitter: Emitter,
-    /// This run and the runs around it, outermost first: the `parent_ids` of its children.
+    /// This run and the runs around it, outermost first: the `parent_ids` of its children,
+    /// its own id last (none for the place a graph's run starts from).
     lineage: Vec<String>,
     /// Tags every run below carries (the run config's).
     tags: Arc<[String]>,
@@ -301,57 +302,58 @@ impl Place {
             .into_iter()
             .chain(self.tags.iter().cloned())
             .collect();
-        let run = Run {
-            kind,
-            name: name.to_owned(),
-            run_id: run_id.clone(),
-            parent_ids: self.lineage.clone(),
-            tags,
-            metadata: metadata.clone(),
-            input,
-        };
-        run.emit(&self.emitter, RunPhase::Start, None, None);
         let mut lineage = self.lineage.clone();
         lineage.push(run_id);
-        let place = Place {
+        // The run's place is where its children start; its id, parents and metadata are
+        // read from there.
+        let place = Arc::new(Place {
             emitter: self.emitter.clone(),
             lineage,
             tags: Arc::clone(&self.tags),
             metadata,
             configured,
+        });
+        let run = Run {
+            kind,
+            name: name.to_owned(),
+            tags,
+            input,
         };
-        ChildRun(Some((RunTree(Some(Arc::new(place))), run)))
+        run.emit(&place, RunPhase::Start, None, None);
+        ChildRun(Some((place, run)))
     }
 }
 
-/// What a started run's later events repeat.
+/// What a started run's events repeat besides what its place holds.
 #[derive(Debug)]
 struct Run {
     kind: RunKind,
     name: String,
-    run_id: String,
-    parent_ids: Vec<String>,
     tags: Vec<String>,
-    metadata: Map,
     input: Value,
 }
 
 impl Run {
-    fn emit(&self, emitter: &Emitter, phase: RunPhase, chunk: Option<Value>, out: Option<Out>) {
+    /// Emits an event of this run, which starts its children at `place`.
+    fn emit(&self, place: &Place, phase: RunPhase, chunk: Option<Value>, out: Option<Out>) {
         let (output, input) = match out {
             Some(Out::WithInput(o)) => (Some(o), Some(self.input.clone())),
             Some(Out::Alone(o)) => (Some(o), None),
             None => (None, (phase == RunPhase::Start).then(|| self.input.clone())),
         };
-        emitter.emit(StreamMode::Events, || {
+        place.emitter.emit(StreamMode::Events, || {
+            let (run_id, parent_ids) = match place.lineage.split_last() {
+                Some((id, parents)) => (id.clone(), parents.to_vec()),
+                None => (String::new(), Vec::new()),
+            };
             StreamEvent::Events(RunEvent {
                 kind: self.kind,
                 phase,
                 name: self.name.clone(),
-                run_id: self.run_id.clone(),
-                parent_ids: self.parent_ids.clone(),
+                run_id,
+                parent_ids,
                 tags: self.tags.clone(),
-                metadata: self.metadata.clone(),
+                metadata: place.metadata.clone(),
                 input,
                 chunk,
                 output,
@@ -369,7 +371,7 @@ enum Out {
 /// [`end`](Self::end) (it failed, or stopped on an interrupt), it reports nothing more.
 #[derive(Debug, Default)]
 #[must_use = "a run reports its end only when ended"]
-pub struct ChildRun(Option<(RunTree, Run)>);
+pub struct ChildRun(Option<(Arc<Place>, Run)>);
 
 impl ChildRun {
     /// A run that reports nothing.
@@ -384,17 +386,13 @@ impl ChildRun {
 
     /// Where runs inside this one start.
     pub fn tree(&self) -> RunTree {
-        self.0
-            .as_ref()
-            .map_or_else(RunTree::off, |(tree, _)| tree.clone())
+        RunTree(self.0.as_ref().map(|(place, _)| Arc::clone(place)))
     }
 
     /// Reports a piece of its output (`on_<kind>_stream`).
     pub fn stream(&self, chunk: impl FnOnce() -> Value) {
-        if let Some((tree, run)) = &self.0
-            && let Some(place) = &tree.0
-        {
-            run.emit(&place.emitter, RunPhase::Stream, Some(chunk()), None);
+        if let Some((place, run)) = &self.0 {
+            run.emit(place, RunPhase::Stream, Some(chunk()), None);
         }
     }
 
@@ -409,10 +407,8 @@ impl ChildRun {
     }
 
     fn finish(self, out: impl FnOnce() -> Out) {
-        if let Some((tree, run)) = &self.0
-            && let Some(place) = &tree.0
-        {
-            run.emit(&place.emitter, RunPhase::End, None, Some(out()));
+        if let Some((place, run)) = &self.0 {
+            run.emit(place, RunPhase::End, None, Some(out()));
         }
     }
 }
@@ -450,14 +446,7 @@ pub(crate) fn branch_run(
     runs.step(
         name.unwrap_or("Unnamed"),
         Some(&format!("seq:step:{}", k + 3)),
-        || {
-            Value::Map(
-                values
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.clone()))
-                    .collect(),
-            )
-        },
+        || crate::cache::input_map(values),
     )
 }
 
