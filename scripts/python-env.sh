@@ -17,6 +17,7 @@ REQUIREMENTS=(
   "mcp==2.3.0"
   "a2a-sdk==1.3.0"
   "grandalf==0.8"
+  "langchain==1.4.7"
   "langchain-core==1.7.2"
   "langchain-openai==1.7.3"
   "openai==3.57.0"

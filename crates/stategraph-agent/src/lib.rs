@@ -57,9 +57,11 @@
     warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
 )]
 
+pub mod agent;
 mod error;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+pub mod middleware;
 mod model;
 #[cfg(feature = "openai")]
 mod openai;
@@ -70,7 +72,9 @@ mod tool;
 mod tool_node;
 
 pub use error::{Error, McpError, Result};
-pub use model::{ChatModel, ChatModelExt, ChatRequest, ChunkStream, ToolChoice, ToolSpec};
+pub use model::{
+    ChatModel, ChatModelExt, ChatRequest, ChunkStream, ResponseFormat, ToolChoice, ToolSpec,
+};
 #[cfg(feature = "openai")]
 pub use openai::{ChatOpenAi, OPENAI_BASE_URL, OpenAiConfig};
 pub use react::{AgentVersion, Prompt, PromptFn, ReactAgent, create_react_agent};

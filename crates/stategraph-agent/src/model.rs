@@ -52,6 +52,22 @@ pub struct ChatRequest {
     pub parallel_tool_calls: Option<bool>,
     /// Where to stop generating.
     pub stop: Vec<String>,
+    /// An answer constrained to a JSON schema (the provider's structured output), if any.
+    pub response_format: Option<ResponseFormat>,
+}
+
+/// An answer the provider must constrain to a JSON schema (OpenAI's `response_format`
+/// `json_schema`, the Responses API's `text.format`, Anthropic's `output_format`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResponseFormat {
+    /// The schema's name (e.g. the Rust type's name).
+    pub name: String,
+    /// What the answer is, for the model (may be empty).
+    pub description: String,
+    /// The JSON schema the answer must validate against.
+    pub schema: serde_json::Value,
+    /// Whether the provider must follow the schema exactly (OpenAI's `strict`).
+    pub strict: Option<bool>,
 }
 
 impl ChatRequest {
@@ -72,6 +88,12 @@ impl ChatRequest {
     /// The same request with a tool choice.
     pub fn tool_choice(mut self, choice: ToolChoice) -> Self {
         self.tool_choice = Some(choice);
+        self
+    }
+
+    /// The same request constrained to answer as `format` says.
+    pub fn response_format(mut self, format: ResponseFormat) -> Self {
+        self.response_format = Some(format);
         self
     }
 }
@@ -105,6 +127,15 @@ pub trait ChatModel: Send + Sync + std::fmt::Debug {
     /// Its name in a run's events (LangChain's class name, e.g. `ChatOpenAI`).
     fn name(&self) -> &str {
         "ChatModel"
+    }
+
+    /// Whether the provider constrains answers to a JSON schema
+    /// ([`ChatRequest::response_format`]) — LangChain's model profile `structured_output`:
+    /// an agent asking for a structured answer through
+    /// [`ResponseFormat::Auto`](crate::agent::ResponseFormat::Auto) then uses it rather
+    /// than a tool.
+    fn supports_structured_output(&self) -> bool {
+        false
     }
 }
 
@@ -283,5 +314,9 @@ impl<M: ChatModel + ?Sized> ChatModel for Arc<M> {
 
     fn name(&self) -> &str {
         (**self).name()
+    }
+
+    fn supports_structured_output(&self) -> bool {
+        (**self).supports_structured_output()
     }
 }

@@ -100,7 +100,7 @@ impl State for MessagesState {
     }
 }
 
-fn read_messages(v: &Value) -> Result<Vec<Message>, GraphError> {
+pub(crate) fn read_messages(v: &Value) -> Result<Vec<Message>, GraphError> {
     let Some(items) = v.as_list() else {
         return Err(GraphError::Decode {
             key: "messages".into(),

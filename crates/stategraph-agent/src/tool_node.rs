@@ -148,8 +148,31 @@ impl ToolNode {
         node: Option<&NodeContext>,
         tag: Option<&str>,
     ) -> Result<Message, Error> {
+        self.run_with(self.tools.get(&call.name), call, node, tag)
+            .await
+    }
+
+    /// Answers `call` with `tool` (`None`: the call names no tool of this node), as a node
+    /// task (its run tagged `seq:step:1`): what an agent's tools node does for each call
+    /// once its middleware are through with it.
+    pub(crate) async fn run_call(
+        &self,
+        tool: Option<&Arc<dyn Tool>>,
+        call: &ToolCall,
+        node: Option<&NodeContext>,
+    ) -> Result<Message, Error> {
+        self.run_with(tool, call, node, Some("seq:step:1")).await
+    }
+
+    async fn run_with(
+        &self,
+        tool: Option<&Arc<dyn Tool>>,
+        call: &ToolCall,
+        node: Option<&NodeContext>,
+        tag: Option<&str>,
+    ) -> Result<Message, Error> {
         let id = call.id.clone().unwrap_or_default();
-        let Some(tool) = self.tools.get(&call.name) else {
+        let Some(tool) = tool else {
             let text = format!(
                 "Error: {} is not a valid tool, try one of [{}].",
                 call.name,
@@ -293,7 +316,7 @@ impl ToolNode {
 }
 
 /// A stored tool call (`{"name", "args", "id"}`) as a [`ToolCall`].
-fn tool_call_from_value(v: &Value) -> Result<ToolCall, Error> {
+pub(crate) fn tool_call_from_value(v: &Value) -> Result<ToolCall, Error> {
     let m = v
         .as_map()
         .ok_or_else(|| Error::InvalidRequest(format!("a tool call must be a map, found {v}")))?;

@@ -302,6 +302,7 @@ pub(crate) fn call(ctx: &NodeContext, callee: Callee<'_>, input: Value) -> CallF
         progress: None,
         failure: None,
         resuming: scope.resuming,
+        send_arg: None,
         runs: crate::stream::RunTree::off(),
     };
     if !scope.send(CallEvent::Started {

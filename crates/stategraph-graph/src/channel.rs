@@ -134,6 +134,14 @@ pub enum ChannelSpec {
         /// Reject more than one write per step.
         guard: bool,
     },
+    /// Holds the last value written during a run, never stored (LangGraph's
+    /// `UntrackedValue`): checkpoints omit it, its writes are not saved as pending writes,
+    /// and every run (a resume too) starts without it. With `guard`, more than one write per
+    /// step is an error.
+    Untracked {
+        /// Reject more than one write per step.
+        guard: bool,
+    },
     /// Collects values (LangGraph's `Topic`); without `accumulate` it is emptied every step.
     Topic {
         /// Keep values across steps.
@@ -168,6 +176,10 @@ impl ChannelSpec {
             },
             ChannelSpec::Ephemeral { guard } => Channel::Ephemeral {
                 value: stored,
+                guard: *guard,
+            },
+            ChannelSpec::Untracked { guard } => Channel::Untracked {
+                value: None,
                 guard: *guard,
             },
             ChannelSpec::Topic { accumulate } => Channel::Topic {
@@ -221,6 +233,7 @@ impl ChannelSpec {
     pub(crate) fn stored_value(&self, stored: Option<&Value>) -> Option<Value> {
         match self {
             ChannelSpec::LastValue | ChannelSpec::Ephemeral { .. } => stored.cloned(),
+            ChannelSpec::Untracked { .. } => None,
             ChannelSpec::Reducer(r) | ChannelSpec::Delta { reducer: r, .. } => stored
                 .map(|v| unwrap_snapshot(v.clone()))
                 .or_else(|| r.default.clone()),
@@ -247,6 +260,7 @@ impl ChannelSpec {
     pub(crate) fn stored_available(&self, stored: Option<&Value>) -> bool {
         match self {
             ChannelSpec::LastValue | ChannelSpec::Ephemeral { .. } => stored.is_some(),
+            ChannelSpec::Untracked { .. } => false,
             ChannelSpec::Reducer(r) | ChannelSpec::Delta { reducer: r, .. } => {
                 stored.is_some() || r.default.is_some()
             }
@@ -324,6 +338,10 @@ pub(crate) enum Channel {
         value: Option<Value>,
         guard: bool,
     },
+    Untracked {
+        value: Option<Value>,
+        guard: bool,
+    },
     Topic {
         values: List,
         accumulate: bool,
@@ -347,7 +365,9 @@ impl Channel {
     /// The current value, if any.
     pub(crate) fn get(&self) -> Option<Value> {
         match self {
-            Channel::LastValue(v) | Channel::Ephemeral { value: v, .. } => v.clone(),
+            Channel::LastValue(v)
+            | Channel::Ephemeral { value: v, .. }
+            | Channel::Untracked { value: v, .. } => v.clone(),
             Channel::Reducer { value, .. } => value.clone(),
             Channel::Topic { values, .. } => {
                 (!values.is_empty()).then(|| Value::List(values.clone()))
@@ -365,7 +385,9 @@ impl Channel {
     /// Whether the channel holds a value nodes can read (and be triggered by).
     pub(crate) fn is_available(&self) -> bool {
         match self {
-            Channel::LastValue(v) | Channel::Ephemeral { value: v, .. } => v.is_some(),
+            Channel::LastValue(v)
+            | Channel::Ephemeral { value: v, .. }
+            | Channel::Untracked { value: v, .. } => v.is_some(),
             Channel::Reducer { value, .. } => value.is_some(),
             Channel::Topic { values, .. } => !values.is_empty(),
             Channel::Barrier { names, seen } => names == seen,
@@ -426,6 +448,19 @@ impl Channel {
             Channel::Ephemeral { value, guard } => {
                 if values.is_empty() {
                     return Ok(value.take().is_some());
+                }
+                if *guard && values.len() > 1 {
+                    return Err(invalid(format!(
+                        "can receive only one value per step, got {}",
+                        values.len()
+                    )));
+                }
+                *value = values.into_iter().last();
+                Ok(true)
+            }
+            Channel::Untracked { value, guard } => {
+                if values.is_empty() {
+                    return Ok(false);
                 }
                 if *guard && values.len() > 1 {
                     return Err(invalid(format!(
@@ -535,6 +570,7 @@ impl Channel {
     pub(crate) fn checkpoint(&self) -> Option<Value> {
         match self {
             Channel::LastValue(v) | Channel::Ephemeral { value: v, .. } => v.clone(),
+            Channel::Untracked { .. } => None,
             Channel::Reducer { delta: true, .. } => None,
             Channel::Reducer { value, .. } => value.clone(),
             Channel::Topic { values, .. } => Some(Value::List(values.clone())),

@@ -545,18 +545,63 @@ impl<S: State> CompiledGraph<S> {
                 }
                 Goto::Send(send) => {
                     self.check_node(from, &send.node)?;
-                    let arg: Map = S::into_writes(send.arg)
-                        .map_err(NodeError::from)?
-                        .into_iter()
-                        .collect();
-                    out.push((
-                        channels::TASKS.to_owned(),
-                        send_value(&send.node, Value::Map(arg)),
-                    ));
+                    let writes = S::into_writes(send.arg).map_err(NodeError::from)?;
+                    let arg = match <[_; 1]>::try_from(writes) {
+                        Ok([(key, arg)]) if key == crate::node::SEND_ARG => arg,
+                        Ok(one) => Value::Map(one.into_iter().collect()),
+                        Err(writes) => Value::Map(writes.into_iter().collect()),
+                    };
+                    out.push((channels::TASKS.to_owned(), send_value(&send.node, arg)));
                 }
             }
         }
         Ok(out)
+    }
+
+    /// `writes` without those to untracked channels (and without untracked keys in the map
+    /// arguments of `Send`s), as LangGraph saves a task's writes; `None` when nothing is
+    /// left out.
+    pub(crate) fn untracked_writes(
+        &self,
+        writes: &[(String, Value)],
+    ) -> Option<Vec<(String, Value)>> {
+        let untracked = |name: &str| {
+            self.channel_specs
+                .binary_search_by(|(k, _)| (**k).cmp(name))
+                .ok()
+                .and_then(|i| self.channel_specs.get(i))
+                .is_some_and(|(_, spec)| matches!(spec, ChannelSpec::Untracked { .. }))
+        };
+        if !self
+            .channel_specs
+            .iter()
+            .any(|(_, spec)| matches!(spec, ChannelSpec::Untracked { .. }))
+        {
+            return None;
+        }
+        let sanitized = |value: &Value| -> Value {
+            let Some((node, Value::Map(arg))) = crate::node::parse_send(value) else {
+                return value.clone();
+            };
+            let arg: Map = arg
+                .into_iter()
+                .filter(|(k, _)| !k.as_str().is_some_and(untracked))
+                .collect();
+            send_value(&node, Value::Map(arg))
+        };
+        Some(
+            writes
+                .iter()
+                .filter(|(c, _)| !untracked(c))
+                .map(|(c, v)| {
+                    if c == channels::TASKS {
+                        (c.clone(), sanitized(v))
+                    } else {
+                        (c.clone(), v.clone())
+                    }
+                })
+                .collect(),
+        )
     }
 
     /// Whether `name` is a node of this graph.

@@ -257,6 +257,13 @@ impl NodeError {
         self.signal.is_some()
     }
 
+    /// Whether this is control flow leaving the node the way an error does — an interrupt
+    /// or a command for the parent graph (LangGraph's `GraphBubbleUp`) — rather than a
+    /// failure. Code that catches a node's errors (a retry, a fallback) must pass these on.
+    pub fn is_control_flow(&self) -> bool {
+        self.signal.is_some()
+    }
+
     /// An error stored exactly as `repr` (e.g. `ValueError('boom')`).
     pub fn from_repr(repr: impl Into<String>) -> Self {
         Self {

@@ -77,7 +77,7 @@ pub use graph::{ConditionalEdges, END, IoSchema, NodeDefaults, PathMapEntry, STA
 pub use handler::{DEFAULT_ERROR_HANDLER, NodeFailure, error_handler_node};
 pub use interrupt::{Interrupt, Resume};
 pub use messages::REMOVE_ALL_MESSAGES;
-pub use node::{Command, Goto, NodeContext, NodeFuture, NodeOutput, RunCommand, Send};
+pub use node::{Command, Goto, NodeContext, NodeFuture, NodeOutput, RunCommand, SEND_ARG, Send};
 pub use overwrite::Overwrite;
 pub use repair::{ChannelRepair, RepairPlan};
 pub use retry::{RetryOn, RetryPolicies, RetryPolicy, default_retry_on};

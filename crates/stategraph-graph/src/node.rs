@@ -176,6 +176,8 @@ pub struct NodeContext {
     pub(crate) failure: Option<Arc<crate::handler::NodeFailure>>,
     /// Whether the run is resuming (a subgraph run here continues its checkpoint).
     pub(crate) resuming: bool,
+    /// The argument of the `Send` that started this task.
+    pub(crate) send_arg: Option<stategraph_checkpoint::Value>,
     /// This task's place in the run tree ([`StreamMode::Events`](crate::StreamMode::Events)).
     pub(crate) runs: crate::stream::RunTree,
 }
@@ -315,6 +317,14 @@ impl NodeContext {
         &self.values
     }
 
+    /// The argument of the `Send` that started this task, as it was sent (`None` for a task
+    /// the graph's edges started). A map argument is also the task's
+    /// [`input_values`](Self::input_values); any other value (see [`SEND_ARG`]) leaves the
+    /// task reading the step's state.
+    pub fn send_arg(&self) -> Option<&stategraph_checkpoint::Value> {
+        self.send_arg.as_ref()
+    }
+
     /// How many more steps the run may take before it hits its recursion limit, counting
     /// this one (LangGraph's `RemainingSteps` managed value): 1 means this is the last.
     pub fn remaining_steps(&self) -> i64 {
@@ -439,6 +449,13 @@ impl<U: serde::Serialize + serde::de::DeserializeOwned> stategraph_value::py::Py
         Ok(Self { node, arg })
     }
 }
+
+/// The key that makes a [`Send`]'s argument a plain value rather than a map of state keys:
+/// a `Send` whose update is one write to this key carries the written value as its argument
+/// as it is (a list, a string, …), as Python's `Send(node, arg)` may. The task it starts sees
+/// the value through [`NodeContext::send_arg`] and, as its state, the graph's state (as
+/// LangGraph's `ToolNode` reads the state for a `Send` of tool calls).
+pub const SEND_ARG: &str = "__send_arg__";
 
 /// A `Send` as LangGraph stores it: ext 1, `["langgraph.types", "Send", [node, arg]]`.
 pub(crate) fn send_value(

@@ -81,6 +81,9 @@ pub enum Message {
     /// A piece of an AI message as a model streams it (`AIMessageChunk`): what the
     /// `messages` stream mode carries while a model answers.
     AiChunk(AiMessageChunk),
+    /// An instruction to `add_messages` to delete the message with this id
+    /// (`RemoveMessage`); the id `__remove_all__` clears the whole history before it.
+    Remove(MessageFields),
 }
 
 impl Message {
@@ -113,6 +116,21 @@ impl Message {
         }
     }
 
+    /// A `RemoveMessage`: merged by `add_messages`, it deletes the message with `id`.
+    pub fn remove(id: impl Into<String>) -> Self {
+        Message::Remove(MessageFields {
+            content: Value::from(""),
+            id: Some(id.into()),
+            ..MessageFields::default()
+        })
+    }
+
+    /// A `RemoveMessage` with the id `__remove_all__`: merged by `add_messages`, it clears
+    /// every message before it (what follows it becomes the whole history).
+    pub fn remove_all() -> Self {
+        Self::remove("__remove_all__")
+    }
+
     /// A successful tool answer to `tool_call_id`.
     pub fn tool(content: impl Into<String>, tool_call_id: impl Into<String>) -> Self {
         Message::Tool {
@@ -135,7 +153,7 @@ impl Message {
     /// The common fields.
     pub fn fields(&self) -> &MessageFields {
         match self {
-            Message::Human(f) | Message::System(f) => f,
+            Message::Human(f) | Message::System(f) | Message::Remove(f) => f,
             Message::Ai { fields, .. } | Message::Tool { fields, .. } => fields,
             Message::AiChunk(c) => &c.fields,
         }
@@ -143,7 +161,7 @@ impl Message {
 
     fn fields_mut(&mut self) -> &mut MessageFields {
         match self {
-            Message::Human(f) | Message::System(f) => f,
+            Message::Human(f) | Message::System(f) | Message::Remove(f) => f,
             Message::Ai { fields, .. } | Message::Tool { fields, .. } => fields,
             Message::AiChunk(c) => &mut c.fields,
         }
@@ -160,6 +178,11 @@ impl Message {
             Message::Ai { .. } => ("langchain_core.messages.ai", "AIMessage", "ai"),
             Message::Tool { .. } => ("langchain_core.messages.tool", "ToolMessage", "tool"),
             Message::System(_) => ("langchain_core.messages.system", "SystemMessage", "system"),
+            Message::Remove(_) => (
+                "langchain_core.messages.modifier",
+                "RemoveMessage",
+                "remove",
+            ),
             Message::AiChunk(_) => (
                 "langchain_core.messages.ai",
                 "AIMessageChunk",
@@ -293,6 +316,7 @@ impl Message {
         Ok(match kind.as_str() {
             "human" => Message::Human(fields),
             "system" => Message::System(fields),
+            "remove" => Message::Remove(fields),
             "ai" => Message::Ai {
                 fields,
                 tool_calls,

@@ -75,6 +75,21 @@ pub(super) fn request_body(config: &OpenAiConfig, r: &ChatRequest, stream: bool)
     if let Some(p) = r.parallel_tool_calls {
         body.insert("parallel_tool_calls".into(), json!(p));
     }
+    if let Some(f) = &r.response_format {
+        let mut schema = serde_json::Map::new();
+        schema.insert("name".into(), json!(f.name));
+        if !f.description.is_empty() {
+            schema.insert("description".into(), json!(f.description));
+        }
+        schema.insert("schema".into(), f.schema.clone());
+        if let Some(strict) = f.strict {
+            schema.insert("strict".into(), json!(strict));
+        }
+        body.insert(
+            "response_format".into(),
+            json!({ "type": "json_schema", "json_schema": schema }),
+        );
+    }
     for (k, v) in &config.extra_body {
         body.insert(k.clone(), v.clone());
     }

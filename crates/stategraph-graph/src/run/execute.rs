@@ -221,10 +221,11 @@ impl<S: State> Run<'_, S> {
             return Ok(());
         };
         let s = match (&task.input, &step.state) {
-            // A `Send`'s task reads its own argument, not the graph state.
-            (Some(arg), _) => Arc::new(S::from_values(&arg_values(arg))?),
-            (None, Some(s)) => Arc::clone(s),
-            (None, None) => {
+            // A `Send`'s task reads its own argument, not the graph state (unless the
+            // argument is not a map of state keys).
+            (Some(arg @ Value::Map(_)), _) => Arc::new(S::from_values(&arg_values(arg))?),
+            (_, Some(s)) => Arc::clone(s),
+            (_, None) => {
                 let s = Arc::new(self.typed_state(&step.values)?);
                 step.state = Some(Arc::clone(&s));
                 self.env.typed = Some((Arc::clone(&s), Arc::clone(&step.values)));
@@ -271,8 +272,8 @@ impl<S: State> Run<'_, S> {
             step: self.step,
             config: Arc::clone(&self.config),
             values: match &task.input {
-                Some(arg) => Arc::new(arg_values(arg)),
-                None => Arc::clone(&step.values),
+                Some(arg @ Value::Map(_)) => Arc::new(arg_values(arg)),
+                _ => Arc::clone(&step.values),
             },
             saver: self.saver.clone(),
             checkpoint_ns: task_ns,
@@ -290,6 +291,7 @@ impl<S: State> Run<'_, S> {
             progress: None,
             failure,
             resuming: self.env.resuming,
+            send_arg: task.input.clone(),
             runs,
         };
         let span = crate::trace::task_span(&task.name, &task.id, &task.triggers, self.step);

@@ -221,6 +221,14 @@ impl<S: State> Run<'_, S> {
         if self.checkpoint_config.checkpoint_id.is_none() {
             return Ok(());
         }
+        let kept;
+        let writes = match self.graph.untracked_writes(writes) {
+            Some(k) => {
+                kept = k;
+                kept.as_slice()
+            }
+            None => writes,
+        };
         if self.config.durability == Durability::Exit {
             self.exit
                 .writes
