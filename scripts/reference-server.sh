@@ -25,6 +25,7 @@ START_TIMEOUT="${STATEGRAPH_REF_START_TIMEOUT:-90}"
 REQUIREMENTS=(
   "langgraph-cli[inmem]==0.4.40"
   "langgraph==1.2.22"
+  "langchain==1.4.7"
   "langchain-core==1.7.2"
   "langgraph-sdk==0.4.14"
 )

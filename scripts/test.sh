@@ -64,7 +64,8 @@ if [[ -z "${STATEGRAPH_TEST_MONGODB_URL:-}" ]]; then
 fi
 export STATEGRAPH_TEST_MONGODB_URL
 
-# A real OpenAI-compatible model server for the chat client's tests: llama.cpp's llama-server
+# A real model server for the chat clients' tests (its OpenAI chat-completions, OpenAI
+# Responses and Anthropic Messages routes): llama.cpp's llama-server
 # with SmolLM2-135M-Instruct (built once from PyPI packages for any x86-64 CPU, smoke-tested;
 # in the background), unless STATEGRAPH_TEST_LLM_URL already names one.
 if [[ -z "${STATEGRAPH_TEST_LLM_URL:-}" ]]; then
@@ -102,7 +103,8 @@ timed() { # timed NAME COMMAND...: runs COMMAND, recording how long it took.
   TIMES+=("$(printf '%-12s %4d s' "$name" $((SECONDS - t0)))")
 }
 
-# Every feature: all backends, the local embedding model, the OpenAI-compatible client, chrono.
+# Every feature: all backends, the local embedding model, the OpenAI-compatible client (chat
+# completions and the Responses API) and the Anthropic Messages API client, chrono.
 timed cargo-test cargo test --workspace --all-features "$@"
 
 # The cross-thread memory example (thread 1 saves "I like pizza", thread 2 finds it by

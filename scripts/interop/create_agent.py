@@ -68,10 +68,12 @@ def message(m):
         "tool_call_id": getattr(m, "tool_call_id", None),
         "status": getattr(m, "status", None),
         "additional_kwargs": m.additional_kwargs,
+        "response_metadata": m.response_metadata if m.type == "tool" else None,
     }
 
 
-def main(db, thread, actions):
+def open_saver(db):
+    """A LangGraph saver on a SQLite file or a Postgres URL, and its connection."""
     if db.startswith(("postgres://", "postgresql://")):
         from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg import Connection
@@ -80,11 +82,35 @@ def main(db, thread, actions):
         conn = Connection.connect(db, autocommit=True, prepare_threshold=0, row_factory=dict_row)
         saver = PostgresSaver(conn)
         saver.setup()
-    else:
-        from langgraph.checkpoint.sqlite import SqliteSaver
+        return conn, saver
+    from langgraph.checkpoint.sqlite import SqliteSaver
 
-        conn = sqlite3.connect(db, check_same_thread=False)
-        saver = SqliteSaver(conn)
+    conn = sqlite3.connect(db, check_same_thread=False)
+    return conn, SqliteSaver(conn)
+
+
+def dump(graph, saver, config):
+    """The thread's history, oldest first, ids left out."""
+    history = []
+    for s in reversed(list(graph.get_state_history(config))):
+        raw = saver.get_tuple(s.config)
+        history.append(
+            {
+                "step": s.metadata.get("step"),
+                "source": s.metadata.get("source"),
+                "next": list(s.next),
+                "messages": [message(m) for m in s.values.get("messages", [])],
+                "keys": sorted(k for k in s.values if k != "messages"),
+                "interrupts": [i.value for t in s.tasks for i in t.interrupts],
+                "channels": sorted(raw.checkpoint["channel_versions"]),
+                "writes": sorted(w[1] for w in (raw.pending_writes or [])),
+            }
+        )
+    return history
+
+
+def main(db, thread, actions):
+    conn, saver = open_saver(db)
     model = Scripted()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -119,22 +145,7 @@ def main(db, thread, actions):
         elif kind == "respond":
             agent.invoke(Command(resume={"decisions": [{"type": "respond", "message": arg}]}), config)
         elif kind == "dump":
-            history = []
-            for s in reversed(list(agent.get_state_history(config))):
-                raw = saver.get_tuple(s.config)
-                history.append(
-                    {
-                        "step": s.metadata.get("step"),
-                        "source": s.metadata.get("source"),
-                        "next": list(s.next),
-                        "messages": [message(m) for m in s.values.get("messages", [])],
-                        "keys": sorted(k for k in s.values if k != "messages"),
-                        "interrupts": [i.value for t in s.tasks for i in t.interrupts],
-                        "channels": sorted(raw.checkpoint["channel_versions"]),
-                        "writes": sorted(w[1] for w in (raw.pending_writes or [])),
-                    }
-                )
-            out["history"] = history
+            out["history"] = dump(agent, saver, config)
         else:
             raise SystemExit(f"unknown action {action}")
     conn.close()

@@ -167,3 +167,48 @@ def workflow(request: dict, *, previous: int | None = None):
         return entrypoint.final(value={"published": [], "count": count}, save=count)
     published = [f.result() for f in [polish(d) for d in drafts]]
     return entrypoint.final(value={"published": published, "count": count + 1}, save=count + 1)
+
+
+# `approval`: LangChain's `create_agent` with a tool `get_weather` ("Sunny in CITY") gated by
+# `HumanInTheLoopMiddleware`, on a scripted model: after a user message it calls
+# `get_weather` for the message's last word (id `call_<number of messages it was sent>`);
+# after a tool message it answers "answer: <the last line of the tool message>".
+from langchain.agents import create_agent  # noqa: E402
+from langchain.agents.middleware import HumanInTheLoopMiddleware  # noqa: E402
+from langchain_core.language_models.chat_models import BaseChatModel  # noqa: E402
+from langchain_core.messages import ToolMessage  # noqa: E402
+from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
+
+
+class _Scripted(BaseChatModel):
+    @property
+    def _llm_type(self):
+        return "scripted"
+
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        last = messages[-1]
+        text = str(last.content)
+        if isinstance(last, ToolMessage):
+            msg = AIMessage(content=f"answer: {text.splitlines()[-1] if text else ''}")
+        else:
+            city = text.rstrip("?").split()[-1]
+            msg = AIMessage(
+                content="",
+                tool_calls=[{"name": "get_weather", "args": {"city": city}, "id": f"call_{len(messages)}"}],
+            )
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+
+def get_weather(city: str) -> str:
+    """Today's weather in a city."""
+    return f"Sunny in {city}"
+
+
+approval = create_agent(
+    _Scripted(),
+    [get_weather],
+    middleware=[HumanInTheLoopMiddleware(interrupt_on={"get_weather": True})],
+)

@@ -58,7 +58,12 @@
 )]
 
 pub mod agent;
+#[cfg(feature = "anthropic")]
+mod anthropic;
 mod error;
+pub mod handoff;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+mod http;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod middleware;
@@ -67,10 +72,14 @@ mod model;
 mod openai;
 mod py;
 mod react;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+mod sse;
 mod state;
 mod tool;
 mod tool_node;
 
+#[cfg(feature = "anthropic")]
+pub use anthropic::{ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, AnthropicConfig, ChatAnthropic};
 pub use error::{Error, McpError, Result};
 pub use model::{
     ChatModel, ChatModelExt, ChatRequest, ChunkStream, ResponseFormat, ToolChoice, ToolSpec,
@@ -81,5 +90,5 @@ pub use react::{AgentVersion, Prompt, PromptFn, ReactAgent, create_react_agent};
 /// The JSON-schema crate tool arguments derive `JsonSchema` with (the version this crate uses).
 pub use schemars;
 pub use state::{MessagesState, MessagesUpdate};
-pub use tool::{FnTool, Tool, ToolContext, ToolOutput, schema_of, tool};
+pub use tool::{FnTool, Tool, ToolCommand, ToolContext, ToolOutput, ToolResult, schema_of, tool};
 pub use tool_node::{TOOL_CALL_WITH_CONTEXT, ToolErrorFn, ToolErrors, ToolNode, tools_condition};

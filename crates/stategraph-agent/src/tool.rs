@@ -8,19 +8,110 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use stategraph_checkpoint::Value;
-use stategraph_graph::NodeContext;
+use stategraph_graph::{NodeContext, Values};
+use stategraph_messages::Message;
 
 use crate::error::{Error, Result};
 use crate::model::ToolSpec;
 
 /// What a tool call returns: the content the model reads, and optionally an artifact kept
-/// in the tool message for the program but not sent to the model.
+/// in the tool message for the program but not sent to the model — or, instead of a tool
+/// message, a [`ToolCommand`] (LangGraph's `Command`) updating the graph's state and routing.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolOutput {
     /// The content of the tool message: text, or a list of content blocks.
     pub content: Value,
     /// Extra output for the program (LangChain's `artifact`), not sent to the model.
     pub artifact: Value,
+    /// A command given instead of a tool message (its update should hold the tool message
+    /// answering the call); `content` and `artifact` are then unused.
+    pub command: Option<ToolCommand>,
+}
+
+/// A tool's `Command`: state writes (which should include a tool message answering the
+/// call, under `messages`), nodes to go to, and whether it addresses the parent graph
+/// (LangGraph's `graph=Command.PARENT`: a handoff from an agent running as a subgraph to
+/// another node of the graph it runs in).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolCommand {
+    /// State writes, in order.
+    pub update: Vec<(String, Value)>,
+    /// Nodes to run next.
+    pub goto: Vec<String>,
+    /// Whether the update and routing apply to the parent graph.
+    pub parent: bool,
+}
+
+impl ToolCommand {
+    /// A command with no writes and no routing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// With messages merged into `messages`.
+    pub fn messages(self, messages: impl IntoIterator<Item = Message>) -> Self {
+        let list: Vec<Value> = messages.into_iter().map(|m| m.to_value()).collect();
+        self.set("messages", Value::from(list))
+    }
+
+    /// With a write of `value` to `key`.
+    pub fn set(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.update.push((key.into(), value.into()));
+        self
+    }
+
+    /// Going to `node` next.
+    pub fn goto(mut self, node: impl Into<String>) -> Self {
+        self.goto.push(node.into());
+        self
+    }
+
+    /// Addressed to the parent graph.
+    pub fn to_parent(mut self) -> Self {
+        self.parent = true;
+        self
+    }
+
+    /// Rewrites, in its `messages` writes, each tool message answering `tool_call_id`.
+    pub fn map_tool_messages(&mut self, tool_call_id: &str, mut f: impl FnMut(&mut Message)) {
+        for (key, value) in &mut self.update {
+            if key != "messages" {
+                continue;
+            }
+            let Some(list) = value.as_list() else {
+                continue;
+            };
+            let mut items = list.to_vec();
+            for item in &mut items {
+                if let Ok(mut m) = Message::from_value(item)
+                    && matches!(&m, Message::Tool { tool_call_id: id, .. } if id == tool_call_id)
+                {
+                    f(&mut m);
+                    *item = m.to_value();
+                }
+            }
+            *value = Value::from(items);
+        }
+    }
+}
+
+/// What a tool call gave: a tool message, or the tool's command.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ToolResult {
+    /// The answer.
+    Message(Message),
+    /// A command (state writes, routing) instead of a message.
+    Command(ToolCommand),
+}
+
+impl From<ToolCommand> for ToolOutput {
+    fn from(c: ToolCommand) -> Self {
+        Self {
+            content: Value::Null,
+            artifact: Value::Null,
+            command: Some(c),
+        }
+    }
 }
 
 impl ToolOutput {
@@ -29,6 +120,7 @@ impl ToolOutput {
         Self {
             content: Value::from(text.into()),
             artifact: Value::Null,
+            command: None,
         }
     }
 
@@ -87,6 +179,22 @@ impl ToolContext {
     /// The node the tool runs in (`None` when called outside a graph).
     pub fn node(&self) -> Option<&NodeContext> {
         self.node.as_ref()
+    }
+
+    /// The graph's state the call runs in, as raw values (LangGraph's injected state;
+    /// `None` outside a graph). A typed state: `S::from_values(ctx.state()?)`.
+    pub fn state(&self) -> Option<&Values> {
+        self.node.as_ref().map(NodeContext::input_values)
+    }
+
+    /// The graph's cross-thread store (LangGraph's injected store).
+    pub fn store(&self) -> Option<&Arc<dyn stategraph_store::Store>> {
+        self.node.as_ref()?.store()
+    }
+
+    /// The run's typed context (LangGraph's `runtime.context`).
+    pub fn context<C: std::any::Any + Send + Sync>(&self) -> Option<&C> {
+        self.node.as_ref()?.context::<C>()
     }
 }
 

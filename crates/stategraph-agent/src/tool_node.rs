@@ -12,7 +12,7 @@ use stategraph_graph::{END, NodeContext, NodeError, NodeFuture, NodeOutput, Stat
 use stategraph_messages::{Message, MessageFields, ToolCall};
 
 use crate::error::Error;
-use crate::tool::{Tool, ToolContext, ToolOutput};
+use crate::tool::{Tool, ToolContext, ToolOutput, ToolResult};
 
 /// LangGraph's Send payload for one tool call: `{"__type": "tool_call_with_context",
 /// "tool_call": …, "state": …}`.
@@ -127,7 +127,18 @@ impl ToolNode {
         calls: &[ToolCall],
         node: Option<&NodeContext>,
     ) -> Result<Vec<Message>, Error> {
-        self.run_tagged(calls, node, None).await
+        self.run_tagged(calls, node, None)
+            .await?
+            .into_iter()
+            .zip(calls)
+            .map(|(answer, call)| match answer {
+                ToolResult::Message(m) => Ok(m),
+                ToolResult::Command(_) => Err(Error::InvalidRequest(format!(
+                    "tool `{}` returned a command, which only a graph node can apply",
+                    call.name
+                ))),
+            })
+            .collect()
     }
 
     /// [`run`](Self::run), each tool's run in the node's run tree tagged `tag` (the node's
@@ -137,7 +148,7 @@ impl ToolNode {
         calls: &[ToolCall],
         node: Option<&NodeContext>,
         tag: Option<&str>,
-    ) -> Result<Vec<Message>, Error> {
+    ) -> Result<Vec<ToolResult>, Error> {
         let answers = join_all(calls.iter().map(|c| self.run_one(c, node, tag))).await;
         answers.into_iter().collect()
     }
@@ -147,7 +158,7 @@ impl ToolNode {
         call: &ToolCall,
         node: Option<&NodeContext>,
         tag: Option<&str>,
-    ) -> Result<Message, Error> {
+    ) -> Result<ToolResult, Error> {
         self.run_with(self.tools.get(&call.name), call, node, tag)
             .await
     }
@@ -160,7 +171,7 @@ impl ToolNode {
         tool: Option<&Arc<dyn Tool>>,
         call: &ToolCall,
         node: Option<&NodeContext>,
-    ) -> Result<Message, Error> {
+    ) -> Result<ToolResult, Error> {
         self.run_with(tool, call, node, Some("seq:step:1")).await
     }
 
@@ -170,7 +181,7 @@ impl ToolNode {
         call: &ToolCall,
         node: Option<&NodeContext>,
         tag: Option<&str>,
-    ) -> Result<Message, Error> {
+    ) -> Result<ToolResult, Error> {
         let id = call.id.clone().unwrap_or_default();
         let Some(tool) = tool else {
             let text = format!(
@@ -178,12 +189,12 @@ impl ToolNode {
                 call.name,
                 self.order.join(", ")
             );
-            return Ok(tool_message(
+            return Ok(ToolResult::Message(tool_message(
                 ToolOutput::text(text),
                 &call.name,
                 &id,
                 "error",
-            ));
+            )));
         };
         // `on_tool_start` / `on_tool_end` in the run's events, its arguments as input.
         let run = node.map_or_else(ChildRun::off, |n| {
@@ -218,13 +229,22 @@ impl ToolNode {
             span.record("error", tracing::field::display(e));
         }
         match called {
+            Ok(ToolOutput {
+                command: Some(command),
+                ..
+            }) => {
+                run.end(|| Value::Null);
+                Ok(ToolResult::Command(command))
+            }
             Ok(out) => {
                 let message = tool_message(out, &call.name, &id, "success");
                 run.end(|| message.to_value());
-                Ok(message)
+                Ok(ToolResult::Message(message))
             }
             Err(e) => match self.error_output(&e) {
-                Some(out) => Ok(tool_message(out, &call.name, &id, "error")),
+                Some(out) => Ok(ToolResult::Message(tool_message(
+                    out, &call.name, &id, "error",
+                ))),
                 None => Err(e),
             },
         }
@@ -240,6 +260,7 @@ impl ToolNode {
             (Error::ToolResult { content, .. }, _) => Some(ToolOutput {
                 content: content.clone(),
                 artifact: Value::Null,
+                command: None,
             }),
             _ => self.error_text(e).map(ToolOutput::text),
         }
@@ -308,9 +329,62 @@ impl ToolNode {
                     .run_tagged(&calls, Some(&ctx), Some("seq:step:1"))
                     .await
                     .map_err(NodeError::from)?;
-                let list = Value::from(answers.iter().map(Message::to_value).collect::<Vec<_>>());
-                Ok(NodeOutput::Writes(vec![(this.messages_key.clone(), list)]))
+                Ok(answers_output(answers, &this.messages_key))
             })
+        }
+    }
+}
+
+/// The node output of a batch of answers (LangGraph's `ToolNode` output): one write of every
+/// tool message when no tool gave a command; otherwise each message and each command's
+/// writes in the calls' order, the commands' routing, and — when a command addresses the
+/// parent graph — only the parent commands, combined (their writes and routing).
+pub(crate) fn answers_output<U>(answers: Vec<ToolResult>, messages_key: &str) -> NodeOutput<U> {
+    let parent: Vec<&crate::tool::ToolCommand> = answers
+        .iter()
+        .filter_map(|a| match a {
+            ToolResult::Command(c) if c.parent => Some(c),
+            _ => None,
+        })
+        .collect();
+    if !parent.is_empty() {
+        let writes = parent
+            .iter()
+            .flat_map(|c| c.update.iter().cloned())
+            .collect();
+        let goto = parent.iter().flat_map(|c| c.goto.iter().cloned()).collect();
+        return NodeOutput::RawCommand {
+            writes,
+            goto,
+            parent: true,
+        };
+    }
+    let mut writes = Vec::new();
+    let mut goto = Vec::new();
+    let mut messages = Vec::new();
+    let commands = answers.iter().any(|a| matches!(a, ToolResult::Command(_)));
+    for a in answers {
+        match a {
+            ToolResult::Message(m) if commands => {
+                writes.push((messages_key.to_owned(), Value::from(vec![m.to_value()])));
+            }
+            ToolResult::Message(m) => messages.push(m.to_value()),
+            ToolResult::Command(c) => {
+                writes.extend(c.update);
+                goto.extend(c.goto);
+            }
+        }
+    }
+    if !commands {
+        writes.push((messages_key.to_owned(), Value::from(messages)));
+    }
+    if goto.is_empty() {
+        NodeOutput::Writes(writes)
+    } else {
+        NodeOutput::RawCommand {
+            writes,
+            goto,
+            parent: false,
         }
     }
 }

@@ -21,6 +21,17 @@ pub enum NodeOutput<U> {
     /// Raw channel writes: a subgraph's or an entrypoint's, or what a typed update cannot
     /// say, such as an [`Overwrite`](crate::Overwrite) of a reducer key.
     Writes(Vec<(String, stategraph_checkpoint::Value)>),
+    /// Raw state writes with routing (a `Command` whose update a typed update cannot say,
+    /// such as a tool's): the writes, the nodes to run next, and whether both address the
+    /// parent graph (LangGraph's `graph=Command.PARENT`).
+    RawCommand {
+        /// State writes, in order.
+        writes: Vec<(String, stategraph_checkpoint::Value)>,
+        /// Nodes to run next (`END`: none).
+        goto: Vec<String>,
+        /// Whether the writes and routing apply to the parent graph.
+        parent: bool,
+    },
 }
 
 /// A message to run `node` with `arg` as its whole input (LangGraph's `Send`), for map-reduce

@@ -12,6 +12,7 @@ use super::state::{AgentState, AgentUpdate, Jump};
 use super::structured::ResponseFormat;
 use crate::model::{ChatModel, ToolChoice};
 use crate::tool::Tool;
+pub use crate::tool::ToolResult;
 
 /// What a node hook returns: an update of the state (`None`: nothing).
 pub type HookResult = Result<Option<AgentUpdate>, NodeError>;
@@ -203,16 +204,6 @@ impl std::fmt::Debug for ToolCallRequest {
             .field("tool", &self.tool.as_ref().map(|t| t.name().to_owned()))
             .finish_non_exhaustive()
     }
-}
-
-/// What a tool call gave: a tool message, or an update of the agent's state (LangGraph's
-/// `Command(update=…)`, which should hold the tool message answering the call).
-#[derive(Clone, Debug, PartialEq)]
-pub enum ToolResult {
-    /// The answer.
-    Message(Message),
-    /// A state update.
-    Update(AgentUpdate),
 }
 
 /// The rest of the model-call chain a `wrap_model_call` hook calls on (LangChain's

@@ -23,8 +23,8 @@ pub use middleware::{
 };
 pub use state::{AgentState, AgentUpdate, JUMP_TO, Jump, MESSAGES, STRUCTURED_RESPONSE};
 pub use structured::{
-    HandleErrors, OutputSchema, ProviderStrategy, ResponseFormat, StructuredOutputError,
-    ToolStrategy, Validator,
+    ErrorTextFn, HandleErrors, OutputSchema, ProviderStrategy, ResponseFormat,
+    StructuredOutputError, ToolStrategy, Validator,
 };
 
 use crate::model::ChatModel;

@@ -342,25 +342,8 @@ impl Core {
             }
         }))
         .await;
-        let mut writes = Vec::new();
-        for result in results {
-            match result? {
-                ToolResult::Message(m) => {
-                    writes.push((MESSAGES.to_owned(), Value::from(vec![m.to_value()])));
-                }
-                ToolResult::Update(u) => writes.extend(u.writes().iter().cloned()),
-            }
-        }
-        // One write of every tool message when no call gave an update (LangChain's
-        // `{"messages": [...]}`).
-        if writes.iter().all(|(k, _)| k == MESSAGES) && writes.len() > 1 {
-            let all: Vec<Value> = writes
-                .into_iter()
-                .flat_map(|(_, v)| v.as_list().map(|l| l.to_vec()).unwrap_or_default())
-                .collect();
-            writes = vec![(MESSAGES.to_owned(), Value::from(all))];
-        }
-        Ok(NodeOutput::Writes(writes))
+        let answers = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+        Ok(crate::tool_node::answers_output(answers, MESSAGES))
     }
 }
 
@@ -372,12 +355,10 @@ struct RunTool<'a> {
 #[async_trait::async_trait]
 impl BaseToolCall for RunTool<'_> {
     async fn call(&self, request: ToolCallRequest) -> Result<ToolResult, NodeError> {
-        let message = self
-            .tool_node
+        self.tool_node
             .run_call(request.tool.as_ref(), &request.call, Some(&request.ctx))
             .await
-            .map_err(NodeError::from)?;
-        Ok(ToolResult::Message(message))
+            .map_err(NodeError::from)
     }
 }
 

@@ -134,8 +134,12 @@ pub enum HandleErrors {
     /// Fail the run.
     Raise,
     /// The function's text for the errors it answers (`None`: fail the run).
-    Custom(Arc<dyn Fn(&StructuredOutputError) -> Option<String> + Send + Sync>),
+    Custom(ErrorTextFn),
 }
+
+/// A function answering a malformed structured answer with the text the model gets
+/// (`None`: the run fails).
+pub type ErrorTextFn = Arc<dyn Fn(&StructuredOutputError) -> Option<String> + Send + Sync>;
 
 impl std::fmt::Debug for HandleErrors {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

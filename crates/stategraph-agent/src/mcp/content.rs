@@ -136,6 +136,7 @@ pub(crate) fn tool_output(tool: &str, result: &Json) -> Result<Result<ToolOutput
     Ok(Ok(ToolOutput {
         content: Value::from(Json::Array(blocks)),
         artifact,
+        command: None,
     }))
 }
 

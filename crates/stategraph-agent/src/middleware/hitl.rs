@@ -523,12 +523,13 @@ impl Middleware for HumanInTheLoopMiddleware {
         }
         request.call.name.clone_from(&name);
         request.call.args = args.clone();
-        let call_id = request.call.id.clone();
+        let call_id = request.call.id.clone().unwrap_or_default();
         let mut result = handler.call(request).await?;
         match &mut result {
             ToolResult::Message(m) => self.annotate(m, &name, &args),
-            ToolResult::Update(u) => {
-                let _ = (u, call_id);
+            // A command carries the tool message in its update.
+            ToolResult::Command(c) => {
+                c.map_tool_messages(&call_id, |m| self.annotate(m, &name, &args));
             }
         }
         Ok(result)

@@ -2,9 +2,13 @@
 //! speaks `POST {base_url}/chat/completions` — OpenAI, vLLM, llama.cpp's `llama-server`,
 //! Ollama, LM Studio — whole answers or streamed as server-sent events, with tool calls
 //! (several in one answer too), timeouts, and retries with exponential backoff on 408, 409,
-//! 429 and 5xx answers and on connection failures.
+//! 429 and 5xx answers and on connection failures. With
+//! [`OpenAiConfig::use_responses_api`] it speaks OpenAI's Responses API
+//! (`POST {base_url}/responses`) instead.
 
-mod http;
+mod responses;
+mod responses_answer;
+mod responses_stream;
 mod stream;
 mod wire;
 
@@ -33,6 +37,7 @@ pub struct OpenAiConfig {
     max_retries: u32,
     backoff: (Duration, Duration),
     stream_usage: bool,
+    use_responses_api: bool,
     extra_body: serde_json::Map<String, serde_json::Value>,
 }
 
@@ -57,6 +62,7 @@ impl OpenAiConfig {
             max_retries: 2,
             backoff: (Duration::from_millis(500), Duration::from_secs(8)),
             stream_usage: true,
+            use_responses_api: false,
             extra_body: serde_json::Map::new(),
         }
     }
@@ -101,7 +107,8 @@ impl OpenAiConfig {
         self
     }
 
-    /// The sampling seed (for repeatable answers where the server supports it).
+    /// The sampling seed (for repeatable answers where the server supports it; the Responses
+    /// API has none, so it is not sent there).
     pub fn seed(mut self, seed: i64) -> Self {
         self.seed = Some(seed);
         self
@@ -147,6 +154,17 @@ impl OpenAiConfig {
         self
     }
 
+    /// Whether to speak OpenAI's Responses API (`POST {base_url}/responses`, as
+    /// `ChatOpenAI(use_responses_api=True)`) instead of chat completions: messages go as
+    /// `input` items, and answers come back as langchain-openai builds them from a response
+    /// (content blocks with the output items' ids, the response's id as the message's). The
+    /// API has no `stop` (left out) and always reports usage; `max_tokens` is sent as
+    /// `max_output_tokens`.
+    pub fn use_responses_api(mut self, on: bool) -> Self {
+        self.use_responses_api = on;
+        self
+    }
+
     /// Sets a field of every request's body the client has no setter for (e.g. `top_p`).
     pub fn extra_body(mut self, key: impl Into<String>, value: serde_json::Value) -> Self {
         self.extra_body.insert(key.into(), value);
@@ -170,9 +188,14 @@ impl OpenAiConfig {
             .connect_timeout(self.connect_timeout)
             .build()
             .map_err(|e| Error::InvalidRequest(format!("cannot build the HTTP client: {e}")))?;
+        let path = if self.use_responses_api {
+            "responses"
+        } else {
+            "chat/completions"
+        };
         Ok(ChatOpenAi {
             inner: Arc::new(Inner {
-                url: format!("{base}/chat/completions"),
+                url: format!("{base}/{path}"),
                 http,
                 config: self,
             }),
@@ -209,6 +232,21 @@ struct Inner {
     config: OpenAiConfig,
 }
 
+impl Inner {
+    /// Where and how requests are sent.
+    fn endpoint(&self) -> crate::http::Endpoint<'_> {
+        crate::http::Endpoint {
+            http: &self.http,
+            url: &self.url,
+            api_key: self.config.api_key.as_deref(),
+            timeout: self.config.timeout,
+            max_retries: self.config.max_retries,
+            backoff: self.config.backoff,
+            provider: crate::http::Provider::OpenAi,
+        }
+    }
+}
+
 impl ChatOpenAi {
     /// The endpoint requests go to.
     pub fn url(&self) -> &str {
@@ -224,14 +262,31 @@ impl ChatOpenAi {
 #[async_trait::async_trait]
 impl ChatModel for ChatOpenAi {
     async fn invoke(&self, request: &ChatRequest) -> Result<Message> {
-        let body = wire::request_body(&self.inner.config, request, false)?;
-        let (json, _attempts) = http::complete(&self.inner, &body).await?;
+        let config = &self.inner.config;
+        if config.use_responses_api {
+            let body = responses::request_body(config, request, false)?;
+            let (json, _attempts) = crate::http::complete(&self.inner.endpoint(), &body).await?;
+            let structured = request.response_format.is_some();
+            return responses_answer::parse_response(&self.inner.url, &json, structured);
+        }
+        let body = wire::request_body(config, request, false)?;
+        let (json, _attempts) = crate::http::complete(&self.inner.endpoint(), &body).await?;
         wire::parse_completion(&self.inner.url, &json)
     }
 
     async fn stream(&self, request: &ChatRequest) -> Result<ChunkStream> {
+        if self.inner.config.use_responses_api {
+            let body = responses::request_body(&self.inner.config, request, true)?;
+            let response = crate::http::start_stream(&self.inner.endpoint(), &body).await?;
+            return Ok(crate::sse::chunks(
+                response,
+                self.inner.url.clone(),
+                self.inner.config.stream_idle_timeout,
+                responses_stream::Parser::new(request.response_format.is_some()),
+            ));
+        }
         let body = wire::request_body(&self.inner.config, request, true)?;
-        let response = http::start_stream(&self.inner, &body).await?;
+        let response = crate::http::start_stream(&self.inner.endpoint(), &body).await?;
         Ok(stream::chunks(
             response,
             self.inner.url.clone(),

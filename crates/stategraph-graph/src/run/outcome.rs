@@ -115,6 +115,21 @@ impl<S: State> Run<'_, S> {
                 return Ok(w);
             }
             NodeOutput::Command(c) if c.parent => return Err(parent_command::<S>(c)?),
+            NodeOutput::RawCommand {
+                writes,
+                goto,
+                parent: true,
+            } => {
+                return Err(NodeError::to_parent(crate::error::ParentCommand {
+                    update: writes,
+                    goto,
+                    sends: Vec::new(),
+                }));
+            }
+            NodeOutput::RawCommand { writes, goto, .. } => (
+                writes,
+                goto.into_iter().map(crate::node::Goto::Node).collect(),
+            ),
             NodeOutput::Command(c) => match c.update {
                 Some(u) => (S::into_writes(u).map_err(NodeError::from)?, c.goto),
                 None => (Vec::new(), c.goto),

@@ -1,12 +1,39 @@
-//! Sending a request: timeouts, retries with backoff, and the server's error messages.
+//! Sending a request to a model provider's HTTP API: authentication, timeouts, retries with
+//! backoff (honouring the server's `retry-after` and `x-should-retry`), and the server's error
+//! messages — shared by the OpenAI and Anthropic clients.
 
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 
-use super::Inner;
 use crate::error::{Error, Result};
+
+/// The provider a request goes to: how it authenticates and words its errors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Provider {
+    /// `Authorization: Bearer KEY`; errors `{"error": {"message": …}}`.
+    #[cfg_attr(not(feature = "openai"), allow(dead_code))]
+    OpenAi,
+    /// `x-api-key: KEY` and `anthropic-version`; errors `{"type": "error", "error": {"type",
+    /// "message"}}`, shown as `type: message`.
+    #[cfg_attr(not(feature = "anthropic"), allow(dead_code))]
+    Anthropic,
+}
+
+/// The `anthropic-version` header's value.
+pub(crate) const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// Where and how a client sends its requests.
+pub(crate) struct Endpoint<'a> {
+    pub(crate) http: &'a reqwest::Client,
+    pub(crate) url: &'a str,
+    pub(crate) api_key: Option<&'a str>,
+    pub(crate) timeout: Duration,
+    pub(crate) max_retries: u32,
+    pub(crate) backoff: (Duration, Duration),
+    pub(crate) provider: Provider,
+}
 
 /// Why an attempt failed, and whether another may succeed.
 struct Failed {
@@ -17,20 +44,20 @@ struct Failed {
 }
 
 /// A whole (non-streamed) answer's JSON, and how many attempts it took.
-pub(super) async fn complete(
-    inner: &Inner,
+pub(crate) async fn complete(
+    inner: &Endpoint<'_>,
     body: &serde_json::Value,
 ) -> Result<(serde_json::Value, u32)> {
     with_retries(inner, || async {
         let response = send(inner, body).await?;
         let bytes = response.bytes().await.map_err(|e| Failed {
-            error: connect_error(&inner.url, &e),
+            error: connect_error(inner.url, &e),
             retry: true,
             after: None,
         })?;
         let json = serde_json::from_slice(&bytes).map_err(|e| Failed {
             error: Error::Decode {
-                url: inner.url.clone(),
+                url: inner.url.to_owned(),
                 path: format!("byte {}", byte_offset(&bytes, &e)),
                 message: format!("the body is not JSON: {e}"),
             },
@@ -43,8 +70,8 @@ pub(super) async fn complete(
 }
 
 /// A streamed answer's response, once its status says it started.
-pub(super) async fn start_stream(
-    inner: &Inner,
+pub(crate) async fn start_stream(
+    inner: &Endpoint<'_>,
     body: &serde_json::Value,
 ) -> Result<reqwest::Response> {
     Ok(with_retries(inner, || send(inner, body)).await?.0)
@@ -52,12 +79,12 @@ pub(super) async fn start_stream(
 
 /// Runs `attempt` until it succeeds, fails for good, or the retries run out; each attempt
 /// within the configured timeout.
-async fn with_retries<T, F, Fut>(inner: &Inner, mut attempt: F) -> Result<(T, u32)>
+async fn with_retries<T, F, Fut>(inner: &Endpoint<'_>, mut attempt: F) -> Result<(T, u32)>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Failed>>,
 {
-    let config = &inner.config;
+    let config = inner;
     let mut attempts = 0;
     loop {
         attempts += 1;
@@ -66,7 +93,7 @@ where
             Ok(Err(f)) => f,
             Err(_) => Failed {
                 error: Error::Timeout {
-                    url: inner.url.clone(),
+                    url: inner.url.to_owned(),
                     what: "the response",
                     after: config.timeout,
                     attempts,
@@ -87,7 +114,7 @@ where
 
 /// The backoff before retry `n` (1-based): doubling from `first`, capped, less up to 25 %.
 fn backoff((first, max): (Duration, Duration), n: u32) -> Duration {
-    let doubled = first.saturating_mul(1u32 << (n - 1).min(16));
+    let doubled = first.saturating_mul(1u32 << n.saturating_sub(1).min(16));
     doubled.min(max).mul_f64(1.0 - 0.25 * fastrand::f64())
 }
 
@@ -122,13 +149,20 @@ fn with_attempts(error: Error, n: u32) -> Error {
 }
 
 /// One request; a response whose status is not a success is a [`Failed`].
-async fn send(inner: &Inner, body: &serde_json::Value) -> Result<reqwest::Response, Failed> {
-    let mut request = inner.http.post(&inner.url).json(body);
-    if let Some(key) = &inner.config.api_key {
-        request = request.bearer_auth(key);
+async fn send(inner: &Endpoint<'_>, body: &serde_json::Value) -> Result<reqwest::Response, Failed> {
+    let mut request = inner.http.post(inner.url).json(body);
+    match (inner.provider, inner.api_key) {
+        (Provider::OpenAi, Some(key)) => request = request.bearer_auth(key),
+        (Provider::OpenAi, None) => {}
+        (Provider::Anthropic, key) => {
+            request = request.header("anthropic-version", ANTHROPIC_VERSION);
+            if let Some(key) = key {
+                request = request.header("x-api-key", key);
+            }
+        }
     }
     let response = request.send().await.map_err(|e| Failed {
-        error: connect_error(&inner.url, &e),
+        error: connect_error(inner.url, &e),
         retry: true,
         after: None,
     })?;
@@ -137,18 +171,28 @@ async fn send(inner: &Inner, body: &serde_json::Value) -> Result<reqwest::Respon
         return Ok(response);
     }
     let after = retry_after(response.headers());
-    let retry = matches!(status.as_u16(), 408 | 409 | 429) || status.is_server_error();
+    let retry = should_retry(status, response.headers());
     let text = response.text().await.unwrap_or_default();
     Err(Failed {
         error: Error::Http {
-            url: inner.url.clone(),
+            url: inner.url.to_owned(),
             status: status.as_u16(),
-            message: error_message(status, &text),
+            message: error_message(inner.provider, status, &text),
             attempts: 1,
         },
         retry,
         after,
     })
+}
+
+/// As the providers' SDKs: the server's `x-should-retry` decides, else 408, 409, 429 and 5xx
+/// (Anthropic's 529 "overloaded" among them) are retried.
+fn should_retry(status: StatusCode, headers: &HeaderMap) -> bool {
+    match headers.get("x-should-retry").and_then(|v| v.to_str().ok()) {
+        Some("true") => true,
+        Some("false") => false,
+        _ => matches!(status.as_u16(), 408 | 409 | 429) || status.is_server_error(),
+    }
 }
 
 fn connect_error(url: &str, e: &reqwest::Error) -> Error {
@@ -167,16 +211,21 @@ fn connect_error(url: &str, e: &reqwest::Error) -> Error {
     }
 }
 
-/// The server's own words: OpenAI's `{"error": {"message": …}}` (also llama.cpp's and
-/// vLLM's), else the start of the body, else the status's reason.
-fn error_message(status: StatusCode, body: &str) -> String {
+/// The server's own words: `{"error": {"message": …}}` (OpenAI's, llama.cpp's, vLLM's;
+/// Anthropic's as `type: message`), else the start of the body, else the status's reason.
+fn error_message(provider: Provider, status: StatusCode, body: &str) -> String {
     let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
     let message = parsed.as_ref().and_then(|v| {
         let e = v.get("error")?;
-        e.get("message")
+        let text = e
+            .get("message")
             .and_then(serde_json::Value::as_str)
-            .or_else(|| e.as_str())
-            .map(str::to_owned)
+            .or_else(|| e.as_str())?;
+        let kind = e.get("type").and_then(serde_json::Value::as_str);
+        Some(match (provider, kind) {
+            (Provider::Anthropic, Some(kind)) => format!("{kind}: {text}"),
+            _ => text.to_owned(),
+        })
     });
     match message {
         Some(m) => m,
@@ -196,7 +245,7 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 }
 
 /// The byte offset of a JSON error in `bytes` (serde gives line and column).
-pub(super) fn byte_offset(bytes: &[u8], e: &serde_json::Error) -> usize {
+pub(crate) fn byte_offset(bytes: &[u8], e: &serde_json::Error) -> usize {
     let mut line = 1;
     for (i, b) in bytes.iter().enumerate() {
         if line == e.line() {
@@ -239,11 +288,18 @@ mod tests {
     fn error_messages_are_the_servers() {
         let s = StatusCode::BAD_REQUEST;
         assert_eq!(
-            error_message(s, r#"{"error": {"message": "bad tool", "type": "x"}}"#),
+            error_message(
+                Provider::OpenAi,
+                s,
+                r#"{"error": {"message": "bad tool", "type": "x"}}"#
+            ),
             "bad tool"
         );
-        assert_eq!(error_message(s, "plain text"), "plain text");
-        assert_eq!(error_message(s, ""), "Bad Request");
+        assert_eq!(
+            error_message(Provider::OpenAi, s, "plain text"),
+            "plain text"
+        );
+        assert_eq!(error_message(Provider::OpenAi, s, ""), "Bad Request");
     }
 
     #[test]
@@ -251,5 +307,26 @@ mod tests {
         let body = b"{\n  \"a\": x}";
         let e = serde_json::from_slice::<serde_json::Value>(body).unwrap_err();
         assert_eq!(body[byte_offset(body, &e)], b'x');
+    }
+
+    #[test]
+    fn retries_follow_the_servers_word() {
+        let mut h = HeaderMap::new();
+        let overloaded = StatusCode::from_u16(529).unwrap();
+        assert!(should_retry(overloaded, &h));
+        assert!(!should_retry(StatusCode::BAD_REQUEST, &h));
+        h.insert("x-should-retry", "true".parse().unwrap());
+        assert!(should_retry(StatusCode::BAD_REQUEST, &h));
+        h.insert("x-should-retry", "false".parse().unwrap());
+        assert!(!should_retry(overloaded, &h));
+    }
+
+    #[test]
+    fn anthropic_errors_say_their_type() {
+        let body = r#"{"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens: Field required"}}"#;
+        assert_eq!(
+            error_message(Provider::Anthropic, StatusCode::BAD_REQUEST, body),
+            "invalid_request_error: max_tokens: Field required"
+        );
     }
 }
