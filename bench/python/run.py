@@ -66,6 +66,7 @@ WORKLOADS = {
     "sequential_1000": Workload(1000, 10, "ms_per_step"),
     "wide_state_15x600": Workload(600, 5, "ms_per_invoke"),
     "react_agent_100x": Workload(100, 5, "ms_per_invoke"),
+    "create_agent_20x": Workload(20, 5, "ms_per_invoke"),
     "fanout_to_subgraph_100x": Workload(100, 5, "ms_per_invoke"),
     "functional_50": Workload(50, 10, "ms_per_invoke"),
 }
@@ -155,6 +156,17 @@ def invoke_setup(name: str, n: int, saver) -> tuple[Any, Callable[[], Any], Opti
             assert sum(isinstance(m, ToolMessage) for m in msgs) == n, "tool messages"
             assert isinstance(msgs[-1], AIMessage) and msgs[-1].content == "answer" * 100
             assert msgs[2].content.startswith("result for query: "), "tool output"
+
+        return graph, lambda: {"messages": [HumanMessage("hi?")]}, check
+    if name == "create_agent_20x":
+        from langchain_core.messages import AIMessage, HumanMessage
+
+        graph = wl.build_create_agent(n, saver)
+
+        def check(out):
+            msgs = out["messages"]
+            assert len(msgs) == 2 * n + 2, f"create_agent messages {len(msgs)}"
+            assert isinstance(msgs[-1], AIMessage) and msgs[-1].content == "answer" * 100
 
         return graph, lambda: {"messages": [HumanMessage("hi?")]}, check
     if name == "fanout_to_subgraph_100x":

@@ -316,6 +316,63 @@ def build_react_agent(n: int, checkpointer):
 
 
 # --------------------------------------------------------------------------------------------
+# create_agent_20x: LangChain's create_agent with three middleware, a scripted model, one tool
+
+
+def build_create_agent(n: int, checkpointer):
+    """`create_agent` with `ModelCallLimitMiddleware` and `ToolCallLimitMiddleware` (limits
+    of 10^9, never reached) and `SummarizationMiddleware` (a token trigger of 10^9: it counts
+    the conversation before each model call, and never summarizes); the model asks for n tool
+    calls, then answers, as in `react_agent_100x`."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import (
+        ModelCallLimitMiddleware,
+        SummarizationMiddleware,
+        ToolCallLimitMiddleware,
+    )
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.tools import StructuredTool
+
+    class ScriptedChatModel(FakeMessagesListChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> "ScriptedChatModel":
+            return self
+
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+            response = self.responses[self.i].model_copy()
+            self.i = self.i + 1 if self.i < len(self.responses) - 1 else 0
+            return ChatResult(generations=[ChatGeneration(message=response)])
+
+    tool = StructuredTool.from_function(
+        lambda query: f"result for query: {query}" * 10, name="search", description=""
+    )
+    responses = [
+        AIMessage(
+            content="",
+            tool_calls=[{"id": str(uuid4()), "name": "search", "args": {"query": str(uuid4()) * 100}}],
+            id=str(uuid4()),
+        )
+        for _ in range(n)
+    ]
+    responses.append(AIMessage(content="answer" * 100, id=str(uuid4())))
+    model = ScriptedChatModel(responses=responses)
+    never = 10**9
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return create_agent(
+            model,
+            [tool],
+            middleware=[
+                ModelCallLimitMiddleware(thread_limit=never),
+                ToolCallLimitMiddleware(thread_limit=never),
+                SummarizationMiddleware(model, trigger=("tokens", never)),
+            ],
+            checkpointer=checkpointer,
+        )
+
+
+# --------------------------------------------------------------------------------------------
 # fanout_to_subgraph_100x: one Send per subject into a compiled joke subgraph
 
 

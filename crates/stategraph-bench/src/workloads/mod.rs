@@ -7,6 +7,7 @@ use stategraph::{CompiledGraph, GraphError, RunConfig, State};
 
 use crate::{Backend, BenchError, Workload};
 
+mod agent;
 mod basic;
 mod chat;
 mod functional;
@@ -25,6 +26,7 @@ pub const NAMES: &[&str] = &[
     "react_agent_100x",
     "fanout_to_subgraph_100x",
     "functional_50",
+    "create_agent_20x",
     "commit_floor",
 ];
 
@@ -40,6 +42,7 @@ pub fn by_name(name: &str) -> Result<Box<dyn Workload>, BenchError> {
         "react_agent_100x" => Box::new(react::ReactAgent),
         "fanout_to_subgraph_100x" => Box::new(subgraph::FanoutToSubgraph),
         "functional_50" => Box::new(functional::Functional),
+        "create_agent_20x" => Box::new(agent::CreateAgent),
         "commit_floor" => Box::new(crate::floor::CommitFloor),
         other => return Err(BenchError::UnknownWorkload(other.to_owned())),
     })
