@@ -117,6 +117,8 @@ impl<S: State> Default for Edges<S> {
 pub struct CompiledGraph<S: State> {
     pub(crate) schema: Arc<Schema>,
     pub(crate) channel_specs: Arc<Vec<(Arc<str>, ChannelSpec)>>,
+    /// The untracked channels (never saved), found once for `untracked_writes`.
+    pub(crate) untracked: Arc<[Arc<str>]>,
     pub(crate) nodes: Arc<Vec<PregelNode<S>>>,
     pub(crate) edges: Arc<HashMap<String, Edges<S>>>,
     pub(crate) checkpointer: Option<Arc<dyn CheckpointSaver>>,
@@ -156,6 +158,7 @@ impl<S: State> Clone for CompiledGraph<S> {
         Self {
             schema: Arc::clone(&self.schema),
             channel_specs: Arc::clone(&self.channel_specs),
+            untracked: Arc::clone(&self.untracked),
             nodes: Arc::clone(&self.nodes),
             edges: Arc::clone(&self.edges),
             checkpointer: self.checkpointer.clone(),
@@ -218,17 +221,17 @@ impl<S: State> CompiledGraph<S> {
             .enumerate()
             .map(|(i, n)| (n.name.clone(), i))
             .collect();
+        // Sorted by name: restoring channels appends in order, and stored reads search.
+        let mut specs: Vec<(Arc<str>, ChannelSpec)> = channel_specs
+            .into_iter()
+            .map(|(k, spec)| (Arc::from(k), spec))
+            .collect();
+        specs.sort_by(|a, b| a.0.cmp(&b.0));
+        let untracked = untracked::channels(&specs);
         Self {
             schema: Arc::new(schema),
-            // Sorted by name: restoring channels appends in order, and stored reads search.
-            channel_specs: Arc::new({
-                let mut specs: Vec<(Arc<str>, ChannelSpec)> = channel_specs
-                    .into_iter()
-                    .map(|(k, spec)| (Arc::from(k), spec))
-                    .collect();
-                specs.sort_by(|a, b| a.0.cmp(&b.0));
-                specs
-            }),
+            channel_specs: Arc::new(specs),
+            untracked,
             nodes: Arc::new(nodes),
             edges: Arc::new(edges),
             checkpointer: None,

@@ -59,7 +59,7 @@ pub(super) fn build(agent: &Agent) -> Result<StateGraph<AgentState>, GraphError>
     let mut tools: Vec<Arc<dyn Tool>> = middleware.iter().flat_map(|(m, _)| m.tools()).collect();
     tools.extend(agent.tools.iter().cloned());
     let wraps_tools = middleware.iter().any(|(_, h)| h.wrap_tool_call);
-    let tool_node = (!tools.is_empty() || wraps_tools).then(|| ToolNode::new(tools.clone()));
+    let tool_node = (!tools.is_empty() || wraps_tools).then(|| ToolNode::new(tools));
     let tool_strategy = agent
         .response_format
         .as_ref()
@@ -96,7 +96,7 @@ pub(super) fn build(agent: &Agent) -> Result<StateGraph<AgentState>, GraphError>
     let core = Arc::new(Core {
         model: Arc::clone(&agent.model),
         tool_node: tool_node.clone(),
-        default_tools: tools,
+        default_tools: tool_node.iter().flat_map(|n| n.tools().cloned()).collect(),
         system_message: agent.system_message.clone(),
         response_format: agent.response_format.clone(),
         tool_strategy,

@@ -62,7 +62,9 @@ impl HookKind {
 pub(super) struct Core {
     pub(super) model: Arc<dyn ChatModel>,
     pub(super) tool_node: Option<ToolNode>,
-    pub(super) default_tools: Vec<Arc<dyn Tool>>,
+    /// The tools the model is offered and the tools node runs (LangChain's `default_tools`:
+    /// the tool node's, one per name).
+    pub(super) default_tools: Arc<[Arc<dyn Tool>]>,
     pub(super) system_message: Option<Message>,
     pub(super) response_format: Option<ResponseFormat>,
     pub(super) tool_strategy: Option<ToolStrategy>,
@@ -118,7 +120,7 @@ impl Core {
             messages: messages.clone(),
             system_message: self.system_message.clone(),
             tool_choice: None,
-            tools: self.default_tools.clone(),
+            tools: self.default_tools.to_vec(),
             response_format: self.response_format.clone(),
             state: Arc::clone(&state),
             ctx,
@@ -323,11 +325,10 @@ impl Core {
                 .map_err(NodeError::from)?,
         };
         let base = RunTool { tool_node };
-        let tools: Arc<[Arc<dyn Tool>]> = tool_node.tools().cloned().collect();
         let results = join_all(calls.into_iter().map(|call| {
             let request = ToolCallRequest {
                 tool: tool_node.tool(&call.name).cloned(),
-                tools: Arc::clone(&tools),
+                tools: Arc::clone(&self.default_tools),
                 call,
                 state: Arc::clone(&state),
                 ctx: ctx.clone(),
