@@ -14,6 +14,7 @@ REQUIREMENTS=(
   "langgraph-checkpoint-mongodb==0.5.1"
   "langchain-mongodb==0.12.1"
   "langgraph-sdk==0.4.14"
+  "langgraph-swarm==0.1.0"
   "mcp==2.3.0"
   "a2a-sdk==1.3.0"
   "grandalf==0.8"

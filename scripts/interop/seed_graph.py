@@ -21,7 +21,8 @@ snapshot_frequency=DELTA_K)]`, DELTA_K from the environment, default 10: stategr
 `sub` is a compiled subgraph one → two over the same state), or `hitl` (START → ask, which
 calls `interrupt({"question": "approve?"})` and logs the answer), or `react` (LangGraph's
 prebuilt `create_react_agent` with a tool `get_weather` and a scripted model, stopping
-before its tools).
+before its tools), or `react_manual` (the same loop built by hand: a model node `agent`,
+`ToolNode` as `tools`, `tools_condition` routing between them).
 ACTIONS, in order: `run` (invoke with the graph's standard input), `resume` (invoke(None)),
 `resume_yes` (invoke(Command(resume="yes"))), `resume_yes_logged`
 (invoke(Command(resume="yes", update={"log": ["cmd"]}))), `command_left`
@@ -31,7 +32,8 @@ ACTIONS, in order: `run` (invoke with the graph's standard input), `resume` (inv
 (update_state with {"foo": "x"} as node_a), `end` (update_state(None, as_node=END): the
 pending tasks cleared), `messages` (the `chat` graph's messages as
 [class, content, id]), `ask:TEXT` (invoke with a user message), `agent_messages` (the
-messages with their tool calls, and the state's `next`).
+messages with their tool calls, and the state's `next`), `outline` (each checkpoint, oldest
+first: step, source, next, its channels and the channels of its pending writes).
 
 With LANGGRAPH_AES_KEY set, the saver encrypts with
 `EncryptedSerializer.from_pycryptodome_aes()` (that key).
@@ -133,10 +135,11 @@ def build(name, saver):
         g.add_node("agent", agent)
         g.add_edge(START, "agent")
         return g.compile(checkpointer=saver), {"messages": [HumanMessage(content="hi", id="h1")]}
-    if name == "react":
-        # LangGraph's prebuilt ReAct agent, stopping before its tools, with a scripted model:
-        # after a question it calls get_weather for the question's last word, after the tool
-        # it answers "python: <the tool's words>".
+    if name in ("react", "react_manual"):
+        # LangGraph's prebuilt ReAct agent (`react_manual`: the same loop built by hand from a
+        # model node, `ToolNode` and `tools_condition`), stopping before its tools, with a
+        # scripted model: after a question it calls get_weather for the question's last word,
+        # after the tool it answers "python: <the tool's words>".
         import warnings
 
         from langchain_core.language_models.chat_models import BaseChatModel
@@ -169,6 +172,18 @@ def build(name, saver):
             """Today's weather in a city."""
             return f"Sunny in {city}"
 
+        if name == "react_manual":
+            from langgraph.graph import MessagesState
+            from langgraph.prebuilt import ToolNode, tools_condition
+
+            model = Scripted().bind_tools([get_weather])
+            g = StateGraph(MessagesState)
+            g.add_node("agent", lambda state: {"messages": [model.invoke(state["messages"])]})
+            g.add_node("tools", ToolNode([get_weather]))
+            g.add_edge(START, "agent")
+            g.add_conditional_edges("agent", tools_condition)
+            g.add_edge("tools", "agent")
+            return g.compile(checkpointer=saver, interrupt_before=["tools"]), None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             agent = create_react_agent(
@@ -336,6 +351,17 @@ def main(db, graph_name, thread, actions):
             ]
         elif action == "history":
             out["history"] = [snapshot(s) for s in graph.get_state_history(config)]
+        elif action == "outline":
+            out["outline"] = [
+                {
+                    "step": s.metadata.get("step"),
+                    "source": s.metadata.get("source"),
+                    "next": list(s.next),
+                    "channels": sorted(saver.get_tuple(s.config).checkpoint["channel_versions"]),
+                    "writes": sorted(w[1] for w in (saver.get_tuple(s.config).pending_writes or [])),
+                }
+                for s in reversed(list(graph.get_state_history(config)))
+            ]
         elif action == "state":
             out["state"] = snapshot(graph.get_state(config))
         else:

@@ -14,6 +14,9 @@ use crate::tool::{Tool, ToolCommand, ToolContext, ToolOutput};
 /// The key a swarm keeps its active agent under.
 pub const ACTIVE_AGENT: &str = "active_agent";
 
+/// The key of a handoff tool's answer's `response_metadata` naming where it handed over to.
+pub const HANDOFF_DESTINATION: &str = "__handoff_destination";
+
 /// A tool handing the conversation over to `agent`, a node of the graph the calling agent
 /// runs in; see [`create_handoff_tool`].
 #[derive(Clone, Debug)]
@@ -22,9 +25,12 @@ pub struct HandoffTool {
     description: String,
     agent: String,
     active_agent_key: Option<String>,
+    /// Whether the tool's answer carries `response_metadata.__handoff_destination` (the
+    /// supervisor's handoff does, the swarm's does not).
+    mark_answer: bool,
 }
 
-/// The tool `transfer_to_{agent}` (the name lower-cased, spaces as `_`): when the model
+/// The tool `transfer_to_{agent}` (the name lower-cased, whitespace as `_`): when the model
 /// calls it, the agent it runs in stops and `agent` — another node of the parent graph —
 /// runs next, with the conversation so far plus the tool's answer `"Successfully
 /// transferred to {agent}"` (LangGraph's `Command(goto=agent, graph=Command.PARENT,
@@ -39,15 +45,23 @@ pub struct HandoffTool {
 /// ```
 pub fn create_handoff_tool(agent: &str, description: Option<&str>) -> HandoffTool {
     HandoffTool {
-        name: format!(
-            "transfer_to_{}",
-            agent.trim().to_lowercase().replace(' ', "_")
-        ),
+        name: format!("transfer_to_{}", normalize(agent)),
         description: description
             .map_or_else(|| format!("Ask agent '{agent}' for help"), str::to_owned),
         agent: agent.to_owned(),
         active_agent_key: None,
+        mark_answer: true,
     }
+}
+
+/// An agent's name as it appears in a tool name: trimmed, lower-cased, each run of
+/// whitespace one `_`.
+fn normalize(agent: &str) -> String {
+    agent
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join("_")
+        .to_lowercase()
 }
 
 impl HandoffTool {
@@ -55,6 +69,12 @@ impl HandoffTool {
     /// [`ACTIVE_AGENT`], which routes the next turn back to it).
     pub fn with_active_agent(mut self, key: impl Into<String>) -> Self {
         self.active_agent_key = Some(key.into());
+        self
+    }
+
+    /// The same tool named `name` instead of `transfer_to_{agent}`.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
         self
     }
 
@@ -78,6 +98,10 @@ impl Tool for HandoffTool {
         serde_json::json!({"type": "object", "properties": {}})
     }
 
+    fn handoff_destination(&self) -> Option<&str> {
+        Some(&self.agent)
+    }
+
     async fn call(&self, _args: Value, ctx: ToolContext) -> Result<ToolOutput> {
         let state = ctx.state().ok_or_else(|| {
             Error::InvalidRequest(format!(
@@ -92,7 +116,9 @@ impl Tool for HandoffTool {
             .map(|l| l.to_vec())
             .unwrap_or_default();
         let mut metadata = Map::new();
-        metadata.insert("__handoff_destination", self.agent.as_str());
+        if self.mark_answer {
+            metadata.insert(HANDOFF_DESTINATION, self.agent.as_str());
+        }
         let answer = Message::Tool {
             fields: MessageFields {
                 content: Value::from(format!("Successfully transferred to {}", self.agent)),
@@ -116,5 +142,23 @@ impl Tool for HandoffTool {
 impl From<HandoffTool> for Arc<dyn Tool> {
     fn from(t: HandoffTool) -> Self {
         Arc::new(t)
+    }
+}
+
+/// A swarm's handoff tool (`langgraph_swarm.create_handoff_tool`): as
+/// [`create_handoff_tool`], and it also makes `agent` the swarm's [`ACTIVE_AGENT`], so the
+/// next turn of the conversation starts with it; its answer carries no response metadata.
+///
+/// ```
+/// use stategraph_agent::{Tool, handoff::create_swarm_handoff_tool};
+/// let to_bob = create_swarm_handoff_tool("Bob", Some("Transfer to Bob"));
+/// assert_eq!(to_bob.name(), "transfer_to_bob");
+/// assert_eq!(to_bob.handoff_destination(), Some("Bob"));
+/// ```
+pub fn create_swarm_handoff_tool(agent: &str, description: Option<&str>) -> HandoffTool {
+    HandoffTool {
+        active_agent_key: Some(ACTIVE_AGENT.to_owned()),
+        mark_answer: false,
+        ..create_handoff_tool(agent, description)
     }
 }

@@ -75,6 +75,7 @@ mod react;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 mod sse;
 mod state;
+pub mod swarm;
 mod tool;
 mod tool_node;
 

@@ -121,6 +121,15 @@ impl std::fmt::Debug for ReactAgent {
 /// calls tools, else END; `tools` → `agent` (END after a `return_direct` tool). Inside a run
 /// that streams `messages`, the model's answer streams token by token.
 ///
+/// LangGraph 1.x deprecates `create_react_agent` for LangChain's `create_agent`
+/// ([`crate::agent::create_agent`]); this one stays for threads written by it. What the
+/// deprecated agent's extra parameters did, `create_agent` does with middleware
+/// ([`crate::agent::Middleware`]): `pre_model_hook` / `post_model_hook` are `before_model` /
+/// `after_model` hooks, a dynamic model is a `wrap_model_call` that sets the request's model,
+/// a custom state schema is the middleware's
+/// [`state_keys`](crate::agent::Middleware::state_keys), and the run's context reaches tools
+/// as [`ToolContext::context`](crate::ToolContext::context).
+///
 /// ```
 /// use std::sync::Arc;
 /// use schemars::JsonSchema;
@@ -224,6 +233,16 @@ impl ReactAgent {
         self
     }
 
+    /// The agent's name, if it has one.
+    pub fn agent_name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// The agents its handoff tools hand over to ([`Tool::handoff_destination`]).
+    pub fn handoff_destinations(&self) -> Vec<String> {
+        crate::agent::handoff_destinations(self.tools.tools().map(|t| &**t))
+    }
+
     /// The graph before it is compiled (to add nodes or edges of your own).
     pub fn graph(&self) -> StateGraph<MessagesState> {
         let mut graph = StateGraph::<MessagesState>::new();
@@ -277,6 +296,9 @@ impl ReactAgent {
     /// The compiled agent.
     pub fn build(self) -> Result<CompiledGraph<MessagesState>, GraphError> {
         let mut compiled = self.graph().compile()?;
+        if let Some(name) = &self.name {
+            compiled = compiled.with_name(name.clone());
+        }
         if !self.interrupt_before.is_empty() {
             compiled = compiled.with_interrupt_before(self.interrupt_before);
         }

@@ -225,6 +225,15 @@ pub trait Tool: Send + Sync {
         false
     }
 
+    /// The node this tool hands the conversation over to, if it is a handoff tool
+    /// ([`create_handoff_tool`](crate::handoff::create_handoff_tool); LangChain keeps it in
+    /// the tool's metadata under `__handoff_destination`): multi-agent graphs such as
+    /// [`create_swarm`](crate::swarm::create_swarm) declare these as the agent's
+    /// destinations.
+    fn handoff_destination(&self) -> Option<&str> {
+        None
+    }
+
     /// How the model is told about it.
     fn spec(&self) -> ToolSpec {
         ToolSpec {
@@ -385,5 +394,8 @@ impl<T: Tool + ?Sized> Tool for Arc<T> {
     }
     fn return_direct(&self) -> bool {
         (**self).return_direct()
+    }
+    fn handoff_destination(&self) -> Option<&str> {
+        (**self).handoff_destination()
     }
 }

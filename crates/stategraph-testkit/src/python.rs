@@ -76,6 +76,29 @@ where
     })
 }
 
+/// Runs `scripts/interop/{script}` with the pinned interpreter on `db`, `thread` and the
+/// actions, and parses what it prints as JSON; panics with its stderr when it fails.
+pub fn interop_script(script: &str, db: &str, thread: &str, actions: &[&str]) -> serde_json::Value {
+    let out = Command::new(python_interpreter())
+        .arg(repo_root().join("scripts/interop").join(script))
+        .arg(db)
+        .arg(thread)
+        .args(actions)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{script} printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
 /// Runs the project's `scripts/interop/seed_graph.py DB GRAPH THREAD ACTIONS…` with the
 /// pinned Python LangGraph (its saver encrypting under `aes_key` when given, as
 /// `LANGGRAPH_AES_KEY`), and returns the JSON it prints.

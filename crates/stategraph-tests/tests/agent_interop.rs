@@ -131,3 +131,99 @@ async fn a_react_thread_is_shared_with_pythons_prebuilt_agent() {
         assert_eq!(state.messages[11].text(), Some("python: Sunny in Oslo"));
     }
 }
+
+/// The agent loop built by hand, as LangGraph's docs build it: a model node `agent`,
+/// [`ToolNode`] as `tools`, and [`tools_condition`] routing between them.
+async fn manual_agent(
+    db: &str,
+) -> (
+    stategraph_testkit::chat::ChatServer,
+    CompiledGraph<MessagesState>,
+) {
+    use stategraph::agent::{ChatModel, ChatRequest, ToolNode, tools_condition};
+    use stategraph::graph::Goto;
+    use std::sync::Arc;
+
+    let (server, model) = weather_model("python: ", "py_call_").await;
+    let tools = ToolNode::new([weather_tool()]);
+    let specs: Vec<_> = tools.tools().map(|t| t.spec()).collect();
+    let model = Arc::new(model);
+    let mut g = StateGraph::<MessagesState>::new();
+    g.add_node("agent", move |s: Arc<MessagesState>, _ctx| {
+        let (model, specs) = (Arc::clone(&model), specs.clone());
+        async move {
+            let request = ChatRequest::new(s.messages.clone()).tools(specs);
+            let reply = model.invoke(&request).await?;
+            Ok::<_, NodeError>(MessagesUpdate::messages([reply]))
+        }
+    })
+    .add_node("tools", tools.node::<MessagesState>())
+    .add_edge(START, "agent")
+    .add_edge("tools", "agent");
+    g.add_conditional_edges("agent", |s: &MessagesState| {
+        Ok(vec![Goto::from(tools_condition(&s.messages))])
+    })
+    .name("tools_condition")
+    .path_map(["tools", END]);
+    let graph = g
+        .compile()
+        .unwrap()
+        .with_interrupt_before(["tools"])
+        .with_checkpointer(
+            stategraph::open_saver(&format!("sqlite:{db}"))
+                .await
+                .unwrap(),
+        );
+    (server, graph)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_built_loop_with_tools_condition_matches_python() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("manual.sqlite").display().to_string();
+    let (_server, graph) = manual_agent(&db).await;
+
+    // Each side runs two turns on its own thread, approving each tool call.
+    let config = RunConfig::thread("rust");
+    for question in ["Weather in Paris?", "Thanks, and in Rome?"] {
+        graph.invoke(ask(question), config.clone()).await.unwrap();
+        assert_eq!(graph.get_state(&config).await.unwrap().next, ["tools"]);
+        graph.continue_run(config.clone()).await.unwrap();
+    }
+    let ended: MessagesState = graph.get_state(&config).await.unwrap().state().unwrap();
+    assert_eq!(ended.messages.len(), 8);
+    assert_eq!(ended.messages[7].text(), Some("python: Sunny in Rome"));
+    let ours = seed_graph_py(
+        None,
+        &db,
+        "react_manual",
+        "rust",
+        &["outline", "agent_messages"],
+    );
+    let theirs = seed_graph_py(
+        None,
+        &db,
+        "react_manual",
+        "python",
+        &[
+            "ask:Weather in Paris?",
+            "resume",
+            "ask:Thanks, and in Rome?",
+            "resume",
+            "outline",
+            "agent_messages",
+        ],
+    );
+    assert_eq!(ours["agent_messages"], theirs["agent_messages"]);
+    assert_eq!(ours["outline"], theirs["outline"]);
+
+    // A third question on Python's thread, from stategraph; the answer routes to the end.
+    let config = RunConfig::thread("python");
+    graph
+        .invoke(ask("And in Oslo?"), config.clone())
+        .await
+        .unwrap();
+    let out = graph.continue_run(config.clone()).await.unwrap();
+    assert_eq!(out.messages[11].text(), Some("python: Sunny in Oslo"));
+    assert!(graph.get_state(&config).await.unwrap().next.is_empty());
+}

@@ -26,7 +26,7 @@ use stategraph::agent::middleware::{
 use stategraph::agent::{ChatOpenAi, OpenAiConfig, Tool, tool};
 use stategraph::prelude::*;
 use stategraph_testkit::chat::{Answer, Call, ChatServer, last_role};
-use stategraph_testkit::python::{python_interpreter, repo_root};
+use stategraph_testkit::python::interop_script;
 
 #[derive(Deserialize, JsonSchema)]
 struct City {
@@ -86,19 +86,7 @@ async fn build_agent(url: &str) -> (ChatServer, CompiledGraph<AgentState>) {
 }
 
 fn python(db: &str, thread: &str, actions: &[&str]) -> Json {
-    let out = std::process::Command::new(python_interpreter())
-        .arg(repo_root().join("scripts/interop/create_agent.py"))
-        .arg(db)
-        .arg(thread)
-        .args(actions)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "create_agent.py failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    interop_script("create_agent.py", db, thread, actions)
 }
 
 async fn act(agent: &CompiledGraph<AgentState>, thread: &str, action: &str) {

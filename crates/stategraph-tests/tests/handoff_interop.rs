@@ -17,7 +17,7 @@ use stategraph::agent::handoff::create_handoff_tool;
 use stategraph::agent::{ChatOpenAi, MessagesState, MessagesUpdate, OpenAiConfig, Tool};
 use stategraph::prelude::*;
 use stategraph_testkit::chat::{Answer, Call, ChatServer};
-use stategraph_testkit::python::{python_interpreter, repo_root};
+use stategraph_testkit::python::interop_script;
 
 /// The scripted model of `handoff.py`, over the OpenAI wire.
 async fn model() -> (ChatServer, ChatOpenAi) {
@@ -76,19 +76,7 @@ async fn graph(url: &str) -> (ChatServer, CompiledGraph<MessagesState>) {
 }
 
 fn python(db: &str, thread: &str, actions: &[&str]) -> Json {
-    let out = std::process::Command::new(python_interpreter())
-        .arg(repo_root().join("scripts/interop/handoff.py"))
-        .arg(db)
-        .arg(thread)
-        .args(actions)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "handoff.py failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    interop_script("handoff.py", db, thread, actions)
 }
 
 async fn ask(graph: &CompiledGraph<MessagesState>, thread: &str, text: &str) {

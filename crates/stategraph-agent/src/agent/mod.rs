@@ -200,6 +200,17 @@ impl Agent {
         self
     }
 
+    /// The agent's name, if it has one.
+    pub fn agent_name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// The agents its handoff tools hand over to ([`Tool::handoff_destination`]), in the
+    /// tools' order.
+    pub fn handoff_destinations(&self) -> Vec<String> {
+        handoff_destinations(self.tools.iter().map(|t| &**t))
+    }
+
     /// The graph before it is compiled. Fails when two middleware share a name.
     pub fn graph(&self) -> Result<StateGraph<AgentState>, GraphError> {
         graph::build(self)
@@ -208,6 +219,9 @@ impl Agent {
     /// The compiled agent.
     pub fn build(self) -> Result<CompiledGraph<AgentState>, GraphError> {
         let mut compiled = self.graph()?.compile()?;
+        if let Some(name) = &self.name {
+            compiled = compiled.with_name(name.clone());
+        }
         if !self.interrupt_before.is_empty() {
             compiled = compiled.with_interrupt_before(self.interrupt_before);
         }
@@ -222,4 +236,15 @@ impl Agent {
         }
         Ok(compiled)
     }
+}
+
+/// The destinations of the handoff tools among `tools`, each once, in order.
+pub(crate) fn handoff_destinations<'a>(tools: impl Iterator<Item = &'a dyn Tool>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for to in tools.filter_map(Tool::handoff_destination) {
+        if !out.iter().any(|d| d == to) {
+            out.push(to.to_owned());
+        }
+    }
+    out
 }
