@@ -25,6 +25,8 @@ impl Served {
             .env_remove("STATEGRAPH_DB")
             .env_remove("STATEGRAPH_API_KEY")
             .env("RUST_BACKTRACE", "1")
+            // Serve's default, whatever the caller's environment says: tests read its logs.
+            .env("RUST_LOG", "info")
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
