@@ -49,6 +49,8 @@
     not(test),
     warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
 )]
+// On docs.rs (`--cfg docsrs`, nightly), items behind a feature say which.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "minilm")]
 mod minilm;

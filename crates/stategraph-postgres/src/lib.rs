@@ -111,7 +111,7 @@ mod config;
 mod database;
 mod error;
 mod migrate;
-mod nul;
+mod nul_char;
 mod runs;
 mod saver;
 mod schema;

@@ -87,6 +87,11 @@
     not(test),
     warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
 )]
+// On docs.rs (`--cfg docsrs`, nightly), items behind a feature say which.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+// The features and their `##` comments in the manifest, listed.
+#![doc = "\n# Feature flags\n"]
+#![doc = document_features::document_features!()]
 
 mod a2a;
 mod app;

@@ -250,7 +250,7 @@ impl PostgresSaver {
         // listing that names it (the server would refuse the query instead of answering).
         if args.iter().any(|a| match a {
             SqlArg::Text(t) => t.contains('\0'),
-            SqlArg::Json(j) => crate::nul::nul_at(j, "").is_some(),
+            SqlArg::Json(j) => crate::nul_char::nul_at(j, "").is_some(),
             SqlArg::Int(_) | SqlArg::Real(_) => false,
         }) {
             return Ok(Vec::new());

@@ -1,7 +1,7 @@
 //! [`PostgresStore`]: LangGraph's Postgres `BaseStore`, in Rust, on LangGraph's own schema.
 
 mod config;
-mod nul;
+mod nul_char;
 mod read;
 mod schema;
 mod sql;
@@ -154,7 +154,7 @@ impl Store for PostgresStore {
     /// idempotent, its reads have no effect), up to one try per pooled connection plus a new
     /// one, as the saver's reads are.
     async fn batch(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, StoreError> {
-        nul::refuse_nul(&ops)?;
+        nul_char::refuse_nul(&ops)?;
         let mut tries = self.pool.status().max_size + 1;
         loop {
             match self.batch_once(ops.clone()).await {

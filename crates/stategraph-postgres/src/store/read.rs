@@ -28,7 +28,10 @@ impl PostgresStore {
         now: Timestamp,
     ) -> Result<Vec<Option<Item>>, StoreError> {
         let (mut prefixes, mut keys) = (Vec::new(), Vec::new());
-        for op in ops.iter().filter(|op| super::nul::storable_key(&op.key)) {
+        for op in ops
+            .iter()
+            .filter(|op| super::nul_char::storable_key(&op.key))
+        {
             prefixes.push(prefix_of(&op.namespace));
             keys.push(op.key.clone());
         }

@@ -5,7 +5,7 @@
 
 use stategraph_store::{Op, StoreError};
 
-use crate::nul::nul_at;
+use crate::nul_char::nul_at;
 
 /// Refuses the puts and searches of `ops` that carry U+0000, naming where.
 pub(super) fn refuse_nul(ops: &[Op]) -> Result<(), StoreError> {
