@@ -111,6 +111,10 @@ timed cargo-test cargo test --workspace --all-features "$@"
 # meaning); it exits non-zero if the search does not find it first.
 timed memory cargo run --quiet -p stategraph --example memory_store --features minilm
 
+# The guide as a reader follows it: its shell snippets, and chapters 1-3 typed into a new
+# crate that depends on this checkout (its Rust snippets ran above, as doc tests).
+timed guide scripts/guide-check.py
+
 # Coverage-guided fuzzing of everything that reads stored bytes, 20 s per target.
 timed fuzz scripts/fuzz.sh 20
 

@@ -150,7 +150,11 @@ fn a_cron_fires_once_per_tick(db: &str) {
     }
     let twice: Vec<_> = per_tick.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "ticks fired more than once: {twice:?}");
-    assert_eq!(per_tick.len(), runs.len(), "fired ticks {per_tick:?}, runs {runs:?}");
+    assert_eq!(
+        per_tick.len(),
+        runs.len(),
+        "fired ticks {per_tick:?}, runs {runs:?}"
+    );
     // Each run appended `a` then `b` once.
     let (_, t) = call(&a.addr, "GET", &format!("/threads/{thread}"), None);
     assert_eq!(t["status"], "idle", "{t}");

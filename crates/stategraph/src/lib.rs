@@ -77,10 +77,16 @@
     not(test),
     warn(clippy::indexing_slicing, clippy::string_slice, clippy::panic)
 )]
+// On docs.rs (`--cfg docsrs`, nightly), items behind a feature say which.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+// The features and their `##` comments in the manifest, listed.
+#![doc = "\n## Feature flags\n"]
+#![doc = document_features::document_features!()]
 
 use std::sync::Arc;
 
 mod error;
+pub mod guide;
 mod open;
 pub use error::{Error, Result};
 pub use open::*;
