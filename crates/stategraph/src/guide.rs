@@ -3,8 +3,8 @@
 //! A guide for a Rust developer who knows neither LangGraph nor this project, to be read in
 //! order: each chapter builds on the one before. Every Rust snippet in it is compiled and run
 //! as a doc test, and every shell snippet is run by the test suite, so what you read here
-//! works as written. (A chapter that needs a cargo feature says so at its top; docs.rs shows
-//! them all.)
+//! works as written. (The chapters use SQLite, the default feature; one that needs another
+//! cargo feature is marked with it, and docs.rs shows them all.)
 //!
 //! 1. [Your first graph](first_graph/index.html): state, nodes and edges, reducers, conditional edges.
 //! 2. [Persistence](persistence/index.html): checkpoints and threads, the backends, conversation memory.
@@ -24,15 +24,23 @@
 //! The chapters are Markdown files in the crate's `guide/` directory; they read as well on
 //! GitHub as here.
 
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 #[doc = include_str!("../guide/01-first-graph.md")]
 pub mod first_graph {}
 
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 #[doc = include_str!("../guide/02-persistence.md")]
 pub mod persistence {}
 
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 #[doc = include_str!("../guide/03-human-in-the-loop.md")]
 pub mod human_in_the_loop {}
 
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 #[doc = include_str!("../guide/04-time-travel.md")]
 pub mod time_travel {}
 
@@ -46,6 +54,8 @@ pub mod memory_store {}
 #[doc = include_str!("../guide/06-agents.md")]
 pub mod agents {}
 
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 #[doc = include_str!("../guide/07-functional-api.md")]
 pub mod functional_api {}
 
@@ -72,5 +82,7 @@ pub mod observability {}
 #[doc = include_str!("../guide/11-python-compatibility.md")]
 pub mod python_compatibility {}
 
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 #[doc = include_str!("../guide/12-operations.md")]
 pub mod operations {}
