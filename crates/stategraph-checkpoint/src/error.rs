@@ -58,14 +58,19 @@ impl Location {
 
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.part)?;
+        // "checkpoint ID", not "checkpoint in checkpoint ID".
+        let whole = self.part == "checkpoint" && self.channel.is_none() && self.task_id.is_none();
+        match (&self.checkpoint_id, whole) {
+            (Some(id), true) => write!(f, "checkpoint {id}")?,
+            _ => f.write_str(self.part)?,
+        }
         if let Some(ch) = &self.channel {
             write!(f, " of channel `{ch}`")?;
         }
         if let Some(task) = &self.task_id {
             write!(f, " written by task {task}")?;
         }
-        if let Some(id) = &self.checkpoint_id {
+        if let Some(id) = self.checkpoint_id.as_ref().filter(|_| !whole) {
             write!(f, " in checkpoint {id}")?;
         }
         write!(f, " of thread `{}`", self.thread_id)?;
