@@ -54,10 +54,7 @@ impl State for MessagesState {
 
     fn from_values(values: &Values) -> Result<Self, GraphError> {
         Ok(Self {
-            messages: match values.get("messages") {
-                Some(v) => read_messages(v)?,
-                None => Vec::new(),
-            },
+            messages: messages_reusing(values, None)?,
         })
     }
 
@@ -65,16 +62,8 @@ impl State for MessagesState {
         values: &Values,
         previous: Option<(Self, &Values)>,
     ) -> Result<Self, GraphError> {
-        let Some((previous, before)) = previous else {
-            return Self::from_values(values);
-        };
         Ok(Self {
-            messages: stategraph_graph::reuse_vec_field(
-                "messages",
-                values.get("messages"),
-                before.get("messages"),
-                previous.messages,
-            )?,
+            messages: messages_reusing(values, previous.map(|(p, b)| (p.messages, b)))?,
         })
     }
 
@@ -97,6 +86,26 @@ impl State for MessagesState {
             writes.push((key, v));
         }
         Ok(writes)
+    }
+}
+
+/// The `messages` of `values`, converting only what is new since `previous` (the messages
+/// read from the values `before`) when there is one.
+pub(crate) fn messages_reusing(
+    values: &Values,
+    previous: Option<(Vec<Message>, &Values)>,
+) -> Result<Vec<Message>, GraphError> {
+    match previous {
+        Some((old, before)) => stategraph_graph::reuse_vec_field(
+            "messages",
+            values.get("messages"),
+            before.get("messages"),
+            old,
+        ),
+        None => match values.get("messages") {
+            Some(v) => read_messages(v),
+            None => Ok(Vec::new()),
+        },
     }
 }
 

@@ -11,7 +11,7 @@ use stategraph_messages::Message;
 use crate::agent::{Agent, AgentState};
 use crate::handoff::ACTIVE_AGENT;
 use crate::react::ReactAgent;
-use crate::state::{MessagesState, read_messages};
+use crate::state::{MessagesState, messages_reusing};
 
 /// A swarm's state (`langgraph_swarm.SwarmState`): the conversation, merged with
 /// `add_messages`, and the agent that spoke last.
@@ -63,18 +63,7 @@ impl State for SwarmState {
         values: &Values,
         previous: Option<(Self, &Values)>,
     ) -> Result<Self, GraphError> {
-        let messages = match previous {
-            Some((previous, before)) => stategraph_graph::reuse_vec_field(
-                "messages",
-                values.get("messages"),
-                before.get("messages"),
-                previous.messages,
-            )?,
-            None => match values.get("messages") {
-                Some(v) => read_messages(v)?,
-                None => Vec::new(),
-            },
-        };
+        let messages = messages_reusing(values, previous.map(|(p, b)| (p.messages, b)))?;
         let active_agent = match values.get(ACTIVE_AGENT) {
             None | Some(Value::Null) => None,
             Some(Value::Str(s)) => Some(s.to_string()),

@@ -170,22 +170,8 @@ impl State for AgentState {
         values: &Values,
         previous: Option<(Self, &Values)>,
     ) -> Result<Self, GraphError> {
-        let (old_messages, before) = match previous {
-            Some((p, before)) => (p.messages, Some(before)),
-            None => (Vec::new(), None),
-        };
-        let messages = match before {
-            Some(before) => stategraph_graph::reuse_vec_field(
-                MESSAGES,
-                values.get(MESSAGES),
-                before.get(MESSAGES),
-                old_messages,
-            )?,
-            None => match values.get(MESSAGES) {
-                Some(v) => crate::state::read_messages(v)?,
-                None => Vec::new(),
-            },
-        };
+        let messages =
+            crate::state::messages_reusing(values, previous.map(|(p, b)| (p.messages, b)))?;
         let jump_to = match values.get(JUMP_TO) {
             None | Some(Value::Null) => None,
             Some(v) => {
